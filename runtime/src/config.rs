@@ -1,0 +1,92 @@
+//! Configuration read from the environment: names, defaults and parsers.
+//!
+//! | variable | meaning | default |
+//! |---|---|---|
+//! | `FERROSHMEM_SYMMETRIC_SIZE` (or `NVSHMEM_SYMMETRIC_SIZE`) | symmetric heap bytes per PE (`512M`, `2G`, `1048576`) | `1G` |
+//! | `FERROSHMEM_SPIN_US` | how long a wait spins before it sleeps, in µs | `50` |
+
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+
+/// Default symmetric heap size per PE (1 GiB; host segments are sparse until touched).
+pub const DEFAULT_SYMMETRIC_SIZE: usize = 1 << 30;
+/// Default spin time of a wait before it sleeps.
+pub const DEFAULT_SPIN: Duration = Duration::from_micros(50);
+
+/// Parses a size such as `4096`, `64K`, `512M`, `2G`, `1T` (binary units; `KiB`/`MB`/`kb`
+/// spellings accepted, case-insensitive).
+pub fn parse_size(text: &str) -> Result<usize> {
+    let t = text.trim();
+    let digits_end = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(digits_end);
+    let bad = || Error::Config(format!("cannot read size {text:?}: use e.g. 512M or 2G"));
+    let value: usize = num.parse().map_err(|_| bad())?;
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        _ => return Err(bad()),
+    };
+    value
+        .checked_mul(1usize << shift)
+        .ok_or_else(|| Error::Config(format!("size {text:?} overflows")))
+}
+
+/// Reads the first of `names` that is set; `Ok(None)` if none is.
+pub fn env_var(names: &[&str]) -> Result<Option<String>> {
+    for name in names {
+        match std::env::var(name) {
+            Ok(v) => return Ok(Some(v)),
+            Err(std::env::VarError::NotPresent) => {}
+            Err(std::env::VarError::NotUnicode(_)) => {
+                return Err(Error::Config(format!("{name} is not valid UTF-8")))
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// The symmetric heap size per PE from the environment, or the default.
+pub fn symmetric_size_from_env() -> Result<usize> {
+    let size = match env_var(&["FERROSHMEM_SYMMETRIC_SIZE", "NVSHMEM_SYMMETRIC_SIZE"])? {
+        Some(v) => parse_size(&v)?,
+        None => DEFAULT_SYMMETRIC_SIZE,
+    };
+    if size == 0 {
+        return Err(Error::Config("the symmetric size must not be zero".into()));
+    }
+    Ok(size)
+}
+
+/// The spin time of waits from `FERROSHMEM_SPIN_US`, or the default.
+pub fn spin_from_env() -> Result<Duration> {
+    match env_var(&["FERROSHMEM_SPIN_US"])? {
+        Some(v) => v
+            .trim()
+            .parse::<u64>()
+            .map(Duration::from_micros)
+            .map_err(|_| Error::Config(format!("FERROSHMEM_SPIN_US={v:?} is not a number"))),
+        None => Ok(DEFAULT_SPIN),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse() {
+        assert_eq!(parse_size("4096").unwrap(), 4096);
+        assert_eq!(parse_size("64K").unwrap(), 64 << 10);
+        assert_eq!(parse_size("512M").unwrap(), 512 << 20);
+        assert_eq!(parse_size("2G").unwrap(), 2 << 30);
+        assert_eq!(parse_size("2gib").unwrap(), 2 << 30);
+        assert!(parse_size("").is_err());
+        assert!(parse_size("12X").is_err());
+        assert!(parse_size("-1G").is_err());
+        assert!(parse_size("99999999999999999999T").is_err());
+    }
+}

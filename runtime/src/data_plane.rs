@@ -1,0 +1,154 @@
+//! The data plane of one PE: every peer's segment mapped, and the operations that go straight
+//! from the caller to a peer's memory (RMA, atomics, signals, waits, barriers) without passing
+//! through any actor's mailbox. The operations themselves live in sibling modules
+//! ([`crate::rma`], [`crate::amo`], [`crate::signal`], [`crate::wait`], [`crate::barrier`]).
+
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytemuck::Pod;
+
+use crate::doorbell::Doorbell;
+use crate::error::{Error, Result};
+use crate::health::Health;
+use crate::heap::{HeapId, SymSlice};
+use crate::segment::{Segment, HEADER_SIZE};
+
+/// What a PE's data plane is built from.
+#[derive(Debug)]
+pub struct DataPlaneParts {
+    /// This PE's number.
+    pub my_pe: usize,
+    /// The job's heap identity.
+    pub heap: HeapId,
+    /// Every PE's segment, indexed by PE (this PE's own among them).
+    pub segments: Vec<Arc<Segment>>,
+    /// The job's failure state as this PE sees it.
+    pub health: Arc<Health>,
+    /// How long waits spin before sleeping.
+    pub spin: Duration,
+}
+
+/// One PE's view of the job's memory, and the operations on it.
+#[derive(Debug)]
+pub struct DataPlane {
+    pub(crate) my_pe: usize,
+    pub(crate) heap: HeapId,
+    pub(crate) segments: Vec<Arc<Segment>>,
+    pub(crate) doorbell: Doorbell,
+    pub(crate) health: Arc<Health>,
+    pub(crate) spin: Duration,
+    pub(crate) barrier_epoch: AtomicU64,
+}
+
+impl DataPlane {
+    /// Builds the data plane and starts the PE's doorbell thread.
+    pub fn new(parts: DataPlaneParts) -> Result<Self> {
+        let own = parts
+            .segments
+            .get(parts.my_pe)
+            .ok_or(Error::PeOutOfRange {
+                pe: parts.my_pe,
+                n_pes: parts.segments.len(),
+            })?
+            .clone();
+        Ok(DataPlane {
+            my_pe: parts.my_pe,
+            heap: parts.heap,
+            doorbell: Doorbell::start(parts.my_pe, own)?,
+            segments: parts.segments,
+            health: parts.health,
+            spin: parts.spin,
+            barrier_epoch: AtomicU64::new(0),
+        })
+    }
+
+    /// This PE's number (`shmem_my_pe`).
+    pub fn my_pe(&self) -> usize {
+        self.my_pe
+    }
+
+    /// The number of PEs in the job (`shmem_n_pes`).
+    pub fn n_pes(&self) -> usize {
+        self.segments.len()
+    }
+
+    /// The job's heap identity.
+    pub fn heap_id(&self) -> HeapId {
+        self.heap
+    }
+
+    /// Usable symmetric heap bytes per PE.
+    pub fn heap_size(&self) -> usize {
+        self.segments[self.my_pe].heap_size()
+    }
+
+    /// The job's failure state as this PE sees it.
+    pub fn health(&self) -> &Arc<Health> {
+        &self.health
+    }
+
+    /// Wakes this PE's local waiters so that they re-check the job's health.
+    pub fn wake_local_waiters(&self) {
+        self.doorbell.ring_local();
+    }
+
+    /// Whether `pe` can be reached by loads and stores (`shmem_ptr` would be non-null). Every
+    /// PE of a host-memory job is.
+    pub fn is_mapped(&self, pe: usize) -> bool {
+        pe < self.n_pes()
+    }
+
+    /// The segment of `pe`, or a typed error.
+    #[inline]
+    pub(crate) fn segment(&self, pe: usize) -> Result<&Segment> {
+        self.segments
+            .get(pe)
+            .map(|s| &**s)
+            .ok_or(Error::PeOutOfRange {
+                pe,
+                n_pes: self.segments.len(),
+            })
+    }
+
+    /// This PE's own segment.
+    #[inline]
+    pub(crate) fn own_segment(&self) -> &Segment {
+        &self.segments[self.my_pe]
+    }
+
+    /// Checks a view that must hold `needed` elements and returns the mapping offset of its
+    /// first element.
+    #[inline]
+    pub(crate) fn locate<T: Pod>(
+        &self,
+        view: SymSlice<'_, T>,
+        needed: usize,
+        what: &'static str,
+    ) -> Result<usize> {
+        let span = view.span(self.heap)?;
+        if needed > span.len {
+            return Err(Error::OutOfBounds {
+                what,
+                needed,
+                available: span.len,
+            });
+        }
+        Ok(HEADER_SIZE + span.offset)
+    }
+
+    /// Checks a one-element view used atomically and returns its mapping offset.
+    #[inline]
+    pub(crate) fn locate_atomic<T: Pod>(&self, view: SymSlice<'_, T>) -> Result<usize> {
+        let offset = self.locate(view, 1, "atomic operand")?;
+        let align = std::mem::size_of::<T>();
+        if offset % align != 0 {
+            return Err(Error::MisalignedAtomic {
+                offset: offset - HEADER_SIZE,
+                align,
+            });
+        }
+        Ok(offset)
+    }
+}

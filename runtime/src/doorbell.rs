@@ -1,0 +1,110 @@
+//! Waking a PE's sleeping waiters when another PE (in any process) writes its segment.
+//!
+//! Each PE runs one doorbell thread that sleeps on the futex word in its segment header.
+//! Writers bump that word and wake the futex only when the header's sleeper count is non-zero
+//! (see [`Segment::wake_if_sleeping`]), so the data path pays one load when nobody sleeps. On
+//! each wake-up the thread notifies the async waiters of the PE, which re-check their
+//! conditions. An idle waiter therefore holds no core.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use tokio::sync::futures::Notified;
+use tokio::sync::Notify;
+
+use crate::error::{Error, Result};
+use crate::segment::Segment;
+
+/// The doorbell of one local PE.
+#[derive(Debug)]
+pub struct Doorbell {
+    segment: Arc<Segment>,
+    notify: Arc<Notify>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Doorbell {
+    /// Starts the doorbell thread of the PE that owns `segment`.
+    pub fn start(pe: usize, segment: Arc<Segment>) -> Result<Self> {
+        let notify = Arc::new(Notify::new());
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = std::thread::Builder::new()
+            .name(format!("fsh-doorbell-{pe}"))
+            .spawn({
+                let segment = segment.clone();
+                let notify = notify.clone();
+                let stop = stop.clone();
+                move || ring_loop(&segment, &notify, &stop)
+            })
+            .map_err(|e| Error::os("starting the doorbell thread", e))?;
+        Ok(Doorbell {
+            segment,
+            notify,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// A future that completes at the next ring. Enable it (or poll it once) before checking
+    /// the condition it guards, so that no ring is lost in between.
+    pub fn notified(&self) -> Notified<'_> {
+        self.notify.notified()
+    }
+
+    /// The segment whose writes ring this doorbell.
+    pub fn segment(&self) -> &Segment {
+        &self.segment
+    }
+
+    /// Wakes every local waiter now (used when the job fails or shuts down).
+    pub fn ring_local(&self) {
+        self.notify.notify_waiters();
+    }
+}
+
+fn ring_loop(segment: &Segment, notify: &Notify, stop: &AtomicBool) {
+    let word = segment.wake_seq();
+    loop {
+        let seen = word.load(Ordering::Acquire);
+        if stop.load(Ordering::Acquire) {
+            return;
+        }
+        notify.notify_waiters();
+        // Returns at once if the word moved since `seen` (EAGAIN), so no ring is lost.
+        let _ =
+            rustix::thread::futex::wait(word, rustix::thread::futex::Flags::empty(), seen, None);
+    }
+}
+
+impl Drop for Doorbell {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        self.segment.ring();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[tokio::test]
+    async fn a_write_with_a_sleeper_rings_the_waiter() {
+        let seg = Arc::new(Segment::create(0, 4096).unwrap());
+        let bell = Doorbell::start(0, seg.clone()).unwrap();
+        let notified = bell.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        seg.sleepers().fetch_add(1, Ordering::SeqCst);
+        seg.wake_if_sleeping();
+        tokio::time::timeout(Duration::from_secs(5), notified)
+            .await
+            .expect("the doorbell rang");
+        seg.sleepers().fetch_sub(1, Ordering::SeqCst);
+    }
+}

@@ -1,0 +1,147 @@
+//! The one error type of ferroshmem: every fallible call, on every layer, returns [`Error`].
+
+use std::time::Duration;
+
+/// Result alias used throughout ferroshmem.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What went wrong. Bad input never panics: it comes back as one of these variants, and the
+/// operation that reported it has changed nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A PE number at or beyond the number of PEs in the job (or team).
+    #[error("PE {pe} is out of range: the job has {n_pes} PEs")]
+    PeOutOfRange {
+        /// The PE asked for.
+        pe: usize,
+        /// The number of PEs.
+        n_pes: usize,
+    },
+    /// A symmetric handle that does not belong to this job's symmetric heap (another job's or
+    /// world's handle, or one built from an address that was never allocated symmetrically).
+    #[error("address is outside this job's symmetric heap")]
+    NotSymmetric,
+    /// An access past the end of a symmetric allocation or a local buffer.
+    #[error("out of bounds: {what} needs {needed} elements but has {available}")]
+    OutOfBounds {
+        /// Which operand overflowed.
+        what: &'static str,
+        /// Elements the operation needs.
+        needed: usize,
+        /// Elements available.
+        available: usize,
+    },
+    /// An atomic or signal operation on an address that is not aligned to its width.
+    #[error("misaligned atomic: offset {offset} is not a multiple of {align}")]
+    MisalignedAtomic {
+        /// Byte offset in the symmetric heap.
+        offset: usize,
+        /// Required alignment in bytes.
+        align: usize,
+    },
+    /// An alignment that is zero or not a power of two.
+    #[error("invalid alignment {0}: it must be a non-zero power of two")]
+    InvalidAlignment(usize),
+    /// The symmetric heap has no free range large enough.
+    #[error("symmetric heap exhausted: {requested} bytes requested, largest free range is {available} bytes (heap size {heap_size}; raise FERROSHMEM_SYMMETRIC_SIZE)")]
+    HeapExhausted {
+        /// Bytes requested (after rounding).
+        requested: usize,
+        /// The largest contiguous free range.
+        available: usize,
+        /// The whole heap's usable size.
+        heap_size: usize,
+    },
+    /// A collective call that PEs made with different arguments or in a different order.
+    #[error("collective mismatch in {operation}: {detail}")]
+    CollectiveMismatch {
+        /// The collective call.
+        operation: &'static str,
+        /// What differed, naming the PEs involved.
+        detail: String,
+    },
+    /// The job could not start: names the PE and address where it failed.
+    #[error("bootstrap failed: {0}")]
+    Bootstrap(String),
+    /// A peer PE exited or crashed; the job cannot continue.
+    #[error("PE {pe} was lost: {reason}")]
+    PeerLost {
+        /// The PE that was lost.
+        pe: usize,
+        /// What is known about why.
+        reason: String,
+    },
+    /// A wait, barrier or bootstrap step ran past its deadline.
+    #[error("{operation} timed out after {after:?}")]
+    Timeout {
+        /// What timed out.
+        operation: &'static str,
+        /// How long it waited.
+        after: Duration,
+    },
+    /// A configuration variable that cannot be used.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    /// An argument that cannot be used (a zero stride, mismatched lengths, …).
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// The runtime has shut down (the PE finished or the job ended).
+    #[error("the PE has shut down")]
+    Shutdown,
+    /// An operating-system call failed.
+    #[error("{context}: {message}")]
+    Os {
+        /// What was being done.
+        context: &'static str,
+        /// The OS error text.
+        message: String,
+    },
+    /// No GPU or no usable CUDA driver where one was required.
+    #[error("no GPU: {0}")]
+    NoGpu(String),
+    /// A CUDA driver or NVRTC call failed.
+    #[error("CUDA: {0}")]
+    Cuda(String),
+    /// A PE's task panicked.
+    #[error("PE {pe} panicked: {message}")]
+    Panicked {
+        /// The PE whose task panicked.
+        pe: usize,
+        /// The panic message.
+        message: String,
+    },
+}
+
+impl Error {
+    /// Wraps an OS error with what was being done.
+    pub fn os(context: &'static str, err: impl std::fmt::Display) -> Self {
+        Error::Os {
+            context,
+            message: err.to_string(),
+        }
+    }
+
+    /// A short stable name of the variant, used as a metric label.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Error::PeOutOfRange { .. } => "pe_out_of_range",
+            Error::NotSymmetric => "not_symmetric",
+            Error::OutOfBounds { .. } => "out_of_bounds",
+            Error::MisalignedAtomic { .. } => "misaligned_atomic",
+            Error::InvalidAlignment(_) => "invalid_alignment",
+            Error::HeapExhausted { .. } => "heap_exhausted",
+            Error::CollectiveMismatch { .. } => "collective_mismatch",
+            Error::Bootstrap(_) => "bootstrap",
+            Error::PeerLost { .. } => "peer_lost",
+            Error::Timeout { .. } => "timeout",
+            Error::Config(_) => "config",
+            Error::InvalidArgument(_) => "invalid_argument",
+            Error::Shutdown => "shutdown",
+            Error::Os { .. } => "os",
+            Error::NoGpu(_) => "no_gpu",
+            Error::Cuda(_) => "cuda",
+            Error::Panicked { .. } => "panicked",
+        }
+    }
+}

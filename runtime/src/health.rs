@@ -1,0 +1,70 @@
+//! Whether the job can still make progress, as one PE sees it. The control plane marks the job
+//! failed (a peer lost, an abort); every wait, barrier and collective of the PE checks it and
+//! returns the failure instead of hanging.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+use tokio::sync::Notify;
+
+use crate::error::{Error, Result};
+
+/// The failure state of one PE's job.
+#[derive(Debug, Default)]
+pub struct Health {
+    failed: AtomicBool,
+    failure: Mutex<Option<Error>>,
+    notify: Notify,
+}
+
+impl Health {
+    /// A healthy job.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// `Ok` while the job is healthy, else the first failure recorded.
+    #[inline]
+    pub fn check(&self) -> Result<()> {
+        if self.failed.load(Ordering::Acquire) {
+            Err(self.failure())
+        } else {
+            Ok(())
+        }
+    }
+
+    fn failure(&self) -> Error {
+        self.failure
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .unwrap_or(Error::Shutdown)
+    }
+
+    /// Records a failure (the first one wins) and wakes everything that waits on the job.
+    pub fn fail(&self, error: Error) {
+        {
+            let mut slot = self.failure.lock().unwrap_or_else(|p| p.into_inner());
+            if slot.is_none() {
+                *slot = Some(error);
+            }
+        }
+        self.failed.store(true, Ordering::Release);
+        self.notify.notify_waiters();
+    }
+
+    /// Resolves with the failure once the job has failed.
+    ///
+    /// Cancel safety: cancel safe.
+    pub async fn failed(&self) -> Error {
+        loop {
+            let notified = self.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if let Err(e) = self.check() {
+                return e;
+            }
+            notified.await;
+        }
+    }
+}

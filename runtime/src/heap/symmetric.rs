@@ -1,0 +1,344 @@
+//! Typed handles to symmetric memory: [`SymBuffer`] owns one collective allocation (the same
+//! offset on every PE), [`SymSlice`] is a borrowed view of part of it.
+//!
+//! A handle names memory on every PE; which PE's copy an operation touches is the operation's
+//! `pe` argument. Views are checked when an operation uses them: a view past the end of its
+//! allocation, or a handle from another job, gives a typed error, never a panic.
+
+use std::marker::PhantomData;
+use std::ops::{Bound, RangeBounds};
+
+use bytemuck::Pod;
+
+use crate::error::{Error, Result};
+
+/// Identity of one job's symmetric heap: the same random value on every PE of the job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct HeapId(pub u64);
+
+/// One collective allocation, untyped: what the allocator hands out and takes back.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Allocation {
+    heap: HeapId,
+    offset: usize,
+    bytes: usize,
+}
+
+impl Allocation {
+    /// Records an allocation made by the heap `heap` at `offset` of `bytes` bytes.
+    pub fn new(heap: HeapId, offset: usize, bytes: usize) -> Self {
+        Allocation {
+            heap,
+            offset,
+            bytes,
+        }
+    }
+
+    /// Heap-relative byte offset.
+    pub fn offset(&self) -> usize {
+        self.offset
+    }
+
+    /// Size in bytes.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// The heap it belongs to.
+    pub fn heap(&self) -> HeapId {
+        self.heap
+    }
+}
+
+/// A symmetric array of `len` elements of `T`: the same offset on every PE.
+///
+/// Returned by the collective `malloc`/`calloc`/`align`; give it back with the collective
+/// `free`, which consumes it. Dropping it without `free` leaks the heap range (as forgetting
+/// `shmem_free` does), and the debug log says so.
+#[derive(Debug)]
+pub struct SymBuffer<T> {
+    alloc: Option<Allocation>,
+    len: usize,
+    _type: PhantomData<fn() -> T>,
+}
+
+impl<T: Pod> SymBuffer<T> {
+    /// Types an allocation as `len` elements of `T`; the allocation must hold them.
+    pub fn from_allocation(alloc: Allocation, len: usize) -> Result<Self> {
+        let needed = len
+            .checked_mul(std::mem::size_of::<T>())
+            .ok_or_else(|| Error::InvalidArgument(format!("{len} elements overflow")))?;
+        if needed > alloc.bytes {
+            return Err(Error::OutOfBounds {
+                what: "allocation",
+                needed,
+                available: alloc.bytes,
+            });
+        }
+        Ok(SymBuffer {
+            alloc: Some(alloc),
+            len,
+            _type: PhantomData,
+        })
+    }
+
+    /// Gives the allocation back, for `free`.
+    pub fn into_allocation(mut self) -> Allocation {
+        self.alloc
+            .take()
+            .expect("a live SymBuffer holds its allocation")
+    }
+
+    fn allocation(&self) -> &Allocation {
+        self.alloc
+            .as_ref()
+            .expect("a live SymBuffer holds its allocation")
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether it has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Heap-relative byte offset (the same on every PE).
+    pub fn offset(&self) -> usize {
+        self.allocation().offset
+    }
+
+    /// A view of the whole buffer.
+    pub fn all(&self) -> SymSlice<'_, T> {
+        SymSlice {
+            heap: self.allocation().heap,
+            base: self.allocation().offset,
+            start: 0,
+            len: self.len,
+            limit: self.len,
+            _borrow: PhantomData,
+        }
+    }
+
+    /// A view of `range` (checked when used).
+    pub fn slice(&self, range: impl RangeBounds<usize>) -> SymSlice<'_, T> {
+        self.all().slice(range)
+    }
+
+    /// A view of element `index` alone (checked when used): the operand of atomics, `p`, `g`,
+    /// signals and waits.
+    pub fn at(&self, index: usize) -> SymSlice<'_, T> {
+        self.all().at(index)
+    }
+}
+
+impl<T> Drop for SymBuffer<T> {
+    fn drop(&mut self) {
+        if let Some(a) = &self.alloc {
+            tracing::debug!(
+                offset = a.offset,
+                bytes = a.bytes,
+                "SymBuffer dropped without free: its heap range stays allocated"
+            );
+        }
+    }
+}
+
+/// A view of part of a symmetric allocation (copyable; borrows the [`SymBuffer`]).
+#[derive(Debug)]
+pub struct SymSlice<'a, T> {
+    heap: HeapId,
+    /// Heap-relative byte offset of element 0 of the underlying allocation.
+    base: usize,
+    /// First element of the view.
+    start: usize,
+    /// Elements in the view.
+    len: usize,
+    /// Elements in the underlying allocation (views beyond it fail when used).
+    limit: usize,
+    _borrow: PhantomData<(&'a (), fn() -> T)>,
+}
+
+impl<T> Clone for SymSlice<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for SymSlice<'_, T> {}
+
+impl<'a, T: Pod> From<&'a SymBuffer<T>> for SymSlice<'a, T> {
+    fn from(b: &'a SymBuffer<T>) -> Self {
+        b.all()
+    }
+}
+
+/// Where an operand lives, after checking: heap-relative byte offset and element count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Span {
+    /// Heap-relative byte offset of the first element.
+    pub offset: usize,
+    /// Number of elements.
+    pub len: usize,
+}
+
+impl<'a, T: Pod> SymSlice<'a, T> {
+    /// Number of elements in the view.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the view is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// A sub-view of `range`, relative to this view (checked when used).
+    pub fn slice(&self, range: impl RangeBounds<usize>) -> SymSlice<'a, T> {
+        let from = match range.start_bound() {
+            Bound::Included(&s) => s,
+            Bound::Excluded(&s) => s.saturating_add(1),
+            Bound::Unbounded => 0,
+        };
+        let to = match range.end_bound() {
+            Bound::Included(&e) => e.saturating_add(1),
+            Bound::Excluded(&e) => e,
+            Bound::Unbounded => self.len,
+        };
+        SymSlice {
+            start: self.start.saturating_add(from),
+            len: to.saturating_sub(from),
+            // A sub-view may not reach past its parent view.
+            limit: if to > self.len || from > to {
+                0
+            } else {
+                self.limit
+            },
+            ..*self
+        }
+    }
+
+    /// The view of element `index` alone.
+    pub fn at(&self, index: usize) -> SymSlice<'a, T> {
+        self.slice(index..index.saturating_add(1))
+    }
+
+    /// The same bytes seen as `u8`.
+    pub fn as_bytes(&self) -> SymSlice<'a, u8> {
+        let size = std::mem::size_of::<T>();
+        SymSlice {
+            heap: self.heap,
+            base: self.base,
+            start: self.start.saturating_mul(size),
+            len: self.len.saturating_mul(size),
+            limit: self.limit.saturating_mul(size),
+            _borrow: PhantomData,
+        }
+    }
+
+    /// Checks the view against heap `heap` and returns its span.
+    pub fn span(&self, heap: HeapId) -> Result<Span> {
+        if heap != self.heap {
+            return Err(Error::NotSymmetric);
+        }
+        let end = self.start.checked_add(self.len);
+        if end.is_none_or(|e| e > self.limit) {
+            return Err(Error::OutOfBounds {
+                what: "symmetric view",
+                needed: end.unwrap_or(usize::MAX),
+                available: self.limit,
+            });
+        }
+        Ok(Span {
+            offset: self.base + self.start * std::mem::size_of::<T>(),
+            len: self.len,
+        })
+    }
+}
+
+impl<'a> SymSlice<'a, u8> {
+    /// Reinterprets these bytes as elements of `U` (as many as fit). The offset is kept as it
+    /// is: atomics on a misaligned result report [`Error::MisalignedAtomic`].
+    pub fn cast<U: Pod>(&self) -> SymSlice<'a, U> {
+        let size = std::mem::size_of::<U>().max(1);
+        SymSlice {
+            heap: self.heap,
+            base: self.base + self.start,
+            start: 0,
+            len: self.len / size,
+            limit: if self.start + self.len <= self.limit {
+                self.len / size
+            } else {
+                0
+            },
+            _borrow: PhantomData,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn buf(len: usize) -> SymBuffer<u64> {
+        SymBuffer::from_allocation(Allocation::new(HeapId(7), 128, len * 8), len).unwrap()
+    }
+
+    #[test]
+    fn views_resolve_or_fail_typed() {
+        let b = buf(10);
+        assert_eq!(
+            b.all().span(HeapId(7)).unwrap(),
+            Span {
+                offset: 128,
+                len: 10
+            }
+        );
+        assert_eq!(
+            b.slice(2..5).span(HeapId(7)).unwrap(),
+            Span {
+                offset: 144,
+                len: 3
+            }
+        );
+        assert_eq!(
+            b.at(9).span(HeapId(7)).unwrap(),
+            Span {
+                offset: 200,
+                len: 1
+            }
+        );
+        assert!(matches!(
+            b.at(10).span(HeapId(7)),
+            Err(Error::OutOfBounds { .. })
+        ));
+        assert!(matches!(
+            b.slice(5..3).span(HeapId(7)),
+            Err(Error::OutOfBounds { .. })
+        ));
+        assert!(matches!(
+            b.slice(2..5).slice(0..4).span(HeapId(7)),
+            Err(Error::OutOfBounds { .. })
+        ));
+        assert_eq!(b.all().span(HeapId(8)), Err(Error::NotSymmetric));
+        let word = b.all().as_bytes().slice(4..12).cast::<u64>();
+        assert_eq!(
+            word.span(HeapId(7)).unwrap(),
+            Span {
+                offset: 132,
+                len: 1
+            }
+        );
+        std::mem::forget(b);
+    }
+
+    #[test]
+    fn typing_an_allocation_checks_its_size() {
+        let a = Allocation::new(HeapId(1), 0, 16);
+        assert!(matches!(
+            SymBuffer::<u64>::from_allocation(a, 3),
+            Err(Error::OutOfBounds { .. })
+        ));
+    }
+}

@@ -1,0 +1,30 @@
+//! ferroshmem's engine without CUDA and without actors.
+//!
+//! It owns the symmetric heap (segments in shared memory, the deterministic allocator, typed
+//! handles) and the data plane: put/get, atomics, signals, waits and barriers that go straight
+//! from the caller to a peer's memory. The `ferroshmem-actors` crate builds a job out of these
+//! pieces; users normally reach them through the `ferroshmem` facade.
+
+pub mod amo;
+pub mod barrier;
+pub mod config;
+pub mod data_plane;
+pub mod doorbell;
+pub mod error;
+pub mod fd_passing;
+pub mod health;
+pub mod heap;
+pub mod rma;
+pub mod segment;
+pub mod shared_memory;
+pub mod signal;
+pub mod wait;
+
+pub use amo::AtomicInt;
+pub use data_plane::{DataPlane, DataPlaneParts};
+pub use error::{Error, Result};
+pub use health::Health;
+pub use heap::{Allocation, HeapAllocator, HeapId, SymBuffer, SymSlice};
+pub use segment::Segment;
+pub use signal::SignalOp;
+pub use wait::{Cmp, Wait};

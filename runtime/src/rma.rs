@@ -1,0 +1,196 @@
+//! Remote memory access on the data plane: `put`, `get`, `p`, `g`, strided `iput`/`iget`, the
+//! `_nbi` forms, `fence` and `quiet`.
+//!
+//! Over shared memory every transfer completes before the call returns; `_nbi` calls therefore
+//! return at once with the data in place, which OpenSHMEM allows (completion may come earlier
+//! than `quiet`). `quiet` still orders: it is a full fence.
+
+use std::sync::atomic::{fence, Ordering};
+
+use bytemuck::Pod;
+
+use crate::data_plane::DataPlane;
+use crate::error::{Error, Result};
+use crate::heap::SymSlice;
+use crate::segment::Segment;
+
+/// Checks an element stride of a strided transfer and returns the elements it spans.
+fn strided_extent(stride: usize, nelems: usize, what: &str) -> Result<usize> {
+    if stride == 0 {
+        return Err(Error::InvalidArgument(format!(
+            "{what} stride must be at least 1"
+        )));
+    }
+    if nelems == 0 {
+        return Ok(0);
+    }
+    (nelems - 1)
+        .checked_mul(stride)
+        .and_then(|x| x.checked_add(1))
+        .ok_or_else(|| Error::InvalidArgument(format!("{what} stride overflows")))
+}
+
+/// Makes a plain write to `target` visible and wakes its owner's sleepers.
+#[inline]
+fn publish(target: &Segment) {
+    fence(Ordering::SeqCst);
+    target.wake_if_sleeping();
+}
+
+impl DataPlane {
+    /// Copies `src` into `dest` on PE `pe` and returns once it is delivered (`shmem_put`).
+    ///
+    /// # Errors
+    /// [`Error::PeOutOfRange`], [`Error::NotSymmetric`], [`Error::OutOfBounds`] when `dest`
+    /// holds fewer than `src.len()` elements.
+    pub async fn put<T: Pod>(
+        &self,
+        dest: impl Into<SymSlice<'_, T>>,
+        src: &[T],
+        pe: usize,
+    ) -> Result<()> {
+        self.put_nbi(dest, src, pe)
+    }
+
+    /// Starts copying `src` into `dest` on PE `pe` (`shmem_put_nbi`); complete at `quiet`.
+    /// The source may be reused as soon as the call returns.
+    pub fn put_nbi<'s, T: Pod>(
+        &self,
+        dest: impl Into<SymSlice<'s, T>>,
+        src: &[T],
+        pe: usize,
+    ) -> Result<()> {
+        let target = self.segment(pe)?;
+        let at = self.locate(dest.into(), src.len(), "put destination")?;
+        target.mapping().write(at, bytemuck::cast_slice(src));
+        publish(target);
+        Ok(())
+    }
+
+    /// Copies `src` on PE `pe` into `dest` (`shmem_get`); `dest.len()` elements are read.
+    pub async fn get<T: Pod>(
+        &self,
+        dest: &mut [T],
+        src: impl Into<SymSlice<'_, T>>,
+        pe: usize,
+    ) -> Result<()> {
+        let source = self.segment(pe)?;
+        let at = self.locate(src.into(), dest.len(), "get source")?;
+        source.mapping().read(at, bytemuck::cast_slice_mut(dest));
+        Ok(())
+    }
+
+    /// Starts copying `src` on PE `pe` into this PE's symmetric `dest` (`shmem_get_nbi`);
+    /// `dest.len()` elements are read. The destination is symmetric so that transports which
+    /// complete later never write into memory Rust has handed back.
+    pub fn get_nbi<'d, 's, T: Pod>(
+        &self,
+        dest: impl Into<SymSlice<'d, T>>,
+        src: impl Into<SymSlice<'s, T>>,
+        pe: usize,
+    ) -> Result<()> {
+        let dest = dest.into();
+        let source = self.segment(pe)?;
+        let dst_at = self.locate(dest, 0, "get_nbi destination")?;
+        let n = dest.len();
+        let src_at = self.locate(src.into(), n, "get_nbi source")?;
+        let bytes = n * std::mem::size_of::<T>();
+        self.own_segment()
+            .mapping()
+            .copy_from(dst_at, source.mapping(), src_at, bytes);
+        Ok(())
+    }
+
+    /// Writes one element into `dest[0]` on PE `pe` (`shmem_p`).
+    pub async fn p<T: Pod>(
+        &self,
+        dest: impl Into<SymSlice<'_, T>>,
+        value: T,
+        pe: usize,
+    ) -> Result<()> {
+        self.put_nbi(dest, std::slice::from_ref(&value), pe)
+    }
+
+    /// Reads one element `src[0]` from PE `pe` (`shmem_g`).
+    pub async fn g<T: Pod>(&self, src: impl Into<SymSlice<'_, T>>, pe: usize) -> Result<T> {
+        let mut v = T::zeroed();
+        self.get(std::slice::from_mut(&mut v), src, pe).await?;
+        Ok(v)
+    }
+
+    /// Strided put (`shmem_iput`): element `i` of the transfer goes from `src[i * sst]` to
+    /// `dest[i * dst]` on PE `pe`, for `i < nelems`. Strides count elements and must be ≥ 1.
+    pub async fn iput<T: Pod>(
+        &self,
+        dest: impl Into<SymSlice<'_, T>>,
+        src: &[T],
+        dst: usize,
+        sst: usize,
+        nelems: usize,
+        pe: usize,
+    ) -> Result<()> {
+        let target = self.segment(pe)?;
+        let dest_extent = strided_extent(dst, nelems, "destination")?;
+        let src_extent = strided_extent(sst, nelems, "source")?;
+        if src_extent > src.len() {
+            return Err(Error::OutOfBounds {
+                what: "iput source",
+                needed: src_extent,
+                available: src.len(),
+            });
+        }
+        let at = self.locate(dest.into(), dest_extent, "iput destination")?;
+        let size = std::mem::size_of::<T>();
+        for i in 0..nelems {
+            target
+                .mapping()
+                .write(at + i * dst * size, bytemuck::bytes_of(&src[i * sst]));
+        }
+        publish(target);
+        Ok(())
+    }
+
+    /// Strided get (`shmem_iget`): element `i` goes from `src[i * sst]` on PE `pe` to
+    /// `dest[i * dst]`, for `i < nelems`.
+    pub async fn iget<T: Pod>(
+        &self,
+        dest: &mut [T],
+        src: impl Into<SymSlice<'_, T>>,
+        dst: usize,
+        sst: usize,
+        nelems: usize,
+        pe: usize,
+    ) -> Result<()> {
+        let source = self.segment(pe)?;
+        let dest_extent = strided_extent(dst, nelems, "destination")?;
+        let src_extent = strided_extent(sst, nelems, "source")?;
+        if dest_extent > dest.len() {
+            return Err(Error::OutOfBounds {
+                what: "iget destination",
+                needed: dest_extent,
+                available: dest.len(),
+            });
+        }
+        let at = self.locate(src.into(), src_extent, "iget source")?;
+        let size = std::mem::size_of::<T>();
+        for i in 0..nelems {
+            source.mapping().read(
+                at + i * sst * size,
+                bytemuck::bytes_of_mut(&mut dest[i * dst]),
+            );
+        }
+        Ok(())
+    }
+
+    /// Orders this PE's puts, AMOs and signals to each PE: those issued before the fence are
+    /// delivered before those issued after (`shmem_fence`).
+    pub fn fence(&self) {
+        fence(Ordering::SeqCst);
+    }
+
+    /// Completes every operation this PE has issued (`shmem_quiet`).
+    pub async fn quiet(&self) -> Result<()> {
+        fence(Ordering::SeqCst);
+        Ok(())
+    }
+}

@@ -1,0 +1,200 @@
+//! The one audited layer through which ferroshmem touches memory shared with other processes:
+//! a mapping of a shared-memory file, read and written by raw copies and atomic instructions.
+//!
+//! Rules this module keeps, so that the rest of the crate needs no `unsafe`:
+//! - No Rust reference (`&T`/`&mut T`) to plain shared bytes is ever created: other processes
+//!   may write them at any time, so they are only copied in and out through raw pointers.
+//!   The element types moved this way are [`bytemuck::Pod`]: every bit pattern is a valid
+//!   value, so a torn read under a racing write yields a valid (if unspecified) value.
+//! - References are created only to atomic types, at offsets checked for bounds and alignment.
+//! - Every offset is checked against the mapping's length here, even when the caller checked.
+
+use std::os::fd::AsFd;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, AtomicU64};
+
+use crate::error::{Error, Result};
+
+/// Atomic types that may be placed in shared memory (lock-free, address-free on Linux).
+pub trait SharedAtomic: private::Sealed + Sync {}
+
+mod private {
+    pub trait Sealed {}
+}
+
+macro_rules! shared_atomic {
+    ($($t:ty),*) => {$(
+        impl private::Sealed for $t {}
+        impl SharedAtomic for $t {}
+    )*};
+}
+shared_atomic!(AtomicU32, AtomicU64, AtomicI32, AtomicI64);
+
+/// A read-write shared mapping of a whole file (a memfd) into this process.
+#[derive(Debug)]
+pub struct SharedMapping {
+    base: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain process memory that lives until `drop`; all access goes through
+// raw-pointer copies and atomics (see the module rules), which are valid from any thread.
+unsafe impl Send for SharedMapping {}
+// SAFETY: as above; `&SharedMapping` hands out no references to non-atomic shared bytes.
+unsafe impl Sync for SharedMapping {}
+
+impl SharedMapping {
+    /// Maps `len` bytes of `fd` shared and read-write.
+    pub fn map(fd: impl AsFd, len: usize) -> Result<Self> {
+        use rustix::mm::{mmap, MapFlags, ProtFlags};
+        if len == 0 {
+            return Err(Error::Config("cannot map an empty segment".into()));
+        }
+        // SAFETY: a fresh mapping chosen by the kernel (null hint) overlaps nothing that Rust
+        // owns; the file descriptor is valid for the call; the result is checked below.
+        let ptr = unsafe {
+            mmap(
+                std::ptr::null_mut(),
+                len,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::SHARED,
+                fd,
+                0,
+            )
+        }
+        .map_err(|e| Error::os("mmap of a symmetric segment", e))?;
+        let base = NonNull::new(ptr.cast::<u8>())
+            .ok_or_else(|| Error::os("mmap of a symmetric segment", "returned null"))?;
+        Ok(SharedMapping { base, len })
+    }
+
+    /// Length of the mapping in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the mapping is empty (never true for a live mapping).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The mapping's base address, for registering it with a device or a NIC.
+    pub fn base_addr(&self) -> usize {
+        self.base.as_ptr() as usize
+    }
+
+    fn check(&self, offset: usize, len: usize) {
+        assert!(
+            offset.checked_add(len).is_some_and(|end| end <= self.len),
+            "shared-memory access [{offset}, +{len}) outside a mapping of {} bytes",
+            self.len
+        );
+    }
+
+    /// Copies `src` into the mapping at `offset`.
+    pub fn write(&self, offset: usize, src: &[u8]) {
+        self.check(offset, src.len());
+        // SAFETY: the destination range lies inside the mapping (checked above), the source is
+        // a distinct Rust slice (shared memory is never borrowed as a slice), so they cannot
+        // overlap; raw copies of bytes are valid under concurrent access by other processes.
+        unsafe {
+            std::ptr::copy_nonoverlapping(src.as_ptr(), self.base.as_ptr().add(offset), src.len())
+        }
+    }
+
+    /// Copies from the mapping at `offset` into `dst`.
+    pub fn read(&self, offset: usize, dst: &mut [u8]) {
+        self.check(offset, dst.len());
+        // SAFETY: the source range lies inside the mapping (checked above) and `dst` is an
+        // exclusive Rust slice distinct from shared memory, so the ranges do not overlap.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                self.base.as_ptr().add(offset),
+                dst.as_mut_ptr(),
+                dst.len(),
+            )
+        }
+    }
+
+    /// Copies `len` bytes from `src` at `src_offset` into this mapping at `dst_offset`; the two
+    /// ranges may overlap (same mapping).
+    pub fn copy_from(&self, dst_offset: usize, src: &SharedMapping, src_offset: usize, len: usize) {
+        self.check(dst_offset, len);
+        src.check(src_offset, len);
+        // SAFETY: both ranges lie inside live mappings (checked above); `copy` allows overlap.
+        unsafe {
+            std::ptr::copy(
+                src.base.as_ptr().add(src_offset),
+                self.base.as_ptr().add(dst_offset),
+                len,
+            )
+        }
+    }
+
+    /// Fills `len` bytes at `offset` with zero.
+    pub fn zero(&self, offset: usize, len: usize) {
+        self.check(offset, len);
+        // SAFETY: the range lies inside the mapping (checked above); zero bytes are a valid
+        // value of every Pod type stored there.
+        unsafe { std::ptr::write_bytes(self.base.as_ptr().add(offset), 0, len) }
+    }
+
+    /// The atomic of type `A` at `offset`.
+    ///
+    /// Panics if the offset is misaligned or out of bounds: callers check both first and report
+    /// a typed error.
+    pub fn atomic<A: SharedAtomic>(&self, offset: usize) -> &A {
+        let size = std::mem::size_of::<A>();
+        self.check(offset, size);
+        assert!(
+            offset % std::mem::align_of::<A>() == 0,
+            "misaligned atomic at offset {offset}"
+        );
+        // SAFETY: in bounds and aligned (checked above; the base is page-aligned); the memory
+        // lives as long as `self`, which the returned reference borrows; atomics allow
+        // concurrent access from any thread and, being lock-free, from any process.
+        unsafe { &*self.base.as_ptr().add(offset).cast::<A>() }
+    }
+}
+
+impl Drop for SharedMapping {
+    fn drop(&mut self) {
+        // SAFETY: `base`/`len` describe a mapping created by `map` and not unmapped since;
+        // no reference into it outlives `self` (atomics borrow `self`).
+        if let Err(e) = unsafe { rustix::mm::munmap(self.base.as_ptr().cast(), self.len) } {
+            tracing::warn!("munmap of a symmetric segment failed: {e}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mapping(len: usize) -> SharedMapping {
+        let fd = rustix::fs::memfd_create("test", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
+        rustix::fs::ftruncate(&fd, len as u64).unwrap();
+        SharedMapping::map(&fd, len).unwrap()
+    }
+
+    #[test]
+    fn write_read_and_atomics() {
+        let m = mapping(4096);
+        m.write(8, &[1, 2, 3, 4]);
+        let mut out = [0u8; 4];
+        m.read(8, &mut out);
+        assert_eq!(out, [1, 2, 3, 4]);
+        let a: &AtomicU64 = m.atomic(64);
+        a.fetch_add(5, std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(a.load(std::sync::atomic::Ordering::SeqCst), 5);
+        m.copy_from(128, &m, 8, 4);
+        m.read(128, &mut out);
+        assert_eq!(out, [1, 2, 3, 4]);
+    }
+
+    #[test]
+    #[should_panic(expected = "outside a mapping")]
+    fn out_of_bounds_access_is_caught() {
+        mapping(4096).write(4095, &[0, 0]);
+    }
+}

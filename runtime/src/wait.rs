@@ -1,0 +1,424 @@
+//! Point-to-point synchronization: `wait_until` and its `_all`/`_any`/`_some` forms, the
+//! `test` forms, and the wait engine that signals and barriers share.
+//!
+//! A wait spins on the variable for a while (`FERROSHMEM_SPIN_US`, yielding to the executor
+//! every few microseconds), then sleeps until a writer rings the PE's doorbell
+//! ([`crate::doorbell`]), so an idle waiter holds no core. A wait returns early with the job's
+//! failure (a peer lost) and, given [`Wait::timeout`], with [`Error::Timeout`]. While it
+//! sleeps, the timeout and the job's health are checked at least every 10 ms.
+
+use std::future::{Future, IntoFuture};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use tokio::sync::futures::Notified;
+
+use crate::amo::AtomicInt;
+use crate::data_plane::DataPlane;
+use crate::error::{Error, Result};
+use crate::heap::SymSlice;
+use crate::shared_memory::SharedMapping;
+
+/// How long one poll of a spinning wait may spin before yielding to the executor.
+const SPIN_SLICE: Duration = Duration::from_micros(4);
+
+/// A comparison of a waited-on variable with a value (`SHMEM_CMP_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Cmp {
+    /// Equal.
+    Eq,
+    /// Not equal.
+    Ne,
+    /// Greater than.
+    Gt,
+    /// Greater than or equal.
+    Ge,
+    /// Less than.
+    Lt,
+    /// Less than or equal.
+    Le,
+}
+
+impl Cmp {
+    /// Whether `lhs <cmp> rhs` holds.
+    #[inline]
+    pub fn holds<T: Ord>(self, lhs: T, rhs: T) -> bool {
+        match self {
+            Cmp::Eq => lhs == rhs,
+            Cmp::Ne => lhs != rhs,
+            Cmp::Gt => lhs > rhs,
+            Cmp::Ge => lhs >= rhs,
+            Cmp::Lt => lhs < rhs,
+            Cmp::Le => lhs <= rhs,
+        }
+    }
+}
+
+/// A wait that has not started: await it, optionally after setting a timeout.
+///
+/// ```no_run
+/// # async fn f(pe: &ferroshmem_runtime::DataPlane, flag: &ferroshmem_runtime::SymBuffer<u64>) -> ferroshmem_runtime::Result<()> {
+/// use std::time::Duration;
+/// use ferroshmem_runtime::Cmp;
+/// pe.wait_until(flag, Cmp::Eq, 1).timeout(Duration::from_secs(5)).await?;
+/// # Ok(()) }
+/// ```
+///
+/// Cancel safety: cancel safe; dropping the future stops the wait and changes nothing.
+#[must_use = "a wait does nothing unless awaited"]
+pub struct Wait<'a, C> {
+    dp: &'a DataPlane,
+    operation: &'static str,
+    timeout: Option<Duration>,
+    check: Result<C>,
+}
+
+impl<'a, C, R> Wait<'a, C>
+where
+    C: FnMut() -> Option<R> + Unpin,
+{
+    /// A wait on `check`, which returns `Some` once the awaited condition holds.
+    pub fn new(dp: &'a DataPlane, operation: &'static str, check: Result<C>) -> Self {
+        Wait {
+            dp,
+            operation,
+            timeout: None,
+            check,
+        }
+    }
+
+    /// Gives up with [`Error::Timeout`] after `after`.
+    pub fn timeout(mut self, after: Duration) -> Self {
+        self.timeout = Some(after);
+        self
+    }
+}
+
+impl<'a, C, R> IntoFuture for Wait<'a, C>
+where
+    C: FnMut() -> Option<R> + Unpin,
+{
+    type Output = Result<R>;
+    type IntoFuture = WaitFuture<'a, C>;
+
+    fn into_future(self) -> WaitFuture<'a, C> {
+        WaitFuture {
+            dp: self.dp,
+            operation: self.operation,
+            timeout: self.timeout,
+            check: Some(self.check),
+            started: None,
+            sleeping: None,
+        }
+    }
+}
+
+/// The future of a [`Wait`].
+#[must_use = "futures do nothing unless polled"]
+pub struct WaitFuture<'a, C> {
+    dp: &'a DataPlane,
+    operation: &'static str,
+    timeout: Option<Duration>,
+    check: Option<Result<C>>,
+    started: Option<Instant>,
+    sleeping: Option<Sleeping<'a>>,
+}
+
+/// A waiter counted among its segment's sleepers, with an armed doorbell notification.
+struct Sleeping<'a> {
+    notified: Pin<Box<Notified<'a>>>,
+    sleepers: &'a AtomicU32,
+}
+
+impl<'a> Sleeping<'a> {
+    fn enter(dp: &'a DataPlane) -> Self {
+        let mut notified = Box::pin(dp.doorbell.notified());
+        notified.as_mut().enable();
+        let sleepers = dp.own_segment().sleepers();
+        if sleepers.fetch_add(1, Ordering::SeqCst) == 0 {
+            // Tell the doorbell thread that someone sleeps, so that it ticks for timeouts.
+            dp.own_segment().ring();
+        }
+        Sleeping { notified, sleepers }
+    }
+
+    fn rearm(&mut self, dp: &'a DataPlane) {
+        self.notified.set(dp.doorbell.notified());
+        self.notified.as_mut().enable();
+    }
+}
+
+impl Drop for Sleeping<'_> {
+    fn drop(&mut self) {
+        self.sleepers.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl<C, R> Future for WaitFuture<'_, C>
+where
+    C: FnMut() -> Option<R> + Unpin,
+{
+    type Output = Result<R>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<R>> {
+        let this = self.get_mut();
+        let check = match this.check.as_mut() {
+            Some(Ok(c)) => c,
+            Some(Err(_)) => {
+                let err = this
+                    .check
+                    .take()
+                    .and_then(|r| r.err())
+                    .unwrap_or(Error::Shutdown);
+                return Poll::Ready(Err(err));
+            }
+            None => return Poll::Ready(Err(Error::Shutdown)),
+        };
+        if let Some(r) = check() {
+            return Poll::Ready(Ok(r));
+        }
+        let now = Instant::now();
+        let started = *this.started.get_or_insert(now);
+        if let Err(e) = this.dp.health.check() {
+            return Poll::Ready(Err(e));
+        }
+        if let Some(limit) = this.timeout {
+            if now.duration_since(started) >= limit {
+                return Poll::Ready(Err(Error::Timeout {
+                    operation: this.operation,
+                    after: limit,
+                }));
+            }
+        }
+        if this.sleeping.is_none() {
+            if now.duration_since(started) < this.dp.spin {
+                let slice_end = now + SPIN_SLICE;
+                loop {
+                    for _ in 0..32 {
+                        std::hint::spin_loop();
+                        if let Some(r) = check() {
+                            return Poll::Ready(Ok(r));
+                        }
+                    }
+                    if Instant::now() >= slice_end {
+                        break;
+                    }
+                }
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+            this.sleeping = Some(Sleeping::enter(this.dp));
+            if let Some(r) = check() {
+                return Poll::Ready(Ok(r));
+            }
+        }
+        let sleeping = this.sleeping.as_mut().expect("entered above");
+        while sleeping.notified.as_mut().poll(cx).is_ready() {
+            sleeping.rearm(this.dp);
+            if let Some(r) = check() {
+                return Poll::Ready(Ok(r));
+            }
+            if let Err(e) = this.dp.health.check() {
+                return Poll::Ready(Err(e));
+            }
+            if let Some(limit) = this.timeout {
+                if started.elapsed() >= limit {
+                    return Poll::Ready(Err(Error::Timeout {
+                        operation: this.operation,
+                        after: limit,
+                    }));
+                }
+            }
+        }
+        Poll::Pending
+    }
+}
+
+/// A checked set of waited-on variables in this PE's segment.
+struct Ivars<'a, T> {
+    map: &'a SharedMapping,
+    offset: usize,
+    len: usize,
+    exclude: Option<&'a [bool]>,
+    _type: std::marker::PhantomData<fn() -> T>,
+}
+
+impl<'a, T: AtomicInt> Ivars<'a, T> {
+    fn values(&self) -> impl Iterator<Item = (usize, T)> + '_ {
+        let size = std::mem::size_of::<T>();
+        (0..self.len)
+            .filter(|&i| !self.exclude.is_some_and(|ex| ex[i]))
+            .map(move |i| (i, T::load(T::at(self.map, self.offset + i * size))))
+    }
+}
+
+impl DataPlane {
+    fn ivars<'a, T: AtomicInt>(
+        &'a self,
+        ivars: SymSlice<'_, T>,
+        exclude: Option<&'a [bool]>,
+    ) -> Result<Ivars<'a, T>> {
+        let offset = self.locate(ivars, ivars.len(), "wait variables")?;
+        if ivars.len() > 0 {
+            self.locate_atomic(ivars.at(0))?;
+        }
+        if let Some(ex) = exclude {
+            if ex.len() != ivars.len() {
+                return Err(Error::InvalidArgument(format!(
+                    "exclude mask has {} entries for {} variables",
+                    ex.len(),
+                    ivars.len()
+                )));
+            }
+        }
+        Ok(Ivars {
+            map: self.own_segment().mapping(),
+            offset,
+            len: ivars.len(),
+            exclude,
+            _type: std::marker::PhantomData,
+        })
+    }
+
+    /// Waits until `ivar[0]` in this PE's segment satisfies `cmp value`
+    /// (`shmem_wait_until`); resolves to the value that satisfied it.
+    pub fn wait_until<'s, T: AtomicInt>(
+        &self,
+        ivar: impl Into<SymSlice<'s, T>>,
+        cmp: Cmp,
+        value: T,
+    ) -> Wait<'_, impl FnMut() -> Option<T> + Unpin + Send + '_> {
+        let check = self.locate_atomic(ivar.into()).map(|at| {
+            let a = T::at(self.own_segment().mapping(), at);
+            move || {
+                let v = T::load(a);
+                cmp.holds(v, value).then_some(v)
+            }
+        });
+        Wait::new(self, "wait_until", check)
+    }
+
+    /// Waits until every variable of `ivars` not excluded satisfies `cmp value`
+    /// (`shmem_wait_until_all`). `exclude[i] == true` leaves out `ivars[i]`.
+    pub fn wait_until_all<'a, T: AtomicInt>(
+        &'a self,
+        ivars: impl Into<SymSlice<'a, T>>,
+        exclude: Option<&'a [bool]>,
+        cmp: Cmp,
+        value: T,
+    ) -> Wait<'a, impl FnMut() -> Option<()> + Unpin + Send + 'a> {
+        let check = self
+            .ivars(ivars.into(), exclude)
+            .map(|set| move || set.values().all(|(_, v)| cmp.holds(v, value)).then_some(()));
+        Wait::new(self, "wait_until_all", check)
+    }
+
+    /// Waits until some variable of `ivars` not excluded satisfies `cmp value` and resolves
+    /// to its index (`shmem_wait_until_any`); `None` at once if every variable is excluded.
+    pub fn wait_until_any<'a, T: AtomicInt>(
+        &'a self,
+        ivars: impl Into<SymSlice<'a, T>>,
+        exclude: Option<&'a [bool]>,
+        cmp: Cmp,
+        value: T,
+    ) -> Wait<'a, impl FnMut() -> Option<Option<usize>> + Unpin + Send + 'a> {
+        let check = self.ivars(ivars.into(), exclude).map(|set| {
+            move || {
+                let mut candidates = set.values().peekable();
+                candidates.peek()?;
+                match candidates.find(|&(_, v)| cmp.holds(v, value)) {
+                    Some((i, _)) => Some(Some(i)),
+                    None if set.values().next().is_none() => Some(None),
+                    None => None,
+                }
+            }
+        });
+        Wait::new(self, "wait_until_any", check)
+    }
+
+    /// Waits until at least one variable of `ivars` not excluded satisfies `cmp value` and
+    /// resolves to the indices of all that do (`shmem_wait_until_some`); empty at once if
+    /// every variable is excluded.
+    pub fn wait_until_some<'a, T: AtomicInt>(
+        &'a self,
+        ivars: impl Into<SymSlice<'a, T>>,
+        exclude: Option<&'a [bool]>,
+        cmp: Cmp,
+        value: T,
+    ) -> Wait<'a, impl FnMut() -> Option<Vec<usize>> + Unpin + Send + 'a> {
+        let check = self.ivars(ivars.into(), exclude).map(|set| {
+            move || {
+                if set.values().next().is_none() {
+                    return Some(Vec::new());
+                }
+                let hits: Vec<usize> = set
+                    .values()
+                    .filter(|&(_, v)| cmp.holds(v, value))
+                    .map(|(i, _)| i)
+                    .collect();
+                (!hits.is_empty()).then_some(hits)
+            }
+        });
+        Wait::new(self, "wait_until_some", check)
+    }
+
+    /// Whether `ivar[0]` in this PE's segment satisfies `cmp value` now (`shmem_test`).
+    pub fn test<'s, T: AtomicInt>(
+        &self,
+        ivar: impl Into<SymSlice<'s, T>>,
+        cmp: Cmp,
+        value: T,
+    ) -> Result<bool> {
+        let at = self.locate_atomic(ivar.into())?;
+        Ok(cmp.holds(T::load(T::at(self.own_segment().mapping(), at)), value))
+    }
+
+    /// Whether every variable not excluded satisfies `cmp value` now (`shmem_test_all`).
+    pub fn test_all<'s, T: AtomicInt>(
+        &self,
+        ivars: impl Into<SymSlice<'s, T>>,
+        exclude: Option<&[bool]>,
+        cmp: Cmp,
+        value: T,
+    ) -> Result<bool> {
+        Ok(self
+            .ivars(ivars.into(), exclude)?
+            .values()
+            .all(|(_, v)| cmp.holds(v, value)))
+    }
+
+    /// The index of a variable not excluded that satisfies `cmp value` now, if any
+    /// (`shmem_test_any`).
+    pub fn test_any<'s, T: AtomicInt>(
+        &self,
+        ivars: impl Into<SymSlice<'s, T>>,
+        exclude: Option<&[bool]>,
+        cmp: Cmp,
+        value: T,
+    ) -> Result<Option<usize>> {
+        Ok(self
+            .ivars(ivars.into(), exclude)?
+            .values()
+            .find(|&(_, v)| cmp.holds(v, value))
+            .map(|(i, _)| i))
+    }
+
+    /// The indices of all variables not excluded that satisfy `cmp value` now
+    /// (`shmem_test_some`).
+    pub fn test_some<'s, T: AtomicInt>(
+        &self,
+        ivars: impl Into<SymSlice<'s, T>>,
+        exclude: Option<&[bool]>,
+        cmp: Cmp,
+        value: T,
+    ) -> Result<Vec<usize>> {
+        Ok(self
+            .ivars(ivars.into(), exclude)?
+            .values()
+            .filter(|&(_, v)| cmp.holds(v, value))
+            .map(|(i, _)| i)
+            .collect())
+    }
+}
