@@ -1,1 +1,14 @@
-//! ferroshmem's actors.
+//! ferroshmem's actors: the PE actor that owns each PE's segment and serves its control
+//! messages, the control plane (bootstrap root, allgathers, lost-peer notices), and the ways
+//! to start a job ([`run_local`], [`init`], [`run`]).
+
+mod actor;
+pub mod control;
+mod launch;
+pub mod launch_env;
+mod pe;
+mod rendezvous;
+mod segment_exchange;
+
+pub use launch::{init, run, run_local};
+pub use pe::{FreeError, Pe};

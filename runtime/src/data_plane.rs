@@ -94,6 +94,13 @@ impl DataPlane {
         self.doorbell.ring_local();
     }
 
+    /// Zeroes `bytes` bytes of this PE's heap at heap offset `offset` (for `calloc`).
+    pub fn zero_local(&self, offset: usize, bytes: usize) {
+        self.own_segment()
+            .mapping()
+            .zero(HEADER_SIZE + offset, bytes);
+    }
+
     /// Whether `pe` can be reached by loads and stores (`shmem_ptr` would be non-null). Every
     /// PE of a host-memory job is.
     pub fn is_mapped(&self, pe: usize) -> bool {

@@ -1,0 +1,319 @@
+//! The PE actor: one tokio task per PE that owns the PE's symmetric-heap allocator and its
+//! end of the control plane. It serves the control messages of its [`crate::Pe`] handles
+//! (collective allocation, finalize) and the root's messages (allgather results, lost peers).
+//! Data-plane operations never pass through it.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use ferroshmem_runtime::heap::HeapAllocator;
+use ferroshmem_runtime::{Allocation, DataPlane, Error, Result};
+use tokio::sync::mpsc::UnboundedReceiver;
+use tokio::sync::oneshot;
+
+use crate::control::wire::{Contribution, FromPe, ToPe};
+use crate::control::Link;
+
+/// A control request from a PE handle to its actor.
+#[derive(Debug)]
+pub(crate) enum Command {
+    /// Collective allocation.
+    Alloc {
+        bytes: usize,
+        align: usize,
+        zero: bool,
+        reply: oneshot::Sender<Result<Allocation>>,
+    },
+    /// Collective free.
+    Free {
+        alloc: Allocation,
+        reply: oneshot::Sender<Result<(), (Error, Allocation)>>,
+    },
+    /// Heap usage: (used, size).
+    HeapUsage {
+        reply: oneshot::Sender<(usize, usize)>,
+    },
+    /// Clean end of the PE (after its final barrier).
+    Finalize { reply: oneshot::Sender<Result<()>> },
+}
+
+/// What a collective allocation call looked like on one PE; compared across PEs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct HeapCall {
+    op: u8,
+    bytes: u64,
+    align: u64,
+    /// Offset obtained (alloc) or freed (free); `u64::MAX` if the local step failed.
+    offset: u64,
+}
+
+impl HeapCall {
+    const ALLOC: u8 = 1;
+    const FREE: u8 = 2;
+
+    fn encode(&self) -> Vec<u8> {
+        let mut v = vec![self.op];
+        v.extend_from_slice(&self.bytes.to_le_bytes());
+        v.extend_from_slice(&self.align.to_le_bytes());
+        v.extend_from_slice(&self.offset.to_le_bytes());
+        v
+    }
+
+    fn decode(b: &[u8]) -> Option<Self> {
+        if b.len() != 25 {
+            return None;
+        }
+        let word = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+        Some(HeapCall {
+            op: b[0],
+            bytes: word(1),
+            align: word(9),
+            offset: word(17),
+        })
+    }
+
+    fn describe(&self) -> String {
+        match self.op {
+            Self::ALLOC => format!(
+                "allocation of {} bytes aligned to {}",
+                self.bytes, self.align
+            ),
+            Self::FREE => format!("free of the allocation at offset {}", self.offset),
+            _ => "an unknown heap call".into(),
+        }
+    }
+}
+
+enum Pending {
+    Alloc {
+        call: HeapCall,
+        local: Result<usize>,
+        reply: oneshot::Sender<Result<Allocation>>,
+    },
+    Free {
+        call: HeapCall,
+        alloc: Allocation,
+        reply: oneshot::Sender<Result<(), (Error, Allocation)>>,
+    },
+}
+
+pub(crate) struct PeActor {
+    pub rank: usize,
+    pub data: Arc<DataPlane>,
+    pub heap: HeapAllocator,
+    pub link: Link,
+    pub mailbox: UnboundedReceiver<Command>,
+    /// Next world-group collective sequence number.
+    pub seq: u64,
+    /// The bootstrap root's task, when this PE's process hosts it: the PE waits for it to see
+    /// every other PE leave before its own process may exit.
+    pub hosted_root: Option<tokio::task::JoinHandle<Result<crate::control::HubReport>>>,
+}
+
+impl PeActor {
+    pub async fn run(mut self) {
+        let mut pending: HashMap<u64, Pending> = HashMap::new();
+        loop {
+            tokio::select! {
+                cmd = self.mailbox.recv() => match cmd {
+                    Some(Command::Finalize { reply }) => {
+                        let _ = self.link.to_root.send(FromPe::Goodbye);
+                        if let Some(root) = self.hosted_root.take() {
+                            let _ = root.await;
+                        }
+                        let _ = reply.send(self.data.health().check());
+                        return;
+                    }
+                    Some(cmd) => self.command(cmd, &mut pending),
+                    None => {
+                        let _ = self.link.to_root.send(FromPe::Fail {
+                            reason: "every handle of the PE was dropped before it finalized".into(),
+                        });
+                        return;
+                    }
+                },
+                msg = self.link.from_root.recv() => match msg {
+                    Some(ToPe::Gathered { group: 0, seq, payloads }) => {
+                        if let Some(p) = pending.remove(&seq) {
+                            self.complete(p, &payloads);
+                        }
+                    }
+                    Some(ToPe::PeerLost { pe, reason }) => {
+                        self.fail(Error::PeerLost { pe: pe as usize, reason }, &mut pending);
+                    }
+                    Some(ToPe::Refused { reason }) => {
+                        self.fail(Error::Bootstrap(reason), &mut pending);
+                    }
+                    Some(_) => {}
+                    None => {
+                        let reason = format!("the control connection to the root at {} closed", self.link.root_address);
+                        self.fail(Error::PeerLost { pe: self.link.root_pe.unwrap_or(0), reason }, &mut pending);
+                    }
+                },
+            }
+        }
+    }
+
+    fn fail(&mut self, error: Error, pending: &mut HashMap<u64, Pending>) {
+        if self.data.health().check().is_ok() {
+            tracing::error!(pe = self.rank, "job failed: {error}");
+        }
+        self.data.health().fail(error.clone());
+        self.data.wake_local_waiters();
+        for (_, p) in pending.drain() {
+            match p {
+                Pending::Alloc { call, local, reply } => {
+                    self.undo_alloc(&call, &local);
+                    let _ = reply.send(Err(error.clone()));
+                }
+                Pending::Free { alloc, reply, .. } => {
+                    let _ = reply.send(Err((error.clone(), alloc)));
+                }
+            }
+        }
+    }
+
+    fn contribute(&mut self, call: HeapCall) -> u64 {
+        let seq = self.seq;
+        self.seq += 1;
+        let _ = self.link.to_root.send(FromPe::Contribute(Contribution {
+            group: 0,
+            seq,
+            index: self.rank as u32,
+            size: self.data.n_pes() as u32,
+            payload: call.encode(),
+        }));
+        seq
+    }
+
+    fn command(&mut self, cmd: Command, pending: &mut HashMap<u64, Pending>) {
+        match cmd {
+            Command::Alloc {
+                bytes,
+                align,
+                zero,
+                reply,
+            } => {
+                if let Err(e) = self.data.health().check() {
+                    let _ = reply.send(Err(e));
+                    return;
+                }
+                let local = self.heap.alloc(bytes, align);
+                if let (Ok(offset), true) = (&local, zero) {
+                    self.data.zero_local(*offset, bytes);
+                }
+                let call = HeapCall {
+                    op: HeapCall::ALLOC,
+                    bytes: bytes as u64,
+                    align: align as u64,
+                    offset: local.as_ref().map_or(u64::MAX, |&o| o as u64),
+                };
+                let seq = self.contribute(call);
+                pending.insert(seq, Pending::Alloc { call, local, reply });
+            }
+            Command::Free { alloc, reply } => {
+                if let Err(e) = self.data.health().check() {
+                    let _ = reply.send(Err((e, alloc)));
+                    return;
+                }
+                let call = HeapCall {
+                    op: HeapCall::FREE,
+                    bytes: alloc.bytes() as u64,
+                    align: 0,
+                    offset: alloc.offset() as u64,
+                };
+                let seq = self.contribute(call);
+                pending.insert(seq, Pending::Free { call, alloc, reply });
+            }
+            Command::HeapUsage { reply } => {
+                let _ = reply.send((self.heap.used(), self.heap.size()));
+            }
+            Command::Finalize { .. } => unreachable!("handled by the loop"),
+        }
+    }
+
+    fn undo_alloc(&mut self, call: &HeapCall, local: &Result<usize>) {
+        if call.op == HeapCall::ALLOC {
+            if let Ok(offset) = local {
+                let _ = self.heap.free(*offset);
+            }
+        }
+    }
+
+    /// Compares every PE's call with PE 0's; `None` when all agree.
+    fn mismatch(&self, call: &HeapCall, payloads: &[Vec<u8>]) -> Option<String> {
+        let calls: Vec<Option<HeapCall>> = payloads.iter().map(|p| HeapCall::decode(p)).collect();
+        let reference = calls.first().copied().flatten()?;
+        let differing: Vec<String> = calls
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| **c != Some(reference))
+            .map(|(pe, c)| match c {
+                Some(c) => format!("PE {pe} made an {}", c.describe()),
+                None => format!("PE {pe} made a different collective call"),
+            })
+            .collect();
+        (!differing.is_empty() || Some(*call) != calls.get(self.rank).copied().flatten()).then(
+            || {
+                format!(
+                    "PE 0 made an {}, but {}",
+                    reference.describe(),
+                    differing.join("; ")
+                )
+            },
+        )
+    }
+
+    fn complete(&mut self, pending: Pending, payloads: &[Vec<u8>]) {
+        match pending {
+            Pending::Alloc { call, local, reply } => {
+                let outcome = match self.mismatch(&call, payloads) {
+                    Some(detail) => {
+                        self.undo_alloc(&call, &local);
+                        Err(Error::CollectiveMismatch {
+                            operation: "malloc",
+                            detail,
+                        })
+                    }
+                    None => local.map(|offset| {
+                        Allocation::new(self.data.heap_id(), offset, call.bytes as usize)
+                    }),
+                };
+                let _ = reply.send(outcome);
+            }
+            Pending::Free { call, alloc, reply } => {
+                let outcome = match self.mismatch(&call, payloads) {
+                    Some(detail) => Err((
+                        Error::CollectiveMismatch {
+                            operation: "free",
+                            detail,
+                        },
+                        alloc,
+                    )),
+                    None => match self.heap.free(alloc.offset()) {
+                        Ok(()) => Ok(()),
+                        Err(e) => Err((e, alloc)),
+                    },
+                };
+                let _ = reply.send(outcome);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn heap_calls_round_trip() {
+        let c = HeapCall {
+            op: HeapCall::ALLOC,
+            bytes: 10,
+            align: 64,
+            offset: 128,
+        };
+        assert_eq!(HeapCall::decode(&c.encode()), Some(c));
+        assert_eq!(HeapCall::decode(&[1, 2]), None);
+    }
+}

@@ -1,0 +1,212 @@
+//! The control plane over TCP: the root server (in the launcher, or in PE 0's process under
+//! `mpirun`/`srun`) and the PE's connection to it. Every connection must open with a hello
+//! carrying the job's secret; others are refused and logged.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use ferroshmem_runtime::{Error, Result};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc::{unbounded_channel, UnboundedSender};
+use tokio::task::JoinHandle;
+
+use super::hub::{run_hub, HubConfig, HubEvent, HubReport};
+use super::link::Link;
+use super::wire::{read_frame, write_frame, FromPe, ToPe};
+
+/// How long a new connection has to present its hello.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A bound, not yet serving, root.
+#[derive(Debug)]
+pub struct RootServer {
+    listener: TcpListener,
+    address: SocketAddr,
+}
+
+impl RootServer {
+    /// Binds the root's listening socket (`127.0.0.1:0` picks a free loopback port).
+    pub async fn bind(addr: SocketAddr) -> Result<Self> {
+        let listener = TcpListener::bind(addr).await.map_err(|e| {
+            Error::Bootstrap(format!(
+                "cannot listen on {addr} for the bootstrap root: {e}"
+            ))
+        })?;
+        let address = listener
+            .local_addr()
+            .map_err(|e| Error::os("bootstrap root address", e))?;
+        Ok(RootServer { listener, address })
+    }
+
+    /// Where PEs reach it.
+    pub fn address(&self) -> SocketAddr {
+        self.address
+    }
+
+    /// Serves the job until every PE finished or was lost.
+    pub fn spawn(
+        self,
+        n_pes: usize,
+        job: u64,
+        secret: Vec<u8>,
+        join_timeout: Duration,
+    ) -> JoinHandle<Result<HubReport>> {
+        let (events_tx, events_rx) = unbounded_channel();
+        let hub = tokio::spawn(run_hub(
+            HubConfig {
+                n_pes,
+                job,
+                secret: secret.clone(),
+                join_timeout,
+                address: self.address.to_string(),
+            },
+            events_rx,
+        ));
+        let acceptor = tokio::spawn(accept_loop(self.listener, events_tx, secret));
+        tokio::spawn(async move {
+            let report = hub.await;
+            acceptor.abort();
+            report.unwrap_or_else(|e| {
+                Err(Error::Bootstrap(format!("the bootstrap root failed: {e}")))
+            })
+        })
+    }
+}
+
+async fn accept_loop(listener: TcpListener, events: UnboundedSender<HubEvent>, secret: Vec<u8>) {
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(x) => x,
+            Err(e) => {
+                tracing::warn!("bootstrap root: accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        tokio::spawn(serve_connection(
+            stream,
+            peer,
+            events.clone(),
+            secret.clone(),
+        ));
+    }
+}
+
+async fn serve_connection(
+    stream: TcpStream,
+    peer: SocketAddr,
+    events: UnboundedSender<HubEvent>,
+    secret: Vec<u8>,
+) {
+    let (mut reader, mut writer) = stream.into_split();
+    let hello = match tokio::time::timeout(HELLO_TIMEOUT, read_frame(&mut reader)).await {
+        Ok(Ok(Some(frame))) => match FromPe::decode(&frame) {
+            Ok(FromPe::Hello(h)) if h.secret == secret => h,
+            _ => {
+                tracing::warn!(%peer, "bootstrap root refused a connection: no hello with the job's secret");
+                return;
+            }
+        },
+        _ => {
+            tracing::warn!(%peer, "bootstrap root refused a connection: no hello within {HELLO_TIMEOUT:?}");
+            return;
+        }
+    };
+    let rank = hello.rank as usize;
+    let (outbox, mut to_peer) = unbounded_channel::<ToPe>();
+    tokio::spawn(async move {
+        while let Some(msg) = to_peer.recv().await {
+            if write_frame(&mut writer, &msg.encode()).await.is_err() {
+                return;
+            }
+        }
+    });
+    if events.send(HubEvent::Join { hello, outbox }).is_err() {
+        return;
+    }
+    let reason = loop {
+        match read_frame(&mut reader).await {
+            Ok(Some(frame)) => match FromPe::decode(&frame) {
+                Ok(msg) => {
+                    if events.send(HubEvent::Message { rank, msg }).is_err() {
+                        return;
+                    }
+                }
+                Err(e) => break format!("sent a malformed message: {e}"),
+            },
+            Ok(None) => break "its process exited or closed the connection".to_string(),
+            Err(e) => break format!("its connection failed: {e}"),
+        }
+    };
+    let _ = events.send(HubEvent::Disconnected { rank, reason });
+}
+
+/// Connects PE `rank` to the root at `address`, retrying until `timeout` (the root may not be
+/// listening yet). `root_pe` is the PE whose process hosts the root, if any.
+pub async fn connect(
+    address: SocketAddr,
+    rank: usize,
+    root_pe: Option<usize>,
+    timeout: Duration,
+) -> Result<Link> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let stream = loop {
+        match TcpStream::connect(address).await {
+            Ok(s) => break s,
+            Err(e) if tokio::time::Instant::now() >= deadline => {
+                return Err(Error::Bootstrap(format!(
+                    "PE {rank} could not reach the bootstrap root at {address} within {timeout:?}: {e}"
+                )))
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    };
+    Ok(link_over(stream, address.to_string(), root_pe))
+}
+
+/// Wraps a connected stream in a [`Link`].
+fn link_over(stream: TcpStream, root_address: String, root_pe: Option<usize>) -> Link {
+    let _ = stream.set_nodelay(true);
+    let (mut reader, mut writer) = stream.into_split();
+    let (to_root, mut outgoing) = unbounded_channel::<FromPe>();
+    let (incoming, from_root) = unbounded_channel::<ToPe>();
+    tokio::spawn(async move {
+        while let Some(msg) = outgoing.recv().await {
+            if write_frame(&mut writer, &msg.encode()).await.is_err() {
+                return;
+            }
+        }
+    });
+    let address = root_address.clone();
+    tokio::spawn(async move {
+        let reason = loop {
+            match read_frame(&mut reader).await {
+                Ok(Some(frame)) => match ToPe::decode(&frame) {
+                    Ok(msg) => {
+                        if incoming.send(msg).is_err() {
+                            return;
+                        }
+                    }
+                    Err(e) => break e.to_string(),
+                },
+                Ok(None) => break "it closed the connection".to_string(),
+                Err(e) => break e.to_string(),
+            }
+        };
+        let reason = format!("lost the control connection to the root at {address}: {reason}");
+        let _ = incoming.send(match root_pe {
+            Some(pe) => ToPe::PeerLost {
+                pe: pe as u32,
+                reason,
+            },
+            None => ToPe::Refused { reason },
+        });
+    });
+    Link {
+        to_root,
+        from_root,
+        root_pe,
+        root_address,
+    }
+}

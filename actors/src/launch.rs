@@ -1,0 +1,357 @@
+//! Starting a job: [`run_local`] (n PEs as tasks of this process), [`init`] (this process is
+//! one PE of a launched job), and [`run`] (whichever applies, with the same program code).
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferroshmem_runtime::config::{spin_from_env, symmetric_size_from_env};
+use ferroshmem_runtime::heap::HeapAllocator;
+use ferroshmem_runtime::{DataPlane, DataPlaneParts, Error, Health, HeapId, Result, Segment};
+use std::collections::HashMap;
+use tokio::sync::mpsc::unbounded_channel;
+use tokio::task::{JoinHandle, JoinSet};
+
+use crate::actor::PeActor;
+use crate::control::wire::{Contribution, FromPe, Hello, ToPe};
+use crate::control::{local_job, HubReport, Link};
+use crate::launch_env::{bootstrap_timeout, random_bytes, LaunchEnv};
+use crate::pe::Pe;
+use crate::rendezvous;
+use crate::segment_exchange::{fetch, SegmentServer};
+
+/// Settings every PE of a job shares.
+#[derive(Debug, Clone)]
+struct JobSettings {
+    heap_size: usize,
+    spin: Duration,
+    timeout: Duration,
+}
+
+impl JobSettings {
+    fn from_env() -> Result<Self> {
+        Ok(JobSettings {
+            heap_size: symmetric_size_from_env()?,
+            spin: spin_from_env()?,
+            timeout: bootstrap_timeout()?,
+        })
+    }
+}
+
+/// Builds a PE's data plane and starts its actor.
+fn start_pe(
+    rank: usize,
+    job: u64,
+    segments: Vec<Arc<Segment>>,
+    settings: &JobSettings,
+    link: Link,
+    next_seq: u64,
+    hosted_root: Option<JoinHandle<Result<HubReport>>>,
+) -> Result<Pe> {
+    let data = Arc::new(DataPlane::new(DataPlaneParts {
+        my_pe: rank,
+        heap: HeapId(job),
+        segments,
+        health: Arc::new(Health::new()),
+        spin: settings.spin,
+    })?);
+    let (mailbox_tx, mailbox) = unbounded_channel();
+    let actor = PeActor {
+        rank,
+        data: data.clone(),
+        heap: HeapAllocator::new(settings.heap_size),
+        link,
+        mailbox,
+        seq: next_seq,
+        hosted_root,
+    };
+    tokio::spawn(actor.run());
+    Ok(Pe::new(data, mailbox_tx))
+}
+
+fn hello(secret: &[u8], rank: usize, size: usize, node: String) -> Hello {
+    Hello {
+        secret: secret.to_vec(),
+        rank: rank as u32,
+        size: size as u32,
+        node,
+        pid: std::process::id(),
+    }
+}
+
+/// Runs `f` on `n_pes` PEs inside this process (the embedded default: no launcher, host
+/// memory). Each PE is a tokio task with its own actor and heap segment. Returns every PE's
+/// result in PE order, or the job's first failure: a PE that panics fails the job, and the
+/// other PEs' waits and barriers return [`Error::PeerLost`] instead of hanging.
+///
+/// ```no_run
+/// # async fn f() -> ferroshmem_runtime::Result<()> {
+/// let sums = ferroshmem_actors::run_local(4, |pe| async move { pe.my_pe() * 10 }).await?;
+/// assert_eq!(sums, vec![0, 10, 20, 30]);
+/// # Ok(()) }
+/// ```
+pub async fn run_local<F, Fut, R>(n_pes: usize, f: F) -> Result<Vec<R>>
+where
+    F: Fn(Pe) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = R> + Send + 'static,
+    R: Send + 'static,
+{
+    if n_pes == 0 {
+        return Err(Error::InvalidArgument("a job needs at least one PE".into()));
+    }
+    let settings = JobSettings::from_env()?;
+    let job = u64::from_le_bytes(random_bytes()?);
+    let secret = random_bytes::<32>()?.to_vec();
+    let segments = (0..n_pes)
+        .map(|rank| Segment::create(rank, settings.heap_size).map(Arc::new))
+        .collect::<Result<Vec<_>>>()?;
+    let (links, hub) = local_job(n_pes, job, secret.clone(), settings.timeout);
+    let f = Arc::new(f);
+    let mut tasks = JoinSet::new();
+    let mut ranks = HashMap::new();
+    let mut fail_links = Vec::with_capacity(n_pes);
+    for (rank, mut link) in links.into_iter().enumerate() {
+        fail_links.push(link.to_root.clone());
+        let (f, segments, settings, secret) = (
+            f.clone(),
+            segments.clone(),
+            settings.clone(),
+            secret.clone(),
+        );
+        let task = tasks.spawn(async move {
+            let welcome = link
+                .join(
+                    hello(&secret, rank, n_pes, "in-process".into()),
+                    settings.timeout,
+                )
+                .await?;
+            let pe = start_pe(rank, welcome.job, segments, &settings, link, 0, None)?;
+            let out = f(pe.clone()).await;
+            pe.finalize().await?;
+            Ok::<_, Error>(out)
+        });
+        ranks.insert(task.id(), rank);
+    }
+    drop(segments);
+    let mut results: Vec<Option<R>> = (0..n_pes).map(|_| None).collect();
+    let mut failure: Option<Error> = None;
+    while let Some(done) = tasks.join_next_with_id().await {
+        let (rank, outcome) = match done {
+            Ok((id, outcome)) => (ranks[&id], outcome),
+            Err(join) => {
+                let rank = ranks[&join.id()];
+                let message = panic_message(join);
+                let _ = fail_links[rank].send(FromPe::Fail {
+                    reason: format!("it panicked: {message}"),
+                });
+                (rank, Err(Error::Panicked { pe: rank, message }))
+            }
+        };
+        match outcome {
+            Ok(out) => results[rank] = Some(out),
+            // The root cause outranks the peers that lost it.
+            Err(e) => {
+                let better = match &failure {
+                    None => true,
+                    Some(Error::PeerLost { .. }) => !matches!(e, Error::PeerLost { .. }),
+                    Some(_) => false,
+                };
+                if better {
+                    failure = Some(e);
+                }
+            }
+        }
+    }
+    drop(fail_links);
+    let _ = hub.await;
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(results.into_iter().flatten().collect()),
+    }
+}
+
+fn panic_message(join: tokio::task::JoinError) -> String {
+    match join.try_into_panic() {
+        Ok(payload) => payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a non-string panic payload".into()),
+        Err(join) => join.to_string(),
+    }
+}
+
+/// Runs one allgather on a link during bootstrap (before the actor owns it).
+async fn bootstrap_allgather(
+    link: &mut Link,
+    rank: usize,
+    n_pes: usize,
+    seq: u64,
+    payload: Vec<u8>,
+    timeout: Duration,
+) -> Result<Vec<Vec<u8>>> {
+    link.to_root
+        .send(FromPe::Contribute(Contribution {
+            group: 0,
+            seq,
+            index: rank as u32,
+            size: n_pes as u32,
+            payload,
+        }))
+        .map_err(|_| {
+            Error::Bootstrap(format!(
+                "PE {rank}: the root at {} is gone",
+                link.root_address
+            ))
+        })?;
+    let wait = async {
+        loop {
+            match link.from_root.recv().await {
+                Some(ToPe::Gathered {
+                    group: 0,
+                    seq: s,
+                    payloads,
+                }) if s == seq => return Ok(payloads),
+                Some(ToPe::PeerLost { pe, reason }) => {
+                    return Err(Error::PeerLost {
+                        pe: pe as usize,
+                        reason,
+                    })
+                }
+                Some(ToPe::Refused { reason }) => return Err(Error::Bootstrap(reason)),
+                Some(_) => {}
+                None => {
+                    return Err(Error::Bootstrap(format!(
+                        "PE {rank}: the root at {} closed the connection",
+                        link.root_address
+                    )))
+                }
+            }
+        }
+    };
+    tokio::time::timeout(timeout, wait)
+        .await
+        .map_err(|_| Error::Timeout {
+            operation: "bootstrap",
+            after: timeout,
+        })?
+}
+
+/// This machine's node key: PEs with the same key share memory.
+fn node_key() -> String {
+    let read = |p: &str| {
+        std::fs::read_to_string(p)
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default()
+    };
+    format!(
+        "{}/{}",
+        read("/proc/sys/kernel/hostname"),
+        read("/proc/sys/kernel/random/boot_id")
+    )
+}
+
+/// Joins the job this process was launched into, as one PE, and returns its handle. Call
+/// [`Pe::finalize`] at the end; a PE whose process ends without it is reported lost to the
+/// others.
+///
+/// # Errors
+/// [`Error::Config`] when no launcher started this process (use [`run_local`] or [`run`]);
+/// [`Error::Bootstrap`] / [`Error::Timeout`] naming the PE and address that failed.
+pub async fn init() -> Result<Pe> {
+    let env = LaunchEnv::detect()?.ok_or_else(|| {
+        Error::Config(
+            "this process was not started by a launcher (ferroshmem run, mpirun, srun): use run_local or run".into(),
+        )
+    })?;
+    init_launched(env).await
+}
+
+async fn init_launched(env: LaunchEnv) -> Result<Pe> {
+    let settings = JobSettings {
+        timeout: env.timeout,
+        ..JobSettings::from_env()?
+    };
+    let (rank, n_pes) = (env.rank, env.size);
+    let own = Arc::new(Segment::create(rank, settings.heap_size)?);
+    let mut root = rendezvous::reach_root(&env).await?;
+    let welcome = root
+        .link
+        .join(
+            hello(&root.secret, rank, n_pes, node_key()),
+            settings.timeout,
+        )
+        .await?;
+    root.formed();
+    let rendezvous::Root {
+        mut link,
+        secret,
+        hosted,
+        ..
+    } = root;
+    if let Some(other) = welcome.nodes.iter().position(|n| *n != welcome.nodes[rank]) {
+        return Err(Error::Bootstrap(format!(
+            "PE {other} runs on another node than PE {rank}: ferroshmem's inter-node transport is not built yet, so every PE must share one node"
+        )));
+    }
+    let server = SegmentServer::start(welcome.job, rank, own.clone(), secret.clone())?;
+    bootstrap_allgather(
+        &mut link,
+        rank,
+        n_pes,
+        0,
+        b"serving".to_vec(),
+        settings.timeout,
+    )
+    .await?;
+    let fetches = (0..n_pes).filter(|&r| r != rank).map(|r| {
+        let secret = secret.clone();
+        let (job, heap_size, timeout) = (welcome.job, settings.heap_size, settings.timeout);
+        async move {
+            fetch(job, r, secret, heap_size, timeout)
+                .await
+                .map(|s| (r, s))
+        }
+    });
+    let mut segments: Vec<Option<Arc<Segment>>> = vec![None; n_pes];
+    for fetched in futures::future::join_all(fetches).await {
+        let (r, s) = fetched?;
+        segments[r] = Some(Arc::new(s));
+    }
+    segments[rank] = Some(own);
+    bootstrap_allgather(
+        &mut link,
+        rank,
+        n_pes,
+        1,
+        b"mapped".to_vec(),
+        settings.timeout,
+    )
+    .await?;
+    drop(server);
+    let segments = segments
+        .into_iter()
+        .map(|s| s.expect("every segment mapped"))
+        .collect();
+    start_pe(rank, welcome.job, segments, &settings, link, 2, hosted)
+}
+
+/// Runs `f` as every PE of the job, whichever way the program was started: as one PE of a
+/// launched job (`ferroshmem run`, `mpirun`, `srun`) when a launcher is detected, otherwise
+/// as `local_pes` PEs inside this process. Returns the results of the PEs of this process.
+pub async fn run<F, Fut, R>(local_pes: usize, f: F) -> Result<Vec<R>>
+where
+    F: Fn(Pe) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = R> + Send + 'static,
+    R: Send + 'static,
+{
+    match LaunchEnv::detect()? {
+        None => run_local(local_pes, f).await,
+        Some(env) => {
+            let pe = init_launched(env).await?;
+            let out = f(pe.clone()).await;
+            pe.finalize().await?;
+            Ok(vec![out])
+        }
+    }
+}

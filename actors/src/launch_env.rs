@@ -1,0 +1,268 @@
+//! Finding out how this process was started: by `ferroshmem run`, by Open MPI's `mpirun`, by
+//! Slurm's `srun`, or by nothing (then the program runs its PEs in-process).
+//!
+//! | launcher | rank / size / local rank | root |
+//! |---|---|---|
+//! | `ferroshmem run` | `FERROSHMEM_RANK`, `FERROSHMEM_SIZE`, `FERROSHMEM_LOCAL_RANK` | the launcher; `FERROSHMEM_ROOT` + `FERROSHMEM_SECRET` |
+//! | `mpirun` (Open MPI) | `OMPI_COMM_WORLD_RANK`, `_SIZE`, `_LOCAL_RANK` | PE 0's process |
+//! | `srun` (Slurm) | `SLURM_PROCID`, `SLURM_NTASKS`, `SLURM_LOCALID` | PE 0's process |
+//!
+//! Under `mpirun`/`srun`, PE 0 listens on `FERROSHMEM_ROOT` if set (the other PEs then need
+//! `FERROSHMEM_SECRET` too), else on a free loopback port that it publishes, with a fresh
+//! secret, in a rendezvous file readable only by the user (`FERROSHMEM_RENDEZVOUS_DIR`, default
+//! the temporary directory), named after the launcher's job id and removed once the job has
+//! formed.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use ferroshmem_runtime::config::env_var;
+use ferroshmem_runtime::{Error, Result};
+
+/// Default time the bootstrap waits for the job to form.
+pub const DEFAULT_BOOTSTRAP_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Environment variables the launcher sets for each PE.
+pub mod vars {
+    /// The PE's number.
+    pub const RANK: &str = "FERROSHMEM_RANK";
+    /// The number of PEs.
+    pub const SIZE: &str = "FERROSHMEM_SIZE";
+    /// The PE's number among the PEs of its node.
+    pub const LOCAL_RANK: &str = "FERROSHMEM_LOCAL_RANK";
+    /// The number of PEs on the node.
+    pub const LOCAL_SIZE: &str = "FERROSHMEM_LOCAL_SIZE";
+    /// The bootstrap root's address (`host:port`).
+    pub const ROOT: &str = "FERROSHMEM_ROOT";
+    /// The job's secret (hex).
+    pub const SECRET: &str = "FERROSHMEM_SECRET";
+    /// Where PE 0 publishes the root under `mpirun`/`srun`.
+    pub const RENDEZVOUS_DIR: &str = "FERROSHMEM_RENDEZVOUS_DIR";
+    /// Bootstrap timeout (`30`, `30s`, `500ms`).
+    pub const BOOTSTRAP_TIMEOUT: &str = "FERROSHMEM_BOOTSTRAP_TIMEOUT";
+}
+
+/// Where this process finds the bootstrap root.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RootSource {
+    /// At a known address with a known secret, hosted outside the PEs (the launcher).
+    Launcher {
+        /// Root address.
+        address: SocketAddr,
+        /// Job secret.
+        secret: Vec<u8>,
+    },
+    /// Hosted by PE 0's process on a given address; every PE knows the secret.
+    Pe0AtAddress {
+        /// Root address.
+        address: SocketAddr,
+        /// Job secret.
+        secret: Vec<u8>,
+    },
+    /// Hosted by PE 0's process and published in this rendezvous file.
+    Pe0ViaFile(PathBuf),
+}
+
+/// How this process was launched.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LaunchEnv {
+    /// Which launcher (for messages).
+    pub launcher: &'static str,
+    /// This PE's number.
+    pub rank: usize,
+    /// Number of PEs.
+    pub size: usize,
+    /// This PE's number on its node.
+    pub local_rank: usize,
+    /// Where the root is.
+    pub root: RootSource,
+    /// How long the bootstrap may take.
+    pub timeout: Duration,
+}
+
+fn number(name: &str) -> Result<Option<usize>> {
+    env_var(&[name])?
+        .map(|v| {
+            v.trim()
+                .parse::<usize>()
+                .map_err(|_| Error::Config(format!("{name}={v:?} is not a number")))
+        })
+        .transpose()
+}
+
+/// Parses a duration: `30` (seconds), `30s`, `500ms`, `2m`.
+pub fn parse_duration(text: &str) -> Result<Duration> {
+    let t = text.trim();
+    let bad = || {
+        Error::Config(format!(
+            "cannot read duration {text:?}: use e.g. 30s or 500ms"
+        ))
+    };
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: u64 = num.parse().map_err(|_| bad())?;
+    match unit {
+        "" | "s" => Ok(Duration::from_secs(n)),
+        "ms" => Ok(Duration::from_millis(n)),
+        "m" => Ok(Duration::from_secs(n.saturating_mul(60))),
+        _ => Err(bad()),
+    }
+}
+
+/// Decodes a hex secret.
+pub fn decode_secret(hex: &str) -> Result<Vec<u8>> {
+    let hex = hex.trim();
+    if hex.len() % 2 != 0 || hex.is_empty() {
+        return Err(Error::Config(format!(
+            "{} must be non-empty hex",
+            vars::SECRET
+        )));
+    }
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| {
+            u8::from_str_radix(&hex[i..i + 2], 16)
+                .map_err(|_| Error::Config(format!("{} must be hex", vars::SECRET)))
+        })
+        .collect()
+}
+
+/// Encodes bytes as lower-case hex.
+pub fn encode_hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Fresh random bytes (job identities and secrets).
+pub fn random_bytes<const N: usize>() -> Result<[u8; N]> {
+    let mut b = [0u8; N];
+    getrandom::fill(&mut b).map_err(|e| Error::os("reading random bytes", e))?;
+    Ok(b)
+}
+
+/// The bootstrap timeout from the environment.
+pub fn bootstrap_timeout() -> Result<Duration> {
+    env_var(&[vars::BOOTSTRAP_TIMEOUT])?
+        .map(|v| parse_duration(&v))
+        .transpose()
+        .map(|t| t.unwrap_or(DEFAULT_BOOTSTRAP_TIMEOUT))
+}
+
+fn root_address() -> Result<Option<SocketAddr>> {
+    env_var(&[vars::ROOT])?
+        .map(|v| {
+            v.trim()
+                .parse::<SocketAddr>()
+                .map_err(|_| Error::Config(format!("{}={v:?} is not host:port", vars::ROOT)))
+        })
+        .transpose()
+}
+
+fn rendezvous_file(job_key: &str) -> Result<PathBuf> {
+    let dir = env_var(&[vars::RENDEZVOUS_DIR])?
+        .map(PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir);
+    let uid = rustix::process::getuid().as_raw();
+    let key: String = job_key
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    Ok(dir.join(format!("ferroshmem-{uid}-{key}.root")))
+}
+
+impl LaunchEnv {
+    /// Reads the environment; `Ok(None)` when no launcher started this process.
+    pub fn detect() -> Result<Option<LaunchEnv>> {
+        let timeout = bootstrap_timeout()?;
+        if let Some(rank) = number(vars::RANK)? {
+            let size = number(vars::SIZE)?.ok_or_else(|| {
+                Error::Config(format!("{} is set but {} is not", vars::RANK, vars::SIZE))
+            })?;
+            let address = root_address()?.ok_or_else(|| {
+                Error::Config(format!("{} is set but {} is not", vars::RANK, vars::ROOT))
+            })?;
+            let secret = decode_secret(&env_var(&[vars::SECRET])?.ok_or_else(|| {
+                Error::Config(format!("{} is set but {} is not", vars::RANK, vars::SECRET))
+            })?)?;
+            return Self::checked(LaunchEnv {
+                launcher: "ferroshmem run",
+                rank,
+                size,
+                local_rank: number(vars::LOCAL_RANK)?.unwrap_or(rank),
+                root: RootSource::Launcher { address, secret },
+                timeout,
+            });
+        }
+        let found = if let Some(rank) = number("OMPI_COMM_WORLD_RANK")? {
+            let size = number("OMPI_COMM_WORLD_SIZE")?
+                .ok_or_else(|| Error::Config("OMPI_COMM_WORLD_SIZE is not set".into()))?;
+            let job = env_var(&["PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid"])?
+                .ok_or_else(|| Error::Config("mpirun set no job id (PMIX_NAMESPACE)".into()))?;
+            let local = number("OMPI_COMM_WORLD_LOCAL_RANK")?.unwrap_or(rank);
+            Some(("mpirun", rank, size, local, format!("ompi-{job}")))
+        } else if let (Some(rank), Some(size), Some(step)) = (
+            number("SLURM_PROCID")?,
+            number("SLURM_NTASKS")?,
+            env_var(&["SLURM_STEP_ID"])?,
+        ) {
+            let job = env_var(&["SLURM_JOB_ID"])?.unwrap_or_default();
+            let local = number("SLURM_LOCALID")?.unwrap_or(rank);
+            Some(("srun", rank, size, local, format!("slurm-{job}.{step}")))
+        } else {
+            None
+        };
+        let Some((launcher, rank, size, local_rank, job_key)) = found else {
+            return Ok(None);
+        };
+        let root = match root_address()? {
+            Some(address) => RootSource::Pe0AtAddress {
+                address,
+                secret: decode_secret(&env_var(&[vars::SECRET])?.ok_or_else(|| {
+                    Error::Config(format!(
+                        "{} is set, so {} must be too",
+                        vars::ROOT,
+                        vars::SECRET
+                    ))
+                })?)?,
+            },
+            None => RootSource::Pe0ViaFile(rendezvous_file(&job_key)?),
+        };
+        Self::checked(LaunchEnv {
+            launcher,
+            rank,
+            size,
+            local_rank,
+            root,
+            timeout,
+        })
+    }
+
+    fn checked(env: LaunchEnv) -> Result<Option<LaunchEnv>> {
+        if env.size == 0 || env.rank >= env.size {
+            return Err(Error::Config(format!(
+                "{}: rank {} is not below size {}",
+                env.launcher, env.rank, env.size
+            )));
+        }
+        Ok(Some(env))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_and_secrets_parse() {
+        assert_eq!(parse_duration("30").unwrap(), Duration::from_secs(30));
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert!(parse_duration("x").is_err());
+        assert_eq!(
+            decode_secret(&encode_hex(&[0, 255, 16])).unwrap(),
+            vec![0, 255, 16]
+        );
+        assert!(decode_secret("abc").is_err());
+        assert!(decode_secret("zz").is_err());
+    }
+}

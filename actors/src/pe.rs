@@ -1,0 +1,166 @@
+//! [`Pe`]: the handle a program holds for its processing element. Cheap to clone, `Send +
+//! Sync`; its futures are `Send`. Data-plane operations (put/get, atomics, signals, waits,
+//! barriers) come from [`DataPlane`] through `Deref` and go straight to memory; collective
+//! heap management goes through the PE's actor.
+
+use std::ops::Deref;
+use std::sync::Arc;
+
+use bytemuck::Pod;
+use ferroshmem_runtime::{DataPlane, Error, Result, SymBuffer};
+use tokio::sync::mpsc::UnboundedSender;
+use tokio::sync::oneshot;
+
+use crate::actor::Command;
+
+/// A processing element: this program's place in the job.
+///
+/// ```no_run
+/// # async fn f(pe: ferroshmem_actors::Pe) -> ferroshmem_runtime::Result<()> {
+/// let dest = pe.malloc::<u64>(1).await?;
+/// let next = (pe.my_pe() + 1) % pe.n_pes();
+/// pe.p(&dest, pe.my_pe() as u64, next).await?;
+/// pe.barrier_all().await?;
+/// pe.free(dest).await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct Pe {
+    inner: Arc<PeInner>,
+}
+
+#[derive(Debug)]
+struct PeInner {
+    data: Arc<DataPlane>,
+    mailbox: UnboundedSender<Command>,
+}
+
+/// A failed collective `free`: the error, and the buffer, still allocated and usable
+/// (`None` only when the PE shut down during the call).
+#[derive(Debug)]
+pub struct FreeError<T> {
+    /// What went wrong.
+    pub error: Error,
+    /// The buffer given back untouched.
+    pub buffer: Option<SymBuffer<T>>,
+}
+
+impl<T> From<FreeError<T>> for Error {
+    fn from(e: FreeError<T>) -> Error {
+        e.error
+    }
+}
+
+impl<T> std::fmt::Display for FreeError<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "free failed: {}", self.error)
+    }
+}
+
+impl<T: std::fmt::Debug> std::error::Error for FreeError<T> {}
+
+impl Deref for Pe {
+    type Target = DataPlane;
+
+    fn deref(&self) -> &DataPlane {
+        &self.inner.data
+    }
+}
+
+impl Pe {
+    pub(crate) fn new(data: Arc<DataPlane>, mailbox: UnboundedSender<Command>) -> Self {
+        Pe {
+            inner: Arc::new(PeInner { data, mailbox }),
+        }
+    }
+
+    async fn ask<R>(&self, make: impl FnOnce(oneshot::Sender<R>) -> Command) -> Result<R> {
+        let (tx, rx) = oneshot::channel();
+        self.inner
+            .mailbox
+            .send(make(tx))
+            .map_err(|_| Error::Shutdown)?;
+        rx.await.map_err(|_| Error::Shutdown)
+    }
+
+    fn bytes_for<T: Pod>(len: usize) -> Result<usize> {
+        len.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "{len} elements of {} bytes overflow",
+                std::mem::size_of::<T>()
+            ))
+        })
+    }
+
+    async fn allocate<T: Pod>(&self, len: usize, align: usize, zero: bool) -> Result<SymBuffer<T>> {
+        let bytes = Self::bytes_for::<T>(len)?;
+        let alloc = self
+            .ask(|reply| Command::Alloc {
+                bytes,
+                align,
+                zero,
+                reply,
+            })
+            .await??;
+        SymBuffer::from_allocation(alloc, len)
+    }
+
+    /// Allocates `len` elements of `T` on every PE (`shmem_malloc`). Collective: every PE
+    /// calls it with the same `len`, in the same order; a PE that differs gets, on every PE,
+    /// [`Error::CollectiveMismatch`] and nothing is allocated. The contents are unspecified.
+    pub async fn malloc<T: Pod>(&self, len: usize) -> Result<SymBuffer<T>> {
+        self.allocate(len, std::mem::align_of::<T>(), false).await
+    }
+
+    /// As [`Pe::malloc`], with every element zero (`shmem_calloc`).
+    pub async fn calloc<T: Pod>(&self, len: usize) -> Result<SymBuffer<T>> {
+        self.allocate(len, std::mem::align_of::<T>(), true).await
+    }
+
+    /// As [`Pe::malloc`], aligned to `align` bytes, a power of two (`shmem_align`).
+    pub async fn align<T: Pod>(&self, align: usize, len: usize) -> Result<SymBuffer<T>> {
+        if align == 0 || !align.is_power_of_two() {
+            return Err(Error::InvalidAlignment(align));
+        }
+        self.allocate(len, align.max(std::mem::align_of::<T>()), false)
+            .await
+    }
+
+    /// Frees a symmetric buffer on every PE (`shmem_free`). Collective, like `malloc`; it
+    /// synchronizes the PEs, so no PE frees memory another still uses. On a mismatch the
+    /// buffer comes back untouched in the error.
+    pub async fn free<T: Pod>(&self, buffer: SymBuffer<T>) -> Result<(), FreeError<T>> {
+        let len = buffer.len();
+        let alloc = buffer.into_allocation();
+        let (tx, rx) = oneshot::channel();
+        let restore = |error, alloc| FreeError {
+            error,
+            buffer: SymBuffer::from_allocation(alloc, len).ok(),
+        };
+        if let Err(tokio::sync::mpsc::error::SendError(Command::Free { alloc, .. })) =
+            self.inner.mailbox.send(Command::Free { alloc, reply: tx })
+        {
+            return Err(restore(Error::Shutdown, alloc));
+        }
+        match rx.await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err((error, alloc))) => Err(restore(error, alloc)),
+            Err(_) => Err(FreeError {
+                error: Error::Shutdown,
+                buffer: None,
+            }),
+        }
+    }
+
+    /// Bytes of this PE's symmetric heap in use, and its size.
+    pub async fn heap_usage(&self) -> Result<(usize, usize)> {
+        self.ask(|reply| Command::HeapUsage { reply }).await
+    }
+
+    /// Ends this PE's part in the job: a final `barrier_all`, then the PE leaves the control
+    /// plane cleanly (`shmem_finalize`). `run_local` and `run` call it for you.
+    pub async fn finalize(self) -> Result<()> {
+        self.barrier_all().await?;
+        self.ask(|reply| Command::Finalize { reply }).await?
+    }
+}

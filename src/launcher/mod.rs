@@ -1,0 +1,1 @@
+//! The `ferroshmem run` launcher (placeholder until its issue lands).
