@@ -1,1 +1,6 @@
-fn main() {}
+//! The `ferroshmem` command: `ferroshmem run -n N -- PROGRAM [ARGS...]` runs a program as the
+//! N PEs of one job. See [`ferroshmem::launcher`].
+
+fn main() -> std::process::ExitCode {
+    ferroshmem::launcher::cli_main()
+}

@@ -1,0 +1,110 @@
+//! Starting the PE processes: one process group each, the bootstrap environment, piped
+//! output, and a task per PE that forwards its output and reports its exit.
+
+use std::os::unix::process::ExitStatusExt;
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use rustix::process::{Pid, Signal};
+use tokio::process::{Child, Command};
+use tokio::sync::mpsc::UnboundedSender;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use super::output::{forward, Sinks, Stream};
+use super::root::Root;
+use super::signals::signal_group;
+use super::LaunchOptions;
+use crate::launch_env::vars;
+
+/// A PE process's exit, as the PE's task reports it.
+#[derive(Debug)]
+pub(crate) struct Exit {
+    pub(crate) rank: usize,
+    pub(crate) status: ExitStatus,
+}
+
+/// A started PE.
+#[derive(Debug)]
+pub(crate) struct RunningPe {
+    /// Its process, which leads the PE's process group.
+    pub(crate) pid: Pid,
+    /// Forwards its output, waits for it, and sends its [`Exit`].
+    pub(crate) task: JoinHandle<()>,
+}
+
+/// Builds PE `rank`'s command: the program, its arguments and the bootstrap environment.
+fn command(rank: usize, options: &LaunchOptions, root: &Root, timeout: Duration) -> Command {
+    let n = options.n_pes.to_string();
+    let mut cmd = Command::new(&options.program);
+    cmd.args(&options.args)
+        .env(vars::RANK, rank.to_string())
+        .env(vars::SIZE, &n)
+        .env(vars::LOCAL_RANK, rank.to_string())
+        .env(vars::LOCAL_SIZE, &n)
+        .env(vars::ROOT, root.address.to_string())
+        .env(vars::SECRET, &root.secret_hex)
+        .env(
+            vars::BOOTSTRAP_TIMEOUT,
+            format!("{}ms", timeout.as_millis()),
+        )
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    cmd
+}
+
+/// Starts PE `rank`. Its task sends the PE's [`Exit`] to `exits` as soon as the process
+/// ends, then forwards what is left of its output; when processes the PE left behind still
+/// hold its output open `drain` after it ended, forwarding stops and they are killed.
+pub(crate) fn spawn(
+    rank: usize,
+    options: &LaunchOptions,
+    root: &Root,
+    timeout: Duration,
+    sinks: &Sinks,
+    exits: UnboundedSender<Exit>,
+    drain: Duration,
+) -> std::io::Result<RunningPe> {
+    let mut child = command(rank, options, root, timeout).spawn()?;
+    let pid = child
+        .id()
+        .and_then(|id| Pid::from_raw(id.try_into().ok()?))
+        .ok_or_else(|| std::io::Error::other("the new process has no id"))?;
+    let (give_up, when) = watch::channel(None);
+    let forwarders = [
+        child.stdout.take().map(|p| {
+            let (sinks, when) = (sinks.clone(), when.clone());
+            tokio::spawn(forward(p, rank, Stream::Stdout, sinks, when))
+        }),
+        child.stderr.take().map(|p| {
+            let (sinks, when) = (sinks.clone(), when.clone());
+            tokio::spawn(forward(p, rank, Stream::Stderr, sinks, when))
+        }),
+    ];
+    let task = tokio::spawn(async move {
+        let status = wait(&mut child, rank).await;
+        let _ = exits.send(Exit { rank, status });
+        give_up.send_replace(Some(Instant::now() + drain));
+        let gave_up = futures::future::join_all(forwarders.into_iter().flatten()).await;
+        if gave_up.into_iter().any(|g| g.unwrap_or(false)) {
+            signal_group(pid, Signal::KILL);
+        }
+    });
+    Ok(RunningPe { pid, task })
+}
+
+async fn wait(child: &mut Child, rank: usize) -> ExitStatus {
+    match child.wait().await {
+        Ok(status) => status,
+        Err(e) => {
+            eprintln!("ferroshmem: cannot wait for PE {rank}'s process: {e}");
+            let _ = child.start_kill();
+            // Counted as a failure with status 1: the real status is unknowable.
+            ExitStatus::from_raw(1 << 8)
+        }
+    }
+}

@@ -1,0 +1,127 @@
+//! Watching a running job: the first PE to fail, or a SIGINT/SIGTERM to the launcher, stops
+//! the others with SIGTERM, and whatever still runs a grace period later gets SIGKILL (at once
+//! on a second SIGINT/SIGTERM). The root's end is reported as it happens.
+
+use std::time::Duration;
+
+use rustix::process::{Pid, Signal};
+use tokio::sync::mpsc::UnboundedReceiver;
+use tokio::time::{sleep_until, Instant};
+
+use super::outcome::{describe, signal_name};
+use super::pes::Exit;
+use super::root::Root;
+use super::signals::{signal_group, Interrupts};
+use super::Outcome;
+
+/// Where the job is in stopping.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Running,
+    /// SIGTERM sent; SIGKILL at this instant.
+    Stopping(Instant),
+    Killed,
+}
+
+/// The job as the supervisor sees it.
+struct Job {
+    /// Each PE's process while it runs.
+    pes: Vec<Option<Pid>>,
+    grace: Duration,
+    phase: Phase,
+    outcome: Outcome,
+}
+
+impl Job {
+    fn signal(&self, signal: Signal) {
+        self.pes
+            .iter()
+            .flatten()
+            .for_each(|&pid| signal_group(pid, signal));
+    }
+
+    fn running(&self) -> Vec<String> {
+        (0..self.pes.len())
+            .filter(|&rank| self.pes[rank].is_some())
+            .map(|rank| rank.to_string())
+            .collect()
+    }
+
+    fn stop(&mut self, outcome: Outcome) {
+        self.outcome = outcome;
+        self.signal(Signal::TERM);
+        self.phase = Phase::Stopping(Instant::now() + self.grace);
+    }
+
+    fn exited(&mut self, Exit { rank, status }: Exit) {
+        self.pes[rank] = None;
+        if !status.success() && self.phase == Phase::Running {
+            let others = if self.running().is_empty() {
+                ""
+            } else {
+                "; stopping the other PEs"
+            };
+            eprintln!("ferroshmem: PE {rank} {}{others}", describe(&status));
+            self.stop(Outcome::PeFailed { pe: rank, status });
+        }
+    }
+
+    fn interrupted(&mut self, signal: i32) {
+        let name = signal_name(signal);
+        if self.phase == Phase::Running {
+            eprintln!("ferroshmem: received {name}; stopping the PEs");
+            self.stop(Outcome::Interrupted { signal });
+        } else {
+            eprintln!("ferroshmem: received {name} again; killing the PEs");
+            self.kill();
+        }
+    }
+
+    fn grace_over(&mut self) {
+        eprintln!(
+            "ferroshmem: PE(s) {} still running {:?} after SIGTERM; killing them",
+            self.running().join(", "),
+            self.grace
+        );
+        self.kill();
+    }
+
+    fn kill(&mut self) {
+        self.signal(Signal::KILL);
+        self.phase = Phase::Killed;
+    }
+}
+
+/// Watches the job until every PE process has exited and returns how it ended.
+pub(crate) async fn supervise(
+    pids: Vec<Pid>,
+    mut exits: UnboundedReceiver<Exit>,
+    grace: Duration,
+    interrupts: &mut Interrupts,
+    root: &mut Root,
+) -> Outcome {
+    let mut job = Job {
+        pes: pids.into_iter().map(Some).collect(),
+        grace,
+        phase: Phase::Running,
+        outcome: Outcome::Success,
+    };
+    while job.pes.iter().any(Option::is_some) {
+        let deadline = match job.phase {
+            Phase::Stopping(at) => Some(at),
+            Phase::Running | Phase::Killed => None,
+        };
+        tokio::select! {
+            exit = exits.recv() => match exit {
+                Some(exit) => job.exited(exit),
+                None => break,
+            },
+            signal = interrupts.recv() => job.interrupted(signal),
+            () = sleep_until(deadline.unwrap_or_else(Instant::now)), if deadline.is_some() => {
+                job.grace_over();
+            }
+            () = root.ended() => {}
+        }
+    }
+    job.outcome
+}

@@ -1,0 +1,309 @@
+//! `ferroshmem run`: output forwarding, failure handling, signals and the bootstrap root,
+//! driving the real binary on shell commands, and on this test binary itself as a ferroshmem
+//! PE program (see [`pe_program`]).
+
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::channel;
+use std::time::{Duration, Instant};
+
+use ferroshmem::launcher::{launch, LaunchError, LaunchOptions, Outcome};
+use rustix::process::{kill_process, Pid, Signal};
+
+/// Longest any launcher run here may take before the test fails.
+const LIMIT: Duration = Duration::from_secs(20);
+
+/// Environment variable that makes [`pe_program`] act as a PE.
+const PE_MODE: &str = "FERROSHMEM_LAUNCHER_TEST_PE";
+
+/// How a `ferroshmem` process ended.
+struct Finished {
+    code: Option<i32>,
+    stdout: Vec<u8>,
+    stderr: String,
+    elapsed: Duration,
+}
+
+fn start(args: &[&str], env: &[(&str, &str)]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_ferroshmem"))
+        .args(args)
+        .env("FERROSHMEM_BOOTSTRAP_TIMEOUT", "5s")
+        .env("FERROSHMEM_SYMMETRIC_SIZE", "1M")
+        .env_remove("FERROSHMEM_RANK")
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start ferroshmem")
+}
+
+/// Waits for a started `ferroshmem`, killing it and failing the test after [`LIMIT`].
+fn finish(child: Child) -> Finished {
+    let (started, pid) = (Instant::now(), Pid::from_child(&child));
+    let (tx, rx) = channel();
+    std::thread::spawn(move || tx.send(child.wait_with_output()));
+    let Ok(output) = rx.recv_timeout(LIMIT) else {
+        let _ = kill_process(pid, Signal::KILL);
+        panic!("ferroshmem still running after {LIMIT:?}");
+    };
+    let output = output.unwrap();
+    Finished {
+        code: output.status.code(),
+        stdout: output.stdout,
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        elapsed: started.elapsed(),
+    }
+}
+
+fn run(args: &[&str]) -> Finished {
+    finish(start(args, &[]))
+}
+
+impl Finished {
+    fn stdout_lines(&self) -> Vec<String> {
+        let text = String::from_utf8_lossy(&self.stdout);
+        text.lines().map(str::to_string).collect()
+    }
+
+    /// Asserts the exit code, that stderr contains each of `messages`, and a quick end.
+    fn expect(&self, code: i32, messages: &[&str]) {
+        let stderr = &self.stderr;
+        assert_eq!(self.code, Some(code), "stderr: {stderr}");
+        for m in messages {
+            assert!(stderr.contains(m), "no {m:?} in stderr: {stderr}");
+        }
+        assert!(self.elapsed < Duration::from_secs(10), "{:?}", self.elapsed);
+    }
+
+    /// Asserts that the `sleep`s the PEs of a [`script`] started are gone (or zombies
+    /// nobody reaped yet), waiting up to 5 s.
+    fn expect_sleepers_gone(&self, n: usize) {
+        let lines = self.stdout_lines();
+        let pids: Vec<&str> = lines
+            .iter()
+            .filter_map(|l| l.split(" sleeping ").nth(1))
+            .collect();
+        assert_eq!(pids.len(), n, "{lines:?}");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        for pid in pids {
+            loop {
+                let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"));
+                let stat = stat.unwrap_or_default();
+                if stat.is_empty() || stat.rsplit(") ").next().is_some_and(|s| s.starts_with('Z')) {
+                    break;
+                }
+                assert!(Instant::now() < deadline, "sleep {pid} left running");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+}
+
+/// A directory where the PEs of a [`script`] mark that they are ready; removed on drop.
+struct ReadyDir(std::path::PathBuf);
+
+impl ReadyDir {
+    fn new(test: &str) -> Self {
+        let name = format!("ferroshmem-launcher-{test}-{}", std::process::id());
+        let dir = std::env::temp_dir().join(name);
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).unwrap();
+        ReadyDir(dir)
+    }
+}
+
+impl Drop for ReadyDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A shell script for `n` PEs: every PE but `rank` starts a `sleep 30` (a grandchild of the
+/// launcher), prints `sleeping PID`, marks itself ready in `ready` and waits; PE `rank` waits
+/// until the others are ready and then runs `then`.
+fn script(ready: &ReadyDir, n: usize, rank: usize, then: &str) -> String {
+    let dir = ready.0.display();
+    format!(
+        "if [ $FERROSHMEM_RANK = {rank} ]; then \
+           until [ $(ls {dir} | wc -l) -ge {others} ]; do sleep 0.02; done; {then}; \
+         fi; \
+         sleep 30 & echo sleeping $!; touch {dir}/$FERROSHMEM_RANK; wait",
+        others = n - 1
+    )
+}
+
+#[test]
+fn output_lines_are_prefixed_on_their_own_stream() {
+    let body = "echo out $FERROSHMEM_RANK; echo err $FERROSHMEM_RANK >&2";
+    let done = run(&["run", "-n", "3", "--", "sh", "-c", body]);
+    done.expect(0, &[]);
+    let mut out = done.stdout_lines();
+    out.sort();
+    assert_eq!(out, ["[pe 0] out 0", "[pe 1] out 1", "[pe 2] out 2"]);
+    let mut err: Vec<&str> = done.stderr.lines().collect();
+    err.sort();
+    assert_eq!(err, ["[pe 0] err 0", "[pe 1] err 1", "[pe 2] err 2"]);
+}
+
+#[test]
+fn each_pe_gets_its_place_and_the_root() {
+    let body = "echo $FERROSHMEM_RANK $FERROSHMEM_SIZE $FERROSHMEM_LOCAL_RANK \
+                $FERROSHMEM_LOCAL_SIZE $FERROSHMEM_BOOTSTRAP_TIMEOUT $FERROSHMEM_ROOT \
+                $FERROSHMEM_SECRET";
+    let done = run(&["run", "--np", "2", "--timeout", "7s", "sh", "-c", body]);
+    done.expect(0, &[]);
+    let mut out = done.stdout_lines();
+    out.sort();
+    let fields: Vec<Vec<&str>> = out.iter().map(|l| l.split(' ').collect()).collect();
+    assert_eq!(fields[0][..7], ["[pe", "0]", "0", "2", "0", "2", "7000ms"]);
+    assert_eq!(fields[1][..7], ["[pe", "1]", "1", "2", "1", "2", "7000ms"]);
+    assert!(fields[0][7].starts_with("127.0.0.1:"), "{out:?}");
+    assert_eq!(fields[0][7..], fields[1][7..]);
+    assert_eq!(fields[0][8].len(), 64);
+}
+
+#[test]
+fn unfinished_and_binary_lines_pass_through() {
+    let done = run(&["run", "-n", "1", "printf", r"a\n\377\376\nno newline"]);
+    done.expect(0, &[]);
+    let want = b"[pe 0] a\n[pe 0] \xff\xfe\n[pe 0] no newline\n";
+    assert_eq!(done.stdout, want);
+}
+
+#[test]
+fn a_failing_pe_stops_the_others_and_sets_the_exit_code() {
+    let ready = ReadyDir::new("fail");
+    let body = script(&ready, 3, 1, "exit 3");
+    let done = run(&["run", "-n", "3", "sh", "-c", &body]);
+    let failed = "ferroshmem: PE 1 exited with status 3; stopping the other PEs";
+    done.expect(3, &[failed]);
+    done.expect_sleepers_gone(2);
+}
+
+#[test]
+fn a_pe_killed_by_a_signal_is_reported() {
+    let ready = ReadyDir::new("kill");
+    let body = script(&ready, 2, 0, "kill -9 $$");
+    let done = run(&["run", "-n", "2", "sh", "-c", &body]);
+    done.expect(128 + 9, &["PE 0 was killed by signal 9 (SIGKILL)"]);
+    done.expect_sleepers_gone(1);
+}
+
+#[test]
+fn pes_ignoring_sigterm_are_killed_after_the_grace_period() {
+    let ready = ReadyDir::new("grace");
+    let body = format!("trap '' TERM; {}", script(&ready, 3, 2, "exit 1"));
+    let done = run(&["run", "-n", "3", "--grace", "300ms", "sh", "-c", &body]);
+    let killed = "PE(s) 0, 1 still running 300ms after SIGTERM; killing them";
+    done.expect(1, &[killed]);
+    assert!(done.elapsed >= Duration::from_millis(300));
+    done.expect_sleepers_gone(2);
+}
+
+#[test]
+fn sigterm_to_the_launcher_stops_the_job() {
+    let ready = ReadyDir::new("sigterm");
+    let body = script(&ready, 2, 9, ":");
+    let job = start(&["run", "-n", "2", "sh", "-c", &body], &[]);
+    let started = Instant::now();
+    while std::fs::read_dir(&ready.0).unwrap().count() < 2 {
+        assert!(started.elapsed() < LIMIT, "the PEs never got ready");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    kill_process(Pid::from_child(&job), Signal::TERM).unwrap();
+    let done = finish(job);
+    let stopping = "ferroshmem: received SIGTERM; stopping the PEs";
+    done.expect(128 + 15, &[stopping]);
+    done.expect_sleepers_gone(2);
+}
+
+#[test]
+fn a_missing_program_is_named() {
+    let done = run(&["run", "-n", "2", "--", "ferroshmem-no-such-program"]);
+    done.expect(127, &["cannot start `ferroshmem-no-such-program`"]);
+}
+
+#[test]
+fn help_and_bad_arguments() {
+    let help = run(&["run", "--help"]);
+    assert_eq!(help.code, Some(0));
+    let text = help.stdout_lines().join("\n");
+    for option in ["--np", "--grace", "--timeout", "PROGRAM"] {
+        assert!(text.contains(option), "{text}");
+    }
+    assert_eq!(run(&["run", "-n", "0", "true"]).code, Some(2));
+    assert_eq!(run(&["run", "-n", "2"]).code, Some(2));
+}
+
+#[tokio::test]
+async fn the_library_call_reports_the_first_failure() {
+    let body = "[ $FERROSHMEM_RANK = 2 ] && exit 4; sleep 30";
+    let options = LaunchOptions {
+        bootstrap_timeout: Some(Duration::from_secs(5)),
+        ..LaunchOptions::new(3, "sh").args(["-c", body])
+    };
+    let outcome = launch(options).await.unwrap();
+    let Outcome::PeFailed { pe: 2, status } = outcome else {
+        panic!("{outcome:?}")
+    };
+    assert_eq!((status.code(), outcome.exit_code()), (Some(4), 4));
+    let missing = launch(LaunchOptions::new(1, "ferroshmem-no-such-program")).await;
+    let code = missing.as_ref().map_err(LaunchError::exit_code);
+    assert!(matches!(missing, Err(LaunchError::Spawn { .. })));
+    assert_eq!(code.err(), Some(127));
+}
+
+/// Runs this test binary as the PE program, [`pe_program`] in `mode`.
+fn run_pes(n: &str, mode: &str) -> Finished {
+    let exe = std::env::current_exe().unwrap();
+    let exe = exe.to_str().unwrap();
+    let test = [exe, "pe_program", "--exact", "--nocapture"];
+    finish(start(
+        &[&["run", "-n", n, "--"], &test[..]].concat(),
+        &[(PE_MODE, mode)],
+    ))
+}
+
+#[test]
+fn ferroshmem_pes_form_a_job() {
+    let done = run_pes("3", "ok");
+    done.expect(0, &[]);
+    let out = done.stdout_lines();
+    let mut joined: Vec<&String> = out.iter().filter(|l| l.contains("of 3 joined")).collect();
+    joined.sort();
+    let want: Vec<String> = (0..3)
+        .map(|i| format!("[pe {i}] PE {i} of 3 joined"))
+        .collect();
+    assert_eq!(joined, want.iter().collect::<Vec<_>>());
+    assert!(!done.stderr.contains("ferroshmem:"), "{}", done.stderr);
+}
+
+#[test]
+fn a_crashed_ferroshmem_pe_is_reported_by_the_launcher_and_the_root() {
+    let done = run_pes("3", "abort");
+    let failed = "ferroshmem: PE 1 was killed by signal 6 (SIGABRT); stopping the other PEs";
+    let lost = "ferroshmem: the bootstrap root lost PE 1";
+    done.expect(128 + 6, &[failed, lost]);
+}
+
+/// Not a test of its own: the PE program of [`ferroshmem_pes_form_a_job`] and
+/// [`a_crashed_ferroshmem_pe_is_reported_by_the_launcher_and_the_root`], which run this
+/// binary under the launcher with [`PE_MODE`] set. Without it, it does nothing.
+#[tokio::test]
+async fn pe_program() {
+    let Ok(mode) = std::env::var(PE_MODE) else {
+        return;
+    };
+    let pe = ferroshmem::init().await.expect("join the job");
+    pe.barrier_all().await.expect("barrier");
+    println!("PE {} of {} joined", pe.my_pe(), pe.n_pes());
+    if mode == "abort" {
+        if pe.my_pe() == 1 {
+            std::process::abort();
+        }
+        // Wait to be stopped by the launcher, so that PE 1 is the first to fail.
+        let _ = pe.barrier_all().await;
+        tokio::time::sleep(Duration::from_secs(30)).await;
+    }
+    pe.finalize().await.expect("finalize");
+}
