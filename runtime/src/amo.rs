@@ -83,7 +83,7 @@ impl DataPlane {
         let at = self.locate_atomic(dest)?;
         let r = op(T::at(target.mapping(), at));
         if writes {
-            target.wake_if_sleeping();
+            target.wake_watchers(at, at + std::mem::size_of::<T>());
         }
         Ok(r)
     }

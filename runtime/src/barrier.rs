@@ -6,6 +6,7 @@ use std::sync::atomic::Ordering;
 
 use crate::data_plane::DataPlane;
 use crate::error::Result;
+use crate::segment::Segment;
 use crate::wait::Wait;
 
 impl DataPlane {
@@ -22,11 +23,13 @@ impl DataPlane {
         while distance < n {
             let to = &self.segments[(self.my_pe + distance) % n];
             to.barrier_flag(round).fetch_add(1, Ordering::SeqCst);
-            to.wake_if_sleeping();
+            let at = Segment::barrier_flag_offset(round);
+            to.wake_watchers(at, at + 8);
             let flag = own.barrier_flag(round);
             Wait::new(
                 self,
                 "barrier",
+                at..at + 8,
                 Ok(move || (flag.load(Ordering::Acquire) >= epoch).then_some(())),
             )
             .await?;

@@ -1,20 +1,25 @@
 //! Waking a PE's sleeping waiters when another PE (in any process) writes its segment.
 //!
 //! Each PE runs one doorbell thread that sleeps on the futex word in its segment header.
-//! Writers bump that word and wake the futex only when the header's sleeper count is non-zero
-//! (see [`Segment::wake_if_sleeping`]), so the data path pays one load when nobody sleeps. On
+//! Writers bump that word and wake the futex only when a waiter sleeps on the bytes they wrote
+//! (see [`Segment::wake_watchers`]), so the data path pays one load when nobody sleeps. On
 //! each wake-up the thread notifies the async waiters of the PE, which re-check their
-//! conditions. An idle waiter therefore holds no core.
+//! conditions. An idle waiter therefore holds no core. While anyone sleeps, the thread also
+//! wakes every [`TICK`], so that sleeping waits notice timeouts and job failures.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use tokio::sync::futures::Notified;
 use tokio::sync::Notify;
 
 use crate::error::{Error, Result};
 use crate::segment::Segment;
+
+/// How often the doorbell wakes sleeping waiters even without a write.
+pub const TICK: Duration = Duration::from_millis(10);
 
 /// The doorbell of one local PE.
 #[derive(Debug)]
@@ -72,9 +77,14 @@ fn ring_loop(segment: &Segment, notify: &Notify, stop: &AtomicBool) {
             return;
         }
         notify.notify_waiters();
+        let tick = rustix::time::Timespec {
+            tv_sec: 0,
+            tv_nsec: TICK.as_nanos() as _,
+        };
+        let timeout = (segment.sleepers().load(Ordering::SeqCst) != 0).then_some(&tick);
         // Returns at once if the word moved since `seen` (EAGAIN), so no ring is lost.
         let _ =
-            rustix::thread::futex::wait(word, rustix::thread::futex::Flags::empty(), seen, None);
+            rustix::thread::futex::wait(word, rustix::thread::futex::Flags::empty(), seen, timeout);
     }
 }
 
@@ -100,11 +110,11 @@ mod tests {
         let notified = bell.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        seg.sleepers().fetch_add(1, Ordering::SeqCst);
-        seg.wake_if_sleeping();
+        let watch = seg.watch(64, 72);
+        seg.wake_watchers(64, 72);
         tokio::time::timeout(Duration::from_secs(5), notified)
             .await
             .expect("the doorbell rang");
-        seg.sleepers().fetch_sub(1, Ordering::SeqCst);
+        seg.unwatch(watch);
     }
 }

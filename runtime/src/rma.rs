@@ -30,11 +30,12 @@ fn strided_extent(stride: usize, nelems: usize, what: &str) -> Result<usize> {
         .ok_or_else(|| Error::InvalidArgument(format!("{what} stride overflows")))
 }
 
-/// Makes a plain write to `target` visible and wakes its owner's sleepers.
+/// Makes a plain write of mapping bytes `[start, end)` of `target` visible and wakes the
+/// owner's waiters sleeping on them.
 #[inline]
-fn publish(target: &Segment) {
+fn publish(target: &Segment, start: usize, end: usize) {
     fence(Ordering::SeqCst);
-    target.wake_if_sleeping();
+    target.wake_watchers(start, end);
 }
 
 impl DataPlane {
@@ -62,8 +63,9 @@ impl DataPlane {
     ) -> Result<()> {
         let target = self.segment(pe)?;
         let at = self.locate(dest.into(), src.len(), "put destination")?;
-        target.mapping().write(at, bytemuck::cast_slice(src));
-        publish(target);
+        let bytes: &[u8] = bytemuck::cast_slice(src);
+        target.mapping().write(at, bytes);
+        publish(target, at, at + bytes.len());
         Ok(())
     }
 
@@ -146,7 +148,7 @@ impl DataPlane {
                 .mapping()
                 .write(at + i * dst * size, bytemuck::bytes_of(&src[i * sst]));
         }
-        publish(target);
+        publish(target, at, at + dest_extent * size);
         Ok(())
     }
 

@@ -7,8 +7,10 @@
 //! ([`crate::fd_passing`]). The file's mode is set to 0600.
 //!
 //! Header layout (each word on its own cache line, so that writers from different PEs do not
-//! share lines): magic, owner pid, the wake sequence (a futex word), the sleeper count, then
-//! one flag per dissemination-barrier round.
+//! share lines): magic, owner pid, the wake sequence (a futex word), the sleeper count, the
+//! count of sleepers that watch everything, one flag per dissemination-barrier round, and the
+//! watch slots: the byte range each sleeping waiter watches, so that a write rings the
+//! doorbell only when it lands on memory somebody sleeps on.
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -24,9 +26,24 @@ const MAGIC_OFFSET: usize = 0;
 const PID_OFFSET: usize = 8;
 const WAKE_SEQ_OFFSET: usize = CACHE_LINE;
 const SLEEPERS_OFFSET: usize = 2 * CACHE_LINE;
+const WILDCARD_OFFSET: usize = 3 * CACHE_LINE;
 const BARRIER_FLAGS_OFFSET: usize = 4 * CACHE_LINE;
 /// Number of dissemination-barrier rounds the header has flags for (2^64 PEs).
 pub const BARRIER_ROUNDS: usize = 64;
+const WATCH_SLOTS_OFFSET: usize = BARRIER_FLAGS_OFFSET + BARRIER_ROUNDS * CACHE_LINE;
+/// Number of sleepers whose watched range the header can hold; more watch everything.
+pub const WATCH_SLOTS: usize = 32;
+/// A slot's end while its start is being written: writers treat it as a match.
+const SLOT_CLAIMED: u64 = u64::MAX;
+
+/// How a sleeping waiter is registered in its segment's header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Watch {
+    /// Watching one byte range, in watch slot `i`.
+    Slot(usize),
+    /// Watching every write (no slot was free).
+    Everything,
+}
 
 /// A mapped segment: the memfd and its mapping.
 #[derive(Debug)]
@@ -113,19 +130,92 @@ impl Segment {
     /// The counter signalled in dissemination-barrier round `round`.
     pub fn barrier_flag(&self, round: usize) -> &AtomicU64 {
         assert!(round < BARRIER_ROUNDS);
-        self.map.atomic(BARRIER_FLAGS_OFFSET + round * CACHE_LINE)
+        self.map.atomic(Self::barrier_flag_offset(round))
     }
 
-    /// After a write into this segment: wakes its owner's sleeping waiters, if any.
+    fn slot(&self, i: usize) -> (&AtomicU64, &AtomicU64) {
+        let at = WATCH_SLOTS_OFFSET + i * 16;
+        (self.map.atomic(at), self.map.atomic(at + 8))
+    }
+
+    /// Registers a waiter about to sleep on mapping bytes `[start, end)`, and counts it as a
+    /// sleeper. The waiter must re-check its condition after this and before it sleeps.
+    pub fn watch(&self, start: usize, end: usize) -> Watch {
+        let (start, end) = (start as u64, (end as u64).max(start as u64 + 1));
+        let mut watch = Watch::Everything;
+        for i in 0..WATCH_SLOTS {
+            let (slot_start, slot_end) = self.slot(i);
+            if slot_end
+                .compare_exchange(0, SLOT_CLAIMED, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+            {
+                slot_start.store(start, Ordering::Relaxed);
+                slot_end.store(end, Ordering::Release);
+                watch = Watch::Slot(i);
+                break;
+            }
+        }
+        if watch == Watch::Everything {
+            self.map
+                .atomic::<AtomicU32>(WILDCARD_OFFSET)
+                .fetch_add(1, Ordering::SeqCst);
+        }
+        if self.sleepers().fetch_add(1, Ordering::SeqCst) == 0 {
+            // Tell the doorbell thread that someone sleeps, so that it ticks for timeouts.
+            self.ring();
+        }
+        watch
+    }
+
+    /// Undoes [`Segment::watch`].
+    pub fn unwatch(&self, watch: Watch) {
+        self.sleepers().fetch_sub(1, Ordering::SeqCst);
+        match watch {
+            Watch::Slot(i) => self.slot(i).1.store(0, Ordering::Release),
+            Watch::Everything => {
+                self.map
+                    .atomic::<AtomicU32>(WILDCARD_OFFSET)
+                    .fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+    }
+
+    /// After a write of mapping bytes `[start, end)`: wakes the owner's waiters if one sleeps
+    /// on them. Costs one load when nobody sleeps.
     ///
     /// The caller must have made its write visible first with a SeqCst operation (an atomic
     /// read-modify-write or a SeqCst fence): that pairs with the waiter's SeqCst increment of
-    /// the sleeper count, so either the writer sees the sleeper or the waiter sees the data.
+    /// the sleeper count in [`Segment::watch`], so either the writer sees the sleeper (and its
+    /// slot) or the waiter sees the data.
     #[inline]
-    pub fn wake_if_sleeping(&self) {
-        if self.sleepers().load(Ordering::SeqCst) != 0 {
+    pub fn wake_watchers(&self, start: usize, end: usize) {
+        if self.sleepers().load(Ordering::SeqCst) != 0 && self.watched(start as u64, end as u64) {
             self.ring();
         }
+    }
+
+    fn watched(&self, start: u64, end: u64) -> bool {
+        if self
+            .map
+            .atomic::<AtomicU32>(WILDCARD_OFFSET)
+            .load(Ordering::SeqCst)
+            != 0
+        {
+            return true;
+        }
+        (0..WATCH_SLOTS).any(|i| {
+            let (slot_start, slot_end) = self.slot(i);
+            match slot_end.load(Ordering::Acquire) {
+                0 => false,
+                SLOT_CLAIMED => true,
+                e => slot_start.load(Ordering::Relaxed) < end && start < e,
+            }
+        })
+    }
+
+    /// Mapping offset of the barrier flag of `round`.
+    pub fn barrier_flag_offset(round: usize) -> usize {
+        BARRIER_FLAGS_OFFSET + round * CACHE_LINE
     }
 
     /// Bumps the wake sequence and wakes every thread sleeping on it.
@@ -140,7 +230,7 @@ impl Segment {
     }
 }
 
-const _: () = assert!(BARRIER_FLAGS_OFFSET + BARRIER_ROUNDS * CACHE_LINE <= HEADER_SIZE);
+const _: () = assert!(WATCH_SLOTS_OFFSET + WATCH_SLOTS * 16 <= HEADER_SIZE);
 
 #[cfg(test)]
 mod tests {
@@ -158,6 +248,35 @@ mod tests {
         assert_eq!(peer.owner_pid(), std::process::id());
         peer.barrier_flag(3).fetch_add(1, Ordering::SeqCst);
         assert_eq!(seg.barrier_flag(3).load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn only_writes_to_watched_bytes_ring() {
+        let seg = Segment::create(0, 1 << 20).unwrap();
+        let rings = || seg.wake_seq().load(Ordering::SeqCst);
+        let w = seg.watch(HEADER_SIZE + 64, HEADER_SIZE + 72);
+        assert!(matches!(w, Watch::Slot(_)));
+        let before = rings();
+        seg.wake_watchers(HEADER_SIZE, HEADER_SIZE + 64);
+        assert_eq!(rings(), before, "a write next to the watched word");
+        seg.wake_watchers(HEADER_SIZE + 68, HEADER_SIZE + 69);
+        assert_eq!(rings(), before + 1, "a write inside it");
+        seg.unwatch(w);
+        seg.wake_watchers(HEADER_SIZE + 64, HEADER_SIZE + 72);
+        assert_eq!(rings(), before + 1, "nobody sleeps any more");
+        let slots: Vec<Watch> = (0..WATCH_SLOTS + 1)
+            .map(|i| seg.watch(i * 8, i * 8 + 8))
+            .collect();
+        assert_eq!(slots[WATCH_SLOTS], Watch::Everything);
+        let before = rings();
+        seg.wake_watchers(HEADER_SIZE + 4096, HEADER_SIZE + 4100);
+        assert_eq!(
+            rings(),
+            before + 1,
+            "an overflowing sleeper watches everything"
+        );
+        slots.into_iter().for_each(|w| seg.unwatch(w));
+        assert_eq!(seg.sleepers().load(Ordering::SeqCst), 0);
     }
 
     #[test]

@@ -34,7 +34,7 @@ fn update_signal(target: &Segment, at: usize, value: u64, op: SignalOp) {
             word.fetch_add(value, Ordering::SeqCst);
         }
     }
-    target.wake_if_sleeping();
+    target.wake_watchers(at, at + 8);
 }
 
 impl DataPlane {
@@ -65,8 +65,10 @@ impl DataPlane {
         let target = self.segment(pe)?;
         let at = self.locate(dest.into(), src.len(), "put_signal destination")?;
         let sig_at = self.locate_atomic(sig.into())?;
-        target.mapping().write(at, bytemuck::cast_slice(src));
+        let bytes: &[u8] = bytemuck::cast_slice(src);
+        target.mapping().write(at, bytes);
         update_signal(target, sig_at, value, op);
+        target.wake_watchers(at, at + bytes.len());
         Ok(())
     }
 

@@ -8,8 +8,8 @@
 //! sleeps, the timeout and the job's health are checked at least every 10 ms.
 
 use std::future::{Future, IntoFuture};
+use std::ops::Range;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -19,6 +19,7 @@ use crate::amo::AtomicInt;
 use crate::data_plane::DataPlane;
 use crate::error::{Error, Result};
 use crate::heap::SymSlice;
+use crate::segment::Watch;
 use crate::shared_memory::SharedMapping;
 
 /// How long one poll of a spinning wait may spin before yielding to the executor.
@@ -71,6 +72,7 @@ impl Cmp {
 pub struct Wait<'a, C> {
     dp: &'a DataPlane,
     operation: &'static str,
+    watched: Range<usize>,
     timeout: Option<Duration>,
     check: Result<C>,
 }
@@ -79,11 +81,18 @@ impl<'a, C, R> Wait<'a, C>
 where
     C: FnMut() -> Option<R> + Unpin,
 {
-    /// A wait on `check`, which returns `Some` once the awaited condition holds.
-    pub fn new(dp: &'a DataPlane, operation: &'static str, check: Result<C>) -> Self {
+    /// A wait on `check`, which returns `Some` once the awaited condition holds; only writes
+    /// to the `watched` bytes of this PE's segment (mapping offsets) can make it hold.
+    pub fn new(
+        dp: &'a DataPlane,
+        operation: &'static str,
+        watched: Range<usize>,
+        check: Result<C>,
+    ) -> Self {
         Wait {
             dp,
             operation,
+            watched,
             timeout: None,
             check,
         }
@@ -107,6 +116,7 @@ where
         WaitFuture {
             dp: self.dp,
             operation: self.operation,
+            watched: self.watched,
             timeout: self.timeout,
             check: Some(self.check),
             started: None,
@@ -120,28 +130,30 @@ where
 pub struct WaitFuture<'a, C> {
     dp: &'a DataPlane,
     operation: &'static str,
+    watched: Range<usize>,
     timeout: Option<Duration>,
     check: Option<Result<C>>,
     started: Option<Instant>,
     sleeping: Option<Sleeping<'a>>,
 }
 
-/// A waiter counted among its segment's sleepers, with an armed doorbell notification.
+/// A waiter registered as a sleeper on its watched bytes, with an armed doorbell notification.
 struct Sleeping<'a> {
     notified: Pin<Box<Notified<'a>>>,
-    sleepers: &'a AtomicU32,
+    dp: &'a DataPlane,
+    watch: Watch,
 }
 
 impl<'a> Sleeping<'a> {
-    fn enter(dp: &'a DataPlane) -> Self {
+    fn enter(dp: &'a DataPlane, watched: &Range<usize>) -> Self {
         let mut notified = Box::pin(dp.doorbell.notified());
         notified.as_mut().enable();
-        let sleepers = dp.own_segment().sleepers();
-        if sleepers.fetch_add(1, Ordering::SeqCst) == 0 {
-            // Tell the doorbell thread that someone sleeps, so that it ticks for timeouts.
-            dp.own_segment().ring();
+        let watch = dp.own_segment().watch(watched.start, watched.end);
+        Sleeping {
+            notified,
+            dp,
+            watch,
         }
-        Sleeping { notified, sleepers }
     }
 
     fn rearm(&mut self, dp: &'a DataPlane) {
@@ -152,7 +164,7 @@ impl<'a> Sleeping<'a> {
 
 impl Drop for Sleeping<'_> {
     fn drop(&mut self) {
-        self.sleepers.fetch_sub(1, Ordering::SeqCst);
+        self.dp.own_segment().unwatch(self.watch);
     }
 }
 
@@ -209,7 +221,7 @@ where
                 cx.waker().wake_by_ref();
                 return Poll::Pending;
             }
-            this.sleeping = Some(Sleeping::enter(this.dp));
+            this.sleeping = Some(Sleeping::enter(this.dp, &this.watched));
             if let Some(r) = check() {
                 return Poll::Ready(Ok(r));
             }
@@ -239,6 +251,7 @@ where
 /// A checked set of waited-on variables in this PE's segment.
 struct Ivars<'a, T> {
     map: &'a SharedMapping,
+    /// Mapping offset of the first variable.
     offset: usize,
     len: usize,
     exclude: Option<&'a [bool]>,
@@ -246,6 +259,10 @@ struct Ivars<'a, T> {
 }
 
 impl<'a, T: AtomicInt> Ivars<'a, T> {
+    fn bytes(&self) -> Range<usize> {
+        self.offset..self.offset + self.len * std::mem::size_of::<T>()
+    }
+
     fn values(&self) -> impl Iterator<Item = (usize, T)> + '_ {
         let size = std::mem::size_of::<T>();
         (0..self.len)
@@ -261,7 +278,7 @@ impl DataPlane {
         exclude: Option<&'a [bool]>,
     ) -> Result<Ivars<'a, T>> {
         let offset = self.locate(ivars, ivars.len(), "wait variables")?;
-        if ivars.len() > 0 {
+        if !ivars.is_empty() {
             self.locate_atomic(ivars.at(0))?;
         }
         if let Some(ex) = exclude {
@@ -290,14 +307,18 @@ impl DataPlane {
         cmp: Cmp,
         value: T,
     ) -> Wait<'_, impl FnMut() -> Option<T> + Unpin + Send + '_> {
-        let check = self.locate_atomic(ivar.into()).map(|at| {
+        let located = self.locate_atomic(ivar.into());
+        let watched = located
+            .as_ref()
+            .map_or(0..0, |&at| at..at + std::mem::size_of::<T>());
+        let check = located.map(|at| {
             let a = T::at(self.own_segment().mapping(), at);
             move || {
                 let v = T::load(a);
                 cmp.holds(v, value).then_some(v)
             }
         });
-        Wait::new(self, "wait_until", check)
+        Wait::new(self, "wait_until", watched, check)
     }
 
     /// Waits until every variable of `ivars` not excluded satisfies `cmp value`
@@ -309,10 +330,11 @@ impl DataPlane {
         cmp: Cmp,
         value: T,
     ) -> Wait<'a, impl FnMut() -> Option<()> + Unpin + Send + 'a> {
-        let check = self
-            .ivars(ivars.into(), exclude)
-            .map(|set| move || set.values().all(|(_, v)| cmp.holds(v, value)).then_some(()));
-        Wait::new(self, "wait_until_all", check)
+        let set = self.ivars(ivars.into(), exclude);
+        let watched = set.as_ref().map_or(0..0, |s| s.bytes());
+        let check =
+            set.map(|set| move || set.values().all(|(_, v)| cmp.holds(v, value)).then_some(()));
+        Wait::new(self, "wait_until_all", watched, check)
     }
 
     /// Waits until some variable of `ivars` not excluded satisfies `cmp value` and resolves
@@ -324,18 +346,20 @@ impl DataPlane {
         cmp: Cmp,
         value: T,
     ) -> Wait<'a, impl FnMut() -> Option<Option<usize>> + Unpin + Send + 'a> {
-        let check = self.ivars(ivars.into(), exclude).map(|set| {
+        let set = self.ivars(ivars.into(), exclude);
+        let watched = set.as_ref().map_or(0..0, |s| s.bytes());
+        let check = set.map(|set| {
             move || {
                 let mut candidates = set.values().peekable();
-                candidates.peek()?;
-                match candidates.find(|&(_, v)| cmp.holds(v, value)) {
-                    Some((i, _)) => Some(Some(i)),
-                    None if set.values().next().is_none() => Some(None),
-                    None => None,
+                if candidates.peek().is_none() {
+                    return Some(None);
                 }
+                candidates
+                    .find(|&(_, v)| cmp.holds(v, value))
+                    .map(|(i, _)| Some(i))
             }
         });
-        Wait::new(self, "wait_until_any", check)
+        Wait::new(self, "wait_until_any", watched, check)
     }
 
     /// Waits until at least one variable of `ivars` not excluded satisfies `cmp value` and
@@ -348,7 +372,9 @@ impl DataPlane {
         cmp: Cmp,
         value: T,
     ) -> Wait<'a, impl FnMut() -> Option<Vec<usize>> + Unpin + Send + 'a> {
-        let check = self.ivars(ivars.into(), exclude).map(|set| {
+        let set = self.ivars(ivars.into(), exclude);
+        let watched = set.as_ref().map_or(0..0, |s| s.bytes());
+        let check = set.map(|set| {
             move || {
                 if set.values().next().is_none() {
                     return Some(Vec::new());
@@ -361,7 +387,7 @@ impl DataPlane {
                 (!hits.is_empty()).then_some(hits)
             }
         });
-        Wait::new(self, "wait_until_some", check)
+        Wait::new(self, "wait_until_some", watched, check)
     }
 
     /// Whether `ivar[0]` in this PE's segment satisfies `cmp value` now (`shmem_test`).

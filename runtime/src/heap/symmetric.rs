@@ -146,6 +146,10 @@ impl<T> Drop for SymBuffer<T> {
     }
 }
 
+/// What a view borrows: the buffer's lifetime, and `T` without owning one (so that views are
+/// `Send + Sync` whatever `T` is).
+type Borrowed<'a, T> = (&'a (), fn() -> T);
+
 /// A view of part of a symmetric allocation (copyable; borrows the [`SymBuffer`]).
 #[derive(Debug)]
 pub struct SymSlice<'a, T> {
@@ -158,7 +162,7 @@ pub struct SymSlice<'a, T> {
     len: usize,
     /// Elements in the underlying allocation (views beyond it fail when used).
     limit: usize,
-    _borrow: PhantomData<(&'a (), fn() -> T)>,
+    _borrow: PhantomData<Borrowed<'a, T>>,
 }
 
 impl<T> Clone for SymSlice<'_, T> {
@@ -171,6 +175,12 @@ impl<T> Copy for SymSlice<'_, T> {}
 impl<'a, T: Pod> From<&'a SymBuffer<T>> for SymSlice<'a, T> {
     fn from(b: &'a SymBuffer<T>) -> Self {
         b.all()
+    }
+}
+
+impl<'a, T: Pod> From<&SymSlice<'a, T>> for SymSlice<'a, T> {
+    fn from(s: &SymSlice<'a, T>) -> Self {
+        *s
     }
 }
 

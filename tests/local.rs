@@ -1,0 +1,131 @@
+//! Every scenario in `run_local` jobs of 1, 2, 3, 4 and 8 PEs, plus failure handling of
+//! in-process jobs.
+
+mod common;
+
+use std::time::Duration;
+
+use common::scenarios;
+use ferroshmem::{run_local, Cmp, Error};
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+fn check_scenario(name: &'static str) {
+    std::env::set_var("FERROSHMEM_SYMMETRIC_SIZE", "64M");
+    let rt = runtime();
+    for n in [1, 2, 3, 4, 8] {
+        eprintln!("n={n}");
+        let results = rt
+            .block_on(run_local(n, move |pe| scenarios::run(name, pe)))
+            .unwrap_or_else(|e| panic!("{name} with {n} PEs: {e}"));
+        for (pe, r) in results.into_iter().enumerate() {
+            r.unwrap_or_else(|e| panic!("{name} with {n} PEs, PE {pe}: {e}"));
+        }
+    }
+}
+
+#[test]
+fn rma() {
+    check_scenario("rma");
+}
+
+#[test]
+fn amo() {
+    check_scenario("amo");
+}
+
+#[test]
+fn contention() {
+    check_scenario("contention");
+}
+
+#[test]
+fn ordering() {
+    check_scenario("ordering");
+}
+
+#[test]
+fn signals() {
+    check_scenario("signals");
+}
+
+#[test]
+fn waits() {
+    check_scenario("waits");
+}
+
+#[test]
+fn errors() {
+    check_scenario("errors");
+}
+
+#[test]
+fn barrier() {
+    check_scenario("barrier");
+}
+
+#[test]
+fn zero_pes_is_an_error() {
+    let r = runtime().block_on(run_local(0, |_pe| async {}));
+    assert!(matches!(r, Err(Error::InvalidArgument(_))));
+}
+
+#[test]
+fn a_panicking_pe_fails_the_job_and_its_peers_do_not_hang() {
+    let rt = runtime();
+    let r = rt.block_on(async {
+        tokio::time::timeout(
+            Duration::from_secs(60),
+            run_local(4, |pe| async move {
+                let flag = pe.calloc::<u64>(1).await?;
+                pe.barrier_all().await?;
+                if pe.my_pe() == 2 {
+                    panic!("PE 2 gives up");
+                }
+                // Nobody ever sets the flag: only the lost peer can end this wait.
+                pe.wait_until(&flag, Cmp::Eq, 1).await?;
+                Ok::<_, Error>(())
+            }),
+        )
+        .await
+    });
+    match r {
+        Ok(Err(Error::Panicked { pe: 2, message })) => assert!(message.contains("gives up")),
+        other => panic!("expected PE 2's panic, got {other:?}"),
+    }
+}
+
+#[test]
+fn handles_of_one_job_are_refused_by_another() {
+    let rt = runtime();
+    let r = rt.block_on(run_local(1, |pe| async move {
+        let buf = pe.malloc::<u64>(1).await?;
+        let inner = run_local(1, move |other| {
+            let view = ferroshmem::SymBuffer::<u64>::from_allocation(
+                ferroshmem_runtime::Allocation::new(ferroshmem::HeapId(0), 0, 8),
+                1,
+            );
+            async move {
+                let view = view?;
+                let r = other.put(&view, &[1], 0).await;
+                std::mem::forget(view);
+                r
+            }
+        })
+        .await?;
+        pe.free(buf).await?;
+        Ok::<_, Error>(inner)
+    }));
+    let inner = r
+        .expect("outer job")
+        .pop()
+        .expect("one PE")
+        .expect("inner job");
+    assert_eq!(inner, vec![Err(Error::NotSymmetric)]);
+}
