@@ -105,13 +105,13 @@ pub async fn rma(pe: &Pe) -> Result<()> {
     pe.barrier_all().await?;
     let mut local = vec![0u32; 30];
     pe.get(&mut local, &strided, me).await?;
-    for i in 0..30 {
+    for (i, &got) in local.iter().enumerate() {
         let want = if i % 3 == 0 {
             (prev * 1000 + (i / 3) * 2) as u32
         } else {
             0
         };
-        ensure!(local[i] == want, "iput element {i}: {} != {want}", local[i]);
+        ensure!(got == want, "iput element {i}: {got} != {want}");
     }
     let mut gathered = vec![0u32; 20];
     pe.iget(&mut gathered, &strided, 2, 3, 10, me).await?;
