@@ -81,7 +81,7 @@ fn ring_loop(segment: &Segment, notify: &Notify, stop: &AtomicBool) {
             tv_sec: 0,
             tv_nsec: TICK.as_nanos() as _,
         };
-        let timeout = (segment.sleepers().load(Ordering::SeqCst) != 0).then_some(&tick);
+        let timeout = segment.has_sleepers().then_some(&tick);
         // Returns at once if the word moved since `seen` (EAGAIN), so no ring is lost.
         let _ =
             rustix::thread::futex::wait(word, rustix::thread::futex::Flags::empty(), seen, timeout);

@@ -7,10 +7,11 @@
 //! ([`crate::fd_passing`]). The file's mode is set to 0600.
 //!
 //! Header layout (each word on its own cache line, so that writers from different PEs do not
-//! share lines): magic, owner pid, the wake sequence (a futex word), the sleeper count, the
-//! count of sleepers that watch everything, one flag per dissemination-barrier round, and the
-//! watch slots: the byte range each sleeping waiter watches, so that a write rings the
-//! doorbell only when it lands on memory somebody sleeps on.
+//! share lines): magic, owner pid, the wake sequence (a futex word), the watcher mask (which
+//! watch slots are in use), the count of sleepers that watch everything, one flag per
+//! dissemination-barrier round, and the watch slots: the byte range each sleeping waiter
+//! watches, so that a write rings the doorbell only when it lands on memory somebody sleeps
+//! on, and costs one load when nobody sleeps.
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -25,14 +26,16 @@ const MAGIC: u64 = 0x6665_7272_6f73_686d; // "ferroshm"
 const MAGIC_OFFSET: usize = 0;
 const PID_OFFSET: usize = 8;
 const WAKE_SEQ_OFFSET: usize = CACHE_LINE;
-const SLEEPERS_OFFSET: usize = 2 * CACHE_LINE;
+const WATCHERS_OFFSET: usize = 2 * CACHE_LINE;
 const WILDCARD_OFFSET: usize = 3 * CACHE_LINE;
 const BARRIER_FLAGS_OFFSET: usize = 4 * CACHE_LINE;
 /// Number of dissemination-barrier rounds the header has flags for (2^64 PEs).
 pub const BARRIER_ROUNDS: usize = 64;
 const WATCH_SLOTS_OFFSET: usize = BARRIER_FLAGS_OFFSET + BARRIER_ROUNDS * CACHE_LINE;
 /// Number of sleepers whose watched range the header can hold; more watch everything.
-pub const WATCH_SLOTS: usize = 32;
+pub const WATCH_SLOTS: usize = 63;
+/// The watcher-mask bit set once a sleeper has had to watch everything.
+const OVERFLOW: u64 = 1 << 63;
 /// A slot's end while its start is being written: writers treat it as a match.
 const SLOT_CLAIMED: u64 = u64::MAX;
 
@@ -122,9 +125,21 @@ impl Segment {
         self.map.atomic(WAKE_SEQ_OFFSET)
     }
 
-    /// Number of the owner's waiters that sleep and want a wake-up on any write.
-    pub fn sleepers(&self) -> &AtomicU32 {
-        self.map.atomic(SLEEPERS_OFFSET)
+    /// Bit `i` set: watch slot `i` holds a sleeper's range; bit 63: some sleeper may watch
+    /// everything (see the wildcard count).
+    fn watchers(&self) -> &AtomicU64 {
+        self.map.atomic(WATCHERS_OFFSET)
+    }
+
+    fn wildcards(&self) -> &AtomicU32 {
+        self.map.atomic(WILDCARD_OFFSET)
+    }
+
+    /// Whether any of the owner's waiters sleeps.
+    pub fn has_sleepers(&self) -> bool {
+        let mask = self.watchers().load(Ordering::SeqCst);
+        mask & !OVERFLOW != 0
+            || (mask & OVERFLOW != 0 && self.wildcards().load(Ordering::SeqCst) != 0)
     }
 
     /// The counter signalled in dissemination-barrier round `round`.
@@ -138,29 +153,36 @@ impl Segment {
         (self.map.atomic(at), self.map.atomic(at + 8))
     }
 
-    /// Registers a waiter about to sleep on mapping bytes `[start, end)`, and counts it as a
-    /// sleeper. The waiter must re-check its condition after this and before it sleeps.
+    /// Registers a waiter about to sleep on mapping bytes `[start, end)`. The waiter must
+    /// re-check its condition after this and before it sleeps.
     pub fn watch(&self, start: usize, end: usize) -> Watch {
         let (start, end) = (start as u64, (end as u64).max(start as u64 + 1));
-        let mut watch = Watch::Everything;
-        for i in 0..WATCH_SLOTS {
-            let (slot_start, slot_end) = self.slot(i);
-            if slot_end
+        let free = (0..WATCH_SLOTS).find(|&i| {
+            self.slot(i)
+                .1
                 .compare_exchange(0, SLOT_CLAIMED, Ordering::Acquire, Ordering::Relaxed)
                 .is_ok()
-            {
+        });
+        let (watch, before) = match free {
+            Some(i) => {
+                let (slot_start, slot_end) = self.slot(i);
                 slot_start.store(start, Ordering::Relaxed);
-                slot_end.store(end, Ordering::Release);
-                watch = Watch::Slot(i);
-                break;
+                slot_end.store(end, Ordering::Relaxed);
+                // SeqCst: publishes the range and pairs with the writers' SeqCst fence.
+                (
+                    Watch::Slot(i),
+                    self.watchers().fetch_or(1 << i, Ordering::SeqCst),
+                )
             }
-        }
-        if watch == Watch::Everything {
-            self.map
-                .atomic::<AtomicU32>(WILDCARD_OFFSET)
-                .fetch_add(1, Ordering::SeqCst);
-        }
-        if self.sleepers().fetch_add(1, Ordering::SeqCst) == 0 {
+            None => {
+                self.wildcards().fetch_add(1, Ordering::SeqCst);
+                (
+                    Watch::Everything,
+                    self.watchers().fetch_or(OVERFLOW, Ordering::SeqCst),
+                )
+            }
+        };
+        if before == 0 {
             // Tell the doorbell thread that someone sleeps, so that it ticks for timeouts.
             self.ring();
         }
@@ -169,13 +191,14 @@ impl Segment {
 
     /// Undoes [`Segment::watch`].
     pub fn unwatch(&self, watch: Watch) {
-        self.sleepers().fetch_sub(1, Ordering::SeqCst);
         match watch {
-            Watch::Slot(i) => self.slot(i).1.store(0, Ordering::Release),
+            Watch::Slot(i) => {
+                self.watchers().fetch_and(!(1 << i), Ordering::SeqCst);
+                self.slot(i).1.store(0, Ordering::Release);
+            }
             Watch::Everything => {
-                self.map
-                    .atomic::<AtomicU32>(WILDCARD_OFFSET)
-                    .fetch_sub(1, Ordering::SeqCst);
+                // The overflow bit stays set: writers then also read the wildcard count.
+                self.wildcards().fetch_sub(1, Ordering::SeqCst);
             }
         }
     }
@@ -184,33 +207,36 @@ impl Segment {
     /// on them. Costs one load when nobody sleeps.
     ///
     /// The caller must have made its write visible first with a SeqCst operation (an atomic
-    /// read-modify-write or a SeqCst fence): that pairs with the waiter's SeqCst increment of
-    /// the sleeper count in [`Segment::watch`], so either the writer sees the sleeper (and its
-    /// slot) or the waiter sees the data.
+    /// read-modify-write or a SeqCst fence): that pairs with the waiter's SeqCst update of the
+    /// watcher mask in [`Segment::watch`], so either the writer sees the watcher (and its
+    /// range) or the waiter sees the data.
     #[inline]
     pub fn wake_watchers(&self, start: usize, end: usize) {
-        if self.sleepers().load(Ordering::SeqCst) != 0 && self.watched(start as u64, end as u64) {
+        let mask = self.watchers().load(Ordering::SeqCst);
+        if mask != 0 && self.watched(mask, start as u64, end as u64) {
             self.ring();
         }
     }
 
-    fn watched(&self, start: u64, end: u64) -> bool {
-        if self
-            .map
-            .atomic::<AtomicU32>(WILDCARD_OFFSET)
-            .load(Ordering::SeqCst)
-            != 0
-        {
+    fn watched(&self, mask: u64, start: u64, end: u64) -> bool {
+        if mask & OVERFLOW != 0 && self.wildcards().load(Ordering::SeqCst) != 0 {
             return true;
         }
-        (0..WATCH_SLOTS).any(|i| {
+        let mut slots = mask & !OVERFLOW;
+        while slots != 0 {
+            let i = slots.trailing_zeros() as usize;
+            slots &= slots - 1;
             let (slot_start, slot_end) = self.slot(i);
-            match slot_end.load(Ordering::Acquire) {
+            let hit = match slot_end.load(Ordering::Acquire) {
                 0 => false,
                 SLOT_CLAIMED => true,
                 e => slot_start.load(Ordering::Relaxed) < end && start < e,
+            };
+            if hit {
+                return true;
             }
-        })
+        }
+        false
     }
 
     /// Mapping offset of the barrier flag of `round`.
@@ -276,7 +302,7 @@ mod tests {
             "an overflowing sleeper watches everything"
         );
         slots.into_iter().for_each(|w| seg.unwatch(w));
-        assert_eq!(seg.sleepers().load(Ordering::SeqCst), 0);
+        assert!(!seg.has_sleepers());
     }
 
     #[test]
