@@ -129,3 +129,24 @@ fn handles_of_one_job_are_refused_by_another() {
         .expect("inner job");
     assert_eq!(inner, vec![Err(Error::NotSymmetric)]);
 }
+
+#[test]
+fn exchanges_gather_every_member_and_groups_run_independently() {
+    let rt = runtime();
+    let r = rt.block_on(run_local(4, |pe| async move {
+        let me = pe.my_pe();
+        let world = pe.exchange(0, me, 4, vec![me as u8]).await?;
+        assert_eq!(world, vec![vec![0], vec![1], vec![2], vec![3]]);
+        // Even and odd PEs form two groups of two that exchange at the same time.
+        let group = 100 + (me % 2) as u64;
+        let pair = pe.exchange(group, me / 2, 2, vec![me as u8 * 10]).await?;
+        let base = (me % 2) as u8 * 10;
+        assert_eq!(pair, vec![vec![base], vec![base + 20]]);
+        let bad = pe.exchange(7, 3, 2, vec![]).await;
+        assert!(matches!(bad, Err(Error::InvalidArgument(_))));
+        Ok::<_, Error>(())
+    }));
+    for res in r.expect("job") {
+        res.expect("PE");
+    }
+}

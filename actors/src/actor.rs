@@ -29,6 +29,14 @@ pub(crate) enum Command {
         alloc: Allocation,
         reply: oneshot::Sender<Result<(), (Error, Allocation)>>,
     },
+    /// An allgather among the `size` PEs of `group` (0 is the world), this PE at `index`.
+    Exchange {
+        group: u64,
+        index: usize,
+        size: usize,
+        payload: Vec<u8>,
+        reply: oneshot::Sender<Result<Vec<Vec<u8>>>>,
+    },
     /// Heap usage: (used, size).
     HeapUsage {
         reply: oneshot::Sender<(usize, usize)>,
@@ -85,6 +93,9 @@ impl HeapCall {
 }
 
 enum Pending {
+    Exchange {
+        reply: oneshot::Sender<Result<Vec<Vec<u8>>>>,
+    },
     Alloc {
         call: HeapCall,
         local: Result<usize>,
@@ -103,8 +114,8 @@ pub(crate) struct PeActor {
     pub heap: HeapAllocator,
     pub link: Link,
     pub mailbox: UnboundedReceiver<Command>,
-    /// Next world-group collective sequence number.
-    pub seq: u64,
+    /// Next collective sequence number of each group (0 is the world).
+    pub seqs: HashMap<u64, u64>,
     /// The bootstrap root's task, when this PE's process hosts it: the PE waits for it to see
     /// every other PE leave before its own process may exit.
     pub hosted_root: Option<tokio::task::JoinHandle<Result<crate::control::HubReport>>>,
@@ -112,7 +123,7 @@ pub(crate) struct PeActor {
 
 impl PeActor {
     pub async fn run(mut self) {
-        let mut pending: HashMap<u64, Pending> = HashMap::new();
+        let mut pending: HashMap<(u64, u64), Pending> = HashMap::new();
         loop {
             tokio::select! {
                 cmd = self.mailbox.recv() => match cmd {
@@ -133,8 +144,8 @@ impl PeActor {
                     }
                 },
                 msg = self.link.from_root.recv() => match msg {
-                    Some(ToPe::Gathered { group: 0, seq, payloads }) => {
-                        if let Some(p) = pending.remove(&seq) {
+                    Some(ToPe::Gathered { group, seq, payloads }) => {
+                        if let Some(p) = pending.remove(&(group, seq)) {
                             self.complete(p, &payloads);
                         }
                     }
@@ -154,7 +165,7 @@ impl PeActor {
         }
     }
 
-    fn fail(&mut self, error: Error, pending: &mut HashMap<u64, Pending>) {
+    fn fail(&mut self, error: Error, pending: &mut HashMap<(u64, u64), Pending>) {
         if self.data.health().check().is_ok() {
             tracing::error!(pe = self.rank, "job failed: {error}");
         }
@@ -169,24 +180,39 @@ impl PeActor {
                 Pending::Free { alloc, reply, .. } => {
                     let _ = reply.send(Err((error.clone(), alloc)));
                 }
+                Pending::Exchange { reply } => {
+                    let _ = reply.send(Err(error.clone()));
+                }
             }
         }
     }
 
-    fn contribute(&mut self, call: HeapCall) -> u64 {
-        let seq = self.seq;
-        self.seq += 1;
+    /// Sends this PE's part of the next allgather of `group`; returns its key.
+    fn contribute(
+        &mut self,
+        group: u64,
+        index: usize,
+        size: usize,
+        payload: Vec<u8>,
+    ) -> (u64, u64) {
+        let next = self.seqs.entry(group).or_insert(0);
+        let seq = *next;
+        *next += 1;
         let _ = self.link.to_root.send(FromPe::Contribute(Contribution {
-            group: 0,
+            group,
             seq,
-            index: self.rank as u32,
-            size: self.data.n_pes() as u32,
-            payload: call.encode(),
+            index: index as u32,
+            size: size as u32,
+            payload,
         }));
-        seq
+        (group, seq)
     }
 
-    fn command(&mut self, cmd: Command, pending: &mut HashMap<u64, Pending>) {
+    fn contribute_heap_call(&mut self, call: HeapCall) -> (u64, u64) {
+        self.contribute(0, self.rank, self.data.n_pes(), call.encode())
+    }
+
+    fn command(&mut self, cmd: Command, pending: &mut HashMap<(u64, u64), Pending>) {
         match cmd {
             Command::Alloc {
                 bytes,
@@ -208,8 +234,8 @@ impl PeActor {
                     align: align as u64,
                     offset: local.as_ref().map_or(u64::MAX, |&o| o as u64),
                 };
-                let seq = self.contribute(call);
-                pending.insert(seq, Pending::Alloc { call, local, reply });
+                let key = self.contribute_heap_call(call);
+                pending.insert(key, Pending::Alloc { call, local, reply });
             }
             Command::Free { alloc, reply } => {
                 if let Err(e) = self.data.health().check() {
@@ -222,8 +248,28 @@ impl PeActor {
                     align: 0,
                     offset: alloc.offset() as u64,
                 };
-                let seq = self.contribute(call);
-                pending.insert(seq, Pending::Free { call, alloc, reply });
+                let key = self.contribute_heap_call(call);
+                pending.insert(key, Pending::Free { call, alloc, reply });
+            }
+            Command::Exchange {
+                group,
+                index,
+                size,
+                payload,
+                reply,
+            } => {
+                if let Err(e) = self.data.health().check() {
+                    let _ = reply.send(Err(e));
+                    return;
+                }
+                if index >= size {
+                    let _ = reply.send(Err(Error::InvalidArgument(format!(
+                        "exchange index {index} is not below its group size {size}"
+                    ))));
+                    return;
+                }
+                let key = self.contribute(group, index, size, payload);
+                pending.insert(key, Pending::Exchange { reply });
             }
             Command::HeapUsage { reply } => {
                 let _ = reply.send((self.heap.used(), self.heap.size()));
@@ -266,6 +312,9 @@ impl PeActor {
 
     fn complete(&mut self, pending: Pending, payloads: &[Vec<u8>]) {
         match pending {
+            Pending::Exchange { reply } => {
+                let _ = reply.send(Ok(payloads.to_vec()));
+            }
             Pending::Alloc { call, local, reply } => {
                 let outcome = match self.mismatch(&call, payloads) {
                     Some(detail) => {

@@ -62,7 +62,7 @@ fn start_pe(
         heap: HeapAllocator::new(settings.heap_size),
         link,
         mailbox,
-        seq: next_seq,
+        seqs: HashMap::from([(0, next_seq)]),
         hosted_root,
     };
     tokio::spawn(actor.run());

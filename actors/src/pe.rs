@@ -152,6 +152,28 @@ impl Pe {
         }
     }
 
+    /// Exchanges bytes among the `size` PEs of control-plane group `group` through the job's
+    /// root (an allgather): resolves to every member's payload, in member-index order. This
+    /// PE is member `index`. Group 0 is the world (index = `my_pe`, size = `n_pes`); other
+    /// groups are the caller's to number (teams, GPU handle exchange). Collective within the
+    /// group, in the same order on every member. Slow path: for set-up, never for data.
+    pub async fn exchange(
+        &self,
+        group: u64,
+        index: usize,
+        size: usize,
+        payload: Vec<u8>,
+    ) -> Result<Vec<Vec<u8>>> {
+        self.ask(|reply| Command::Exchange {
+            group,
+            index,
+            size,
+            payload,
+            reply,
+        })
+        .await?
+    }
+
     /// Bytes of this PE's symmetric heap in use, and its size.
     pub async fn heap_usage(&self) -> Result<(usize, usize)> {
         self.ask(|reply| Command::HeapUsage { reply }).await
