@@ -14,6 +14,9 @@ use tokio::sync::oneshot;
 use crate::control::wire::{Contribution, FromPe, ToPe};
 use crate::control::Link;
 
+/// How long a finalizing PE waits for its goodbye to reach the root's connection.
+const GOODBYE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// A control request from a PE handle to its actor.
 #[derive(Debug)]
 pub(crate) enum Command {
@@ -129,6 +132,9 @@ impl PeActor {
                 cmd = self.mailbox.recv() => match cmd {
                     Some(Command::Finalize { reply }) => {
                         let _ = self.link.to_root.send(FromPe::Goodbye);
+                        if let Some(written) = self.link.goodbye_written.take() {
+                            let _ = tokio::time::timeout(GOODBYE_TIMEOUT, written).await;
+                        }
                         if let Some(root) = self.hosted_root.take() {
                             let _ = root.await;
                         }

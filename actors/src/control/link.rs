@@ -21,6 +21,9 @@ pub struct Link {
     pub root_pe: Option<usize>,
     /// Where the root is, for messages.
     pub root_address: String,
+    /// Resolves once a goodbye sent on `to_root` has reached the connection, for links whose
+    /// messages are written by another task (TCP): a process must not exit before that.
+    pub goodbye_written: Option<tokio::sync::oneshot::Receiver<()>>,
 }
 
 impl Link {
@@ -102,6 +105,7 @@ pub fn local_job(
                 from_root,
                 root_pe: None,
                 root_address: "in-process".into(),
+                goodbye_written: None,
             }
         })
         .collect();

@@ -171,10 +171,17 @@ fn link_over(stream: TcpStream, root_address: String, root_pe: Option<usize>) ->
     let (mut reader, mut writer) = stream.into_split();
     let (to_root, mut outgoing) = unbounded_channel::<FromPe>();
     let (incoming, from_root) = unbounded_channel::<ToPe>();
+    let (written, goodbye_written) = tokio::sync::oneshot::channel();
     tokio::spawn(async move {
+        let mut written = Some(written);
         while let Some(msg) = outgoing.recv().await {
             if write_frame(&mut writer, &msg.encode()).await.is_err() {
                 return;
+            }
+            if msg == FromPe::Goodbye {
+                if let Some(w) = written.take() {
+                    let _ = w.send(());
+                }
             }
         }
     });
@@ -208,5 +215,6 @@ fn link_over(stream: TcpStream, root_address: String, root_pe: Option<usize>) ->
         from_root,
         root_pe,
         root_address,
+        goodbye_written: Some(goodbye_written),
     }
 }

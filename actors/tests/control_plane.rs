@@ -1,0 +1,117 @@
+//! The bootstrap root over TCP: connections without the job's secret are refused while the
+//! job still forms; a PE that never joins makes the root fail naming it; a lost PE is
+//! announced to the others.
+
+use std::time::Duration;
+
+use ferroshmem_actors::control::wire::{write_frame, FromPe, Hello, ToPe};
+use ferroshmem_actors::control::{connect, RootServer};
+use ferroshmem_runtime::Error;
+use tokio::io::AsyncReadExt;
+use tokio::net::TcpStream;
+
+fn hello(secret: &[u8], rank: u32, size: u32) -> Hello {
+    Hello {
+        secret: secret.to_vec(),
+        rank,
+        size,
+        node: "test-node".into(),
+        pid: std::process::id(),
+    }
+}
+
+async fn root(
+    n: usize,
+    secret: &[u8],
+    timeout: Duration,
+) -> (
+    std::net::SocketAddr,
+    tokio::task::JoinHandle<ferroshmem_runtime::Result<ferroshmem_actors::control::HubReport>>,
+) {
+    let server = RootServer::bind("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let address = server.address();
+    (address, server.spawn(n, 42, secret.to_vec(), timeout))
+}
+
+#[tokio::test]
+async fn a_connection_without_the_secret_is_refused_and_the_job_still_forms() {
+    let secret = b"right".to_vec();
+    let (address, root) = root(2, &secret, Duration::from_secs(10)).await;
+
+    let mut intruder = TcpStream::connect(address).await.unwrap();
+    write_frame(
+        &mut intruder,
+        &FromPe::Hello(hello(b"wrong", 0, 2)).encode(),
+    )
+    .await
+    .unwrap();
+    let mut byte = [0u8; 1];
+    let closed = tokio::time::timeout(Duration::from_secs(5), intruder.read(&mut byte)).await;
+    assert!(
+        matches!(closed, Ok(Ok(0))),
+        "the root closes a connection with the wrong secret"
+    );
+
+    let mut a = connect(address, 0, None, Duration::from_secs(5))
+        .await
+        .unwrap();
+    let mut b = connect(address, 1, None, Duration::from_secs(5))
+        .await
+        .unwrap();
+    let (wa, wb) = tokio::join!(
+        a.join(hello(&secret, 0, 2), Duration::from_secs(5)),
+        b.join(hello(&secret, 1, 2), Duration::from_secs(5))
+    );
+    let (wa, wb) = (wa.unwrap(), wb.unwrap());
+    assert_eq!(wa, wb);
+    assert_eq!(wa.job, 42);
+    assert_eq!(wa.nodes, vec!["test-node".to_string(); 2]);
+
+    // PE 1 leaves without saying goodbye: PE 0 hears that it was lost.
+    drop(b);
+    let lost = tokio::time::timeout(Duration::from_secs(5), a.from_root.recv())
+        .await
+        .unwrap();
+    assert!(
+        matches!(lost, Some(ToPe::PeerLost { pe: 1, .. })),
+        "{lost:?}"
+    );
+    a.to_root.send(FromPe::Goodbye).unwrap();
+    let report = root.await.unwrap().unwrap();
+    assert_eq!(report.lost.len(), 1);
+    assert_eq!(report.lost[0].0, 1);
+}
+
+#[tokio::test]
+async fn a_pe_that_never_joins_is_named_when_the_root_times_out() {
+    let secret = b"s".to_vec();
+    let (address, root) = root(3, &secret, Duration::from_millis(300)).await;
+    let mut a = connect(address, 0, None, Duration::from_secs(5))
+        .await
+        .unwrap();
+    let joined = a.join(hello(&secret, 0, 3), Duration::from_secs(5)).await;
+    match joined {
+        Err(Error::Bootstrap(msg)) => {
+            assert!(msg.contains("PE(s) 1, 2 did not join"), "{msg}");
+            assert!(msg.contains(&address.to_string()), "{msg}");
+        }
+        other => panic!("expected a bootstrap failure, got {other:?}"),
+    }
+    assert!(matches!(root.await.unwrap(), Err(Error::Bootstrap(_))));
+}
+
+#[tokio::test]
+async fn a_pe_of_another_job_size_is_refused() {
+    let secret = b"s".to_vec();
+    let (address, _root) = root(2, &secret, Duration::from_secs(5)).await;
+    let mut a = connect(address, 0, None, Duration::from_secs(5))
+        .await
+        .unwrap();
+    let joined = a.join(hello(&secret, 0, 3), Duration::from_secs(5)).await;
+    assert!(
+        matches!(joined, Err(Error::Bootstrap(ref m)) if m.contains("does not fit")),
+        "{joined:?}"
+    );
+}
