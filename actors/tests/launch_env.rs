@@ -1,0 +1,144 @@
+//! How each launcher's environment is read. One test function, so that no other test of this
+//! binary sees the environment change under it.
+
+use std::net::SocketAddr;
+
+use ferroshmem_actors::launch_env::{LaunchEnv, RootSource};
+use ferroshmem_runtime::Error;
+
+const ALL: &[&str] = &[
+    "FERROSHMEM_RANK",
+    "FERROSHMEM_SIZE",
+    "FERROSHMEM_LOCAL_RANK",
+    "FERROSHMEM_ROOT",
+    "FERROSHMEM_SECRET",
+    "FERROSHMEM_RENDEZVOUS_DIR",
+    "OMPI_COMM_WORLD_RANK",
+    "OMPI_COMM_WORLD_SIZE",
+    "OMPI_COMM_WORLD_LOCAL_RANK",
+    "PMIX_NAMESPACE",
+    "OMPI_MCA_ess_base_jobid",
+    "SLURM_PROCID",
+    "SLURM_NTASKS",
+    "SLURM_LOCALID",
+    "SLURM_STEP_ID",
+    "SLURM_JOB_ID",
+];
+
+fn with_env(vars: &[(&str, &str)]) -> Result<Option<LaunchEnv>, Error> {
+    for name in ALL {
+        std::env::remove_var(name);
+    }
+    for (k, v) in vars {
+        std::env::set_var(k, v);
+    }
+    LaunchEnv::detect()
+}
+
+#[test]
+fn every_launcher_is_recognised() {
+    assert_eq!(with_env(&[]).unwrap(), None, "no launcher: in-process");
+
+    let root: SocketAddr = "127.0.0.1:4000".parse().unwrap();
+    let env = with_env(&[
+        ("FERROSHMEM_RANK", "2"),
+        ("FERROSHMEM_SIZE", "4"),
+        ("FERROSHMEM_LOCAL_RANK", "2"),
+        ("FERROSHMEM_ROOT", "127.0.0.1:4000"),
+        ("FERROSHMEM_SECRET", "0aff"),
+    ])
+    .unwrap()
+    .unwrap();
+    assert_eq!(
+        (env.launcher, env.rank, env.size, env.local_rank),
+        ("ferroshmem run", 2, 4, 2)
+    );
+    assert_eq!(
+        env.root,
+        RootSource::Launcher {
+            address: root,
+            secret: vec![10, 255]
+        }
+    );
+
+    let env = with_env(&[
+        ("OMPI_COMM_WORLD_RANK", "1"),
+        ("OMPI_COMM_WORLD_SIZE", "3"),
+        ("OMPI_COMM_WORLD_LOCAL_RANK", "1"),
+        ("PMIX_NAMESPACE", "prterun-x-1@1"),
+        ("FERROSHMEM_RENDEZVOUS_DIR", "/rendezvous"),
+    ])
+    .unwrap()
+    .unwrap();
+    assert_eq!((env.launcher, env.rank, env.size), ("mpirun", 1, 3));
+    match env.root {
+        RootSource::Pe0ViaFile(path) => {
+            let name = path.to_string_lossy().into_owned();
+            assert!(name.starts_with("/rendezvous/ferroshmem-"), "{name}");
+            assert!(name.ends_with("-ompi_prterun_x_1_1.root"), "{name}");
+        }
+        other => panic!("expected a rendezvous file, got {other:?}"),
+    }
+
+    let env = with_env(&[
+        ("SLURM_PROCID", "5"),
+        ("SLURM_NTASKS", "8"),
+        ("SLURM_LOCALID", "1"),
+        ("SLURM_STEP_ID", "0"),
+        ("SLURM_JOB_ID", "77"),
+        ("FERROSHMEM_ROOT", "127.0.0.1:4000"),
+        ("FERROSHMEM_SECRET", "01"),
+    ])
+    .unwrap()
+    .unwrap();
+    assert_eq!(
+        (env.launcher, env.rank, env.size, env.local_rank),
+        ("srun", 5, 8, 1)
+    );
+    assert_eq!(
+        env.root,
+        RootSource::Pe0AtAddress {
+            address: root,
+            secret: vec![1]
+        }
+    );
+
+    // A batch script (no job step) is not a launched PE.
+    assert_eq!(
+        with_env(&[("SLURM_PROCID", "0"), ("SLURM_NTASKS", "4")]).unwrap(),
+        None
+    );
+
+    for bad in [
+        vec![
+            ("FERROSHMEM_RANK", "4"),
+            ("FERROSHMEM_SIZE", "4"),
+            ("FERROSHMEM_ROOT", "127.0.0.1:1"),
+            ("FERROSHMEM_SECRET", "00"),
+        ],
+        vec![("FERROSHMEM_RANK", "x"), ("FERROSHMEM_SIZE", "4")],
+        vec![
+            ("FERROSHMEM_RANK", "0"),
+            ("FERROSHMEM_SIZE", "1"),
+            ("FERROSHMEM_ROOT", "nowhere"),
+            ("FERROSHMEM_SECRET", "00"),
+        ],
+        vec![
+            ("FERROSHMEM_RANK", "0"),
+            ("FERROSHMEM_SIZE", "1"),
+            ("FERROSHMEM_ROOT", "127.0.0.1:1"),
+        ],
+        vec![
+            ("OMPI_COMM_WORLD_RANK", "0"),
+            ("OMPI_COMM_WORLD_SIZE", "2"),
+            ("PMIX_NAMESPACE", "n"),
+            ("FERROSHMEM_ROOT", "127.0.0.1:1"),
+        ],
+    ] {
+        assert!(
+            matches!(with_env(&bad), Err(Error::Config(_))),
+            "{bad:?} must be a configuration error"
+        );
+    }
+    with_env(&[]).unwrap();
+}
