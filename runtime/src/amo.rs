@@ -68,6 +68,37 @@ macro_rules! atomic_int {
 }
 atomic_int!(i32 => AtomicI32, u32 => AtomicU32, i64 => AtomicI64, u64 => AtomicU64);
 
+/// Defines, for each read-modify-write `op` of [`AtomicInt`], the fetching method (returns the
+/// old value) and the plain one.
+macro_rules! binary_amos {
+    ($(
+        $(#[$fetch_doc:meta])* $fetch:ident,
+        $(#[$plain_doc:meta])* $plain:ident => $op:ident;
+    )*) => {$(
+        $(#[$fetch_doc])*
+        pub async fn $fetch<T: AtomicInt>(
+            &self,
+            dest: impl Into<SymSlice<'_, T>>,
+            value: T,
+            pe: usize,
+        ) -> Result<T> {
+            self.amo(dest.into(), pe, true, |a| T::$op(a, value))
+        }
+
+        $(#[$plain_doc])*
+        pub async fn $plain<T: AtomicInt>(
+            &self,
+            dest: impl Into<SymSlice<'_, T>>,
+            value: T,
+            pe: usize,
+        ) -> Result<()> {
+            self.amo(dest.into(), pe, true, |a| {
+                T::$op(a, value);
+            })
+        }
+    )*};
+}
+
 impl DataPlane {
     /// Runs `op` on the atomic `dest[0]` of PE `pe`, then wakes that PE's sleepers. Every op is
     /// a SeqCst read-modify-write (or load), which the wake-up protocol relies on.
@@ -132,28 +163,6 @@ impl DataPlane {
         self.amo(dest.into(), pe, true, |a| T::compare_swap(a, cond, value))
     }
 
-    /// Atomically adds `value` (wrapping) to `dest[0]` on PE `pe`, returning the old value.
-    pub async fn atomic_fetch_add<T: AtomicInt>(
-        &self,
-        dest: impl Into<SymSlice<'_, T>>,
-        value: T,
-        pe: usize,
-    ) -> Result<T> {
-        self.amo(dest.into(), pe, true, |a| T::fetch_add(a, value))
-    }
-
-    /// Atomically adds `value` (wrapping) to `dest[0]` on PE `pe`.
-    pub async fn atomic_add<T: AtomicInt>(
-        &self,
-        dest: impl Into<SymSlice<'_, T>>,
-        value: T,
-        pe: usize,
-    ) -> Result<()> {
-        self.amo(dest.into(), pe, true, |a| {
-            T::fetch_add(a, value);
-        })
-    }
-
     /// Atomically increments `dest[0]` on PE `pe`, returning the old value.
     pub async fn atomic_fetch_inc<T: AtomicInt>(
         &self,
@@ -174,69 +183,26 @@ impl DataPlane {
         })
     }
 
-    /// Atomically ands `value` into `dest[0]` on PE `pe`, returning the old value.
-    pub async fn atomic_fetch_and<T: AtomicInt>(
-        &self,
-        dest: impl Into<SymSlice<'_, T>>,
-        value: T,
-        pe: usize,
-    ) -> Result<T> {
-        self.amo(dest.into(), pe, true, |a| T::fetch_and(a, value))
-    }
-
-    /// Atomically ands `value` into `dest[0]` on PE `pe`.
-    pub async fn atomic_and<T: AtomicInt>(
-        &self,
-        dest: impl Into<SymSlice<'_, T>>,
-        value: T,
-        pe: usize,
-    ) -> Result<()> {
-        self.amo(dest.into(), pe, true, |a| {
-            T::fetch_and(a, value);
-        })
-    }
-
-    /// Atomically ors `value` into `dest[0]` on PE `pe`, returning the old value.
-    pub async fn atomic_fetch_or<T: AtomicInt>(
-        &self,
-        dest: impl Into<SymSlice<'_, T>>,
-        value: T,
-        pe: usize,
-    ) -> Result<T> {
-        self.amo(dest.into(), pe, true, |a| T::fetch_or(a, value))
-    }
-
-    /// Atomically ors `value` into `dest[0]` on PE `pe`.
-    pub async fn atomic_or<T: AtomicInt>(
-        &self,
-        dest: impl Into<SymSlice<'_, T>>,
-        value: T,
-        pe: usize,
-    ) -> Result<()> {
-        self.amo(dest.into(), pe, true, |a| {
-            T::fetch_or(a, value);
-        })
-    }
-
-    /// Atomically xors `value` into `dest[0]` on PE `pe`, returning the old value.
-    pub async fn atomic_fetch_xor<T: AtomicInt>(
-        &self,
-        dest: impl Into<SymSlice<'_, T>>,
-        value: T,
-        pe: usize,
-    ) -> Result<T> {
-        self.amo(dest.into(), pe, true, |a| T::fetch_xor(a, value))
-    }
-
-    /// Atomically xors `value` into `dest[0]` on PE `pe`.
-    pub async fn atomic_xor<T: AtomicInt>(
-        &self,
-        dest: impl Into<SymSlice<'_, T>>,
-        value: T,
-        pe: usize,
-    ) -> Result<()> {
-        self.amo(dest.into(), pe, true, |a| {
-            T::fetch_xor(a, value);
-        })
+    binary_amos! {
+        /// Atomically adds `value` (wrapping) to `dest[0]` on PE `pe`, returning the old
+        /// value (`shmem_atomic_fetch_add`).
+        atomic_fetch_add,
+        /// Atomically adds `value` (wrapping) to `dest[0]` on PE `pe` (`shmem_atomic_add`).
+        atomic_add => fetch_add;
+        /// Atomically ands `value` into `dest[0]` on PE `pe`, returning the old value
+        /// (`shmem_atomic_fetch_and`).
+        atomic_fetch_and,
+        /// Atomically ands `value` into `dest[0]` on PE `pe` (`shmem_atomic_and`).
+        atomic_and => fetch_and;
+        /// Atomically ors `value` into `dest[0]` on PE `pe`, returning the old value
+        /// (`shmem_atomic_fetch_or`).
+        atomic_fetch_or,
+        /// Atomically ors `value` into `dest[0]` on PE `pe` (`shmem_atomic_or`).
+        atomic_or => fetch_or;
+        /// Atomically xors `value` into `dest[0]` on PE `pe`, returning the old value
+        /// (`shmem_atomic_fetch_xor`).
+        atomic_fetch_xor,
+        /// Atomically xors `value` into `dest[0]` on PE `pe` (`shmem_atomic_xor`).
+        atomic_xor => fetch_xor;
     }
 }
