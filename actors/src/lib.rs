@@ -4,6 +4,7 @@
 
 mod actor;
 pub mod control;
+mod gpu;
 mod launch;
 pub mod launch_env;
 mod pe;

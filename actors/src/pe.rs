@@ -174,6 +174,11 @@ impl Pe {
         .await?
     }
 
+    /// This PE's host data plane, shared (for layers built on it, such as GPU PEs).
+    pub fn data_plane(&self) -> Arc<DataPlane> {
+        self.inner.data.clone()
+    }
+
     /// Bytes of this PE's symmetric heap in use, and its size.
     pub async fn heap_usage(&self) -> Result<(usize, usize)> {
         self.ask(|reply| Command::HeapUsage { reply }).await

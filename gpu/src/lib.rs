@@ -1,33 +1,31 @@
-//! ferroshmem's GPU layer. For now: finding out whether a usable CUDA driver and GPU exist,
-//! reporting their absence as a normal answer, never a panic.
+//! ferroshmem's GPU layer: a PE's GPU ([`GpuPe`]), its symmetric heap in GPU memory (CUDA
+//! VMM allocations mapped into every PE's view over NVLink), host-initiated operations as
+//! futures, on-stream operations, and the device library that kernels compiled through
+//! [`GpuPe::compile`] use (`ferroshmem_device.cuh`).
+//!
+//! Everything builds without CUDA (the driver is loaded at run time); where no GPU or driver
+//! exists, [`detect`] and [`GpuPe::init`] answer [`Error::NoGpu`](ferroshmem_runtime::Error)
+//! instead of panicking. `ferroshmem-actors` sets a GPU PE up from a PE (`Pe::init_gpu`).
 
-use ferroshmem_runtime::{Error, Result};
+mod buffers;
+mod collective;
+mod context;
+mod cq;
+mod driver;
+mod fd_share;
+mod heap;
+mod module;
+mod pe;
+mod rma;
+mod stream;
 
-/// What the machine offers for GPU PEs.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GpuInventory {
-    /// Number of CUDA devices.
-    pub devices: usize,
-}
-
-/// Looks for the CUDA driver and counts devices. `Err(Error::NoGpu)` when there is none.
-pub fn detect() -> Result<GpuInventory> {
-    // SAFETY: `is_culib_present` only tries to dlopen the driver library by its usual names
-    // and drops what it opened; loading libcuda runs no user-visible initialisers.
-    if !unsafe { cudarc::driver::sys::is_culib_present() } {
-        return Err(Error::NoGpu(
-            "the CUDA driver library (libcuda) is not installed".into(),
-        ));
-    }
-    let count = cudarc::driver::CudaContext::device_count()
-        .map_err(|e| Error::NoGpu(format!("the CUDA driver did not start: {e}")))?;
-    if count <= 0 {
-        return Err(Error::NoGpu("the CUDA driver sees no device".into()));
-    }
-    Ok(GpuInventory {
-        devices: count as usize,
-    })
-}
+pub use buffers::{DeviceBuffer, HostBuffer, LocalMem};
+pub use context::{detect, device_for_local_rank, GpuDevice, GpuInventory};
+pub use cudarc;
+pub use driver::{Graph, LaunchDims};
+pub use heap::{GpuBuffer, GPU_HEADER};
+pub use module::{CompileOptions, GpuModule, KernelArg, DEVICE_HEADER};
+pub use pe::{Exchange, ExchangeFuture, GpuPe};
 
 #[cfg(test)]
 mod tests {
@@ -37,5 +35,15 @@ mod tests {
             Ok(inv) => assert!(inv.devices > 0),
             Err(e) => eprintln!("no GPU here (skipping GPU checks): {e}"),
         }
+    }
+
+    #[test]
+    fn the_device_header_is_self_contained() {
+        let h = super::DEVICE_HEADER;
+        assert!(
+            !h.contains("#include"),
+            "the device library must need no header"
+        );
+        assert!(h.contains("__constant__ fsh_state_t fsh_state;"));
     }
 }

@@ -1,0 +1,40 @@
+//! GPU PEs: a [`Pe`] takes its GPU with [`Pe::init_gpu`], which sets up the GPU layer's
+//! [`GpuPe`] over this PE's control plane (allgathers through the job's root) and host data
+//! plane (for the host-side `barrier_all`).
+
+use std::sync::Arc;
+
+use ferroshmem_gpu::{Exchange, ExchangeFuture, GpuPe};
+use ferroshmem_runtime::Result;
+
+use crate::pe::Pe;
+
+/// The control plane of one PE, as the GPU layer sees it.
+struct PeExchange(Pe);
+
+impl Exchange for PeExchange {
+    fn exchange(
+        &self,
+        group: u64,
+        index: usize,
+        size: usize,
+        payload: Vec<u8>,
+    ) -> ExchangeFuture<'_> {
+        Box::pin(self.0.exchange(group, index, size, payload))
+    }
+}
+
+impl Pe {
+    /// Sets this PE up on its GPU (the GPU of its node-local rank; PEs beyond the node's GPU
+    /// count share GPUs) and returns the handle of its GPU side: the symmetric GPU heap,
+    /// host-initiated and on-stream operations, and kernels with the device library.
+    /// Collective: every PE of the job calls it once.
+    ///
+    /// # Errors
+    /// [`ferroshmem_runtime::Error::NoGpu`] on every PE when any PE has no usable GPU (a
+    /// normal answer on machines without CUDA); [`ferroshmem_runtime::Error::Cuda`] when two
+    /// GPUs cannot reach each other peer-to-peer or the driver fails.
+    pub async fn init_gpu(&self) -> Result<GpuPe> {
+        GpuPe::init(self.data_plane(), Arc::new(PeExchange(self.clone()))).await
+    }
+}

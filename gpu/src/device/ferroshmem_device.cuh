@@ -1,0 +1,521 @@
+// ferroshmem_device.cuh: ferroshmem's device library, prepended to kernels compiled through
+// ferroshmem's NVRTC helper (GpuPe::compile). Self-contained: no toolkit header, atomics and
+// fences in inline PTX. Symmetric addresses are this PE's own addresses in its view of the
+// GPU heap; PE p's copy lies (p - my_pe) * stride bytes away. The state below is written by
+// ferroshmem into every module it loads.
+#ifndef FERROSHMEM_DEVICE_CUH
+#define FERROSHMEM_DEVICE_CUH
+
+typedef unsigned long long fsh_u64;
+typedef long long fsh_i64;
+typedef unsigned int fsh_u32;
+typedef unsigned long long fsh_size_t;
+
+struct fsh_state_t {
+    fsh_u64 view_base; // PE 0's heap in this PE's view
+    fsh_u64 stride;    // bytes from one PE's heap to the next
+    fsh_u64 header;    // bytes reserved for ferroshmem at the start of each heap
+    fsh_u64 report;    // host-mapped debug report, or 0
+    int my_pe;
+    int n_pes;
+    int debug;
+    int reserved;
+};
+
+__constant__ fsh_state_t fsh_state;
+
+#ifndef FSH_DEBUG
+#define FSH_DEBUG 0
+#endif
+
+enum { FSH_CMP_EQ = 0, FSH_CMP_NE = 1, FSH_CMP_GT = 2, FSH_CMP_LE = 3, FSH_CMP_LT = 4, FSH_CMP_GE = 5 };
+enum { FSH_SIGNAL_SET = 9, FSH_SIGNAL_ADD = 10 };
+enum { FSH_TEAM_WORLD = 0 };
+
+// Operation codes of debug reports (ferroshmem's Rust side names them).
+enum {
+    FSH_OP_PTR = 1, FSH_OP_P, FSH_OP_G, FSH_OP_PUT, FSH_OP_GET, FSH_OP_PUT_SIGNAL,
+    FSH_OP_SIGNAL_OP, FSH_OP_ATOMIC, FSH_OP_WAIT, FSH_OP_SIGNAL_WAIT
+};
+
+// Header layout (offsets from the start of each PE's heap), as in gpu/src/heap.rs.
+#define FSH_SYNC_EPOCH 0ull
+#define FSH_SYNC_FLAGS 4096ull
+#define FSH_SYNC_GRID 8192ull
+
+// ---------------------------------------------------------------- PTX primitives
+
+__device__ __forceinline__ fsh_u32 fsh__ld_relaxed(const fsh_u32* a) {
+    fsh_u32 v; asm volatile("ld.relaxed.sys.u32 %0, [%1];" : "=r"(v) : "l"(a) : "memory"); return v;
+}
+__device__ __forceinline__ fsh_u64 fsh__ld_relaxed(const fsh_u64* a) {
+    fsh_u64 v; asm volatile("ld.relaxed.sys.u64 %0, [%1];" : "=l"(v) : "l"(a) : "memory"); return v;
+}
+__device__ __forceinline__ fsh_u32 fsh__ld_acquire(const fsh_u32* a) {
+    fsh_u32 v; asm volatile("ld.acquire.sys.u32 %0, [%1];" : "=r"(v) : "l"(a) : "memory"); return v;
+}
+__device__ __forceinline__ fsh_u64 fsh__ld_acquire(const fsh_u64* a) {
+    fsh_u64 v; asm volatile("ld.acquire.sys.u64 %0, [%1];" : "=l"(v) : "l"(a) : "memory"); return v;
+}
+__device__ __forceinline__ void fsh__st_relaxed(fsh_u32* a, fsh_u32 v) {
+    asm volatile("st.relaxed.sys.u32 [%0], %1;" :: "l"(a), "r"(v) : "memory");
+}
+__device__ __forceinline__ void fsh__st_relaxed(fsh_u64* a, fsh_u64 v) {
+    asm volatile("st.relaxed.sys.u64 [%0], %1;" :: "l"(a), "l"(v) : "memory");
+}
+__device__ __forceinline__ void fsh__st_release(fsh_u64* a, fsh_u64 v) {
+    asm volatile("st.release.sys.u64 [%0], %1;" :: "l"(a), "l"(v) : "memory");
+}
+
+#define FSH__ATOM(NAME, OP, BT, U, C)                                                     \
+    __device__ __forceinline__ U NAME(U* a, U v) {                                        \
+        U r;                                                                              \
+        asm volatile("atom.relaxed.sys." OP "." BT " %0, [%1], %2;"                       \
+                     : "=" C(r) : "l"(a), C(v) : "memory");                               \
+        return r;                                                                         \
+    }
+FSH__ATOM(fsh__atom_add, "add", "u32", fsh_u32, "r")
+FSH__ATOM(fsh__atom_add, "add", "u64", fsh_u64, "l")
+FSH__ATOM(fsh__atom_exch, "exch", "b32", fsh_u32, "r")
+FSH__ATOM(fsh__atom_exch, "exch", "b64", fsh_u64, "l")
+FSH__ATOM(fsh__atom_and, "and", "b32", fsh_u32, "r")
+FSH__ATOM(fsh__atom_and, "and", "b64", fsh_u64, "l")
+FSH__ATOM(fsh__atom_or, "or", "b32", fsh_u32, "r")
+FSH__ATOM(fsh__atom_or, "or", "b64", fsh_u64, "l")
+FSH__ATOM(fsh__atom_xor, "xor", "b32", fsh_u32, "r")
+FSH__ATOM(fsh__atom_xor, "xor", "b64", fsh_u64, "l")
+FSH__ATOM(fsh__atom_fadd, "add", "f32", float, "f")
+FSH__ATOM(fsh__atom_fadd, "add", "f64", double, "d")
+#undef FSH__ATOM
+
+__device__ __forceinline__ fsh_u32 fsh__atom_cas(fsh_u32* a, fsh_u32 cmp, fsh_u32 v) {
+    fsh_u32 r;
+    asm volatile("atom.relaxed.sys.cas.b32 %0, [%1], %2, %3;" : "=r"(r) : "l"(a), "r"(cmp), "r"(v) : "memory");
+    return r;
+}
+__device__ __forceinline__ fsh_u64 fsh__atom_cas(fsh_u64* a, fsh_u64 cmp, fsh_u64 v) {
+    fsh_u64 r;
+    asm volatile("atom.relaxed.sys.cas.b64 %0, [%1], %2, %3;" : "=l"(r) : "l"(a), "l"(cmp), "l"(v) : "memory");
+    return r;
+}
+
+__device__ __forceinline__ void fsh__fence_sys() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
+__device__ __forceinline__ void fsh__fence_sc_sys() { asm volatile("fence.sc.sys;" ::: "memory"); }
+__device__ __forceinline__ void fsh__fence_gpu() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
+
+__device__ __forceinline__ unsigned fsh__thread_rank() {
+    return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+}
+__device__ __forceinline__ unsigned fsh__block_threads() { return blockDim.x * blockDim.y * blockDim.z; }
+__device__ __forceinline__ unsigned fsh__lane() { return fsh__thread_rank() & 31u; }
+
+// Same-size unsigned type of each element type, and bit casts between them.
+template <typename T> struct fsh__bits_of;
+template <> struct fsh__bits_of<int> { typedef fsh_u32 U; };
+template <> struct fsh__bits_of<unsigned int> { typedef fsh_u32 U; };
+template <> struct fsh__bits_of<long> { typedef fsh_u64 U; };
+template <> struct fsh__bits_of<unsigned long> { typedef fsh_u64 U; };
+template <> struct fsh__bits_of<long long> { typedef fsh_u64 U; };
+template <> struct fsh__bits_of<unsigned long long> { typedef fsh_u64 U; };
+template <> struct fsh__bits_of<float> { typedef fsh_u32 U; };
+template <> struct fsh__bits_of<double> { typedef fsh_u64 U; };
+
+template <typename To, typename From> __device__ __forceinline__ To fsh__bitcast(From v) {
+    union { From f; To t; } u;
+    u.f = v;
+    return u.t;
+}
+
+// ---------------------------------------------------------------- state, addressing, checks
+
+__device__ __forceinline__ int fsh_my_pe() { return fsh_state.my_pe; }
+__device__ __forceinline__ int fsh_n_pes() { return fsh_state.n_pes; }
+__device__ __forceinline__ int fsh_team_my_pe(int team) { return team == FSH_TEAM_WORLD ? fsh_state.my_pe : -1; }
+__device__ __forceinline__ int fsh_team_n_pes(int team) { return team == FSH_TEAM_WORLD ? fsh_state.n_pes : -1; }
+
+__device__ __forceinline__ fsh_u64 fsh__local_base() {
+    return fsh_state.view_base + (fsh_u64)fsh_state.my_pe * fsh_state.stride;
+}
+
+// Records the first failed check of this PE in the debug report (read by the host).
+__device__ __noinline__ void fsh__report(int op, int pe, const void* addr, fsh_size_t bytes) {
+    fsh_u64* r = (fsh_u64*)fsh_state.report;
+    if (r == 0) return;
+    if (fsh__atom_cas(r, 0ull, (fsh_u64)op) == 0ull) {
+        r[1] = (fsh_u64)(fsh_i64)pe;
+        r[2] = (fsh_u64)addr;
+        r[3] = bytes;
+        r[4] = (fsh_u64)blockIdx.x | ((fsh_u64)blockIdx.y << 21) | ((fsh_u64)blockIdx.z << 42);
+        r[5] = (fsh_u64)threadIdx.x | ((fsh_u64)threadIdx.y << 21) | ((fsh_u64)threadIdx.z << 42);
+        fsh__fence_sc_sys();
+    }
+}
+
+// Whether [p, p + bytes) lies in this PE's user heap and pe names a PE (debug builds only).
+__device__ __forceinline__ bool fsh__check(int op, int pe, const void* p, fsh_size_t bytes) {
+#if FSH_DEBUG
+    fsh_u64 lo = fsh__local_base() + fsh_state.header;
+    fsh_u64 hi = fsh__local_base() + fsh_state.stride;
+    fsh_u64 a = (fsh_u64)p;
+    if (pe < 0 || pe >= fsh_state.n_pes || a < lo || a > hi || bytes > hi - a) {
+        fsh__report(op, pe, p, bytes);
+        return false;
+    }
+#endif
+    return true;
+}
+
+// The address of symmetric `p` on PE `pe`, or 0 when a debug check failed.
+__device__ __forceinline__ void* fsh__peer(const void* p, int pe, int op, fsh_size_t bytes) {
+    if (!fsh__check(op, pe, p, bytes)) return 0;
+    return (void*)((const char*)p + ((fsh_i64)pe - fsh_state.my_pe) * (fsh_i64)fsh_state.stride);
+}
+
+// nvshmem_ptr: a load/store address of symmetric `p` on PE `pe` (every PE is reachable).
+__device__ __forceinline__ void* fsh_ptr(const void* p, int pe) { return fsh__peer(p, pe, FSH_OP_PTR, 1); }
+
+// ---------------------------------------------------------------- copies
+
+struct alignas(16) fsh__v4 { fsh_u32 x, y, z, w; };
+
+// Copies n bytes, work shared by `size` threads of which this is `rank`.
+__device__ __forceinline__ void fsh__copy(void* dst, const void* src, fsh_size_t n, unsigned rank, unsigned size) {
+    char* d = (char*)dst;
+    const char* s = (const char*)src;
+    fsh_size_t done = 0;
+    if ((((fsh_u64)d | (fsh_u64)s) & 15) == 0) {
+        fsh_size_t n16 = n >> 4;
+        fsh__v4* d4 = (fsh__v4*)d;
+        const fsh__v4* s4 = (const fsh__v4*)s;
+        fsh_size_t i = rank;
+        for (; i + 3 * (fsh_size_t)size < n16; i += 4 * (fsh_size_t)size) {
+            fsh__v4 a = s4[i], b = s4[i + size], c = s4[i + 2 * size], e = s4[i + 3 * size];
+            d4[i] = a; d4[i + size] = b; d4[i + 2 * size] = c; d4[i + 3 * size] = e;
+        }
+        for (; i < n16; i += size) d4[i] = s4[i];
+        done = n16 << 4;
+    } else if ((((fsh_u64)d | (fsh_u64)s) & 7) == 0) {
+        fsh_size_t n8 = n >> 3;
+        for (fsh_size_t i = rank; i < n8; i += size) ((fsh_u64*)d)[i] = ((const fsh_u64*)s)[i];
+        done = n8 << 3;
+    }
+    for (fsh_size_t j = done + rank; j < n; j += size) d[j] = s[j];
+}
+
+// ---------------------------------------------------------------- RMA
+
+template <typename T> __device__ __forceinline__ void fsh_p(T* dest, T value, int pe) {
+    T* r = (T*)fsh__peer(dest, pe, FSH_OP_P, sizeof(T));
+    if (r) *(volatile T*)r = value;
+}
+template <typename T> __device__ __forceinline__ T fsh_g(const T* src, int pe) {
+    const T* r = (const T*)fsh__peer(src, pe, FSH_OP_G, sizeof(T));
+    return r ? *(const volatile T*)r : T();
+}
+
+__device__ __forceinline__ void fsh_putmem(void* dest, const void* src, fsh_size_t bytes, int pe) {
+    void* r = fsh__peer(dest, pe, FSH_OP_PUT, bytes);
+    if (r) fsh__copy(r, src, bytes, 0, 1);
+}
+__device__ __forceinline__ void fsh_putmem_nbi(void* dest, const void* src, fsh_size_t bytes, int pe) { fsh_putmem(dest, src, bytes, pe); }
+__device__ __forceinline__ void fsh_putmem_warp(void* dest, const void* src, fsh_size_t bytes, int pe) {
+    void* r = fsh__peer(dest, pe, FSH_OP_PUT, bytes);
+    if (r) fsh__copy(r, src, bytes, fsh__lane(), 32);
+    __syncwarp();
+}
+__device__ __forceinline__ void fsh_putmem_nbi_warp(void* dest, const void* src, fsh_size_t bytes, int pe) { fsh_putmem_warp(dest, src, bytes, pe); }
+__device__ __forceinline__ void fsh_putmem_block(void* dest, const void* src, fsh_size_t bytes, int pe) {
+    void* r = fsh__peer(dest, pe, FSH_OP_PUT, bytes);
+    if (r) fsh__copy(r, src, bytes, fsh__thread_rank(), fsh__block_threads());
+    __syncthreads();
+}
+__device__ __forceinline__ void fsh_putmem_nbi_block(void* dest, const void* src, fsh_size_t bytes, int pe) { fsh_putmem_block(dest, src, bytes, pe); }
+
+__device__ __forceinline__ void fsh_getmem(void* dest, const void* src, fsh_size_t bytes, int pe) {
+    const void* r = fsh__peer(src, pe, FSH_OP_GET, bytes);
+    if (r) fsh__copy(dest, r, bytes, 0, 1);
+}
+__device__ __forceinline__ void fsh_getmem_nbi(void* dest, const void* src, fsh_size_t bytes, int pe) { fsh_getmem(dest, src, bytes, pe); }
+__device__ __forceinline__ void fsh_getmem_warp(void* dest, const void* src, fsh_size_t bytes, int pe) {
+    const void* r = fsh__peer(src, pe, FSH_OP_GET, bytes);
+    if (r) fsh__copy(dest, r, bytes, fsh__lane(), 32);
+    __syncwarp();
+}
+__device__ __forceinline__ void fsh_getmem_nbi_warp(void* dest, const void* src, fsh_size_t bytes, int pe) { fsh_getmem_warp(dest, src, bytes, pe); }
+__device__ __forceinline__ void fsh_getmem_block(void* dest, const void* src, fsh_size_t bytes, int pe) {
+    const void* r = fsh__peer(src, pe, FSH_OP_GET, bytes);
+    if (r) fsh__copy(dest, r, bytes, fsh__thread_rank(), fsh__block_threads());
+    __syncthreads();
+}
+__device__ __forceinline__ void fsh_getmem_nbi_block(void* dest, const void* src, fsh_size_t bytes, int pe) { fsh_getmem_block(dest, src, bytes, pe); }
+
+// Typed forms: nelems elements of T.
+#define FSH__TYPED(NAME, MEM)                                                                      \
+    template <typename T> __device__ __forceinline__ void NAME(T* dest, const T* src, fsh_size_t nelems, int pe) { \
+        MEM(dest, src, nelems * sizeof(T), pe);                                                   \
+    }
+FSH__TYPED(fsh_put, fsh_putmem)
+FSH__TYPED(fsh_put_nbi, fsh_putmem_nbi)
+FSH__TYPED(fsh_put_warp, fsh_putmem_warp)
+FSH__TYPED(fsh_put_nbi_warp, fsh_putmem_nbi_warp)
+FSH__TYPED(fsh_put_block, fsh_putmem_block)
+FSH__TYPED(fsh_put_nbi_block, fsh_putmem_nbi_block)
+FSH__TYPED(fsh_get, fsh_getmem)
+FSH__TYPED(fsh_get_nbi, fsh_getmem_nbi)
+FSH__TYPED(fsh_get_warp, fsh_getmem_warp)
+FSH__TYPED(fsh_get_nbi_warp, fsh_getmem_nbi_warp)
+FSH__TYPED(fsh_get_block, fsh_getmem_block)
+FSH__TYPED(fsh_get_nbi_block, fsh_getmem_nbi_block)
+#undef FSH__TYPED
+
+// ---------------------------------------------------------------- ordering
+
+// Orders this thread's puts, AMOs and signals (nvshmem_fence).
+__device__ __forceinline__ void fsh_fence() { fsh__fence_sys(); }
+// Completes this thread's puts, AMOs and signals: visible everywhere after it (nvshmem_quiet).
+__device__ __forceinline__ void fsh_quiet() { fsh__fence_sc_sys(); }
+
+// ---------------------------------------------------------------- signals
+
+__device__ __forceinline__ void fsh_signal_op(fsh_u64* sig, fsh_u64 value, int op, int pe) {
+    fsh_u64* r = (fsh_u64*)fsh__peer(sig, pe, FSH_OP_SIGNAL_OP, 8);
+    if (!r) return;
+    if (op == FSH_SIGNAL_ADD) fsh__atom_add(r, value);
+    else fsh__atom_exch(r, value);
+}
+
+__device__ __forceinline__ void fsh_putmem_signal(void* dest, const void* src, fsh_size_t bytes, fsh_u64* sig, fsh_u64 signal, int sig_op, int pe) {
+    void* r = fsh__peer(dest, pe, FSH_OP_PUT_SIGNAL, bytes);
+    if (!r) return;
+    fsh__copy(r, src, bytes, 0, 1);
+    fsh__fence_sys();
+    fsh_signal_op(sig, signal, sig_op, pe);
+}
+__device__ __forceinline__ void fsh_putmem_signal_nbi(void* dest, const void* src, fsh_size_t bytes, fsh_u64* sig, fsh_u64 signal, int sig_op, int pe) {
+    fsh_putmem_signal(dest, src, bytes, sig, signal, sig_op, pe);
+}
+__device__ __forceinline__ void fsh_putmem_signal_warp(void* dest, const void* src, fsh_size_t bytes, fsh_u64* sig, fsh_u64 signal, int sig_op, int pe) {
+    void* r = fsh__peer(dest, pe, FSH_OP_PUT_SIGNAL, bytes);
+    if (r) fsh__copy(r, src, bytes, fsh__lane(), 32);
+    fsh__fence_sys();
+    __syncwarp();
+    if (r && fsh__lane() == 0) { fsh__fence_sys(); fsh_signal_op(sig, signal, sig_op, pe); }
+    __syncwarp();
+}
+__device__ __forceinline__ void fsh_putmem_signal_nbi_warp(void* dest, const void* src, fsh_size_t bytes, fsh_u64* sig, fsh_u64 signal, int sig_op, int pe) {
+    fsh_putmem_signal_warp(dest, src, bytes, sig, signal, sig_op, pe);
+}
+__device__ __forceinline__ void fsh_putmem_signal_block(void* dest, const void* src, fsh_size_t bytes, fsh_u64* sig, fsh_u64 signal, int sig_op, int pe) {
+    void* r = fsh__peer(dest, pe, FSH_OP_PUT_SIGNAL, bytes);
+    if (r) fsh__copy(r, src, bytes, fsh__thread_rank(), fsh__block_threads());
+    fsh__fence_sys();
+    __syncthreads();
+    if (r && fsh__thread_rank() == 0) { fsh__fence_sys(); fsh_signal_op(sig, signal, sig_op, pe); }
+    __syncthreads();
+}
+__device__ __forceinline__ void fsh_putmem_signal_nbi_block(void* dest, const void* src, fsh_size_t bytes, fsh_u64* sig, fsh_u64 signal, int sig_op, int pe) {
+    fsh_putmem_signal_block(dest, src, bytes, sig, signal, sig_op, pe);
+}
+#define FSH__TYPED_SIG(NAME, MEM)                                                                  \
+    template <typename T> __device__ __forceinline__ void NAME(T* dest, const T* src, fsh_size_t nelems, fsh_u64* sig, fsh_u64 signal, int sig_op, int pe) { \
+        MEM(dest, src, nelems * sizeof(T), sig, signal, sig_op, pe);                              \
+    }
+FSH__TYPED_SIG(fsh_put_signal, fsh_putmem_signal)
+FSH__TYPED_SIG(fsh_put_signal_nbi, fsh_putmem_signal_nbi)
+FSH__TYPED_SIG(fsh_put_signal_warp, fsh_putmem_signal_warp)
+FSH__TYPED_SIG(fsh_put_signal_nbi_warp, fsh_putmem_signal_nbi_warp)
+FSH__TYPED_SIG(fsh_put_signal_block, fsh_putmem_signal_block)
+FSH__TYPED_SIG(fsh_put_signal_nbi_block, fsh_putmem_signal_nbi_block)
+#undef FSH__TYPED_SIG
+
+template <typename T> __device__ __forceinline__ bool fsh__cmp(T a, int cmp, T b) {
+    switch (cmp) {
+    case FSH_CMP_EQ: return a == b;
+    case FSH_CMP_NE: return a != b;
+    case FSH_CMP_GT: return a > b;
+    case FSH_CMP_LE: return a <= b;
+    case FSH_CMP_LT: return a < b;
+    case FSH_CMP_GE: return a >= b;
+    default: return false;
+    }
+}
+
+// This PE's signal word (nvshmem_signal_fetch).
+__device__ __forceinline__ fsh_u64 fsh_signal_fetch(const fsh_u64* sig) {
+    if (!fsh__check(FSH_OP_SIGNAL_WAIT, fsh_state.my_pe, sig, 8)) return 0;
+    return fsh__ld_acquire(sig);
+}
+
+// Waits until this PE's signal satisfies `cmp value`; returns it (nvshmem_signal_wait_until).
+__device__ __forceinline__ fsh_u64 fsh_signal_wait_until(const fsh_u64* sig, int cmp, fsh_u64 value) {
+    if (!fsh__check(FSH_OP_SIGNAL_WAIT, fsh_state.my_pe, sig, 8)) return 0;
+    fsh_u64 v;
+    while (!fsh__cmp(v = fsh__ld_relaxed(sig), cmp, value)) {}
+    fsh__fence_sys();
+    return v;
+}
+
+// ---------------------------------------------------------------- point-to-point sync
+
+template <typename T> __device__ __forceinline__ T fsh__load_sync(const T* ivar) {
+    typedef typename fsh__bits_of<T>::U U;
+    return fsh__bitcast<T>(fsh__ld_relaxed((const U*)ivar));
+}
+
+// Waits until this PE's ivar satisfies `cmp value` (nvshmem_wait_until).
+template <typename T> __device__ __forceinline__ void fsh_wait_until(const T* ivar, int cmp, T value) {
+    if (!fsh__check(FSH_OP_WAIT, fsh_state.my_pe, ivar, sizeof(T))) return;
+    while (!fsh__cmp(fsh__load_sync(ivar), cmp, value)) {}
+    fsh__fence_sys();
+}
+// Whether this PE's ivar satisfies `cmp value` now (nvshmem_test).
+template <typename T> __device__ __forceinline__ int fsh_test(const T* ivar, int cmp, T value) {
+    if (!fsh__check(FSH_OP_WAIT, fsh_state.my_pe, ivar, sizeof(T))) return 0;
+    int ok = fsh__cmp(fsh__load_sync(ivar), cmp, value);
+    if (ok) fsh__fence_sys();
+    return ok;
+}
+// Waits until every ivars[i] with status[i] == 0 (status may be 0) satisfies the comparison.
+template <typename T> __device__ __forceinline__ void fsh_wait_until_all(const T* ivars, fsh_size_t n, const int* status, int cmp, T value) {
+    for (fsh_size_t i = 0; i < n; ++i)
+        if (!status || !status[i]) fsh_wait_until(ivars + i, cmp, value);
+}
+// Waits until some ivars[i] with status[i] == 0 satisfies the comparison; returns its index
+// (n when every entry is excluded).
+template <typename T> __device__ __forceinline__ fsh_size_t fsh_wait_until_any(const T* ivars, fsh_size_t n, const int* status, int cmp, T value) {
+    bool any = false;
+    for (fsh_size_t i = 0; i < n; ++i) any = any || !status || !status[i];
+    if (!any) return n;
+    for (;;)
+        for (fsh_size_t i = 0; i < n; ++i)
+            if ((!status || !status[i]) && fsh_test(ivars + i, cmp, value)) return i;
+}
+// Whether every ivars[i] with status[i] == 0 satisfies the comparison now.
+template <typename T> __device__ __forceinline__ int fsh_test_all(const T* ivars, fsh_size_t n, const int* status, int cmp, T value) {
+    for (fsh_size_t i = 0; i < n; ++i)
+        if ((!status || !status[i]) && !fsh_test(ivars + i, cmp, value)) return 0;
+    return 1;
+}
+
+// ---------------------------------------------------------------- atomics
+
+#define FSH__AMO_PEER(dest, pe) \
+    typedef typename fsh__bits_of<T>::U U; \
+    U* r = (U*)fsh__peer(dest, pe, FSH_OP_ATOMIC, sizeof(T)); \
+    if (!r) return T();
+
+template <typename T> __device__ __forceinline__ T fsh_atomic_fetch(const T* dest, int pe) {
+    FSH__AMO_PEER(dest, pe)
+    return fsh__bitcast<T>(fsh__ld_relaxed(r));
+}
+template <typename T> __device__ __forceinline__ T fsh_atomic_swap(T* dest, T value, int pe) {
+    FSH__AMO_PEER(dest, pe)
+    return fsh__bitcast<T>(fsh__atom_exch(r, fsh__bitcast<U>(value)));
+}
+template <typename T> __device__ __forceinline__ void fsh_atomic_set(T* dest, T value, int pe) { fsh_atomic_swap(dest, value, pe); }
+template <typename T> __device__ __forceinline__ T fsh_atomic_compare_swap(T* dest, T cond, T value, int pe) {
+    FSH__AMO_PEER(dest, pe)
+    return fsh__bitcast<T>(fsh__atom_cas(r, fsh__bitcast<U>(cond), fsh__bitcast<U>(value)));
+}
+template <typename T> __device__ __forceinline__ T fsh_atomic_fetch_add(T* dest, T value, int pe) {
+    FSH__AMO_PEER(dest, pe)
+    return fsh__bitcast<T>(fsh__atom_add(r, fsh__bitcast<U>(value)));
+}
+template <typename T> __device__ __forceinline__ void fsh_atomic_add(T* dest, T value, int pe) { fsh_atomic_fetch_add(dest, value, pe); }
+template <typename T> __device__ __forceinline__ T fsh_atomic_fetch_inc(T* dest, int pe) { return fsh_atomic_fetch_add(dest, (T)1, pe); }
+template <typename T> __device__ __forceinline__ void fsh_atomic_inc(T* dest, int pe) { fsh_atomic_fetch_add(dest, (T)1, pe); }
+template <typename T> __device__ __forceinline__ T fsh_atomic_fetch_and(T* dest, T value, int pe) {
+    FSH__AMO_PEER(dest, pe)
+    return fsh__bitcast<T>(fsh__atom_and(r, fsh__bitcast<U>(value)));
+}
+template <typename T> __device__ __forceinline__ void fsh_atomic_and(T* dest, T value, int pe) { fsh_atomic_fetch_and(dest, value, pe); }
+template <typename T> __device__ __forceinline__ T fsh_atomic_fetch_or(T* dest, T value, int pe) {
+    FSH__AMO_PEER(dest, pe)
+    return fsh__bitcast<T>(fsh__atom_or(r, fsh__bitcast<U>(value)));
+}
+template <typename T> __device__ __forceinline__ void fsh_atomic_or(T* dest, T value, int pe) { fsh_atomic_fetch_or(dest, value, pe); }
+template <typename T> __device__ __forceinline__ T fsh_atomic_fetch_xor(T* dest, T value, int pe) {
+    FSH__AMO_PEER(dest, pe)
+    return fsh__bitcast<T>(fsh__atom_xor(r, fsh__bitcast<U>(value)));
+}
+template <typename T> __device__ __forceinline__ void fsh_atomic_xor(T* dest, T value, int pe) { fsh_atomic_fetch_xor(dest, value, pe); }
+#undef FSH__AMO_PEER
+
+// Floating-point add (nvshmemx_float_atomic_fetch_add and friends).
+__device__ __forceinline__ float fsh_atomic_fetch_add(float* dest, float value, int pe) {
+    float* r = (float*)fsh__peer(dest, pe, FSH_OP_ATOMIC, 4);
+    return r ? fsh__atom_fadd(r, value) : 0.0f;
+}
+__device__ __forceinline__ double fsh_atomic_fetch_add(double* dest, double value, int pe) {
+    double* r = (double*)fsh__peer(dest, pe, FSH_OP_ATOMIC, 8);
+    return r ? fsh__atom_fadd(r, value) : 0.0;
+}
+__device__ __forceinline__ void fsh_atomic_add(float* dest, float value, int pe) { fsh_atomic_fetch_add(dest, value, pe); }
+__device__ __forceinline__ void fsh_atomic_add(double* dest, double value, int pe) { fsh_atomic_fetch_add(dest, value, pe); }
+
+// ---------------------------------------------------------------- barriers
+
+// Dissemination barrier among all PEs, run by one thread per PE: in round k, PE i writes the
+// epoch into round k's flag of PE i + 2^k and waits for its own flag of round k.
+__device__ __noinline__ void fsh__sync_all_thread() {
+    int n = fsh_state.n_pes, me = fsh_state.my_pe;
+    fsh_u64 base = fsh__local_base();
+    volatile fsh_u64* epoch_p = (volatile fsh_u64*)(base + FSH_SYNC_EPOCH);
+    fsh_u64 epoch = *epoch_p + 1;
+    *epoch_p = epoch;
+    int round = 0;
+    for (int dist = 1; dist < n; dist <<= 1, ++round) {
+        int to = (me + dist) % n;
+        fsh_u64 flag = base + FSH_SYNC_FLAGS + 64ull * round;
+        fsh__st_release((fsh_u64*)(flag + ((fsh_i64)to - me) * (fsh_i64)fsh_state.stride), epoch);
+        while (fsh__ld_acquire((const fsh_u64*)flag) < epoch) {}
+    }
+}
+
+// Synchronizes the PEs (one thread per PE calls it; nvshmem_sync_all).
+__device__ __forceinline__ void fsh_sync_all() { fsh__sync_all_thread(); }
+// Completes this thread's operations, then synchronizes the PEs (nvshmem_barrier_all).
+__device__ __forceinline__ void fsh_barrier_all() { fsh_quiet(); fsh__sync_all_thread(); }
+
+__device__ __forceinline__ void fsh_sync_all_warp() { __syncwarp(); if (fsh__lane() == 0) fsh__sync_all_thread(); __syncwarp(); }
+__device__ __forceinline__ void fsh_barrier_all_warp() { fsh_quiet(); __syncwarp(); if (fsh__lane() == 0) fsh_barrier_all(); __syncwarp(); }
+__device__ __forceinline__ void fsh_sync_all_block() { __syncthreads(); if (fsh__thread_rank() == 0) fsh__sync_all_thread(); __syncthreads(); }
+__device__ __forceinline__ void fsh_barrier_all_block() { fsh_quiet(); __syncthreads(); if (fsh__thread_rank() == 0) fsh_barrier_all(); __syncthreads(); }
+
+// Synchronizes every thread of a cooperatively launched grid (GpuModule::launch_cooperative).
+__device__ __noinline__ void fsh_grid_sync() {
+    __syncthreads();
+    if (fsh__thread_rank() == 0) {
+        fsh_u32 blocks = gridDim.x * gridDim.y * gridDim.z;
+        fsh_u64 base = fsh__local_base();
+        fsh_u32* count = (fsh_u32*)(base + FSH_SYNC_GRID);
+        fsh_u32* gen = (fsh_u32*)(base + FSH_SYNC_GRID + 64);
+        fsh_u32 g = fsh__ld_acquire(gen);
+        fsh__fence_gpu();
+        if (fsh__atom_add(count, 1u) == blocks - 1) {
+            fsh__st_relaxed(count, 0u);
+            fsh__fence_gpu();
+            fsh__atom_add(gen, 1u);
+        } else {
+            while (fsh__ld_acquire(gen) == g) {}
+        }
+        fsh__fence_gpu();
+    }
+    __syncthreads();
+}
+
+// Every thread of a cooperative grid calls these: the grid meets, one thread synchronizes the
+// PEs, the grid meets again.
+__device__ __forceinline__ void fsh_sync_all_grid() {
+    fsh_grid_sync();
+    if (blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0 && fsh__thread_rank() == 0) fsh__sync_all_thread();
+    fsh_grid_sync();
+}
+__device__ __forceinline__ void fsh_barrier_all_grid() {
+    fsh_quiet();
+    fsh_grid_sync();
+    if (blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0 && fsh__thread_rank() == 0) fsh_barrier_all();
+    fsh_grid_sync();
+}
+
+#endif // FERROSHMEM_DEVICE_CUH

@@ -1,0 +1,728 @@
+//! The audited layer of raw CUDA driver calls: every `unsafe` FFI call of the GPU crate lives
+//! here, wrapped in a small owning type or a checked function. Callers bind the right context
+//! to the thread first ([`bind`]): tokio moves tasks between threads, and raw calls use the
+//! thread's current context.
+
+use std::ffi::{c_void, CString};
+use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd, RawFd};
+use std::sync::Arc;
+
+use cudarc::driver::sys;
+use cudarc::driver::CudaContext;
+use ferroshmem_runtime::{Error, Result};
+
+/// Turns a driver status into a `Result`, naming the call.
+pub(crate) fn check(status: sys::CUresult, what: &str) -> Result<()> {
+    if status == sys::CUresult::CUDA_SUCCESS {
+        Ok(())
+    } else {
+        Err(Error::Cuda(format!("{what} failed: {status:?}")))
+    }
+}
+
+/// Makes `ctx` current on this thread.
+pub(crate) fn bind(ctx: &CudaContext) -> Result<()> {
+    ctx.bind_to_thread()
+        .map_err(|e| Error::Cuda(format!("binding the CUDA context: {e}")))
+}
+
+/// Whether the CUDA driver library can be loaded (no panic when it cannot).
+pub(crate) fn driver_present() -> bool {
+    // SAFETY: only tries to dlopen libcuda under its usual names and drops what it opened.
+    unsafe { sys::is_culib_present() }
+}
+
+fn device_handle(ordinal: usize) -> Result<sys::CUdevice> {
+    let mut dev: sys::CUdevice = 0;
+    // SAFETY: `dev` is a valid out-pointer; the driver was initialized by context creation.
+    check(
+        unsafe { sys::cuDeviceGet(&mut dev, ordinal as i32) },
+        "cuDeviceGet",
+    )?;
+    Ok(dev)
+}
+
+/// Whether device `a` can map memory of device `b` (always true for `a == b`).
+pub(crate) fn can_access_peer(a: usize, b: usize) -> Result<bool> {
+    if a == b {
+        return Ok(true);
+    }
+    let (da, db) = (device_handle(a)?, device_handle(b)?);
+    let mut can = 0;
+    // SAFETY: valid out-pointer and device handles.
+    check(
+        unsafe { sys::cuDeviceCanAccessPeer(&mut can, da, db) },
+        "cuDeviceCanAccessPeer",
+    )?;
+    Ok(can == 1)
+}
+
+/// The 16-byte UUID of device `ordinal`.
+pub(crate) fn device_uuid(ordinal: usize) -> Result<[u8; 16]> {
+    let dev = device_handle(ordinal)?;
+    let mut uuid = sys::CUuuid { bytes: [0; 16] };
+    // SAFETY: valid out-pointer and device handle.
+    check(
+        unsafe { sys::cuDeviceGetUuid_v2(&mut uuid, dev) },
+        "cuDeviceGetUuid",
+    )?;
+    Ok(uuid.bytes.map(|b| b as u8))
+}
+
+fn allocation_prop(ordinal: usize) -> sys::CUmemAllocationProp {
+    sys::CUmemAllocationProp {
+        type_: sys::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED,
+        requestedHandleTypes:
+            sys::CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+        location: sys::CUmemLocation {
+            type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
+            id: ordinal as i32,
+        },
+        win32HandleMetaData: std::ptr::null_mut(),
+        allocFlags: sys::CUmemAllocationProp_st__bindgen_ty_1 {
+            compressionType: 0,
+            gpuDirectRDMACapable: 0,
+            usage: 0,
+            reserved: [0; 4],
+        },
+    }
+}
+
+/// The recommended VMM granularity of device `ordinal` (2 MiB on an H200).
+pub(crate) fn granularity(ordinal: usize) -> Result<usize> {
+    let prop = allocation_prop(ordinal);
+    let mut g = 0usize;
+    // SAFETY: valid out-pointer and a fully initialized property struct.
+    check(
+        unsafe {
+            sys::cuMemGetAllocationGranularity(
+                &mut g,
+                &prop,
+                sys::CUmemAllocationGranularity_flags::CU_MEM_ALLOC_GRANULARITY_RECOMMENDED,
+            )
+        },
+        "cuMemGetAllocationGranularity",
+    )?;
+    Ok(g.max(1))
+}
+
+/// A physical VMM allocation (created here or imported from a peer); released on drop.
+#[derive(Debug)]
+pub(crate) struct Physical {
+    handle: sys::CUmemGenericAllocationHandle,
+    size: usize,
+}
+
+impl Physical {
+    /// `cuMemCreate` of `size` bytes (a multiple of the granularity) on device `ordinal`,
+    /// exportable as a POSIX file descriptor.
+    pub fn create(ordinal: usize, size: usize) -> Result<Self> {
+        let prop = allocation_prop(ordinal);
+        let mut handle = 0;
+        // SAFETY: valid out-pointer and property struct; the caller bound a context.
+        check(
+            unsafe { sys::cuMemCreate(&mut handle, size, &prop, 0) },
+            "cuMemCreate (GPU symmetric heap)",
+        )?;
+        Ok(Physical { handle, size })
+    }
+
+    /// Exports the allocation as a new file descriptor (`cuMemExportToShareableHandle`).
+    pub fn export_fd(&self) -> Result<OwnedFd> {
+        let mut fd: RawFd = -1;
+        // SAFETY: for POSIX fd handles the driver writes an `int` into the pointed-to value.
+        check(
+            unsafe {
+                sys::cuMemExportToShareableHandle(
+                    (&mut fd as *mut RawFd).cast::<c_void>(),
+                    self.handle,
+                    sys::CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                    0,
+                )
+            },
+            "cuMemExportToShareableHandle",
+        )?;
+        // SAFETY: on success the driver created `fd` for us; nobody else owns it.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    }
+
+    /// Imports a peer's allocation from its descriptor; `size` is the peer's allocation size.
+    pub fn import(fd: OwnedFd, size: usize) -> Result<Self> {
+        let raw = fd.into_raw_fd();
+        let mut handle = 0;
+        // SAFETY: for POSIX fd handles the fd is passed by value in the pointer argument.
+        let status = unsafe {
+            sys::cuMemImportFromShareableHandle(
+                &mut handle,
+                raw as usize as *mut c_void,
+                sys::CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+            )
+        };
+        // SAFETY: `raw` came from an OwnedFd we consumed; the driver keeps its own reference.
+        drop(unsafe { OwnedFd::from_raw_fd(raw) });
+        check(status, "cuMemImportFromShareableHandle")?;
+        Ok(Physical { handle, size })
+    }
+}
+
+impl Drop for Physical {
+    fn drop(&mut self) {
+        // SAFETY: the handle came from cuMemCreate/import and is released once.
+        let status = unsafe { sys::cuMemRelease(self.handle) };
+        if let Err(e) = check(status, "cuMemRelease") {
+            tracing::warn!("{e}");
+        }
+    }
+}
+
+/// A reserved virtual address range; freed on drop (after its mappings).
+#[derive(Debug)]
+pub(crate) struct AddressRange {
+    base: u64,
+    size: usize,
+}
+
+impl AddressRange {
+    /// Reserves `size` bytes aligned to `align`.
+    pub fn reserve(size: usize, align: usize) -> Result<Self> {
+        let mut base = 0;
+        // SAFETY: valid out-pointer; no fixed address requested.
+        check(
+            unsafe { sys::cuMemAddressReserve(&mut base, size, align, 0, 0) },
+            "cuMemAddressReserve",
+        )?;
+        Ok(AddressRange { base, size })
+    }
+
+    /// First address of the range.
+    pub fn base(&self) -> u64 {
+        self.base
+    }
+}
+
+impl Drop for AddressRange {
+    fn drop(&mut self) {
+        // SAFETY: reserved by us, freed once, after every Mapping inside it was dropped.
+        let status = unsafe { sys::cuMemAddressFree(self.base, self.size) };
+        if let Err(e) = check(status, "cuMemAddressFree") {
+            tracing::warn!("{e}");
+        }
+    }
+}
+
+/// A physical allocation mapped at an address, readable and writable by one device; unmapped
+/// on drop.
+#[derive(Debug)]
+pub(crate) struct Mapping {
+    at: u64,
+    physical: Physical,
+}
+
+impl Mapping {
+    /// Maps all of `physical` at `at` (inside a reserved range) and grants device `ordinal`
+    /// read-write access.
+    pub fn map(at: u64, physical: Physical, ordinal: usize) -> Result<Self> {
+        // SAFETY: `at..at+size` lies in a range we reserved and is not yet mapped.
+        check(
+            unsafe { sys::cuMemMap(at, physical.size, 0, physical.handle, 0) },
+            "cuMemMap",
+        )?;
+        let mapping = Mapping { at, physical };
+        let desc = sys::CUmemAccessDesc {
+            location: sys::CUmemLocation {
+                type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
+                id: ordinal as i32,
+            },
+            flags: sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+        };
+        // SAFETY: the range was just mapped; one valid descriptor.
+        check(
+            unsafe { sys::cuMemSetAccess(at, mapping.physical.size, &desc, 1) },
+            "cuMemSetAccess",
+        )?;
+        Ok(mapping)
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: mapped by us at `at`, unmapped once; the physical handle is released after.
+        let status = unsafe { sys::cuMemUnmap(self.at, self.physical.size) };
+        if let Err(e) = check(status, "cuMemUnmap") {
+            tracing::warn!("{e}");
+        }
+    }
+}
+
+/// A CUDA event without timing, for completion polling; destroyed on drop.
+#[derive(Debug)]
+pub(crate) struct Event(sys::CUevent);
+
+// SAFETY: CUDA events may be used from any thread.
+unsafe impl Send for Event {}
+// SAFETY: the driver synchronizes concurrent calls on one event.
+unsafe impl Sync for Event {}
+
+impl Event {
+    /// Creates an event (`CU_EVENT_DISABLE_TIMING`).
+    pub fn new() -> Result<Self> {
+        let mut ev = std::ptr::null_mut();
+        // SAFETY: valid out-pointer; the caller bound a context.
+        check(
+            unsafe {
+                sys::cuEventCreate(&mut ev, sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32)
+            },
+            "cuEventCreate",
+        )?;
+        Ok(Event(ev))
+    }
+
+    /// Records the event on `stream`.
+    pub fn record(&self, stream: sys::CUstream) -> Result<()> {
+        // SAFETY: both handles are live.
+        check(
+            unsafe { sys::cuEventRecord(self.0, stream) },
+            "cuEventRecord",
+        )
+    }
+
+    /// Whether the work before the record has completed; never blocks.
+    pub fn query(&self) -> Result<bool> {
+        // SAFETY: the event is live.
+        match unsafe { sys::cuEventQuery(self.0) } {
+            sys::CUresult::CUDA_SUCCESS => Ok(true),
+            sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+            other => check(other, "cuEventQuery (a GPU operation failed)").map(|_| true),
+        }
+    }
+
+    /// Makes `stream` wait for this event.
+    pub fn make_wait(&self, stream: sys::CUstream) -> Result<()> {
+        // SAFETY: both handles are live.
+        check(
+            unsafe { sys::cuStreamWaitEvent(stream, self.0, 0) },
+            "cuStreamWaitEvent",
+        )
+    }
+}
+
+impl Drop for Event {
+    fn drop(&mut self) {
+        // SAFETY: created by us, destroyed once.
+        unsafe { sys::cuEventDestroy_v2(self.0) };
+    }
+}
+
+/// Asynchronous copy of `bytes` bytes between any two addresses of the unified address space
+/// (device, peer-mapped or pinned host memory) on `stream`.
+///
+/// Callers guarantee both ranges stay valid until the stream has executed the copy.
+pub(crate) fn copy_async(dst: u64, src: u64, bytes: usize, stream: sys::CUstream) -> Result<()> {
+    // SAFETY: the ranges are valid for the copy's lifetime (caller's contract above).
+    check(
+        unsafe { sys::cuMemcpyAsync(dst, src, bytes, stream) },
+        "cuMemcpyAsync",
+    )
+}
+
+/// Asynchronous copy from pageable host memory: the driver stages `src` before returning.
+pub(crate) fn copy_from_host_async(dst: u64, src: &[u8], stream: sys::CUstream) -> Result<()> {
+    // SAFETY: `src` is read before the call returns (pageable source); `dst` is valid.
+    check(
+        unsafe { sys::cuMemcpyHtoDAsync_v2(dst, src.as_ptr().cast::<c_void>(), src.len(), stream) },
+        "cuMemcpyHtoDAsync",
+    )
+}
+
+/// Synchronous copy of host bytes to a device address.
+pub(crate) fn copy_from_host(dst: u64, src: &[u8]) -> Result<()> {
+    // SAFETY: `src` is a live slice; `dst` is a valid device range of that size.
+    check(
+        unsafe { sys::cuMemcpyHtoD_v2(dst, src.as_ptr().cast::<c_void>(), src.len()) },
+        "cuMemcpyHtoD",
+    )
+}
+
+/// Sets `bytes` bytes at `dst` to zero on `stream`.
+pub(crate) fn zero_async(dst: u64, bytes: usize, stream: sys::CUstream) -> Result<()> {
+    // SAFETY: `dst..dst+bytes` is a valid device range.
+    check(
+        unsafe { sys::cuMemsetD8Async(dst, 0, bytes, stream) },
+        "cuMemsetD8Async",
+    )
+}
+
+/// Waits for everything queued on `stream` (blocking: call off the async workers).
+pub(crate) fn stream_synchronize(stream: sys::CUstream) -> Result<()> {
+    // SAFETY: the stream is live.
+    check(
+        unsafe { sys::cuStreamSynchronize(stream) },
+        "cuStreamSynchronize",
+    )
+}
+
+/// Stream memory operation: writes the 64-bit `value` at `addr` once prior work on `stream`
+/// is done (with a memory barrier before it).
+pub(crate) fn write_value64(stream: sys::CUstream, addr: u64, value: u64) -> Result<()> {
+    // SAFETY: `addr` is a valid, 8-byte aligned device address.
+    check(
+        unsafe { sys::cuStreamWriteValue64_v2(stream, addr, value, 0) },
+        "cuStreamWriteValue64",
+    )
+}
+
+/// Stream memory operation: `stream` waits until the 64-bit word at `addr` satisfies `flags`
+/// (`CU_STREAM_WAIT_VALUE_GEQ`/`EQ`/`AND`/`NOR`) against `value`.
+pub(crate) fn wait_value64(stream: sys::CUstream, addr: u64, value: u64, flags: u32) -> Result<()> {
+    // SAFETY: `addr` is a valid, 8-byte aligned device address.
+    check(
+        unsafe { sys::cuStreamWaitValue64_v2(stream, addr, value, flags) },
+        "cuStreamWaitValue64",
+    )
+}
+
+/// Pinned, device-mapped host memory (`cuMemHostAlloc` portable + devicemap); freed on drop.
+#[derive(Debug)]
+pub(crate) struct Pinned {
+    ptr: *mut u8,
+    bytes: usize,
+}
+
+// SAFETY: plain memory; access discipline is up to the owning type.
+unsafe impl Send for Pinned {}
+// SAFETY: as above.
+unsafe impl Sync for Pinned {}
+
+impl Pinned {
+    /// Allocates `bytes` (at least 1) zero-filled bytes.
+    pub fn new(bytes: usize) -> Result<Self> {
+        let bytes = bytes.max(1);
+        let mut p = std::ptr::null_mut();
+        let flags = sys::CU_MEMHOSTALLOC_PORTABLE | sys::CU_MEMHOSTALLOC_DEVICEMAP;
+        // SAFETY: valid out-pointer.
+        check(
+            unsafe { sys::cuMemHostAlloc(&mut p, bytes, flags) },
+            "cuMemHostAlloc",
+        )?;
+        let ptr = p.cast::<u8>();
+        // SAFETY: freshly allocated, `bytes` long, not yet shared.
+        unsafe { std::ptr::write_bytes(ptr, 0, bytes) };
+        Ok(Pinned { ptr, bytes })
+    }
+
+    /// Its address (the same on host and device under unified addressing).
+    pub fn addr(&self) -> u64 {
+        self.ptr as u64
+    }
+
+    /// The bytes. The owner guarantees no device write is in flight while they are borrowed.
+    pub fn bytes(&self) -> &[u8] {
+        // SAFETY: a live allocation of `bytes` bytes.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.bytes) }
+    }
+
+    /// The bytes, mutably. The owner guarantees no device access is in flight.
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: a live allocation, borrowed exclusively through `&mut self`.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.bytes) }
+    }
+
+    /// Copies `out.len()` bytes at byte `offset` into `out` (memory no transfer is writing).
+    pub fn read_into(&self, offset: usize, out: &mut [u8]) {
+        assert!(offset + out.len() <= self.bytes);
+        // SAFETY: in bounds (checked above); the owner guarantees no device write is in flight
+        // on these bytes; no reference to the whole allocation is created.
+        unsafe { std::ptr::copy_nonoverlapping(self.ptr.add(offset), out.as_mut_ptr(), out.len()) }
+    }
+
+    /// Reads the 8-byte-aligned word at byte `offset` with a volatile load (memory the GPU
+    /// may write at any time).
+    pub fn read_volatile_u64(&self, offset: usize) -> u64 {
+        assert!(offset + 8 <= self.bytes && offset % 8 == 0);
+        // SAFETY: in bounds and aligned (checked above); volatile because the GPU writes it.
+        unsafe { std::ptr::read_volatile(self.ptr.add(offset).cast::<u64>()) }
+    }
+
+    /// Writes the 8-byte-aligned word at byte `offset` with a volatile store.
+    pub fn write_volatile_u64(&self, offset: usize, value: u64) {
+        assert!(offset + 8 <= self.bytes && offset % 8 == 0);
+        // SAFETY: in bounds and aligned (checked above).
+        unsafe { std::ptr::write_volatile(self.ptr.add(offset).cast::<u64>(), value) }
+    }
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        // SAFETY: allocated by cuMemHostAlloc, freed once.
+        unsafe { sys::cuMemFreeHost(self.ptr.cast::<c_void>()) };
+    }
+}
+
+/// Plain device memory (`cuMemAlloc`), owned with its context; freed on drop.
+#[derive(Debug)]
+pub(crate) struct DeviceAlloc {
+    ptr: u64,
+    bytes: usize,
+    ctx: Arc<CudaContext>,
+}
+
+impl DeviceAlloc {
+    /// Allocates `bytes` (at least 1) bytes on the context's device.
+    pub fn new(ctx: &Arc<CudaContext>, bytes: usize) -> Result<Self> {
+        bind(ctx)?;
+        let mut ptr = 0;
+        // SAFETY: valid out-pointer; context bound above.
+        check(
+            unsafe { sys::cuMemAlloc_v2(&mut ptr, bytes.max(1)) },
+            "cuMemAlloc",
+        )?;
+        Ok(DeviceAlloc {
+            ptr,
+            bytes,
+            ctx: ctx.clone(),
+        })
+    }
+
+    /// Device address.
+    pub fn addr(&self) -> u64 {
+        self.ptr
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.bytes
+    }
+}
+
+impl Drop for DeviceAlloc {
+    fn drop(&mut self) {
+        if bind(&self.ctx).is_ok() {
+            // SAFETY: allocated by cuMemAlloc in this context, freed once.
+            unsafe { sys::cuMemFree_v2(self.ptr) };
+        }
+    }
+}
+
+/// A loaded module (PTX), unloaded on drop.
+#[derive(Debug)]
+pub(crate) struct Module {
+    module: sys::CUmodule,
+    ctx: Arc<CudaContext>,
+}
+
+// SAFETY: module handles may be used from any thread with the context bound.
+unsafe impl Send for Module {}
+// SAFETY: as above; the driver synchronizes concurrent lookups.
+unsafe impl Sync for Module {}
+
+/// A kernel of a loaded module (valid while its [`Module`] lives).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Function(sys::CUfunction);
+
+// SAFETY: function handles may be used from any thread.
+unsafe impl Send for Function {}
+// SAFETY: as above.
+unsafe impl Sync for Function {}
+
+impl Module {
+    /// Loads PTX text into `ctx`.
+    pub fn load(ctx: &Arc<CudaContext>, ptx: &str) -> Result<Self> {
+        bind(ctx)?;
+        let text = CString::new(ptx).map_err(|_| Error::Cuda("PTX contains a NUL byte".into()))?;
+        let mut module = std::ptr::null_mut();
+        // SAFETY: NUL-terminated PTX; valid out-pointer; context bound.
+        check(
+            unsafe { sys::cuModuleLoadData(&mut module, text.as_ptr().cast::<c_void>()) },
+            "cuModuleLoadData",
+        )?;
+        Ok(Module {
+            module,
+            ctx: ctx.clone(),
+        })
+    }
+
+    /// The kernel named `name` (an `extern "C"` name).
+    pub fn function(&self, name: &str) -> Result<Function> {
+        let cname = CString::new(name).map_err(|_| Error::InvalidArgument(name.into()))?;
+        let mut f = std::ptr::null_mut();
+        // SAFETY: live module, NUL-terminated name, valid out-pointer.
+        check(
+            unsafe { sys::cuModuleGetFunction(&mut f, self.module, cname.as_ptr()) },
+            &format!("looking up kernel {name:?}"),
+        )?;
+        Ok(Function(f))
+    }
+
+    /// The device address and size of global `name`.
+    pub fn global(&self, name: &str) -> Result<(u64, usize)> {
+        let cname = CString::new(name).map_err(|_| Error::InvalidArgument(name.into()))?;
+        let (mut ptr, mut bytes) = (0, 0);
+        // SAFETY: live module, NUL-terminated name, valid out-pointers.
+        check(
+            unsafe { sys::cuModuleGetGlobal_v2(&mut ptr, &mut bytes, self.module, cname.as_ptr()) },
+            &format!("looking up global {name:?}"),
+        )?;
+        Ok((ptr, bytes))
+    }
+}
+
+impl Drop for Module {
+    fn drop(&mut self) {
+        if bind(&self.ctx).is_ok() {
+            // SAFETY: loaded by us, unloaded once.
+            unsafe { sys::cuModuleUnload(self.module) };
+        }
+    }
+}
+
+/// Grid, block and dynamic shared memory of a launch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LaunchDims {
+    /// Blocks (x, y, z).
+    pub grid: (u32, u32, u32),
+    /// Threads per block (x, y, z).
+    pub block: (u32, u32, u32),
+    /// Dynamic shared memory per block, bytes.
+    pub shared_bytes: u32,
+}
+
+impl LaunchDims {
+    /// `blocks` × `threads`, one-dimensional, no dynamic shared memory.
+    pub fn linear(blocks: u32, threads: u32) -> Self {
+        LaunchDims {
+            grid: (blocks, 1, 1),
+            block: (threads, 1, 1),
+            shared_bytes: 0,
+        }
+    }
+}
+
+/// Launches `f` on `stream` with parameters `params` (one pointer per kernel parameter,
+/// each to a value of the parameter's type), cooperatively (co-resident grid) if asked.
+///
+/// # Safety
+/// `params` must match the kernel's signature, and every memory the kernel touches must stay
+/// valid until the stream has executed it.
+pub(crate) unsafe fn launch(
+    f: Function,
+    dims: LaunchDims,
+    stream: sys::CUstream,
+    params: &mut [*mut c_void],
+    cooperative: bool,
+) -> Result<()> {
+    let (g, b) = (dims.grid, dims.block);
+    let p = if params.is_empty() {
+        std::ptr::null_mut()
+    } else {
+        params.as_mut_ptr()
+    };
+    let status = if cooperative {
+        // SAFETY: forwarded contract of this function.
+        unsafe {
+            sys::cuLaunchCooperativeKernel(
+                f.0,
+                g.0,
+                g.1,
+                g.2,
+                b.0,
+                b.1,
+                b.2,
+                dims.shared_bytes,
+                stream,
+                p,
+            )
+        }
+    } else {
+        // SAFETY: forwarded contract of this function.
+        unsafe {
+            sys::cuLaunchKernel(
+                f.0,
+                g.0,
+                g.1,
+                g.2,
+                b.0,
+                b.1,
+                b.2,
+                dims.shared_bytes,
+                stream,
+                p,
+                std::ptr::null_mut(),
+            )
+        }
+    };
+    check(status, "kernel launch")
+}
+
+/// A CUDA graph captured from a stream, instantiated and ready to launch.
+#[derive(Debug)]
+pub struct Graph {
+    graph: sys::CUgraph,
+    exec: sys::CUgraphExec,
+    ctx: Arc<CudaContext>,
+}
+
+// SAFETY: graph handles may be used from any thread with the context bound.
+unsafe impl Send for Graph {}
+// SAFETY: launches are serialized by the driver.
+unsafe impl Sync for Graph {}
+
+/// Starts capturing `stream` (relaxed mode).
+pub(crate) fn begin_capture(stream: sys::CUstream) -> Result<()> {
+    // SAFETY: live stream.
+    check(
+        unsafe {
+            sys::cuStreamBeginCapture_v2(
+                stream,
+                sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED,
+            )
+        },
+        "cuStreamBeginCapture",
+    )
+}
+
+/// Ends the capture of `stream` and instantiates the graph.
+pub(crate) fn end_capture(ctx: &Arc<CudaContext>, stream: sys::CUstream) -> Result<Graph> {
+    let mut graph = std::ptr::null_mut();
+    // SAFETY: live stream in capture mode; valid out-pointer.
+    check(
+        unsafe { sys::cuStreamEndCapture(stream, &mut graph) },
+        "cuStreamEndCapture",
+    )?;
+    let mut exec = std::ptr::null_mut();
+    // SAFETY: `graph` was just captured; valid out-pointer.
+    let status = unsafe { sys::cuGraphInstantiateWithFlags(&mut exec, graph, 0) };
+    if let Err(e) = check(status, "cuGraphInstantiate") {
+        // SAFETY: destroy the captured graph we own.
+        unsafe { sys::cuGraphDestroy(graph) };
+        return Err(e);
+    }
+    Ok(Graph {
+        graph,
+        exec,
+        ctx: ctx.clone(),
+    })
+}
+
+impl Graph {
+    /// Replays the graph on `stream`.
+    pub fn launch(&self, stream: &cudarc::driver::CudaStream) -> Result<()> {
+        bind(&self.ctx)?;
+        // SAFETY: live instantiated graph and a live stream of the caller.
+        check(
+            unsafe { sys::cuGraphLaunch(self.exec, stream.cu_stream()) },
+            "cuGraphLaunch",
+        )
+    }
+}
+
+impl Drop for Graph {
+    fn drop(&mut self) {
+        if bind(&self.ctx).is_ok() {
+            // SAFETY: owned handles, destroyed once.
+            unsafe {
+                sys::cuGraphExecDestroy(self.exec);
+                sys::cuGraphDestroy(self.graph);
+            }
+        }
+    }
+}

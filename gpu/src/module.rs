@@ -1,0 +1,267 @@
+//! Kernels that use the device library: [`GpuPe::compile`] prepends `ferroshmem_device.cuh`
+//! to CUDA C source, compiles it with NVRTC for the PE's GPU, loads it into the PE's context
+//! and writes the device state (`fsh_state`: heap view, stride, PE numbers, debug report)
+//! into the module. [`GpuModule::launch`] runs its kernels; [`GpuModule::check`] turns a
+//! debug-mode report (a bad PE or a non-symmetric address seen on the device) into an error.
+
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::sync::{Arc, Mutex};
+
+use bytemuck::{Pod, Zeroable};
+use cudarc::driver::CudaStream;
+use ferroshmem_runtime::{Error, Result};
+
+use crate::driver::{self, Function, LaunchDims, Module};
+use crate::pe::GpuPe;
+
+/// The device library's source, as prepended to every module.
+pub const DEVICE_HEADER: &str = include_str!("device/ferroshmem_device.cuh");
+const INTERNAL_SOURCE: &str = include_str!("device/internal.cu");
+
+/// Bytes of the host-mapped debug report.
+pub(crate) const REPORT_BYTES: usize = 64;
+
+/// The device state of `ferroshmem_device.cuh` (`fsh_state_t`), field for field.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Pod, Zeroable)]
+pub(crate) struct DeviceState {
+    pub view_base: u64,
+    pub stride: u64,
+    pub header: u64,
+    pub report: u64,
+    pub my_pe: i32,
+    pub n_pes: i32,
+    pub debug: i32,
+    pub reserved: i32,
+}
+
+/// How [`GpuPe::compile`] builds a module.
+#[derive(Debug, Clone, Default)]
+pub struct CompileOptions {
+    /// Device-library checks (bad PEs, non-symmetric addresses) on or off; `None` follows
+    /// `FERROSHMEM_DEVICE_DEBUG`.
+    pub debug: Option<bool>,
+    /// Further NVRTC options (`-DNAME=1`, `--use_fast_math`, …).
+    pub options: Vec<String>,
+}
+
+/// A kernel argument: any plain value of at most 8 bytes (pointers are `u64` addresses).
+#[derive(Debug, Clone, Copy)]
+pub struct KernelArg(u64);
+
+macro_rules! kernel_arg {
+    ($($t:ty),*) => {$(
+        impl From<$t> for KernelArg {
+            fn from(v: $t) -> Self {
+                let mut slot = [0u8; 8];
+                let b = bytemuck::bytes_of(&v);
+                slot[..b.len()].copy_from_slice(b);
+                KernelArg(u64::from_le_bytes(slot))
+            }
+        }
+    )*};
+}
+kernel_arg!(u64, i64, u32, i32, f32, f64, usize, isize, u16, i16, u8, i8);
+
+/// Compiles CUDA C with NVRTC for compute capability `cc`; returns the PTX.
+fn nvrtc(source: &str, cc: (i32, i32), extra: &[String]) -> Result<String> {
+    let mut options = vec![
+        format!("--gpu-architecture=sm_{}{}", cc.0, cc.1),
+        "--std=c++17".to_string(),
+    ];
+    options.extend(extra.iter().cloned());
+    let opts = cudarc::nvrtc::CompileOptions {
+        options,
+        ..Default::default()
+    };
+    match std::panic::catch_unwind(|| cudarc::nvrtc::compile_ptx_with_opts(source, opts)) {
+        Err(_) => Err(Error::NoGpu(
+            "the NVRTC library (libnvrtc) could not be loaded".into(),
+        )),
+        Ok(Err(cudarc::nvrtc::CompileError::CompileError { log, .. })) => Err(Error::Cuda(
+            format!("NVRTC compilation failed:\n{}", log.to_string_lossy()),
+        )),
+        Ok(Err(e)) => Err(Error::Cuda(format!("NVRTC: {e}"))),
+        Ok(Ok(ptx)) => Ok(ptx.to_src()),
+    }
+}
+
+/// A loaded module of one PE, with the device library's state in place.
+#[derive(Debug)]
+pub struct GpuModule {
+    module: Module,
+    functions: Mutex<HashMap<String, Function>>,
+    report: Arc<crate::driver::Pinned>,
+    ctx: Arc<cudarc::driver::CudaContext>,
+}
+
+impl GpuPe {
+    /// Compiles `source` (CUDA C; `extern "C" __global__` kernels) with the device library
+    /// prepended, for this PE's GPU, and loads it. Blocking (NVRTC takes tens to hundreds of
+    /// milliseconds): call it from set-up code or `spawn_blocking`.
+    pub fn compile(&self, source: &str, options: &CompileOptions) -> Result<GpuModule> {
+        let debug = options.debug.unwrap_or(self.device_debug());
+        let full = format!(
+            "#define FSH_DEBUG {}\n{DEVICE_HEADER}\n#line 1 \"kernel.cu\"\n{source}\n",
+            i32::from(debug)
+        );
+        let ptx = nvrtc(&full, self.device().compute_capability(), &options.options)?;
+        self.load_ptx(&ptx)
+    }
+
+    /// Loads PTX that was compiled with the device library (by [`GpuPe::compile`] on any PE
+    /// of the same GPU model) and writes this PE's device state into it.
+    pub fn load_ptx(&self, ptx: &str) -> Result<GpuModule> {
+        let module = Module::load(self.context(), ptx)?;
+        let (at, bytes) = module.global("fsh_state")?;
+        let state = self.device_state();
+        if bytes != std::mem::size_of::<DeviceState>() {
+            return Err(Error::Cuda(format!(
+                "the module's fsh_state has {bytes} bytes, ferroshmem expects {}: was it compiled with this version's device library?",
+                std::mem::size_of::<DeviceState>()
+            )));
+        }
+        driver::copy_from_host(at, bytemuck::bytes_of(&state))?;
+        Ok(GpuModule {
+            module,
+            functions: Mutex::new(HashMap::new()),
+            report: self.inner.report.clone(),
+            ctx: self.context().clone(),
+        })
+    }
+}
+
+impl GpuModule {
+    fn function(&self, name: &str) -> Result<Function> {
+        let mut cache = self.functions.lock().expect("function cache");
+        if let Some(f) = cache.get(name) {
+            return Ok(*f);
+        }
+        let f = self.module.function(name)?;
+        cache.insert(name.to_string(), f);
+        Ok(f)
+    }
+
+    /// Launches kernel `name` on `stream` (a stream of this PE's GPU).
+    ///
+    /// # Safety
+    /// `args` must match the kernel's parameters in number and type, and every memory the
+    /// kernel touches (local buffers, host-mapped memory) must stay valid and unaliased by
+    /// Rust references until the stream has executed it.
+    pub unsafe fn launch(
+        &self,
+        name: &str,
+        dims: LaunchDims,
+        stream: &CudaStream,
+        args: &[KernelArg],
+    ) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.launch_with(name, dims, stream, args, false) }
+    }
+
+    /// As [`GpuModule::launch`], cooperatively: every block is resident at once, which the
+    /// `_grid` barriers of the device library need.
+    ///
+    /// # Safety
+    /// As [`GpuModule::launch`].
+    pub unsafe fn launch_cooperative(
+        &self,
+        name: &str,
+        dims: LaunchDims,
+        stream: &CudaStream,
+        args: &[KernelArg],
+    ) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.launch_with(name, dims, stream, args, true) }
+    }
+
+    unsafe fn launch_with(
+        &self,
+        name: &str,
+        dims: LaunchDims,
+        stream: &CudaStream,
+        args: &[KernelArg],
+        cooperative: bool,
+    ) -> Result<()> {
+        let f = self.function(name)?;
+        driver::bind(&self.ctx)?;
+        let mut slots: Vec<u64> = args.iter().map(|a| a.0).collect();
+        let mut params: Vec<*mut c_void> = slots
+            .iter_mut()
+            .map(|s| (s as *mut u64).cast::<c_void>())
+            .collect();
+        // SAFETY: the slots outlive the call (the driver copies parameters at launch); the
+        // rest is the caller's contract.
+        unsafe { driver::launch(f, dims, stream.cu_stream(), &mut params, cooperative) }
+    }
+
+    /// The debug report of this PE's device-library checks since the last call, cleared:
+    /// `Err` describing the first bad call (operation, PE, address, block and thread), or
+    /// `Ok` when none failed. Call it after the kernels have completed.
+    pub fn check(&self) -> Result<()> {
+        match take_report(&self.report) {
+            Some(text) => Err(Error::InvalidArgument(text)),
+            None => Ok(()),
+        }
+    }
+}
+
+const OPS: [&str; 10] = [
+    "fsh_ptr",
+    "fsh_p",
+    "fsh_g",
+    "fsh_put",
+    "fsh_get",
+    "fsh_put_signal",
+    "fsh_signal_op",
+    "an atomic",
+    "fsh_wait_until/fsh_test",
+    "fsh_signal_wait_until/fsh_signal_fetch",
+];
+
+/// Reads and clears a debug report.
+fn take_report(report: &crate::driver::Pinned) -> Option<String> {
+    let op = report.read_volatile_u64(0);
+    if op == 0 {
+        return None;
+    }
+    let word = |i: usize| report.read_volatile_u64(8 * i);
+    let pe = word(1) as i64;
+    let (addr, bytes) = (word(2), word(3));
+    let triple = |w: u64| (w & 0x1f_ffff, (w >> 21) & 0x1f_ffff, w >> 42);
+    let (b, t) = (triple(word(4)), triple(word(5)));
+    report.write_volatile_u64(0, 0);
+    let name = OPS.get(op as usize - 1).copied().unwrap_or("a device call");
+    Some(format!(
+        "device-library check failed in {name} (block ({}, {}, {}), thread ({}, {}, {})): PE {pe}, address {addr:#x}, {bytes} bytes: the PE is out of range or the address is not in this PE's symmetric GPU heap",
+        b.0, b.1, b.2, t.0, t.1, t.2
+    ))
+}
+
+/// The kernels behind the on-stream operations of one PE.
+#[derive(Debug)]
+pub(crate) struct InternalKernels {
+    pub module: GpuModule,
+}
+
+impl InternalKernels {
+    pub fn load(pe: &GpuPe) -> Result<Self> {
+        static PTX: std::sync::OnceLock<std::collections::HashMap<(i32, i32), String>> =
+            std::sync::OnceLock::new();
+        let cc = pe.device().compute_capability();
+        let cached = PTX.get().and_then(|m| m.get(&cc).cloned());
+        let ptx = match cached {
+            Some(p) => p,
+            None => {
+                let full = format!("#define FSH_DEBUG 0\n{DEVICE_HEADER}\n{INTERNAL_SOURCE}\n");
+                let p = nvrtc(&full, cc, &[])?;
+                let _ = PTX.set(HashMap::from([(cc, p.clone())]));
+                p
+            }
+        };
+        Ok(InternalKernels {
+            module: pe.load_ptx(&ptx)?,
+        })
+    }
+}

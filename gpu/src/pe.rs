@@ -1,0 +1,555 @@
+//! [`GpuPe`]: a PE's GPU. Set up collectively (every PE of the job at once): each PE opens
+//! the GPU of its node-local rank, creates its VMM allocation, exchanges the handles with the
+//! other PEs of the node, and maps every PE's allocation into its view of the heap. Then it
+//! serves collective allocation of symmetric GPU memory, like the host heap's.
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use bytemuck::Pod;
+use cudarc::driver::sys::CUstream;
+use cudarc::driver::{CudaContext, CudaStream};
+use ferroshmem_runtime::config::{spin_from_env, symmetric_size_from_env};
+use ferroshmem_runtime::heap::HeapAllocator;
+use ferroshmem_runtime::{Allocation, DataPlane, Error, HeapId, Result, SymBuffer, SymSlice};
+
+use crate::collective::{HeapCall, GPU_GROUP};
+use crate::context::{device_for_local_rank, ordinal_of, GpuDevice};
+use crate::cq::{Completion, Cq};
+use crate::driver::{self, Physical, Pinned};
+use crate::fd_share::{fetch, FdServer, TOKEN_LEN};
+use crate::heap::{gpu_heap_id, GpuBuffer, HeapView, GPU_HEADER};
+use crate::module::{DeviceState, InternalKernels, REPORT_BYTES};
+
+/// How a GPU PE reaches the job's control plane: an allgather among a group of PEs (the
+/// actors crate implements it over its bootstrap root).
+pub trait Exchange: Send + Sync + 'static {
+    /// Gathers every member's payload, in member-index order; this PE is member `index` of
+    /// the `size` members of `group`. Collective, in the same order on every member.
+    fn exchange(
+        &self,
+        group: u64,
+        index: usize,
+        size: usize,
+        payload: Vec<u8>,
+    ) -> ExchangeFuture<'_>;
+}
+
+/// What [`Exchange::exchange`] returns: every member's payload, in member-index order.
+pub type ExchangeFuture<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Vec<Vec<u8>>>> + Send + 'a>>;
+
+/// A PE's GPU: its context, its view of the symmetric GPU heap, its copy stream and
+/// completion queue. Cheap to clone, `Send + Sync`.
+#[derive(Clone, Debug)]
+pub struct GpuPe {
+    pub(crate) inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    // Field order is drop order: the completion thread and kernels go before the streams,
+    // the streams before the heap mappings, and the context (inside `device`) last.
+    pub cq: Cq,
+    pub internal: OnceLock<Result<InternalKernels>>,
+    pub copy_stream: Arc<CudaStream>,
+    pub staging: crate::rma::Staging,
+    pub report: Arc<Pinned>,
+    pub view: HeapView,
+    pub device: GpuDevice,
+    pub my_pe: usize,
+    pub n_pes: usize,
+    pub heap: HeapId,
+    pub stride: usize,
+    pub allocator: tokio::sync::Mutex<HeapAllocator>,
+    pub exchange: Arc<dyn Exchange>,
+    pub host: Arc<DataPlane>,
+    pub debug: bool,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GpuPe")
+            .field("my_pe", &self.my_pe)
+            .field("n_pes", &self.n_pes)
+            .field("device", &self.device.ordinal())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Nothing of ours may still run when the mappings go away.
+        if self.device.bind().is_ok() {
+            let _ = self.device.context().synchronize();
+        }
+    }
+}
+
+/// Encodes fields for the set-up exchange.
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    out.extend_from_slice(&(b.len() as u32).to_le_bytes());
+    out.extend_from_slice(b);
+}
+
+/// Decodes what [`put_bytes`] wrote.
+fn take_bytes<'a>(input: &mut &'a [u8]) -> Result<&'a [u8]> {
+    let bad = || Error::Bootstrap("malformed GPU set-up message".into());
+    if input.len() < 4 {
+        return Err(bad());
+    }
+    let n = u32::from_le_bytes(input[..4].try_into().expect("4 bytes")) as usize;
+    if input.len() < 4 + n {
+        return Err(bad());
+    }
+    let (field, rest) = input[4..].split_at(n);
+    *input = rest;
+    Ok(field)
+}
+
+/// This machine's node key: PEs with the same key share GPUs' memory.
+fn node_key() -> String {
+    let read = |p: &str| {
+        std::fs::read_to_string(p)
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default()
+    };
+    format!(
+        "{}/{}",
+        read("/proc/sys/kernel/hostname"),
+        read("/proc/sys/kernel/random/boot_id")
+    )
+}
+
+/// `FERROSHMEM_DEVICE_DEBUG=1` turns the device library's checks on for every module.
+fn debug_from_env() -> bool {
+    std::env::var("FERROSHMEM_DEVICE_DEBUG").is_ok_and(|v| v == "1" || v == "true")
+}
+
+const FETCH_TIMEOUT: Duration = Duration::from_secs(30);
+
+impl GpuPe {
+    /// Sets up PE `my_pe` of `n_pes` on its GPU. Collective: every PE of the job calls it,
+    /// once. `host` is the PE's host data plane (for `barrier_all`), `exchange` its control
+    /// plane. The heap size is `FERROSHMEM_SYMMETRIC_SIZE` (or `NVSHMEM_SYMMETRIC_SIZE`),
+    /// rounded up to the GPU's granularity.
+    ///
+    /// # Errors
+    /// [`Error::NoGpu`] without a usable GPU (on any PE: the others fail with it too, since
+    /// the set-up exchange carries it), [`Error::Cuda`] when two GPUs cannot reach each other
+    /// (no peer-to-peer path: the proxy transport is not built yet) or a driver call fails.
+    pub async fn init(host: Arc<DataPlane>, exchange: Arc<dyn Exchange>) -> Result<GpuPe> {
+        let (my_pe, n_pes) = (host.my_pe(), host.n_pes());
+        let heap_size = symmetric_size_from_env()?;
+        // Round 1: who shares the node (node-local rank → device). A PE without a GPU says
+        // so, so that every PE fails alike instead of waiting for it.
+        let key = node_key();
+        let opened = async {
+            let local_rank = {
+                let mut msg = Vec::new();
+                put_bytes(&mut msg, key.as_bytes());
+                let all = exchange.exchange(GPU_GROUP, my_pe, n_pes, msg).await?;
+                let mut same = 0;
+                for m in all.iter().take(my_pe) {
+                    if take_bytes(&mut m.as_slice())? == key.as_bytes() {
+                        same += 1;
+                    }
+                }
+                same
+            };
+            let ordinal = device_for_local_rank(local_rank);
+            Ok::<_, Error>(ordinal.and_then(GpuDevice::open))
+        }
+        .await?;
+        Self::setup(host, exchange, opened, heap_size).await
+    }
+
+    async fn setup(
+        host: Arc<DataPlane>,
+        exchange: Arc<dyn Exchange>,
+        opened: Result<GpuDevice>,
+        heap_size: usize,
+    ) -> Result<GpuPe> {
+        let (my_pe, n_pes) = (host.my_pe(), host.n_pes());
+        // Round 2: each PE's device, allocation size and handle token, or its failure.
+        let prepared = opened.and_then(|device| {
+            device.bind()?;
+            let gran = driver::granularity(device.ordinal())?;
+            let stride = (heap_size + GPU_HEADER).next_multiple_of(gran);
+            let physical = Physical::create(device.ordinal(), stride)?;
+            let fd = physical.export_fd()?;
+            let token: [u8; TOKEN_LEN] = random_token()?;
+            let server = FdServer::start(my_pe, token, fd, stride.to_le_bytes().to_vec())?;
+            Ok((device, gran, stride, physical, token, server))
+        });
+        let mut msg = Vec::new();
+        match &prepared {
+            Ok((device, _, stride, _, token, _)) => {
+                msg.push(1);
+                put_bytes(&mut msg, &device.uuid());
+                put_bytes(&mut msg, &(*stride as u64).to_le_bytes());
+                put_bytes(&mut msg, token);
+            }
+            Err(e) => {
+                msg.push(0);
+                put_bytes(&mut msg, e.to_string().as_bytes());
+            }
+        }
+        let all = exchange.exchange(GPU_GROUP, my_pe, n_pes, msg).await?;
+        let (device, gran, stride, physical, _token, server) = prepared?;
+        let mut peers = Vec::with_capacity(n_pes);
+        for (pe, m) in all.iter().enumerate() {
+            let (ok, mut rest) = m
+                .split_first()
+                .ok_or_else(|| Error::Bootstrap("empty GPU set-up message".into()))?;
+            if *ok == 0 {
+                let why = String::from_utf8_lossy(take_bytes(&mut rest)?).into_owned();
+                return Err(Error::NoGpu(format!("PE {pe} has no usable GPU: {why}")));
+            }
+            let uuid: [u8; 16] = take_bytes(&mut rest)?
+                .try_into()
+                .map_err(|_| Error::Bootstrap("malformed GPU uuid".into()))?;
+            let their_stride = u64::from_le_bytes(
+                take_bytes(&mut rest)?
+                    .try_into()
+                    .map_err(|_| Error::Bootstrap("malformed GPU heap size".into()))?,
+            ) as usize;
+            let token: [u8; TOKEN_LEN] = take_bytes(&mut rest)?
+                .try_into()
+                .map_err(|_| Error::Bootstrap("malformed GPU handle token".into()))?;
+            if their_stride != stride {
+                return Err(Error::Bootstrap(format!(
+                    "PE {pe} has a GPU heap of {their_stride} bytes, PE {my_pe} {stride}: set the same FERROSHMEM_SYMMETRIC_SIZE everywhere"
+                )));
+            }
+            peers.push((uuid, token));
+        }
+        // Every pair must have a peer-to-peer path.
+        device.bind()?;
+        for (pe, (uuid, _)) in peers.iter().enumerate() {
+            if let Some(theirs) = ordinal_of(uuid)? {
+                if !driver::can_access_peer(device.ordinal(), theirs)? {
+                    return Err(Error::Cuda(format!(
+                        "GPU {} of PE {my_pe} cannot reach GPU {theirs} of PE {pe} peer-to-peer (no NVLink/PCIe P2P path); ferroshmem's proxy transport for such pairs is not built yet",
+                        device.ordinal()
+                    )));
+                }
+            }
+        }
+        let mut view = HeapView::reserve(n_pes, stride, gran)?;
+        view.map(my_pe, physical, device.ordinal())?;
+        let own = view.pe_base(my_pe);
+        let copy_stream = device
+            .context()
+            .new_stream()
+            .map_err(|e| Error::Cuda(format!("creating the copy stream: {e}")))?;
+        driver::zero_async(own, GPU_HEADER, copy_stream.cu_stream())?;
+        driver::stream_synchronize(copy_stream.cu_stream())?;
+        let fetches =
+            peers.iter().enumerate().filter(|(pe, _)| *pe != my_pe).map(
+                |(pe, (_, token))| async move { (pe, fetch(pe, *token, FETCH_TIMEOUT).await) },
+            );
+        for (pe, fetched) in futures::future::join_all(fetches).await {
+            let (payload, fd) = fetched?;
+            let size = payload
+                .try_into()
+                .map(u64::from_le_bytes)
+                .map_err(|_| Error::Bootstrap(format!("malformed GPU handle of PE {pe}")))?;
+            device.bind()?;
+            let physical = Physical::import(fd, size as usize)?;
+            view.map(pe, physical, device.ordinal()).map_err(|e| {
+                Error::Cuda(format!(
+                    "mapping the GPU heap of PE {pe} into PE {my_pe}'s view: {e}"
+                ))
+            })?;
+        }
+        // Round 3: everyone has mapped everyone; the handle servers may stop.
+        exchange
+            .exchange(GPU_GROUP, my_pe, n_pes, b"mapped".to_vec())
+            .await?;
+        drop(server);
+        let cq = Cq::start(my_pe, device.context().clone(), spin_from_env()?)?;
+        let staging = crate::rma::Staging::new()?;
+        let inner = Inner {
+            cq,
+            internal: OnceLock::new(),
+            copy_stream,
+            staging,
+            report: Arc::new(Pinned::new(REPORT_BYTES)?),
+            view,
+            device,
+            my_pe,
+            n_pes,
+            heap: gpu_heap_id(host.heap_id()),
+            stride,
+            allocator: tokio::sync::Mutex::new(HeapAllocator::new(stride - GPU_HEADER)),
+            exchange,
+            host,
+            debug: debug_from_env(),
+        };
+        tracing::debug!(
+            pe = my_pe,
+            device = inner.device.ordinal(),
+            stride,
+            granularity = gran,
+            "GPU PE ready"
+        );
+        Ok(GpuPe {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// This PE's number.
+    pub fn my_pe(&self) -> usize {
+        self.inner.my_pe
+    }
+
+    /// The number of PEs.
+    pub fn n_pes(&self) -> usize {
+        self.inner.n_pes
+    }
+
+    /// The PE's GPU.
+    pub fn device(&self) -> &GpuDevice {
+        &self.inner.device
+    }
+
+    /// The PE's CUDA context (bind it before raw driver calls of your own).
+    pub fn context(&self) -> &Arc<CudaContext> {
+        self.inner.device.context()
+    }
+
+    /// A new non-blocking stream on the PE's GPU, for on-stream operations and kernels.
+    pub fn new_stream(&self) -> Result<Arc<CudaStream>> {
+        self.context()
+            .new_stream()
+            .map_err(|e| Error::Cuda(format!("creating a stream: {e}")))
+    }
+
+    /// The host data plane of this PE.
+    pub fn host(&self) -> &Arc<DataPlane> {
+        &self.inner.host
+    }
+
+    /// Usable bytes of each PE's GPU heap.
+    pub fn heap_size(&self) -> usize {
+        self.inner.stride - GPU_HEADER
+    }
+
+    /// Bytes of this PE's GPU heap in use.
+    pub async fn heap_used(&self) -> usize {
+        self.inner.allocator.lock().await.used()
+    }
+
+    /// Whether device-library modules of this PE are compiled with the debug checks.
+    pub fn device_debug(&self) -> bool {
+        self.inner.debug
+    }
+
+    pub(crate) fn bind(&self) -> Result<()> {
+        self.inner.device.bind()
+    }
+
+    pub(crate) fn copy_stream_raw(&self) -> CUstream {
+        self.inner.copy_stream.cu_stream()
+    }
+
+    /// Queues completion tracking of the work on `stream` so far.
+    pub(crate) fn track(&self, stream: CUstream) -> Result<Completion> {
+        self.inner.cq.submit(stream)
+    }
+
+    /// The address, in this PE's view, of heap offset `offset` (user area) of PE `pe`.
+    pub(crate) fn addr_of(&self, pe: usize, offset: usize) -> u64 {
+        self.inner.view.pe_base(pe) + (GPU_HEADER + offset) as u64
+    }
+
+    pub(crate) fn check_pe(&self, pe: usize) -> Result<()> {
+        if pe >= self.inner.n_pes {
+            return Err(Error::PeOutOfRange {
+                pe,
+                n_pes: self.inner.n_pes,
+            });
+        }
+        Ok(())
+    }
+
+    /// Checks a view that must hold `needed` elements; returns its address on PE `pe`.
+    pub(crate) fn locate<T: Pod>(
+        &self,
+        view: SymSlice<'_, T>,
+        needed: usize,
+        what: &'static str,
+        pe: usize,
+    ) -> Result<u64> {
+        self.check_pe(pe)?;
+        let span = view.span(self.inner.heap)?;
+        if needed > span.len {
+            return Err(Error::OutOfBounds {
+                what,
+                needed,
+                available: span.len,
+            });
+        }
+        Ok(self.addr_of(pe, span.offset))
+    }
+
+    /// The address of `view` on PE `pe` in this PE's view: what `nvshmem_ptr` gives, for
+    /// kernels of this PE's GPU (and for on-stream copies).
+    pub fn ptr<'a, T: Pod>(&self, view: impl Into<SymSlice<'a, T>>, pe: usize) -> Result<u64> {
+        self.locate(view.into(), 0, "symmetric view", pe)
+    }
+
+    /// The address of this PE's own copy of `view`, to pass to kernels.
+    pub fn local_ptr<'a, T: Pod>(&self, view: impl Into<SymSlice<'a, T>>) -> Result<u64> {
+        self.ptr(view, self.inner.my_pe)
+    }
+
+    /// The device state the device library reads (for modules of this PE).
+    pub(crate) fn device_state(&self) -> DeviceState {
+        DeviceState {
+            view_base: self.inner.view.base(),
+            stride: self.inner.stride as u64,
+            header: GPU_HEADER as u64,
+            report: self.inner.report.addr(),
+            my_pe: self.inner.my_pe as i32,
+            n_pes: self.inner.n_pes as i32,
+            debug: i32::from(self.inner.debug),
+            reserved: 0,
+        }
+    }
+
+    /// The kernels behind on-stream operations, compiled on first use.
+    pub(crate) fn internal(&self) -> Result<&InternalKernels> {
+        self.inner
+            .internal
+            .get_or_init(|| InternalKernels::load(self))
+            .as_ref()
+            .map_err(|e| e.clone())
+    }
+
+    async fn allocate<T: Pod>(&self, len: usize, align: usize, zero: bool) -> Result<GpuBuffer<T>> {
+        let bytes = len.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| {
+            Error::InvalidArgument(format!("{len} elements overflow the GPU heap"))
+        })?;
+        let mut heap = self.inner.allocator.lock().await;
+        self.inner.host.health().check()?;
+        let local = heap.alloc(bytes, align);
+        if let (Ok(offset), true) = (&local, zero) {
+            self.bind()?;
+            driver::zero_async(
+                self.addr_of(self.my_pe(), *offset),
+                bytes,
+                self.copy_stream_raw(),
+            )?;
+            self.track(self.copy_stream_raw())?.await?;
+        }
+        let call = HeapCall::alloc(bytes, align, local.as_ref().ok().copied());
+        let undo = |heap: &mut HeapAllocator| {
+            if let Ok(offset) = &local {
+                let _ = heap.free(*offset);
+            }
+        };
+        let all = match self
+            .inner
+            .exchange
+            .exchange(GPU_GROUP, self.my_pe(), self.n_pes(), call.encode())
+            .await
+        {
+            Ok(all) => all,
+            Err(e) => {
+                undo(&mut heap);
+                return Err(e);
+            }
+        };
+        if let Some(detail) = call.mismatch(self.my_pe(), &all) {
+            undo(&mut heap);
+            return Err(Error::CollectiveMismatch {
+                operation: "GPU malloc",
+                detail,
+            });
+        }
+        let offset = local?;
+        let alloc = Allocation::new(self.inner.heap, offset, bytes);
+        Ok(GpuBuffer::new(SymBuffer::from_allocation(alloc, len)?))
+    }
+
+    /// Allocates `len` elements of `T` in every PE's GPU heap (`nvshmem_malloc`). Collective:
+    /// every PE calls it with the same `len`, in the same order; a PE that differs gets, on
+    /// every PE, [`Error::CollectiveMismatch`] and nothing is allocated. Contents unspecified.
+    pub async fn malloc<T: Pod>(&self, len: usize) -> Result<GpuBuffer<T>> {
+        self.allocate(len, std::mem::align_of::<T>(), false).await
+    }
+
+    /// As [`GpuPe::malloc`], zero-filled (`nvshmem_calloc`).
+    pub async fn calloc<T: Pod>(&self, len: usize) -> Result<GpuBuffer<T>> {
+        self.allocate(len, std::mem::align_of::<T>(), true).await
+    }
+
+    /// As [`GpuPe::malloc`], aligned to `align` bytes, a power of two (`nvshmem_align`).
+    pub async fn align<T: Pod>(&self, align: usize, len: usize) -> Result<GpuBuffer<T>> {
+        if align == 0 || !align.is_power_of_two() {
+            return Err(Error::InvalidAlignment(align));
+        }
+        self.allocate(len, align.max(std::mem::align_of::<T>()), false)
+            .await
+    }
+
+    /// Frees a symmetric GPU buffer on every PE (`nvshmem_free`). Collective, like `malloc`.
+    /// It first waits until this PE's GPU has finished all queued work (host operations,
+    /// on-stream operations and kernels), so no transfer of this PE still uses the memory
+    /// when another PE reuses it. On a mismatch the buffer comes back in the error.
+    pub async fn free<T: Pod>(&self, buffer: GpuBuffer<T>) -> Result<(), (Error, GpuBuffer<T>)> {
+        let sym = buffer.into_inner();
+        let len = sym.len();
+        let alloc = sym.into_allocation();
+        let back = |alloc: Allocation| {
+            GpuBuffer::new(SymBuffer::from_allocation(alloc, len).expect("the same allocation"))
+        };
+        let mut heap = self.inner.allocator.lock().await;
+        if let Err(e) = self.synchronize().await {
+            return Err((e, back(alloc)));
+        }
+        let call = HeapCall::free(alloc.bytes(), alloc.offset());
+        let all = match self
+            .inner
+            .exchange
+            .exchange(GPU_GROUP, self.my_pe(), self.n_pes(), call.encode())
+            .await
+        {
+            Ok(all) => all,
+            Err(e) => return Err((e, back(alloc))),
+        };
+        if let Some(detail) = call.mismatch(self.my_pe(), &all) {
+            return Err((
+                Error::CollectiveMismatch {
+                    operation: "GPU free",
+                    detail,
+                },
+                back(alloc),
+            ));
+        }
+        match heap.free(alloc.offset()) {
+            Ok(()) => Ok(()),
+            Err(e) => Err((e, back(alloc))),
+        }
+    }
+
+    /// Waits until every piece of work queued on this PE's GPU has finished (off the async
+    /// workers).
+    pub async fn synchronize(&self) -> Result<()> {
+        let ctx = self.context().clone();
+        tokio::task::spawn_blocking(move || {
+            driver::bind(&ctx)?;
+            ctx.synchronize()
+                .map_err(|e| Error::Cuda(format!("synchronizing the GPU: {e}")))
+        })
+        .await
+        .map_err(|e| Error::Cuda(format!("GPU synchronize task failed: {e}")))?
+    }
+}
+
+fn random_token() -> Result<[u8; TOKEN_LEN]> {
+    let mut t = [0u8; TOKEN_LEN];
+    getrandom::fill(&mut t).map_err(|e| Error::os("random GPU handle token", e))?;
+    Ok(t)
+}

@@ -1,0 +1,263 @@
+//! Host-initiated RMA on the symmetric GPU heap, as futures: each transfer is a copy-engine
+//! copy (`cuMemcpyAsync` between this PE's view of the heap and local device or pinned host
+//! memory) on the PE's copy stream, completed through the completion queue. `_nbi` forms
+//! return once the copy is queued and complete at [`GpuPe::quiet`].
+//!
+//! Blocking forms resolve when the data has arrived; a future dropped before then waits for
+//! its copy, so borrowed local memory always outlives the transfer. `_nbi` forms take
+//! symmetric memory of this PE as their local side, which lives until the collective `free`
+//! (and `free` waits for the GPU first).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use bytemuck::Pod;
+use ferroshmem_runtime::{Error, Result, SymSlice};
+
+use crate::buffers::{HostBuffer, LocalMem};
+use crate::cq::Completion;
+use crate::driver::{self, Pinned};
+use crate::pe::GpuPe;
+
+const SLOT: usize = 16;
+const SLOTS: usize = 256;
+
+/// Pinned slots that `g` reads single values into, and the `_nbi` bookkeeping of `quiet`.
+#[derive(Debug)]
+pub(crate) struct Staging {
+    mem: Pinned,
+    free: Mutex<Vec<usize>>,
+    /// `_nbi` operations issued so far.
+    issued: AtomicU64,
+    /// Value of `issued` covered by the last completed `quiet`.
+    quieted: AtomicU64,
+}
+
+impl Staging {
+    pub fn new() -> Result<Self> {
+        Ok(Staging {
+            mem: Pinned::new(SLOT * SLOTS)?,
+            free: Mutex::new((0..SLOTS).collect()),
+            issued: AtomicU64::new(0),
+            quieted: AtomicU64::new(0),
+        })
+    }
+}
+
+/// A staging slot, given back on drop.
+struct Slot<'a> {
+    staging: &'a Staging,
+    index: usize,
+}
+
+impl Slot<'_> {
+    fn addr(&self) -> u64 {
+        self.staging.mem.addr() + (self.index * SLOT) as u64
+    }
+}
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        self.staging.free.lock().expect("staging").push(self.index);
+    }
+}
+
+impl GpuPe {
+    /// Starts tracking the copy stream's work; if that fails, waits for the stream so that
+    /// no copy outlives the memory it borrows.
+    fn completion(&self) -> Result<Completion> {
+        let stream = self.copy_stream_raw();
+        self.track(stream).inspect_err(|_| {
+            let _ = driver::stream_synchronize(stream);
+        })
+    }
+
+    fn note_nbi(&self) {
+        self.inner.staging.issued.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Copies `src` into `dest` on PE `pe` (`nvshmem_put`); resolves once the data is there.
+    ///
+    /// # Errors
+    /// [`Error::PeOutOfRange`], [`Error::NotSymmetric`] (a view of another heap),
+    /// [`Error::OutOfBounds`] when `dest` holds fewer than `src.len()` elements, or
+    /// [`Error::Cuda`] when the copy fails on the GPU.
+    pub async fn put<T: Pod>(
+        &self,
+        dest: impl Into<SymSlice<'_, T>>,
+        src: &impl LocalMem<T>,
+        pe: usize,
+    ) -> Result<()> {
+        let at = self.locate(dest.into(), src.len(), "put destination", pe)?;
+        self.bind()?;
+        driver::copy_async(
+            at,
+            src.addr(),
+            src.len() * std::mem::size_of::<T>(),
+            self.copy_stream_raw(),
+        )?;
+        self.completion()?.await
+    }
+
+    /// Copies `src` on PE `pe` into `dest` (`nvshmem_get`); `dest.len()` elements are read.
+    pub async fn get<T: Pod>(
+        &self,
+        dest: &mut impl LocalMem<T>,
+        src: impl Into<SymSlice<'_, T>>,
+        pe: usize,
+    ) -> Result<()> {
+        let at = self.locate(src.into(), dest.len(), "get source", pe)?;
+        self.bind()?;
+        driver::copy_async(
+            dest.addr(),
+            at,
+            dest.len() * std::mem::size_of::<T>(),
+            self.copy_stream_raw(),
+        )?;
+        self.completion()?.await
+    }
+
+    /// Starts copying this PE's symmetric `src` into `dest` on PE `pe` (`nvshmem_put_nbi`);
+    /// complete at [`GpuPe::quiet`].
+    pub fn put_nbi<'d, 's, T: Pod>(
+        &self,
+        dest: impl Into<SymSlice<'d, T>>,
+        src: impl Into<SymSlice<'s, T>>,
+        pe: usize,
+    ) -> Result<()> {
+        let src = src.into();
+        let from = self.locate(src, src.len(), "put_nbi source", self.my_pe())?;
+        let at = self.locate(dest.into(), src.len(), "put_nbi destination", pe)?;
+        self.bind()?;
+        driver::copy_async(
+            at,
+            from,
+            src.len() * std::mem::size_of::<T>(),
+            self.copy_stream_raw(),
+        )?;
+        self.note_nbi();
+        Ok(())
+    }
+
+    /// Starts copying `src` on PE `pe` into this PE's symmetric `dest` (`nvshmem_get_nbi`);
+    /// `dest.len()` elements are read; complete at [`GpuPe::quiet`].
+    pub fn get_nbi<'d, 's, T: Pod>(
+        &self,
+        dest: impl Into<SymSlice<'d, T>>,
+        src: impl Into<SymSlice<'s, T>>,
+        pe: usize,
+    ) -> Result<()> {
+        let dest = dest.into();
+        let to = self.locate(dest, dest.len(), "get_nbi destination", self.my_pe())?;
+        let at = self.locate(src.into(), dest.len(), "get_nbi source", pe)?;
+        self.bind()?;
+        driver::copy_async(
+            to,
+            at,
+            dest.len() * std::mem::size_of::<T>(),
+            self.copy_stream_raw(),
+        )?;
+        self.note_nbi();
+        Ok(())
+    }
+
+    /// Writes one element into `dest[0]` on PE `pe` (`nvshmem_p`); resolves once it is there.
+    pub async fn p<T: Pod>(
+        &self,
+        dest: impl Into<SymSlice<'_, T>>,
+        value: T,
+        pe: usize,
+    ) -> Result<()> {
+        let at = self.locate(dest.into(), 1, "p destination", pe)?;
+        self.bind()?;
+        driver::copy_from_host_async(at, bytemuck::bytes_of(&value), self.copy_stream_raw())?;
+        self.completion()?.await
+    }
+
+    /// Reads one element `src[0]` from PE `pe` (`nvshmem_g`).
+    pub async fn g<T: Pod>(&self, src: impl Into<SymSlice<'_, T>>, pe: usize) -> Result<T> {
+        let at = self.locate(src.into(), 1, "g source", pe)?;
+        let size = std::mem::size_of::<T>();
+        let taken = self.inner.staging.free.lock().expect("staging").pop();
+        match taken {
+            Some(index) if size <= SLOT => {
+                let slot = Slot {
+                    staging: &self.inner.staging,
+                    index,
+                };
+                self.bind()?;
+                driver::copy_async(slot.addr(), at, size, self.copy_stream_raw())?;
+                self.completion()?.await?;
+                let mut v = T::zeroed();
+                self.inner
+                    .staging
+                    .mem
+                    .read_into(index * SLOT, bytemuck::bytes_of_mut(&mut v));
+                Ok(v)
+            }
+            other => {
+                if let Some(index) = other {
+                    self.inner.staging.free.lock().expect("staging").push(index);
+                }
+                let mut one = HostBuffer::<T>::new(1)?;
+                self.bind()?;
+                driver::copy_async(one.addr(), at, size, self.copy_stream_raw())?;
+                self.completion()?.await?;
+                Ok(one.as_mut_slice()[0])
+            }
+        }
+    }
+
+    /// Copies between two local memories of this PE (device or pinned host), on the copy
+    /// stream; `dest.len()` elements.
+    pub async fn copy_local<T: Pod>(
+        &self,
+        dest: &mut impl LocalMem<T>,
+        src: &impl LocalMem<T>,
+    ) -> Result<()> {
+        if src.len() < dest.len() {
+            return Err(Error::OutOfBounds {
+                what: "local copy source",
+                needed: dest.len(),
+                available: src.len(),
+            });
+        }
+        self.bind()?;
+        driver::copy_async(
+            dest.addr(),
+            src.addr(),
+            dest.len() * std::mem::size_of::<T>(),
+            self.copy_stream_raw(),
+        )?;
+        self.completion()?.await
+    }
+
+    /// Orders this PE's host-initiated operations to each PE (`nvshmem_fence`). They run in
+    /// order on one copy stream already, so this only keeps the OpenSHMEM call.
+    pub fn fence(&self) {}
+
+    /// Completes every `_nbi` operation this PE has issued from the host (`nvshmem_quiet`).
+    pub async fn quiet(&self) -> Result<()> {
+        let staging = &self.inner.staging;
+        let issued = staging.issued.load(Ordering::Acquire);
+        if issued == staging.quieted.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        self.bind()?;
+        self.completion()?.await?;
+        staging.quieted.fetch_max(issued, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Completes this PE's host-initiated operations, then synchronizes every PE on the host
+    /// (`nvshmem_barrier_all` called from the host).
+    pub async fn barrier_all(&self) -> Result<()> {
+        self.quiet().await?;
+        self.host().sync_all().await
+    }
+
+    /// Synchronizes every PE on the host without completing anything (`nvshmem_sync_all`).
+    pub async fn sync_all(&self) -> Result<()> {
+        self.host().sync_all().await
+    }
+}
