@@ -262,6 +262,13 @@ impl GpuPe {
         self.barrier_all_on_stream(stream)
     }
 
+    /// Resolves when the work queued on `stream` so far has completed: an event polled by
+    /// the completion queue, so no async worker blocks in the driver.
+    pub async fn wait_stream(&self, stream: &CudaStream) -> Result<()> {
+        self.bind()?;
+        self.track(stream.cu_stream())?.await
+    }
+
     /// Captures what `record` queues on `stream` into a CUDA graph, to replay with
     /// [`Graph::launch`]. On-stream operations and kernels of the device library may be
     /// captured; run each operation once before capturing, so that the kernels behind it are

@@ -1,0 +1,235 @@
+//! Raw driver calls for kernels: loading PTX modules, looking up kernels and globals,
+//! launching (plain and cooperative), and capturing streams into CUDA graphs.
+
+use std::ffi::{c_void, CString};
+use std::sync::Arc;
+
+use cudarc::driver::sys;
+use cudarc::driver::CudaContext;
+use ferroshmem_runtime::{Error, Result};
+
+use super::{bind, check};
+
+/// A loaded module (PTX), unloaded on drop.
+#[derive(Debug)]
+pub(crate) struct Module {
+    module: sys::CUmodule,
+    ctx: Arc<CudaContext>,
+}
+
+// SAFETY: module handles may be used from any thread with the context bound.
+unsafe impl Send for Module {}
+// SAFETY: as above; the driver synchronizes concurrent lookups.
+unsafe impl Sync for Module {}
+
+/// A kernel of a loaded module (valid while its [`Module`] lives).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Function(sys::CUfunction);
+
+// SAFETY: function handles may be used from any thread.
+unsafe impl Send for Function {}
+// SAFETY: as above.
+unsafe impl Sync for Function {}
+
+impl Module {
+    /// Loads PTX text into `ctx`.
+    pub fn load(ctx: &Arc<CudaContext>, ptx: &str) -> Result<Self> {
+        bind(ctx)?;
+        let text = CString::new(ptx).map_err(|_| Error::Cuda("PTX contains a NUL byte".into()))?;
+        let mut module = std::ptr::null_mut();
+        // SAFETY: NUL-terminated PTX; valid out-pointer; context bound.
+        check(
+            unsafe { sys::cuModuleLoadData(&mut module, text.as_ptr().cast::<c_void>()) },
+            "cuModuleLoadData",
+        )?;
+        Ok(Module {
+            module,
+            ctx: ctx.clone(),
+        })
+    }
+
+    /// The kernel named `name` (an `extern "C"` name).
+    pub fn function(&self, name: &str) -> Result<Function> {
+        let cname = CString::new(name).map_err(|_| Error::InvalidArgument(name.into()))?;
+        let mut f = std::ptr::null_mut();
+        // SAFETY: live module, NUL-terminated name, valid out-pointer.
+        check(
+            unsafe { sys::cuModuleGetFunction(&mut f, self.module, cname.as_ptr()) },
+            &format!("looking up kernel {name:?}"),
+        )?;
+        Ok(Function(f))
+    }
+
+    /// The device address and size of global `name`.
+    pub fn global(&self, name: &str) -> Result<(u64, usize)> {
+        let cname = CString::new(name).map_err(|_| Error::InvalidArgument(name.into()))?;
+        let (mut ptr, mut bytes) = (0, 0);
+        // SAFETY: live module, NUL-terminated name, valid out-pointers.
+        check(
+            unsafe { sys::cuModuleGetGlobal_v2(&mut ptr, &mut bytes, self.module, cname.as_ptr()) },
+            &format!("looking up global {name:?}"),
+        )?;
+        Ok((ptr, bytes))
+    }
+}
+
+impl Drop for Module {
+    fn drop(&mut self) {
+        if bind(&self.ctx).is_ok() {
+            // SAFETY: loaded by us, unloaded once.
+            unsafe { sys::cuModuleUnload(self.module) };
+        }
+    }
+}
+
+/// Grid, block and dynamic shared memory of a launch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LaunchDims {
+    /// Blocks (x, y, z).
+    pub grid: (u32, u32, u32),
+    /// Threads per block (x, y, z).
+    pub block: (u32, u32, u32),
+    /// Dynamic shared memory per block, bytes.
+    pub shared_bytes: u32,
+}
+
+impl LaunchDims {
+    /// `blocks` × `threads`, one-dimensional, no dynamic shared memory.
+    pub fn linear(blocks: u32, threads: u32) -> Self {
+        LaunchDims {
+            grid: (blocks, 1, 1),
+            block: (threads, 1, 1),
+            shared_bytes: 0,
+        }
+    }
+}
+
+/// Launches `f` on `stream` with parameters `params` (one pointer per kernel parameter,
+/// each to a value of the parameter's type), cooperatively (co-resident grid) if asked.
+///
+/// # Safety
+/// `params` must match the kernel's signature, and every memory the kernel touches must stay
+/// valid until the stream has executed it.
+pub(crate) unsafe fn launch(
+    f: Function,
+    dims: LaunchDims,
+    stream: sys::CUstream,
+    params: &mut [*mut c_void],
+    cooperative: bool,
+) -> Result<()> {
+    let (g, b) = (dims.grid, dims.block);
+    let p = if params.is_empty() {
+        std::ptr::null_mut()
+    } else {
+        params.as_mut_ptr()
+    };
+    let status = if cooperative {
+        // SAFETY: forwarded contract of this function.
+        unsafe {
+            sys::cuLaunchCooperativeKernel(
+                f.0,
+                g.0,
+                g.1,
+                g.2,
+                b.0,
+                b.1,
+                b.2,
+                dims.shared_bytes,
+                stream,
+                p,
+            )
+        }
+    } else {
+        // SAFETY: forwarded contract of this function.
+        unsafe {
+            sys::cuLaunchKernel(
+                f.0,
+                g.0,
+                g.1,
+                g.2,
+                b.0,
+                b.1,
+                b.2,
+                dims.shared_bytes,
+                stream,
+                p,
+                std::ptr::null_mut(),
+            )
+        }
+    };
+    check(status, "kernel launch")
+}
+
+/// A CUDA graph captured from a stream, instantiated and ready to launch.
+#[derive(Debug)]
+pub struct Graph {
+    graph: sys::CUgraph,
+    exec: sys::CUgraphExec,
+    ctx: Arc<CudaContext>,
+}
+
+// SAFETY: graph handles may be used from any thread with the context bound.
+unsafe impl Send for Graph {}
+// SAFETY: launches are serialized by the driver.
+unsafe impl Sync for Graph {}
+
+/// Starts capturing `stream` (relaxed mode).
+pub(crate) fn begin_capture(stream: sys::CUstream) -> Result<()> {
+    // SAFETY: live stream.
+    check(
+        unsafe {
+            sys::cuStreamBeginCapture_v2(
+                stream,
+                sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED,
+            )
+        },
+        "cuStreamBeginCapture",
+    )
+}
+
+/// Ends the capture of `stream` and instantiates the graph.
+pub(crate) fn end_capture(ctx: &Arc<CudaContext>, stream: sys::CUstream) -> Result<Graph> {
+    let mut graph = std::ptr::null_mut();
+    // SAFETY: live stream in capture mode; valid out-pointer.
+    check(
+        unsafe { sys::cuStreamEndCapture(stream, &mut graph) },
+        "cuStreamEndCapture",
+    )?;
+    let mut exec = std::ptr::null_mut();
+    // SAFETY: `graph` was just captured; valid out-pointer.
+    let status = unsafe { sys::cuGraphInstantiateWithFlags(&mut exec, graph, 0) };
+    if let Err(e) = check(status, "cuGraphInstantiate") {
+        // SAFETY: destroy the captured graph we own.
+        unsafe { sys::cuGraphDestroy(graph) };
+        return Err(e);
+    }
+    Ok(Graph {
+        graph,
+        exec,
+        ctx: ctx.clone(),
+    })
+}
+
+impl Graph {
+    /// Replays the graph on `stream`.
+    pub fn launch(&self, stream: &cudarc::driver::CudaStream) -> Result<()> {
+        bind(&self.ctx)?;
+        // SAFETY: live instantiated graph and a live stream of the caller.
+        check(
+            unsafe { sys::cuGraphLaunch(self.exec, stream.cu_stream()) },
+            "cuGraphLaunch",
+        )
+    }
+}
+
+impl Drop for Graph {
+    fn drop(&mut self) {
+        if bind(&self.ctx).is_ok() {
+            // SAFETY: owned handles, destroyed once.
+            unsafe {
+                sys::cuGraphExecDestroy(self.exec);
+                sys::cuGraphDestroy(self.graph);
+            }
+        }
+    }
+}

@@ -1,0 +1,169 @@
+//! GPU PEs end to end: every device-library function, the host futures, the on-stream
+//! operations and CUDA-graph capture, debug reports, in one-process jobs (`run_local`, one GPU
+//! per PE, and more PEs than GPUs) and in multi-process jobs (`ferroshmem run -n 2`).
+//!
+//! Where no GPU exists each test says so and passes at once, except
+//! `without_a_gpu_init_gpu_says_so`, which checks that answer on every PE.
+//!
+//! The multi-process test starts this binary as the PEs (`gpu_pe_entry` acts as a PE when
+//! `FSH_GPU_SCENARIO` is set). It finds the launcher at `FERROSHMEM_LAUNCHER`, else at the
+//! path cargo built it.
+
+mod gpu_scenarios;
+
+use std::time::Instant;
+
+use ferroshmem::{Error, Pe, Result};
+
+const SCENARIO: &str = "FSH_GPU_SCENARIO";
+
+/// The number of GPUs, or `None` (having said why) when there is none.
+fn gpus(test: &str) -> Option<usize> {
+    match ferroshmem::gpu::detect() {
+        Ok(inv) => Some(inv.devices),
+        Err(e) => {
+            eprintln!("{test}: skipped, {e}");
+            None
+        }
+    }
+}
+
+fn small_heap() {
+    // Set before any job starts; every test sets the same value.
+    std::env::set_var("FERROSHMEM_SYMMETRIC_SIZE", "256M");
+}
+
+/// Runs the named scenarios (all when `only` is empty) on one PE.
+async fn run_scenarios(pe: Pe, only: &[&str]) -> Result<()> {
+    let gpu = pe.init_gpu().await?;
+    for (name, scenario) in gpu_scenarios::all() {
+        if !only.is_empty() && !only.contains(&name) {
+            continue;
+        }
+        let started = Instant::now();
+        scenario(pe.clone(), gpu.clone()).await.map_err(|e| {
+            Error::InvalidArgument(format!("scenario {name} on PE {}: {e}", pe.my_pe()))
+        })?;
+        pe.barrier_all().await?;
+        if pe.my_pe() == 0 {
+            eprintln!(
+                "GPU scenario {name}: ok on {} PEs in {:?}",
+                pe.n_pes(),
+                started.elapsed()
+            );
+        }
+    }
+    Ok(())
+}
+
+fn local_job(n: usize, only: &'static [&'static str]) {
+    small_heap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let results = rt
+        .block_on(ferroshmem::run_local(n, move |pe| run_scenarios(pe, only)))
+        .unwrap();
+    for r in results {
+        r.unwrap();
+    }
+}
+
+#[test]
+fn one_process_one_gpu_per_pe() {
+    let Some(devices) = gpus("one_process_one_gpu_per_pe") else {
+        return;
+    };
+    local_job(devices.clamp(1, 8), &[]);
+}
+
+#[test]
+fn one_process_more_pes_than_gpus() {
+    let Some(devices) = gpus("one_process_more_pes_than_gpus") else {
+        return;
+    };
+    local_job(devices * 2, &["host_futures", "on_stream"]);
+}
+
+#[test]
+fn without_a_gpu_init_gpu_says_so() {
+    if ferroshmem::gpu::detect().is_ok() {
+        eprintln!("without_a_gpu_init_gpu_says_so: skipped, this machine has a GPU");
+        return;
+    }
+    small_heap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let outcomes = rt
+        .block_on(ferroshmem::run_local(2, |pe| async move {
+            pe.init_gpu().await.map(|_| ())
+        }))
+        .unwrap();
+    for o in outcomes {
+        assert!(matches!(o, Err(Error::NoGpu(_))), "{o:?}");
+    }
+}
+
+fn launcher() -> std::path::PathBuf {
+    std::env::var_os("FERROSHMEM_LAUNCHER")
+        .map(Into::into)
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_ferroshmem").into())
+}
+
+#[test]
+fn multi_process_one_gpu_per_pe() {
+    let Some(devices) = gpus("multi_process_one_gpu_per_pe") else {
+        return;
+    };
+    let n = devices.clamp(1, 8);
+    let started = Instant::now();
+    let out = std::process::Command::new(launcher())
+        .args(["run", "-n", &n.to_string(), "--timeout", "300s", "--"])
+        .arg(std::env::current_exe().unwrap())
+        .args(["gpu_pe_entry", "--exact", "--nocapture", "--test-threads=1"])
+        .env(SCENARIO, "all")
+        .env("FERROSHMEM_SYMMETRIC_SIZE", "256M")
+        .output()
+        .expect("the ferroshmem launcher starts");
+    let text = format!(
+        "--- stdout\n{}\n--- stderr\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("{text}");
+    assert!(
+        out.status.success(),
+        "the GPU job failed in {:?}",
+        started.elapsed()
+    );
+    for (name, _) in gpu_scenarios::all() {
+        assert!(
+            text.contains(&format!("GPU scenario {name}: ok on {n} PEs")),
+            "scenario {name} did not report success"
+        );
+    }
+}
+
+/// A PE of `multi_process_one_gpu_per_pe` (does nothing unless that test started it).
+#[test]
+fn gpu_pe_entry() {
+    if std::env::var_os(SCENARIO).is_none() {
+        return;
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let pe = ferroshmem::init().await.unwrap();
+        let outcome = run_scenarios(pe.clone(), &[]).await;
+        if let Err(e) = &outcome {
+            eprintln!("PE {} failed: {e}", pe.my_pe());
+        }
+        outcome.unwrap();
+        pe.finalize().await.unwrap();
+    });
+}
