@@ -19,8 +19,10 @@ use crate::pe::GpuPe;
 pub const DEVICE_HEADER: &str = include_str!("device/ferroshmem_device.cuh");
 const INTERNAL_SOURCE: &str = include_str!("device/internal.cu");
 
-/// Bytes of the host-mapped debug report.
-pub(crate) const REPORT_BYTES: usize = 64;
+/// Header offset of each PE's debug report (`FSH_SYNC_REPORT` in the device library).
+pub(crate) const REPORT_OFFSET: usize = 16384;
+/// Bytes of the debug report.
+const REPORT_BYTES: usize = 64;
 
 /// The device state of `ferroshmem_device.cuh` (`fsh_state_t`), field for field.
 #[repr(C)]
@@ -92,7 +94,7 @@ fn nvrtc(source: &str, cc: (i32, i32), extra: &[String]) -> Result<String> {
 pub struct GpuModule {
     module: Module,
     functions: Mutex<HashMap<String, Function>>,
-    report: Arc<crate::driver::Pinned>,
+    report: u64,
     ctx: Arc<cudarc::driver::CudaContext>,
 }
 
@@ -126,7 +128,7 @@ impl GpuPe {
         Ok(GpuModule {
             module,
             functions: Mutex::new(HashMap::new()),
-            report: self.inner.report.clone(),
+            report: self.report_addr(),
             ctx: self.context().clone(),
         })
     }
@@ -200,7 +202,8 @@ impl GpuModule {
     /// `Err` describing the first bad call (operation, PE, address, block and thread), or
     /// `Ok` when none failed. Call it after the kernels have completed.
     pub fn check(&self) -> Result<()> {
-        match take_report(&self.report) {
+        driver::bind(&self.ctx)?;
+        match take_report(self.report)? {
             Some(text) => Err(Error::InvalidArgument(text)),
             None => Ok(()),
         }
@@ -220,23 +223,25 @@ const OPS: [&str; 10] = [
     "fsh_signal_wait_until/fsh_signal_fetch",
 ];
 
-/// Reads and clears a debug report.
-fn take_report(report: &crate::driver::Pinned) -> Option<String> {
-    let op = report.read_volatile_u64(0);
+/// Reads and clears the debug report at device address `at`.
+fn take_report(at: u64) -> Result<Option<String>> {
+    let mut raw = [0u8; REPORT_BYTES];
+    driver::copy_to_host(&mut raw, at)?;
+    let word = |i: usize| u64::from_le_bytes(raw[8 * i..8 * i + 8].try_into().expect("8 bytes"));
+    let op = word(0);
     if op == 0 {
-        return None;
+        return Ok(None);
     }
-    let word = |i: usize| report.read_volatile_u64(8 * i);
+    driver::copy_from_host(at, &[0u8; REPORT_BYTES])?;
     let pe = word(1) as i64;
     let (addr, bytes) = (word(2), word(3));
     let triple = |w: u64| (w & 0x1f_ffff, (w >> 21) & 0x1f_ffff, w >> 42);
     let (b, t) = (triple(word(4)), triple(word(5)));
-    report.write_volatile_u64(0, 0);
     let name = OPS.get(op as usize - 1).copied().unwrap_or("a device call");
-    Some(format!(
+    Ok(Some(format!(
         "device-library check failed in {name} (block ({}, {}, {}), thread ({}, {}, {})): PE {pe}, address {addr:#x}, {bytes} bytes: the PE is out of range or the address is not in this PE's symmetric GPU heap",
         b.0, b.1, b.2, t.0, t.1, t.2
-    ))
+    )))
 }
 
 /// The kernels behind the on-stream operations of one PE.

@@ -16,10 +16,10 @@ use ferroshmem_runtime::{Allocation, DataPlane, Error, HeapId, Result, SymBuffer
 use crate::collective::{HeapCall, GPU_GROUP};
 use crate::context::{device_for_local_rank, ordinal_of, GpuDevice};
 use crate::cq::{Completion, Cq};
-use crate::driver::{self, Physical, Pinned};
+use crate::driver::{self, Physical};
 use crate::fd_share::{fetch, FdServer, TOKEN_LEN};
 use crate::heap::{gpu_heap_id, GpuBuffer, HeapView, GPU_HEADER};
-use crate::module::{DeviceState, InternalKernels, REPORT_BYTES};
+use crate::module::{DeviceState, InternalKernels, REPORT_OFFSET};
 
 /// How a GPU PE reaches the job's control plane: an allgather among a group of PEs (the
 /// actors crate implements it over its bootstrap root).
@@ -53,7 +53,6 @@ pub(crate) struct Inner {
     pub internal: OnceLock<Result<InternalKernels>>,
     pub copy_stream: Arc<CudaStream>,
     pub staging: crate::rma::Staging,
-    pub report: Arc<Pinned>,
     pub view: HeapView,
     pub device: GpuDevice,
     pub my_pe: usize,
@@ -274,7 +273,6 @@ impl GpuPe {
             internal: OnceLock::new(),
             copy_stream,
             staging,
-            report: Arc::new(Pinned::new(REPORT_BYTES)?),
             view,
             device,
             my_pe,
@@ -404,13 +402,18 @@ impl GpuPe {
         self.ptr(view, self.inner.my_pe)
     }
 
+    /// Where this PE's device-library debug report lives (in its own heap header).
+    pub(crate) fn report_addr(&self) -> u64 {
+        self.inner.view.pe_base(self.inner.my_pe) + REPORT_OFFSET as u64
+    }
+
     /// The device state the device library reads (for modules of this PE).
     pub(crate) fn device_state(&self) -> DeviceState {
         DeviceState {
             view_base: self.inner.view.base(),
             stride: self.inner.stride as u64,
             header: GPU_HEADER as u64,
-            report: self.inner.report.addr(),
+            report: self.report_addr(),
             my_pe: self.inner.my_pe as i32,
             n_pes: self.inner.n_pes as i32,
             debug: i32::from(self.inner.debug),

@@ -15,7 +15,7 @@ struct fsh_state_t {
     fsh_u64 view_base; // PE 0's heap in this PE's view
     fsh_u64 stride;    // bytes from one PE's heap to the next
     fsh_u64 header;    // bytes reserved for ferroshmem at the start of each heap
-    fsh_u64 report;    // host-mapped debug report, or 0
+    fsh_u64 report;    // this PE's debug report (FSH_SYNC_REPORT in its own header)
     int my_pe;
     int n_pes;
     int debug;
@@ -42,6 +42,7 @@ enum {
 #define FSH_SYNC_EPOCH 0ull
 #define FSH_SYNC_FLAGS 4096ull
 #define FSH_SYNC_GRID 8192ull
+#define FSH_SYNC_REPORT 16384ull
 
 // ---------------------------------------------------------------- PTX primitives
 

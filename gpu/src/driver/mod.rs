@@ -343,6 +343,15 @@ pub(crate) fn copy_from_host(dst: u64, src: &[u8]) -> Result<()> {
     )
 }
 
+/// Synchronous copy of device bytes at `src` into `dst` (a few bytes: debug reports).
+pub(crate) fn copy_to_host(dst: &mut [u8], src: u64) -> Result<()> {
+    // SAFETY: `dst` is a live, exclusively borrowed slice; `src` is a valid device range.
+    check(
+        unsafe { sys::cuMemcpyDtoH_v2(dst.as_mut_ptr().cast::<c_void>(), src, dst.len()) },
+        "cuMemcpyDtoH",
+    )
+}
+
 /// Sets `bytes` bytes at `dst` to zero on `stream`.
 pub(crate) fn zero_async(dst: u64, bytes: usize, stream: sys::CUstream) -> Result<()> {
     // SAFETY: `dst..dst+bytes` is a valid device range.
@@ -433,21 +442,6 @@ impl Pinned {
         // SAFETY: in bounds (checked above); the owner guarantees no device write is in flight
         // on these bytes; no reference to the whole allocation is created.
         unsafe { std::ptr::copy_nonoverlapping(self.ptr.add(offset), out.as_mut_ptr(), out.len()) }
-    }
-
-    /// Reads the 8-byte-aligned word at byte `offset` with a volatile load (memory the GPU
-    /// may write at any time).
-    pub fn read_volatile_u64(&self, offset: usize) -> u64 {
-        assert!(offset + 8 <= self.bytes && offset % 8 == 0);
-        // SAFETY: in bounds and aligned (checked above); volatile because the GPU writes it.
-        unsafe { std::ptr::read_volatile(self.ptr.add(offset).cast::<u64>()) }
-    }
-
-    /// Writes the 8-byte-aligned word at byte `offset` with a volatile store.
-    pub fn write_volatile_u64(&self, offset: usize, value: u64) {
-        assert!(offset + 8 <= self.bytes && offset % 8 == 0);
-        // SAFETY: in bounds and aligned (checked above).
-        unsafe { std::ptr::write_volatile(self.ptr.add(offset).cast::<u64>(), value) }
     }
 }
 
