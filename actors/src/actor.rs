@@ -156,6 +156,7 @@ impl PeActor {
                         }
                     }
                     Some(ToPe::PeerLost { pe, reason }) => {
+                        self.data.metrics().peer_lost();
                         self.fail(Error::PeerLost { pe: pe as usize, reason }, &mut pending);
                     }
                     Some(ToPe::Refused { reason }) => {
@@ -324,6 +325,7 @@ impl PeActor {
             Pending::Alloc { call, local, reply } => {
                 let outcome = match self.mismatch(&call, payloads) {
                     Some(detail) => {
+                        tracing::warn!(pe = self.rank, "collective malloc mismatch: {detail}");
                         self.undo_alloc(&call, &local);
                         Err(Error::CollectiveMismatch {
                             operation: "malloc",
@@ -334,6 +336,13 @@ impl PeActor {
                         Allocation::new(self.data.heap_id(), offset, call.bytes as usize)
                     }),
                 };
+                let offset = outcome.as_ref().map(Allocation::offset);
+                tracing::debug!(
+                    pe = self.rank,
+                    bytes = call.bytes,
+                    ?offset,
+                    "collective malloc"
+                );
                 let _ = reply.send(outcome);
             }
             Pending::Free { call, alloc, reply } => {
@@ -350,9 +359,16 @@ impl PeActor {
                         Err(e) => Err((e, alloc)),
                     },
                 };
+                tracing::debug!(
+                    pe = self.rank,
+                    offset = call.offset,
+                    ok = outcome.is_ok(),
+                    "collective free"
+                );
                 let _ = reply.send(outcome);
             }
         }
+        self.data.metrics().heap(self.heap.used(), self.heap.size());
     }
 }
 

@@ -3,7 +3,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ferroshmem_runtime::config::{spin_from_env, symmetric_size_from_env};
 use ferroshmem_runtime::heap::HeapAllocator;
@@ -11,6 +11,7 @@ use ferroshmem_runtime::{DataPlane, DataPlaneParts, Error, Health, HeapId, Resul
 use std::collections::HashMap;
 use tokio::sync::mpsc::unbounded_channel;
 use tokio::task::{JoinHandle, JoinSet};
+use tracing::Instrument;
 
 use crate::actor::PeActor;
 use crate::control::wire::{Contribution, FromPe, Hello, ToPe};
@@ -65,8 +66,17 @@ fn start_pe(
         seqs: HashMap::from([(0, next_seq)]),
         hosted_root,
     };
+    data.metrics().heap(actor.heap.used(), actor.heap.size());
     tokio::spawn(actor.run());
     Ok(Pe::new(data, mailbox_tx))
+}
+
+/// Starts this process's metrics endpoint when `FERROSHMEM_METRICS_ADDR` asks for one, at
+/// its port plus `local_rank` (see `ferroshmem_observability::start_from_env`).
+fn start_metrics(local_rank: usize) -> Result<()> {
+    ferroshmem_observability::start_from_env(local_rank)
+        .map(|_| ())
+        .map_err(|e| Error::Config(e.to_string()))
 }
 
 fn hello(secret: &[u8], rank: usize, size: usize, node: String) -> Hello {
@@ -100,6 +110,7 @@ where
         return Err(Error::InvalidArgument("a job needs at least one PE".into()));
     }
     let settings = JobSettings::from_env()?;
+    start_metrics(0)?;
     let job = u64::from_le_bytes(random_bytes()?);
     let secret = random_bytes::<32>()?.to_vec();
     let segments = (0..n_pes)
@@ -118,18 +129,25 @@ where
             settings.clone(),
             secret.clone(),
         );
-        let task = tasks.spawn(async move {
-            let welcome = link
-                .join(
-                    hello(&secret, rank, n_pes, "in-process".into()),
-                    settings.timeout,
-                )
-                .await?;
-            let pe = start_pe(rank, welcome.job, segments, &settings, link, 0, None)?;
-            let out = f(pe.clone()).await;
-            pe.finalize().await?;
-            Ok::<_, Error>(out)
-        });
+        let span = tracing::info_span!("pe", pe = rank, n_pes);
+        let task = tasks.spawn(
+            async move {
+                let started = Instant::now();
+                let welcome = link
+                    .join(
+                        hello(&secret, rank, n_pes, "in-process".into()),
+                        settings.timeout,
+                    )
+                    .await?;
+                let pe = start_pe(rank, welcome.job, segments, &settings, link, 0, None)?;
+                pe.metrics().bootstrap(started.elapsed());
+                tracing::debug!(took = ?started.elapsed(), "PE joined its in-process job");
+                let out = f(pe.clone()).await;
+                pe.finalize().await?;
+                Ok::<_, Error>(out)
+            }
+            .instrument(span),
+        );
         ranks.insert(task.id(), rank);
     }
     drop(segments);
@@ -268,6 +286,18 @@ pub async fn init() -> Result<Pe> {
 }
 
 async fn init_launched(env: LaunchEnv) -> Result<Pe> {
+    let span = tracing::info_span!(
+        "bootstrap",
+        pe = env.rank,
+        n_pes = env.size,
+        launcher = env.launcher
+    );
+    bootstrap(env).instrument(span).await
+}
+
+async fn bootstrap(env: LaunchEnv) -> Result<Pe> {
+    let started = Instant::now();
+    start_metrics(env.local_rank)?;
     let settings = JobSettings {
         timeout: env.timeout,
         ..JobSettings::from_env()?
@@ -283,6 +313,7 @@ async fn init_launched(env: LaunchEnv) -> Result<Pe> {
         )
         .await?;
     root.formed();
+    tracing::debug!(job = welcome.job, root = %root.link.root_address, "job formed");
     let rendezvous::Root {
         mut link,
         secret,
@@ -329,11 +360,15 @@ async fn init_launched(env: LaunchEnv) -> Result<Pe> {
     )
     .await?;
     drop(server);
+    tracing::debug!("every peer's segment mapped");
     let segments = segments
         .into_iter()
         .map(|s| s.expect("every segment mapped"))
         .collect();
-    start_pe(rank, welcome.job, segments, &settings, link, 2, hosted)
+    let pe = start_pe(rank, welcome.job, segments, &settings, link, 2, hosted)?;
+    pe.metrics().bootstrap(started.elapsed());
+    tracing::info!(took = ?started.elapsed(), "PE joined its job");
+    Ok(pe)
 }
 
 /// Runs `f` as every PE of the job, whichever way the program was started: as one PE of a

@@ -5,6 +5,7 @@
 
 use std::ops::Deref;
 use std::sync::Arc;
+use std::time::Instant;
 
 use bytemuck::Pod;
 use ferroshmem_runtime::{DataPlane, Error, Result, SymBuffer};
@@ -93,6 +94,7 @@ impl Pe {
     }
 
     async fn allocate<T: Pod>(&self, len: usize, align: usize, zero: bool) -> Result<SymBuffer<T>> {
+        let started = Instant::now();
         let bytes = Self::bytes_for::<T>(len)?;
         let alloc = self
             .ask(|reply| Command::Alloc {
@@ -101,8 +103,10 @@ impl Pe {
                 zero,
                 reply,
             })
-            .await??;
-        SymBuffer::from_allocation(alloc, len)
+            .await
+            .and_then(|allocated| allocated);
+        self.meter("malloc", started, alloc.as_ref().err());
+        SymBuffer::from_allocation(alloc?, len)
     }
 
     /// Allocates `len` elements of `T` on every PE (`shmem_malloc`). Collective: every PE
@@ -130,6 +134,7 @@ impl Pe {
     /// synchronizes the PEs, so no PE frees memory another still uses. On a mismatch the
     /// buffer comes back untouched in the error.
     pub async fn free<T: Pod>(&self, buffer: SymBuffer<T>) -> Result<(), FreeError<T>> {
+        let started = Instant::now();
         let len = buffer.len();
         let alloc = buffer.into_allocation();
         let (tx, rx) = oneshot::channel();
@@ -142,13 +147,24 @@ impl Pe {
         {
             return Err(restore(Error::Shutdown, alloc));
         }
-        match rx.await {
+        let outcome = match rx.await {
             Ok(Ok(())) => Ok(()),
             Ok(Err((error, alloc))) => Err(restore(error, alloc)),
             Err(_) => Err(FreeError {
                 error: Error::Shutdown,
                 buffer: None,
             }),
+        };
+        self.meter("free", started, outcome.as_ref().err().map(|e| &e.error));
+        outcome
+    }
+
+    /// Counts and times a collective call `op` that started at `started`, or counts its
+    /// error.
+    fn meter(&self, op: &'static str, started: Instant, failed: Option<&Error>) {
+        match failed {
+            None => self.metrics().collective(op, started.elapsed()),
+            Some(e) => self.metrics().error(e.kind()),
         }
     }
 
@@ -164,14 +180,19 @@ impl Pe {
         size: usize,
         payload: Vec<u8>,
     ) -> Result<Vec<Vec<u8>>> {
-        self.ask(|reply| Command::Exchange {
-            group,
-            index,
-            size,
-            payload,
-            reply,
-        })
-        .await?
+        let started = Instant::now();
+        let gathered = self
+            .ask(|reply| Command::Exchange {
+                group,
+                index,
+                size,
+                payload,
+                reply,
+            })
+            .await
+            .and_then(|gathered| gathered);
+        self.meter("exchange", started, gathered.as_ref().err());
+        gathered
     }
 
     /// This PE's host data plane, shared (for layers built on it, such as GPU PEs).

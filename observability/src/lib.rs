@@ -1,5 +1,23 @@
-//! ferroshmem's observability: tracing set-up (and, later, metric names and the Prometheus
-//! exporter). Depends on no other ferroshmem crate.
+//! ferroshmem's observability, used by every other ferroshmem crate and depending on none:
+//! metric names ([`names`]), the cheap per-PE recording API ([`PeMetrics`], [`Traffic`]),
+//! the Prometheus exporter and its `/metrics` endpoint ([`install_exporter`],
+//! [`start_from_env`]), and the `tracing` set-up ([`init_tracing`]).
+//!
+//! Metrics are off by default: PEs record only once the exporter is installed, which
+//! `FERROSHMEM_METRICS_ADDR` asks for.
+
+mod endpoint;
+mod exporter;
+pub mod names;
+mod pe;
+pub mod traffic;
+
+pub use exporter::{
+    address_for_rank, address_from_env, install_exporter, installed, parse_address, start_from_env,
+    Exporter, MetricsError, METRICS_ADDR_VAR,
+};
+pub use pe::PeMetrics;
+pub use traffic::{ErrorKind, Op, Traffic};
 
 /// Installs a `tracing` subscriber writing to standard error, filtered by `RUST_LOG`
 /// (default `warn`). Does nothing if a subscriber is already installed.

@@ -7,6 +7,7 @@
 use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, AtomicU64, Ordering::SeqCst};
 
 use bytemuck::Pod;
+use ferroshmem_observability::Op;
 
 use crate::data_plane::DataPlane;
 use crate::error::Result;
@@ -110,13 +111,16 @@ impl DataPlane {
         writes: bool,
         op: impl FnOnce(&T::Atomic) -> R,
     ) -> Result<R> {
-        let target = self.segment(pe)?;
-        let at = self.locate_atomic(dest)?;
-        let r = op(T::at(target.mapping(), at));
-        if writes {
-            target.wake_watchers(at, at + std::mem::size_of::<T>());
-        }
-        Ok(r)
+        let moved = std::mem::size_of::<T>();
+        self.traffic.record(Op::Amo, pe, moved, || {
+            let target = self.segment(pe)?;
+            let at = self.locate_atomic(dest)?;
+            let r = op(T::at(target.mapping(), at));
+            if writes {
+                target.wake_watchers(at, at + std::mem::size_of::<T>());
+            }
+            Ok(r)
+        })
     }
 
     /// Atomically reads `dest[0]` on PE `pe` (`shmem_atomic_fetch`).

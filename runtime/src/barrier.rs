@@ -15,6 +15,11 @@ impl DataPlane {
     ///
     /// Collective: every PE calls it, one call at a time per PE.
     pub async fn sync_all(&self) -> Result<()> {
+        self.traffic.barrier(self.dissemination()).await
+    }
+
+    /// The dissemination barrier behind [`DataPlane::sync_all`].
+    async fn dissemination(&self) -> Result<()> {
         let n = self.n_pes();
         let epoch = self.barrier_epoch.fetch_add(1, Ordering::Relaxed) + 1;
         let own = self.own_segment();

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytemuck::Pod;
+use ferroshmem_observability::{PeMetrics, Traffic};
 
 use crate::doorbell::Doorbell;
 use crate::error::{Error, Result};
@@ -40,6 +41,9 @@ pub struct DataPlane {
     pub(crate) health: Arc<Health>,
     pub(crate) spin: Duration,
     pub(crate) barrier_epoch: AtomicU64,
+    pub(crate) metrics: PeMetrics,
+    /// This PE's traffic over shared memory (every peer of a host-memory job).
+    pub(crate) traffic: Traffic,
 }
 
 impl DataPlane {
@@ -53,6 +57,8 @@ impl DataPlane {
                 n_pes: parts.segments.len(),
             })?
             .clone();
+        let metrics = PeMetrics::new(parts.my_pe, parts.heap.0);
+        let traffic = metrics.traffic("shm", parts.segments.len());
         Ok(DataPlane {
             my_pe: parts.my_pe,
             heap: parts.heap,
@@ -61,6 +67,8 @@ impl DataPlane {
             health: parts.health,
             spin: parts.spin,
             barrier_epoch: AtomicU64::new(0),
+            metrics,
+            traffic,
         })
     }
 
@@ -87,6 +95,12 @@ impl DataPlane {
     /// The job's failure state as this PE sees it.
     pub fn health(&self) -> &Arc<Health> {
         &self.health
+    }
+
+    /// This PE's metrics (recording nothing unless the exporter was installed before the PE
+    /// was created); other layers add their own traffic blocks with [`PeMetrics::traffic`].
+    pub fn metrics(&self) -> &PeMetrics {
+        &self.metrics
     }
 
     /// Wakes this PE's local waiters so that they re-check the job's health.

@@ -145,3 +145,9 @@ impl Error {
         }
     }
 }
+
+impl ferroshmem_observability::ErrorKind for Error {
+    fn kind(&self) -> &'static str {
+        Error::kind(self)
+    }
+}

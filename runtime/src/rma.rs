@@ -8,6 +8,7 @@
 use std::sync::atomic::{fence, Ordering};
 
 use bytemuck::Pod;
+use ferroshmem_observability::Op;
 
 use crate::data_plane::DataPlane;
 use crate::error::{Error, Result};
@@ -61,12 +62,15 @@ impl DataPlane {
         src: &[T],
         pe: usize,
     ) -> Result<()> {
-        let target = self.segment(pe)?;
-        let at = self.locate(dest.into(), src.len(), "put destination")?;
-        let bytes: &[u8] = bytemuck::cast_slice(src);
-        target.mapping().write(at, bytes);
-        publish(target, at, at + bytes.len());
-        Ok(())
+        let moved = std::mem::size_of_val(src);
+        self.traffic.record(Op::Put, pe, moved, || {
+            let target = self.segment(pe)?;
+            let at = self.locate(dest.into(), src.len(), "put destination")?;
+            let bytes: &[u8] = bytemuck::cast_slice(src);
+            target.mapping().write(at, bytes);
+            publish(target, at, at + bytes.len());
+            Ok(())
+        })
     }
 
     /// Copies `src` on PE `pe` into `dest` (`shmem_get`); `dest.len()` elements are read.
@@ -76,10 +80,13 @@ impl DataPlane {
         src: impl Into<SymSlice<'_, T>>,
         pe: usize,
     ) -> Result<()> {
-        let source = self.segment(pe)?;
-        let at = self.locate(src.into(), dest.len(), "get source")?;
-        source.mapping().read(at, bytemuck::cast_slice_mut(dest));
-        Ok(())
+        let moved = std::mem::size_of_val(dest);
+        self.traffic.record(Op::Get, pe, moved, || {
+            let source = self.segment(pe)?;
+            let at = self.locate(src.into(), dest.len(), "get source")?;
+            source.mapping().read(at, bytemuck::cast_slice_mut(dest));
+            Ok(())
+        })
     }
 
     /// Starts copying `src` on PE `pe` into this PE's symmetric `dest` (`shmem_get_nbi`);
@@ -92,15 +99,18 @@ impl DataPlane {
         pe: usize,
     ) -> Result<()> {
         let dest = dest.into();
-        let source = self.segment(pe)?;
-        let dst_at = self.locate(dest, 0, "get_nbi destination")?;
-        let n = dest.len();
-        let src_at = self.locate(src.into(), n, "get_nbi source")?;
-        let bytes = n * std::mem::size_of::<T>();
-        self.own_segment()
-            .mapping()
-            .copy_from(dst_at, source.mapping(), src_at, bytes);
-        Ok(())
+        let moved = dest.len() * std::mem::size_of::<T>();
+        self.traffic.record(Op::Get, pe, moved, || {
+            let source = self.segment(pe)?;
+            let dst_at = self.locate(dest, 0, "get_nbi destination")?;
+            let n = dest.len();
+            let src_at = self.locate(src.into(), n, "get_nbi source")?;
+            let bytes = n * std::mem::size_of::<T>();
+            self.own_segment()
+                .mapping()
+                .copy_from(dst_at, source.mapping(), src_at, bytes);
+            Ok(())
+        })
     }
 
     /// Writes one element into `dest[0]` on PE `pe` (`shmem_p`).
@@ -131,25 +141,28 @@ impl DataPlane {
         nelems: usize,
         pe: usize,
     ) -> Result<()> {
-        let target = self.segment(pe)?;
-        let dest_extent = strided_extent(dst, nelems, "destination")?;
-        let src_extent = strided_extent(sst, nelems, "source")?;
-        if src_extent > src.len() {
-            return Err(Error::OutOfBounds {
-                what: "iput source",
-                needed: src_extent,
-                available: src.len(),
-            });
-        }
-        let at = self.locate(dest.into(), dest_extent, "iput destination")?;
-        let size = std::mem::size_of::<T>();
-        for i in 0..nelems {
-            target
-                .mapping()
-                .write(at + i * dst * size, bytemuck::bytes_of(&src[i * sst]));
-        }
-        publish(target, at, at + dest_extent * size);
-        Ok(())
+        let moved = nelems * std::mem::size_of::<T>();
+        self.traffic.record(Op::Iput, pe, moved, || {
+            let target = self.segment(pe)?;
+            let dest_extent = strided_extent(dst, nelems, "destination")?;
+            let src_extent = strided_extent(sst, nelems, "source")?;
+            if src_extent > src.len() {
+                return Err(Error::OutOfBounds {
+                    what: "iput source",
+                    needed: src_extent,
+                    available: src.len(),
+                });
+            }
+            let at = self.locate(dest.into(), dest_extent, "iput destination")?;
+            let size = std::mem::size_of::<T>();
+            for i in 0..nelems {
+                target
+                    .mapping()
+                    .write(at + i * dst * size, bytemuck::bytes_of(&src[i * sst]));
+            }
+            publish(target, at, at + dest_extent * size);
+            Ok(())
+        })
     }
 
     /// Strided get (`shmem_iget`): element `i` goes from `src[i * sst]` on PE `pe` to
@@ -163,25 +176,28 @@ impl DataPlane {
         nelems: usize,
         pe: usize,
     ) -> Result<()> {
-        let source = self.segment(pe)?;
-        let dest_extent = strided_extent(dst, nelems, "destination")?;
-        let src_extent = strided_extent(sst, nelems, "source")?;
-        if dest_extent > dest.len() {
-            return Err(Error::OutOfBounds {
-                what: "iget destination",
-                needed: dest_extent,
-                available: dest.len(),
-            });
-        }
-        let at = self.locate(src.into(), src_extent, "iget source")?;
-        let size = std::mem::size_of::<T>();
-        for i in 0..nelems {
-            source.mapping().read(
-                at + i * sst * size,
-                bytemuck::bytes_of_mut(&mut dest[i * dst]),
-            );
-        }
-        Ok(())
+        let moved = nelems * std::mem::size_of::<T>();
+        self.traffic.record(Op::Iget, pe, moved, || {
+            let source = self.segment(pe)?;
+            let dest_extent = strided_extent(dst, nelems, "destination")?;
+            let src_extent = strided_extent(sst, nelems, "source")?;
+            if dest_extent > dest.len() {
+                return Err(Error::OutOfBounds {
+                    what: "iget destination",
+                    needed: dest_extent,
+                    available: dest.len(),
+                });
+            }
+            let at = self.locate(src.into(), src_extent, "iget source")?;
+            let size = std::mem::size_of::<T>();
+            for i in 0..nelems {
+                source.mapping().read(
+                    at + i * sst * size,
+                    bytemuck::bytes_of_mut(&mut dest[i * dst]),
+                );
+            }
+            Ok(())
+        })
     }
 
     /// Orders this PE's puts, AMOs and signals to each PE: those issued before the fence are

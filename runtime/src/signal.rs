@@ -5,6 +5,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytemuck::Pod;
+use ferroshmem_observability::Op;
 
 use crate::data_plane::DataPlane;
 use crate::error::Result;
@@ -62,14 +63,17 @@ impl DataPlane {
         op: SignalOp,
         pe: usize,
     ) -> Result<()> {
-        let target = self.segment(pe)?;
-        let at = self.locate(dest.into(), src.len(), "put_signal destination")?;
-        let sig_at = self.locate_atomic(sig.into())?;
-        let bytes: &[u8] = bytemuck::cast_slice(src);
-        target.mapping().write(at, bytes);
-        update_signal(target, sig_at, value, op);
-        target.wake_watchers(at, at + bytes.len());
-        Ok(())
+        let moved = std::mem::size_of_val(src) + 8;
+        self.traffic.record(Op::PutSignal, pe, moved, || {
+            let target = self.segment(pe)?;
+            let at = self.locate(dest.into(), src.len(), "put_signal destination")?;
+            let sig_at = self.locate_atomic(sig.into())?;
+            let bytes: &[u8] = bytemuck::cast_slice(src);
+            target.mapping().write(at, bytes);
+            update_signal(target, sig_at, value, op);
+            target.wake_watchers(at, at + bytes.len());
+            Ok(())
+        })
     }
 
     /// Updates `sig[0]` on PE `pe` with `op` and `value` (`nvshmemx_signal_op`).
@@ -80,10 +84,12 @@ impl DataPlane {
         op: SignalOp,
         pe: usize,
     ) -> Result<()> {
-        let target = self.segment(pe)?;
-        let at = self.locate_atomic(sig.into())?;
-        update_signal(target, at, value, op);
-        Ok(())
+        self.traffic.record(Op::Signal, pe, 8, || {
+            let target = self.segment(pe)?;
+            let at = self.locate_atomic(sig.into())?;
+            update_signal(target, at, value, op);
+            Ok(())
+        })
     }
 
     /// Reads this PE's `sig[0]` (`shmem_signal_fetch`).

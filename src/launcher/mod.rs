@@ -23,6 +23,7 @@
 
 mod cli;
 mod error;
+mod metrics;
 mod outcome;
 mod output;
 mod pes;
@@ -95,6 +96,7 @@ pub async fn launch(options: LaunchOptions) -> Result<Outcome, LaunchError> {
         Some(t) => t,
         None => bootstrap_timeout()?,
     };
+    metrics::announce(options.n_pes)?;
     let mut interrupts =
         signals::Interrupts::install().map_err(|e| Error::os("catching SIGINT and SIGTERM", e))?;
     let mut root = root::Root::start(options.n_pes, timeout).await?;

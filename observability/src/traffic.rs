@@ -1,0 +1,520 @@
+//! The hot path of ferroshmem's metrics: [`Traffic`], the per-PE, per-transport counters that
+//! every one-sided operation and barrier bumps, read and published only when Prometheus
+//! scrapes.
+//!
+//! Cost per operation when metrics are on: no allocation, no formatting, no map lookup, no
+//! clock read and no atomic read-modify-write. Each thread that issues operations on a PE
+//! claims one of the PE's [`SHARDS`] cache-line-aligned shards; only that thread ever writes
+//! it, so a count is a relaxed load and store of a counter in that shard, indexed
+//! `[op][target_pe]`. A scrape sums the shards. Threads beyond [`SHARDS`] per PE share an
+//! overflow block updated with atomic adds (correct, slower); a shard stays with its thread
+//! for the life of the PE. One operation in [`OP_SAMPLE_EVERY`] per shard is timed and
+//! recorded in a pre-registered histogram; one barrier in [`BARRIER_SAMPLE_EVERY`] likewise.
+//! When metrics are off, a [`Traffic`] is empty and recording costs one branch.
+//!
+//! Layers whose operations complete later (a CQ poller, a GPU proxy) use [`Traffic::count`],
+//! [`Traffic::observe`], [`Traffic::in_flight`] and [`Traffic::set_cq_depth`] instead of
+//! [`Traffic::record`].
+
+use std::cell::Cell as ThreadCell;
+use std::future::Future;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
+use std::time::{Duration, Instant};
+
+use metrics::{Counter, Gauge, Histogram, Label};
+
+use crate::names::{self, BARRIER_SAMPLE_EVERY, OP_SAMPLE_EVERY};
+use crate::pe::PeShared;
+
+/// Shards per traffic block: how many threads per PE count without atomic adds.
+pub const SHARDS: usize = 16;
+
+/// A one-sided operation, as the `op` label names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(usize)]
+pub enum Op {
+    /// `put`, `p`, `put_nbi`.
+    Put,
+    /// `get`, `g`, `get_nbi`.
+    Get,
+    /// Strided put.
+    Iput,
+    /// Strided get.
+    Iget,
+    /// Any atomic memory operation.
+    Amo,
+    /// Put-with-signal (data and signal).
+    PutSignal,
+    /// A signal update alone.
+    Signal,
+}
+
+impl Op {
+    /// Every operation, in index order.
+    pub const ALL: [Op; 7] = [
+        Op::Put,
+        Op::Get,
+        Op::Iput,
+        Op::Iget,
+        Op::Amo,
+        Op::PutSignal,
+        Op::Signal,
+    ];
+
+    /// The `op` label value.
+    pub fn label(self) -> &'static str {
+        match self {
+            Op::Put => "put",
+            Op::Get => "get",
+            Op::Iput => "iput",
+            Op::Iget => "iget",
+            Op::Amo => "amo",
+            Op::PutSignal => "put_signal",
+            Op::Signal => "signal",
+        }
+    }
+}
+
+/// What an error must tell the metrics: its kind, the `kind` label of
+/// `ferroshmem_errors_total` (`ferroshmem::Error::kind()`).
+pub trait ErrorKind {
+    /// A short stable name of the error's kind.
+    fn kind(&self) -> &'static str;
+}
+
+thread_local! {
+    static THREAD_ID: ThreadCell<u64> = const { ThreadCell::new(0) };
+}
+
+/// Source of thread ids; 0 means "none yet", so ids start at 1 and are never reused.
+static NEXT_THREAD_ID: AtomicU64 = AtomicU64::new(1);
+
+/// This thread's id for shard ownership; 0 while the thread is being torn down.
+#[inline(always)]
+fn thread_id() -> u64 {
+    THREAD_ID
+        .try_with(|id| match id.get() {
+            0 => {
+                let fresh = NEXT_THREAD_ID.fetch_add(1, Relaxed);
+                id.set(fresh);
+                fresh
+            }
+            known => known,
+        })
+        .unwrap_or(0)
+}
+
+/// The count of one `[op][target]` pair.
+#[derive(Debug, Default)]
+struct Cell {
+    ops: AtomicU64,
+    bytes: AtomicU64,
+}
+
+impl Cell {
+    /// Adds one operation of `bytes`, from any thread.
+    fn bump_shared(&self, bytes: u64) {
+        self.ops.fetch_add(1, Relaxed);
+        self.bytes.fetch_add(bytes, Relaxed);
+    }
+}
+
+/// One thread's counters for one traffic block, on cache lines of their own.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct Shard {
+    /// The thread id that owns the shard; 0 while free.
+    owner: AtomicU64,
+    /// Operations started through this shard (drives sampling).
+    tick: AtomicU64,
+    /// Barriers started through this shard (drives sampling).
+    barrier_tick: AtomicU64,
+    /// Barriers completed through this shard.
+    barriers: AtomicU64,
+    /// `[op][target]` counts, allocated when the shard is claimed.
+    cells: OnceLock<Box<[Cell]>>,
+}
+
+impl Shard {
+    /// Increments `counter`, which only the owning thread writes.
+    #[inline(always)]
+    fn next(counter: &AtomicU64) -> u64 {
+        let n = counter.load(Relaxed).wrapping_add(1);
+        counter.store(n, Relaxed);
+        n
+    }
+}
+
+/// Nanoseconds since the first call, at least 1 (0 means "not timed"), out of line: only
+/// sampled operations read the clock.
+#[cold]
+#[inline(never)]
+fn clock() -> u64 {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    let epoch = *EPOCH.get_or_init(Instant::now);
+    (epoch.elapsed().as_nanos() as u64).max(1)
+}
+
+/// Handles registered at scrape time, for the series that have counts.
+#[derive(Debug, Default)]
+struct Published {
+    /// `(ops_total, bytes_total)` per `[op][target]`.
+    cells: Vec<Option<(Counter, Counter)>>,
+    barriers: Option<Counter>,
+}
+
+/// The counters of an enabled traffic block.
+#[derive(Debug)]
+struct Active {
+    pe: Arc<PeShared>,
+    transport: &'static str,
+    n_targets: usize,
+    shards: [Shard; SHARDS],
+    overflow: Box<[Cell]>,
+    overflow_tick: AtomicU64,
+    overflow_barrier_tick: AtomicU64,
+    overflow_barriers: AtomicU64,
+    latency: [Histogram; Op::ALL.len()],
+    barrier_latency: Histogram,
+    in_flight: AtomicI64,
+    cq_depth: AtomicU64,
+    in_flight_gauge: Gauge,
+    cq_depth_gauge: Gauge,
+    published: Mutex<Published>,
+}
+
+/// The traffic counters of one PE over one transport. Cheap to record into from any
+/// thread; see the module documentation for the costs.
+#[derive(Debug, Clone)]
+pub struct Traffic {
+    active: Option<Arc<Active>>,
+}
+
+/// The exporter's weak reference to a traffic block, published at scrapes while it lives.
+#[derive(Debug)]
+pub(crate) struct Source(Weak<Active>);
+
+impl Source {
+    /// Whether the traffic block still exists.
+    pub(crate) fn is_live(&self) -> bool {
+        self.0.strong_count() > 0
+    }
+
+    /// Publishes the block's counts to the recorder; `false` once the block is gone.
+    pub(crate) fn publish(&self) -> bool {
+        match self.0.upgrade() {
+            Some(active) => {
+                active.publish();
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+impl Traffic {
+    /// A traffic block that records nothing (metrics off).
+    pub fn disabled() -> Traffic {
+        Traffic { active: None }
+    }
+
+    pub(crate) fn new(pe: Arc<PeShared>, transport: &'static str, n_targets: usize) -> Traffic {
+        let transport_label = [Label::new(names::TRANSPORT, transport)];
+        let latency = Op::ALL.map(|op| {
+            pe.histogram(
+                names::OP_DURATION_SECONDS,
+                &[
+                    Label::new(names::OP, op.label()),
+                    transport_label[0].clone(),
+                ],
+            )
+        });
+        let barrier_latency = pe.histogram(
+            names::COLLECTIVE_DURATION_SECONDS,
+            &[Label::new(names::OP, "barrier")],
+        );
+        let in_flight_gauge = pe.gauge(names::OPS_IN_FLIGHT, &transport_label);
+        let cq_depth_gauge = pe.gauge(names::CQ_DEPTH, &transport_label);
+        let cells = Op::ALL.len() * n_targets;
+        Traffic {
+            active: Some(Arc::new(Active {
+                pe,
+                transport,
+                n_targets,
+                shards: Default::default(),
+                overflow: (0..cells).map(|_| Cell::default()).collect(),
+                overflow_tick: AtomicU64::new(0),
+                overflow_barrier_tick: AtomicU64::new(0),
+                overflow_barriers: AtomicU64::new(0),
+                latency,
+                barrier_latency,
+                in_flight: AtomicI64::new(0),
+                cq_depth: AtomicU64::new(0),
+                in_flight_gauge,
+                cq_depth_gauge,
+                published: Mutex::new(Published {
+                    cells: (0..cells).map(|_| None).collect(),
+                    barriers: None,
+                }),
+            })),
+        }
+    }
+
+    /// The exporter's handle on this block.
+    pub(crate) fn source(&self) -> Option<Source> {
+        self.active.as_ref().map(|a| Source(Arc::downgrade(a)))
+    }
+
+    /// Whether this block records anything.
+    pub fn is_enabled(&self) -> bool {
+        self.active.is_some()
+    }
+
+    /// Runs `f`, an operation `op` of `bytes` payload bytes towards PE `target` that completes
+    /// before it returns, and counts it if it succeeds (or counts its error by kind). The
+    /// operation is timed one time in [`OP_SAMPLE_EVERY`].
+    #[inline(always)]
+    pub fn record<R, E: ErrorKind>(
+        &self,
+        op: Op,
+        target: usize,
+        bytes: usize,
+        f: impl FnOnce() -> Result<R, E>,
+    ) -> Result<R, E> {
+        let timer = match &self.active {
+            None => 0,
+            Some(active) => active.tick(),
+        };
+        let result = f();
+        if let Some(active) = &self.active {
+            match &result {
+                Ok(_) => active.done(op, target, bytes as u64, timer),
+                Err(e) => active.pe.error(e.kind()),
+            }
+        }
+        result
+    }
+
+    /// Counts a completed operation whose duration is measured elsewhere (or not at all).
+    #[inline]
+    pub fn count(&self, op: Op, target: usize, bytes: usize) {
+        if let Some(active) = &self.active {
+            active.add(op, target, bytes as u64);
+        }
+    }
+
+    /// Records the duration of one operation `op` (for layers that time their own
+    /// completions: sample as [`Traffic::record`] does, so that histograms stay cheap).
+    pub fn observe(&self, op: Op, took: Duration) {
+        if let Some(active) = &self.active {
+            active.latency[op as usize].record(took.as_secs_f64());
+        }
+    }
+
+    /// Adds `delta` (negative when operations complete) to the operations in flight.
+    pub fn in_flight(&self, delta: i64) {
+        if let Some(active) = &self.active {
+            active.in_flight.fetch_add(delta, Relaxed);
+        }
+    }
+
+    /// Sets the number of completion-queue entries waiting to be polled.
+    pub fn set_cq_depth(&self, depth: u64) {
+        if let Some(active) = &self.active {
+            active.cq_depth.store(depth, Relaxed);
+        }
+    }
+
+    /// Awaits `barrier`, a barrier of this PE, counting it in `ferroshmem_collectives_total`
+    /// (`op="barrier"`) if it succeeds and timing one in [`BARRIER_SAMPLE_EVERY`]; a failure
+    /// is counted by kind.
+    pub async fn barrier<R, E: ErrorKind>(
+        &self,
+        barrier: impl Future<Output = Result<R, E>>,
+    ) -> Result<R, E> {
+        let Some(active) = &self.active else {
+            return barrier.await;
+        };
+        let started = active.barrier_sampled().then(Instant::now);
+        let result = barrier.await;
+        match &result {
+            Ok(_) => {
+                active.count_barrier();
+                if let Some(at) = started {
+                    active.barrier_latency.record(at.elapsed().as_secs_f64());
+                }
+            }
+            Err(e) => {
+                tracing::debug!(pe = %active.pe.pe, error = e.kind(), "barrier failed");
+                active.pe.error(e.kind());
+            }
+        }
+        result
+    }
+}
+
+impl Active {
+    /// The shard the calling thread owns, claiming one if it has none; `None` when every
+    /// shard belongs to other threads.
+    #[inline(always)]
+    fn own_shard(&self) -> Option<&Shard> {
+        let me = thread_id();
+        let home = &self.shards[me as usize % SHARDS];
+        if home.owner.load(Relaxed) == me && me != 0 {
+            Some(home)
+        } else {
+            self.claim_shard(me)
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn claim_shard(&self, me: u64) -> Option<&Shard> {
+        if me == 0 {
+            return None;
+        }
+        for i in 0..SHARDS {
+            let shard = &self.shards[(me as usize + i) % SHARDS];
+            let owner = shard.owner.load(Relaxed);
+            let mine = owner == me
+                || (owner == 0
+                    && shard
+                        .owner
+                        .compare_exchange(0, me, Relaxed, Relaxed)
+                        .is_ok());
+            if mine {
+                shard
+                    .cells
+                    .get_or_init(|| (0..self.overflow.len()).map(|_| Cell::default()).collect());
+                return Some(shard);
+            }
+        }
+        None
+    }
+
+    /// Counts an operation about to start; returns when it started if it is to be timed
+    /// (one in [`OP_SAMPLE_EVERY`] per shard), else 0.
+    #[inline(always)]
+    fn tick(&self) -> u64 {
+        let n = match self.own_shard() {
+            Some(s) => Shard::next(&s.tick),
+            None => self.overflow_tick.fetch_add(1, Relaxed).wrapping_add(1),
+        };
+        if n % OP_SAMPLE_EVERY == 0 {
+            clock()
+        } else {
+            0
+        }
+    }
+
+    /// Counts a completed operation that [`Active::tick`] started at `timer`.
+    #[inline(always)]
+    fn done(&self, op: Op, target: usize, bytes: u64, timer: u64) {
+        if timer != 0 {
+            self.observe_since(op, timer);
+        }
+        self.add(op, target, bytes);
+    }
+
+    /// Adds one operation `op` of `bytes` towards `target` to the calling thread's shard (or
+    /// the overflow block).
+    #[inline(always)]
+    fn add(&self, op: Op, target: usize, bytes: u64) {
+        if target >= self.n_targets {
+            return;
+        }
+        let index = op as usize * self.n_targets + target;
+        match self.own_shard().and_then(|s| s.cells.get()) {
+            Some(cells) => {
+                let cell = &cells[index];
+                cell.ops
+                    .store(cell.ops.load(Relaxed).wrapping_add(1), Relaxed);
+                cell.bytes
+                    .store(cell.bytes.load(Relaxed).wrapping_add(bytes), Relaxed);
+            }
+            None => self.overflow[index].bump_shared(bytes),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn observe_since(&self, op: Op, timer: u64) {
+        let took = clock().saturating_sub(timer);
+        self.latency[op as usize].record(took as f64 * 1e-9);
+    }
+
+    fn barrier_sampled(&self) -> bool {
+        let n = match self.own_shard() {
+            Some(s) => Shard::next(&s.barrier_tick),
+            None => self.overflow_barrier_tick.fetch_add(1, Relaxed) + 1,
+        };
+        n % BARRIER_SAMPLE_EVERY == 0
+    }
+
+    fn count_barrier(&self) {
+        match self.own_shard() {
+            Some(s) => {
+                Shard::next(&s.barriers);
+            }
+            None => {
+                self.overflow_barriers.fetch_add(1, Relaxed);
+            }
+        }
+    }
+
+    fn publish(&self) {
+        let mut published = self
+            .published
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let shards: Vec<&[Cell]> = self
+            .shards
+            .iter()
+            .filter_map(|s| s.cells.get().map(|c| &c[..]))
+            .collect();
+        for (index, overflow) in self.overflow.iter().enumerate() {
+            let (mut ops, mut bytes) = (overflow.ops.load(Relaxed), overflow.bytes.load(Relaxed));
+            for cells in &shards {
+                ops = ops.wrapping_add(cells[index].ops.load(Relaxed));
+                bytes = bytes.wrapping_add(cells[index].bytes.load(Relaxed));
+            }
+            if ops == 0 {
+                continue;
+            }
+            let handles = published.cells[index].get_or_insert_with(|| {
+                let op = Op::ALL[index / self.n_targets];
+                let labels = [
+                    Label::new(names::OP, op.label()),
+                    Label::new(names::TRANSPORT, self.transport),
+                    Label::new(names::TARGET_PE, (index % self.n_targets).to_string()),
+                ];
+                (
+                    self.pe.counter(names::OPS_TOTAL, &labels),
+                    self.pe.counter(names::BYTES_TOTAL, &labels),
+                )
+            });
+            handles.0.absolute(ops);
+            handles.1.absolute(bytes);
+        }
+        let barriers = self
+            .shards
+            .iter()
+            .map(|s| s.barriers.load(Relaxed))
+            .fold(self.overflow_barriers.load(Relaxed), u64::wrapping_add);
+        if barriers > 0 {
+            published
+                .barriers
+                .get_or_insert_with(|| {
+                    self.pe.counter(
+                        names::COLLECTIVES_TOTAL,
+                        &[Label::new(names::OP, "barrier")],
+                    )
+                })
+                .absolute(barriers);
+        }
+        self.in_flight_gauge
+            .set(self.in_flight.load(Relaxed) as f64);
+        self.cq_depth_gauge.set(self.cq_depth.load(Relaxed) as f64);
+    }
+}
