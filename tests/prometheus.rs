@@ -2,7 +2,8 @@
 //! per PE, each serving `/metrics` on `FERROSHMEM_METRICS_ADDR` + its local rank) runs a known
 //! traffic pattern and stays up; Debian's `prometheus` server scrapes it every second; the
 //! test reads the counters back through Prometheus's query API (`/api/v1/query`) and compares
-//! them with the pattern's totals. Then it releases the job and stops the server.
+//! them with the pattern's totals, and has it evaluate every query of the Grafana dashboard.
+//! Then it releases the job and stops the server.
 //!
 //! The PE program is this test binary: [`pe_entry`] acts as a PE when `FSH_PROM_DIR` is set.
 //! Needs `/usr/bin/prometheus` (Debian's `prometheus` package, installed by `.ci/run`).
@@ -280,6 +281,33 @@ fn scraped(server: SocketAddr) -> Option<BTreeMap<Series, u64>> {
     Some(got)
 }
 
+/// The Grafana dashboard's panel queries, with its variables filled in as Grafana would.
+fn dashboard_queries() -> Vec<String> {
+    fn exprs(v: &serde_json::Value, out: &mut Vec<String>) {
+        match v {
+            serde_json::Value::Object(map) => map.iter().for_each(|(k, child)| match child {
+                serde_json::Value::String(e) if k == "expr" => out.push(e.clone()),
+                _ => exprs(child, out),
+            }),
+            serde_json::Value::Array(items) => items.iter().for_each(|i| exprs(i, out)),
+            _ => {}
+        }
+    }
+    let dashboard =
+        serde_json::from_str(include_str!("../observability/dashboards/ferroshmem.json"))
+            .expect("the dashboard is JSON");
+    let mut out = Vec::new();
+    exprs(&dashboard, &mut out);
+    assert!(!out.is_empty());
+    out.iter()
+        .map(|e| {
+            e.replace("$__rate_interval", "1m")
+                .replace("$job_id", ".*")
+                .replace("$node", ".*")
+        })
+        .collect()
+}
+
 fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + STEP;
     while !done() {
@@ -379,6 +407,13 @@ fn prometheus_counts_match_the_traffic() {
         assert!(
             used >= 2048.0 + 64.0,
             "the two allocations are counted: {h}"
+        );
+    }
+
+    for expr in dashboard_queries() {
+        assert!(
+            query(server, &expr).is_some(),
+            "Prometheus cannot evaluate the dashboard's query `{expr}`"
         );
     }
 

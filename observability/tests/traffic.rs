@@ -1,0 +1,142 @@
+//! The recording API against the exporter's rendering: counts from many threads (more than
+//! there are shards) add up exactly, errors are counted by kind, latencies are sampled one in
+//! `OP_SAMPLE_EVERY`, and every series carries the PE's labels.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use ferroshmem_observability::names::{self, OP_SAMPLE_EVERY};
+use ferroshmem_observability::traffic::SHARDS;
+use ferroshmem_observability::{install_exporter, ErrorKind, Op, PeMetrics};
+
+/// An error of a kind of its own.
+#[derive(Debug)]
+struct Refused;
+
+impl ErrorKind for Refused {
+    fn kind(&self) -> &'static str {
+        "refused"
+    }
+}
+
+/// The samples of `metric` in `text` whose labels include `labels`, keyed by all their
+/// labels.
+fn samples(text: &str, metric: &str, labels: &[(&str, &str)]) -> BTreeMap<String, f64> {
+    text.lines()
+        .filter_map(|line| {
+            let rest = line.strip_prefix(metric)?.strip_prefix('{')?;
+            let (set, value) = rest.rsplit_once("} ")?;
+            labels
+                .iter()
+                .all(|(k, v)| set.split(',').any(|kv| kv == format!("{k}=\"{v}\"")))
+                .then(|| (set.to_string(), value.parse().expect("a number")))
+        })
+        .collect()
+}
+
+/// The one sample of `metric` with `labels`.
+fn sample(text: &str, metric: &str, labels: &[(&str, &str)]) -> f64 {
+    let found = samples(text, metric, labels);
+    assert_eq!(found.len(), 1, "{metric} {labels:?} in\n{text}");
+    found.into_values().next().unwrap()
+}
+
+#[test]
+fn counts_errors_samples_and_labels_reach_the_exposition() {
+    let exporter = install_exporter().expect("exporter");
+    let pe = PeMetrics::new(3, 0xabc);
+    assert!(pe.is_enabled());
+    let traffic = pe.traffic("shm", 4);
+    let disabled = PeMetrics::disabled().traffic("shm", 4);
+    assert!(!disabled.is_enabled());
+
+    // More threads than shards: the overflow block keeps the sums exact.
+    let threads = SHARDS + 4;
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            let traffic = traffic.clone();
+            s.spawn(move || {
+                for _ in 0..1000 {
+                    traffic.count(Op::Put, 1, 8);
+                }
+            });
+        }
+    });
+    // One thread: OP_SAMPLE_EVERY * 2 successful gets are timed twice; failures are not
+    // counted as operations.
+    for _ in 0..OP_SAMPLE_EVERY * 2 {
+        traffic
+            .record(Op::Get, 2, 16, || Ok::<_, Refused>(()))
+            .unwrap();
+        disabled
+            .record(Op::Get, 2, 16, || Ok::<_, Refused>(()))
+            .unwrap();
+    }
+    for _ in 0..3 {
+        assert!(traffic
+            .record(Op::Amo, 0, 8, || Err::<(), _>(Refused))
+            .is_err());
+    }
+    assert!(traffic
+        .record(Op::Put, 9, 8, || Ok::<_, Refused>(()))
+        .is_ok());
+    pe.heap(4096, 1 << 20);
+    pe.collective("malloc", Duration::from_micros(30));
+    pe.peer_lost();
+
+    let text = exporter.render();
+    let me = [(names::PE, "3"), (names::JOB_ID, "0000000000000abc")];
+    let with = |extra: &[(&'static str, &'static str)]| -> Vec<(&'static str, &'static str)> {
+        me.iter().chain(extra).copied().collect()
+    };
+    let put = with(&[("op", "put"), ("transport", "shm"), ("target_pe", "1")]);
+    assert_eq!(
+        sample(&text, names::OPS_TOTAL, &put),
+        (threads * 1000) as f64
+    );
+    assert_eq!(
+        sample(&text, names::BYTES_TOTAL, &put),
+        (threads * 8000) as f64
+    );
+    let get = with(&[("op", "get"), ("target_pe", "2")]);
+    assert_eq!(
+        sample(&text, names::OPS_TOTAL, &get),
+        (OP_SAMPLE_EVERY * 2) as f64
+    );
+    let timed = format!("{}_count", names::OP_DURATION_SECONDS);
+    assert_eq!(sample(&text, &timed, &with(&[("op", "get")])), 2.0);
+    assert!(samples(&text, names::OPS_TOTAL, &with(&[("op", "amo")])).is_empty());
+    assert!(samples(&text, names::OPS_TOTAL, &with(&[("target_pe", "9")])).is_empty());
+    assert_eq!(
+        sample(&text, names::ERRORS_TOTAL, &with(&[("kind", "refused")])),
+        3.0
+    );
+    assert_eq!(sample(&text, names::HEAP_USED_BYTES, &me), 4096.0);
+    assert_eq!(
+        sample(&text, names::HEAP_FREE_BYTES, &me),
+        (1 << 20) as f64 - 4096.0
+    );
+    assert_eq!(
+        sample(&text, names::COLLECTIVES_TOTAL, &with(&[("op", "malloc")])),
+        1.0
+    );
+    assert_eq!(sample(&text, names::PEERS_LOST_TOTAL, &me), 1.0);
+    assert_eq!(sample(&text, names::OPS_IN_FLIGHT, &me), 0.0);
+    assert!(
+        text.lines()
+            .filter(|l| l.starts_with("ferroshmem_"))
+            .all(|l| l.contains("node=\"")),
+        "every series names its node"
+    );
+    for m in names::ALL {
+        assert!(
+            text.contains(&format!("# HELP {} ", m.name)) || !text.contains(m.name),
+            "{} is described",
+            m.name
+        );
+    }
+
+    // A PE's series outlive scrapes but its traffic block is dropped with it.
+    drop(traffic);
+    assert!(exporter.render().contains("target_pe=\"1\""));
+}
