@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 
 use ferroshmem_runtime::config::{spin_from_env, symmetric_size_from_env};
 use ferroshmem_runtime::heap::HeapAllocator;
-use ferroshmem_runtime::{DataPlane, DataPlaneParts, Error, Health, HeapId, Result, Segment};
+use ferroshmem_runtime::{
+    DataPlane, DataPlaneParts, Error, Health, HeapId, Result, Segment, Teams,
+};
 use std::collections::HashMap;
 use tokio::sync::mpsc::unbounded_channel;
 use tokio::task::{JoinHandle, JoinSet};
@@ -56,19 +58,22 @@ fn start_pe(
         health: Arc::new(Health::new()),
         spin: settings.spin,
     })?);
+    // The top of the heap is the team pool (teams' control regions), outside `malloc`'s reach.
+    let pool = Teams::pool_layout(settings.heap_size, data.n_pes())?;
     let (mailbox_tx, mailbox) = unbounded_channel();
     let actor = PeActor {
         rank,
         data: data.clone(),
-        heap: HeapAllocator::new(settings.heap_size),
+        heap: HeapAllocator::new(pool.user_heap_bytes()),
         link,
         mailbox,
         seqs: HashMap::from([(0, next_seq)]),
         hosted_root,
     };
     data.metrics().heap(actor.heap.used(), actor.heap.size());
+    let pe = Pe::new(data, mailbox_tx)?;
     tokio::spawn(actor.run());
-    Ok(Pe::new(data, mailbox_tx))
+    Ok(pe)
 }
 
 /// Starts this process's metrics endpoint when `FERROSHMEM_METRICS_ADDR` asks for one, at

@@ -10,6 +10,7 @@ pub mod launch_env;
 mod pe;
 mod rendezvous;
 mod segment_exchange;
+mod team;
 
 pub use launch::{init, run, run_local};
 pub use pe::{FreeError, Pe};

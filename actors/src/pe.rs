@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytemuck::Pod;
-use ferroshmem_runtime::{DataPlane, Error, Result, SymBuffer};
+use ferroshmem_runtime::{DataPlane, Error, Result, SymBuffer, Teams};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::oneshot;
 
@@ -34,6 +34,7 @@ pub struct Pe {
 struct PeInner {
     data: Arc<DataPlane>,
     mailbox: UnboundedSender<Command>,
+    teams: Teams,
 }
 
 /// A failed collective `free`: the error, and the buffer, still allocated and usable
@@ -69,10 +70,20 @@ impl Deref for Pe {
 }
 
 impl Pe {
-    pub(crate) fn new(data: Arc<DataPlane>, mailbox: UnboundedSender<Command>) -> Self {
-        Pe {
-            inner: Arc::new(PeInner { data, mailbox }),
-        }
+    pub(crate) fn new(data: Arc<DataPlane>, mailbox: UnboundedSender<Command>) -> Result<Self> {
+        let teams = crate::team::predefined(&data, &mailbox)?;
+        Ok(Pe {
+            inner: Arc::new(PeInner {
+                data,
+                mailbox,
+                teams,
+            }),
+        })
+    }
+
+    /// This PE's predefined teams.
+    pub(crate) fn teams(&self) -> &Teams {
+        &self.inner.teams
     }
 
     async fn ask<R>(&self, make: impl FnOnce(oneshot::Sender<R>) -> Command) -> Result<R> {

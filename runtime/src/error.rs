@@ -103,6 +103,9 @@ pub enum Error {
     /// A CUDA driver or NVRTC call failed.
     #[error("CUDA: {0}")]
     Cuda(String),
+    /// A team used after [`destroy`](crate::Team::destroy).
+    #[error("the team has been destroyed")]
+    TeamDestroyed,
     /// A PE's task panicked.
     #[error("PE {pe} panicked: {message}")]
     Panicked {
@@ -141,6 +144,7 @@ impl Error {
             Error::Os { .. } => "os",
             Error::NoGpu(_) => "no_gpu",
             Error::Cuda(_) => "cuda",
+            Error::TeamDestroyed => "team_destroyed",
             Error::Panicked { .. } => "panicked",
         }
     }

@@ -7,6 +7,7 @@
 
 pub mod amo;
 pub mod barrier;
+pub mod collectives;
 pub mod config;
 pub mod data_plane;
 pub mod doorbell;
@@ -14,17 +15,21 @@ pub mod error;
 pub mod fd_passing;
 pub mod health;
 pub mod heap;
+pub mod lock;
 pub mod rma;
 pub mod segment;
 pub mod shared_memory;
 pub mod signal;
+pub mod team;
 pub mod wait;
 
 pub use amo::AtomicInt;
+pub use collectives::{BitwiseReducible, ReduceOp, Reducible};
 pub use data_plane::{DataPlane, DataPlaneParts};
 pub use error::{Error, Result};
 pub use health::Health;
 pub use heap::{Allocation, HeapAllocator, HeapId, SymBuffer, SymSlice};
 pub use segment::Segment;
 pub use signal::SignalOp;
+pub use team::{Team, TeamConfig, TeamControl, Teams};
 pub use wait::{Cmp, Wait};

@@ -2,4 +2,5 @@
 
 #![allow(dead_code)]
 
+pub mod collective_scenarios;
 pub mod scenarios;

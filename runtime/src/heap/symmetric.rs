@@ -229,6 +229,13 @@ impl<'a, T: Pod> SymSlice<'a, T> {
         }
     }
 
+    /// The view of `len` elements from this view's first one, which may reach past this view
+    /// (up to the end of its allocation; checked when used): how a collective names a
+    /// peer's block of another length at the same symmetric address.
+    pub(crate) fn resized(&self, len: usize) -> SymSlice<'a, T> {
+        SymSlice { len, ..*self }
+    }
+
     /// The view of element `index` alone.
     pub fn at(&self, index: usize) -> SymSlice<'a, T> {
         self.slice(index..index.saturating_add(1))

@@ -1,0 +1,204 @@
+//! `alltoall` and `alltoalls`: block `j` of every member's `source` goes to member `j`, into
+//! the block of `dest` numbered after the sender.
+//!
+//! - Eager (small blocks, teams with eager slots): each member writes block `j` into member
+//!   `j`'s slot; each copies the blocks out.
+//! - Flat (otherwise): sync, read block `me` of every member's `source` (member `me + 1`
+//!   first, so that members spread their reads over different peers), sync.
+
+use bytemuck::Pod;
+
+use super::eager::{agree, Payload};
+use super::{bytes_of, disjoint, holds, Descriptor, Kind};
+use crate::error::{Error, Result};
+use crate::heap::SymSlice;
+use crate::team::{Op, Team};
+
+/// Elements spanned by `nelems` elements `stride` apart.
+fn extent(nelems: usize, stride: usize) -> Result<usize> {
+    if stride == 0 {
+        return Err(Error::InvalidArgument(
+            "alltoalls: strides must be at least 1".into(),
+        ));
+    }
+    if nelems == 0 {
+        return Ok(0);
+    }
+    (nelems - 1)
+        .checked_mul(stride)
+        .and_then(|x| x.checked_add(1))
+        .ok_or_else(|| Error::InvalidArgument("alltoalls: the stride overflows".into()))
+}
+
+/// Strides of an `alltoalls`, in elements.
+#[derive(Debug, Clone, Copy)]
+struct Strides {
+    dst: usize,
+    sst: usize,
+}
+
+impl Team {
+    /// Sends block `j` of `source` (elements `j·nelems ..`) to member `j`, which stores it as
+    /// block `me` of its `dest` (`shmem_alltoall`). Collective; every member passes the same
+    /// `nelems`; `source` and `dest` hold `n_pes × nelems` elements and do not overlap.
+    ///
+    /// # Errors
+    /// [`Error::OutOfBounds`] for short buffers, [`Error::InvalidArgument`] for overlapping
+    /// ones, [`Error::CollectiveMismatch`] when members passed different counts.
+    ///
+    /// Cancel safety: not cancel safe; dropped midway, it leaves the team unusable.
+    pub async fn alltoall<'d, 's, T: Pod>(
+        &self,
+        dest: impl Into<SymSlice<'d, T>>,
+        source: impl Into<SymSlice<'s, T>>,
+        nelems: usize,
+    ) -> Result<()> {
+        let (dest, source) = (dest.into(), source.into());
+        let total = nelems.checked_mul(self.n_pes()).ok_or_else(|| {
+            Error::InvalidArgument(format!("alltoall: {nelems} elements per member overflow"))
+        })?;
+        holds(self.dp(), source, total, "alltoall source")?;
+        holds(self.dp(), dest, total, "alltoall destination")?;
+        disjoint(self.dp(), dest.slice(..total), source.slice(..total), false)?;
+        let desc = Descriptor::of(Kind::Alltoall, 0, bytes_of::<T>(nelems) as u64);
+        let mut op = self.begin()?;
+        let outcome = self
+            .exchange_blocks(&mut op, dest, source, nelems, None, desc)
+            .await;
+        op.settle(outcome)
+    }
+
+    /// The strided form of [`Team::alltoall`] (`shmem_alltoalls`): element `k` of the block
+    /// for member `j` is `source[(j·nelems + k)·sst]`, and it lands in
+    /// `dest[(me·nelems + k)·dst]` on member `j`. Strides count elements and are at least 1.
+    ///
+    /// Cancel safety: not cancel safe; dropped midway, it leaves the team unusable.
+    pub async fn alltoalls<'d, 's, T: Pod>(
+        &self,
+        dest: impl Into<SymSlice<'d, T>>,
+        source: impl Into<SymSlice<'s, T>>,
+        dst: usize,
+        sst: usize,
+        nelems: usize,
+    ) -> Result<()> {
+        let (dest, source) = (dest.into(), source.into());
+        let all = nelems.checked_mul(self.n_pes()).ok_or_else(|| {
+            Error::InvalidArgument(format!("alltoalls: {nelems} elements per member overflow"))
+        })?;
+        let (dest_span, source_span) = (extent(all, dst)?, extent(all, sst)?);
+        holds(self.dp(), source, source_span, "alltoalls source")?;
+        holds(self.dp(), dest, dest_span, "alltoalls destination")?;
+        disjoint(
+            self.dp(),
+            dest.slice(..dest_span),
+            source.slice(..source_span),
+            false,
+        )?;
+        let desc = Descriptor::of(Kind::Alltoalls, 0, bytes_of::<T>(nelems) as u64);
+        let strides = Some(Strides { dst, sst });
+        let mut op = self.begin()?;
+        let outcome = self
+            .exchange_blocks(&mut op, dest, source, nelems, strides, desc)
+            .await;
+        op.settle(outcome)
+    }
+
+    /// Both forms: contiguous blocks (`strides` `None`) or strided ones.
+    async fn exchange_blocks<T: Pod>(
+        &self,
+        op: &mut Op<'_>,
+        dest: SymSlice<'_, T>,
+        source: SymSlice<'_, T>,
+        nelems: usize,
+        strides: Option<Strides>,
+        desc: u64,
+    ) -> Result<()> {
+        let (n, me) = (self.n_pes(), self.my_pe());
+        let bytes = bytes_of::<T>(nelems);
+        let mut buf = vec![T::zeroed(); if strides.is_some() { nelems } else { 0 }];
+        self.move_block(dest, source, nelems, strides, me, &mut buf)
+            .await?;
+        if n == 1 || bytes == 0 {
+            return Ok(());
+        }
+        if self.eager(bytes) {
+            for k in 1..n {
+                let j = (me + k) % n;
+                let payload = match strides {
+                    None => Payload::Sym(source.slice(j * nelems..(j + 1) * nelems)),
+                    Some(s) => {
+                        let block = source.slice(j * nelems * s.sst..);
+                        self.dp()
+                            .iget(&mut buf, block, 1, s.sst, nelems, self.dp().my_pe())
+                            .await?;
+                        Payload::Local(&buf)
+                    }
+                };
+                self.eager_send(op, j, payload, bytes, desc).await?;
+            }
+            let others: Vec<usize> = (1..n).map(|k| (me + k) % n).collect();
+            self.eager_wait(op, &others).await?;
+            for &j in &others {
+                let got = self.eager_peek(op, j);
+                match agree(desc, got.desc, j) {
+                    Ok(()) => match strides {
+                        None => {
+                            let part = dest.slice(j * nelems..(j + 1) * nelems);
+                            self.copy_local(part, self.view::<T>(got.data, nelems))?;
+                        }
+                        Some(s) => {
+                            let me_pe = self.dp().my_pe();
+                            self.dp()
+                                .get(&mut buf, self.view::<T>(got.data, nelems), me_pe)
+                                .await?;
+                            let part = dest.slice(j * nelems * s.dst..);
+                            self.dp().iput(part, &buf, s.dst, 1, nelems, me_pe).await?;
+                        }
+                    },
+                    Err(e) => op.reject(e),
+                }
+                self.eager_done(op, j).await?;
+            }
+            return Ok(());
+        }
+        self.sync_in(op, desc).await?;
+        if op.rejected() {
+            return Ok(());
+        }
+        for k in 1..n {
+            let j = (me + k) % n;
+            self.move_block(dest, source, nelems, strides, j, &mut buf)
+                .await?;
+        }
+        self.sync_in(op, Descriptor::END).await
+    }
+
+    /// Reads block `me` of member `from`'s `source` into block `from` of this PE's `dest`.
+    async fn move_block<T: Pod>(
+        &self,
+        dest: SymSlice<'_, T>,
+        source: SymSlice<'_, T>,
+        nelems: usize,
+        strides: Option<Strides>,
+        from: usize,
+        buf: &mut [T],
+    ) -> Result<()> {
+        let me = self.my_pe();
+        let pe = self.pe(from);
+        match strides {
+            None => {
+                let part = dest.slice(from * nelems..(from + 1) * nelems);
+                self.dp()
+                    .get_nbi(part, source.slice(me * nelems..(me + 1) * nelems), pe)
+            }
+            Some(s) => {
+                let block = source.slice(me * nelems * s.sst..);
+                self.dp().iget(buf, block, 1, s.sst, nelems, pe).await?;
+                let part = dest.slice(from * nelems * s.dst..);
+                self.dp()
+                    .iput(part, buf, s.dst, 1, nelems, self.dp().my_pe())
+                    .await
+            }
+        }
+    }
+}

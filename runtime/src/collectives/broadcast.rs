@@ -1,0 +1,171 @@
+//! `broadcast`: the root's `source` into every member's `dest` (the root's own included).
+//!
+//! - Eager (small messages, teams with eager slots): the root writes the data into every
+//!   other member's slot and returns at once; each member copies it out of its slot.
+//! - Tree (otherwise): each member waits for its parent's signal, reads the data from the
+//!   parent's buffer (the root's `source`, or an inner member's `dest`), acknowledges, and
+//!   signals its own children; a member returns once its children have acknowledged. Flat
+//!   (a star) in small teams and for large messages, binomial for small messages in large
+//!   teams.
+
+use std::sync::atomic::Ordering;
+
+use bytemuck::Pod;
+
+use super::eager::{agree, Payload, DISAGREED};
+use super::shapes::Shape;
+use super::{bytes_of, disjoint, holds, Descriptor, Kind};
+use crate::error::{Error, Result};
+use crate::heap::SymSlice;
+use crate::team::region::{value, Layout};
+use crate::team::{Op, Team};
+
+impl Team {
+    /// Copies `source` on member `root` into `dest` on every member, `root` included
+    /// (`shmem_broadcast`); `source.len()` elements. Collective: every member calls it with
+    /// the same root and length. `dest` and `source` may be the same range.
+    ///
+    /// ```no_run
+    /// # async fn f(team: ferroshmem_runtime::Team, buf: ferroshmem_runtime::SymBuffer<u64>) -> ferroshmem_runtime::Result<()> {
+    /// team.broadcast(&buf, &buf, 0).await?; // every member now holds member 0's buf
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::PeOutOfRange`] for a root outside the team, [`Error::OutOfBounds`] when
+    /// `dest` is shorter than `source`, [`Error::InvalidArgument`] when they overlap
+    /// otherwise than exactly, [`Error::CollectiveMismatch`] on the members that find other
+    /// members called with another root or length.
+    ///
+    /// Cancel safety: not cancel safe; dropped midway, it leaves the team unusable.
+    pub async fn broadcast<'d, 's, T: Pod>(
+        &self,
+        dest: impl Into<SymSlice<'d, T>>,
+        source: impl Into<SymSlice<'s, T>>,
+        root: usize,
+    ) -> Result<()> {
+        let (dest, source) = (dest.into(), source.into());
+        let n = self.n_pes();
+        if root >= n {
+            return Err(Error::PeOutOfRange { pe: root, n_pes: n });
+        }
+        let nelems = source.len();
+        holds(self.dp(), source, nelems, "broadcast source")?;
+        holds(self.dp(), dest, nelems, "broadcast destination")?;
+        let dest = dest.slice(..nelems);
+        disjoint(self.dp(), dest, source, true)?;
+        let bytes = bytes_of::<T>(nelems);
+        let desc = Descriptor::of(Kind::Broadcast, root as u64, bytes as u64);
+        let mut op = self.begin()?;
+        let outcome = self.broadcast_in(&mut op, dest, source, root, desc).await;
+        op.settle(outcome)
+    }
+
+    async fn broadcast_in<T: Pod>(
+        &self,
+        op: &mut Op<'_>,
+        dest: SymSlice<'_, T>,
+        source: SymSlice<'_, T>,
+        root: usize,
+        desc: u64,
+    ) -> Result<()> {
+        let (n, me) = (self.n_pes(), self.my_pe());
+        let bytes = bytes_of::<T>(source.len());
+        if me == root {
+            self.copy_local(dest, source)?;
+        }
+        if n == 1 || bytes == 0 {
+            return Ok(());
+        }
+        if self.eager(bytes) {
+            if me == root {
+                for k in 1..n {
+                    let to = (root + k) % n;
+                    self.eager_send(op, to, Payload::Sym(source), bytes, desc)
+                        .await?;
+                }
+                return Ok(());
+            }
+            self.eager_wait(op, &[root]).await?;
+            let got = self.eager_peek(op, root);
+            match agree(desc, got.desc, root) {
+                Ok(()) => self.copy_local(dest, self.view::<T>(got.data, dest.len()))?,
+                Err(e) => op.reject(e),
+            }
+            return self.eager_done(op, root).await;
+        }
+        let shape = if self.flat() || self.large(bytes) {
+            Shape::Star
+        } else {
+            Shape::Binomial
+        };
+        self.tree_broadcast(op, shape, dest, source, root, desc)
+            .await
+    }
+
+    /// Copies `src` into `dest`, both in this PE's symmetric memory (nothing when they are
+    /// the same range).
+    pub(crate) fn copy_local<T: Pod>(
+        &self,
+        dest: SymSlice<'_, T>,
+        src: SymSlice<'_, T>,
+    ) -> Result<()> {
+        let heap = self.dp().heap_id();
+        if dest.span(heap)? == src.span(heap)? {
+            return Ok(());
+        }
+        self.dp().get_nbi(dest, src, self.dp().my_pe())
+    }
+
+    /// The pull broadcast down `shape`, rooted at `root`.
+    async fn tree_broadcast<T: Pod>(
+        &self,
+        op: &mut Op<'_>,
+        shape: Shape,
+        dest: SymSlice<'_, T>,
+        source: SymSlice<'_, T>,
+        root: usize,
+        desc: u64,
+    ) -> Result<()> {
+        let (n, me) = (self.n_pes(), self.my_pe());
+        let layout = self.inner.layout;
+        op.state.seq += 1;
+        let (ready, done) = (value(op.state.seq, 0), value(op.state.seq, 0));
+        let rank = (me + n - root) % n;
+        let member = |r: usize| (root + r) % n;
+        let mut forward = desc;
+        if let Some(p) = shape.parent(rank) {
+            let parent = member(p);
+            self.wait_word("broadcast", layout.sig(parent), ready)
+                .await?;
+            let theirs = self.local(layout.sig(parent) + 8).load(Ordering::Acquire);
+            match agree(desc, theirs, parent) {
+                Ok(()) => {
+                    let from = if p == 0 { source } else { dest };
+                    self.dp().get_nbi(dest, from, self.pe(parent))?;
+                }
+                Err(e) => {
+                    op.reject(e);
+                    forward = DISAGREED;
+                }
+            }
+            self.put_words(parent, layout.ack(me) + 8, &[forward])
+                .await?;
+            self.signal(parent, layout.ack(me), done).await?;
+        }
+        let children: Vec<usize> = shape.children(rank, n).into_iter().map(member).collect();
+        for &c in &children {
+            self.put_words(c, layout.sig(me) + 8, &[forward]).await?;
+            self.signal(c, layout.sig(me), ready).await?;
+        }
+        self.wait_words("broadcast", Layout::ack, &children, done)
+            .await?;
+        for &c in &children {
+            let verdict = self.local(layout.ack(c) + 8).load(Ordering::Acquire);
+            if let Err(e) = agree(forward, verdict, c) {
+                op.reject(e);
+            }
+        }
+        Ok(())
+    }
+}

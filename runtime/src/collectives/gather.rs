@@ -1,0 +1,325 @@
+//! `fcollect` (equal blocks) and `collect` (blocks of any size): every member's `source`,
+//! concatenated in member order, into every member's `dest`.
+//!
+//! - Eager (small blocks, teams with eager slots): each member writes its block into every
+//!   other member's slot; each copies the blocks out. For `collect` the slot headers carry
+//!   the block sizes; a block too large for a slot is read from its member's `source`
+//!   instead, and then all members sync before returning.
+//! - Flat: sync, read every other member's block from its `source`, sync.
+//! - Ring (large blocks in large teams): in step `k` each member reads from its left
+//!   neighbour's `dest` the block that neighbour got in step `k − 1`; n − 1 steps.
+
+use std::sync::atomic::Ordering;
+
+use bytemuck::Pod;
+
+use super::eager::{agree, Payload};
+use super::{bytes_of, disjoint, holds, Descriptor, Kind};
+use crate::error::{Error, Result};
+use crate::heap::SymSlice;
+use crate::team::region::value;
+use crate::team::{Op, Team};
+
+/// Where each member's block goes in `dest`: element offsets and counts, in member order.
+struct Blocks {
+    offsets: Vec<usize>,
+    counts: Vec<usize>,
+}
+
+impl Blocks {
+    fn from_counts(counts: Vec<usize>) -> Blocks {
+        let offsets = counts
+            .iter()
+            .scan(0usize, |at, &c| {
+                let here = *at;
+                *at = at.saturating_add(c);
+                Some(here)
+            })
+            .collect();
+        Blocks { offsets, counts }
+    }
+
+    fn total(&self) -> usize {
+        self.counts.iter().fold(0usize, |t, &c| t.saturating_add(c))
+    }
+
+    fn range(&self, j: usize) -> std::ops::Range<usize> {
+        self.offsets[j]..self.offsets[j] + self.counts[j]
+    }
+}
+
+impl Team {
+    /// Concatenates every member's `source` (`source.len()` elements each) into `dest` on
+    /// every member, in member order (`shmem_fcollect`). Collective; every member passes the
+    /// same length; `dest` holds `n_pes × source.len()` elements and does not overlap
+    /// `source`.
+    ///
+    /// # Errors
+    /// [`Error::OutOfBounds`] for a short `dest`, [`Error::InvalidArgument`] for overlapping
+    /// buffers, [`Error::CollectiveMismatch`] when members passed different lengths.
+    ///
+    /// Cancel safety: not cancel safe; dropped midway, it leaves the team unusable.
+    pub async fn fcollect<'d, 's, T: Pod>(
+        &self,
+        dest: impl Into<SymSlice<'d, T>>,
+        source: impl Into<SymSlice<'s, T>>,
+    ) -> Result<()> {
+        let (dest, source) = (dest.into(), source.into());
+        let n = self.n_pes();
+        let nelems = source.len();
+        let total = nelems
+            .checked_mul(n)
+            .ok_or_else(|| Error::InvalidArgument(format!("{n} blocks of {nelems} overflow")))?;
+        holds(self.dp(), source, nelems, "fcollect source")?;
+        holds(self.dp(), dest, total, "fcollect destination")?;
+        let dest = dest.slice(..total);
+        disjoint(self.dp(), dest, source, false)?;
+        let bytes = bytes_of::<T>(nelems);
+        let desc = Descriptor::of(Kind::Fcollect, 0, bytes as u64);
+        let blocks = Blocks::from_counts(vec![nelems; n]);
+        let mut op = self.begin()?;
+        let outcome = self.fcollect_in(&mut op, dest, source, &blocks, desc).await;
+        op.settle(outcome)
+    }
+
+    async fn fcollect_in<T: Pod>(
+        &self,
+        op: &mut Op<'_>,
+        dest: SymSlice<'_, T>,
+        source: SymSlice<'_, T>,
+        blocks: &Blocks,
+        desc: u64,
+    ) -> Result<()> {
+        let (n, me) = (self.n_pes(), self.my_pe());
+        self.copy_local(dest.slice(blocks.range(me)), source)?;
+        let bytes = bytes_of::<T>(source.len());
+        if n == 1 || bytes == 0 {
+            return Ok(());
+        }
+        if self.eager(bytes) {
+            for k in 1..n {
+                let to = (me + k) % n;
+                self.eager_send(op, to, Payload::Sym(source), bytes, desc)
+                    .await?;
+            }
+            return self.eager_gather(op, dest, blocks, desc).await;
+        }
+        if !self.flat() && self.large(bytes) {
+            return self.ring(op, dest, blocks).await;
+        }
+        self.sync_in(op, desc).await?;
+        if op.rejected() {
+            return Ok(());
+        }
+        self.pull_blocks(dest, source, blocks, |_| true)?;
+        self.sync_in(op, Descriptor::END).await
+    }
+
+    /// Receives one eager block from every other member into `dest`.
+    async fn eager_gather<T: Pod>(
+        &self,
+        op: &mut Op<'_>,
+        dest: SymSlice<'_, T>,
+        blocks: &Blocks,
+        desc: u64,
+    ) -> Result<()> {
+        let (n, me) = (self.n_pes(), self.my_pe());
+        let others: Vec<usize> = (1..n).map(|k| (me + k) % n).collect();
+        self.eager_wait(op, &others).await?;
+        for &j in &others {
+            let got = self.eager_peek(op, j);
+            match agree(desc, got.desc, j) {
+                Ok(()) => {
+                    let part = dest.slice(blocks.range(j));
+                    self.copy_local(part, self.view::<T>(got.data, part.len()))?;
+                }
+                Err(e) => op.reject(e),
+            }
+            self.eager_done(op, j).await?;
+        }
+        Ok(())
+    }
+
+    /// Reads the blocks of the members `wanted` picks from their `source` into `dest`.
+    fn pull_blocks<T: Pod>(
+        &self,
+        dest: SymSlice<'_, T>,
+        source: SymSlice<'_, T>,
+        blocks: &Blocks,
+        wanted: impl Fn(usize) -> bool,
+    ) -> Result<()> {
+        let (n, me) = (self.n_pes(), self.my_pe());
+        for k in 1..n {
+            let j = (me + k) % n;
+            if wanted(j) && blocks.counts[j] > 0 {
+                let from = source.resized(blocks.counts[j]);
+                self.dp()
+                    .get_nbi(dest.slice(blocks.range(j)), from, self.pe(j))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The ring allgather; this PE's own block is already in `dest`.
+    async fn ring<T: Pod>(
+        &self,
+        op: &mut Op<'_>,
+        dest: SymSlice<'_, T>,
+        blocks: &Blocks,
+    ) -> Result<()> {
+        let (n, me) = (self.n_pes(), self.my_pe());
+        let layout = self.inner.layout;
+        op.state.seq += 1;
+        let seq = op.state.seq;
+        let (left, right) = ((me + n - 1) % n, (me + 1) % n);
+        self.signal(right, layout.sig(me), value(seq, 0)).await?;
+        for k in 1..n {
+            let b = (me + n - k) % n;
+            self.wait_word("ring", layout.sig(left), value(seq, k - 1))
+                .await?;
+            let part = dest.slice(blocks.range(b));
+            if !part.is_empty() {
+                self.dp().get_nbi(part, part, self.pe(left))?;
+            }
+            if k < n - 1 {
+                self.signal(right, layout.sig(me), value(seq, k)).await?;
+            }
+        }
+        self.signal(left, layout.ack(me), value(seq, 0)).await?;
+        self.wait_word("ring", layout.ack(right), value(seq, 0))
+            .await
+    }
+
+    /// Concatenates every member's `source`, of any length, into `dest` on every member, in
+    /// member order (`shmem_collect`); resolves to the number of elements gathered. Collective;
+    /// `dest` holds the sum of the lengths and does not overlap `source`.
+    ///
+    /// # Errors
+    /// [`Error::OutOfBounds`] when `dest` is too short for the total (on every member whose
+    /// `dest` is), [`Error::InvalidArgument`] for overlapping buffers,
+    /// [`Error::CollectiveMismatch`] when members called another collective.
+    ///
+    /// Cancel safety: not cancel safe; dropped midway, it leaves the team unusable.
+    pub async fn collect<'d, 's, T: Pod>(
+        &self,
+        dest: impl Into<SymSlice<'d, T>>,
+        source: impl Into<SymSlice<'s, T>>,
+    ) -> Result<usize> {
+        let (dest, source) = (dest.into(), source.into());
+        holds(self.dp(), source, source.len(), "collect source")?;
+        holds(self.dp(), dest, 0, "collect destination")?;
+        disjoint(self.dp(), dest, source, false)?;
+        let desc = Descriptor::of(Kind::Collect, std::mem::size_of::<T>() as u64, 0);
+        let mut op = self.begin()?;
+        let outcome = self.collect_in(&mut op, dest, source, desc).await;
+        op.settle(outcome)
+    }
+
+    async fn collect_in<T: Pod>(
+        &self,
+        op: &mut Op<'_>,
+        dest: SymSlice<'_, T>,
+        source: SymSlice<'_, T>,
+        desc: u64,
+    ) -> Result<usize> {
+        let (n, me) = (self.n_pes(), self.my_pe());
+        let size = std::mem::size_of::<T>().max(1);
+        let mine = source.len();
+        if n == 1 {
+            holds(self.dp(), dest, mine, "collect destination")?;
+            self.copy_local(dest.slice(..mine), source)?;
+            return Ok(mine);
+        }
+        if self.inner.layout.eager_bytes > 0 {
+            let bytes = bytes_of::<T>(mine);
+            let inline = if self.eager(bytes) {
+                source
+            } else {
+                source.slice(..0)
+            };
+            for k in 1..n {
+                let to = (me + k) % n;
+                self.eager_send(op, to, Payload::Sym(inline), bytes, desc)
+                    .await?;
+            }
+            let others: Vec<usize> = (1..n).map(|k| (me + k) % n).collect();
+            self.eager_wait(op, &others).await?;
+            let mut counts = vec![mine; n];
+            for &j in &others {
+                let got = self.eager_peek(op, j);
+                counts[j] = got.bytes / size;
+                if let Err(e) = agree(desc, got.desc, j) {
+                    op.reject(e);
+                }
+            }
+            let blocks = Blocks::from_counts(counts);
+            let total = blocks.total();
+            if let Err(e) = holds(self.dp(), dest, total, "collect destination") {
+                op.reject(e);
+            }
+            let copy = !op.rejected();
+            if copy {
+                self.copy_local(dest.slice(blocks.range(me)), source)?;
+            }
+            for &j in &others {
+                let got = self.eager_peek(op, j);
+                if copy && self.eager(got.bytes) {
+                    let part = dest.slice(blocks.range(j));
+                    self.copy_local(part, self.view::<T>(got.data, part.len()))?;
+                }
+                self.eager_done(op, j).await?;
+            }
+            if blocks.counts.iter().any(|&c| !self.eager(bytes_of::<T>(c))) {
+                if copy {
+                    self.pull_blocks(dest, source, &blocks, |j| {
+                        !self.eager(bytes_of::<T>(blocks.counts[j]))
+                    })?;
+                }
+                self.sync_in(op, Descriptor::END).await?;
+            }
+            return Ok(total);
+        }
+        let count = self.inner.layout.count();
+        self.local(count).store(mine as u64, Ordering::Release);
+        self.local(count + 8)
+            .store(dest.len() as u64, Ordering::Release);
+        self.sync_in(op, desc).await?;
+        if op.rejected() {
+            return Ok(0);
+        }
+        let mut counts = vec![0; n];
+        let mut room = vec![0; n];
+        for j in 0..n {
+            let mut words = [0u64; 2];
+            self.dp()
+                .get(&mut words, self.view::<u64>(count, 2), self.pe(j))
+                .await?;
+            counts[j] = words[0] as usize;
+            room[j] = words[1] as usize;
+        }
+        let blocks = Blocks::from_counts(counts);
+        let total = blocks.total();
+        if let Some(j) = (0..n).find(|&j| room[j] < total) {
+            op.reject(Error::OutOfBounds {
+                what: if j == me {
+                    "collect destination"
+                } else {
+                    "another member's collect destination"
+                },
+                needed: total,
+                available: room[j],
+            });
+            self.sync_in(op, Descriptor::END).await?;
+            return Ok(total);
+        }
+        self.copy_local(dest.slice(blocks.range(me)), source)?;
+        let largest = blocks.counts.iter().copied().max().unwrap_or(0);
+        if !self.flat() && self.large(bytes_of::<T>(largest)) {
+            self.ring(op, dest.slice(..total), &blocks).await?;
+        } else {
+            self.pull_blocks(dest, source, &blocks, |_| true)?;
+            self.sync_in(op, Descriptor::END).await?;
+        }
+        Ok(total)
+    }
+}

@@ -1,0 +1,191 @@
+//! Collectives on teams (OpenSHMEM 1.5 §9.9): `sync`, `barrier`, `broadcast`, `fcollect`,
+//! `collect`, `alltoall`, `alltoalls`, reductions and `reducescatter`, each an awaited
+//! future on a [`Team`].
+//!
+//! They are built from the data plane's own operations on symmetric memory (puts, gets,
+//! signals, waits), never from a second transport, so the same algorithms serve any PE the
+//! data plane reaches. Each picks its algorithm from the message size and the team's size
+//! and [`TeamConfig`](crate::TeamConfig):
+//!
+//! | collective | small messages, small teams | larger messages | small messages, large teams |
+//! |---|---|---|---|
+//! | `broadcast` | eager: the root writes into every member's slot and returns | flat: members read the root's source | binomial tree, each member reading from its parent |
+//! | `fcollect`, `collect` | eager: each member writes its block into every other's slot | flat: sync, read every block, sync | flat; a ring for large blocks |
+//! | `alltoall(s)` | eager | flat | flat |
+//! | reductions | eager: every member receives every contribution and reduces them in member order | reduce-scatter, then allgather | binomial tree up, then down |
+//! | `reducescatter` | eager | flat | flat |
+//!
+//! "Eager" messages go through the receivers' scratch slots (two per sender, with credits so
+//! that a sender never overwrites an unread message), so no member waits for another to
+//! arrive before it can send: one one-way latency per collective. The other algorithms read
+//! peers' buffers in place and synchronize before and after.
+//!
+//! Every algorithm ends only when no other member will touch this PE's buffers again for
+//! this collective, so the same buffers may be used by the next collective at once. Syncs
+//! also check that every member called the same collective with the same sizes and root:
+//! when they did not, every member gets [`Error::CollectiveMismatch`].
+
+mod alltoall;
+mod broadcast;
+mod eager;
+mod gather;
+mod reduce;
+mod reduce_ops;
+mod shapes;
+mod sync;
+
+use std::sync::atomic::{fence, Ordering};
+
+use bytemuck::Pod;
+
+use crate::data_plane::DataPlane;
+use crate::error::{Error, Result};
+use crate::heap::SymSlice;
+use crate::team::Team;
+
+pub use reduce_ops::{BitwiseReducible, ReduceOp, Reducible};
+
+/// What a member called, packed in a word so that members can compare calls cheaply: the
+/// collective (4 bits), a detail such as the root or the reduction (20 bits), and a size in
+/// bytes (40 bits).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Descriptor;
+
+impl Descriptor {
+    pub const SYNC: u64 = Self::of(Kind::Sync, 0, 0);
+    pub const DESTROY: u64 = Self::of(Kind::Destroy, 0, 0);
+    /// The sync that ends a collective: it checks nothing more.
+    pub const END: u64 = Self::of(Kind::End, 0, 0);
+
+    /// The descriptor of `kind` with `detail` and `bytes`.
+    pub const fn of(kind: Kind, detail: u64, bytes: u64) -> u64 {
+        (kind as u64) << 60 | (detail & 0xf_ffff) << 40 | (bytes & 0xff_ffff_ffff)
+    }
+
+    /// Describes a descriptor for an error message.
+    pub fn describe(d: u64) -> String {
+        let kind = match d >> 60 {
+            1 => "sync/barrier",
+            2 => "destroy",
+            3 => "the end of a collective",
+            4 => "broadcast",
+            5 => "fcollect",
+            6 => "collect",
+            7 => "alltoall",
+            8 => "alltoalls",
+            9 => "a reduction",
+            10 => "reducescatter",
+            _ => "an unknown collective",
+        };
+        format!(
+            "{kind} (detail {}, {} bytes)",
+            (d >> 40) & 0xf_ffff,
+            d & 0xff_ffff_ffff
+        )
+    }
+}
+
+/// The collectives, as descriptors name them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum Kind {
+    Sync = 1,
+    Destroy = 2,
+    End = 3,
+    Broadcast = 4,
+    Fcollect = 5,
+    Collect = 6,
+    Alltoall = 7,
+    Alltoalls = 8,
+    Reduce = 9,
+    Reducescatter = 10,
+}
+
+/// The heap byte range of a view, checked against this PE's heap.
+pub(crate) fn byte_span<T: Pod>(dp: &DataPlane, view: SymSlice<'_, T>) -> Result<(usize, usize)> {
+    let span = view.span(dp.heap_id())?;
+    Ok((
+        span.offset,
+        span.offset + span.len * std::mem::size_of::<T>(),
+    ))
+}
+
+/// Checks that `view` holds at least `needed` elements.
+pub(crate) fn holds<T: Pod>(
+    dp: &DataPlane,
+    view: SymSlice<'_, T>,
+    needed: usize,
+    what: &'static str,
+) -> Result<()> {
+    view.span(dp.heap_id())?;
+    if view.len() < needed {
+        return Err(Error::OutOfBounds {
+            what,
+            needed,
+            available: view.len(),
+        });
+    }
+    Ok(())
+}
+
+/// Refuses a destination that overlaps a source (unless `same_ok` and they are the same
+/// range): a collective would read what it had already overwritten.
+pub(crate) fn disjoint<T: Pod>(
+    dp: &DataPlane,
+    dest: SymSlice<'_, T>,
+    source: SymSlice<'_, T>,
+    same_ok: bool,
+) -> Result<()> {
+    let (d0, d1) = byte_span(dp, dest)?;
+    let (s0, s1) = byte_span(dp, source)?;
+    let same = d0 == s0 && dest.len() == source.len();
+    if d0 < s1 && s0 < d1 && !(same_ok && same) {
+        return Err(Error::InvalidArgument(format!(
+            "the destination (heap bytes {d0}..{d1}) overlaps the source ({s0}..{s1})"
+        )));
+    }
+    Ok(())
+}
+
+/// Bytes of `n` elements of `T`.
+pub(crate) fn bytes_of<T>(n: usize) -> usize {
+    n.saturating_mul(std::mem::size_of::<T>())
+}
+
+/// Copies `src` (this PE's symmetric memory) into `dest` on world PE `pe`: a put whose source
+/// is symmetric, so the bytes go straight from segment to segment.
+pub(crate) fn put_from<T: Pod>(
+    dp: &DataPlane,
+    dest: SymSlice<'_, T>,
+    src: SymSlice<'_, T>,
+    pe: usize,
+) -> Result<()> {
+    let target = dp.segment(pe)?;
+    let n = src.len();
+    let at = dp.locate(dest, n, "collective destination")?;
+    let from = dp.locate(src, n, "collective source")?;
+    let bytes = bytes_of::<T>(n);
+    target
+        .mapping()
+        .copy_from(at, dp.own_segment().mapping(), from, bytes);
+    fence(Ordering::SeqCst);
+    target.wake_watchers(at, at + bytes);
+    Ok(())
+}
+
+impl Team {
+    /// Whether messages of `bytes` bytes per destination take the eager path.
+    pub(crate) fn eager(&self, bytes: usize) -> bool {
+        self.inner.layout.eager_bytes > 0 && bytes <= self.inner.config.eager_bytes
+    }
+
+    /// Whether the team is small enough for flat algorithms.
+    pub(crate) fn flat(&self) -> bool {
+        self.n_pes() <= self.inner.config.flat_max_pes
+    }
+
+    /// Whether `bytes` is a large message for this team.
+    pub(crate) fn large(&self, bytes: usize) -> bool {
+        bytes >= self.inner.config.large_bytes
+    }
+}

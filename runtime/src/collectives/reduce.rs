@@ -1,0 +1,399 @@
+//! Reductions (`shmem_<op>_reduce`: the result on every member) and `reducescatter` (member
+//! `j` gets block `j` of the result).
+//!
+//! - Eager (small messages, teams with eager slots): every member sends its contribution to
+//!   every other; each combines all of them in member order, so all get the same bits.
+//! - Tree (medium messages, or large teams): contributions are combined up a tree into the
+//!   root's `dest` (each inner member accumulating its subtree into its own `dest`, reading
+//!   its children's buffers in place), then the result is read back down the tree. A star
+//!   in small teams, binomial in large ones.
+//! - Reduce-scatter then allgather (large messages): after a sync each member combines one
+//!   n-th of the elements, reading every member's `source`; after a second sync each reads
+//!   the other members' parts of the result; a third sync ends it. Every member does an
+//!   equal share of the arithmetic.
+//!
+//! Combining goes block by block (16 KiB), so that the operands stay in cache.
+
+use std::sync::atomic::Ordering;
+
+use super::eager::{agree, Payload, DISAGREED};
+use super::reduce_ops::{BitwiseReducible, ReduceOp, Reducible};
+use super::shapes::Shape;
+use super::{bytes_of, disjoint, holds, Descriptor, Kind};
+use crate::error::{Error, Result};
+use crate::heap::SymSlice;
+use crate::team::region::{value, Layout};
+use crate::team::{Op, Team};
+
+/// Bytes combined at a time.
+const BLOCK_BYTES: usize = 16 << 10;
+
+/// Where one contribution lives: a view and the world PE that holds it.
+type Input<'a, T> = (SymSlice<'a, T>, usize);
+
+/// Refuses a bitwise operator on a floating-point type.
+fn applies<T: Reducible>(op: ReduceOp) -> Result<()> {
+    if op.is_bitwise() && !T::INTEGER {
+        return Err(Error::InvalidArgument(format!(
+            "{op:?} applies to integers only, not {}",
+            std::any::type_name::<T>()
+        )));
+    }
+    Ok(())
+}
+
+/// Element range of part `c` of `len` elements cut into `n` parts.
+fn part(c: usize, n: usize, len: usize) -> std::ops::Range<usize> {
+    let at = |c: usize| ((c as u128 * len as u128) / n as u128) as usize;
+    at(c)..at(c + 1)
+}
+
+impl Team {
+    /// Combines `source` of every member element-wise with `op` and stores the result in
+    /// `dest` on every member (`shmem_<op>_reduce`); `source.len()` elements. Collective;
+    /// every member passes the same operator, type and length. `dest` and `source` may be
+    /// the same range.
+    ///
+    /// ```no_run
+    /// # async fn f(team: ferroshmem_runtime::Team, x: ferroshmem_runtime::SymBuffer<f64>) -> ferroshmem_runtime::Result<()> {
+    /// use ferroshmem_runtime::ReduceOp;
+    /// team.reduce(ReduceOp::Sum, &x, &x).await?; // x now holds the sum over the team
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a bitwise operator on a float type or overlapping
+    /// buffers, [`Error::OutOfBounds`] for a short `dest`, [`Error::CollectiveMismatch`]
+    /// when members passed different operators, types or lengths.
+    ///
+    /// Cancel safety: not cancel safe; dropped midway, it leaves the team unusable.
+    pub async fn reduce<'d, 's, T: Reducible>(
+        &self,
+        op: ReduceOp,
+        dest: impl Into<SymSlice<'d, T>>,
+        source: impl Into<SymSlice<'s, T>>,
+    ) -> Result<()> {
+        let (dest, source) = (dest.into(), source.into());
+        applies::<T>(op)?;
+        let nreduce = source.len();
+        holds(self.dp(), source, nreduce, "reduce source")?;
+        holds(self.dp(), dest, nreduce, "reduce destination")?;
+        let dest = dest.slice(..nreduce);
+        disjoint(self.dp(), dest, source, true)?;
+        let bytes = bytes_of::<T>(nreduce);
+        let detail = op.code() | T::TAG << 3;
+        let desc = Descriptor::of(Kind::Reduce, detail, bytes as u64);
+        let mut state = self.begin()?;
+        let outcome = self.reduce_in(&mut state, op, dest, source, desc).await;
+        state.settle(outcome)
+    }
+
+    async fn reduce_in<T: Reducible>(
+        &self,
+        state: &mut Op<'_>,
+        op: ReduceOp,
+        dest: SymSlice<'_, T>,
+        source: SymSlice<'_, T>,
+        desc: u64,
+    ) -> Result<()> {
+        let n = self.n_pes();
+        let bytes = bytes_of::<T>(source.len());
+        if n == 1 {
+            return self.copy_local(dest, source);
+        }
+        if bytes == 0 {
+            return Ok(());
+        }
+        if self.eager(bytes) {
+            return self.eager_reduce(state, op, dest, |_| source, desc).await;
+        }
+        if self.large(bytes) {
+            return self
+                .reduce_scatter_allgather(state, op, dest, source, desc)
+                .await;
+        }
+        let shape = if self.flat() {
+            Shape::Star
+        } else {
+            Shape::Binomial
+        };
+        self.tree_reduce(state, shape, op, dest, source, desc).await
+    }
+
+    /// Stores in `dest` the combination of `inputs`, in their order.
+    async fn combine_into<T: Reducible>(
+        &self,
+        op: ReduceOp,
+        dest: SymSlice<'_, T>,
+        inputs: &[Input<'_, T>],
+    ) -> Result<()> {
+        let len = dest.len();
+        let block = (BLOCK_BYTES / std::mem::size_of::<T>().max(1)).max(1);
+        let mut acc = vec![T::zeroed(); block.min(len)];
+        let mut tmp = acc.clone();
+        let me = self.dp().my_pe();
+        for start in (0..len).step_by(block) {
+            let end = (start + block).min(len);
+            let (a, t) = (&mut acc[..end - start], &mut tmp[..end - start]);
+            for (k, &(src, pe)) in inputs.iter().enumerate() {
+                let target = if k == 0 { &mut *a } else { &mut *t };
+                self.dp().get(target, src.slice(start..end), pe).await?;
+                if k > 0 {
+                    T::combine(op, a, t);
+                }
+            }
+            self.dp().put(dest.slice(start..end), a, me).await?;
+        }
+        Ok(())
+    }
+
+    /// Every member sends `block(j)` of its contribution to member `j` and combines what it
+    /// receives with its own `block(me)`, in member order, into `dest`.
+    async fn eager_reduce<'s, T: Reducible>(
+        &self,
+        state: &mut Op<'_>,
+        op: ReduceOp,
+        dest: SymSlice<'_, T>,
+        block: impl Fn(usize) -> SymSlice<'s, T>,
+        desc: u64,
+    ) -> Result<()> {
+        let (n, me) = (self.n_pes(), self.my_pe());
+        let bytes = bytes_of::<T>(dest.len());
+        for k in 1..n {
+            let j = (me + k) % n;
+            self.eager_send(state, j, Payload::Sym(block(j)), bytes, desc)
+                .await?;
+        }
+        let others: Vec<usize> = (1..n).map(|k| (me + k) % n).collect();
+        self.eager_wait(state, &others).await?;
+        for &j in &others {
+            if let Err(e) = agree(desc, self.eager_peek(state, j).desc, j) {
+                state.reject(e);
+            }
+        }
+        if !state.rejected() {
+            let me_pe = self.dp().my_pe();
+            let inputs: Vec<Input<'_, T>> = (0..n)
+                .map(|j| {
+                    if j == me {
+                        (block(me), me_pe)
+                    } else {
+                        let got = self.eager_peek(state, j);
+                        (self.view::<T>(got.data, dest.len()), me_pe)
+                    }
+                })
+                .collect();
+            self.combine_into(op, dest, &inputs).await?;
+        }
+        for &j in &others {
+            self.eager_done(state, j).await?;
+        }
+        Ok(())
+    }
+
+    /// Up a tree rooted at member 0 into `dest`, then back down.
+    async fn tree_reduce<T: Reducible>(
+        &self,
+        state: &mut Op<'_>,
+        shape: Shape,
+        op: ReduceOp,
+        dest: SymSlice<'_, T>,
+        source: SymSlice<'_, T>,
+        desc: u64,
+    ) -> Result<()> {
+        let (n, me) = (self.n_pes(), self.my_pe());
+        let layout = self.inner.layout;
+        state.state.seq += 1;
+        let (up, down) = (value(state.state.seq, 0), value(state.state.seq, 1));
+        let children = shape.children(me, n);
+        self.wait_words("reduce", Layout::sig, &children, up)
+            .await?;
+        let mut forward = desc;
+        for &c in &children {
+            if self.local(layout.sig(c) + 8).load(Ordering::Acquire) != desc {
+                forward = DISAGREED;
+            }
+        }
+        if forward == desc && !children.is_empty() {
+            let me_pe = self.dp().my_pe();
+            let mut inputs = vec![(source, me_pe)];
+            for &c in &children {
+                let leaf = shape.children(c, n).is_empty();
+                inputs.push((if leaf { source } else { dest }, self.pe(c)));
+            }
+            self.combine_into(op, dest, &inputs).await?;
+        }
+        if let Some(p) = shape.parent(me) {
+            self.put_words(p, layout.sig(me) + 8, &[forward]).await?;
+            self.signal(p, layout.sig(me), up).await?;
+            self.wait_word("reduce", layout.sig(p), down).await?;
+            let verdict = self.local(layout.sig(p) + 8).load(Ordering::Acquire);
+            match agree(desc, verdict, p) {
+                Ok(()) => self.dp().get_nbi(dest, dest, self.pe(p))?,
+                Err(e) => {
+                    state.reject(e);
+                    forward = DISAGREED;
+                }
+            }
+            self.signal(p, layout.ack(me), up).await?;
+        } else if let Err(e) = agree(desc, forward, me) {
+            state.reject(e);
+        }
+        for &c in &children {
+            self.put_words(c, layout.sig(me) + 8, &[forward]).await?;
+            self.signal(c, layout.sig(me), down).await?;
+        }
+        self.wait_words("reduce", Layout::ack, &children, up).await
+    }
+
+    /// Each member combines its n-th of the elements, then gathers the others' parts.
+    async fn reduce_scatter_allgather<T: Reducible>(
+        &self,
+        state: &mut Op<'_>,
+        op: ReduceOp,
+        dest: SymSlice<'_, T>,
+        source: SymSlice<'_, T>,
+        desc: u64,
+    ) -> Result<()> {
+        let (n, me) = (self.n_pes(), self.my_pe());
+        let len = source.len();
+        self.sync_in(state, desc).await?;
+        if state.rejected() {
+            return Ok(());
+        }
+        let mine = part(me, n, len);
+        let inputs: Vec<Input<'_, T>> = (0..n)
+            .map(|k| (source.slice(mine.clone()), self.pe((me + k) % n)))
+            .collect();
+        self.combine_into(op, dest.slice(mine), &inputs).await?;
+        self.sync_in(state, Descriptor::END).await?;
+        for k in 1..n {
+            let j = (me + k) % n;
+            let theirs = dest.slice(part(j, n, len));
+            if !theirs.is_empty() {
+                self.dp().get_nbi(theirs, theirs, self.pe(j))?;
+            }
+        }
+        self.sync_in(state, Descriptor::END).await
+    }
+
+    /// Combines `source` (`n_pes × nreduce` elements) of every member element-wise with
+    /// `op`; member `j` receives elements `j·nreduce .. (j+1)·nreduce` of the result in
+    /// `dest` (`shmem_<op>_reducescatter`). Collective; `dest` holds `nreduce` elements and
+    /// does not overlap `source`.
+    ///
+    /// # Errors
+    /// As [`Team::reduce`].
+    ///
+    /// Cancel safety: not cancel safe; dropped midway, it leaves the team unusable.
+    pub async fn reducescatter<'d, 's, T: Reducible>(
+        &self,
+        op: ReduceOp,
+        dest: impl Into<SymSlice<'d, T>>,
+        source: impl Into<SymSlice<'s, T>>,
+        nreduce: usize,
+    ) -> Result<()> {
+        let (dest, source) = (dest.into(), source.into());
+        applies::<T>(op)?;
+        let (n, me) = (self.n_pes(), self.my_pe());
+        let total = nreduce.checked_mul(n).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "reducescatter: {nreduce} elements per member overflow"
+            ))
+        })?;
+        holds(self.dp(), source, total, "reducescatter source")?;
+        holds(self.dp(), dest, nreduce, "reducescatter destination")?;
+        let (dest, source) = (dest.slice(..nreduce), source.slice(..total));
+        disjoint(self.dp(), dest, source, false)?;
+        let bytes = bytes_of::<T>(nreduce);
+        let desc = Descriptor::of(Kind::Reducescatter, op.code() | T::TAG << 3, bytes as u64);
+        let block = |j: usize| source.slice(j * nreduce..(j + 1) * nreduce);
+        let mut state = self.begin()?;
+        let outcome = if n == 1 {
+            self.copy_local(dest, block(0))
+        } else if bytes == 0 {
+            Ok(())
+        } else if self.eager(bytes) {
+            self.eager_reduce(&mut state, op, dest, block, desc).await
+        } else {
+            self.flat_reducescatter(&mut state, op, dest, block(me), desc)
+                .await
+        };
+        state.settle(outcome)
+    }
+
+    async fn flat_reducescatter<T: Reducible>(
+        &self,
+        state: &mut Op<'_>,
+        op: ReduceOp,
+        dest: SymSlice<'_, T>,
+        mine: SymSlice<'_, T>,
+        desc: u64,
+    ) -> Result<()> {
+        let (n, me) = (self.n_pes(), self.my_pe());
+        self.sync_in(state, desc).await?;
+        if state.rejected() {
+            return Ok(());
+        }
+        let inputs: Vec<Input<'_, T>> = (0..n).map(|k| (mine, self.pe((me + k) % n))).collect();
+        self.combine_into(op, dest, &inputs).await?;
+        self.sync_in(state, Descriptor::END).await
+    }
+}
+
+/// The named forms of [`Team::reduce`] and [`Team::reducescatter`].
+macro_rules! named {
+    ($($reduce:ident, $scatter:ident, $op:ident, $bound:ident, $c:literal;)*) => {
+        impl Team {$(
+            #[doc = concat!("`shmem_", $c, "_reduce`: [`Team::reduce`] with [`ReduceOp::", stringify!($op), "`].")]
+            ///
+            /// Cancel safety: not cancel safe; dropped midway, it leaves the team unusable.
+            pub async fn $reduce<'d, 's, T: $bound>(
+                &self,
+                dest: impl Into<SymSlice<'d, T>>,
+                source: impl Into<SymSlice<'s, T>>,
+            ) -> Result<()> {
+                self.reduce(ReduceOp::$op, dest, source).await
+            }
+
+            #[doc = concat!("`shmem_", $c, "_reducescatter`: [`Team::reducescatter`] with [`ReduceOp::", stringify!($op), "`].")]
+            ///
+            /// Cancel safety: not cancel safe; dropped midway, it leaves the team unusable.
+            pub async fn $scatter<'d, 's, T: $bound>(
+                &self,
+                dest: impl Into<SymSlice<'d, T>>,
+                source: impl Into<SymSlice<'s, T>>,
+                nreduce: usize,
+            ) -> Result<()> {
+                self.reducescatter(ReduceOp::$op, dest, source, nreduce).await
+            }
+        )*}
+    };
+}
+
+named! {
+    and_reduce, and_reducescatter, And, BitwiseReducible, "and";
+    or_reduce, or_reducescatter, Or, BitwiseReducible, "or";
+    xor_reduce, xor_reducescatter, Xor, BitwiseReducible, "xor";
+    min_reduce, min_reducescatter, Min, Reducible, "min";
+    max_reduce, max_reducescatter, Max, Reducible, "max";
+    sum_reduce, sum_reducescatter, Sum, Reducible, "sum";
+    prod_reduce, prod_reducescatter, Prod, Reducible, "prod";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::part;
+
+    #[test]
+    fn parts_tile_the_range() {
+        for n in 1..9 {
+            for len in [0, 1, 7, 100] {
+                let ends: Vec<_> = (0..n).map(|c| part(c, n, len)).collect();
+                assert_eq!(ends[0].start, 0);
+                assert_eq!(ends[n - 1].end, len);
+                assert!(ends.windows(2).all(|w| w[0].end == w[1].start));
+            }
+        }
+    }
+}

@@ -1,0 +1,74 @@
+//! `sync` and `barrier` on a team: a dissemination barrier over the team's sync lines,
+//! ⌈log₂ n⌉ rounds, correct for any n. In round `r` member `i` writes to member
+//! `(i + 2^r) mod n` and waits for member `(i − 2^r) mod n`.
+//!
+//! Each message also carries the lowest and highest [`Descriptor`] its sender has seen so far,
+//! so after the last round every member knows them over all members: when they differ, the
+//! members did not call the same collective, and every one of them reports it. The pair sits
+//! in one of two slots of the line, by epoch parity: a sender can be at most one sync ahead
+//! of its receiver, so it never overwrites a pair that has not been read.
+
+use std::sync::atomic::Ordering;
+
+use super::Descriptor;
+use crate::error::{Error, Result};
+use crate::team::region::rounds;
+use crate::team::{Op, Team};
+
+impl Team {
+    /// Waits until every member of the team has called `sync` (`shmem_team_sync`): a pure
+    /// synchronization that completes no outstanding operation.
+    ///
+    /// # Errors
+    /// [`Error::CollectiveMismatch`] on every member when some member called another
+    /// collective at the same point; [`Error::TeamDestroyed`]; [`Error::PeerLost`] when a
+    /// member is lost.
+    ///
+    /// Cancel safety: not cancel safe; dropped midway, it leaves the team unusable.
+    pub async fn sync(&self) -> Result<()> {
+        let mut op = self.begin()?;
+        let outcome = self.sync_in(&mut op, Descriptor::SYNC).await;
+        op.settle(outcome)
+    }
+
+    /// Completes this PE's outstanding operations, then synchronizes the team
+    /// (`shmem_barrier` on a team): after it, every member sees every put that members
+    /// issued before it.
+    ///
+    /// Cancel safety: not cancel safe; dropped midway, it leaves the team unusable.
+    pub async fn barrier(&self) -> Result<()> {
+        self.dp().quiet().await?;
+        self.sync().await
+    }
+
+    /// One dissemination sync of collective `op`, checking that every member passed `desc`
+    /// (when they did not, the mismatch is recorded in `op`, alike on every member).
+    pub(crate) async fn sync_in(&self, op: &mut Op<'_>, desc: u64) -> Result<()> {
+        let (n, me) = (self.n_pes(), self.my_pe());
+        op.state.sync_epoch += 1;
+        let epoch = op.state.sync_epoch;
+        let pair = 8 + 16 * (epoch % 2) as usize;
+        let (mut lo, mut hi) = (desc, desc);
+        for r in 0..rounds(n) {
+            let line = self.inner.layout.sync(r);
+            let to = (me + (1 << r)) % n;
+            self.put_words(to, line + pair, &[lo, hi]).await?;
+            self.signal(to, line, epoch).await?;
+            self.wait_word("team sync", line, epoch).await?;
+            lo = lo.min(self.local(line + pair).load(Ordering::Acquire));
+            hi = hi.max(self.local(line + pair + 8).load(Ordering::Acquire));
+        }
+        self.dp().health().check()?;
+        if lo != hi {
+            op.reject(Error::CollectiveMismatch {
+                operation: "team collective",
+                detail: format!(
+                    "members of the team called different collectives or sizes: {} and {}",
+                    Descriptor::describe(lo),
+                    Descriptor::describe(hi)
+                ),
+            });
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,392 @@
+//! Teams (OpenSHMEM 1.5 `shmem_team_*`): ordered subsets of the job's PEs on which
+//! collectives run. Every PE has the predefined world and node teams ([`Teams`]); new teams
+//! are split from existing ones ([`Team::split_strided`], [`Team::split_2d`]) and given back
+//! with [`Team::destroy`].
+//!
+//! A [`Team`] is this PE's handle: its members (as world PE numbers), its index among them,
+//! its [`TeamConfig`], and its control region in symmetric memory (laid out in `region.rs`).
+//! Collectives on it live in [`crate::collectives`]. One collective runs at a time per team
+//! and PE; a collective future dropped midway leaves the team unusable (its later calls
+//! fail) rather than letting it silently disagree with its peers.
+
+mod create;
+mod pool;
+pub(crate) mod region;
+
+use std::mem::ManuallyDrop;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+
+use crate::data_plane::DataPlane;
+use crate::error::{Error, Result};
+use crate::heap::{Allocation, SymBuffer};
+
+pub use create::{ExchangeFuture, TeamControl};
+pub use pool::PoolLayout;
+use pool::TeamPool;
+use region::Layout;
+pub use region::MAX_TEAM_PES;
+
+/// How a team picks its collective algorithms. Every member of a team uses the same
+/// configuration: it is fixed when the team is created (and checked then across members).
+///
+/// ```
+/// use ferroshmem_runtime::TeamConfig;
+/// // Trees and rings even in small teams, and no eager (copy-through-scratch) path.
+/// let config = TeamConfig { eager_bytes: 0, flat_max_pes: 1, ..TeamConfig::default() };
+/// assert_eq!(config.large_bytes, TeamConfig::default().large_bytes);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TeamConfig {
+    /// Messages up to this many bytes (per PE and destination) go through each receiver's
+    /// scratch slots, so that senders never wait for receivers: one one-way latency per
+    /// collective. Teams of at most [`flat_max_pes`](Self::flat_max_pes) members reserve
+    /// two slots of this size per member. 0 turns the eager algorithms off. Default 4 KiB.
+    pub eager_bytes: usize,
+    /// Teams of up to this many members use flat algorithms (each PE talks to every other
+    /// directly); larger teams use binomial trees and rings for small messages. Default 8.
+    pub flat_max_pes: usize,
+    /// Messages of at least this many bytes use the bandwidth algorithms: reductions split
+    /// the work among all members (reduce-scatter, then allgather), large teams gather along
+    /// a ring and broadcast flat. Default 64 KiB.
+    pub large_bytes: usize,
+}
+
+impl Default for TeamConfig {
+    fn default() -> Self {
+        TeamConfig {
+            eager_bytes: 4096,
+            flat_max_pes: 8,
+            large_bytes: 64 << 10,
+        }
+    }
+}
+
+impl TeamConfig {
+    fn encode(&self, out: &mut Vec<u8>) {
+        for v in [self.eager_bytes, self.flat_max_pes, self.large_bytes] {
+            out.extend_from_slice(&(v as u64).to_le_bytes());
+        }
+    }
+}
+
+/// Per-PE counters of a team's collectives; every member updates its own copy the same way.
+#[derive(Debug, Default)]
+pub(crate) struct OpState {
+    /// Collectives started on the team.
+    pub seq: u64,
+    /// Syncs run on the team.
+    pub sync_epoch: u64,
+    /// Eager messages sent to each member.
+    pub sent: Vec<u64>,
+    /// Eager messages received from each member.
+    pub recvd: Vec<u64>,
+}
+
+#[derive(Debug)]
+enum TeamState {
+    Idle(OpState),
+    Busy,
+    Cancelled,
+    Destroyed,
+}
+
+/// What all of one PE's teams share: its data plane, its control plane and its team pool.
+#[derive(Debug)]
+pub(crate) struct TeamHome {
+    pub dp: Arc<DataPlane>,
+    pub control: Arc<dyn TeamControl>,
+    pub pool: Mutex<TeamPool>,
+}
+
+#[derive(Debug)]
+pub(crate) struct TeamInner {
+    pub home: Arc<TeamHome>,
+    pub id: u64,
+    /// World PE of each member, ascending.
+    pub members: Box<[usize]>,
+    /// This PE's index among the members.
+    pub me: usize,
+    pub config: TeamConfig,
+    pub layout: Layout,
+    /// Heap offset of the control region.
+    pub base: usize,
+    /// The control region (never freed through `free`: it belongs to the team pool).
+    pub region: ManuallyDrop<SymBuffer<u8>>,
+    /// `Some(name)` for the predefined teams, which cannot be destroyed.
+    pub predefined: Option<&'static str>,
+    /// Teams split from this one so far.
+    pub splits: AtomicU64,
+    state: Mutex<TeamState>,
+}
+
+/// This PE's handle to a team. Cheap to clone; `Send + Sync`.
+///
+/// ```no_run
+/// # async fn f(world: ferroshmem_runtime::Team) -> ferroshmem_runtime::Result<()> {
+/// // The even-numbered PEs of the world form a team; the others get `None`.
+/// if let Some(evens) = world.split_strided(0, 2, world.n_pes().div_ceil(2)).await? {
+///     evens.sync().await?;
+///     evens.destroy().await?;
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Team {
+    pub(crate) inner: Arc<TeamInner>,
+}
+
+/// A collective in progress: it holds the team's counters until it finishes. Dropped
+/// unfinished (an error midway, or a cancelled future), it leaves the team unusable.
+pub(crate) struct Op<'t> {
+    team: &'t Team,
+    pub state: OpState,
+    /// The error every member reaches alike (they disagree, a buffer is too short), found
+    /// while the protocol still runs to its end.
+    verdict: Option<Error>,
+    finished: bool,
+}
+
+impl Op<'_> {
+    /// Gives the counters back to the team: the collective completed on this PE.
+    pub fn finish(mut self) {
+        self.finished = true;
+        *self.team.lock_state() = TeamState::Idle(std::mem::take(&mut self.state));
+    }
+
+    /// Records `error` as the collective's result (the first one recorded wins); the
+    /// protocol goes on to its end so that no member is left waiting.
+    pub fn reject(&mut self, error: Error) {
+        self.verdict.get_or_insert(error);
+    }
+
+    /// Whether an error has been recorded.
+    pub fn rejected(&self) -> bool {
+        self.verdict.is_some()
+    }
+
+    /// Ends the collective. A protocol that ran to its end (`Ok`) keeps the team usable and
+    /// yields the recorded error, if any; a failure midway (`Err`: a lost peer, a timeout)
+    /// leaves the members out of step, so the team becomes unusable.
+    pub fn settle<R>(mut self, outcome: Result<R>) -> Result<R> {
+        let r = outcome?;
+        let verdict = self.verdict.take();
+        self.finish();
+        verdict.map_or(Ok(r), Err)
+    }
+}
+
+impl Drop for Op<'_> {
+    fn drop(&mut self) {
+        if !self.finished {
+            *self.team.lock_state() = TeamState::Cancelled;
+        }
+    }
+}
+
+impl Team {
+    pub(crate) fn new(
+        home: Arc<TeamHome>,
+        id: u64,
+        members: Box<[usize]>,
+        me: usize,
+        config: TeamConfig,
+        base: usize,
+        predefined: Option<&'static str>,
+    ) -> Result<Team> {
+        let n = members.len();
+        let layout = Layout::new(n, &config);
+        let region = SymBuffer::from_allocation(
+            Allocation::new(home.dp.heap_id(), base, layout.bytes),
+            layout.bytes,
+        )?;
+        Ok(Team {
+            inner: Arc::new(TeamInner {
+                home,
+                id,
+                members,
+                me,
+                config,
+                layout,
+                base,
+                region: ManuallyDrop::new(region),
+                predefined,
+                splits: AtomicU64::new(0),
+                state: Mutex::new(TeamState::Idle(OpState {
+                    seq: 0,
+                    sync_epoch: 0,
+                    sent: vec![0; n],
+                    recvd: vec![0; n],
+                })),
+            }),
+        })
+    }
+
+    fn lock_state(&self) -> std::sync::MutexGuard<'_, TeamState> {
+        self.inner.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Starts a collective: takes the team's counters, or says why the team cannot run one.
+    pub(crate) fn begin(&self) -> Result<Op<'_>> {
+        let mut state = self.lock_state();
+        match std::mem::replace(&mut *state, TeamState::Busy) {
+            TeamState::Idle(s) => Ok(Op {
+                team: self,
+                state: s,
+                verdict: None,
+                finished: false,
+            }),
+            TeamState::Busy => Err(Error::InvalidArgument(
+                "another collective is already running on this team on this PE".into(),
+            )),
+            other => {
+                let err = match other {
+                    TeamState::Destroyed => Error::TeamDestroyed,
+                    _ => Error::InvalidArgument(
+                        "a collective on this team was cancelled midway, so its members no longer agree: the team cannot be used".into(),
+                    ),
+                };
+                *state = other;
+                Err(err)
+            }
+        }
+    }
+
+    /// This PE's number in the team (`shmem_team_my_pe`).
+    pub fn my_pe(&self) -> usize {
+        self.inner.me
+    }
+
+    /// The number of PEs in the team (`shmem_team_n_pes`).
+    pub fn n_pes(&self) -> usize {
+        self.inner.members.len()
+    }
+
+    /// The world PE number of team member `pe`, if there is one.
+    pub fn world_pe(&self, pe: usize) -> Option<usize> {
+        self.inner.members.get(pe).copied()
+    }
+
+    /// The team member that world PE `world_pe` is, if it belongs to the team.
+    pub fn team_pe(&self, world_pe: usize) -> Option<usize> {
+        self.inner.members.binary_search(&world_pe).ok()
+    }
+
+    /// The configuration the team's collectives use.
+    pub fn config(&self) -> TeamConfig {
+        self.inner.config
+    }
+
+    /// Whether the team has been destroyed on this PE.
+    pub fn is_destroyed(&self) -> bool {
+        matches!(*self.lock_state(), TeamState::Destroyed)
+    }
+
+    /// Translates member `pe` of this team into its number in `dest` (`shmem_team_translate_pe`):
+    /// `None` when that PE is not a member of `dest`.
+    ///
+    /// # Errors
+    /// [`Error::PeOutOfRange`] when `pe` is not a member of this team; [`Error::TeamDestroyed`]
+    /// when either team has been destroyed.
+    pub fn translate_pe(&self, pe: usize, dest: &Team) -> Result<Option<usize>> {
+        if self.is_destroyed() || dest.is_destroyed() {
+            return Err(Error::TeamDestroyed);
+        }
+        let world = self.world_pe(pe).ok_or(Error::PeOutOfRange {
+            pe,
+            n_pes: self.n_pes(),
+        })?;
+        Ok(dest.team_pe(world))
+    }
+
+    /// The world PE of member `pe` (which the caller has checked).
+    #[inline]
+    pub(crate) fn pe(&self, member: usize) -> usize {
+        self.inner.members[member]
+    }
+
+    /// Marks the team destroyed on this PE (no other collective may be running).
+    pub(crate) fn mark_destroyed(&self) {
+        *self.lock_state() = TeamState::Destroyed;
+    }
+}
+
+/// One PE's predefined teams and what its other teams are made from.
+#[derive(Debug)]
+pub struct Teams {
+    world: Team,
+    node: Team,
+}
+
+/// Team ids of the predefined teams.
+const WORLD_ID: u64 = 1;
+const NODE_ID: u64 = 2;
+
+impl Teams {
+    /// Where the team pool of a job of `n_pes` PEs with `heap_size`-byte heaps lies; the
+    /// world allocator must keep below [`PoolLayout::offset`].
+    pub fn pool_layout(heap_size: usize, n_pes: usize) -> Result<PoolLayout> {
+        let region = Layout::new(n_pes, &TeamConfig::default()).bytes;
+        PoolLayout::new(heap_size, 2 * region)
+    }
+
+    /// The predefined teams of the PE of `dp`: the world, and the node (the PEs whose memory
+    /// this PE reaches by loads and stores: NVSHMEM's `TEAM_SHARED`). `control` carries the
+    /// exchanges of later team creations.
+    pub fn new(dp: Arc<DataPlane>, control: Arc<dyn TeamControl>) -> Result<Teams> {
+        let n = dp.n_pes();
+        let me = dp.my_pe();
+        let layout = Self::pool_layout(dp.heap_size(), n)?;
+        let config = TeamConfig::default();
+        let world_bytes = Layout::new(n, &config).bytes;
+        let node_members: Box<[usize]> = (0..n).filter(|&p| dp.is_mapped(p)).collect();
+        let node_bytes = Layout::new(node_members.len(), &config).bytes;
+        let mut pool = TeamPool::new(layout);
+        let world_at = layout.offset;
+        let node_at = (world_at + world_bytes).next_multiple_of(region::LINE);
+        if !pool.reserve(world_at, world_bytes) || !pool.reserve(node_at, node_bytes) {
+            return Err(Error::Config(
+                "the team pool cannot hold the predefined teams".into(),
+            ));
+        }
+        let home = Arc::new(TeamHome {
+            dp,
+            control,
+            pool: Mutex::new(pool),
+        });
+        let node_me = node_members
+            .binary_search(&me)
+            .map_err(|_| Error::Config("this PE cannot reach its own memory".into()))?;
+        Ok(Teams {
+            world: Team::new(
+                home.clone(),
+                WORLD_ID,
+                (0..n).collect(),
+                me,
+                config,
+                world_at,
+                Some("world"),
+            )?,
+            node: Team::new(
+                home,
+                NODE_ID,
+                node_members,
+                node_me,
+                config,
+                node_at,
+                Some("node"),
+            )?,
+        })
+    }
+
+    /// The world team (`SHMEM_TEAM_WORLD`): every PE of the job, numbered as in the job.
+    pub fn world(&self) -> &Team {
+        &self.world
+    }
+
+    /// The node team (`SHMEM_TEAM_SHARED`, `NVSHMEMX_TEAM_NODE`): the PEs that share memory
+    /// with this one. Today every PE of a job shares one node, so it has the world's members.
+    pub fn node(&self) -> &Team {
+        &self.node
+    }
+}

@@ -1,0 +1,241 @@
+//! A team's control region: the symmetric bytes (same offset on every member, taken from the
+//! team pool) through which its collectives synchronize, and the word-level operations on
+//! them: remote sets, local reads, and waits on sets of words.
+//!
+//! Layout, in 64-byte lines (one writer per line, so writers never share a cache line):
+//!
+//! | lines | content | written by |
+//! |---|---|---|
+//! | 1 | `count`: this member's element count of a `collect` | the member itself |
+//! | ⌈log₂ n⌉ | sync round `r`: epoch, then two (lowest, highest) descriptor pairs (by epoch parity) | member `me − 2^r` |
+//! | n | `sig[j]`: signal from member `j` (value, descriptor) | member `j` |
+//! | n | `ack[j]`: acknowledgement from member `j` (value, verdict) | member `j` |
+//! | n | `credit[j]`: eager messages of this member that `j` has consumed | member `j` |
+//! | 2n slots | eager slot `(j, parity)`: a header line (message number + 1, length, descriptor), then `eager_bytes` of data | member `j` |
+//!
+//! Signal and acknowledgement values are [`value`]`(seq, step)`: they only grow, so a waiter
+//! compares with `>=` and no word is ever reset. The credit and eager lines exist only in
+//! teams small enough for the eager (small-message) algorithms.
+
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::data_plane::DataPlane;
+use crate::error::Result;
+use crate::heap::SymSlice;
+use crate::segment::HEADER_SIZE;
+use crate::signal::SignalOp;
+use crate::wait::Wait;
+
+use super::{Team, TeamConfig};
+
+/// Bytes of a line.
+pub(crate) const LINE: usize = 64;
+/// Bits of a signal value that count steps within one collective.
+const STEP_BITS: u32 = 20;
+/// The largest team (steps of a ring go up to n).
+pub const MAX_TEAM_PES: usize = 1 << STEP_BITS;
+
+/// The signal value of step `step` of collective number `seq` of a team.
+#[inline]
+pub(crate) fn value(seq: u64, step: usize) -> u64 {
+    (seq << STEP_BITS) | step as u64
+}
+
+/// Number of dissemination rounds for `n` members.
+pub(crate) fn rounds(n: usize) -> usize {
+    n.next_power_of_two().trailing_zeros() as usize
+}
+
+/// Offsets (from the region's start) of a team's control words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Layout {
+    n: usize,
+    sync: usize,
+    sig: usize,
+    ack: usize,
+    credit: usize,
+    slots: usize,
+    /// Bytes of one eager slot's data; 0 when the team has no eager slots.
+    pub eager_bytes: usize,
+    /// Bytes of the whole region.
+    pub bytes: usize,
+}
+
+impl Layout {
+    /// The layout of a team of `n` members configured with `config`.
+    pub fn new(n: usize, config: &TeamConfig) -> Layout {
+        let sync = LINE;
+        let sig = sync + rounds(n) * LINE;
+        let ack = sig + n * LINE;
+        let credit = ack + n * LINE;
+        let eager = config.eager_bytes > 0 && n <= config.flat_max_pes && n > 1;
+        let eager_bytes = if eager {
+            config.eager_bytes.next_multiple_of(LINE)
+        } else {
+            0
+        };
+        let slots = credit + if eager { n * LINE } else { 0 };
+        let slot_bytes = if eager { LINE + eager_bytes } else { 0 };
+        Layout {
+            n,
+            sync,
+            sig,
+            ack,
+            credit,
+            slots,
+            eager_bytes,
+            bytes: slots + 2 * n * slot_bytes,
+        }
+    }
+
+    /// The `count` word.
+    pub fn count(&self) -> usize {
+        0
+    }
+
+    /// The line of sync round `r`.
+    pub fn sync(&self, r: usize) -> usize {
+        self.sync + r * LINE
+    }
+
+    /// The signal line from member `j`.
+    pub fn sig(&self, j: usize) -> usize {
+        self.sig + j * LINE
+    }
+
+    /// The acknowledgement line from member `j`.
+    pub fn ack(&self, j: usize) -> usize {
+        self.ack + j * LINE
+    }
+
+    /// The credit word from member `j`.
+    pub fn credit(&self, j: usize) -> usize {
+        self.credit + j * LINE
+    }
+
+    /// The header line of eager slot `(j, parity)`; its data follows it.
+    pub fn slot(&self, j: usize, parity: u64) -> usize {
+        self.slots + (2 * j + parity as usize) * (LINE + self.eager_bytes)
+    }
+
+    /// The bytes of the lines of `what(0) .. what(n)`.
+    pub fn span(&self, what: fn(&Layout, usize) -> usize) -> Range<usize> {
+        what(self, 0)..what(self, self.n.saturating_sub(1)) + LINE
+    }
+}
+
+impl Team {
+    /// The data plane of this team's PE.
+    #[inline]
+    pub(crate) fn dp(&self) -> &DataPlane {
+        &self.inner.home.dp
+    }
+
+    /// A view of `len` elements of `T` at `offset` of the region.
+    #[inline]
+    pub(crate) fn view<T: bytemuck::Pod>(&self, offset: usize, len: usize) -> SymSlice<'_, T> {
+        let size = std::mem::size_of::<T>();
+        self.inner
+            .region
+            .slice(offset..offset + len * size)
+            .cast::<T>()
+    }
+
+    /// This PE's own word at `offset` of the region.
+    #[inline]
+    pub(crate) fn local(&self, offset: usize) -> &AtomicU64 {
+        self.dp()
+            .own_segment()
+            .mapping()
+            .atomic(HEADER_SIZE + self.inner.base + offset)
+    }
+
+    /// Writes `words` at `offset` of the region on member `to` (plain stores, made visible by
+    /// the next [`Team::signal`] to that member).
+    pub(crate) async fn put_words(&self, to: usize, offset: usize, words: &[u64]) -> Result<()> {
+        self.dp()
+            .put(self.view::<u64>(offset, words.len()), words, self.pe(to))
+            .await
+    }
+
+    /// Sets the word at `offset` on member `to` to `v`, waking a sleeper there; a member that
+    /// reads `v` also sees everything this PE wrote to it before.
+    pub(crate) async fn signal(&self, to: usize, offset: usize, v: u64) -> Result<()> {
+        self.dp()
+            .signal_op(self.view::<u64>(offset, 1), v, SignalOp::Set, self.pe(to))
+            .await
+    }
+
+    /// Waits until `ready()` holds; only writes to `watched` (region offsets) can make it
+    /// hold.
+    pub(crate) async fn wait_for(
+        &self,
+        what: &'static str,
+        watched: Range<usize>,
+        mut ready: impl FnMut() -> bool + Unpin + Send,
+    ) -> Result<()> {
+        let at = HEADER_SIZE + self.inner.base;
+        Wait::new(
+            self.dp(),
+            what,
+            at + watched.start..at + watched.end,
+            Ok(move || ready().then_some(())),
+        )
+        .await
+    }
+
+    /// Waits until this PE's word at `offset` is at least `v`.
+    pub(crate) async fn wait_word(&self, what: &'static str, offset: usize, v: u64) -> Result<()> {
+        let word = self.local(offset);
+        if word.load(Ordering::Acquire) >= v {
+            return Ok(());
+        }
+        self.wait_for(what, offset..offset + 8, move || {
+            word.load(Ordering::Acquire) >= v
+        })
+        .await
+    }
+
+    /// Waits until this PE's word at `offset(j)` is at least `v` for every `j` of `from`.
+    pub(crate) async fn wait_words(
+        &self,
+        what: &'static str,
+        offset: fn(&Layout, usize) -> usize,
+        from: &[usize],
+        v: u64,
+    ) -> Result<()> {
+        let layout = self.inner.layout;
+        let words: Vec<&AtomicU64> = from
+            .iter()
+            .map(|&j| self.local(offset(&layout, j)))
+            .collect();
+        let all = move || words.iter().all(|w| w.load(Ordering::Acquire) >= v);
+        if from.is_empty() {
+            return Ok(());
+        }
+        let span = layout.span(offset);
+        self.wait_for(what, span, all).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layouts_fit_their_lines() {
+        let config = TeamConfig::default();
+        let l = Layout::new(5, &config);
+        assert_eq!(rounds(5), 3);
+        assert_eq!(l.sig(0), LINE + 3 * LINE);
+        assert_eq!(l.ack(0), l.sig(4) + LINE);
+        assert_eq!(l.slot(4, 1) + LINE + l.eager_bytes, l.bytes);
+        assert_eq!(l.span(Layout::sig), l.sig(0)..l.sig(4) + LINE);
+        let big = Layout::new(100, &config);
+        assert_eq!(big.eager_bytes, 0, "large teams have no eager slots");
+        assert_eq!(big.bytes, big.credit(0));
+        assert_eq!(rounds(1), 0);
+        assert!(value(1, 0) > value(0, MAX_TEAM_PES - 1));
+    }
+}

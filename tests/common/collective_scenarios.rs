@@ -1,0 +1,760 @@
+//! Scenarios of teams, collectives and locks that every PE of a job runs, the same in
+//! `run_local` jobs and in multi-process jobs. Every collective is checked against a
+//! reference computed locally, on every member, with a guard element after each destination
+//! so that writes past the end show.
+
+use std::time::Duration;
+
+use ferroshmem::{Error, Pe, ReduceOp, Reducible, Result, SymBuffer, SymSlice, Team, TeamConfig};
+
+/// Fails the scenario with a message unless `cond` holds.
+macro_rules! ensure {
+    ($cond:expr, $($msg:tt)*) => {
+        if !$cond {
+            return Err(Error::InvalidArgument(format!("check failed on line {}: {}", line!(), format!($($msg)*))));
+        }
+    };
+}
+
+/// Names of all scenarios.
+pub const ALL: &[&str] = &["teams", "collectives", "big", "locks"];
+
+/// Runs the scenario called `name` on `pe`.
+pub async fn run(name: &str, pe: Pe) -> Result<()> {
+    match name {
+        "teams" => teams(&pe).await,
+        "collectives" => collectives(&pe).await,
+        "big" => big(&pe).await,
+        "locks" => locks(&pe, 200).await,
+        other => Err(Error::InvalidArgument(format!("no scenario {other}"))),
+    }
+}
+
+/// A value that names its origin: the world PE that wrote it, a salt and an index.
+fn word(from: usize, salt: usize, i: usize) -> u32 {
+    ((from as u32) << 24) ^ ((salt as u32) << 16) ^ (i as u32).wrapping_mul(2_654_435_761)
+}
+
+const GUARD: u32 = 0xdead_beef;
+
+/// The configurations the matrix runs under, each forcing other algorithms.
+fn configs() -> Vec<(&'static str, TeamConfig)> {
+    let default = TeamConfig::default();
+    vec![
+        ("default (eager, flat, reduce-scatter)", default),
+        (
+            "flat without eager",
+            TeamConfig {
+                eager_bytes: 0,
+                large_bytes: usize::MAX,
+                ..default
+            },
+        ),
+        (
+            "binomial trees",
+            TeamConfig {
+                eager_bytes: 0,
+                flat_max_pes: 1,
+                large_bytes: usize::MAX,
+            },
+        ),
+        (
+            "rings and reduce-scatter",
+            TeamConfig {
+                eager_bytes: 0,
+                flat_max_pes: 1,
+                large_bytes: 0,
+            },
+        ),
+    ]
+}
+
+/// This PE's teams for a matrix: a copy of the world, the odd PEs (PE 0 alone in a job of
+/// one), and the columns of a 2-D split in rows of 2. `None` where this PE is no member.
+async fn sub_teams(pe: &Pe, config: TeamConfig) -> Result<Vec<(&'static str, Option<Team>)>> {
+    let world = pe.team_world();
+    let n = pe.n_pes();
+    let copy = world.split_strided_with(0, 1, n, config).await?;
+    let (start, size) = if n == 1 { (0, 1) } else { (1, n / 2) };
+    let odds = world.split_strided_with(start, 2, size, config).await?;
+    let (row, column) = world.split_2d_with(2, config).await?;
+    row.destroy().await?;
+    Ok(vec![
+        ("world copy", copy),
+        ("odd PEs", odds),
+        ("2-D column", Some(column)),
+    ])
+}
+
+/// Reads `len` elements of this PE's `view`.
+async fn read<T: bytemuck::Pod>(pe: &Pe, view: SymSlice<'_, T>) -> Result<Vec<T>> {
+    let mut out = vec![T::zeroed(); view.len()];
+    pe.get(&mut out, view, pe.my_pe()).await?;
+    Ok(out)
+}
+
+/// Writes `data` into this PE's `view`.
+async fn write<T: bytemuck::Pod>(pe: &Pe, view: SymSlice<'_, T>, data: &[T]) -> Result<()> {
+    pe.put(view.slice(..data.len()), data, pe.my_pe()).await
+}
+
+/// Fills `dest` with guards, so that any element a collective should not write shows.
+async fn guard(pe: &Pe, dest: SymSlice<'_, u32>, len: usize) -> Result<()> {
+    write(pe, dest, &vec![GUARD; len]).await
+}
+
+/// Checks `dest[..want.len()] == want` and the guard after it.
+async fn expect(pe: &Pe, dest: SymSlice<'_, u32>, want: &[u32], what: &str) -> Result<()> {
+    let got = read(pe, dest.slice(..want.len() + 1)).await?;
+    if let Some(i) = (0..want.len()).find(|&i| got[i] != want[i]) {
+        return Err(Error::InvalidArgument(format!(
+            "{what}: element {i} of {} is {:#x}, expected {:#x}",
+            want.len(),
+            got[i],
+            want[i]
+        )));
+    }
+    ensure!(got[want.len()] == GUARD, "{what}: wrote past its end");
+    Ok(())
+}
+
+/// Scratch buffers of a matrix, as `u32` views (reductions cast them).
+struct Bufs {
+    src: SymBuffer<u64>,
+    dst: SymBuffer<u64>,
+}
+
+impl Bufs {
+    fn src(&self) -> SymSlice<'_, u32> {
+        self.src.all().as_bytes().cast::<u32>()
+    }
+    fn dst(&self) -> SymSlice<'_, u32> {
+        self.dst.all().as_bytes().cast::<u32>()
+    }
+}
+
+async fn check_broadcast(pe: &Pe, t: &Team, b: &Bufs, len: usize, root: usize) -> Result<()> {
+    let me = pe.my_pe();
+    let root_pe = t.world_pe(root).unwrap_or(usize::MAX);
+    write(
+        pe,
+        b.src(),
+        &(0..len).map(|i| word(me, 1, i)).collect::<Vec<_>>(),
+    )
+    .await?;
+    guard(pe, b.dst(), len + 1).await?;
+    t.broadcast(b.dst(), b.src().slice(..len), root).await?;
+    let want: Vec<u32> = (0..len).map(|i| word(root_pe, 1, i)).collect();
+    expect(
+        pe,
+        b.dst(),
+        &want,
+        &format!("broadcast of {len} from {root}"),
+    )
+    .await?;
+    // In place: the root's source is the destination.
+    write(
+        pe,
+        b.dst(),
+        &(0..len).map(|i| word(me, 2, i)).collect::<Vec<_>>(),
+    )
+    .await?;
+    t.broadcast(b.dst().slice(..len), b.dst().slice(..len), root)
+        .await?;
+    let want: Vec<u32> = (0..len).map(|i| word(root_pe, 2, i)).collect();
+    expect(pe, b.dst(), &want, &format!("in-place broadcast of {len}")).await
+}
+
+async fn check_fcollect(pe: &Pe, t: &Team, b: &Bufs, len: usize) -> Result<()> {
+    let me = pe.my_pe();
+    let n = t.n_pes();
+    write(
+        pe,
+        b.src(),
+        &(0..len).map(|i| word(me, 3, i)).collect::<Vec<_>>(),
+    )
+    .await?;
+    guard(pe, b.dst(), n * len + 1).await?;
+    t.fcollect(b.dst(), b.src().slice(..len)).await?;
+    let want: Vec<u32> = (0..n)
+        .flat_map(|j| {
+            let from = t.world_pe(j).unwrap_or(usize::MAX);
+            (0..len).map(move |i| word(from, 3, i))
+        })
+        .collect();
+    expect(pe, b.dst(), &want, &format!("fcollect of {len}")).await
+}
+
+async fn check_collect(pe: &Pe, t: &Team, b: &Bufs, len: usize) -> Result<()> {
+    let me = pe.my_pe();
+    let n = t.n_pes();
+    let count = |j: usize| if j % 2 == 0 { len } else { len / 2 + j };
+    let mine = count(t.my_pe());
+    write(
+        pe,
+        b.src(),
+        &(0..mine).map(|i| word(me, 4, i)).collect::<Vec<_>>(),
+    )
+    .await?;
+    let want: Vec<u32> = (0..n)
+        .flat_map(|j| {
+            let from = t.world_pe(j).unwrap_or(usize::MAX);
+            (0..count(j)).map(move |i| word(from, 4, i))
+        })
+        .collect();
+    guard(pe, b.dst(), want.len() + 1).await?;
+    let total = t.collect(b.dst(), b.src().slice(..mine)).await?;
+    ensure!(
+        total == want.len(),
+        "collect total {total} != {}",
+        want.len()
+    );
+    expect(pe, b.dst(), &want, &format!("collect around {len}")).await
+}
+
+async fn check_alltoall(pe: &Pe, t: &Team, b: &Bufs, len: usize) -> Result<()> {
+    let me = pe.my_pe();
+    let (n, tme) = (t.n_pes(), t.my_pe());
+    let src: Vec<u32> = (0..n * len)
+        .map(|k| word(me, 5 + k / len.max(1), k % len.max(1)))
+        .collect();
+    write(pe, b.src(), &src).await?;
+    guard(pe, b.dst(), n * len + 1).await?;
+    t.alltoall(b.dst(), b.src(), len).await?;
+    let want: Vec<u32> = (0..n * len)
+        .map(|k| word(t.world_pe(k / len).unwrap_or(0), 5 + tme, k % len))
+        .collect();
+    expect(pe, b.dst(), &want, &format!("alltoall of {len}")).await?;
+    if len > 2000 {
+        return Ok(());
+    }
+    // Strided: source stride 3, destination stride 2; the gaps keep their guards.
+    let (sst, dst) = (3, 2);
+    let span = |stride: usize| {
+        if n * len == 0 {
+            0
+        } else {
+            (n * len - 1) * stride + 1
+        }
+    };
+    let mut src = vec![0u32; span(sst)];
+    for k in 0..n * len {
+        src[k * sst] = word(me, 40 + k / len, k % len);
+    }
+    write(pe, b.src(), &src).await?;
+    guard(pe, b.dst(), span(dst) + 1).await?;
+    t.alltoalls(b.dst(), b.src(), dst, sst, len).await?;
+    let mut want = vec![GUARD; span(dst)];
+    for k in 0..n * len {
+        want[k * dst] = word(t.world_pe(k / len).unwrap_or(0), 40 + tme, k % len);
+    }
+    expect(pe, b.dst(), &want, &format!("alltoalls of {len}")).await
+}
+
+/// An element type of the reduction checks, with an independent reference operator.
+trait Elem: Reducible + PartialEq + Copy {
+    fn value(pe: usize, i: usize, op: ReduceOp) -> Self;
+    fn apply(op: ReduceOp, a: Self, b: Self) -> Self;
+}
+
+macro_rules! int_elem {
+    ($($t:ty),*) => {$(
+        impl Elem for $t {
+            fn value(pe: usize, i: usize, op: ReduceOp) -> Self {
+                let v = (pe as u64 * 0x9e37_79b9 + i as u64 * 0x85eb_ca6b) >> 3;
+                match op {
+                    ReduceOp::Prod => (1 + (v % 3)) as $t,
+                    _ => v as $t,
+                }
+            }
+            fn apply(op: ReduceOp, a: Self, b: Self) -> Self {
+                match op {
+                    ReduceOp::And => a & b,
+                    ReduceOp::Or => a | b,
+                    ReduceOp::Xor => a ^ b,
+                    ReduceOp::Min => if b < a { b } else { a },
+                    ReduceOp::Max => if b > a { b } else { a },
+                    ReduceOp::Sum => a.wrapping_add(b),
+                    ReduceOp::Prod => a.wrapping_mul(b),
+                }
+            }
+        }
+    )*};
+}
+int_elem!(i8, i32, u64);
+
+macro_rules! float_elem {
+    ($($t:ty),*) => {$(
+        impl Elem for $t {
+            fn value(pe: usize, i: usize, op: ReduceOp) -> Self {
+                match op {
+                    // Powers of two: every product is exact, in any order.
+                    ReduceOp::Prod => [1.0, 2.0, 0.5, -1.0][(pe + i) % 4],
+                    // Small integers: every sum is exact.
+                    _ => ((pe * 7 + i * 3) % 19) as $t - 9.0,
+                }
+            }
+            fn apply(op: ReduceOp, a: Self, b: Self) -> Self {
+                match op {
+                    ReduceOp::Min => a.min(b),
+                    ReduceOp::Max => a.max(b),
+                    ReduceOp::Sum => a + b,
+                    _ => a * b,
+                }
+            }
+        }
+    )*};
+}
+float_elem!(f32, f64);
+
+async fn check_reduce<T: Elem>(
+    pe: &Pe,
+    t: &Team,
+    b: &Bufs,
+    len: usize,
+    op: ReduceOp,
+) -> Result<()> {
+    let me = pe.my_pe();
+    let n = t.n_pes();
+    let src = b.src.all().as_bytes().cast::<T>();
+    let dst = b.dst.all().as_bytes().cast::<T>();
+    let block = if n * len <= src.len() { len } else { len / n };
+    let mine: Vec<T> = (0..len.max(n * block))
+        .map(|i| T::value(me, i, op))
+        .collect();
+    write(pe, src, &mine[..len]).await?;
+    let contribution = |j: usize, i: usize| T::value(t.world_pe(j).unwrap_or(0), i, op);
+    let reduced = |i: usize| {
+        (1..n).fold(contribution(0, i), |a, j| {
+            T::apply(op, a, contribution(j, i))
+        })
+    };
+    let what = format!("{op:?} reduce of {len} {}", std::any::type_name::<T>());
+    t.reduce(op, dst.slice(..len), src.slice(..len)).await?;
+    let got = read(pe, dst.slice(..len)).await?;
+    if let Some(i) = (0..len).find(|&i| got[i] != reduced(i)) {
+        return Err(Error::InvalidArgument(format!(
+            "{what}: element {i} is {:?}, expected {:?}",
+            got[i],
+            reduced(i)
+        )));
+    }
+    // In place.
+    t.reduce(op, src.slice(..len), src.slice(..len)).await?;
+    let got = read(pe, src.slice(..len)).await?;
+    ensure!((0..len).all(|i| got[i] == reduced(i)), "in-place {what}");
+    // Reduce-scatter: member j gets block j of the reduction of n blocks (of `len`
+    // elements when they fit the buffer, else of `len / n`).
+    write(pe, src, &mine[..n * block]).await?;
+    t.reducescatter(op, dst.slice(..block), src.slice(..n * block), block)
+        .await?;
+    let got = read(pe, dst.slice(..block)).await?;
+    let base = t.my_pe() * block;
+    ensure!(
+        (0..block).all(|i| got[i] == reduced(base + i)),
+        "reducescatter of {what}"
+    );
+    Ok(())
+}
+
+/// Every collective, on every team of `config`, at every size of `sizes`.
+async fn matrix(pe: &Pe, b: &Bufs, config: TeamConfig, sizes: &[usize]) -> Result<()> {
+    for (name, team) in sub_teams(pe, config).await? {
+        let Some(t) = team else { continue };
+        for &len in sizes {
+            let ctx = |e: Error| {
+                Error::InvalidArgument(format!("{name} of {} PEs, {len} elements: {e}", t.n_pes()))
+            };
+            async {
+                for root in [0, t.n_pes() - 1] {
+                    check_broadcast(pe, &t, b, len, root).await?;
+                }
+                check_fcollect(pe, &t, b, len).await?;
+                check_collect(pe, &t, b, len).await?;
+                check_alltoall(pe, &t, b, len).await?;
+                check_reduce::<i32>(pe, &t, b, len, ReduceOp::Sum).await?;
+                check_reduce::<f64>(pe, &t, b, len, ReduceOp::Max).await?;
+                if len <= 1025 {
+                    for op in [
+                        ReduceOp::And,
+                        ReduceOp::Or,
+                        ReduceOp::Xor,
+                        ReduceOp::Min,
+                        ReduceOp::Prod,
+                    ] {
+                        check_reduce::<u64>(pe, &t, b, len, op).await?;
+                    }
+                    check_reduce::<i8>(pe, &t, b, len, ReduceOp::Sum).await?;
+                    check_reduce::<f32>(pe, &t, b, len, ReduceOp::Prod).await?;
+                    check_reduce::<f64>(pe, &t, b, len, ReduceOp::Sum).await?;
+                }
+                t.barrier().await
+            }
+            .await
+            .map_err(ctx)?;
+        }
+        t.destroy().await?;
+    }
+    Ok(())
+}
+
+/// Every collective under every configuration, from 0 elements to past the eager and
+/// reduce-scatter thresholds.
+pub async fn collectives(pe: &Pe) -> Result<()> {
+    let cap = 8 * 20_000 * 3 + 64;
+    let b = Bufs {
+        src: pe.calloc::<u64>(cap).await?,
+        dst: pe.calloc::<u64>(cap).await?,
+    };
+    for (name, config) in configs() {
+        matrix(pe, &b, config, &[0, 1, 7, 1024, 1025, 20_000])
+            .await
+            .map_err(|e| Error::InvalidArgument(format!("{name}: {e}")))?;
+    }
+    pe.free(b.dst).await?;
+    pe.free(b.src).await?;
+    Ok(())
+}
+
+/// A reduction of `len` elements whose reference costs O(1) per element: member values
+/// `i · (world PE + 1)` summed, and `i mod 1000 + world PE` maximized.
+async fn check_big_reduce(pe: &Pe, t: &Team, b: &Bufs, len: usize) -> Result<()> {
+    let me = pe.my_pe();
+    let weight: u32 = (0..t.n_pes())
+        .map(|j| t.world_pe(j).unwrap_or(0) as u32 + 1)
+        .sum();
+    let top = (0..t.n_pes())
+        .filter_map(|j| t.world_pe(j))
+        .max()
+        .unwrap_or(0) as f32;
+    let ints = b.src.all().as_bytes().cast::<u32>().slice(..len);
+    let sums = b.dst.all().as_bytes().cast::<u32>().slice(..len);
+    let mine: Vec<u32> = (0..len as u32)
+        .map(|i| i.wrapping_mul(me as u32 + 1))
+        .collect();
+    write(pe, ints, &mine).await?;
+    t.sum_reduce(sums, ints).await?;
+    let got = read(pe, sums).await?;
+    let bad = (0..len).find(|&i| got[i] != (i as u32).wrapping_mul(weight));
+    ensure!(bad.is_none(), "sum of {len}: element {bad:?}");
+    let floats = b.src.all().as_bytes().cast::<f32>().slice(..len);
+    let maxima = b.dst.all().as_bytes().cast::<f32>().slice(..len);
+    let mine: Vec<f32> = (0..len).map(|i| (i % 1000) as f32 + me as f32).collect();
+    write(pe, floats, &mine).await?;
+    t.max_reduce(maxima, floats).await?;
+    let got = read(pe, maxima).await?;
+    let bad = (0..len).find(|&i| got[i] != (i % 1000) as f32 + top);
+    ensure!(bad.is_none(), "max of {len}: element {bad:?}");
+    Ok(())
+}
+
+/// Several MiB through each collective, on the world, with the default configuration and
+/// with rings.
+pub async fn big(pe: &Pe) -> Result<()> {
+    let n = pe.n_pes();
+    let total = 3 << 18; // 768 Ki u32 = 3 MiB
+    let b = Bufs {
+        src: pe.calloc::<u64>(total / 2 + 64).await?,
+        dst: pe.calloc::<u64>(total / 2 + 64).await?,
+    };
+    for (name, config) in [configs()[0], configs()[3]] {
+        let t = pe
+            .team_world()
+            .split_strided_with(0, 1, n, config)
+            .await?
+            .ok_or(Error::Shutdown)?;
+        let ctx = |e: Error| Error::InvalidArgument(format!("{name}: {e}"));
+        async {
+            check_broadcast(pe, &t, &b, total, n - 1).await?;
+            check_fcollect(pe, &t, &b, total / n).await?;
+            check_collect(pe, &t, &b, total / (2 * n)).await?;
+            check_alltoall(pe, &t, &b, total / n).await?;
+            check_big_reduce(pe, &t, &b, total).await
+        }
+        .await
+        .map_err(ctx)?;
+        t.destroy().await?;
+    }
+    pe.free(b.dst).await?;
+    pe.free(b.src).await?;
+    Ok(())
+}
+
+/// Team structure, translation, errors, destruction, concurrent creation and use, and
+/// mismatches found on every member.
+pub async fn teams(pe: &Pe) -> Result<()> {
+    let (me, n) = (pe.my_pe(), pe.n_pes());
+    let world = pe.team_world();
+    let node = pe.team_node();
+    ensure!(world.my_pe() == me && world.n_pes() == n, "world numbering");
+    ensure!(node.n_pes() == n, "every PE shares the node");
+    ensure!(world.translate_pe(me, &node)? == Some(me), "world to node");
+    // Evens and odds.
+    let evens = world.split_strided(0, 2, n.div_ceil(2)).await?;
+    ensure!(evens.is_some() == (me % 2 == 0), "even membership");
+    if let Some(e) = &evens {
+        ensure!(
+            e.my_pe() == me / 2 && e.n_pes() == n.div_ceil(2),
+            "even numbering"
+        );
+        ensure!(
+            e.translate_pe(e.my_pe(), &world)? == Some(me),
+            "even to world"
+        );
+        ensure!(e.world_pe(e.n_pes()).is_none(), "past the end");
+        ensure!(
+            matches!(
+                e.translate_pe(e.n_pes(), &world),
+                Err(Error::PeOutOfRange { .. })
+            ),
+            "translate past the end"
+        );
+    }
+    if let (Some(e), true) = (&evens, n > 1) {
+        ensure!(
+            world.translate_pe(1, e)?.is_none(),
+            "an odd PE is no even one"
+        );
+    }
+    // 2-D splits: rows of x, columns of stride x.
+    for x in [1, 2, 3, n + 1] {
+        let (row, column) = world.split_2d(x).await?;
+        let xr = x.min(n);
+        ensure!(row.world_pe(0) == Some(me / xr * xr), "row of {me} by {x}");
+        ensure!(row.n_pes() == xr.min(n - me / xr * xr), "row size");
+        ensure!(column.world_pe(0) == Some(me % xr), "column of {me} by {x}");
+        ensure!(column.n_pes() == (n - me % xr).div_ceil(xr), "column size");
+        ensure!(
+            column.world_pe(1).is_none_or(|p| p == me % xr + xr),
+            "column stride"
+        );
+        row.destroy().await?;
+        column.destroy().await?;
+    }
+    // Invalid splits: the same typed error on every PE.
+    let bad = world.split_strided(0, 0, 1).await;
+    ensure!(
+        matches!(bad, Err(Error::InvalidArgument(_))),
+        "stride 0: {bad:?}"
+    );
+    let bad = world.split_strided(0, 1, 0).await;
+    ensure!(
+        matches!(bad, Err(Error::InvalidArgument(_))),
+        "size 0: {bad:?}"
+    );
+    let bad = world.split_strided(0, 1, n + 1).await;
+    ensure!(
+        matches!(bad, Err(Error::PeOutOfRange { .. })),
+        "too many: {bad:?}"
+    );
+    let bad = world.split_strided(n, 1, 1).await;
+    ensure!(
+        matches!(bad, Err(Error::PeOutOfRange { .. })),
+        "start past the end: {bad:?}"
+    );
+    let bad = world.split_2d(0).await;
+    ensure!(
+        matches!(bad, Err(Error::InvalidArgument(_))),
+        "xrange 0: {bad:?}"
+    );
+    if n > 1 {
+        let bad = world.split_strided(0, 1, if me == 0 { 1 } else { n }).await;
+        ensure!(
+            matches!(bad, Err(Error::CollectiveMismatch { .. })),
+            "mismatched split: {bad:?}"
+        );
+    }
+    // Destruction.
+    ensure!(
+        matches!(world.destroy().await, Err(Error::InvalidArgument(_))),
+        "world destroy"
+    );
+    if let Some(e) = evens {
+        let copy = e.clone();
+        e.destroy().await?;
+        ensure!(
+            copy.sync().await == Err(Error::TeamDestroyed),
+            "sync after destroy"
+        );
+        ensure!(
+            copy.destroy().await == Err(Error::TeamDestroyed),
+            "destroy twice"
+        );
+        ensure!(
+            copy.translate_pe(0, &world) == Err(Error::TeamDestroyed),
+            "translate after destroy"
+        );
+    }
+    // Regions go back to the pool: far more teams than the pool holds at once.
+    for _ in 0..100 {
+        let t = world.split_strided(0, 1, n).await?.ok_or(Error::Shutdown)?;
+        t.sync().await?;
+        t.destroy().await?;
+    }
+    concurrent(pe).await?;
+    mismatches(pe).await?;
+    world.sync().await
+}
+
+/// Teams created, and collectives run, at the same time: on disjoint halves, and by the
+/// same PE on two teams at once.
+async fn concurrent(pe: &Pe) -> Result<()> {
+    let (me, n) = (pe.my_pe(), pe.n_pes());
+    let world = pe.team_world();
+    let half = n.div_ceil(2);
+    let (low, high) = world.split_2d(half).await?;
+    high.destroy().await?;
+    // Each half splits itself and reduces on the result, both halves at once.
+    let inner = low
+        .split_strided(0, 1, low.n_pes())
+        .await?
+        .ok_or(Error::Shutdown)?;
+    let v = pe.calloc::<u64>(2).await?;
+    pe.p(&v.at(0), me as u64 + 1, me).await?;
+    inner.sum_reduce(v.at(1), v.at(0)).await?;
+    let first = me / half * half;
+    let want: u64 = (first..(first + half).min(n)).map(|p| p as u64 + 1).sum();
+    ensure!(pe.g(&v.at(1), me).await? == want, "sum over my half");
+    // Two splits of two parents at once, then two reductions on them at once.
+    let dup = world.split_strided(0, 1, n).await?.ok_or(Error::Shutdown)?;
+    let (a, b) = tokio::join!(
+        dup.split_strided(0, 1, n),
+        inner.split_strided(0, 1, inner.n_pes())
+    );
+    let (a, b) = (a?.ok_or(Error::Shutdown)?, b?.ok_or(Error::Shutdown)?);
+    let bufs = pe.calloc::<u64>(4).await?;
+    pe.p(&bufs.at(0), 1, me).await?;
+    let (ra, rb) = tokio::join!(
+        a.sum_reduce(bufs.at(1), bufs.at(0)),
+        b.sum_reduce(bufs.at(2), bufs.at(0))
+    );
+    ra?;
+    rb?;
+    ensure!(
+        pe.g(&bufs.at(1), me).await? == n as u64,
+        "concurrent reduce on all"
+    );
+    ensure!(
+        pe.g(&bufs.at(2), me).await? == inner.n_pes() as u64,
+        "concurrent reduce on half"
+    );
+    for t in [a, b, dup, inner, low] {
+        t.destroy().await?;
+    }
+    pe.free(bufs).await?;
+    pe.free(v).await?;
+    Ok(())
+}
+
+/// Members that call different collectives, or the same with other sizes, all get
+/// `CollectiveMismatch`, and the team goes on working; a collective cancelled midway leaves
+/// its team unusable instead of out of step.
+async fn mismatches(pe: &Pe) -> Result<()> {
+    let (me, n) = (pe.my_pe(), pe.n_pes());
+    if n == 1 {
+        return Ok(());
+    }
+    let world = pe.team_world();
+    let buf = pe.calloc::<u64>(8 * 10_000).await?;
+    // Sizes past the eager limit: the flat algorithm's first sync finds the difference.
+    let len = if me == 0 { 5000 } else { 6000 };
+    let r = world
+        .fcollect(buf.slice(..8 * len), buf.slice(70_000..70_000 + len))
+        .await;
+    ensure!(
+        matches!(r, Err(Error::CollectiveMismatch { .. })),
+        "fcollect sizes: {r:?}"
+    );
+    // Different operators on the eager path: every member sees every descriptor.
+    let op = if me == 0 {
+        ReduceOp::Max
+    } else {
+        ReduceOp::Sum
+    };
+    let r = world.reduce(op, buf.at(0), buf.at(1)).await;
+    ensure!(
+        matches!(r, Err(Error::CollectiveMismatch { .. })),
+        "reduce operators: {r:?}"
+    );
+    // A barrier against a large broadcast... both sync first.
+    let r = if me == 0 {
+        world.barrier().await
+    } else {
+        world
+            .fcollect(buf.slice(..8 * 6000), buf.slice(70_000..76_000))
+            .await
+    };
+    ensure!(
+        matches!(r, Err(Error::CollectiveMismatch { .. })),
+        "barrier against fcollect: {r:?}"
+    );
+    world.sync().await?;
+    world.sum_reduce(buf.at(0), buf.at(1)).await?;
+    // PE 0 stays out; the others give up waiting for it.
+    let t = world.split_strided(0, 1, n).await?.ok_or(Error::Shutdown)?;
+    if me != 0 {
+        let r = tokio::time::timeout(Duration::from_millis(20), t.sync()).await;
+        ensure!(r.is_err(), "a sync without PE 0 finished: {r:?}");
+        let r = t.sync().await;
+        ensure!(
+            matches!(r, Err(Error::InvalidArgument(_))),
+            "team after a cancelled sync: {r:?}"
+        );
+    }
+    world.barrier().await?;
+    pe.free(buf).await?;
+    Ok(())
+}
+
+/// PEs take turns in a lock guarding a plain (non-atomic) counter on PE 0: the total is
+/// exact. Also `test_lock`, and the errors of misuse.
+pub async fn locks(pe: &Pe, rounds: u64) -> Result<()> {
+    let (me, n) = (pe.my_pe(), pe.n_pes());
+    let lock = pe.calloc::<u64>(3).await?;
+    let counter = pe.calloc::<u64>(2).await?;
+    for i in 0..rounds {
+        // Two locks, with different home PEs, guarding two counters.
+        let k = (i as usize + me) % 2;
+        pe.set_lock(lock.at(k)).await?;
+        let v = pe.g(&counter.at(k), 0).await?;
+        if i % 16 == 0 {
+            tokio::task::yield_now().await;
+        }
+        pe.p(&counter.at(k), v + 1, 0).await?;
+        pe.clear_lock(lock.at(k)).await?;
+    }
+    pe.barrier_all().await?;
+    let total = pe.g(&counter.at(0), 0).await? + pe.g(&counter.at(1), 0).await?;
+    ensure!(
+        total == rounds * n as u64,
+        "counted {total}, expected {}",
+        rounds * n as u64
+    );
+    // Misuse: releasing a lock not held, taking one twice.
+    let r = pe.clear_lock(lock.at(2)).await;
+    ensure!(
+        matches!(r, Err(Error::InvalidArgument(_))),
+        "clear without holding: {r:?}"
+    );
+    pe.barrier_all().await?;
+    if me == 0 {
+        ensure!(pe.test_lock(lock.at(2)).await?, "test_lock on a free lock");
+        let r = pe.set_lock(lock.at(2)).await;
+        ensure!(
+            matches!(r, Err(Error::InvalidArgument(_))),
+            "set_lock while holding: {r:?}"
+        );
+    }
+    pe.barrier_all().await?;
+    if me != 0 {
+        ensure!(!pe.test_lock(lock.at(2)).await?, "test_lock on a held lock");
+    }
+    pe.barrier_all().await?;
+    if me == 0 {
+        pe.clear_lock(lock.at(2)).await?;
+    }
+    pe.barrier_all().await?;
+    pe.free(counter).await?;
+    pe.free(lock).await?;
+    Ok(())
+}
