@@ -124,13 +124,15 @@ impl DataPlane {
     /// The segment of `pe`, or a typed error.
     #[inline]
     pub(crate) fn segment(&self, pe: usize) -> Result<&Segment> {
-        self.segments
-            .get(pe)
-            .map(|s| &**s)
-            .ok_or(Error::PeOutOfRange {
+        // A match, not `ok_or`: an error built eagerly on the hot path must be dropped, and
+        // that drop is not always inlined away.
+        match self.segments.get(pe) {
+            Some(segment) => Ok(segment),
+            None => Err(Error::PeOutOfRange {
                 pe,
                 n_pes: self.segments.len(),
-            })
+            }),
+        }
     }
 
     /// This PE's own segment.
