@@ -3,7 +3,7 @@
 //!
 //! | figure | what PE 0 measures |
 //! |---|---|
-//! | `init_ms` | process joining the job and setting up its GPU PE (`init` + `init_gpu`; `init_gpu` alone in-process) |
+//! | `init_ms` | process joining the job and setting up its GPU PE (`init` + `init_gpu`; `init_gpu` alone in-process); `init_host_part_ms`: the `init` part |
 //! | `dev_put_bw_<size>` | one kernel of `--blocks` × `--threads`, each block `fsh_putmem_nbi_block` of its chunk to PE 1, repeated (50; 5 from 256 MiB), one `fsh_quiet`; CUDA events, after one warm-up launch |
 //! | `dev_get_bw_<size>` | the same with `fsh_getmem_nbi_block` |
 //! | `dev_p_quiet_us` | one thread: `fsh_p` + `fsh_quiet`, 10 000 times |
@@ -311,7 +311,7 @@ async fn stream_figures(g: &GpuPe, o: &Opts, stream: &Arc<CudaStream>) -> Result
             best = best.min(t.elapsed().as_secs_f64() * 1e6 / ops as f64);
         }
         figure(g, "host_put_on_stream_4k_us", best, "us");
-        let word = HostBuffer::from_slice(&[7u64])?;
+        let word = HostBuffer::from_slice(g.context(), &[7u64])?;
         let dest = dst.slice(..8).cast::<u64>();
         let mut best = f64::MAX;
         for _ in 0..5 {
@@ -339,7 +339,7 @@ async fn stream_figures(g: &GpuPe, o: &Opts, stream: &Arc<CudaStream>) -> Result
     Ok(())
 }
 
-async fn bench(pe: Pe, started: Instant) -> Result<()> {
+async fn bench(pe: Pe, started: Instant, host_ms: f64) -> Result<()> {
     let o = opts()?;
     if pe.n_pes() != 2 {
         return Err(Error::InvalidArgument(format!(
@@ -378,6 +378,7 @@ async fn bench(pe: Pe, started: Instant) -> Result<()> {
         );
     }
     figure(&g, "init_ms", slowest, "ms");
+    figure(&g, "init_host_part_ms", host_ms, "ms");
     let module = g.compile(KERNELS, &CompileOptions::default())?;
     let stream = g.new_stream()?;
     device_figures(&g, &module, &o, &stream).await?;
@@ -387,6 +388,7 @@ async fn bench(pe: Pe, started: Instant) -> Result<()> {
 
 fn main() -> std::process::ExitCode {
     let started = Instant::now();
+    ferroshmem::observability::init_tracing();
     if std::env::var_os("FERROSHMEM_SYMMETRIC_SIZE").is_none() {
         std::env::set_var("FERROSHMEM_SYMMETRIC_SIZE", "2200M");
     }
@@ -398,7 +400,8 @@ fn main() -> std::process::ExitCode {
         match ferroshmem::launch_env::LaunchEnv::detect()? {
             Some(_) => {
                 let pe = ferroshmem::init().await?;
-                bench(pe.clone(), started).await?;
+                let host_ms = started.elapsed().as_secs_f64() * 1e3;
+                bench(pe.clone(), started, host_ms).await?;
                 pe.finalize().await
             }
             None => {
@@ -406,7 +409,7 @@ fn main() -> std::process::ExitCode {
                     println!("gpu_pt2pt: nothing to measure, {e}");
                     return Ok(());
                 }
-                ferroshmem::run_local(2, move |pe| bench(pe, Instant::now()))
+                ferroshmem::run_local(2, move |pe| bench(pe, Instant::now(), 0.0))
                     .await?
                     .into_iter()
                     .collect()

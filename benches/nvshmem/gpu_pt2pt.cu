@@ -145,7 +145,7 @@ int main(int argc, char** argv) {
     if (me == 0) {
         cudaDeviceProp prop;
         CK(cudaGetDeviceProperties(&prop, 0));
-        printf("# nvshmem gpu_pt2pt: 2 PEs, %s (%d SMs), NVSHMEM %d.%d, device kernels %u x %u\n", prop.name,
+        printf("# nvshmem gpu_pt2pt: 2 PEs, %s (%d SMs), OpenSHMEM spec %d.%d, device kernels %u x %u\n", prop.name,
                prop.multiProcessorCount, NVSHMEM_MAJOR_VERSION, NVSHMEM_MINOR_VERSION, blocks, threads);
     }
     figure("init_ms", init_ms > other ? init_ms : other, "ms");

@@ -45,18 +45,19 @@ pub struct HostBuffer<T> {
 }
 
 impl<T: Pod> HostBuffer<T> {
-    /// Allocates `len` zeroed elements.
-    pub fn new(len: usize) -> Result<Self> {
+    /// Allocates `len` zeroed elements (pinned for every GPU of the process; `ctx`, any
+    /// context, is made current for the allocation).
+    pub fn new(ctx: &Arc<CudaContext>, len: usize) -> Result<Self> {
         Ok(HostBuffer {
-            mem: Pinned::new(bytes_for::<T>(len)?)?,
+            mem: Pinned::new(ctx, bytes_for::<T>(len)?)?,
             len,
             _type: PhantomData,
         })
     }
 
     /// Allocates a buffer holding a copy of `data`.
-    pub fn from_slice(data: &[T]) -> Result<Self> {
-        let mut b = Self::new(data.len())?;
+    pub fn from_slice(ctx: &Arc<CudaContext>, data: &[T]) -> Result<Self> {
+        let mut b = Self::new(ctx, data.len())?;
         b.as_mut_slice().copy_from_slice(data);
         Ok(b)
     }

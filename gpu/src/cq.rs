@@ -2,9 +2,10 @@
 //! stream, followed by an event; the CQ thread polls the events (`cuEventQuery`, which never
 //! blocks) and wakes the futures waiting on them. No tokio worker ever blocks in the driver.
 //!
-//! The thread spins while operations are outstanding and for `spin` after the last one
-//! completes (so that back-to-back operations see microsecond completions), then sleeps on a
-//! condition variable until the next submission.
+//! A future keeps its task polling (rescheduling itself) for a few microseconds before it
+//! parks, so that short operations complete without waking a parked worker. The thread spins while operations are
+//! outstanding and for `spin` after the last one completes, then sleeps on a condition
+//! variable until the next submission.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -120,7 +121,10 @@ impl Cq {
             op: op.clone(),
         });
         self.shared.submitted.notify_one();
-        Ok(Completion { op })
+        Ok(Completion {
+            op,
+            poll_until: None,
+        })
     }
 }
 
@@ -182,19 +186,33 @@ fn poll_loop(shared: &Shared, ctx: &CudaContext, spin: Duration) {
     }
 }
 
+/// How long a completion future keeps its task polling (rescheduling itself) before it
+/// parks until the CQ thread wakes it: short operations then complete without the cost of
+/// waking a parked worker.
+const SELF_POLL: Duration = Duration::from_micros(30);
+
 /// Resolves when the GPU work before its event has completed. Dropping it before then waits
 /// (blocking) for the work, so that memory borrowed by the operation outlives the transfer.
 #[derive(Debug)]
 pub(crate) struct Completion {
     op: Arc<OpState>,
+    poll_until: Option<Instant>,
 }
 
 impl Future for Completion {
     type Output = Result<()>;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<()>> {
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<()>> {
         if let Some(done) = self.op.outcome() {
             return Poll::Ready(done);
+        }
+        let until = *self
+            .poll_until
+            .get_or_insert_with(|| Instant::now() + SELF_POLL);
+        if Instant::now() < until {
+            std::hint::spin_loop();
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
         }
         *self.op.waker.lock().expect("op waker lock") = Some(cx.waker().clone());
         match self.op.outcome() {

@@ -63,6 +63,8 @@ pub(crate) struct Inner {
     pub exchange: Arc<dyn Exchange>,
     pub host: Arc<DataPlane>,
     pub debug: bool,
+    /// Barriers queued on streams with stream memory operations so far.
+    pub stream_epoch: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for Inner {
@@ -155,8 +157,14 @@ impl GpuPe {
                 }
                 same
             };
-            let ordinal = device_for_local_rank(local_rank);
-            Ok::<_, Error>(ordinal.and_then(GpuDevice::open))
+            let started = std::time::Instant::now();
+            let opened = tokio::task::spawn_blocking(move || {
+                device_for_local_rank(local_rank).and_then(GpuDevice::open)
+            })
+            .await
+            .map_err(|e| Error::Cuda(format!("opening the GPU panicked: {e}")))?;
+            tracing::debug!(pe = my_pe, elapsed = ?started.elapsed(), "GPU context open");
+            Ok::<_, Error>(opened)
         }
         .await?;
         Self::setup(host, exchange, opened, heap_size).await
@@ -187,6 +195,7 @@ impl GpuPe {
                 put_bytes(&mut msg, &device.uuid());
                 put_bytes(&mut msg, &(*stride as u64).to_le_bytes());
                 put_bytes(&mut msg, token);
+                put_bytes(&mut msg, &std::process::id().to_le_bytes());
             }
             Err(e) => {
                 msg.push(0);
@@ -196,6 +205,10 @@ impl GpuPe {
         let all = exchange.exchange(GPU_GROUP, my_pe, n_pes, msg).await?;
         let (device, gran, stride, physical, _token, server) = prepared?;
         let mut peers = Vec::with_capacity(n_pes);
+        // Two PEs of one process on one GPU would share its context: a synchronizing driver
+        // call of one (freeing memory, say) would wait for the other's kernels, which may be
+        // waiting for the first. Such jobs are refused (start one process per GPU instead).
+        let mut sharing_with = None;
         for (pe, m) in all.iter().enumerate() {
             let (ok, mut rest) = m
                 .split_first()
@@ -220,9 +233,82 @@ impl GpuPe {
                     "PE {pe} has a GPU heap of {their_stride} bytes, PE {my_pe} {stride}: set the same FERROSHMEM_SYMMETRIC_SIZE everywhere"
                 )));
             }
+            let pid = take_bytes(&mut rest)?;
+            if pid == std::process::id().to_le_bytes() && pe != my_pe && uuid == device.uuid() {
+                sharing_with.get_or_insert(pe);
+            }
             peers.push((uuid, token));
         }
-        // Every pair must have a peer-to-peer path.
+        // Map every PE's allocation; round 3 tells everyone whether every PE managed, so that
+        // a PE that failed here fails the others too instead of leaving them waiting.
+        let started = std::time::Instant::now();
+        let mapped = match sharing_with {
+            Some(other) => Err(Error::Config(format!(
+                "PEs {my_pe} and {other} of this process would share GPU {}: run at most one GPU PE per GPU in a process (start one process per GPU, e.g. ferroshmem run -n N)",
+                device.ordinal()
+            ))),
+            None => Self::map_all(&device, &peers, my_pe, n_pes, stride, gran, physical).await,
+        };
+        let status = match &mapped {
+            Ok(_) => b"mapped".to_vec(),
+            Err(e) => format!("failed: {e}").into_bytes(),
+        };
+        let all = exchange.exchange(GPU_GROUP, my_pe, n_pes, status).await?;
+        drop(server);
+        let (view, copy_stream) = mapped?;
+        if let Some((pe, why)) = all
+            .iter()
+            .enumerate()
+            .find(|(_, m)| m.as_slice() != b"mapped")
+        {
+            return Err(Error::Bootstrap(format!(
+                "PE {pe} could not map the GPU heap: {}",
+                String::from_utf8_lossy(why)
+            )));
+        }
+        tracing::debug!(pe = my_pe, elapsed = ?started.elapsed(), "GPU heap mapped");
+        let cq = Cq::start(my_pe, device.context().clone(), spin_from_env()?)?;
+        let staging = crate::rma::Staging::new(device.context())?;
+        let inner = Inner {
+            cq,
+            internal: OnceLock::new(),
+            copy_stream,
+            staging,
+            view,
+            device,
+            my_pe,
+            n_pes,
+            heap: gpu_heap_id(host.heap_id()),
+            stride,
+            allocator: tokio::sync::Mutex::new(HeapAllocator::new(stride - GPU_HEADER)),
+            exchange,
+            host,
+            debug: debug_from_env(),
+            stream_epoch: std::sync::atomic::AtomicU64::new(0),
+        };
+        tracing::debug!(
+            pe = my_pe,
+            device = inner.device.ordinal(),
+            stride,
+            granularity = gran,
+            "GPU PE ready"
+        );
+        Ok(GpuPe {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// Checks peer-to-peer reachability, maps this PE's allocation and every peer's (fetched
+    /// from its handle server) into a new view, and zeroes this PE's header.
+    async fn map_all(
+        device: &GpuDevice,
+        peers: &[([u8; 16], [u8; TOKEN_LEN])],
+        my_pe: usize,
+        n_pes: usize,
+        stride: usize,
+        gran: usize,
+        physical: Physical,
+    ) -> Result<(HeapView, Arc<CudaStream>)> {
         device.bind()?;
         for (pe, (uuid, _)) in peers.iter().enumerate() {
             if let Some(theirs) = ordinal_of(uuid)? {
@@ -236,12 +322,11 @@ impl GpuPe {
         }
         let mut view = HeapView::reserve(n_pes, stride, gran)?;
         view.map(my_pe, physical, device.ordinal())?;
-        let own = view.pe_base(my_pe);
         let copy_stream = device
             .context()
             .new_stream()
             .map_err(|e| Error::Cuda(format!("creating the copy stream: {e}")))?;
-        driver::zero_async(own, GPU_HEADER, copy_stream.cu_stream())?;
+        driver::zero_async(view.pe_base(my_pe), GPU_HEADER, copy_stream.cu_stream())?;
         driver::stream_synchronize(copy_stream.cu_stream())?;
         let fetches =
             peers.iter().enumerate().filter(|(pe, _)| *pe != my_pe).map(
@@ -261,39 +346,7 @@ impl GpuPe {
                 ))
             })?;
         }
-        // Round 3: everyone has mapped everyone; the handle servers may stop.
-        exchange
-            .exchange(GPU_GROUP, my_pe, n_pes, b"mapped".to_vec())
-            .await?;
-        drop(server);
-        let cq = Cq::start(my_pe, device.context().clone(), spin_from_env()?)?;
-        let staging = crate::rma::Staging::new()?;
-        let inner = Inner {
-            cq,
-            internal: OnceLock::new(),
-            copy_stream,
-            staging,
-            view,
-            device,
-            my_pe,
-            n_pes,
-            heap: gpu_heap_id(host.heap_id()),
-            stride,
-            allocator: tokio::sync::Mutex::new(HeapAllocator::new(stride - GPU_HEADER)),
-            exchange,
-            host,
-            debug: debug_from_env(),
-        };
-        tracing::debug!(
-            pe = my_pe,
-            device = inner.device.ordinal(),
-            stride,
-            granularity = gran,
-            "GPU PE ready"
-        );
-        Ok(GpuPe {
-            inner: Arc::new(inner),
-        })
+        Ok((view, copy_stream))
     }
 
     /// This PE's number.
@@ -400,6 +453,11 @@ impl GpuPe {
     /// The address of this PE's own copy of `view`, to pass to kernels.
     pub fn local_ptr<'a, T: Pod>(&self, view: impl Into<SymSlice<'a, T>>) -> Result<u64> {
         self.ptr(view, self.inner.my_pe)
+    }
+
+    /// The address, in this PE's view, of header offset `offset` of PE `pe`.
+    pub(crate) fn header_addr(&self, pe: usize, offset: usize) -> u64 {
+        self.inner.view.pe_base(pe) + offset as u64
     }
 
     /// Where this PE's device-library debug report lives (in its own heap header).

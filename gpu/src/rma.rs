@@ -34,9 +34,9 @@ pub(crate) struct Staging {
 }
 
 impl Staging {
-    pub fn new() -> Result<Self> {
+    pub fn new(ctx: &std::sync::Arc<cudarc::driver::CudaContext>) -> Result<Self> {
         Ok(Staging {
-            mem: Pinned::new(SLOT * SLOTS)?,
+            mem: Pinned::new(ctx, SLOT * SLOTS)?,
             free: Mutex::new((0..SLOTS).collect()),
             issued: AtomicU64::new(0),
             quieted: AtomicU64::new(0),
@@ -199,8 +199,7 @@ impl GpuPe {
                 if let Some(index) = other {
                     self.inner.staging.free.lock().expect("staging").push(index);
                 }
-                let mut one = HostBuffer::<T>::new(1)?;
-                self.bind()?;
+                let mut one = HostBuffer::<T>::new(self.context(), 1)?;
                 driver::copy_async(one.addr(), at, size, self.copy_stream_raw())?;
                 self.completion()?.await?;
                 Ok(one.as_mut_slice()[0])

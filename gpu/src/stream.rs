@@ -18,6 +18,10 @@ use crate::driver::{self, Graph, LaunchDims};
 use crate::module::KernelArg;
 use crate::pe::GpuPe;
 
+/// Header offset of the flags of barriers made of stream memory operations (one 64-byte
+/// line per dissemination round).
+const STREAM_FLAGS: usize = 20480;
+
 fn one_thread() -> LaunchDims {
     LaunchDims::linear(1, 1)
 }
@@ -42,6 +46,11 @@ impl GpuPe {
         unsafe { kernels.module.launch(name, one_thread(), stream, args) }
     }
 
+    /// Queues a copy of `bytes` bytes from `from` to `to` on `stream`, on a copy engine.
+    fn copy_on_stream(&self, to: u64, from: u64, bytes: usize, stream: &CudaStream) -> Result<()> {
+        driver::copy_async(to, from, bytes, stream.cu_stream())
+    }
+
     /// Queues a copy of this PE's symmetric `src` into `dest` on PE `pe` on `stream`
     /// (`nvshmemx_putmem_on_stream`).
     pub fn put_on_stream<'d, 's, T: Pod>(
@@ -55,12 +64,7 @@ impl GpuPe {
         let from = self.locate(src, src.len(), "put_on_stream source", self.my_pe())?;
         let at = self.locate(dest.into(), src.len(), "put_on_stream destination", pe)?;
         self.bind()?;
-        driver::copy_async(
-            at,
-            from,
-            src.len() * std::mem::size_of::<T>(),
-            stream.cu_stream(),
-        )
+        self.copy_on_stream(at, from, src.len() * std::mem::size_of::<T>(), stream)
     }
 
     /// Queues a copy from any device address of this GPU (or pinned host memory) into
@@ -95,12 +99,7 @@ impl GpuPe {
         let to = self.locate(dest, dest.len(), "get_on_stream destination", self.my_pe())?;
         let at = self.locate(src.into(), dest.len(), "get_on_stream source", pe)?;
         self.bind()?;
-        driver::copy_async(
-            to,
-            at,
-            dest.len() * std::mem::size_of::<T>(),
-            stream.cu_stream(),
-        )
+        self.copy_on_stream(to, at, dest.len() * std::mem::size_of::<T>(), stream)
     }
 
     /// Queues a write of `value` (at most 16 bytes) into `dest[0]` on PE `pe`
@@ -222,13 +221,51 @@ impl GpuPe {
 
     /// Queues a barrier of every PE on `stream`: work queued before it on every PE's stream
     /// is complete and visible when work after it starts (`nvshmemx_barrier_all_on_stream`).
+    ///
+    /// Outside graph capture it uses no SM: a dissemination barrier of stream memory
+    /// operations (each round writes the barrier's epoch into a peer's flag, with a memory
+    /// barrier before it, and waits for its own flag). While `stream` is captured it is a
+    /// one-thread kernel of the device library, whose epoch lives on the GPU, so that every
+    /// replay of the graph is a new barrier.
     pub fn barrier_all_on_stream(&self, stream: &CudaStream) -> Result<()> {
-        self.internal_launch("fsh_k_barrier_all", stream, &[])
+        self.stream_barrier(stream, "fsh_k_barrier_all")
     }
 
     /// Queues a synchronization of every PE on `stream` (`nvshmemx_sync_all_on_stream`).
     pub fn sync_all_on_stream(&self, stream: &CudaStream) -> Result<()> {
-        self.internal_launch("fsh_k_sync_all", stream, &[])
+        self.stream_barrier(stream, "fsh_k_sync_all")
+    }
+
+    fn stream_barrier(&self, stream: &CudaStream, kernel: &str) -> Result<()> {
+        self.bind()?;
+        if driver::is_capturing(stream.cu_stream())? {
+            return self.internal_launch(kernel, stream, &[]);
+        }
+        let (me, n) = (self.my_pe(), self.n_pes());
+        let epoch = self
+            .inner
+            .stream_epoch
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            + 1;
+        let mut distance = 1;
+        let mut round = 0;
+        while distance < n {
+            let flag = STREAM_FLAGS + 64 * round;
+            driver::write_value64(
+                stream.cu_stream(),
+                self.header_addr((me + distance) % n, flag),
+                epoch,
+            )?;
+            driver::wait_value64(
+                stream.cu_stream(),
+                self.header_addr(me, flag),
+                epoch,
+                WaitFlags::CU_STREAM_WAIT_VALUE_GEQ as u32,
+            )?;
+            distance *= 2;
+            round += 1;
+        }
+        Ok(())
     }
 
     /// Queues an all-to-all exchange (`nvshmemx_alltoallmem_on_stream`): block `j` (of
@@ -278,6 +315,7 @@ impl GpuPe {
         stream: &Arc<CudaStream>,
         record: impl FnOnce(&Arc<CudaStream>) -> Result<()>,
     ) -> Result<Graph> {
+        self.internal()?;
         self.bind()?;
         driver::begin_capture(stream.cu_stream())?;
         let recorded = record(stream);

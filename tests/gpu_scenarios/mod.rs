@@ -42,7 +42,7 @@ async fn read_own<T: bytemuck::Pod>(
     g: &GpuPe,
     buf: &ferroshmem::gpu::GpuBuffer<T>,
 ) -> Result<Vec<T>> {
-    let mut h = HostBuffer::<T>::new(buf.len())?;
+    let mut h = HostBuffer::<T>::new(g.context(), buf.len())?;
     g.get(&mut h, buf, g.my_pe()).await?;
     Ok(h.as_slice().to_vec())
 }
@@ -63,7 +63,8 @@ async fn device_functions(_pe: Pe, g: GpuPe) -> Result<()> {
     let res = g.calloc::<i64>(128).await?;
     let scratch = g.calloc::<i32>(1024).await?;
     let mine: Vec<i32> = (0..1024).map(|i| me as i32 * 1000 + i).collect();
-    g.put(&src, &HostBuffer::from_slice(&mine)?, me).await?;
+    g.put(&src, &HostBuffer::from_slice(g.context(), &mine)?, me)
+        .await?;
     g.barrier_all().await?;
     let stream = g.new_stream()?;
     let args = [
@@ -210,7 +211,7 @@ async fn host_futures(pe: Pe, g: GpuPe) -> Result<()> {
     let used_before = g.heap_used().await;
     let a = g.calloc::<u64>(1024).await?;
     let b = g.malloc::<u64>(1024).await?;
-    let mut h = HostBuffer::<u64>::new(1024)?;
+    let mut h = HostBuffer::<u64>::new(g.context(), 1024)?;
     g.get(&mut h, &a, next).await?;
     expect_eq(
         me,
@@ -218,7 +219,7 @@ async fn host_futures(pe: Pe, g: GpuPe) -> Result<()> {
         h.as_slice().iter().all(|&x| x == 0),
         true,
     )?;
-    let src = HostBuffer::from_slice(&pattern(me, 1024))?;
+    let src = HostBuffer::from_slice(g.context(), &pattern(me, 1024))?;
     g.put(&a, &src, next).await?;
     g.barrier_all().await?;
     expect_eq(
@@ -254,7 +255,7 @@ async fn host_futures(pe: Pe, g: GpuPe) -> Result<()> {
     g.put(&a, &dev, next).await?;
     g.barrier_all().await?;
     g.get(&mut dev, &a, me).await?;
-    let mut back = HostBuffer::<u64>::new(1024)?;
+    let mut back = HostBuffer::<u64>::new(g.context(), 1024)?;
     g.copy_local(&mut back, &dev).await?;
     expect_eq(
         me,
@@ -263,7 +264,7 @@ async fn host_futures(pe: Pe, g: GpuPe) -> Result<()> {
         pattern(prev, 1024),
     )?;
     // Typed errors, nothing sent.
-    let small = HostBuffer::<u64>::new(4)?;
+    let small = HostBuffer::<u64>::new(g.context(), 4)?;
     match g.put(&a, &small, n).await {
         Err(Error::PeOutOfRange { pe, n_pes }) if pe == n && n_pes == n => {}
         other => return Err(fail(me, format!("put to PE {n}: {other:?}"))),
@@ -303,8 +304,12 @@ async fn on_stream(_pe: Pe, g: GpuPe) -> Result<()> {
     let d = g.calloc::<u64>(4096).await?;
     let s = g.malloc::<u64>(4096).await?;
     let sig = g.calloc::<u64>(8).await?;
-    g.put(&s, &HostBuffer::from_slice(&pattern(me, 4096))?, me)
-        .await?;
+    g.put(
+        &s,
+        &HostBuffer::from_slice(g.context(), &pattern(me, 4096))?,
+        me,
+    )
+    .await?;
     g.barrier_all().await?;
     g.put_on_stream(d.slice(0..1024), s.slice(0..1024), next, &stream)?;
     g.p_on_stream(d.at(2000), 0xdead_beef + me as u64, next, &stream)?;
@@ -378,7 +383,8 @@ async fn on_stream(_pe: Pe, g: GpuPe) -> Result<()> {
     let mine: Vec<u64> = (0..n * per)
         .map(|x| (me * 10_000 + (x / per) * 100 + x % per) as u64)
         .collect();
-    g.put(&at_src, &HostBuffer::from_slice(&mine)?, me).await?;
+    g.put(&at_src, &HostBuffer::from_slice(g.context(), &mine)?, me)
+        .await?;
     g.barrier_all().await?;
     g.alltoall_on_stream(&at_dst, &at_src, per, &stream)?;
     g.wait_stream(&stream).await?;
@@ -401,8 +407,12 @@ async fn graph_capture(_pe: Pe, g: GpuPe) -> Result<()> {
     let d = g.calloc::<u64>(64).await?;
     let s = g.malloc::<u64>(64).await?;
     let sig = g.calloc::<u64>(4).await?;
-    g.put(&s, &HostBuffer::from_slice(&pattern(me, 64))?, me)
-        .await?;
+    g.put(
+        &s,
+        &HostBuffer::from_slice(g.context(), &pattern(me, 64))?,
+        me,
+    )
+    .await?;
     g.barrier_all().await?;
     // Warm-up: loads the kernels behind the operations before capturing.
     g.sync_all_on_stream(&stream)?;

@@ -68,6 +68,10 @@ __device__ __forceinline__ void fsh__st_release(fsh_u64* a, fsh_u64 v) {
     asm volatile("st.release.sys.u64 [%0], %1;" :: "l"(a), "l"(v) : "memory");
 }
 
+__device__ __forceinline__ void fsh__red_add_release(fsh_u64* a, fsh_u64 v) {
+    asm volatile("red.release.sys.add.u64 [%0], %1;" :: "l"(a), "l"(v) : "memory");
+}
+
 #define FSH__ATOM(NAME, OP, BT, U, C)                                                     \
     __device__ __forceinline__ U NAME(U* a, U v) {                                        \
         U r;                                                                              \
@@ -274,22 +278,26 @@ FSH__TYPED(fsh_get_nbi_block, fsh_getmem_nbi_block)
 // Orders this thread's puts, AMOs and signals (nvshmem_fence).
 __device__ __forceinline__ void fsh_fence() { fsh__fence_sys(); }
 // Completes this thread's puts, AMOs and signals: visible everywhere after it (nvshmem_quiet).
-__device__ __forceinline__ void fsh_quiet() { fsh__fence_sc_sys(); }
+__device__ __forceinline__ void fsh_quiet() { fsh__fence_sys(); }
 
 // ---------------------------------------------------------------- signals
 
+// Updates a signal word already translated to the target PE. Release semantics: this
+// thread's earlier writes are visible to whoever sees the update.
+__device__ __forceinline__ void fsh__signal_update(fsh_u64* r, fsh_u64 value, int op) {
+    if (op == FSH_SIGNAL_ADD) fsh__red_add_release(r, value);
+    else fsh__st_release(r, value);
+}
+
 __device__ __forceinline__ void fsh_signal_op(fsh_u64* sig, fsh_u64 value, int op, int pe) {
     fsh_u64* r = (fsh_u64*)fsh__peer(sig, pe, FSH_OP_SIGNAL_OP, 8);
-    if (!r) return;
-    if (op == FSH_SIGNAL_ADD) fsh__atom_add(r, value);
-    else fsh__atom_exch(r, value);
+    if (r) fsh__signal_update(r, value, op);
 }
 
 __device__ __forceinline__ void fsh_putmem_signal(void* dest, const void* src, fsh_size_t bytes, fsh_u64* sig, fsh_u64 signal, int sig_op, int pe) {
     void* r = fsh__peer(dest, pe, FSH_OP_PUT_SIGNAL, bytes);
     if (!r) return;
     fsh__copy(r, src, bytes, 0, 1);
-    fsh__fence_sys();
     fsh_signal_op(sig, signal, sig_op, pe);
 }
 __device__ __forceinline__ void fsh_putmem_signal_nbi(void* dest, const void* src, fsh_size_t bytes, fsh_u64* sig, fsh_u64 signal, int sig_op, int pe) {
@@ -351,8 +359,7 @@ __device__ __forceinline__ fsh_u64 fsh_signal_fetch(const fsh_u64* sig) {
 __device__ __forceinline__ fsh_u64 fsh_signal_wait_until(const fsh_u64* sig, int cmp, fsh_u64 value) {
     if (!fsh__check(FSH_OP_SIGNAL_WAIT, fsh_state.my_pe, sig, 8)) return 0;
     fsh_u64 v;
-    while (!fsh__cmp(v = fsh__ld_relaxed(sig), cmp, value)) {}
-    fsh__fence_sys();
+    while (!fsh__cmp(v = fsh__ld_acquire(sig), cmp, value)) {}
     return v;
 }
 

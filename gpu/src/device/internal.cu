@@ -25,3 +25,4 @@ extern "C" __global__ void fsh_k_wait(fsh_u64 addr, int cmp, fsh_u64 value) {
 // barrier_all_on_stream and sync_all_on_stream.
 extern "C" __global__ void fsh_k_barrier_all() { fsh_barrier_all(); }
 extern "C" __global__ void fsh_k_sync_all() { fsh_sync_all(); }
+

@@ -395,6 +395,7 @@ pub(crate) fn wait_value64(stream: sys::CUstream, addr: u64, value: u64, flags: 
 pub(crate) struct Pinned {
     ptr: *mut u8,
     bytes: usize,
+    ctx: Arc<CudaContext>,
 }
 
 // SAFETY: plain memory; access discipline is up to the owning type.
@@ -403,8 +404,9 @@ unsafe impl Send for Pinned {}
 unsafe impl Sync for Pinned {}
 
 impl Pinned {
-    /// Allocates `bytes` (at least 1) zero-filled bytes.
-    pub fn new(bytes: usize) -> Result<Self> {
+    /// Allocates `bytes` (at least 1) zero-filled bytes, with `ctx` current.
+    pub fn new(ctx: &Arc<CudaContext>, bytes: usize) -> Result<Self> {
+        bind(ctx)?;
         let bytes = bytes.max(1);
         let mut p = std::ptr::null_mut();
         let flags = sys::CU_MEMHOSTALLOC_PORTABLE | sys::CU_MEMHOSTALLOC_DEVICEMAP;
@@ -416,7 +418,11 @@ impl Pinned {
         let ptr = p.cast::<u8>();
         // SAFETY: freshly allocated, `bytes` long, not yet shared.
         unsafe { std::ptr::write_bytes(ptr, 0, bytes) };
-        Ok(Pinned { ptr, bytes })
+        Ok(Pinned {
+            ptr,
+            bytes,
+            ctx: ctx.clone(),
+        })
     }
 
     /// Its address (the same on host and device under unified addressing).
@@ -447,8 +453,10 @@ impl Pinned {
 
 impl Drop for Pinned {
     fn drop(&mut self) {
-        // SAFETY: allocated by cuMemHostAlloc, freed once.
-        unsafe { sys::cuMemFreeHost(self.ptr.cast::<c_void>()) };
+        if bind(&self.ctx).is_ok() {
+            // SAFETY: allocated by cuMemHostAlloc, freed once.
+            unsafe { sys::cuMemFreeHost(self.ptr.cast::<c_void>()) };
+        }
     }
 }
 
@@ -499,5 +507,5 @@ impl Drop for DeviceAlloc {
 
 mod kernels;
 
-pub(crate) use kernels::{begin_capture, end_capture, launch, Function, Module};
+pub(crate) use kernels::{begin_capture, end_capture, is_capturing, launch, Function, Module};
 pub use kernels::{Graph, LaunchDims};
