@@ -8,9 +8,14 @@
 //! it, so a count is a relaxed load and store of a counter in that shard, indexed
 //! `[op][target_pe]`. A scrape sums the shards. Threads beyond [`SHARDS`] per PE share an
 //! overflow block updated with atomic adds (correct, slower); a shard stays with its thread
-//! for the life of the PE. One operation in [`OP_SAMPLE_EVERY`] per shard is timed and
-//! recorded in a pre-registered histogram; one barrier in [`BARRIER_SAMPLE_EVERY`] likewise.
-//! When metrics are off, a [`Traffic`] is empty and recording costs one branch.
+//! for the life of the PE. One operation in [`OP_SAMPLE_EVERY`] per thread is timed (a
+//! thread-local countdown over every operation the thread issues decides) and recorded in a
+//! pre-registered histogram; one barrier in [`BARRIER_SAMPLE_EVERY`] likewise. The counting
+//! after an operation is one out-of-line call, so that the operations, which are inlined
+//! into their callers, stay compact.
+//!
+//! When metrics are off, a [`Traffic`] is empty and recording costs the countdown (a
+//! thread-local decrement) and one branch.
 //!
 //! Layers whose operations complete later (a CQ poller, a GPU proxy) use [`Traffic::count`],
 //! [`Traffic::observe`], [`Traffic::in_flight`] and [`Traffic::set_cq_depth`] instead of
@@ -85,6 +90,22 @@ pub trait ErrorKind {
 
 thread_local! {
     static THREAD_ID: ThreadCell<u64> = const { ThreadCell::new(0) };
+    /// Operations this thread issues before it times one (counts down to 0).
+    static OPS_UNTIL_SAMPLE: ThreadCell<u64> = const { ThreadCell::new(OP_SAMPLE_EVERY) };
+    /// Barriers this thread runs before it times one (counts down to 0).
+    static BARRIERS_UNTIL_SAMPLE: ThreadCell<u64> = const { ThreadCell::new(BARRIER_SAMPLE_EVERY) };
+}
+
+/// Counts down `countdown`; `true` (and starts over from `every`) when it reaches 0.
+#[inline(always)]
+fn sample_due(countdown: &'static std::thread::LocalKey<ThreadCell<u64>>, every: u64) -> bool {
+    countdown
+        .try_with(|left| {
+            let n = left.get().wrapping_sub(1);
+            left.set(if n == 0 { every } else { n });
+            n == 0
+        })
+        .unwrap_or(false)
 }
 
 /// Source of thread ids; 0 means "none yet", so ids start at 1 and are never reused.
@@ -126,24 +147,10 @@ impl Cell {
 struct Shard {
     /// The thread id that owns the shard; 0 while free.
     owner: AtomicU64,
-    /// Operations started through this shard (drives sampling).
-    tick: AtomicU64,
-    /// Barriers started through this shard (drives sampling).
-    barrier_tick: AtomicU64,
     /// Barriers completed through this shard.
     barriers: AtomicU64,
     /// `[op][target]` counts, allocated when the shard is claimed.
     cells: OnceLock<Box<[Cell]>>,
-}
-
-impl Shard {
-    /// Increments `counter`, which only the owning thread writes.
-    #[inline(always)]
-    fn next(counter: &AtomicU64) -> u64 {
-        let n = counter.load(Relaxed).wrapping_add(1);
-        counter.store(n, Relaxed);
-        n
-    }
 }
 
 /// Nanoseconds since the first call, at least 1 (0 means "not timed"), out of line: only
@@ -172,8 +179,6 @@ struct Active {
     n_targets: usize,
     shards: [Shard; SHARDS],
     overflow: Box<[Cell]>,
-    overflow_tick: AtomicU64,
-    overflow_barrier_tick: AtomicU64,
     overflow_barriers: AtomicU64,
     latency: [Histogram; Op::ALL.len()],
     barrier_latency: Histogram,
@@ -244,8 +249,6 @@ impl Traffic {
                 n_targets,
                 shards: Default::default(),
                 overflow: (0..cells).map(|_| Cell::default()).collect(),
-                overflow_tick: AtomicU64::new(0),
-                overflow_barrier_tick: AtomicU64::new(0),
                 overflow_barriers: AtomicU64::new(0),
                 latency,
                 barrier_latency,
@@ -272,8 +275,8 @@ impl Traffic {
     }
 
     /// Runs `f`, an operation `op` of `bytes` payload bytes towards PE `target` that completes
-    /// before it returns, and counts it if it succeeds (or counts its error by kind). The
-    /// operation is timed one time in [`OP_SAMPLE_EVERY`].
+    /// before it returns, and counts it if it succeeds (or counts its error by kind). One
+    /// operation in [`OP_SAMPLE_EVERY`] per thread is timed.
     #[inline(always)]
     pub fn record<R, E: ErrorKind>(
         &self,
@@ -282,18 +285,31 @@ impl Traffic {
         bytes: usize,
         f: impl FnOnce() -> Result<R, E>,
     ) -> Result<R, E> {
-        let timer = match &self.active {
-            None => 0,
-            Some(active) => active.tick(),
+        // The countdown runs whether metrics are on or not: a test of `active` here as well as
+        // after `f` would lead the compiler to copy `f` into both branches, and the bigger
+        // operation would no longer be inlined into its callers.
+        let timer = if sample_due(&OPS_UNTIL_SAMPLE, OP_SAMPLE_EVERY) {
+            self.start_timer()
+        } else {
+            0
         };
         let result = f();
         if let Some(active) = &self.active {
-            match &result {
-                Ok(_) => active.done(op, target, bytes as u64, timer),
-                Err(e) => active.pe.error(e.kind()),
-            }
+            let failed = result.as_ref().err().map(ErrorKind::kind);
+            active.after(op, target, bytes as u64, timer, failed);
         }
         result
+    }
+
+    /// The start of a sampled operation (nanoseconds from [`clock`]), or 0 when metrics are
+    /// off.
+    #[cold]
+    #[inline(never)]
+    fn start_timer(&self) -> u64 {
+        match &self.active {
+            Some(_) => clock(),
+            None => 0,
+        }
     }
 
     /// Counts a completed operation whose duration is measured elsewhere (or not at all).
@@ -336,7 +352,7 @@ impl Traffic {
         let Some(active) = &self.active else {
             return barrier.await;
         };
-        let started = active.barrier_sampled().then(Instant::now);
+        let started = sample_due(&BARRIERS_UNTIL_SAMPLE, BARRIER_SAMPLE_EVERY).then(Instant::now);
         let result = barrier.await;
         match &result {
             Ok(_) => {
@@ -393,24 +409,15 @@ impl Active {
         None
     }
 
-    /// Counts an operation about to start; returns when it started if it is to be timed
-    /// (one in [`OP_SAMPLE_EVERY`] per shard), else 0.
-    #[inline(always)]
-    fn tick(&self) -> u64 {
-        let n = match self.own_shard() {
-            Some(s) => Shard::next(&s.tick),
-            None => self.overflow_tick.fetch_add(1, Relaxed).wrapping_add(1),
-        };
-        if n % OP_SAMPLE_EVERY == 0 {
-            clock()
-        } else {
-            0
+    /// Counts an operation that ended (with an error of kind `failed`, if any), timed since
+    /// `timer` unless that is 0. Out of line, so that the operations' own code, inlined into
+    /// their callers, stays as compact as without metrics.
+    #[inline(never)]
+    fn after(&self, op: Op, target: usize, bytes: u64, timer: u64, failed: Option<&'static str>) {
+        if let Some(kind) = failed {
+            self.pe.error(kind);
+            return;
         }
-    }
-
-    /// Counts a completed operation that [`Active::tick`] started at `timer`.
-    #[inline(always)]
-    fn done(&self, op: Op, target: usize, bytes: u64, timer: u64) {
         if timer != 0 {
             self.observe_since(op, timer);
         }
@@ -444,18 +451,11 @@ impl Active {
         self.latency[op as usize].record(took as f64 * 1e-9);
     }
 
-    fn barrier_sampled(&self) -> bool {
-        let n = match self.own_shard() {
-            Some(s) => Shard::next(&s.barrier_tick),
-            None => self.overflow_barrier_tick.fetch_add(1, Relaxed) + 1,
-        };
-        n % BARRIER_SAMPLE_EVERY == 0
-    }
-
     fn count_barrier(&self) {
         match self.own_shard() {
             Some(s) => {
-                Shard::next(&s.barriers);
+                let barriers = &s.barriers;
+                barriers.store(barriers.load(Relaxed).wrapping_add(1), Relaxed);
             }
             None => {
                 self.overflow_barriers.fetch_add(1, Relaxed);

@@ -68,10 +68,10 @@ fn counts_errors_samples_and_labels_reach_the_exposition() {
         traffic
             .record(Op::Get, 2, 16, || Ok::<_, Refused>(()))
             .unwrap();
-        disabled
-            .record(Op::Get, 2, 16, || Ok::<_, Refused>(()))
-            .unwrap();
     }
+    disabled
+        .record(Op::Get, 2, 16, || Ok::<_, Refused>(()))
+        .unwrap();
     for _ in 0..3 {
         assert!(traffic
             .record(Op::Amo, 0, 8, || Err::<(), _>(Refused))
