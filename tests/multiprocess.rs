@@ -155,6 +155,10 @@ fn a_killed_job_leaves_nothing_behind() {
         if let Launcher::Ferroshmem = launcher {
             assert!(all.contains("PE 2 was killed by signal 9"), "{all}");
         }
+        assert!(
+            all.contains("PE 2 was lost"),
+            "the others saw PE 2 go: {all}"
+        );
         assert_eq!(
             std::fs::read_dir(&dir).expect("dir").count(),
             0,
@@ -240,7 +244,11 @@ fn pe_entry() {
                             rustix::process::Signal::KILL,
                         );
                     }
-                    pe.barrier_all().await?;
+                    let lost = pe.barrier_all().await;
+                    println!("PE {me}: barrier ended with {lost:?}");
+                    // Stay until the launcher, which saw PE 2 die first, stops this PE.
+                    tokio::time::sleep(Duration::from_secs(60)).await;
+                    return Err(lost.err().unwrap_or(Error::Shutdown));
                 }
                 other => panic!("unknown scenario {other}"),
             }
