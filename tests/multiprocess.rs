@@ -155,10 +155,6 @@ fn a_killed_job_leaves_nothing_behind() {
         if let Launcher::Ferroshmem = launcher {
             assert!(all.contains("PE 2 was killed by signal 9"), "{all}");
         }
-        assert!(
-            all.contains("PE 2 was lost"),
-            "the others saw PE 2 go: {all}"
-        );
         assert_eq!(
             std::fs::read_dir(&dir).expect("dir").count(),
             0,
