@@ -2,7 +2,8 @@
 //! `test` forms, and the wait engine that signals and barriers share.
 //!
 //! A wait spins on the variable for a while (`FERROSHMEM_SPIN_US`, yielding to the executor
-//! every few microseconds), then sleeps until a writer rings the PE's doorbell
+//! and the OS every few microseconds, or after every check when the job has more PEs than
+//! the machine has CPUs), then sleeps until a writer rings the PE's doorbell
 //! ([`crate::doorbell`]), so an idle waiter holds no core. A wait returns early with the job's
 //! failure (a peer lost) and, given [`Wait::timeout`], with [`Error::Timeout`]. While it
 //! sleeps, the timeout and the job's health are checked at least every 10 ms.
@@ -22,8 +23,23 @@ use crate::heap::SymSlice;
 use crate::segment::Watch;
 use crate::shared_memory::SharedMapping;
 
-/// How long one poll of a spinning wait may spin before yielding to the executor.
+/// How long one poll of a spinning wait may spin before yielding (to the executor, and its
+/// thread to the OS).
 const SPIN_SLICE: Duration = Duration::from_micros(4);
+/// The same when the job has more PEs than this machine has CPUs: one round of checks.
+const CROWDED_SPIN_SLICE: Duration = Duration::ZERO;
+
+/// The spin slice for a job of `n_pes` PEs: none when the PEs outnumber the CPUs, since
+/// the PE a wait depends on may then need this CPU to make progress.
+fn spin_slice(n_pes: usize) -> Duration {
+    static CPUS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let cpus = *CPUS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    if n_pes > cpus {
+        CROWDED_SPIN_SLICE
+    } else {
+        SPIN_SLICE
+    }
+}
 
 /// A comparison of a waited-on variable with a value (`SHMEM_CMP_*`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -206,7 +222,7 @@ where
         }
         if this.sleeping.is_none() {
             if now.duration_since(started) < this.dp.spin {
-                let slice_end = now + SPIN_SLICE;
+                let slice_end = now + spin_slice(this.dp.n_pes());
                 loop {
                     for _ in 0..32 {
                         std::hint::spin_loop();
@@ -218,6 +234,8 @@ where
                         break;
                     }
                 }
+                // Let another thread (perhaps the PE this wait depends on) have the CPU.
+                std::thread::yield_now();
                 cx.waker().wake_by_ref();
                 return Poll::Pending;
             }

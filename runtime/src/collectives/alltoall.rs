@@ -8,7 +8,7 @@
 
 use bytemuck::Pod;
 
-use super::eager::{agree, Payload};
+use super::eager::{agree, Payload, Senders};
 use super::{bytes_of, disjoint, holds, Descriptor, Kind};
 use crate::error::{Error, Result};
 use crate::heap::SymSlice;
@@ -116,8 +116,10 @@ impl Team {
         let (n, me) = (self.n_pes(), self.my_pe());
         let bytes = bytes_of::<T>(nelems);
         let mut buf = vec![T::zeroed(); if strides.is_some() { nelems } else { 0 }];
-        self.move_block(dest, source, nelems, strides, me, &mut buf)
-            .await?;
+        if n == 1 || bytes == 0 || !self.eager(bytes) {
+            self.move_block(dest, source, nelems, strides, me, &mut buf)
+                .await?;
+        }
         if n == 1 || bytes == 0 {
             return Ok(());
         }
@@ -136,9 +138,10 @@ impl Team {
                 };
                 self.eager_send(op, j, payload, bytes, desc).await?;
             }
-            let others: Vec<usize> = (1..n).map(|k| (me + k) % n).collect();
-            self.eager_wait(op, &others).await?;
-            for &j in &others {
+            self.move_block(dest, source, nelems, strides, me, &mut buf)
+                .await?;
+            self.eager_wait(op, Senders::All).await?;
+            for j in (1..n).map(|k| (me + k) % n) {
                 let got = self.eager_peek(op, j);
                 match agree(desc, got.desc, j) {
                     Ok(()) => match strides {
@@ -157,7 +160,7 @@ impl Team {
                     },
                     Err(e) => op.reject(e),
                 }
-                self.eager_done(op, j).await?;
+                self.eager_done(op, j, true)?;
             }
             return Ok(());
         }

@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering;
 
 use bytemuck::Pod;
 
-use super::eager::{agree, Payload, DISAGREED};
+use super::eager::{agree, Payload, Senders, DISAGREED};
 use super::shapes::Shape;
 use super::{bytes_of, disjoint, holds, Descriptor, Kind};
 use crate::error::{Error, Result};
@@ -71,11 +71,12 @@ impl Team {
     ) -> Result<()> {
         let (n, me) = (self.n_pes(), self.my_pe());
         let bytes = bytes_of::<T>(source.len());
-        if me == root {
-            self.copy_local(dest, source)?;
-        }
         if n == 1 || bytes == 0 {
-            return Ok(());
+            return if me == root {
+                self.copy_local(dest, source)
+            } else {
+                Ok(())
+            };
         }
         if self.eager(bytes) {
             if me == root {
@@ -84,15 +85,15 @@ impl Team {
                     self.eager_send(op, to, Payload::Sym(source), bytes, desc)
                         .await?;
                 }
-                return Ok(());
+                return self.copy_local(dest, source);
             }
-            self.eager_wait(op, &[root]).await?;
+            self.eager_wait(op, Senders::One(root)).await?;
             let got = self.eager_peek(op, root);
             match agree(desc, got.desc, root) {
                 Ok(()) => self.copy_local(dest, self.view::<T>(got.data, dest.len()))?,
                 Err(e) => op.reject(e),
             }
-            return self.eager_done(op, root).await;
+            return self.eager_done(op, root, false);
         }
         let shape = if self.flat() || self.large(bytes) {
             Shape::Star
@@ -149,14 +150,15 @@ impl Team {
                     forward = DISAGREED;
                 }
             }
-            self.put_words(parent, layout.ack(me) + 8, &[forward])
-                .await?;
-            self.signal(parent, layout.ack(me), done).await?;
+            self.post(parent, layout.ack(me), done, layout.ack(me) + 8, &[forward])?;
         }
         let children: Vec<usize> = shape.children(rank, n).into_iter().map(member).collect();
         for &c in &children {
-            self.put_words(c, layout.sig(me) + 8, &[forward]).await?;
-            self.signal(c, layout.sig(me), ready).await?;
+            self.post(c, layout.sig(me), ready, layout.sig(me) + 8, &[forward])?;
+        }
+        if rank == 0 {
+            // The children read the root's source, so its own copy can wait until now.
+            self.copy_local(dest, source)?;
         }
         self.wait_words("broadcast", Layout::ack, &children, done)
             .await?;

@@ -2,22 +2,28 @@
 //! sender never waits for its receiver to arrive.
 //!
 //! Member `s` sends its messages to member `r` through two slots on `r` reserved for `s`,
-//! alternately. Message `m` (counted per pair, by both sides alike) goes into slot `m mod 2`,
-//! its header set to `m + 1` once the data is in place. After copying a message out, `r`
-//! sets its credit line on `s` to the number of messages it has consumed from `s`; before
-//! writing message `m ≥ 2`, `s` waits until that credit reaches `m − 1`, i.e. until message
-//! `m − 2` (the slot's last occupant) has been read. The credit has almost always arrived by
-//! then, so the wait costs nothing.
+//! alternately. Message `m` (counted per pair, by both sides alike) goes into slot `m mod 2`:
+//! data and header first, then the header's first word set to `m + 1`. Before writing
+//! message `m ≥ 2`, `s` must know that `r` has read message `m − 2`, the slot's last
+//! occupant: its credit for `r` (the messages `r` has consumed from it) must reach `m − 1`.
+//!
+//! Credits travel two ways. Every header carries the sender's count of messages consumed
+//! from the receiver, so in collectives where every member sends to every other (all but
+//! broadcast) credits come for free: by the time a member sends again, it has received its
+//! receivers' newer messages. A member that consumes without sending back (a broadcast's
+//! non-roots) writes its count into the sender's credit line instead.
 
 use std::sync::atomic::Ordering;
 
 use bytemuck::Pod;
 
-use super::{put_from, Descriptor};
+use ferroshmem_observability::Op as Traffic;
+
+use super::{bytes_of, Descriptor};
 use crate::error::{Error, Result};
 use crate::heap::SymSlice;
-use crate::team::region::{Layout, LINE};
-use crate::team::{Op, Team};
+use crate::team::region::SLOT_HEADER;
+use crate::team::{Op as Collective, Team};
 
 /// What an eager message carries.
 pub(crate) enum Payload<'a, T> {
@@ -25,6 +31,15 @@ pub(crate) enum Payload<'a, T> {
     Sym(SymSlice<'a, T>),
     /// Elements of a local buffer.
     Local(&'a [T]),
+}
+
+/// Whose next messages a receiver waits for.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Senders {
+    /// Every other member.
+    All,
+    /// Member `j` alone.
+    One(usize),
 }
 
 /// A message that has arrived, still in its slot.
@@ -44,7 +59,7 @@ impl Team {
     /// the rest from the sender's buffer itself).
     pub(crate) async fn eager_send<T: Pod>(
         &self,
-        op: &mut Op<'_>,
+        op: &mut Collective<'_>,
         to: usize,
         payload: Payload<'_, T>,
         bytes: usize,
@@ -52,64 +67,82 @@ impl Team {
     ) -> Result<()> {
         let layout = self.inner.layout;
         let m = op.state.sent[to];
-        if m >= 2 {
-            self.wait_word("eager credit", layout.credit(to), m - 1)
-                .await?;
+        if m >= 2 && op.state.credit[to] < m - 1 {
+            let line = layout.credit(to);
+            self.wait_word("eager credit", line, m - 1).await?;
+            op.state.credit[to] = self.local(line).load(Ordering::Acquire);
         }
         let slot = layout.slot(self.my_pe(), m % 2);
+        let dp = self.dp();
         let pe = self.pe(to);
-        match payload {
-            Payload::Sym(src) => {
-                put_from(self.dp(), self.view::<T>(slot + LINE, src.len()), src, pe)?;
-            }
-            Payload::Local(src) => {
-                self.dp()
-                    .put(self.view::<T>(slot + LINE, src.len()), src, pe)
-                    .await?;
-            }
+        let target = dp.segment(pe)?;
+        let header = dp.locate(self.view::<u64>(slot, 4), 4, "eager header")?;
+        let (len, from) = match payload {
+            Payload::Sym(src) => (src.len(), Ok(dp.locate(src, src.len(), "eager source")?)),
+            Payload::Local(src) => (src.len(), Err(src)),
+        };
+        let data = dp.locate(self.view::<T>(slot + SLOT_HEADER, len), len, "eager slot")?;
+        let moved = bytes_of::<T>(len);
+        match from {
+            Ok(at) => target
+                .mapping()
+                .copy_from(data, dp.own_segment().mapping(), at, moved),
+            Err(src) => target.mapping().write(data, bytemuck::cast_slice(src)),
         }
-        self.put_words(to, slot + 8, &[bytes as u64, desc]).await?;
-        self.signal(to, slot, m + 1).await?;
+        let words = [bytes as u64, desc, op.state.recvd[to]];
+        target
+            .mapping()
+            .write(header + 8, bytemuck::cast_slice(&words));
+        self.publish(target, header, m + 1, header..data + moved);
+        dp.traffic
+            .count(Traffic::PutSignal, pe, moved + SLOT_HEADER);
         op.state.sent[to] = m + 1;
         Ok(())
     }
 
     /// Waits until the next message of every member of `from` has arrived.
-    pub(crate) async fn eager_wait(&self, op: &Op<'_>, from: &[usize]) -> Result<()> {
+    pub(crate) async fn eager_wait(&self, op: &Collective<'_>, from: Senders) -> Result<()> {
         let layout = self.inner.layout;
-        let heads: Vec<_> = from
-            .iter()
-            .map(|&j| {
-                let m = op.state.recvd[j];
-                (self.local(layout.slot(j, m % 2)), m + 1)
-            })
-            .collect();
-        if heads.iter().all(|(w, v)| w.load(Ordering::Acquire) >= *v) {
+        let recvd = &op.state.recvd;
+        let (n, me) = (self.n_pes(), self.my_pe());
+        let here = move |j: usize| {
+            let m = recvd[j];
+            self.local(layout.slot(j, m % 2)).load(Ordering::Acquire) > m
+        };
+        let arrived = move || match from {
+            Senders::All => (0..n).all(|j| j == me || here(j)),
+            Senders::One(j) => here(j),
+        };
+        if arrived() {
             return Ok(());
         }
         let span = layout.slot(0, 0)..layout.bytes;
-        self.wait_for("eager receive", span, move || {
-            heads.iter().all(|(w, v)| w.load(Ordering::Acquire) >= *v)
-        })
-        .await
+        self.wait_for("eager receive", span, arrived).await
     }
 
     /// The next message from member `j`, which [`Team::eager_wait`] saw arrive.
-    pub(crate) fn eager_peek(&self, op: &Op<'_>, j: usize) -> Arrived {
+    pub(crate) fn eager_peek(&self, op: &Collective<'_>, j: usize) -> Arrived {
         let slot = self.inner.layout.slot(j, op.state.recvd[j] % 2);
         Arrived {
-            data: slot + LINE,
+            data: slot + SLOT_HEADER,
             bytes: self.local(slot + 8).load(Ordering::Acquire) as usize,
             desc: self.local(slot + 16).load(Ordering::Acquire),
         }
     }
 
-    /// Marks the next message from member `j` consumed and gives `j` its credit.
-    pub(crate) async fn eager_done(&self, op: &mut Op<'_>, j: usize) -> Result<()> {
+    /// Marks the next message from member `j` consumed, taking the credit it carries. With
+    /// `reply` false (this member sends nothing back to `j` in this collective), also writes
+    /// `j` its credit.
+    pub(crate) fn eager_done(&self, op: &mut Collective<'_>, j: usize, reply: bool) -> Result<()> {
+        let slot = self.inner.layout.slot(j, op.state.recvd[j] % 2);
+        let carried = self.local(slot + 24).load(Ordering::Acquire);
+        op.state.credit[j] = op.state.credit[j].max(carried);
         op.state.recvd[j] += 1;
-        let credit = op.state.recvd[j];
-        self.signal(j, Layout::credit(&self.inner.layout, self.my_pe()), credit)
-            .await
+        if reply {
+            return Ok(());
+        }
+        let consumed = op.state.recvd[j];
+        self.signal(j, self.inner.layout.credit(self.my_pe()), consumed)
     }
 }
 

@@ -13,17 +13,22 @@ use std::sync::atomic::Ordering;
 
 use bytemuck::Pod;
 
-use super::eager::{agree, Payload};
+use super::eager::{agree, Payload, Senders};
 use super::{bytes_of, disjoint, holds, Descriptor, Kind};
 use crate::error::{Error, Result};
 use crate::heap::SymSlice;
 use crate::team::region::value;
 use crate::team::{Op, Team};
 
-/// Where each member's block goes in `dest`: element offsets and counts, in member order.
-struct Blocks {
-    offsets: Vec<usize>,
-    counts: Vec<usize>,
+/// Where each member's block goes in `dest`, in member order.
+enum Blocks {
+    /// `each` elements per member.
+    Equal { each: usize },
+    /// Element offsets and counts.
+    Varying {
+        offsets: Vec<usize>,
+        counts: Vec<usize>,
+    },
 }
 
 impl Blocks {
@@ -36,15 +41,25 @@ impl Blocks {
                 Some(here)
             })
             .collect();
-        Blocks { offsets, counts }
+        Blocks::Varying { offsets, counts }
     }
 
-    fn total(&self) -> usize {
-        self.counts.iter().fold(0usize, |t, &c| t.saturating_add(c))
+    fn count(&self, j: usize) -> usize {
+        match self {
+            Blocks::Equal { each } => *each,
+            Blocks::Varying { counts, .. } => counts[j],
+        }
+    }
+
+    fn total(&self, n: usize) -> usize {
+        (0..n).fold(0usize, |t, j| t.saturating_add(self.count(j)))
     }
 
     fn range(&self, j: usize) -> std::ops::Range<usize> {
-        self.offsets[j]..self.offsets[j] + self.counts[j]
+        match self {
+            Blocks::Equal { each } => j * each..(j + 1) * each,
+            Blocks::Varying { offsets, counts } => offsets[j]..offsets[j] + counts[j],
+        }
     }
 }
 
@@ -76,7 +91,7 @@ impl Team {
         disjoint(self.dp(), dest, source, false)?;
         let bytes = bytes_of::<T>(nelems);
         let desc = Descriptor::of(Kind::Fcollect, 0, bytes as u64);
-        let blocks = Blocks::from_counts(vec![nelems; n]);
+        let blocks = Blocks::Equal { each: nelems };
         let mut op = self.begin()?;
         let outcome = self.fcollect_in(&mut op, dest, source, &blocks, desc).await;
         op.settle(outcome)
@@ -91,18 +106,19 @@ impl Team {
         desc: u64,
     ) -> Result<()> {
         let (n, me) = (self.n_pes(), self.my_pe());
-        self.copy_local(dest.slice(blocks.range(me)), source)?;
         let bytes = bytes_of::<T>(source.len());
-        if n == 1 || bytes == 0 {
-            return Ok(());
-        }
-        if self.eager(bytes) {
+        if n > 1 && bytes > 0 && self.eager(bytes) {
             for k in 1..n {
                 let to = (me + k) % n;
                 self.eager_send(op, to, Payload::Sym(source), bytes, desc)
                     .await?;
             }
+            self.copy_local(dest.slice(blocks.range(me)), source)?;
             return self.eager_gather(op, dest, blocks, desc).await;
+        }
+        self.copy_local(dest.slice(blocks.range(me)), source)?;
+        if n == 1 || bytes == 0 {
+            return Ok(());
         }
         if !self.flat() && self.large(bytes) {
             return self.ring(op, dest, blocks).await;
@@ -124,9 +140,8 @@ impl Team {
         desc: u64,
     ) -> Result<()> {
         let (n, me) = (self.n_pes(), self.my_pe());
-        let others: Vec<usize> = (1..n).map(|k| (me + k) % n).collect();
-        self.eager_wait(op, &others).await?;
-        for &j in &others {
+        self.eager_wait(op, Senders::All).await?;
+        for j in (1..n).map(|k| (me + k) % n) {
             let got = self.eager_peek(op, j);
             match agree(desc, got.desc, j) {
                 Ok(()) => {
@@ -135,7 +150,7 @@ impl Team {
                 }
                 Err(e) => op.reject(e),
             }
-            self.eager_done(op, j).await?;
+            self.eager_done(op, j, true)?;
         }
         Ok(())
     }
@@ -151,8 +166,8 @@ impl Team {
         let (n, me) = (self.n_pes(), self.my_pe());
         for k in 1..n {
             let j = (me + k) % n;
-            if wanted(j) && blocks.counts[j] > 0 {
-                let from = source.resized(blocks.counts[j]);
+            if wanted(j) && blocks.count(j) > 0 {
+                let from = source.resized(blocks.count(j));
                 self.dp()
                     .get_nbi(dest.slice(blocks.range(j)), from, self.pe(j))?;
             }
@@ -172,7 +187,7 @@ impl Team {
         op.state.seq += 1;
         let seq = op.state.seq;
         let (left, right) = ((me + n - 1) % n, (me + 1) % n);
-        self.signal(right, layout.sig(me), value(seq, 0)).await?;
+        self.signal(right, layout.sig(me), value(seq, 0))?;
         for k in 1..n {
             let b = (me + n - k) % n;
             self.wait_word("ring", layout.sig(left), value(seq, k - 1))
@@ -182,10 +197,10 @@ impl Team {
                 self.dp().get_nbi(part, part, self.pe(left))?;
             }
             if k < n - 1 {
-                self.signal(right, layout.sig(me), value(seq, k)).await?;
+                self.signal(right, layout.sig(me), value(seq, k))?;
             }
         }
-        self.signal(left, layout.ack(me), value(seq, 0)).await?;
+        self.signal(left, layout.ack(me), value(seq, 0))?;
         self.wait_word("ring", layout.ack(right), value(seq, 0))
             .await
     }
@@ -243,7 +258,7 @@ impl Team {
                     .await?;
             }
             let others: Vec<usize> = (1..n).map(|k| (me + k) % n).collect();
-            self.eager_wait(op, &others).await?;
+            self.eager_wait(op, Senders::All).await?;
             let mut counts = vec![mine; n];
             for &j in &others {
                 let got = self.eager_peek(op, j);
@@ -253,7 +268,7 @@ impl Team {
                 }
             }
             let blocks = Blocks::from_counts(counts);
-            let total = blocks.total();
+            let total = blocks.total(n);
             if let Err(e) = holds(self.dp(), dest, total, "collect destination") {
                 op.reject(e);
             }
@@ -267,12 +282,12 @@ impl Team {
                     let part = dest.slice(blocks.range(j));
                     self.copy_local(part, self.view::<T>(got.data, part.len()))?;
                 }
-                self.eager_done(op, j).await?;
+                self.eager_done(op, j, true)?;
             }
-            if blocks.counts.iter().any(|&c| !self.eager(bytes_of::<T>(c))) {
+            if (0..n).any(|j| !self.eager(bytes_of::<T>(blocks.count(j)))) {
                 if copy {
                     self.pull_blocks(dest, source, &blocks, |j| {
-                        !self.eager(bytes_of::<T>(blocks.counts[j]))
+                        !self.eager(bytes_of::<T>(blocks.count(j)))
                     })?;
                 }
                 self.sync_in(op, Descriptor::END).await?;
@@ -298,7 +313,7 @@ impl Team {
             room[j] = words[1] as usize;
         }
         let blocks = Blocks::from_counts(counts);
-        let total = blocks.total();
+        let total = blocks.total(n);
         if let Some(j) = (0..n).find(|&j| room[j] < total) {
             op.reject(Error::OutOfBounds {
                 what: if j == me {
@@ -313,7 +328,7 @@ impl Team {
             return Ok(total);
         }
         self.copy_local(dest.slice(blocks.range(me)), source)?;
-        let largest = blocks.counts.iter().copied().max().unwrap_or(0);
+        let largest = (0..n).map(|j| blocks.count(j)).max().unwrap_or(0);
         if !self.flat() && self.large(bytes_of::<T>(largest)) {
             self.ring(op, dest.slice(..total), &blocks).await?;
         } else {

@@ -34,8 +34,6 @@ mod reduce_ops;
 mod shapes;
 mod sync;
 
-use std::sync::atomic::{fence, Ordering};
-
 use bytemuck::Pod;
 
 use crate::data_plane::DataPlane;
@@ -150,27 +148,6 @@ pub(crate) fn disjoint<T: Pod>(
 /// Bytes of `n` elements of `T`.
 pub(crate) fn bytes_of<T>(n: usize) -> usize {
     n.saturating_mul(std::mem::size_of::<T>())
-}
-
-/// Copies `src` (this PE's symmetric memory) into `dest` on world PE `pe`: a put whose source
-/// is symmetric, so the bytes go straight from segment to segment.
-pub(crate) fn put_from<T: Pod>(
-    dp: &DataPlane,
-    dest: SymSlice<'_, T>,
-    src: SymSlice<'_, T>,
-    pe: usize,
-) -> Result<()> {
-    let target = dp.segment(pe)?;
-    let n = src.len();
-    let at = dp.locate(dest, n, "collective destination")?;
-    let from = dp.locate(src, n, "collective source")?;
-    let bytes = bytes_of::<T>(n);
-    target
-        .mapping()
-        .copy_from(at, dp.own_segment().mapping(), from, bytes);
-    fence(Ordering::SeqCst);
-    target.wake_watchers(at, at + bytes);
-    Ok(())
 }
 
 impl Team {

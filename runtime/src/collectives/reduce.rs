@@ -16,7 +16,7 @@
 
 use std::sync::atomic::Ordering;
 
-use super::eager::{agree, Payload, DISAGREED};
+use super::eager::{agree, Payload, Senders, DISAGREED};
 use super::reduce_ops::{BitwiseReducible, ReduceOp, Reducible};
 use super::shapes::Shape;
 use super::{bytes_of, disjoint, holds, Descriptor, Kind};
@@ -27,6 +27,8 @@ use crate::team::{Op, Team};
 
 /// Bytes combined at a time.
 const BLOCK_BYTES: usize = 16 << 10;
+/// Words of each stack buffer that small combinations use instead of the heap.
+const SMALL_WORDS: usize = 64;
 
 /// Where one contribution lives: a view and the world PE that holds it.
 type Input<'a, T> = (SymSlice<'a, T>, usize);
@@ -120,22 +122,40 @@ impl Team {
         self.tree_reduce(state, shape, op, dest, source, desc).await
     }
 
-    /// Stores in `dest` the combination of `inputs`, in their order.
-    async fn combine_into<T: Reducible>(
+    /// Stores in `dest` the combination of the `count` inputs `input(0)`, `input(1)`, …, in
+    /// that order.
+    async fn combine_into<'s, T: Reducible>(
         &self,
         op: ReduceOp,
         dest: SymSlice<'_, T>,
-        inputs: &[Input<'_, T>],
+        count: usize,
+        input: impl Fn(usize) -> Input<'s, T>,
     ) -> Result<()> {
         let len = dest.len();
-        let block = (BLOCK_BYTES / std::mem::size_of::<T>().max(1)).max(1);
-        let mut acc = vec![T::zeroed(); block.min(len)];
-        let mut tmp = acc.clone();
+        let size = std::mem::size_of::<T>().max(1);
+        let block = (BLOCK_BYTES / size).clamp(1, len.max(1));
+        // Small messages combine in two stack buffers, larger ones in two heap blocks.
+        let mut stack = [[0u64; SMALL_WORDS]; 2];
+        let mut heap: Vec<T>;
+        let (acc, tmp) = {
+            let [a, t] = &mut stack;
+            match (
+                bytemuck::try_cast_slice_mut::<u64, T>(a),
+                bytemuck::try_cast_slice_mut::<u64, T>(t),
+            ) {
+                (Ok(a), Ok(t)) if block <= a.len() => (&mut a[..block], &mut t[..block]),
+                _ => {
+                    heap = vec![T::zeroed(); 2 * block];
+                    heap.split_at_mut(block)
+                }
+            }
+        };
         let me = self.dp().my_pe();
         for start in (0..len).step_by(block) {
             let end = (start + block).min(len);
             let (a, t) = (&mut acc[..end - start], &mut tmp[..end - start]);
-            for (k, &(src, pe)) in inputs.iter().enumerate() {
+            for k in 0..count {
+                let (src, pe) = input(k);
                 let target = if k == 0 { &mut *a } else { &mut *t };
                 self.dp().get(target, src.slice(start..end), pe).await?;
                 if k > 0 {
@@ -164,29 +184,27 @@ impl Team {
             self.eager_send(state, j, Payload::Sym(block(j)), bytes, desc)
                 .await?;
         }
-        let others: Vec<usize> = (1..n).map(|k| (me + k) % n).collect();
-        self.eager_wait(state, &others).await?;
-        for &j in &others {
+        self.eager_wait(state, Senders::All).await?;
+        for j in (1..n).map(|k| (me + k) % n) {
             if let Err(e) = agree(desc, self.eager_peek(state, j).desc, j) {
                 state.reject(e);
             }
         }
         if !state.rejected() {
             let me_pe = self.dp().my_pe();
-            let inputs: Vec<Input<'_, T>> = (0..n)
-                .map(|j| {
-                    if j == me {
-                        (block(me), me_pe)
-                    } else {
-                        let got = self.eager_peek(state, j);
-                        (self.view::<T>(got.data, dest.len()), me_pe)
-                    }
-                })
-                .collect();
-            self.combine_into(op, dest, &inputs).await?;
+            let arrived = &*state;
+            let input = |j: usize| {
+                if j == me {
+                    (block(me), me_pe)
+                } else {
+                    let got = self.eager_peek(arrived, j);
+                    (self.view::<T>(got.data, dest.len()), me_pe)
+                }
+            };
+            self.combine_into(op, dest, n, input).await?;
         }
-        for &j in &others {
-            self.eager_done(state, j).await?;
+        for j in (1..n).map(|k| (me + k) % n) {
+            self.eager_done(state, j, true)?;
         }
         Ok(())
     }
@@ -216,16 +234,19 @@ impl Team {
         }
         if forward == desc && !children.is_empty() {
             let me_pe = self.dp().my_pe();
-            let mut inputs = vec![(source, me_pe)];
-            for &c in &children {
-                let leaf = shape.children(c, n).is_empty();
-                inputs.push((if leaf { source } else { dest }, self.pe(c)));
-            }
-            self.combine_into(op, dest, &inputs).await?;
+            let input = |k: usize| match k {
+                0 => (source, me_pe),
+                _ => {
+                    let c = children[k - 1];
+                    let leaf = shape.children(c, n).is_empty();
+                    (if leaf { source } else { dest }, self.pe(c))
+                }
+            };
+            self.combine_into(op, dest, children.len() + 1, input)
+                .await?;
         }
         if let Some(p) = shape.parent(me) {
-            self.put_words(p, layout.sig(me) + 8, &[forward]).await?;
-            self.signal(p, layout.sig(me), up).await?;
+            self.post(p, layout.sig(me), up, layout.sig(me) + 8, &[forward])?;
             self.wait_word("reduce", layout.sig(p), down).await?;
             let verdict = self.local(layout.sig(p) + 8).load(Ordering::Acquire);
             match agree(desc, verdict, p) {
@@ -235,13 +256,12 @@ impl Team {
                     forward = DISAGREED;
                 }
             }
-            self.signal(p, layout.ack(me), up).await?;
+            self.signal(p, layout.ack(me), up)?;
         } else if let Err(e) = agree(desc, forward, me) {
             state.reject(e);
         }
         for &c in &children {
-            self.put_words(c, layout.sig(me) + 8, &[forward]).await?;
-            self.signal(c, layout.sig(me), down).await?;
+            self.post(c, layout.sig(me), down, layout.sig(me) + 8, &[forward])?;
         }
         self.wait_words("reduce", Layout::ack, &children, up).await
     }
@@ -262,10 +282,9 @@ impl Team {
             return Ok(());
         }
         let mine = part(me, n, len);
-        let inputs: Vec<Input<'_, T>> = (0..n)
-            .map(|k| (source.slice(mine.clone()), self.pe((me + k) % n)))
-            .collect();
-        self.combine_into(op, dest.slice(mine), &inputs).await?;
+        let input = |k: usize| (source.slice(mine.clone()), self.pe((me + k) % n));
+        self.combine_into(op, dest.slice(mine.clone()), n, input)
+            .await?;
         self.sync_in(state, Descriptor::END).await?;
         for k in 1..n {
             let j = (me + k) % n;
@@ -335,8 +354,8 @@ impl Team {
         if state.rejected() {
             return Ok(());
         }
-        let inputs: Vec<Input<'_, T>> = (0..n).map(|k| (mine, self.pe((me + k) % n))).collect();
-        self.combine_into(op, dest, &inputs).await?;
+        let input = |k: usize| (mine, self.pe((me + k) % n));
+        self.combine_into(op, dest, n, input).await?;
         self.sync_in(state, Descriptor::END).await
     }
 }

@@ -52,8 +52,7 @@ impl Team {
         for r in 0..rounds(n) {
             let line = self.inner.layout.sync(r);
             let to = (me + (1 << r)) % n;
-            self.put_words(to, line + pair, &[lo, hi]).await?;
-            self.signal(to, line, epoch).await?;
+            self.post(to, line, epoch, line + pair, &[lo, hi])?;
             self.wait_word("team sync", line, epoch).await?;
             lo = lo.min(self.local(line + pair).load(Ordering::Acquire));
             hi = hi.max(self.local(line + pair + 8).load(Ordering::Acquire));

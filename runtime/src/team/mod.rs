@@ -81,6 +81,8 @@ pub(crate) struct OpState {
     pub sent: Vec<u64>,
     /// Eager messages received from each member.
     pub recvd: Vec<u64>,
+    /// Eager messages each member is known to have consumed from this one.
+    pub credit: Vec<u64>,
 }
 
 #[derive(Debug)]
@@ -217,6 +219,7 @@ impl Team {
                     sync_epoch: 0,
                     sent: vec![0; n],
                     recvd: vec![0; n],
+                    credit: vec![0; n],
                 })),
             }),
         })

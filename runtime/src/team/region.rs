@@ -11,7 +11,7 @@
 //! | n | `sig[j]`: signal from member `j` (value, descriptor) | member `j` |
 //! | n | `ack[j]`: acknowledgement from member `j` (value, verdict) | member `j` |
 //! | n | `credit[j]`: eager messages of this member that `j` has consumed | member `j` |
-//! | 2n slots | eager slot `(j, parity)`: a header line (message number + 1, length, descriptor), then `eager_bytes` of data | member `j` |
+//! | 2n slots | eager slot `(j, parity)`: a header (message number + 1, length, descriptor, credit), then up to `eager_bytes` of data, in the same lines | member `j` |
 //!
 //! Signal and acknowledgement values are [`value`]`(seq, step)`: they only grow, so a waiter
 //! compares with `>=` and no word is ever reset. The credit and eager lines exist only in
@@ -20,17 +20,21 @@
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use ferroshmem_observability::Op;
+
 use crate::data_plane::DataPlane;
 use crate::error::Result;
 use crate::heap::SymSlice;
-use crate::segment::HEADER_SIZE;
-use crate::signal::SignalOp;
+use crate::segment::{Segment, HEADER_SIZE};
 use crate::wait::Wait;
 
 use super::{Team, TeamConfig};
 
 /// Bytes of a line.
 pub(crate) const LINE: usize = 64;
+/// Bytes of an eager slot's header; the data follows it at once, so that a small message
+/// and its header share a line.
+pub(crate) const SLOT_HEADER: usize = 32;
 /// Bits of a signal value that count steps within one collective.
 const STEP_BITS: u32 = 20;
 /// The largest team (steps of a ring go up to n).
@@ -56,7 +60,9 @@ pub(crate) struct Layout {
     ack: usize,
     credit: usize,
     slots: usize,
-    /// Bytes of one eager slot's data; 0 when the team has no eager slots.
+    /// Bytes from one eager slot to the next.
+    slot_stride: usize,
+    /// Bytes one eager slot holds after its header; 0 when the team has no eager slots.
     pub eager_bytes: usize,
     /// Bytes of the whole region.
     pub bytes: usize,
@@ -70,13 +76,13 @@ impl Layout {
         let ack = sig + n * LINE;
         let credit = ack + n * LINE;
         let eager = config.eager_bytes > 0 && n <= config.flat_max_pes && n > 1;
-        let eager_bytes = if eager {
-            config.eager_bytes.next_multiple_of(LINE)
+        let slot_stride = if eager {
+            (SLOT_HEADER + config.eager_bytes).next_multiple_of(LINE)
         } else {
             0
         };
+        let eager_bytes = slot_stride.saturating_sub(SLOT_HEADER);
         let slots = credit + if eager { n * LINE } else { 0 };
-        let slot_bytes = if eager { LINE + eager_bytes } else { 0 };
         Layout {
             n,
             sync,
@@ -84,8 +90,9 @@ impl Layout {
             ack,
             credit,
             slots,
+            slot_stride,
             eager_bytes,
-            bytes: slots + 2 * n * slot_bytes,
+            bytes: slots + 2 * n * slot_stride,
         }
     }
 
@@ -114,9 +121,9 @@ impl Layout {
         self.credit + j * LINE
     }
 
-    /// The header line of eager slot `(j, parity)`; its data follows it.
+    /// The header of eager slot `(j, parity)`; its data follows it.
     pub fn slot(&self, j: usize, parity: u64) -> usize {
-        self.slots + (2 * j + parity as usize) * (LINE + self.eager_bytes)
+        self.slots + (2 * j + parity as usize) * self.slot_stride
     }
 
     /// The bytes of the lines of `what(0) .. what(n)`.
@@ -151,20 +158,50 @@ impl Team {
             .atomic(HEADER_SIZE + self.inner.base + offset)
     }
 
-    /// Writes `words` at `offset` of the region on member `to` (plain stores, made visible by
-    /// the next [`Team::signal`] to that member).
-    pub(crate) async fn put_words(&self, to: usize, offset: usize, words: &[u64]) -> Result<()> {
-        self.dp()
-            .put(self.view::<u64>(offset, words.len()), words, self.pe(to))
-            .await
+    /// Posts to member `to`: stores `words` at region offset `words_at` there, then sets its
+    /// word at `offset` to `v` with one atomic swap, which publishes the stores (a reader
+    /// that sees `v` sees them), and wakes a sleeper watching any of it.
+    pub(crate) fn post(
+        &self,
+        to: usize,
+        offset: usize,
+        v: u64,
+        words_at: usize,
+        words: &[u64],
+    ) -> Result<()> {
+        let dp = self.dp();
+        let pe = self.pe(to);
+        let target = dp.segment(pe)?;
+        let at = dp.locate_atomic(self.view::<u64>(offset, 1))?;
+        let (mut lo, mut hi) = (at, at + 8);
+        if !words.is_empty() {
+            let w = dp.locate(
+                self.view::<u64>(words_at, words.len()),
+                words.len(),
+                "team control words",
+            )?;
+            target.mapping().write(w, bytemuck::cast_slice(words));
+            (lo, hi) = (lo.min(w), hi.max(w + 8 * words.len()));
+        }
+        self.publish(target, at, v, lo..hi);
+        dp.traffic.count(Op::Signal, pe, 8 + 8 * words.len());
+        Ok(())
     }
 
-    /// Sets the word at `offset` on member `to` to `v`, waking a sleeper there; a member that
-    /// reads `v` also sees everything this PE wrote to it before.
-    pub(crate) async fn signal(&self, to: usize, offset: usize, v: u64) -> Result<()> {
-        self.dp()
-            .signal_op(self.view::<u64>(offset, 1), v, SignalOp::Set, self.pe(to))
-            .await
+    /// Sets the word at `offset` on member `to` to `v`, waking a sleeper there.
+    pub(crate) fn signal(&self, to: usize, offset: usize, v: u64) -> Result<()> {
+        self.post(to, offset, v, offset, &[])
+    }
+
+    /// Swaps `v` into the word at mapping offset `at` of `target`, then wakes a sleeper
+    /// watching mapping bytes `written`. The swap is a sequentially consistent
+    /// read-modify-write, as the wake-up protocol requires.
+    pub(crate) fn publish(&self, target: &Segment, at: usize, v: u64, written: Range<usize>) {
+        target
+            .mapping()
+            .atomic::<AtomicU64>(at)
+            .swap(v, Ordering::SeqCst);
+        target.wake_watchers(written.start, written.end);
     }
 
     /// Waits until `ready()` holds; only writes to `watched` (region offsets) can make it
@@ -230,7 +267,8 @@ mod tests {
         assert_eq!(rounds(5), 3);
         assert_eq!(l.sig(0), LINE + 3 * LINE);
         assert_eq!(l.ack(0), l.sig(4) + LINE);
-        assert_eq!(l.slot(4, 1) + LINE + l.eager_bytes, l.bytes);
+        assert_eq!(l.slot(4, 1) + SLOT_HEADER + l.eager_bytes, l.bytes);
+        assert_eq!(l.eager_bytes, 4096 + LINE - SLOT_HEADER);
         assert_eq!(l.span(Layout::sig), l.sig(0)..l.sig(4) + LINE);
         let big = Layout::new(100, &config);
         assert_eq!(big.eager_bytes, 0, "large teams have no eager slots");
