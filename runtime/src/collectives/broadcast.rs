@@ -130,8 +130,8 @@ impl Team {
     ) -> Result<()> {
         let (n, me) = (self.n_pes(), self.my_pe());
         let layout = self.inner.layout;
-        op.state.seq += 1;
-        let (ready, done) = (value(op.state.seq, 0), value(op.state.seq, 0));
+        let seq = op.next_seq();
+        let (ready, done) = (value(seq, 0), value(seq, 0));
         let rank = (me + n - root) % n;
         let member = |r: usize| (root + r) % n;
         let mut forward = desc;

@@ -66,11 +66,11 @@ impl Team {
         desc: u64,
     ) -> Result<()> {
         let layout = self.inner.layout;
-        let m = op.state.sent[to];
-        if m >= 2 && op.state.credit[to] < m - 1 {
+        let m = op.sent(to);
+        if m >= 2 && op.credit(to) < m - 1 {
             let line = layout.credit(to);
             self.wait_word("eager credit", line, m - 1).await?;
-            op.state.credit[to] = self.local(line).load(Ordering::Acquire);
+            op.set_credit(to, self.local(line).load(Ordering::Acquire));
         }
         let slot = layout.slot(self.my_pe(), m % 2);
         let dp = self.dp();
@@ -89,24 +89,23 @@ impl Team {
                 .copy_from(data, dp.own_segment().mapping(), at, moved),
             Err(src) => target.mapping().write(data, bytemuck::cast_slice(src)),
         }
-        let words = [bytes as u64, desc, op.state.recvd[to]];
+        let words = [bytes as u64, desc, op.recvd(to)];
         target
             .mapping()
             .write(header + 8, bytemuck::cast_slice(&words));
         self.publish(target, header, m + 1, header..data + moved);
         dp.traffic
             .count(Traffic::PutSignal, pe, moved + SLOT_HEADER);
-        op.state.sent[to] = m + 1;
+        op.set_sent(to, m + 1);
         Ok(())
     }
 
     /// Waits until the next message of every member of `from` has arrived.
     pub(crate) async fn eager_wait(&self, op: &Collective<'_>, from: Senders) -> Result<()> {
         let layout = self.inner.layout;
-        let recvd = &op.state.recvd;
         let (n, me) = (self.n_pes(), self.my_pe());
         let here = move |j: usize| {
-            let m = recvd[j];
+            let m = op.recvd(j);
             self.local(layout.slot(j, m % 2)).load(Ordering::Acquire) > m
         };
         let arrived = move || match from {
@@ -122,7 +121,7 @@ impl Team {
 
     /// The next message from member `j`, which [`Team::eager_wait`] saw arrive.
     pub(crate) fn eager_peek(&self, op: &Collective<'_>, j: usize) -> Arrived {
-        let slot = self.inner.layout.slot(j, op.state.recvd[j] % 2);
+        let slot = self.inner.layout.slot(j, op.recvd(j) % 2);
         Arrived {
             data: slot + SLOT_HEADER,
             bytes: self.local(slot + 8).load(Ordering::Acquire) as usize,
@@ -134,14 +133,15 @@ impl Team {
     /// `reply` false (this member sends nothing back to `j` in this collective), also writes
     /// `j` its credit.
     pub(crate) fn eager_done(&self, op: &mut Collective<'_>, j: usize, reply: bool) -> Result<()> {
-        let slot = self.inner.layout.slot(j, op.state.recvd[j] % 2);
+        let m = op.recvd(j);
+        let slot = self.inner.layout.slot(j, m % 2);
         let carried = self.local(slot + 24).load(Ordering::Acquire);
-        op.state.credit[j] = op.state.credit[j].max(carried);
-        op.state.recvd[j] += 1;
+        op.set_credit(j, op.credit(j).max(carried));
+        let consumed = m + 1;
+        op.set_recvd(j, consumed);
         if reply {
             return Ok(());
         }
-        let consumed = op.state.recvd[j];
         self.signal(j, self.inner.layout.credit(self.my_pe()), consumed)
     }
 }

@@ -184,8 +184,7 @@ impl Team {
     ) -> Result<()> {
         let (n, me) = (self.n_pes(), self.my_pe());
         let layout = self.inner.layout;
-        op.state.seq += 1;
-        let seq = op.state.seq;
+        let seq = op.next_seq();
         let (left, right) = ((me + n - 1) % n, (me + 1) % n);
         self.signal(right, layout.sig(me), value(seq, 0))?;
         for k in 1..n {

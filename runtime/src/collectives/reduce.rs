@@ -167,6 +167,54 @@ impl Team {
         Ok(())
     }
 
+    /// As [`Team::combine_into`] for inputs that all lie in this PE's own memory (its source
+    /// and its eager slots): plain loads and stores, one wake-up check at the end.
+    fn combine_local<'s, T: Reducible>(
+        &self,
+        op: ReduceOp,
+        dest: SymSlice<'_, T>,
+        count: usize,
+        input: impl Fn(usize) -> SymSlice<'s, T>,
+    ) -> Result<()> {
+        let dp = self.dp();
+        let own = dp.own_segment();
+        let map = own.mapping();
+        let len = dest.len();
+        let size = std::mem::size_of::<T>().max(1);
+        let to = dp.locate(dest, len, "reduce destination")?;
+        let mut stack = [[0u64; SMALL_WORDS]; 2];
+        let [a, t] = &mut stack;
+        let (acc, tmp) = match (
+            bytemuck::try_cast_slice_mut::<u64, T>(a),
+            bytemuck::try_cast_slice_mut::<u64, T>(t),
+        ) {
+            (Ok(a), Ok(t)) if !a.is_empty() => (a, t),
+            _ => {
+                return Err(Error::InvalidArgument(format!(
+                    "{} cannot be reduced in place",
+                    std::any::type_name::<T>()
+                )))
+            }
+        };
+        let block = acc.len();
+        for start in (0..len).step_by(block) {
+            let end = (start + block).min(len);
+            let (a, t) = (&mut acc[..end - start], &mut tmp[..end - start]);
+            for k in 0..count {
+                let at = dp.locate(input(k), len, "reduce contribution")?;
+                let target = if k == 0 { &mut *a } else { &mut *t };
+                map.read(at + start * size, bytemuck::cast_slice_mut(target));
+                if k > 0 {
+                    T::combine(op, a, t);
+                }
+            }
+            map.write(to + start * size, bytemuck::cast_slice(a));
+        }
+        std::sync::atomic::fence(Ordering::SeqCst);
+        own.wake_watchers(to, to + len * size);
+        Ok(())
+    }
+
     /// Every member sends `block(j)` of its contribution to member `j` and combines what it
     /// receives with its own `block(me)`, in member order, into `dest`.
     async fn eager_reduce<'s, T: Reducible>(
@@ -191,17 +239,16 @@ impl Team {
             }
         }
         if !state.rejected() {
-            let me_pe = self.dp().my_pe();
             let arrived = &*state;
             let input = |j: usize| {
                 if j == me {
-                    (block(me), me_pe)
+                    block(me)
                 } else {
                     let got = self.eager_peek(arrived, j);
-                    (self.view::<T>(got.data, dest.len()), me_pe)
+                    self.view::<T>(got.data, dest.len())
                 }
             };
-            self.combine_into(op, dest, n, input).await?;
+            self.combine_local(op, dest, n, input)?;
         }
         for j in (1..n).map(|k| (me + k) % n) {
             self.eager_done(state, j, true)?;
@@ -221,8 +268,8 @@ impl Team {
     ) -> Result<()> {
         let (n, me) = (self.n_pes(), self.my_pe());
         let layout = self.inner.layout;
-        state.state.seq += 1;
-        let (up, down) = (value(state.state.seq, 0), value(state.state.seq, 1));
+        let seq = state.next_seq();
+        let (up, down) = (value(seq, 0), value(seq, 1));
         let children = shape.children(me, n);
         self.wait_words("reduce", Layout::sig, &children, up)
             .await?;

@@ -1,18 +1,22 @@
-//! `sync` and `barrier` on a team: a dissemination barrier over the team's sync lines,
-//! ⌈log₂ n⌉ rounds, correct for any n. In round `r` member `i` writes to member
-//! `(i + 2^r) mod n` and waits for member `(i − 2^r) mod n`.
+//! `sync` and `barrier` on a team, over the team's sync lines.
+//!
+//! - Flat (teams of up to four): every member writes its arrival to every other and waits
+//!   once, for all of them. When PEs outnumber CPUs, every wait costs a trip through the
+//!   scheduler, so one wait beats two in a row.
+//! - Dissemination (larger teams): ⌈log₂ n⌉ rounds, correct for any n; in round `r` member
+//!   `i` writes to member `(i + 2^r) mod n` and waits for member `(i − 2^r) mod n`.
 //!
 //! Each message also carries the lowest and highest [`Descriptor`] its sender has seen so far,
-//! so after the last round every member knows them over all members: when they differ, the
-//! members did not call the same collective, and every one of them reports it. The pair sits
-//! in one of two slots of the line, by epoch parity: a sender can be at most one sync ahead
-//! of its receiver, so it never overwrites a pair that has not been read.
+//! so in the end every member knows them over all members: when they differ, the members did
+//! not call the same collective, and every one of them reports it. The pair sits in one of
+//! two slots of the line, by epoch parity: a sender can be at most one sync ahead of its
+//! receiver, so it never overwrites a pair that has not been read.
 
 use std::sync::atomic::Ordering;
 
 use super::Descriptor;
 use crate::error::{Error, Result};
-use crate::team::region::rounds;
+use crate::team::region::{rounds, FLAT_SYNC_MAX};
 use crate::team::{Op, Team};
 
 impl Team {
@@ -45,17 +49,40 @@ impl Team {
     /// (when they did not, the mismatch is recorded in `op`, alike on every member).
     pub(crate) async fn sync_in(&self, op: &mut Op<'_>, desc: u64) -> Result<()> {
         let (n, me) = (self.n_pes(), self.my_pe());
-        op.state.sync_epoch += 1;
-        let epoch = op.state.sync_epoch;
+        let layout = self.inner.layout;
+        let epoch = op.next_epoch();
         let pair = 8 + 16 * (epoch % 2) as usize;
         let (mut lo, mut hi) = (desc, desc);
-        for r in 0..rounds(n) {
-            let line = self.inner.layout.sync(r);
-            let to = (me + (1 << r)) % n;
-            self.post(to, line, epoch, line + pair, &[lo, hi])?;
-            self.wait_word("team sync", line, epoch).await?;
-            lo = lo.min(self.local(line + pair).load(Ordering::Acquire));
-            hi = hi.max(self.local(line + pair + 8).load(Ordering::Acquire));
+        let take = |(lo, hi): (u64, u64), line: usize| {
+            (
+                lo.min(self.local(line + pair).load(Ordering::Acquire)),
+                hi.max(self.local(line + pair + 8).load(Ordering::Acquire)),
+            )
+        };
+        if n <= FLAT_SYNC_MAX {
+            let line = layout.sync(me);
+            for to in (1..n).map(|k| (me + k) % n) {
+                self.post(to, line, epoch, line + pair, &[desc, desc])?;
+            }
+            let arrived = || {
+                (0..n)
+                    .all(|j| j == me || self.local(layout.sync(j)).load(Ordering::Acquire) >= epoch)
+            };
+            if !arrived() {
+                let span = layout.sync(0)..layout.sync(n - 1) + 8;
+                self.wait_for("team sync", span, arrived).await?;
+            }
+            for j in (1..n).map(|k| (me + k) % n) {
+                (lo, hi) = take((lo, hi), layout.sync(j));
+            }
+        } else {
+            for r in 0..rounds(n) {
+                let line = layout.sync(r);
+                let to = (me + (1 << r)) % n;
+                self.post(to, line, epoch, line + pair, &[lo, hi])?;
+                self.wait_word("team sync", line, epoch).await?;
+                (lo, hi) = take((lo, hi), line);
+            }
         }
         self.dp().health().check()?;
         if lo != hi {

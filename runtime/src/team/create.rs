@@ -360,9 +360,11 @@ impl Team {
             )));
         }
         let mut op = self.begin()?;
-        let synced = self.sync_in(&mut op, Descriptor::DESTROY).await;
-        op.settle(synced)?;
-        self.mark_destroyed();
+        self.sync_in(&mut op, Descriptor::DESTROY).await?;
+        if op.rejected() {
+            return op.settle(Ok(()));
+        }
+        self.mark_destroyed(op);
         self.inner
             .home
             .pool

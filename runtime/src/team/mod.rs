@@ -14,7 +14,7 @@ mod pool;
 pub(crate) mod region;
 
 use std::mem::ManuallyDrop;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::data_plane::DataPlane;
@@ -71,27 +71,27 @@ impl TeamConfig {
 }
 
 /// Per-PE counters of a team's collectives; every member updates its own copy the same way.
-#[derive(Debug, Default)]
-pub(crate) struct OpState {
-    /// Collectives started on the team.
-    pub seq: u64,
+/// Only the collective that holds the team (its status `BUSY`) touches them, so relaxed
+/// atomics suffice: the status's acquire and release order one collective after the other.
+#[derive(Debug)]
+struct Counters {
+    /// Collectives that used signal values, so far.
+    seq: AtomicU64,
     /// Syncs run on the team.
-    pub sync_epoch: u64,
+    sync_epoch: AtomicU64,
     /// Eager messages sent to each member.
-    pub sent: Vec<u64>,
+    sent: Box<[AtomicU64]>,
     /// Eager messages received from each member.
-    pub recvd: Vec<u64>,
+    recvd: Box<[AtomicU64]>,
     /// Eager messages each member is known to have consumed from this one.
-    pub credit: Vec<u64>,
+    credit: Box<[AtomicU64]>,
 }
 
-#[derive(Debug)]
-enum TeamState {
-    Idle(OpState),
-    Busy,
-    Cancelled,
-    Destroyed,
-}
+/// Values of a team's status.
+const IDLE: u8 = 0;
+const BUSY: u8 = 1;
+const CANCELLED: u8 = 2;
+const DESTROYED: u8 = 3;
 
 /// What all of one PE's teams share: its data plane, its control plane and its team pool.
 #[derive(Debug)]
@@ -119,7 +119,10 @@ pub(crate) struct TeamInner {
     pub predefined: Option<&'static str>,
     /// Teams split from this one so far.
     pub splits: AtomicU64,
-    state: Mutex<TeamState>,
+    /// `IDLE`, `BUSY` (a collective runs), `CANCELLED` (one was dropped midway) or
+    /// `DESTROYED`.
+    status: AtomicU8,
+    counters: Counters,
 }
 
 /// This PE's handle to a team. Cheap to clone; `Send + Sync`.
@@ -138,22 +141,56 @@ pub struct Team {
     pub(crate) inner: Arc<TeamInner>,
 }
 
-/// A collective in progress: it holds the team's counters until it finishes. Dropped
-/// unfinished (an error midway, or a cancelled future), it leaves the team unusable.
+/// A collective in progress: it holds the team (and its counters) until it finishes.
+/// Dropped unfinished (an error midway, or a cancelled future), it leaves the team unusable.
 pub(crate) struct Op<'t> {
     team: &'t Team,
-    pub state: OpState,
     /// The error every member reaches alike (they disagree, a buffer is too short), found
     /// while the protocol still runs to its end.
     verdict: Option<Error>,
     finished: bool,
 }
 
+/// Reads and writes one of the per-member counters.
+macro_rules! per_member {
+    ($get:ident, $set:ident, $field:ident, $what:literal) => {
+        #[doc = concat!("Eager messages ", $what, " member `j`.")]
+        #[inline]
+        pub fn $get(&self, j: usize) -> u64 {
+            self.counters().$field[j].load(Ordering::Relaxed)
+        }
+
+        #[doc = concat!("Sets the count of eager messages ", $what, " member `j`.")]
+        #[inline]
+        pub fn $set(&self, j: usize, v: u64) {
+            self.counters().$field[j].store(v, Ordering::Relaxed)
+        }
+    };
+}
+
 impl Op<'_> {
-    /// Gives the counters back to the team: the collective completed on this PE.
+    fn counters(&self) -> &Counters {
+        &self.team.inner.counters
+    }
+
+    /// Numbers a new collective that uses signal values; returns its number.
+    pub fn next_seq(&self) -> u64 {
+        self.counters().seq.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// Numbers a new sync; returns its epoch.
+    pub fn next_epoch(&self) -> u64 {
+        self.counters().sync_epoch.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    per_member!(sent, set_sent, sent, "sent to");
+    per_member!(recvd, set_recvd, recvd, "received from");
+    per_member!(credit, set_credit, credit, "known to be consumed by");
+
+    /// Gives the team back: the collective completed on this PE.
     pub fn finish(mut self) {
         self.finished = true;
-        *self.team.lock_state() = TeamState::Idle(std::mem::take(&mut self.state));
+        self.team.inner.status.store(IDLE, Ordering::Release);
     }
 
     /// Records `error` as the collective's result (the first one recorded wins); the
@@ -181,7 +218,7 @@ impl Op<'_> {
 impl Drop for Op<'_> {
     fn drop(&mut self) {
         if !self.finished {
-            *self.team.lock_state() = TeamState::Cancelled;
+            self.team.inner.status.store(CANCELLED, Ordering::Release);
         }
     }
 }
@@ -214,44 +251,38 @@ impl Team {
                 region: ManuallyDrop::new(region),
                 predefined,
                 splits: AtomicU64::new(0),
-                state: Mutex::new(TeamState::Idle(OpState {
-                    seq: 0,
-                    sync_epoch: 0,
-                    sent: vec![0; n],
-                    recvd: vec![0; n],
-                    credit: vec![0; n],
-                })),
+                status: AtomicU8::new(IDLE),
+                counters: Counters {
+                    seq: AtomicU64::new(0),
+                    sync_epoch: AtomicU64::new(0),
+                    sent: (0..n).map(|_| AtomicU64::new(0)).collect(),
+                    recvd: (0..n).map(|_| AtomicU64::new(0)).collect(),
+                    credit: (0..n).map(|_| AtomicU64::new(0)).collect(),
+                },
             }),
         })
     }
 
-    fn lock_state(&self) -> std::sync::MutexGuard<'_, TeamState> {
-        self.inner.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Starts a collective: takes the team's counters, or says why the team cannot run one.
+    /// Starts a collective: takes the team, or says why it cannot run one.
     pub(crate) fn begin(&self) -> Result<Op<'_>> {
-        let mut state = self.lock_state();
-        match std::mem::replace(&mut *state, TeamState::Busy) {
-            TeamState::Idle(s) => Ok(Op {
+        match self.inner.status.compare_exchange(
+            IDLE,
+            BUSY,
+            Ordering::Acquire,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => Ok(Op {
                 team: self,
-                state: s,
                 verdict: None,
                 finished: false,
             }),
-            TeamState::Busy => Err(Error::InvalidArgument(
+            Err(BUSY) => Err(Error::InvalidArgument(
                 "another collective is already running on this team on this PE".into(),
             )),
-            other => {
-                let err = match other {
-                    TeamState::Destroyed => Error::TeamDestroyed,
-                    _ => Error::InvalidArgument(
-                        "a collective on this team was cancelled midway, so its members no longer agree: the team cannot be used".into(),
-                    ),
-                };
-                *state = other;
-                Err(err)
-            }
+            Err(DESTROYED) => Err(Error::TeamDestroyed),
+            Err(_) => Err(Error::InvalidArgument(
+                "a collective on this team was cancelled midway, so its members no longer agree: the team cannot be used".into(),
+            )),
         }
     }
 
@@ -282,7 +313,7 @@ impl Team {
 
     /// Whether the team has been destroyed on this PE.
     pub fn is_destroyed(&self) -> bool {
-        matches!(*self.lock_state(), TeamState::Destroyed)
+        self.inner.status.load(Ordering::Acquire) == DESTROYED
     }
 
     /// Translates member `pe` of this team into its number in `dest` (`shmem_team_translate_pe`):
@@ -308,9 +339,10 @@ impl Team {
         self.inner.members[member]
     }
 
-    /// Marks the team destroyed on this PE (no other collective may be running).
-    pub(crate) fn mark_destroyed(&self) {
-        *self.lock_state() = TeamState::Destroyed;
+    /// Ends collective `op` by destroying the team on this PE.
+    pub(crate) fn mark_destroyed(&self, mut op: Op<'_>) {
+        op.finished = true;
+        self.inner.status.store(DESTROYED, Ordering::Release);
     }
 }
 

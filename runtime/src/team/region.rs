@@ -7,7 +7,7 @@
 //! | lines | content | written by |
 //! |---|---|---|
 //! | 1 | `count`: this member's element count of a `collect` | the member itself |
-//! | ⌈log₂ n⌉ | sync round `r`: epoch, then two (lowest, highest) descriptor pairs (by epoch parity) | member `me − 2^r` |
+//! | n (n ≤ 4) or ⌈log₂ n⌉ | sync line of member `j` (flat syncs) or of round `r` (dissemination): epoch, then two (lowest, highest) descriptor pairs (by epoch parity) | member `j`, or member `me − 2^r` |
 //! | n | `sig[j]`: signal from member `j` (value, descriptor) | member `j` |
 //! | n | `ack[j]`: acknowledgement from member `j` (value, verdict) | member `j` |
 //! | n | `credit[j]`: eager messages of this member that `j` has consumed | member `j` |
@@ -51,6 +51,19 @@ pub(crate) fn rounds(n: usize) -> usize {
     n.next_power_of_two().trailing_zeros() as usize
 }
 
+/// Teams of up to this many members sync flat (every member tells every other) rather than
+/// by dissemination: one wait instead of ⌈log₂ n⌉ in a row, for at most three writes.
+pub(crate) const FLAT_SYNC_MAX: usize = 4;
+
+/// Number of sync lines of a team of `n` members.
+fn sync_lines(n: usize) -> usize {
+    if n <= FLAT_SYNC_MAX {
+        n
+    } else {
+        rounds(n)
+    }
+}
+
 /// Offsets (from the region's start) of a team's control words.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Layout {
@@ -72,7 +85,7 @@ impl Layout {
     /// The layout of a team of `n` members configured with `config`.
     pub fn new(n: usize, config: &TeamConfig) -> Layout {
         let sync = LINE;
-        let sig = sync + rounds(n) * LINE;
+        let sig = sync + sync_lines(n) * LINE;
         let ack = sig + n * LINE;
         let credit = ack + n * LINE;
         let eager = config.eager_bytes > 0 && n <= config.flat_max_pes && n > 1;
@@ -101,7 +114,7 @@ impl Layout {
         0
     }
 
-    /// The line of sync round `r`.
+    /// The sync line of member `r` (flat syncs) or of round `r` (dissemination).
     pub fn sync(&self, r: usize) -> usize {
         self.sync + r * LINE
     }
@@ -266,6 +279,11 @@ mod tests {
         let l = Layout::new(5, &config);
         assert_eq!(rounds(5), 3);
         assert_eq!(l.sig(0), LINE + 3 * LINE);
+        assert_eq!(
+            Layout::new(3, &config).sig(0),
+            LINE + 3 * LINE,
+            "flat syncs"
+        );
         assert_eq!(l.ack(0), l.sig(4) + LINE);
         assert_eq!(l.slot(4, 1) + SLOT_HEADER + l.eager_bytes, l.bytes);
         assert_eq!(l.eager_bytes, 4096 + LINE - SLOT_HEADER);
