@@ -43,9 +43,9 @@ fn configs() -> Vec<(&'static str, TeamConfig)> {
     vec![
         ("default (eager, flat, reduce-scatter)", default),
         (
-            "flat without eager",
+            "eager up to 4 KiB, star trees",
             TeamConfig {
-                eager_bytes: 0,
+                eager_copy_bytes: 4096,
                 large_bytes: usize::MAX,
                 ..default
             },
@@ -56,6 +56,7 @@ fn configs() -> Vec<(&'static str, TeamConfig)> {
                 eager_bytes: 0,
                 flat_max_pes: 1,
                 large_bytes: usize::MAX,
+                ..default
             },
         ),
         (
@@ -64,6 +65,7 @@ fn configs() -> Vec<(&'static str, TeamConfig)> {
                 eager_bytes: 0,
                 flat_max_pes: 1,
                 large_bytes: 0,
+                ..default
             },
         ),
     ]

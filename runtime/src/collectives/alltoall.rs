@@ -116,14 +116,14 @@ impl Team {
         let (n, me) = (self.n_pes(), self.my_pe());
         let bytes = bytes_of::<T>(nelems);
         let mut buf = vec![T::zeroed(); if strides.is_some() { nelems } else { 0 }];
-        if n == 1 || bytes == 0 || !self.eager(bytes) {
+        if n == 1 || bytes == 0 || !self.eager_copy(bytes) {
             self.move_block(dest, source, nelems, strides, me, &mut buf)
                 .await?;
         }
         if n == 1 || bytes == 0 {
             return Ok(());
         }
-        if self.eager(bytes) {
+        if self.eager_copy(bytes) {
             for k in 1..n {
                 let j = (me + k) % n;
                 let payload = match strides {

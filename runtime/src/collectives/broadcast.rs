@@ -78,7 +78,7 @@ impl Team {
                 Ok(())
             };
         }
-        if self.eager(bytes) {
+        if self.eager_copy(bytes) {
             if me == root {
                 for k in 1..n {
                     let to = (root + k) % n;

@@ -107,7 +107,7 @@ impl Team {
     ) -> Result<()> {
         let (n, me) = (self.n_pes(), self.my_pe());
         let bytes = bytes_of::<T>(source.len());
-        if n > 1 && bytes > 0 && self.eager(bytes) {
+        if n > 1 && bytes > 0 && self.eager_copy(bytes) {
             for k in 1..n {
                 let to = (me + k) % n;
                 self.eager_send(op, to, Payload::Sym(source), bytes, desc)
@@ -246,7 +246,7 @@ impl Team {
         }
         if self.inner.layout.eager_bytes > 0 {
             let bytes = bytes_of::<T>(mine);
-            let inline = if self.eager(bytes) {
+            let inline = if self.eager_copy(bytes) {
                 source
             } else {
                 source.slice(..0)
@@ -277,16 +277,16 @@ impl Team {
             }
             for &j in &others {
                 let got = self.eager_peek(op, j);
-                if copy && self.eager(got.bytes) {
+                if copy && self.eager_copy(got.bytes) {
                     let part = dest.slice(blocks.range(j));
                     self.copy_local(part, self.view::<T>(got.data, part.len()))?;
                 }
                 self.eager_done(op, j, true)?;
             }
-            if (0..n).any(|j| !self.eager(bytes_of::<T>(blocks.count(j)))) {
+            if (0..n).any(|j| !self.eager_copy(bytes_of::<T>(blocks.count(j)))) {
                 if copy {
                     self.pull_blocks(dest, source, &blocks, |j| {
-                        !self.eager(bytes_of::<T>(blocks.count(j)))
+                        !self.eager_copy(bytes_of::<T>(blocks.count(j)))
                     })?;
                 }
                 self.sync_in(op, Descriptor::END).await?;

@@ -15,7 +15,9 @@
 //! | reductions | eager: every member receives every contribution and reduces them in member order | reduce-scatter, then allgather | binomial tree up, then down |
 //! | `reducescatter` | eager | flat | flat |
 //!
-//! "Eager" messages go through the receivers' scratch slots (two per sender, with credits so
+//! "Small" is [`TeamConfig::eager_copy_bytes`](crate::TeamConfig::eager_copy_bytes) for
+//! the collectives that move data and [`TeamConfig::eager_bytes`](crate::TeamConfig::eager_bytes)
+//! for reductions. "Eager" messages go through the receivers' scratch slots (two per sender, with credits so
 //! that a sender never overwrites an unread message), so no member waits for another to
 //! arrive before it can send: one one-way latency per collective. The other algorithms read
 //! peers' buffers in place and synchronize before and after.
@@ -151,9 +153,15 @@ pub(crate) fn bytes_of<T>(n: usize) -> usize {
 }
 
 impl Team {
-    /// Whether messages of `bytes` bytes per destination take the eager path.
+    /// Whether reductions of `bytes` bytes per destination take the eager path.
     pub(crate) fn eager(&self, bytes: usize) -> bool {
         self.inner.layout.eager_bytes > 0 && bytes <= self.inner.config.eager_bytes
+    }
+
+    /// Whether collectives that only move data take the eager path for `bytes` bytes per
+    /// destination.
+    pub(crate) fn eager_copy(&self, bytes: usize) -> bool {
+        self.eager(bytes) && bytes <= self.inner.config.eager_copy_bytes
     }
 
     /// Whether the team is small enough for flat algorithms.

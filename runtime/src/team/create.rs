@@ -44,8 +44,8 @@ pub trait TeamControl: Send + Sync + std::fmt::Debug {
 const MAX_ATTEMPTS: usize = 16;
 
 /// Bytes of the arguments at the start of a phase-1 payload: the split (4 words) and the
-/// configuration (3 words).
-const ARGS_BYTES: usize = 7 * 8;
+/// configuration (4 words).
+const ARGS_BYTES: usize = 8 * 8;
 
 /// A split of a parent team, in parent member numbers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

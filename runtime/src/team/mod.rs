@@ -38,11 +38,17 @@ pub use region::MAX_TEAM_PES;
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct TeamConfig {
-    /// Messages up to this many bytes (per PE and destination) go through each receiver's
-    /// scratch slots, so that senders never wait for receivers: one one-way latency per
-    /// collective. Teams of at most [`flat_max_pes`](Self::flat_max_pes) members reserve
-    /// two slots of this size per member. 0 turns the eager algorithms off. Default 4 KiB.
+    /// Reductions of up to this many bytes go through each receiver's scratch slots, so that
+    /// senders never wait for receivers: one one-way latency per collective. Teams of at
+    /// most [`flat_max_pes`](Self::flat_max_pes) members reserve two slots of this size per
+    /// member. 0 turns the eager algorithms off. Default 4 KiB.
     pub eager_bytes: usize,
+    /// The same limit for the collectives that only move data (broadcast, fcollect,
+    /// collect, alltoall), at most `eager_bytes`: above it, reading the sender's buffer in
+    /// place (one copy, not two) beats the synchronization that eager messages save.
+    /// Default 1 KiB; the predefined teams of a job whose PEs outnumber the machine's CPUs
+    /// take 4 KiB, since there every synchronization costs a trip through the scheduler.
+    pub eager_copy_bytes: usize,
     /// Teams of up to this many members use flat algorithms (each PE talks to every other
     /// directly); larger teams use binomial trees and rings for small messages. Default 8.
     pub flat_max_pes: usize,
@@ -56,6 +62,7 @@ impl Default for TeamConfig {
     fn default() -> Self {
         TeamConfig {
             eager_bytes: 4096,
+            eager_copy_bytes: 1024,
             flat_max_pes: 8,
             large_bytes: 64 << 10,
         }
@@ -63,8 +70,29 @@ impl Default for TeamConfig {
 }
 
 impl TeamConfig {
+    /// The configuration of the predefined teams of a job of `n_pes` PEs on this machine:
+    /// the default, with `eager_copy_bytes` raised to `eager_bytes` when the PEs outnumber
+    /// the CPUs.
+    pub fn for_job(n_pes: usize) -> TeamConfig {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let default = TeamConfig::default();
+        if n_pes > cpus {
+            TeamConfig {
+                eager_copy_bytes: default.eager_bytes,
+                ..default
+            }
+        } else {
+            default
+        }
+    }
+
     fn encode(&self, out: &mut Vec<u8>) {
-        for v in [self.eager_bytes, self.flat_max_pes, self.large_bytes] {
+        for v in [
+            self.eager_bytes,
+            self.eager_copy_bytes,
+            self.flat_max_pes,
+            self.large_bytes,
+        ] {
             out.extend_from_slice(&(v as u64).to_le_bytes());
         }
     }
@@ -361,7 +389,7 @@ impl Teams {
     /// Where the team pool of a job of `n_pes` PEs with `heap_size`-byte heaps lies; the
     /// world allocator must keep below [`PoolLayout::offset`].
     pub fn pool_layout(heap_size: usize, n_pes: usize) -> Result<PoolLayout> {
-        let region = Layout::new(n_pes, &TeamConfig::default()).bytes;
+        let region = Layout::new(n_pes, &TeamConfig::for_job(n_pes)).bytes;
         PoolLayout::new(heap_size, 2 * region)
     }
 
@@ -372,7 +400,7 @@ impl Teams {
         let n = dp.n_pes();
         let me = dp.my_pe();
         let layout = Self::pool_layout(dp.heap_size(), n)?;
-        let config = TeamConfig::default();
+        let config = TeamConfig::for_job(n);
         let world_bytes = Layout::new(n, &config).bytes;
         let node_members: Box<[usize]> = (0..n).filter(|&p| dp.is_mapped(p)).collect();
         let node_bytes = Layout::new(node_members.len(), &config).bytes;
