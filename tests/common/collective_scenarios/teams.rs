@@ -1,0 +1,287 @@
+//! Scenarios of team structure (splits, translation, errors, destruction, concurrent
+//! creation, mismatches found by every member) and of locks.
+
+use std::time::Duration;
+
+use ferroshmem::{Error, Pe, ReduceOp, Result};
+
+use super::ensure;
+
+/// Team structure, translation, errors, destruction, concurrent creation and use, and
+/// mismatches found on every member.
+pub async fn teams(pe: &Pe) -> Result<()> {
+    let (me, n) = (pe.my_pe(), pe.n_pes());
+    let world = pe.team_world();
+    let node = pe.team_node();
+    ensure!(world.my_pe() == me && world.n_pes() == n, "world numbering");
+    ensure!(node.n_pes() == n, "every PE shares the node");
+    ensure!(world.translate_pe(me, &node)? == Some(me), "world to node");
+    // Evens and odds.
+    let evens = world.split_strided(0, 2, n.div_ceil(2)).await?;
+    ensure!(evens.is_some() == (me % 2 == 0), "even membership");
+    if let Some(e) = &evens {
+        ensure!(
+            e.my_pe() == me / 2 && e.n_pes() == n.div_ceil(2),
+            "even numbering"
+        );
+        ensure!(
+            e.translate_pe(e.my_pe(), &world)? == Some(me),
+            "even to world"
+        );
+        ensure!(e.world_pe(e.n_pes()).is_none(), "past the end");
+        ensure!(
+            matches!(
+                e.translate_pe(e.n_pes(), &world),
+                Err(Error::PeOutOfRange { .. })
+            ),
+            "translate past the end"
+        );
+    }
+    if let (Some(e), true) = (&evens, n > 1) {
+        ensure!(
+            world.translate_pe(1, e)?.is_none(),
+            "an odd PE is no even one"
+        );
+    }
+    // 2-D splits: rows of x, columns of stride x.
+    for x in [1, 2, 3, n + 1] {
+        let (row, column) = world.split_2d(x).await?;
+        let xr = x.min(n);
+        ensure!(row.world_pe(0) == Some(me / xr * xr), "row of {me} by {x}");
+        ensure!(row.n_pes() == xr.min(n - me / xr * xr), "row size");
+        ensure!(column.world_pe(0) == Some(me % xr), "column of {me} by {x}");
+        ensure!(column.n_pes() == (n - me % xr).div_ceil(xr), "column size");
+        ensure!(
+            column.world_pe(1).is_none_or(|p| p == me % xr + xr),
+            "column stride"
+        );
+        row.destroy().await?;
+        column.destroy().await?;
+    }
+    // Invalid splits: the same typed error on every PE.
+    let bad = world.split_strided(0, 0, 1).await;
+    ensure!(
+        matches!(bad, Err(Error::InvalidArgument(_))),
+        "stride 0: {bad:?}"
+    );
+    let bad = world.split_strided(0, 1, 0).await;
+    ensure!(
+        matches!(bad, Err(Error::InvalidArgument(_))),
+        "size 0: {bad:?}"
+    );
+    let bad = world.split_strided(0, 1, n + 1).await;
+    ensure!(
+        matches!(bad, Err(Error::PeOutOfRange { .. })),
+        "too many: {bad:?}"
+    );
+    let bad = world.split_strided(n, 1, 1).await;
+    ensure!(
+        matches!(bad, Err(Error::PeOutOfRange { .. })),
+        "start past the end: {bad:?}"
+    );
+    let bad = world.split_2d(0).await;
+    ensure!(
+        matches!(bad, Err(Error::InvalidArgument(_))),
+        "xrange 0: {bad:?}"
+    );
+    if n > 1 {
+        let bad = world.split_strided(0, 1, if me == 0 { 1 } else { n }).await;
+        ensure!(
+            matches!(bad, Err(Error::CollectiveMismatch { .. })),
+            "mismatched split: {bad:?}"
+        );
+    }
+    // Destruction.
+    ensure!(
+        matches!(world.destroy().await, Err(Error::InvalidArgument(_))),
+        "world destroy"
+    );
+    if let Some(e) = evens {
+        let copy = e.clone();
+        e.destroy().await?;
+        ensure!(
+            copy.sync().await == Err(Error::TeamDestroyed),
+            "sync after destroy"
+        );
+        ensure!(
+            copy.destroy().await == Err(Error::TeamDestroyed),
+            "destroy twice"
+        );
+        ensure!(
+            copy.translate_pe(0, &world) == Err(Error::TeamDestroyed),
+            "translate after destroy"
+        );
+    }
+    // Regions go back to the pool: far more teams than the pool holds at once.
+    for _ in 0..100 {
+        let t = world.split_strided(0, 1, n).await?.ok_or(Error::Shutdown)?;
+        t.sync().await?;
+        t.destroy().await?;
+    }
+    concurrent(pe).await?;
+    mismatches(pe).await?;
+    world.sync().await
+}
+
+/// Teams created, and collectives run, at the same time: on disjoint halves, and by the
+/// same PE on two teams at once.
+async fn concurrent(pe: &Pe) -> Result<()> {
+    let (me, n) = (pe.my_pe(), pe.n_pes());
+    let world = pe.team_world();
+    let half = n.div_ceil(2);
+    let (low, high) = world.split_2d(half).await?;
+    high.destroy().await?;
+    // Each half splits itself and reduces on the result, both halves at once.
+    let inner = low
+        .split_strided(0, 1, low.n_pes())
+        .await?
+        .ok_or(Error::Shutdown)?;
+    let v = pe.calloc::<u64>(2).await?;
+    pe.p(&v.at(0), me as u64 + 1, me).await?;
+    inner.sum_reduce(v.at(1), v.at(0)).await?;
+    let first = me / half * half;
+    let want: u64 = (first..(first + half).min(n)).map(|p| p as u64 + 1).sum();
+    ensure!(pe.g(&v.at(1), me).await? == want, "sum over my half");
+    // Two splits of two parents at once, then two reductions on them at once.
+    let dup = world.split_strided(0, 1, n).await?.ok_or(Error::Shutdown)?;
+    let (a, b) = tokio::join!(
+        dup.split_strided(0, 1, n),
+        inner.split_strided(0, 1, inner.n_pes())
+    );
+    let (a, b) = (a?.ok_or(Error::Shutdown)?, b?.ok_or(Error::Shutdown)?);
+    let bufs = pe.calloc::<u64>(4).await?;
+    pe.p(&bufs.at(0), 1, me).await?;
+    let (ra, rb) = tokio::join!(
+        a.sum_reduce(bufs.at(1), bufs.at(0)),
+        b.sum_reduce(bufs.at(2), bufs.at(0))
+    );
+    ra?;
+    rb?;
+    ensure!(
+        pe.g(&bufs.at(1), me).await? == n as u64,
+        "concurrent reduce on all"
+    );
+    ensure!(
+        pe.g(&bufs.at(2), me).await? == inner.n_pes() as u64,
+        "concurrent reduce on half"
+    );
+    for t in [a, b, dup, inner, low] {
+        t.destroy().await?;
+    }
+    pe.free(bufs).await?;
+    pe.free(v).await?;
+    Ok(())
+}
+
+/// Members that call different collectives, or the same with other sizes, all get
+/// `CollectiveMismatch`, and the team goes on working; a collective cancelled midway leaves
+/// its team unusable instead of out of step.
+async fn mismatches(pe: &Pe) -> Result<()> {
+    let (me, n) = (pe.my_pe(), pe.n_pes());
+    if n == 1 {
+        return Ok(());
+    }
+    let world = pe.team_world();
+    let buf = pe.calloc::<u64>(8 * 10_000).await?;
+    // Sizes past the eager limit: the flat algorithm's first sync finds the difference.
+    let len = if me == 0 { 5000 } else { 6000 };
+    let r = world
+        .fcollect(buf.slice(..8 * len), buf.slice(70_000..70_000 + len))
+        .await;
+    ensure!(
+        matches!(r, Err(Error::CollectiveMismatch { .. })),
+        "fcollect sizes: {r:?}"
+    );
+    // Different operators on the eager path: every member sees every descriptor.
+    let op = if me == 0 {
+        ReduceOp::Max
+    } else {
+        ReduceOp::Sum
+    };
+    let r = world.reduce(op, buf.at(0), buf.at(1)).await;
+    ensure!(
+        matches!(r, Err(Error::CollectiveMismatch { .. })),
+        "reduce operators: {r:?}"
+    );
+    // A barrier against a large broadcast... both sync first.
+    let r = if me == 0 {
+        world.barrier().await
+    } else {
+        world
+            .fcollect(buf.slice(..8 * 6000), buf.slice(70_000..76_000))
+            .await
+    };
+    ensure!(
+        matches!(r, Err(Error::CollectiveMismatch { .. })),
+        "barrier against fcollect: {r:?}"
+    );
+    world.sync().await?;
+    world.sum_reduce(buf.at(0), buf.at(1)).await?;
+    // PE 0 stays out; the others give up waiting for it.
+    let t = world.split_strided(0, 1, n).await?.ok_or(Error::Shutdown)?;
+    if me != 0 {
+        let r = tokio::time::timeout(Duration::from_millis(20), t.sync()).await;
+        ensure!(r.is_err(), "a sync without PE 0 finished: {r:?}");
+        let r = t.sync().await;
+        ensure!(
+            matches!(r, Err(Error::InvalidArgument(_))),
+            "team after a cancelled sync: {r:?}"
+        );
+    }
+    world.barrier().await?;
+    pe.free(buf).await?;
+    Ok(())
+}
+
+/// PEs take turns in a lock guarding a plain (non-atomic) counter on PE 0: the total is
+/// exact. Also `test_lock`, and the errors of misuse.
+pub async fn locks(pe: &Pe, rounds: u64) -> Result<()> {
+    let (me, n) = (pe.my_pe(), pe.n_pes());
+    let lock = pe.calloc::<u64>(3).await?;
+    let counter = pe.calloc::<u64>(2).await?;
+    for i in 0..rounds {
+        // Two locks, with different home PEs, guarding two counters.
+        let k = (i as usize + me) % 2;
+        pe.set_lock(lock.at(k)).await?;
+        let v = pe.g(&counter.at(k), 0).await?;
+        if i % 16 == 0 {
+            tokio::task::yield_now().await;
+        }
+        pe.p(&counter.at(k), v + 1, 0).await?;
+        pe.clear_lock(lock.at(k)).await?;
+    }
+    pe.barrier_all().await?;
+    let total = pe.g(&counter.at(0), 0).await? + pe.g(&counter.at(1), 0).await?;
+    ensure!(
+        total == rounds * n as u64,
+        "counted {total}, expected {}",
+        rounds * n as u64
+    );
+    // Misuse: releasing a lock not held, taking one twice.
+    let r = pe.clear_lock(lock.at(2)).await;
+    ensure!(
+        matches!(r, Err(Error::InvalidArgument(_))),
+        "clear without holding: {r:?}"
+    );
+    pe.barrier_all().await?;
+    if me == 0 {
+        ensure!(pe.test_lock(lock.at(2)).await?, "test_lock on a free lock");
+        let r = pe.set_lock(lock.at(2)).await;
+        ensure!(
+            matches!(r, Err(Error::InvalidArgument(_))),
+            "set_lock while holding: {r:?}"
+        );
+    }
+    pe.barrier_all().await?;
+    if me != 0 {
+        ensure!(!pe.test_lock(lock.at(2)).await?, "test_lock on a held lock");
+    }
+    pe.barrier_all().await?;
+    if me == 0 {
+        pe.clear_lock(lock.at(2)).await?;
+    }
+    pe.barrier_all().await?;
+    pe.free(counter).await?;
+    pe.free(lock).await?;
+    Ok(())
+}
