@@ -61,8 +61,9 @@ fn locks() {
     check_locally("locks", &[1, 2, 3, 5, 8]);
 }
 
-/// Runs every scenario as a job of `n` processes started by `launcher`.
-fn check_processes(launcher: &str, n: usize) {
+/// Runs `scenario` (`all` for every one) as a job of `n` processes started by `launcher`,
+/// with heaps of `heap` bytes.
+fn check_processes(launcher: &str, n: usize, scenario: &str, heap: &str) {
     let exe = std::env::current_exe().expect("test binary");
     let mut cmd = match launcher {
         "ferroshmem" => {
@@ -88,8 +89,8 @@ fn check_processes(launcher: &str, n: usize) {
     let out = cmd
         .arg(&exe)
         .args(["pe_entry", "--exact", "--nocapture", "--test-threads=1"])
-        .env(SCENARIO, "all")
-        .env("FERROSHMEM_SYMMETRIC_SIZE", "64M")
+        .env(SCENARIO, scenario)
+        .env("FERROSHMEM_SYMMETRIC_SIZE", heap)
         .env("FERROSHMEM_RENDEZVOUS_DIR", &dir)
         .env("RUST_BACKTRACE", "0")
         .output()
@@ -119,15 +120,20 @@ fn check_processes(launcher: &str, n: usize) {
 #[test]
 fn every_scenario_passes_in_processes_under_the_launcher() {
     for n in [2, 3, 5] {
-        check_processes("ferroshmem", n);
+        check_processes("ferroshmem", n, "all", "64M");
     }
 }
 
 #[test]
 fn every_scenario_passes_in_processes_under_mpirun() {
     for n in [4, 8] {
-        check_processes("mpirun", n);
+        check_processes("mpirun", n, "all", "64M");
     }
+}
+
+#[test]
+fn a_heap_too_small_for_eager_slots_still_has_teams() {
+    check_processes("ferroshmem", 3, "small-heap", "256K");
 }
 
 /// Not a test of its own: the PE program of the multi-process tests, run with

@@ -178,7 +178,10 @@ impl Team {
             .await
     }
 
-    /// As [`Team::split_strided`], with `config` for the new team.
+    /// As [`Team::split_strided`], with `config` for the new team (`shmem_team_split_strided`
+    /// with a `shmem_team_config_t`); every member passes the same one.
+    ///
+    /// Cancel safety: not cancel safe; a split dropped midway leaves this team unusable.
     pub async fn split_strided_with(
         &self,
         start: usize,
@@ -205,7 +208,10 @@ impl Team {
         self.split_2d_with(xrange, self.config()).await
     }
 
-    /// As [`Team::split_2d`], with `config` for both new teams.
+    /// As [`Team::split_2d`], with `config` for both new teams; every member passes the same
+    /// one.
+    ///
+    /// Cancel safety: not cancel safe; a split dropped midway leaves this team unusable.
     pub async fn split_2d_with(&self, xrange: usize, config: TeamConfig) -> Result<(Team, Team)> {
         let mut teams = self
             .split(Split::TwoD { xrange }, config)

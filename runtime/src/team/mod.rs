@@ -70,20 +70,26 @@ impl Default for TeamConfig {
 }
 
 impl TeamConfig {
-    /// The configuration of the predefined teams of a job of `n_pes` PEs on this machine:
-    /// the default, with `eager_copy_bytes` raised to `eager_bytes` when the PEs outnumber
-    /// the CPUs.
-    pub fn for_job(n_pes: usize) -> TeamConfig {
+    /// The configuration of the predefined teams of a job of `n_pes` PEs with heaps of
+    /// `heap_size` bytes on this machine: the default, with `eager_copy_bytes` raised to
+    /// `eager_bytes` when the PEs outnumber the CPUs, and without eager slots when the heap
+    /// is too small to spare them (the two predefined teams' regions would take more than
+    /// 1/16 of it).
+    pub fn for_job(n_pes: usize, heap_size: usize) -> TeamConfig {
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         let default = TeamConfig::default();
-        if n_pes > cpus {
+        let mut config = if n_pes > cpus {
             TeamConfig {
                 eager_copy_bytes: default.eager_bytes,
                 ..default
             }
         } else {
             default
+        };
+        if 2 * Layout::new(n_pes, &config).bytes > heap_size / 16 {
+            config.eager_bytes = 0;
         }
+        config
     }
 
     fn encode(&self, out: &mut Vec<u8>) {
@@ -389,7 +395,7 @@ impl Teams {
     /// Where the team pool of a job of `n_pes` PEs with `heap_size`-byte heaps lies; the
     /// world allocator must keep below [`PoolLayout::offset`].
     pub fn pool_layout(heap_size: usize, n_pes: usize) -> Result<PoolLayout> {
-        let region = Layout::new(n_pes, &TeamConfig::for_job(n_pes)).bytes;
+        let region = Layout::new(n_pes, &TeamConfig::for_job(n_pes, heap_size)).bytes;
         PoolLayout::new(heap_size, 2 * region)
     }
 
@@ -400,7 +406,7 @@ impl Teams {
         let n = dp.n_pes();
         let me = dp.my_pe();
         let layout = Self::pool_layout(dp.heap_size(), n)?;
-        let config = TeamConfig::for_job(n);
+        let config = TeamConfig::for_job(n, dp.heap_size());
         let world_bytes = Layout::new(n, &config).bytes;
         let node_members: Box<[usize]> = (0..n).filter(|&p| dp.is_mapped(p)).collect();
         let node_bytes = Layout::new(node_members.len(), &config).bytes;

@@ -20,7 +20,8 @@ use crate::heap::MIN_ALIGN;
 const POOL_DIVISOR: usize = 16;
 /// The largest default pool.
 const POOL_MAX: usize = 8 << 20;
-/// Room the pool keeps beyond the predefined teams' regions.
+/// Room the pool keeps beyond the predefined teams' regions, at most (1/16 of the heap when
+/// that is less).
 const POOL_SPARE: usize = 256 << 10;
 
 /// Where the team pool lies in a PE's heap.
@@ -34,15 +35,16 @@ pub struct PoolLayout {
 
 impl PoolLayout {
     /// The pool of a heap of `heap_size` bytes whose predefined teams need `predefined`
-    /// bytes: 1/16 of the heap, at most 8 MiB, at least the predefined regions plus 256 KiB,
-    /// at the top of the heap, page-aligned.
+    /// bytes: 1/16 of the heap, at most 8 MiB, at least the predefined regions plus 256 KiB
+    /// (or 1/16 of the heap, when less), at the top of the heap, page-aligned.
     ///
     /// # Errors
     /// [`Error::Config`] when that would take more than half the heap.
     pub fn new(heap_size: usize, predefined: usize) -> Result<Self> {
-        let wanted = (heap_size / POOL_DIVISOR)
+        let share = heap_size / POOL_DIVISOR;
+        let wanted = share
             .min(POOL_MAX)
-            .max(predefined.saturating_add(POOL_SPARE));
+            .max(predefined.saturating_add(share.min(POOL_SPARE)));
         let bytes = wanted.next_multiple_of(4096);
         if bytes > heap_size / 2 {
             return Err(Error::Config(format!(
@@ -207,6 +209,8 @@ mod tests {
             PoolLayout::new(1 << 20, 1 << 20),
             Err(Error::Config(_))
         ));
+        let small = PoolLayout::new(256 << 10, 8 << 10).unwrap();
+        assert_eq!(small.bytes, 24 << 10, "small heaps keep a small pool");
     }
 
     #[test]

@@ -27,6 +27,7 @@ pub async fn run(name: &str, pe: Pe) -> Result<()> {
         "collectives" => collectives(&pe).await,
         "big" => big(&pe).await,
         "locks" => teams::locks(&pe, 200).await,
+        "small-heap" => small_heap(&pe).await,
         other => Err(Error::InvalidArgument(format!("no scenario {other}"))),
     }
 }
@@ -433,6 +434,30 @@ async fn back_to_back(pe: &Pe) -> Result<()> {
     }
     world.barrier().await?;
     pe.free(buf).await?;
+    Ok(())
+}
+
+/// In a job whose heap is too small for eager slots, the world team still has every
+/// collective (without the eager algorithms), and splits still work.
+pub async fn small_heap(pe: &Pe) -> Result<()> {
+    let world = pe.team_world();
+    ensure!(
+        world.config().eager_bytes == 0,
+        "no eager slots in a tiny heap"
+    );
+    let b = Bufs {
+        src: pe.calloc::<u64>(512).await?,
+        dst: pe.calloc::<u64>(512).await?,
+    };
+    for len in [1, 100] {
+        check_broadcast(pe, &world, &b, len, 0).await?;
+        check_fcollect(pe, &world, &b, len).await?;
+        check_reduce::<i32>(pe, &world, &b, len, ReduceOp::Sum).await?;
+    }
+    let copy = world.split_strided(0, 1, pe.n_pes()).await?;
+    copy.ok_or(Error::Shutdown)?.destroy().await?;
+    pe.free(b.dst).await?;
+    pe.free(b.src).await?;
     Ok(())
 }
 
