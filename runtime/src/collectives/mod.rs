@@ -7,20 +7,22 @@
 //! data plane reaches. Each picks its algorithm from the message size and the team's size
 //! and [`TeamConfig`](crate::TeamConfig):
 //!
-//! | collective | small messages, small teams | larger messages | small messages, large teams |
+//! | collective | small messages | medium | large (≥ `large_bytes`) |
 //! |---|---|---|---|
-//! | `broadcast` | eager: the root writes into every member's slot and returns | flat: members read the root's source | binomial tree, each member reading from its parent |
-//! | `fcollect`, `collect` | eager: each member writes its block into every other's slot | flat: sync, read every block, sync | flat; a ring for large blocks |
+//! | `broadcast` | eager: the root writes into every member's slot and returns | flat: members read the root's source; in teams above `flat_max_pes`, a binomial tree, each member reading from its parent | flat |
+//! | `fcollect`, `collect` | eager: each member writes its block into every other's slot | flat: sync, read every other block, sync | flat; a ring in teams above `flat_max_pes` |
 //! | `alltoall(s)` | eager | flat | flat |
-//! | reductions | eager: every member receives every contribution and reduces them in member order | reduce-scatter, then allgather | binomial tree up, then down |
-//! | `reducescatter` | eager | flat | flat |
+//! | reductions | eager: each member receives every contribution and combines them in member order | a tree up into member 0's `dest`, then down: a star, or binomial in teams above `flat_max_pes` | reduce-scatter, then allgather |
+//! | `reducescatter` | eager | flat: sync, combine this member's block from every source, sync | flat |
 //!
-//! "Small" is [`TeamConfig::eager_copy_bytes`](crate::TeamConfig::eager_copy_bytes) for
-//! the collectives that move data and [`TeamConfig::eager_bytes`](crate::TeamConfig::eager_bytes)
-//! for reductions. "Eager" messages go through the receivers' scratch slots (two per sender, with credits so
-//! that a sender never overwrites an unread message), so no member waits for another to
-//! arrive before it can send: one one-way latency per collective. The other algorithms read
-//! peers' buffers in place and synchronize before and after.
+//! "Small" is up to [`TeamConfig::eager_copy_bytes`](crate::TeamConfig::eager_copy_bytes)
+//! for the collectives that move data, up to
+//! [`TeamConfig::eager_bytes`](crate::TeamConfig::eager_bytes) for reductions, and only in
+//! teams of at most `flat_max_pes` members (the others have no eager slots). Eager messages
+//! go through the receivers' scratch slots (two per sender, with credits so that a sender
+//! never overwrites an unread message), so no member waits for another to arrive before it
+//! can send: one one-way latency per collective. The other algorithms read peers' buffers in
+//! place and synchronize before and after.
 //!
 //! Every algorithm ends only when no other member will touch this PE's buffers again for
 //! this collective, so the same buffers may be used by the next collective at once. Syncs
