@@ -285,30 +285,11 @@ impl Traffic {
         bytes: usize,
         f: impl FnOnce() -> Result<R, E>,
     ) -> Result<R, E> {
-        // The countdown runs whether metrics are on or not: a test of `active` here as well as
-        // after `f` would lead the compiler to copy `f` into both branches, and the bigger
-        // operation would no longer be inlined into its callers.
-        let timer = if sample_due(&OPS_UNTIL_SAMPLE, OP_SAMPLE_EVERY) {
-            self.start_timer()
-        } else {
-            0
-        };
-        let result = f();
-        if let Some(active) = &self.active {
-            let failed = result.as_ref().err().map(ErrorKind::kind);
-            active.after(op, target, bytes as u64, timer, failed);
-        }
-        result
-    }
-
-    /// The start of a sampled operation (nanoseconds from [`clock`]), or 0 when metrics are
-    /// off.
-    #[cold]
-    #[inline(never)]
-    fn start_timer(&self) -> u64 {
+        // Off: the operation alone, inlined. On: one out-of-line call that runs it and counts
+        // it, so that the inlined operation is not copied into a second branch.
         match &self.active {
-            Some(_) => clock(),
-            None => 0,
+            None => f(),
+            Some(active) => active.record(op, target, bytes, f),
         }
     }
 
@@ -409,10 +390,29 @@ impl Active {
         None
     }
 
-    /// Counts an operation that ended (with an error of kind `failed`, if any), timed since
-    /// `timer` unless that is 0. Out of line, so that the operations' own code, inlined into
-    /// their callers, stays as compact as without metrics.
+    /// Runs an operation, timing it if this thread's sample is due, and counts it.
     #[inline(never)]
+    fn record<R, E: ErrorKind>(
+        &self,
+        op: Op,
+        target: usize,
+        bytes: usize,
+        f: impl FnOnce() -> Result<R, E>,
+    ) -> Result<R, E> {
+        let timer = if sample_due(&OPS_UNTIL_SAMPLE, OP_SAMPLE_EVERY) {
+            clock()
+        } else {
+            0
+        };
+        let result = f();
+        let failed = result.as_ref().err().map(ErrorKind::kind);
+        self.after(op, target, bytes as u64, timer, failed);
+        result
+    }
+
+    /// Counts an operation that ended (with an error of kind `failed`, if any), timed since
+    /// `timer` unless that is 0.
+    #[inline(always)]
     fn after(&self, op: Op, target: usize, bytes: u64, timer: u64, failed: Option<&'static str>) {
         if let Some(kind) = failed {
             self.pe.error(kind);
