@@ -285,12 +285,24 @@ impl Traffic {
         bytes: usize,
         f: impl FnOnce() -> Result<R, E>,
     ) -> Result<R, E> {
-        // Off: the operation alone, inlined. On: one out-of-line call that runs it and counts
-        // it, so that the inlined operation is not copied into a second branch.
-        match &self.active {
-            None => f(),
-            Some(active) => active.record(op, target, bytes, f),
+        // `f` appears once, so that the operation is not copied into two branches; with
+        // metrics off the rest folds to one test of `active` before and one after.
+        let active = self.active.as_deref();
+        let timer = match active {
+            Some(active) => active.sample_start(),
+            None => 0,
+        };
+        let result = f();
+        if let Some(active) = active {
+            match &result {
+                Ok(_) => active.add(op, target, bytes as u64),
+                Err(e) => active.failed(e),
+            }
+            if timer != 0 {
+                active.observe_since(op, timer);
+            }
         }
+        result
     }
 
     /// Counts a completed operation whose duration is measured elsewhere (or not at all).
@@ -390,38 +402,22 @@ impl Active {
         None
     }
 
-    /// Runs an operation, timing it if this thread's sample is due, and counts it.
-    #[inline(never)]
-    fn record<R, E: ErrorKind>(
-        &self,
-        op: Op,
-        target: usize,
-        bytes: usize,
-        f: impl FnOnce() -> Result<R, E>,
-    ) -> Result<R, E> {
-        let timer = if sample_due(&OPS_UNTIL_SAMPLE, OP_SAMPLE_EVERY) {
+    /// The start of an operation to time (nanoseconds from [`clock`]) when this thread's
+    /// sample is due, else 0.
+    #[inline(always)]
+    fn sample_start(&self) -> u64 {
+        if sample_due(&OPS_UNTIL_SAMPLE, OP_SAMPLE_EVERY) {
             clock()
         } else {
             0
-        };
-        let result = f();
-        let failed = result.as_ref().err().map(ErrorKind::kind);
-        self.after(op, target, bytes as u64, timer, failed);
-        result
+        }
     }
 
-    /// Counts an operation that ended (with an error of kind `failed`, if any), timed since
-    /// `timer` unless that is 0.
-    #[inline(always)]
-    fn after(&self, op: Op, target: usize, bytes: u64, timer: u64, failed: Option<&'static str>) {
-        if let Some(kind) = failed {
-            self.pe.error(kind);
-            return;
-        }
-        if timer != 0 {
-            self.observe_since(op, timer);
-        }
-        self.add(op, target, bytes);
+    /// Counts a failed operation by the kind of its error.
+    #[cold]
+    #[inline(never)]
+    fn failed<E: ErrorKind>(&self, error: &E) {
+        self.pe.error(error.kind());
     }
 
     /// Adds one operation `op` of `bytes` towards `target` to the calling thread's shard (or
