@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, AtomicU64, Ordering::Se
 use bytemuck::Pod;
 use ferroshmem_observability::Op;
 
-use crate::data_plane::DataPlane;
+use crate::data_plane::{counted, DataPlane};
 use crate::error::Result;
 use crate::heap::SymSlice;
 use crate::shared_memory::{SharedAtomic, SharedMapping};
@@ -23,6 +23,7 @@ pub trait AtomicInt:
     /// One, for `inc`.
     const ONE: Self;
     /// The atomic at `offset` of `map`.
+    #[inline(always)]
     fn at(map: &SharedMapping, offset: usize) -> &Self::Atomic {
         map.atomic(offset)
     }
@@ -112,7 +113,7 @@ impl DataPlane {
         op: impl FnOnce(&T::Atomic) -> R,
     ) -> Result<R> {
         let moved = std::mem::size_of::<T>();
-        self.traffic.record(Op::Amo, pe, moved, || {
+        counted!(self, Op::Amo, pe, moved, {
             let target = self.segment(pe)?;
             let at = self.locate_atomic(dest)?;
             let r = op(T::at(target.mapping(), at));

@@ -16,6 +16,25 @@ use crate::health::Health;
 use crate::heap::{HeapId, SymSlice};
 use crate::segment::{Segment, HEADER_SIZE};
 
+/// Runs the block `$body` (which may use `?`) as one operation `$op` of `$bytes` payload
+/// bytes towards PE `$pe`, counted in the data plane's traffic: a success with its sampled
+/// duration, a failure by the kind of its error.
+macro_rules! counted {
+    ($dp:expr, $op:expr, $pe:expr, $bytes:expr, $body:block) => {{
+        let timer = $dp.traffic.start();
+        #[allow(clippy::redundant_closure_call)]
+        let outcome: $crate::error::Result<_> = (|| $body)();
+        match outcome {
+            Ok(value) => {
+                $dp.traffic.done($op, $pe, $bytes, timer);
+                Ok(value)
+            }
+            Err(error) => Err($dp.traffic.failed(error)),
+        }
+    }};
+}
+pub(crate) use counted;
+
 /// What a PE's data plane is built from.
 #[derive(Debug)]
 pub struct DataPlaneParts {
@@ -122,7 +141,7 @@ impl DataPlane {
     }
 
     /// The segment of `pe`, or a typed error.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn segment(&self, pe: usize) -> Result<&Segment> {
         // A match, not `ok_or`: an error built eagerly on the hot path must be dropped, and
         // that drop is not always inlined away.
@@ -136,14 +155,14 @@ impl DataPlane {
     }
 
     /// This PE's own segment.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn own_segment(&self) -> &Segment {
         &self.segments[self.my_pe]
     }
 
     /// Checks a view that must hold `needed` elements and returns the mapping offset of its
     /// first element.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn locate<T: Pod>(
         &self,
         view: SymSlice<'_, T>,
@@ -162,7 +181,7 @@ impl DataPlane {
     }
 
     /// Checks a one-element view used atomically and returns its mapping offset.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn locate_atomic<T: Pod>(&self, view: SymSlice<'_, T>) -> Result<usize> {
         let offset = self.locate(view, 1, "atomic operand")?;
         let align = std::mem::size_of::<T>();

@@ -10,7 +10,7 @@ use std::sync::atomic::{fence, Ordering};
 use bytemuck::Pod;
 use ferroshmem_observability::Op;
 
-use crate::data_plane::DataPlane;
+use crate::data_plane::{counted, DataPlane};
 use crate::error::{Error, Result};
 use crate::heap::SymSlice;
 use crate::segment::Segment;
@@ -63,7 +63,7 @@ impl DataPlane {
         pe: usize,
     ) -> Result<()> {
         let moved = std::mem::size_of_val(src);
-        self.traffic.record(Op::Put, pe, moved, || {
+        counted!(self, Op::Put, pe, moved, {
             let target = self.segment(pe)?;
             let at = self.locate(dest.into(), src.len(), "put destination")?;
             let bytes: &[u8] = bytemuck::cast_slice(src);
@@ -81,7 +81,7 @@ impl DataPlane {
         pe: usize,
     ) -> Result<()> {
         let moved = std::mem::size_of_val(dest);
-        self.traffic.record(Op::Get, pe, moved, || {
+        counted!(self, Op::Get, pe, moved, {
             let source = self.segment(pe)?;
             let at = self.locate(src.into(), dest.len(), "get source")?;
             source.mapping().read(at, bytemuck::cast_slice_mut(dest));
@@ -100,7 +100,7 @@ impl DataPlane {
     ) -> Result<()> {
         let dest = dest.into();
         let moved = dest.len() * std::mem::size_of::<T>();
-        self.traffic.record(Op::Get, pe, moved, || {
+        counted!(self, Op::Get, pe, moved, {
             let source = self.segment(pe)?;
             let dst_at = self.locate(dest, 0, "get_nbi destination")?;
             let n = dest.len();
@@ -142,7 +142,7 @@ impl DataPlane {
         pe: usize,
     ) -> Result<()> {
         let moved = nelems * std::mem::size_of::<T>();
-        self.traffic.record(Op::Iput, pe, moved, || {
+        counted!(self, Op::Iput, pe, moved, {
             let target = self.segment(pe)?;
             let dest_extent = strided_extent(dst, nelems, "destination")?;
             let src_extent = strided_extent(sst, nelems, "source")?;
@@ -177,7 +177,7 @@ impl DataPlane {
         pe: usize,
     ) -> Result<()> {
         let moved = nelems * std::mem::size_of::<T>();
-        self.traffic.record(Op::Iget, pe, moved, || {
+        counted!(self, Op::Iget, pe, moved, {
             let source = self.segment(pe)?;
             let dest_extent = strided_extent(dst, nelems, "destination")?;
             let src_extent = strided_extent(sst, nelems, "source")?;

@@ -83,6 +83,7 @@ impl SharedMapping {
         self.base.as_ptr() as usize
     }
 
+    #[inline(always)]
     fn check(&self, offset: usize, len: usize) {
         assert!(
             offset.checked_add(len).is_some_and(|end| end <= self.len),
@@ -150,6 +151,7 @@ impl SharedMapping {
     ///
     /// Panics if the offset is misaligned or out of bounds: callers check both first and report
     /// a typed error.
+    #[inline(always)]
     pub fn atomic<A: SharedAtomic>(&self, offset: usize) -> &A {
         let size = std::mem::size_of::<A>();
         self.check(offset, size);

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use bytemuck::Pod;
 use ferroshmem_observability::Op;
 
-use crate::data_plane::DataPlane;
+use crate::data_plane::{counted, DataPlane};
 use crate::error::Result;
 use crate::heap::SymSlice;
 use crate::segment::Segment;
@@ -64,7 +64,7 @@ impl DataPlane {
         pe: usize,
     ) -> Result<()> {
         let moved = std::mem::size_of_val(src) + 8;
-        self.traffic.record(Op::PutSignal, pe, moved, || {
+        counted!(self, Op::PutSignal, pe, moved, {
             let target = self.segment(pe)?;
             let at = self.locate(dest.into(), src.len(), "put_signal destination")?;
             let sig_at = self.locate_atomic(sig.into())?;
@@ -84,7 +84,7 @@ impl DataPlane {
         op: SignalOp,
         pe: usize,
     ) -> Result<()> {
-        self.traffic.record(Op::Signal, pe, 8, || {
+        counted!(self, Op::Signal, pe, 8, {
             let target = self.segment(pe)?;
             let at = self.locate_atomic(sig.into())?;
             update_signal(target, at, value, op);

@@ -255,6 +255,7 @@ impl<'a, T: Pod> SymSlice<'a, T> {
     }
 
     /// Checks the view against heap `heap` and returns its span.
+    #[inline(always)]
     pub fn span(&self, heap: HeapId) -> Result<Span> {
         if heap != self.heap {
             return Err(Error::NotSymmetric);
