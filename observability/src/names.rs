@@ -108,7 +108,7 @@ pub const ALL: &[MetricDef] = &[
         kind: Kind::Histogram,
         unit: Unit::Seconds,
         labels: &[OP, TRANSPORT],
-        help: "Duration of host-initiated one-sided operations; one in 1024 per thread is timed, so _count is a sample: use ferroshmem_ops_total for rates.",
+        help: "Duration of host-initiated one-sided operations; about one in 1024 is timed, so _count is a sample: use ferroshmem_ops_total for rates.",
     },
     MetricDef {
         name: OPS_IN_FLIGHT,

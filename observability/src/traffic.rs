@@ -8,9 +8,9 @@
 //! it, so a count is a relaxed load and store of a counter in that shard, indexed
 //! `[op][target_pe]`. A scrape sums the shards. Threads beyond [`SHARDS`] per PE share an
 //! overflow block updated with atomic adds (correct, slower); a shard stays with its thread
-//! for the life of the PE. One operation in [`OP_SAMPLE_EVERY`] per thread is timed (a
-//! thread-local countdown over every operation the thread issues decides) and recorded in a
-//! pre-registered histogram; one barrier in [`BARRIER_SAMPLE_EVERY`] likewise.
+//! for the life of the PE. About one operation in [`OP_SAMPLE_EVERY`] is timed (each time
+//! an `[op][target]` count reaches a multiple of it, the next operation started is timed) and
+//! recorded in a pre-registered histogram; one barrier in [`BARRIER_SAMPLE_EVERY`] likewise.
 //!
 //! When metrics are off, a [`Traffic`] is empty and recording costs one test of it before and
 //! one after the operation.
@@ -21,7 +21,7 @@
 
 use std::cell::Cell as ThreadCell;
 use std::future::Future;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
@@ -88,8 +88,6 @@ pub trait ErrorKind {
 
 thread_local! {
     static THREAD_ID: ThreadCell<u64> = const { ThreadCell::new(0) };
-    /// Operations this thread issues before it times one (counts down to 0).
-    static OPS_UNTIL_SAMPLE: ThreadCell<u64> = const { ThreadCell::new(OP_SAMPLE_EVERY) };
     /// Barriers this thread runs before it times one (counts down to 0).
     static BARRIERS_UNTIL_SAMPLE: ThreadCell<u64> = const { ThreadCell::new(BARRIER_SAMPLE_EVERY) };
 }
@@ -133,9 +131,10 @@ struct Cell {
 
 impl Cell {
     /// Adds one operation of `bytes`, from any thread.
-    fn bump_shared(&self, bytes: u64) {
-        self.ops.fetch_add(1, Relaxed);
+    /// Returns the new operation count.
+    fn bump_shared(&self, bytes: u64) -> u64 {
         self.bytes.fetch_add(bytes, Relaxed);
+        self.ops.fetch_add(1, Relaxed).wrapping_add(1)
     }
 }
 
@@ -178,6 +177,9 @@ struct Active {
     shards: [Shard; SHARDS],
     overflow: Box<[Cell]>,
     overflow_barriers: AtomicU64,
+    /// Set when an `[op][target]` count reaches a multiple of [`OP_SAMPLE_EVERY`]: the next
+    /// operation started on this block is timed.
+    sample_armed: AtomicBool,
     latency: [Histogram; Op::ALL.len()],
     barrier_latency: Histogram,
     in_flight: AtomicI64,
@@ -248,6 +250,7 @@ impl Traffic {
                 shards: Default::default(),
                 overflow: (0..cells).map(|_| Cell::default()).collect(),
                 overflow_barriers: AtomicU64::new(0),
+                sample_armed: AtomicBool::new(false),
                 latency,
                 barrier_latency,
                 in_flight: AtomicI64::new(0),
@@ -273,7 +276,7 @@ impl Traffic {
     }
 
     /// Begins recording an operation that completes before it returns: the start time when
-    /// this thread's sample is due (one operation in [`OP_SAMPLE_EVERY`]), else 0 — always 0
+    /// the sampler is armed (about one operation in [`OP_SAMPLE_EVERY`]), else 0 — always 0
     /// with metrics off. Pass it to [`Traffic::done`] when the operation succeeds, or give its
     /// error to [`Traffic::failed`].
     ///
@@ -407,11 +410,22 @@ impl Active {
         None
     }
 
-    /// The start of an operation to time (nanoseconds from [`clock`]) when this thread's
-    /// sample is due, else 0.
+    /// The start of an operation to time (nanoseconds from [`clock`]) when the sampler is
+    /// armed, else 0: one load in the common case.
     #[inline(always)]
     fn sample_start(&self) -> u64 {
-        if sample_due(&OPS_UNTIL_SAMPLE, OP_SAMPLE_EVERY) {
+        if self.sample_armed.load(Relaxed) {
+            self.begin_sample()
+        } else {
+            0
+        }
+    }
+
+    /// Disarms the sampler; the one caller that did so times its operation.
+    #[cold]
+    #[inline(never)]
+    fn begin_sample(&self) -> u64 {
+        if self.sample_armed.swap(false, Relaxed) {
             clock()
         } else {
             0
@@ -433,15 +447,19 @@ impl Active {
             return;
         }
         let index = op as usize * self.n_targets + target;
-        match self.own_shard().and_then(|s| s.cells.get()) {
+        let ops = match self.own_shard().and_then(|s| s.cells.get()) {
             Some(cells) => {
                 let cell = &cells[index];
-                cell.ops
-                    .store(cell.ops.load(Relaxed).wrapping_add(1), Relaxed);
+                let ops = cell.ops.load(Relaxed).wrapping_add(1);
+                cell.ops.store(ops, Relaxed);
                 cell.bytes
                     .store(cell.bytes.load(Relaxed).wrapping_add(bytes), Relaxed);
+                ops
             }
             None => self.overflow[index].bump_shared(bytes),
+        };
+        if ops % OP_SAMPLE_EVERY == 0 {
+            self.sample_armed.store(true, Relaxed);
         }
     }
 
