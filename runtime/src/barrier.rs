@@ -15,7 +15,10 @@ impl DataPlane {
     ///
     /// Collective: every PE calls it, one call at a time per PE.
     pub async fn sync_all(&self) -> Result<()> {
-        self.traffic.barrier(self.dissemination()).await
+        let started = self.traffic.barrier_start();
+        let result = self.dissemination().await;
+        self.traffic.barrier_done(started, &result);
+        result
     }
 
     /// The dissemination barrier behind [`DataPlane::sync_all`].
