@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use ferroshmem_runtime::heap::HeapAllocator;
+use ferroshmem_runtime::heap::{HeapAllocator, HeapCall};
 use ferroshmem_runtime::{Allocation, DataPlane, Error, Result};
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::sync::oneshot;
@@ -46,53 +46,6 @@ pub(crate) enum Command {
     },
     /// Clean end of the PE (after its final barrier).
     Finalize { reply: oneshot::Sender<Result<()>> },
-}
-
-/// What a collective allocation call looked like on one PE; compared across PEs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct HeapCall {
-    op: u8,
-    bytes: u64,
-    align: u64,
-    /// Offset obtained (alloc) or freed (free); `u64::MAX` if the local step failed.
-    offset: u64,
-}
-
-impl HeapCall {
-    const ALLOC: u8 = 1;
-    const FREE: u8 = 2;
-
-    fn encode(&self) -> Vec<u8> {
-        let mut v = vec![self.op];
-        v.extend_from_slice(&self.bytes.to_le_bytes());
-        v.extend_from_slice(&self.align.to_le_bytes());
-        v.extend_from_slice(&self.offset.to_le_bytes());
-        v
-    }
-
-    fn decode(b: &[u8]) -> Option<Self> {
-        if b.len() != 25 {
-            return None;
-        }
-        let word = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
-        Some(HeapCall {
-            op: b[0],
-            bytes: word(1),
-            align: word(9),
-            offset: word(17),
-        })
-    }
-
-    fn describe(&self) -> String {
-        match self.op {
-            Self::ALLOC => format!(
-                "allocation of {} bytes aligned to {}",
-                self.bytes, self.align
-            ),
-            Self::FREE => format!("free of the allocation at offset {}", self.offset),
-            _ => "an unknown heap call".into(),
-        }
-    }
 }
 
 enum Pending {
@@ -235,12 +188,7 @@ impl PeActor {
                 if let (Ok(offset), true) = (&local, zero) {
                     self.data.zero_local(*offset, bytes);
                 }
-                let call = HeapCall {
-                    op: HeapCall::ALLOC,
-                    bytes: bytes as u64,
-                    align: align as u64,
-                    offset: local.as_ref().map_or(u64::MAX, |&o| o as u64),
-                };
+                let call = HeapCall::alloc(bytes, align, local.as_ref().ok().copied());
                 let key = self.contribute_heap_call(call);
                 pending.insert(key, Pending::Alloc { call, local, reply });
             }
@@ -249,12 +197,7 @@ impl PeActor {
                     let _ = reply.send(Err((e, alloc)));
                     return;
                 }
-                let call = HeapCall {
-                    op: HeapCall::FREE,
-                    bytes: alloc.bytes() as u64,
-                    align: 0,
-                    offset: alloc.offset() as u64,
-                };
+                let call = HeapCall::free(alloc.bytes(), alloc.offset());
                 let key = self.contribute_heap_call(call);
                 pending.insert(key, Pending::Free { call, alloc, reply });
             }
@@ -286,35 +229,11 @@ impl PeActor {
     }
 
     fn undo_alloc(&mut self, call: &HeapCall, local: &Result<usize>) {
-        if call.op == HeapCall::ALLOC {
+        if call.is_alloc() {
             if let Ok(offset) = local {
                 let _ = self.heap.free(*offset);
             }
         }
-    }
-
-    /// Compares every PE's call with PE 0's; `None` when all agree.
-    fn mismatch(&self, call: &HeapCall, payloads: &[Vec<u8>]) -> Option<String> {
-        let calls: Vec<Option<HeapCall>> = payloads.iter().map(|p| HeapCall::decode(p)).collect();
-        let reference = calls.first().copied().flatten()?;
-        let differing: Vec<String> = calls
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| **c != Some(reference))
-            .map(|(pe, c)| match c {
-                Some(c) => format!("PE {pe} made an {}", c.describe()),
-                None => format!("PE {pe} made a different collective call"),
-            })
-            .collect();
-        (!differing.is_empty() || Some(*call) != calls.get(self.rank).copied().flatten()).then(
-            || {
-                format!(
-                    "PE 0 made an {}, but {}",
-                    reference.describe(),
-                    differing.join("; ")
-                )
-            },
-        )
     }
 
     fn complete(&mut self, pending: Pending, payloads: &[Vec<u8>]) {
@@ -323,7 +242,7 @@ impl PeActor {
                 let _ = reply.send(Ok(payloads.to_vec()));
             }
             Pending::Alloc { call, local, reply } => {
-                let outcome = match self.mismatch(&call, payloads) {
+                let outcome = match call.mismatch(self.rank, payloads) {
                     Some(detail) => {
                         tracing::warn!(pe = self.rank, "collective malloc mismatch: {detail}");
                         self.undo_alloc(&call, &local);
@@ -332,21 +251,20 @@ impl PeActor {
                             detail,
                         })
                     }
-                    None => local.map(|offset| {
-                        Allocation::new(self.data.heap_id(), offset, call.bytes as usize)
-                    }),
+                    None => local
+                        .map(|offset| Allocation::new(self.data.heap_id(), offset, call.bytes())),
                 };
                 let offset = outcome.as_ref().map(Allocation::offset);
                 tracing::debug!(
                     pe = self.rank,
-                    bytes = call.bytes,
+                    bytes = call.bytes(),
                     ?offset,
                     "collective malloc"
                 );
                 let _ = reply.send(outcome);
             }
             Pending::Free { call, alloc, reply } => {
-                let outcome = match self.mismatch(&call, payloads) {
+                let outcome = match call.mismatch(self.rank, payloads) {
                     Some(detail) => Err((
                         Error::CollectiveMismatch {
                             operation: "free",
@@ -361,7 +279,7 @@ impl PeActor {
                 };
                 tracing::debug!(
                     pe = self.rank,
-                    offset = call.offset,
+                    offset = call.offset(),
                     ok = outcome.is_ok(),
                     "collective free"
                 );
@@ -369,22 +287,5 @@ impl PeActor {
             }
         }
         self.data.metrics().heap(self.heap.used(), self.heap.size());
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn heap_calls_round_trip() {
-        let c = HeapCall {
-            op: HeapCall::ALLOC,
-            bytes: 10,
-            align: 64,
-            offset: 128,
-        };
-        assert_eq!(HeapCall::decode(&c.encode()), Some(c));
-        assert_eq!(HeapCall::decode(&[1, 2]), None);
     }
 }

@@ -5,7 +5,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ferroshmem_runtime::config::{spin_from_env, symmetric_size_from_env};
+use ferroshmem_runtime::config::{node_key, spin_from_env, symmetric_size_from_env};
 use ferroshmem_runtime::heap::HeapAllocator;
 use ferroshmem_runtime::{
     DataPlane, DataPlaneParts, Error, Health, HeapId, Result, Segment, Teams,
@@ -258,20 +258,6 @@ async fn bootstrap_allgather(
             operation: "bootstrap",
             after: timeout,
         })?
-}
-
-/// This machine's node key: PEs with the same key share memory.
-fn node_key() -> String {
-    let read = |p: &str| {
-        std::fs::read_to_string(p)
-            .map(|s| s.trim().to_string())
-            .unwrap_or_default()
-    };
-    format!(
-        "{}/{}",
-        read("/proc/sys/kernel/hostname"),
-        read("/proc/sys/kernel/random/boot_id")
-    )
 }
 
 /// Joins the job this process was launched into, as one PE, and returns its handle. Call

@@ -9,17 +9,18 @@ use std::time::Duration;
 use bytemuck::Pod;
 use cudarc::driver::sys::CUstream;
 use cudarc::driver::{CudaContext, CudaStream};
-use ferroshmem_runtime::config::{spin_from_env, symmetric_size_from_env};
+use ferroshmem_runtime::config::{node_key, spin_from_env, symmetric_size_from_env};
 use ferroshmem_runtime::heap::HeapAllocator;
 use ferroshmem_runtime::{Allocation, DataPlane, Error, HeapId, Result, SymBuffer, SymSlice};
 
-use crate::collective::{HeapCall, GPU_GROUP};
+use crate::collective::GPU_GROUP;
 use crate::context::{device_for_local_rank, ordinal_of, GpuDevice};
 use crate::cq::{Completion, Cq};
 use crate::driver::{self, Physical};
 use crate::fd_share::{fetch, FdServer, TOKEN_LEN};
 use crate::heap::{gpu_heap_id, GpuBuffer, HeapView, GPU_HEADER};
 use crate::module::{DeviceState, InternalKernels, REPORT_OFFSET};
+use ferroshmem_runtime::heap::HeapCall;
 
 /// How a GPU PE reaches the job's control plane: an allgather among a group of PEs (the
 /// actors crate implements it over its bootstrap root).
@@ -105,20 +106,6 @@ fn take_bytes<'a>(input: &mut &'a [u8]) -> Result<&'a [u8]> {
     let (field, rest) = input[4..].split_at(n);
     *input = rest;
     Ok(field)
-}
-
-/// This machine's node key: PEs with the same key share GPUs' memory.
-fn node_key() -> String {
-    let read = |p: &str| {
-        std::fs::read_to_string(p)
-            .map(|s| s.trim().to_string())
-            .unwrap_or_default()
-    };
-    format!(
-        "{}/{}",
-        read("/proc/sys/kernel/hostname"),
-        read("/proc/sys/kernel/random/boot_id")
-    )
 }
 
 /// `FERROSHMEM_DEVICE_DEBUG=1` turns the device library's checks on for every module.

@@ -73,6 +73,20 @@ pub fn spin_from_env() -> Result<Duration> {
     }
 }
 
+/// This machine's node key (host name and boot id): PEs with the same key share memory.
+pub fn node_key() -> String {
+    let read = |p: &str| {
+        std::fs::read_to_string(p)
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default()
+    };
+    format!(
+        "{}/{}",
+        read("/proc/sys/kernel/hostname"),
+        read("/proc/sys/kernel/random/boot_id")
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,7 +2,9 @@
 //! handles that name symmetric memory.
 
 mod allocator;
+mod heap_call;
 mod symmetric;
 
 pub use allocator::{HeapAllocator, MIN_ALIGN};
+pub use heap_call::HeapCall;
 pub use symmetric::{Allocation, HeapId, Span, SymBuffer, SymSlice};

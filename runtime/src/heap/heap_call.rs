@@ -1,0 +1,138 @@
+//! Agreement on collective heap calls (`malloc`, `free`, on host or GPU heaps): every PE
+//! contributes what it asked for and what it got through one control-plane allgather, and
+//! every PE compares them, so that a PE that called differently is named on every PE.
+
+/// One PE's collective heap call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeapCall {
+    op: u8,
+    bytes: u64,
+    align: u64,
+    /// Offset obtained (alloc) or freed (free); `u64::MAX` if the local step failed.
+    offset: u64,
+}
+
+impl HeapCall {
+    const ALLOC: u8 = 1;
+    const FREE: u8 = 2;
+
+    /// An allocation of `bytes` aligned to `align` that got `offset` locally (`None`: failed).
+    pub fn alloc(bytes: usize, align: usize, offset: Option<usize>) -> Self {
+        HeapCall {
+            op: Self::ALLOC,
+            bytes: bytes as u64,
+            align: align as u64,
+            offset: offset.map_or(u64::MAX, |o| o as u64),
+        }
+    }
+
+    /// A free of the allocation of `bytes` at `offset`.
+    pub fn free(bytes: usize, offset: usize) -> Self {
+        HeapCall {
+            op: Self::FREE,
+            bytes: bytes as u64,
+            align: 0,
+            offset: offset as u64,
+        }
+    }
+
+    /// Wire form.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut v = vec![self.op];
+        v.extend_from_slice(&self.bytes.to_le_bytes());
+        v.extend_from_slice(&self.align.to_le_bytes());
+        v.extend_from_slice(&self.offset.to_le_bytes());
+        v
+    }
+
+    /// Reads the wire form.
+    pub fn decode(b: &[u8]) -> Option<Self> {
+        if b.len() != 25 {
+            return None;
+        }
+        let word = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+        Some(HeapCall {
+            op: b[0],
+            bytes: word(1),
+            align: word(9),
+            offset: word(17),
+        })
+    }
+
+    /// Bytes asked for (alloc) or freed (free).
+    pub fn bytes(&self) -> usize {
+        self.bytes as usize
+    }
+
+    /// Offset obtained (alloc) or freed (free); `None` if the local allocation failed.
+    pub fn offset(&self) -> Option<usize> {
+        (self.offset != u64::MAX).then_some(self.offset as usize)
+    }
+
+    /// Whether this is an allocation (its local offset must be given back if the PEs
+    /// disagree).
+    pub fn is_alloc(&self) -> bool {
+        self.op == Self::ALLOC
+    }
+
+    fn describe(&self) -> String {
+        match self.op {
+            Self::ALLOC if self.offset == u64::MAX => format!(
+                "an allocation of {} bytes aligned to {} that failed locally",
+                self.bytes, self.align
+            ),
+            Self::ALLOC => format!(
+                "an allocation of {} bytes aligned to {}",
+                self.bytes, self.align
+            ),
+            Self::FREE => format!("a free of the allocation at offset {}", self.offset),
+            _ => "an unknown heap call".into(),
+        }
+    }
+
+    /// Compares every PE's call with this PE's; `None` when all agree (a local failure on
+    /// every PE alike is left to the caller's local error).
+    pub fn mismatch(&self, my_pe: usize, payloads: &[Vec<u8>]) -> Option<String> {
+        let differing: Vec<String> = payloads
+            .iter()
+            .enumerate()
+            .filter_map(|(pe, p)| match Self::decode(p) {
+                Some(c) if c == *self => None,
+                Some(c) => Some(format!("PE {pe} made {}", c.describe())),
+                None => Some(format!("PE {pe} made a different collective call")),
+            })
+            .collect();
+        (!differing.is_empty()).then(|| {
+            format!(
+                "PE {my_pe} made {}, but {}",
+                self.describe(),
+                differing.join("; ")
+            )
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn calls_round_trip_and_compare() {
+        let a = HeapCall::alloc(100, 64, Some(128));
+        assert_eq!(HeapCall::decode(&a.encode()), Some(a));
+        assert_eq!(HeapCall::decode(&[1, 2]), None);
+        let same = vec![a.encode(), a.encode()];
+        assert_eq!(a.mismatch(0, &same), None);
+        let other = vec![a.encode(), HeapCall::alloc(200, 64, Some(128)).encode()];
+        let text = a.mismatch(0, &other).unwrap();
+        assert!(
+            text.contains("PE 1 made an allocation of 200 bytes"),
+            "{text}"
+        );
+        let f = HeapCall::free(100, 128);
+        assert!(f
+            .mismatch(1, &[f.encode(), vec![9]])
+            .unwrap()
+            .contains("PE 1"));
+    }
+}
