@@ -8,7 +8,8 @@
 //! it, so a count is a relaxed load and store of a counter in that shard, indexed
 //! `[op][target_pe]`. A scrape sums the shards. Threads beyond [`SHARDS`] per PE share an
 //! overflow block updated with atomic adds (correct, slower); a shard stays with its thread
-//! for the life of the PE. About one operation in [`OP_SAMPLE_EVERY`] is timed (each time
+//! for the life of the PE. Every shard's counters are allocated with the block (about
+//! 1.9 KB per target PE), so that counting never checks whether they exist. About one operation in [`OP_SAMPLE_EVERY`] is timed (each time
 //! an `[op][target]` count reaches a multiple of it, the next operation started is timed) and
 //! recorded in a pre-registered histogram; one barrier in [`BARRIER_SAMPLE_EVERY`] likewise.
 //!
@@ -106,7 +107,10 @@ fn sample_due(countdown: &'static std::thread::LocalKey<ThreadCell<u64>>, every:
 /// Source of thread ids; 0 means "none yet", so ids start at 1 and are never reused.
 static NEXT_THREAD_ID: AtomicU64 = AtomicU64::new(1);
 
-/// This thread's id for shard ownership; 0 while the thread is being torn down.
+/// The id of a thread being torn down: owns no shard, ever.
+const NO_THREAD: u64 = u64::MAX;
+
+/// This thread's id for shard ownership; [`NO_THREAD`] while the thread is being torn down.
 #[inline(always)]
 fn thread_id() -> u64 {
     THREAD_ID
@@ -118,7 +122,7 @@ fn thread_id() -> u64 {
             }
             known => known,
         })
-        .unwrap_or(0)
+        .unwrap_or(NO_THREAD)
 }
 
 /// The count of one `[op][target]` pair.
@@ -137,7 +141,8 @@ impl Cell {
     }
 }
 
-/// One thread's counters for one traffic block, on cache lines of their own.
+/// Who owns one shard, and its barrier count, on cache lines of their own. The shard's
+/// `[op][target]` counts are block `i` of [`Active::cells`].
 #[derive(Debug, Default)]
 #[repr(align(128))]
 struct Shard {
@@ -145,9 +150,13 @@ struct Shard {
     owner: AtomicU64,
     /// Barriers completed through this shard.
     barriers: AtomicU64,
-    /// `[op][target]` counts, allocated when the shard is claimed.
-    cells: OnceLock<Box<[Cell]>>,
+    /// Where the shard's block starts in [`Active::cells`] (read with `owner`, on its line,
+    /// so that finding a counter takes no multiplication).
+    first: usize,
 }
+
+/// Cells per cache-line pair (128 bytes): shard blocks start on their own lines.
+const CELLS_PER_LINE_PAIR: usize = 128 / std::mem::size_of::<Cell>();
 
 /// Nanoseconds since the first call, at least 1 (0 means "not timed"), out of line: only
 /// sampled operations read the clock.
@@ -174,7 +183,13 @@ struct Active {
     transport: &'static str,
     n_targets: usize,
     shards: [Shard; SHARDS],
-    overflow: Box<[Cell]>,
+    /// `[op][target]` counts: [`SHARDS`] blocks of `stride` cells, one per shard, written by
+    /// their owners with plain loads and stores, then the overflow block, written with
+    /// atomic adds by threads without a shard. All allocated up front, so that counting
+    /// never checks whether they exist.
+    cells: Box<[Cell]>,
+    /// Cells per block: `[op][target]` rounded up to whole cache-line pairs.
+    stride: usize,
     overflow_barriers: AtomicU64,
     /// Set when an `[op][target]` count reaches a multiple of [`OP_SAMPLE_EVERY`]: the next
     /// operation started on this block is timed.
@@ -241,13 +256,20 @@ impl Traffic {
         let in_flight_gauge = pe.gauge(names::OPS_IN_FLIGHT, &transport_label);
         let cq_depth_gauge = pe.gauge(names::CQ_DEPTH, &transport_label);
         let cells = Op::ALL.len() * n_targets;
+        let stride = cells.div_ceil(CELLS_PER_LINE_PAIR) * CELLS_PER_LINE_PAIR;
         Traffic {
             active: Some(Arc::new(Active {
                 pe,
                 transport,
                 n_targets,
-                shards: Default::default(),
-                overflow: (0..cells).map(|_| Cell::default()).collect(),
+                shards: std::array::from_fn(|i| Shard {
+                    first: i * stride,
+                    ..Shard::default()
+                }),
+                cells: (0..stride * (SHARDS + 1))
+                    .map(|_| Cell::default())
+                    .collect(),
+                stride,
                 overflow_barriers: AtomicU64::new(0),
                 sample_armed: AtomicBool::new(false),
                 latency,
@@ -302,6 +324,19 @@ impl Traffic {
         }
     }
 
+    /// Ends the timing of an operation begun when [`Traffic::start`] returned `timer` and
+    /// already counted with [`Traffic::count`] (for operations that count themselves once
+    /// they can no longer fail, before they move their data: the counter updates then overlap
+    /// with the data movement instead of waiting in front of the next fence).
+    #[inline(always)]
+    pub fn finish(&self, op: Op, timer: u64) {
+        if timer != 0 {
+            if let Some(active) = self.active.as_deref() {
+                active.observe_since(op, timer);
+            }
+        }
+    }
+
     /// Counts a failed operation by the kind of its error, and hands the error back.
     #[cold]
     #[inline(never)]
@@ -312,8 +347,9 @@ impl Traffic {
         error
     }
 
-    /// Counts a completed operation whose duration is measured elsewhere (or not at all).
-    #[inline]
+    /// Counts a completed operation whose duration is measured elsewhere (or not at all), or
+    /// one timed with [`Traffic::start`] and [`Traffic::finish`].
+    #[inline(always)]
     pub fn count(&self, op: Op, target: usize, bytes: usize) {
         if let Some(active) = &self.active {
             active.add(op, target, bytes as u64);
@@ -376,13 +412,13 @@ impl Traffic {
 }
 
 impl Active {
-    /// The shard the calling thread owns, claiming one if it has none; `None` when every
-    /// shard belongs to other threads.
+    /// The index of the shard the calling thread owns, claiming one if it has none; `None`
+    /// when every shard belongs to other threads.
     #[inline(always)]
-    fn own_shard(&self) -> Option<&Shard> {
+    fn own_shard(&self) -> Option<usize> {
         let me = thread_id();
-        let home = &self.shards[me as usize % SHARDS];
-        if home.owner.load(Relaxed) == me && me != 0 {
+        let home = me as usize % SHARDS;
+        if self.shards[home].owner.load(Relaxed) == me {
             Some(home)
         } else {
             self.claim_shard(me)
@@ -391,27 +427,21 @@ impl Active {
 
     #[cold]
     #[inline(never)]
-    fn claim_shard(&self, me: u64) -> Option<&Shard> {
-        if me == 0 {
+    fn claim_shard(&self, me: u64) -> Option<usize> {
+        if me == NO_THREAD {
             return None;
         }
-        for i in 0..SHARDS {
-            let shard = &self.shards[(me as usize + i) % SHARDS];
-            let owner = shard.owner.load(Relaxed);
-            let mine = owner == me
-                || (owner == 0
-                    && shard
-                        .owner
-                        .compare_exchange(0, me, Relaxed, Relaxed)
-                        .is_ok());
-            if mine {
-                shard
-                    .cells
-                    .get_or_init(|| (0..self.overflow.len()).map(|_| Cell::default()).collect());
-                return Some(shard);
-            }
-        }
-        None
+        (0..SHARDS).map(|i| (me as usize + i) % SHARDS).find(|&i| {
+            let owner = &self.shards[i].owner;
+            let current = owner.load(Relaxed);
+            current == me
+                || (current == 0 && owner.compare_exchange(0, me, Relaxed, Relaxed).is_ok())
+        })
+    }
+
+    /// The `[op][target]` cells of shard `shard`, or of the overflow block (`SHARDS`).
+    fn block(&self, shard: usize) -> &[Cell] {
+        &self.cells[shard * self.stride..][..self.stride]
     }
 
     /// The start of an operation to time (nanoseconds from [`clock`]) when the sampler is
@@ -451,19 +481,39 @@ impl Active {
             return;
         }
         let index = op as usize * self.n_targets + target;
-        let ops = match self.own_shard().and_then(|s| s.cells.get()) {
-            Some(cells) => {
-                let cell = &cells[index];
+        let me = thread_id();
+        let home = me as usize % SHARDS;
+        let shard = &self.shards[home];
+        let ops = if shard.owner.load(Relaxed) == me {
+            let cell = &self.cells[shard.first + index];
+            let ops = cell.ops.load(Relaxed).wrapping_add(1);
+            cell.ops.store(ops, Relaxed);
+            cell.bytes
+                .store(cell.bytes.load(Relaxed).wrapping_add(bytes), Relaxed);
+            ops
+        } else {
+            self.add_away_from_home(me, index, bytes)
+        };
+        if ops % OP_SAMPLE_EVERY == 0 {
+            self.sample_armed.store(true, Relaxed);
+        }
+    }
+
+    /// [`Active::add`] for a thread whose home shard is not its own: claims a shard, or counts
+    /// in the overflow block. Returns the cell's new operation count.
+    #[cold]
+    #[inline(never)]
+    fn add_away_from_home(&self, me: u64, index: usize, bytes: u64) -> u64 {
+        match self.claim_shard(me) {
+            Some(shard) => {
+                let cell = &self.cells[shard * self.stride + index];
                 let ops = cell.ops.load(Relaxed).wrapping_add(1);
                 cell.ops.store(ops, Relaxed);
                 cell.bytes
                     .store(cell.bytes.load(Relaxed).wrapping_add(bytes), Relaxed);
                 ops
             }
-            None => self.overflow[index].bump_shared(bytes),
-        };
-        if ops % OP_SAMPLE_EVERY == 0 {
-            self.sample_armed.store(true, Relaxed);
+            None => self.cells[SHARDS * self.stride + index].bump_shared(bytes),
         }
     }
 
@@ -476,8 +526,8 @@ impl Active {
 
     fn count_barrier(&self) {
         match self.own_shard() {
-            Some(s) => {
-                let barriers = &s.barriers;
+            Some(shard) => {
+                let barriers = &self.shards[shard].barriers;
                 barriers.store(barriers.load(Relaxed).wrapping_add(1), Relaxed);
             }
             None => {
@@ -491,14 +541,10 @@ impl Active {
             .published
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        let shards: Vec<&[Cell]> = self
-            .shards
-            .iter()
-            .filter_map(|s| s.cells.get().map(|c| &c[..]))
-            .collect();
-        for (index, overflow) in self.overflow.iter().enumerate() {
-            let (mut ops, mut bytes) = (overflow.ops.load(Relaxed), overflow.bytes.load(Relaxed));
-            for cells in &shards {
+        let blocks: Vec<&[Cell]> = (0..=SHARDS).map(|b| self.block(b)).collect();
+        for index in 0..Op::ALL.len() * self.n_targets {
+            let (mut ops, mut bytes) = (0u64, 0u64);
+            for cells in &blocks {
                 ops = ops.wrapping_add(cells[index].ops.load(Relaxed));
                 bytes = bytes.wrapping_add(cells[index].bytes.load(Relaxed));
             }

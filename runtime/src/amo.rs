@@ -113,14 +113,15 @@ impl DataPlane {
         op: impl FnOnce(&T::Atomic) -> R,
     ) -> Result<R> {
         let moved = std::mem::size_of::<T>();
-        counted!(self, Op::Amo, pe, moved, {
+        counted!(self, Op::Amo, pe, moved, check {
             let target = self.segment(pe)?;
-            let at = self.locate_atomic(dest)?;
+            Ok((target, self.locate_atomic(dest)?))
+        }, then |(target, at)| {
             let r = op(T::at(target.mapping(), at));
             if writes {
-                target.wake_watchers(at, at + std::mem::size_of::<T>());
+                target.wake_watchers(at, at + moved);
             }
-            Ok(r)
+            r
         })
     }
 

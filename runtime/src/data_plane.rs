@@ -16,17 +16,23 @@ use crate::health::Health;
 use crate::heap::{HeapId, SymSlice};
 use crate::segment::{Segment, HEADER_SIZE};
 
-/// Runs the block `$body` (which may use `?`) as one operation `$op` of `$bytes` payload
-/// bytes towards PE `$pe`, counted in the data plane's traffic: a success with its sampled
-/// duration, a failure by the kind of its error.
+/// Runs one operation `$op` of `$bytes` payload bytes towards PE `$pe`, counted in the data
+/// plane's traffic: `$check` (which may use `?`) validates it and returns `Ok` of what `$body`
+/// needs, bound to `$bound`; `$body` moves the data and cannot fail. The operation is counted
+/// between the two, so that the counter updates overlap with the data movement rather than
+/// sit in front of the fence that ends it; a failed check is counted by the kind of its
+/// error. One operation in [`ferroshmem_observability::names::OP_SAMPLE_EVERY`] is timed,
+/// check and body together.
 macro_rules! counted {
-    ($dp:expr, $op:expr, $pe:expr, $bytes:expr, $body:block) => {{
+    ($dp:expr, $op:expr, $pe:expr, $bytes:expr, check $check:block, then |$bound:pat_param| $body:block) => {{
         let timer = $dp.traffic.start();
         #[allow(clippy::redundant_closure_call)]
-        let outcome: $crate::error::Result<_> = (|| $body)();
-        match outcome {
-            Ok(value) => {
-                $dp.traffic.done($op, $pe, $bytes, timer);
+        let checked: $crate::error::Result<_> = (|| $check)();
+        match checked {
+            Ok($bound) => {
+                $dp.traffic.count($op, $pe, $bytes);
+                let value = $body;
+                $dp.traffic.finish($op, timer);
                 Ok(value)
             }
             Err(error) => Err($dp.traffic.failed(error)),

@@ -63,13 +63,13 @@ impl DataPlane {
         pe: usize,
     ) -> Result<()> {
         let moved = std::mem::size_of_val(src);
-        counted!(self, Op::Put, pe, moved, {
+        counted!(self, Op::Put, pe, moved, check {
             let target = self.segment(pe)?;
-            let at = self.locate(dest.into(), src.len(), "put destination")?;
+            Ok((target, self.locate(dest.into(), src.len(), "put destination")?))
+        }, then |(target, at)| {
             let bytes: &[u8] = bytemuck::cast_slice(src);
             target.mapping().write(at, bytes);
             publish(target, at, at + bytes.len());
-            Ok(())
         })
     }
 
@@ -81,11 +81,11 @@ impl DataPlane {
         pe: usize,
     ) -> Result<()> {
         let moved = std::mem::size_of_val(dest);
-        counted!(self, Op::Get, pe, moved, {
+        counted!(self, Op::Get, pe, moved, check {
             let source = self.segment(pe)?;
-            let at = self.locate(src.into(), dest.len(), "get source")?;
+            Ok((source, self.locate(src.into(), dest.len(), "get source")?))
+        }, then |(source, at)| {
             source.mapping().read(at, bytemuck::cast_slice_mut(dest));
-            Ok(())
         })
     }
 
@@ -100,16 +100,15 @@ impl DataPlane {
     ) -> Result<()> {
         let dest = dest.into();
         let moved = dest.len() * std::mem::size_of::<T>();
-        counted!(self, Op::Get, pe, moved, {
+        counted!(self, Op::Get, pe, moved, check {
             let source = self.segment(pe)?;
             let dst_at = self.locate(dest, 0, "get_nbi destination")?;
-            let n = dest.len();
-            let src_at = self.locate(src.into(), n, "get_nbi source")?;
-            let bytes = n * std::mem::size_of::<T>();
+            let src_at = self.locate(src.into(), dest.len(), "get_nbi source")?;
+            Ok((source, dst_at, src_at))
+        }, then |(source, dst_at, src_at)| {
             self.own_segment()
                 .mapping()
-                .copy_from(dst_at, source.mapping(), src_at, bytes);
-            Ok(())
+                .copy_from(dst_at, source.mapping(), src_at, moved);
         })
     }
 
@@ -142,7 +141,7 @@ impl DataPlane {
         pe: usize,
     ) -> Result<()> {
         let moved = nelems * std::mem::size_of::<T>();
-        counted!(self, Op::Iput, pe, moved, {
+        counted!(self, Op::Iput, pe, moved, check {
             let target = self.segment(pe)?;
             let dest_extent = strided_extent(dst, nelems, "destination")?;
             let src_extent = strided_extent(sst, nelems, "source")?;
@@ -154,6 +153,8 @@ impl DataPlane {
                 });
             }
             let at = self.locate(dest.into(), dest_extent, "iput destination")?;
+            Ok((target, at, dest_extent))
+        }, then |(target, at, dest_extent)| {
             let size = std::mem::size_of::<T>();
             for i in 0..nelems {
                 target
@@ -161,7 +162,6 @@ impl DataPlane {
                     .write(at + i * dst * size, bytemuck::bytes_of(&src[i * sst]));
             }
             publish(target, at, at + dest_extent * size);
-            Ok(())
         })
     }
 
@@ -177,7 +177,7 @@ impl DataPlane {
         pe: usize,
     ) -> Result<()> {
         let moved = nelems * std::mem::size_of::<T>();
-        counted!(self, Op::Iget, pe, moved, {
+        counted!(self, Op::Iget, pe, moved, check {
             let source = self.segment(pe)?;
             let dest_extent = strided_extent(dst, nelems, "destination")?;
             let src_extent = strided_extent(sst, nelems, "source")?;
@@ -188,7 +188,8 @@ impl DataPlane {
                     available: dest.len(),
                 });
             }
-            let at = self.locate(src.into(), src_extent, "iget source")?;
+            Ok((source, self.locate(src.into(), src_extent, "iget source")?))
+        }, then |(source, at)| {
             let size = std::mem::size_of::<T>();
             for i in 0..nelems {
                 source.mapping().read(
@@ -196,7 +197,6 @@ impl DataPlane {
                     bytemuck::bytes_of_mut(&mut dest[i * dst]),
                 );
             }
-            Ok(())
         })
     }
 

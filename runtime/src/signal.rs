@@ -64,15 +64,15 @@ impl DataPlane {
         pe: usize,
     ) -> Result<()> {
         let moved = std::mem::size_of_val(src) + 8;
-        counted!(self, Op::PutSignal, pe, moved, {
+        counted!(self, Op::PutSignal, pe, moved, check {
             let target = self.segment(pe)?;
             let at = self.locate(dest.into(), src.len(), "put_signal destination")?;
-            let sig_at = self.locate_atomic(sig.into())?;
+            Ok((target, at, self.locate_atomic(sig.into())?))
+        }, then |(target, at, sig_at)| {
             let bytes: &[u8] = bytemuck::cast_slice(src);
             target.mapping().write(at, bytes);
             update_signal(target, sig_at, value, op);
             target.wake_watchers(at, at + bytes.len());
-            Ok(())
         })
     }
 
@@ -84,11 +84,11 @@ impl DataPlane {
         op: SignalOp,
         pe: usize,
     ) -> Result<()> {
-        counted!(self, Op::Signal, pe, 8, {
+        counted!(self, Op::Signal, pe, 8, check {
             let target = self.segment(pe)?;
-            let at = self.locate_atomic(sig.into())?;
+            Ok((target, self.locate_atomic(sig.into())?))
+        }, then |(target, at)| {
             update_signal(target, at, value, op);
-            Ok(())
         })
     }
 
