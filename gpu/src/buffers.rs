@@ -11,8 +11,14 @@ use ferroshmem_runtime::{Error, Result};
 
 use crate::driver::{DeviceAlloc, Pinned};
 
-mod private {
-    pub trait Sealed {}
+pub(crate) mod private {
+    /// Seals [`LocalMem`](super::LocalMem); what the crate asks of local memory beyond it.
+    pub trait Sealed {
+        /// The bytes, when the host may read them (pinned host memory), else `None`.
+        fn host_bytes(&self) -> Option<&[u8]> {
+            None
+        }
+    }
 }
 
 /// Memory a host-initiated GPU operation may use as its local side: an address of the
@@ -74,7 +80,11 @@ impl<T: Pod> HostBuffer<T> {
     }
 }
 
-impl<T> private::Sealed for HostBuffer<T> {}
+impl<T> private::Sealed for HostBuffer<T> {
+    fn host_bytes(&self) -> Option<&[u8]> {
+        Some(self.mem.bytes())
+    }
+}
 
 impl<T: Pod> LocalMem<T> for HostBuffer<T> {
     fn addr(&self) -> u64 {

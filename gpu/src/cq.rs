@@ -1,11 +1,20 @@
-//! The completion queue of one GPU PE: host-initiated operations are queued on a CUDA
-//! stream, followed by an event; the CQ thread polls the events (`cuEventQuery`, which never
-//! blocks) and wakes the futures waiting on them. No tokio worker ever blocks in the driver.
+//! The completion queue of one GPU PE. No tokio worker ever blocks in the driver.
+//!
+//! Work on the PE's copy stream (host-initiated RMA) completes through the *fence*: a 64-bit
+//! counter in pinned host memory. Each completion queues a stream memory write of the next
+//! sequence number after the work queued so far; the work up to a number has completed (and
+//! is visible: the write has a memory barrier before it) once the counter reaches it. The
+//! future reads the counter itself, with no driver call and no other thread on its way.
+//!
+//! Work on other streams completes through an event: the CQ thread polls the events
+//! (`cuEventQuery`, which never blocks) and wakes the futures waiting on them.
 //!
 //! A future keeps its task polling (rescheduling itself) for a few microseconds before it
-//! parks, so that short operations complete without waking a parked worker. The thread spins while operations are
+//! parks, so that short operations complete without waking a parked worker. A parked fence
+//! future hands its number to the CQ thread, which watches the counter for it (and the copy
+//! stream for errors, which would stop the counter). The thread spins while operations are
 //! outstanding and for `spin` after the last one completes, then sleeps on a condition
-//! variable until the next submission.
+//! variable until the next submission; only a submission that finds it asleep notifies it.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -16,16 +25,19 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use cudarc::driver::sys::CUstream;
-use cudarc::driver::CudaContext;
+use cudarc::driver::{CudaContext, CudaStream};
 use ferroshmem_runtime::{Error, Result};
 
-use crate::driver::{self, Event};
+use crate::driver::{self, Event, Pinned};
 
 const PENDING: u8 = 0;
 const DONE: u8 = 1;
 const FAILED: u8 = 2;
 
-/// The state one completion future shares with the CQ thread.
+/// How often the CQ thread asks the copy stream for errors while fence futures are parked.
+const FENCE_CHECK: Duration = Duration::from_micros(100);
+
+/// The state one parked future shares with the CQ thread.
 #[derive(Debug, Default)]
 struct OpState {
     status: AtomicU8,
@@ -62,16 +74,67 @@ impl OpState {
     }
 }
 
+/// The copy stream's completion counter (see the module documentation).
+struct Fence {
+    word: Pinned,
+    stream: Arc<CudaStream>,
+    /// The last number queued; held while queuing the next, so that the counter only grows.
+    issued: Mutex<u64>,
+}
+
+impl Fence {
+    /// Queues the write of the next number after the copy stream's work so far; returns it.
+    /// The caller has bound the stream's context.
+    fn advance(&self) -> Result<u64> {
+        let mut issued = self.issued.lock().expect("fence lock");
+        let next = *issued + 1;
+        driver::write_value64(self.stream.cu_stream(), self.word.addr(), next)?;
+        *issued = next;
+        Ok(next)
+    }
+
+    /// Whether the work before number `seq` has completed.
+    fn reached(&self, seq: u64) -> bool {
+        self.word.load_u64(0) >= seq
+    }
+}
+
+/// What the CQ thread watches for one parked future.
+enum Watch {
+    Event(Event),
+    Fence(u64),
+}
+
 struct Entry {
-    event: Event,
+    watch: Watch,
     op: Arc<OpState>,
 }
 
+/// Entries handed to the CQ thread, and whether it sleeps (both under one lock).
+struct Queue {
+    entries: Vec<Entry>,
+    sleeping: bool,
+}
+
 struct Shared {
-    pending: Mutex<Vec<Entry>>,
+    queue: Mutex<Queue>,
     submitted: Condvar,
     stop: AtomicBool,
     pool: Mutex<Vec<Event>>,
+    fence: Fence,
+}
+
+impl Shared {
+    /// Hands `entry` to the CQ thread, waking it if it sleeps.
+    fn enqueue(&self, entry: Entry) {
+        let mut q = self.queue.lock().expect("cq lock");
+        q.entries.push(entry);
+        let asleep = q.sleeping;
+        drop(q);
+        if asleep {
+            self.submitted.notify_one();
+        }
+    }
 }
 
 /// A PE's completion queue and its polling thread.
@@ -87,13 +150,26 @@ impl std::fmt::Debug for Cq {
 }
 
 impl Cq {
-    /// Starts the CQ thread of PE `pe`, bound to `ctx`.
-    pub fn start(pe: usize, ctx: Arc<CudaContext>, spin: Duration) -> Result<Self> {
+    /// Starts the CQ thread of PE `pe`, bound to `ctx`, with the fence of `copy_stream`.
+    pub fn start(
+        pe: usize,
+        ctx: Arc<CudaContext>,
+        spin: Duration,
+        copy_stream: Arc<CudaStream>,
+    ) -> Result<Self> {
         let shared = Arc::new(Shared {
-            pending: Mutex::new(Vec::new()),
+            queue: Mutex::new(Queue {
+                entries: Vec::new(),
+                sleeping: false,
+            }),
             submitted: Condvar::new(),
             stop: AtomicBool::new(false),
             pool: Mutex::new(Vec::new()),
+            fence: Fence {
+                word: Pinned::new(&ctx, 64)?,
+                stream: copy_stream,
+                issued: Mutex::new(0),
+            },
         });
         let s = shared.clone();
         let thread = std::thread::Builder::new()
@@ -116,13 +192,24 @@ impl Cq {
         };
         event.record(stream)?;
         let op = Arc::new(OpState::default());
-        self.shared.pending.lock().expect("cq lock").push(Entry {
-            event,
+        self.shared.enqueue(Entry {
+            watch: Watch::Event(event),
             op: op.clone(),
         });
-        self.shared.submitted.notify_one();
         Ok(Completion {
-            op,
+            shared: self.shared.clone(),
+            wait: Wait::Op(op),
+            poll_until: None,
+        })
+    }
+
+    /// Advances the copy stream's fence after the work queued on it so far and returns the
+    /// future that resolves when that work has completed. The caller has bound the context.
+    pub fn fence(&self) -> Result<Completion> {
+        let seq = self.shared.fence.advance()?;
+        Ok(Completion {
+            shared: self.shared.clone(),
+            wait: Wait::Fence { seq, op: None },
             poll_until: None,
         })
     }
@@ -131,6 +218,8 @@ impl Cq {
 impl Drop for Cq {
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::Release);
+        // Taking the lock orders the store before the thread's next look at `stop`.
+        drop(self.shared.queue.lock().expect("cq lock"));
         self.shared.submitted.notify_one();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
@@ -142,44 +231,64 @@ fn poll_loop(shared: &Shared, ctx: &CudaContext, spin: Duration) {
     if let Err(e) = driver::bind(ctx) {
         tracing::error!("GPU completion thread cannot bind its context: {e}");
     }
+    let mut pending: Vec<Entry> = Vec::new();
     let mut idle_since = Instant::now();
+    let mut fence_checked = Instant::now();
     loop {
-        let mut pending = shared.pending.lock().expect("cq lock");
-        if pending.is_empty() {
-            if shared.stop.load(Ordering::Acquire) {
-                return;
+        {
+            let mut q = shared.queue.lock().expect("cq lock");
+            if pending.is_empty() && q.entries.is_empty() {
+                if shared.stop.load(Ordering::Acquire) {
+                    return;
+                }
+                if idle_since.elapsed() >= spin {
+                    q.sleeping = true;
+                    q = shared
+                        .submitted
+                        .wait_while(q, |q| {
+                            q.entries.is_empty() && !shared.stop.load(Ordering::Acquire)
+                        })
+                        .expect("cq lock");
+                    q.sleeping = false;
+                    idle_since = Instant::now();
+                }
             }
-            if idle_since.elapsed() >= spin {
-                pending = shared
-                    .submitted
-                    .wait_while(pending, |p| {
-                        p.is_empty() && !shared.stop.load(Ordering::Acquire)
-                    })
-                    .expect("cq lock");
-                idle_since = Instant::now();
-            } else {
-                drop(pending);
-                std::hint::spin_loop();
-                continue;
-            }
+            pending.append(&mut q.entries);
         }
-        let mut finished = Vec::new();
+        // The copy stream's errors stop its fence: ask the stream now and then.
+        let mut fence_error = None;
+        if fence_checked.elapsed() >= FENCE_CHECK
+            && pending.iter().any(|e| matches!(e.watch, Watch::Fence(_)))
+        {
+            fence_checked = Instant::now();
+            fence_error = driver::stream_query(shared.fence.stream.cu_stream()).err();
+        }
+        let mut finished = 0;
         let mut i = 0;
         while i < pending.len() {
-            match pending[i].event.query() {
-                Ok(false) => i += 1,
-                Ok(true) => finished.push((pending.swap_remove(i), Ok(()))),
-                Err(e) => finished.push((pending.swap_remove(i), Err(e))),
+            let outcome = match &pending[i].watch {
+                Watch::Event(event) => match event.query() {
+                    Ok(false) => None,
+                    Ok(true) => Some(Ok(())),
+                    Err(e) => Some(Err(e)),
+                },
+                Watch::Fence(seq) if shared.fence.reached(*seq) => Some(Ok(())),
+                Watch::Fence(_) => fence_error.clone().map(Err),
+            };
+            match outcome {
+                None => i += 1,
+                Some(outcome) => {
+                    let entry = pending.swap_remove(i);
+                    entry.op.finish(outcome);
+                    if let Watch::Event(event) = entry.watch {
+                        shared.pool.lock().expect("event pool").push(event);
+                    }
+                    finished += 1;
+                }
             }
         }
-        drop(pending);
-        if !finished.is_empty() {
+        if finished > 0 {
             idle_since = Instant::now();
-            let mut pool = shared.pool.lock().expect("event pool");
-            for (entry, outcome) in finished {
-                entry.op.finish(outcome);
-                pool.push(entry.event);
-            }
         } else {
             std::hint::spin_loop();
         }
@@ -191,19 +300,71 @@ fn poll_loop(shared: &Shared, ctx: &CudaContext, spin: Duration) {
 /// waking a parked worker.
 const SELF_POLL: Duration = Duration::from_micros(30);
 
-/// Resolves when the GPU work before its event has completed. Dropping it before then waits
-/// (blocking) for the work, so that memory borrowed by the operation outlives the transfer.
+/// What a completion future waits for.
 #[derive(Debug)]
+enum Wait {
+    /// An event the CQ thread polls.
+    Op(Arc<OpState>),
+    /// Fence number `seq`; `op` once the future has handed it to the CQ thread.
+    Fence { seq: u64, op: Option<Arc<OpState>> },
+}
+
+/// Resolves when the GPU work before its event or fence number has completed. Dropping it
+/// before then waits (blocking) for the work, so that memory borrowed by the operation
+/// outlives the transfer.
 pub(crate) struct Completion {
-    op: Arc<OpState>,
+    shared: Arc<Shared>,
+    wait: Wait,
     poll_until: Option<Instant>,
+}
+
+impl std::fmt::Debug for Completion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Completion")
+            .field("wait", &self.wait)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Completion {
+    fn outcome(&self) -> Option<Result<()>> {
+        match &self.wait {
+            Wait::Op(op) => op.outcome(),
+            Wait::Fence { seq, .. } if self.shared.fence.reached(*seq) => Some(Ok(())),
+            Wait::Fence { op, .. } => op.as_ref().and_then(|op| op.outcome()),
+        }
+    }
+
+    /// The state the CQ thread finishes for this future, handing a fence number to the
+    /// thread on first use; `waker` (if any) is installed before the thread can see it.
+    fn park(&mut self, waker: Option<&Waker>) {
+        let Completion { shared, wait, .. } = self;
+        let set = |op: &OpState| {
+            if let Some(w) = waker {
+                *op.waker.lock().expect("op waker lock") = Some(w.clone());
+            }
+        };
+        match wait {
+            Wait::Op(op) => set(op),
+            Wait::Fence { op: Some(op), .. } => set(op),
+            Wait::Fence { seq, op } => {
+                let state = Arc::new(OpState::default());
+                set(&state);
+                shared.enqueue(Entry {
+                    watch: Watch::Fence(*seq),
+                    op: state.clone(),
+                });
+                *op = Some(state);
+            }
+        }
+    }
 }
 
 impl Future for Completion {
     type Output = Result<()>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<()>> {
-        if let Some(done) = self.op.outcome() {
+        if let Some(done) = self.outcome() {
             return Poll::Ready(done);
         }
         let until = *self
@@ -214,8 +375,8 @@ impl Future for Completion {
             cx.waker().wake_by_ref();
             return Poll::Pending;
         }
-        *self.op.waker.lock().expect("op waker lock") = Some(cx.waker().clone());
-        match self.op.outcome() {
+        self.park(Some(cx.waker()));
+        match self.outcome() {
             Some(done) => Poll::Ready(done),
             None => Poll::Pending,
         }
@@ -224,7 +385,12 @@ impl Future for Completion {
 
 impl Drop for Completion {
     fn drop(&mut self) {
-        while self.op.status.load(Ordering::Acquire) == PENDING {
+        if self.outcome().is_some() {
+            return;
+        }
+        // Let the CQ thread watch it too, so that a failed stream ends the wait.
+        self.park(None);
+        while self.outcome().is_none() {
             std::thread::yield_now();
         }
     }

@@ -254,7 +254,12 @@ impl GpuPe {
             )));
         }
         tracing::debug!(pe = my_pe, elapsed = ?started.elapsed(), "GPU heap mapped");
-        let cq = Cq::start(my_pe, device.context().clone(), spin_from_env()?)?;
+        let cq = Cq::start(
+            my_pe,
+            device.context().clone(),
+            spin_from_env()?,
+            copy_stream.clone(),
+        )?;
         let staging = crate::rma::Staging::new(device.context())?;
         let inner = Inner {
             cq,

@@ -1,7 +1,9 @@
 //! Host-initiated RMA on the symmetric GPU heap, as futures: each transfer is a copy-engine
 //! copy (`cuMemcpyAsync` between this PE's view of the heap and local device or pinned host
-//! memory) on the PE's copy stream, completed through the completion queue. `_nbi` forms
-//! return once the copy is queued and complete at [`GpuPe::quiet`].
+//! memory) on the PE's copy stream, completed through the completion queue's fence. A value
+//! of 4 or 8 bytes the host can read (`p`, or `put` from pinned host memory) travels instead
+//! as a stream memory write (`cuStreamWriteValue32/64`): no copy engine, no staging. `_nbi`
+//! forms return once the copy is queued and complete at [`GpuPe::quiet`].
 //!
 //! Blocking forms resolve when the data has arrived; a future dropped before then waits for
 //! its copy, so borrowed local memory always outlives the transfer. `_nbi` forms take
@@ -66,10 +68,25 @@ impl GpuPe {
     /// Starts tracking the copy stream's work; if that fails, waits for the stream so that
     /// no copy outlives the memory it borrows.
     fn completion(&self) -> Result<Completion> {
-        let stream = self.copy_stream_raw();
-        self.track(stream).inspect_err(|_| {
-            let _ = driver::stream_synchronize(stream);
+        self.inner.cq.fence().inspect_err(|_| {
+            let _ = driver::stream_synchronize(self.copy_stream_raw());
         })
+    }
+
+    /// Queues the write of `bytes` at `at` as a stream memory write on the copy stream when
+    /// it is one aligned 4- or 8-byte word; answers whether it did. The context is bound.
+    fn write_word(&self, at: u64, bytes: &[u8]) -> Result<bool> {
+        let stream = self.copy_stream_raw();
+        match *bytes {
+            [a, b, c, d] if at % 4 == 0 => {
+                driver::write_value32(stream, at, u32::from_ne_bytes([a, b, c, d]))?
+            }
+            [a, b, c, d, e, f, g, h] if at % 8 == 0 => {
+                driver::write_value64(stream, at, u64::from_ne_bytes([a, b, c, d, e, f, g, h]))?
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
     }
 
     fn note_nbi(&self) {
@@ -89,13 +106,15 @@ impl GpuPe {
         pe: usize,
     ) -> Result<()> {
         let at = self.locate(dest.into(), src.len(), "put destination", pe)?;
+        let bytes = src.len() * std::mem::size_of::<T>();
         self.bind()?;
-        driver::copy_async(
-            at,
-            src.addr(),
-            src.len() * std::mem::size_of::<T>(),
-            self.copy_stream_raw(),
-        )?;
+        let written = match src.host_bytes() {
+            Some(host) if bytes == 4 || bytes == 8 => self.write_word(at, &host[..bytes])?,
+            _ => false,
+        };
+        if !written {
+            driver::copy_async(at, src.addr(), bytes, self.copy_stream_raw())?;
+        }
         self.completion()?.await
     }
 
@@ -169,8 +188,11 @@ impl GpuPe {
         pe: usize,
     ) -> Result<()> {
         let at = self.locate(dest.into(), 1, "p destination", pe)?;
+        let bytes = bytemuck::bytes_of(&value);
         self.bind()?;
-        driver::copy_from_host_async(at, bytemuck::bytes_of(&value), self.copy_stream_raw())?;
+        if !self.write_word(at, bytes)? {
+            driver::copy_from_host_async(at, bytes, self.copy_stream_raw())?;
+        }
         self.completion()?.await
     }
 

@@ -1,8 +1,9 @@
 //! On-stream operations (`nvshmemx_*_on_stream`): queued on a caller's CUDA stream, ordered
 //! with its kernels, and capturable into a CUDA graph. Copies run on the copy engines; signal
 //! sets and waits are stream memory operations (`cuStreamWriteValue64` /
-//! `cuStreamWaitValue64`) where the driver offers them; the rest (`p`, signal adds, other
-//! comparisons, barriers) are one-thread kernels of the device library.
+//! `cuStreamWaitValue64`) where the driver offers them, and so are barriers outside graph
+//! capture; the rest (`p`, signal adds, other comparisons, barriers inside a capture) are
+//! one-thread kernels of the device library.
 //!
 //! Local operands are symmetric memory of this PE (alive until the collective `free`, which
 //! waits for the GPU), so no Rust borrow can end while a stream still uses it.
@@ -14,7 +15,7 @@ use cudarc::driver::sys::CUstreamWaitValue_flags as WaitFlags;
 use cudarc::driver::CudaStream;
 use ferroshmem_runtime::{Cmp, Error, Result, SignalOp, SymSlice};
 
-use crate::driver::{self, Graph, LaunchDims};
+use crate::driver::{self, Graph, LaunchDims, MemOp};
 use crate::module::KernelArg;
 use crate::pe::GpuPe;
 
@@ -224,9 +225,9 @@ impl GpuPe {
     ///
     /// Outside graph capture it uses no SM: a dissemination barrier of stream memory
     /// operations (each round writes the barrier's epoch into a peer's flag, with a memory
-    /// barrier before it, and waits for its own flag). While `stream` is captured it is a
-    /// one-thread kernel of the device library, whose epoch lives on the GPU, so that every
-    /// replay of the graph is a new barrier.
+    /// barrier before it, and waits for its own flag), queued in one driver call. While
+    /// `stream` is captured it is a one-thread kernel of the device library, whose epoch lives
+    /// on the GPU, so that every replay of the graph is a new barrier.
     pub fn barrier_all_on_stream(&self, stream: &CudaStream) -> Result<()> {
         self.stream_barrier(stream, "fsh_k_barrier_all")
     }
@@ -247,25 +248,26 @@ impl GpuPe {
             .stream_epoch
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
             + 1;
+        let mut ops = Vec::with_capacity(2 * (usize::BITS - n.leading_zeros()) as usize);
         let mut distance = 1;
         let mut round = 0;
         while distance < n {
             let flag = STREAM_FLAGS + 64 * round;
-            driver::write_value64(
-                stream.cu_stream(),
-                self.header_addr((me + distance) % n, flag),
-                epoch,
-            )?;
-            driver::wait_value64(
-                stream.cu_stream(),
-                self.header_addr(me, flag),
-                epoch,
-                WaitFlags::CU_STREAM_WAIT_VALUE_GEQ as u32,
-            )?;
+            ops.push(MemOp::Write64 {
+                addr: self.header_addr((me + distance) % n, flag),
+                value: epoch,
+            });
+            ops.push(MemOp::WaitGeq64 {
+                addr: self.header_addr(me, flag),
+                value: epoch,
+            });
             distance *= 2;
             round += 1;
         }
-        Ok(())
+        if ops.is_empty() {
+            return Ok(());
+        }
+        driver::batch_mem_ops(stream.cu_stream(), &ops)
     }
 
     /// Queues an all-to-all exchange (`nvshmemx_alltoallmem_on_stream`): block `j` (of

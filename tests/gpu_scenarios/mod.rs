@@ -249,6 +249,24 @@ async fn host_futures(pe: Pe, g: GpuPe) -> Result<()> {
     tail[5] = 77 + me as u64;
     want.extend(tail);
     expect_eq(me, "put_nbi / get_nbi + quiet", got, want)?;
+    // Single words (stream memory writes): 8- and 4-byte puts from pinned memory, a 4-byte p.
+    let c = g.calloc::<u32>(4).await?;
+    let word = HostBuffer::from_slice(g.context(), &[0xfeed_0000 + me as u64])?;
+    g.put(a.slice(7..8), &word, next).await?;
+    let half = HostBuffer::from_slice(g.context(), &[0xbeef_0000 + me as u32])?;
+    g.put(c.slice(1..2), &half, next).await?;
+    g.p(c.at(2), 0xcafe_0000 + me as u32, next).await?;
+    g.barrier_all().await?;
+    expect_eq(
+        me,
+        "8-byte put",
+        g.g(a.at(7), me).await?,
+        0xfeed_0000 + prev as u64,
+    )?;
+    let got = read_own(&g, &c).await?;
+    let want = vec![0, 0xbeef_0000 + prev as u32, 0xcafe_0000 + prev as u32, 0];
+    expect_eq(me, "4-byte put and p", got, want)?;
+    g.free(c).await.map_err(|(e, _)| e)?;
     let mut dev = DeviceBuffer::<u64>::new(g.context(), 1024)?;
     g.copy_local(&mut dev, &src).await?;
     g.barrier_all().await?;

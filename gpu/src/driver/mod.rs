@@ -5,6 +5,7 @@
 
 use std::ffi::c_void;
 use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use cudarc::driver::sys;
@@ -380,6 +381,83 @@ pub(crate) fn write_value64(stream: sys::CUstream, addr: u64, value: u64) -> Res
     )
 }
 
+/// Stream memory operation: writes the 32-bit `value` at `addr` once prior work on `stream`
+/// is done (with a memory barrier before it).
+pub(crate) fn write_value32(stream: sys::CUstream, addr: u64, value: u32) -> Result<()> {
+    // SAFETY: `addr` is a valid, 4-byte aligned device address.
+    check(
+        unsafe { sys::cuStreamWriteValue32_v2(stream, addr, value, 0) },
+        "cuStreamWriteValue32",
+    )
+}
+
+/// One stream memory operation of a batch ([`batch_mem_ops`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum MemOp {
+    /// Writes `value` at `addr` (8-byte aligned), with a memory barrier before it.
+    Write64 { addr: u64, value: u64 },
+    /// Holds the stream until the word at `addr` (8-byte aligned) is at least `value`.
+    WaitGeq64 { addr: u64, value: u64 },
+}
+
+/// Queues `ops` on `stream` in one driver call (`cuStreamBatchMemOp`), in order, each after
+/// the one before it.
+pub(crate) fn batch_mem_ops(stream: sys::CUstream, ops: &[MemOp]) -> Result<()> {
+    use sys::{
+        CUstreamBatchMemOpParams_union_CUstreamMemOpWaitValueParams_st as Wait,
+        CUstreamBatchMemOpParams_union_CUstreamMemOpWaitValueParams_st__bindgen_ty_1 as WaitValue,
+        CUstreamBatchMemOpParams_union_CUstreamMemOpWriteValueParams_st as Write,
+        CUstreamBatchMemOpParams_union_CUstreamMemOpWriteValueParams_st__bindgen_ty_1 as WriteValue,
+        CUstreamBatchMemOpType as Op,
+    };
+    let mut params: Vec<sys::CUstreamBatchMemOpParams> = ops
+        .iter()
+        .map(|op| {
+            let mut p = sys::CUstreamBatchMemOpParams { pad: [0; 6] };
+            match *op {
+                MemOp::Write64 { addr, value } => {
+                    p.writeValue = Write {
+                        operation: Op::CU_STREAM_MEM_OP_WRITE_VALUE_64,
+                        address: addr,
+                        __bindgen_anon_1: WriteValue { value64: value },
+                        flags: 0,
+                        alias: 0,
+                    }
+                }
+                MemOp::WaitGeq64 { addr, value } => {
+                    p.waitValue = Wait {
+                        operation: Op::CU_STREAM_MEM_OP_WAIT_VALUE_64,
+                        address: addr,
+                        __bindgen_anon_1: WaitValue { value64: value },
+                        flags: sys::CUstreamWaitValue_flags::CU_STREAM_WAIT_VALUE_GEQ as u32,
+                        alias: 0,
+                    }
+                }
+            }
+            p
+        })
+        .collect();
+    let count = u32::try_from(params.len())
+        .map_err(|_| Error::InvalidArgument("too many stream memory operations".into()))?;
+    // SAFETY: `params` holds `count` fully initialized operations on valid, aligned device
+    // addresses; the driver reads them before returning.
+    check(
+        unsafe { sys::cuStreamBatchMemOp_v2(stream, count, params.as_mut_ptr(), 0) },
+        "cuStreamBatchMemOp",
+    )
+}
+
+/// Whether everything queued on `stream` has completed; never blocks. A failed operation (or
+/// a context broken by one) answers its error.
+pub(crate) fn stream_query(stream: sys::CUstream) -> Result<bool> {
+    // SAFETY: the stream is live.
+    match unsafe { sys::cuStreamQuery(stream) } {
+        sys::CUresult::CUDA_SUCCESS => Ok(true),
+        sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+        other => check(other, "cuStreamQuery (a GPU operation failed)").map(|_| true),
+    }
+}
+
 /// Stream memory operation: `stream` waits until the 64-bit word at `addr` satisfies `flags`
 /// (`CU_STREAM_WAIT_VALUE_GEQ`/`EQ`/`AND`/`NOR`) against `value`.
 pub(crate) fn wait_value64(stream: sys::CUstream, addr: u64, value: u64, flags: u32) -> Result<()> {
@@ -440,6 +518,16 @@ impl Pinned {
     pub fn bytes_mut(&mut self) -> &mut [u8] {
         // SAFETY: a live allocation, borrowed exclusively through `&mut self`.
         unsafe { std::slice::from_raw_parts_mut(self.ptr, self.bytes) }
+    }
+
+    /// Reads the 64-bit word at byte `offset` (a multiple of 8) atomically, with acquire
+    /// ordering: a word the GPU advances (a stream memory write) while the host watches it.
+    pub fn load_u64(&self, offset: usize) -> u64 {
+        assert!(offset % 8 == 0 && offset + 8 <= self.bytes);
+        // SAFETY: in bounds and 8-byte aligned (checked above; the allocation is page
+        // aligned); the memory lives as long as `self`, and every access to this word, host or
+        // GPU, is an aligned 64-bit one.
+        unsafe { AtomicU64::from_ptr(self.ptr.add(offset).cast::<u64>()) }.load(Ordering::Acquire)
     }
 
     /// Copies `out.len()` bytes at byte `offset` into `out` (memory no transfer is writing).
