@@ -13,6 +13,8 @@
 //! | `host_put_on_stream_bw_<size>` | `put_on_stream` (copy engine) to PE 1, repeated, CUDA events |
 //! | `host_put_on_stream_4k_us` | 1 000 `put_on_stream` of 4 KiB, wall time from first call to completion, per op |
 //! | `host_put8_quiet_us` | awaited `put` of 8 bytes from pinned memory, then `quiet().await` |
+//! | `host_p8_us` | awaited `p` of a `u64` (no NVSHMEM twin) |
+//! | `host_wait_stream_us` | `wait_stream` of an idle stream: the event and completion-thread latency alone (no NVSHMEM twin) |
 //! | `host_barrier_all_us` | `barrier_all().await` on both PEs |
 //!
 //! PE 0 prints a table and, for `scripts/compare-nvshmem`, lines `FIGURE <name> <value> <unit>`.
@@ -323,6 +325,24 @@ async fn stream_figures(g: &GpuPe, o: &Opts, stream: &Arc<CudaStream>) -> Result
             best = best.min(t.elapsed().as_secs_f64() * 1e6 / (o.lat_iters / 5) as f64);
         }
         figure(g, "host_put8_quiet_us", best, "us");
+        let mut best = f64::MAX;
+        for _ in 0..5 {
+            let t = Instant::now();
+            for _ in 0..o.lat_iters / 5 {
+                g.p(dest, 7u64, 1).await?;
+            }
+            best = best.min(t.elapsed().as_secs_f64() * 1e6 / (o.lat_iters / 5) as f64);
+        }
+        figure(g, "host_p8_us", best, "us");
+        let mut best = f64::MAX;
+        for _ in 0..5 {
+            let t = Instant::now();
+            for _ in 0..o.lat_iters / 5 {
+                g.wait_stream(stream).await?;
+            }
+            best = best.min(t.elapsed().as_secs_f64() * 1e6 / (o.lat_iters / 5) as f64);
+        }
+        figure(g, "host_wait_stream_us", best, "us");
     }
     g.barrier_all().await?;
     let mut best = f64::MAX;
