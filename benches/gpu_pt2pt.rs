@@ -1,5 +1,7 @@
 //! GPU point-to-point benchmarks between 2 PEs, one per GPU, in the style of NVSHMEM's
-//! perftests. Kernels use the device library (compiled through `GpuPe::compile`).
+//! perftests. Kernels use the device library (compiled through `GpuPe::compile`). With one PE
+//! (one GPU) every operation targets the PE itself (loopback) and the ping-pong is skipped:
+//! figures for the local path only, not for NVLink.
 //!
 //! | figure | what PE 0 measures |
 //! |---|---|
@@ -22,7 +24,7 @@
 //! ```text
 //! cargo bench --no-run --bench gpu_pt2pt
 //! ferroshmem run -n 2 -- target/release/deps/gpu_pt2pt-<hash> [--blocks 32 --threads 1024]
-//! target/release/deps/gpu_pt2pt-<hash>                   # no launcher: 2 PEs in-process
+//! target/release/deps/gpu_pt2pt-<hash>                   # no launcher: 1 PE per GPU, at most 2
 //! ```
 //!
 //! Options: `--blocks N`, `--threads N` (bandwidth kernels, default 32 × 1024),
@@ -149,6 +151,11 @@ async fn timed(
     elapsed_ms(g, stream, &a, &b).await
 }
 
+/// The PE a figure targets: the other PE, or this one when the job has one PE.
+fn peer_of(g: &GpuPe) -> usize {
+    (g.my_pe() + 1) % g.n_pes()
+}
+
 fn dims1() -> LaunchDims {
     LaunchDims::linear(1, 1)
 }
@@ -160,7 +167,7 @@ async fn device_figures(
     stream: &Arc<CudaStream>,
 ) -> Result<()> {
     let me = g.my_pe();
-    let peer = 1 - me as i32;
+    let peer = peer_of(g) as i32;
     let max = o.max_size.min(GIB);
     let big = g.malloc::<u8>(max).await?;
     let local = DeviceBuffer::<u8>::new(g.context(), max)?;
@@ -225,49 +232,53 @@ async fn device_figures(
         figure(g, "dev_fetch_add_us", ms * 1e3 / iters as f64, "us");
     }
     g.barrier_all().await?;
-    // Ping-pong: both PEs launch; signal values continue across the runs.
-    let sig = g.calloc::<u64>(8).await?;
-    let data = g.calloc::<u64>(8).await?;
-    let (sig_p, data_p) = (g.local_ptr(&sig)?, g.local_ptr(&data)?);
-    let mut base = 0u64;
-    let mut ms = 0.0;
-    for round in 0..2 {
-        g.barrier_all().await?;
-        let (a, b) = (event(g)?, event(g)?);
-        a.record(stream).map_err(|e| Error::Cuda(e.to_string()))?;
-        let args = [
-            data_p.into(),
-            sig_p.into(),
-            iters.into(),
-            peer.into(),
-            i32::from(me == 0).into(),
-            base.into(),
-        ];
-        // SAFETY: pingpong takes (u64* data, u64* sig, iters, peer, first, base), symmetric.
-        unsafe { m.launch("pingpong", dims1(), stream, &args)? };
-        b.record(stream).map_err(|e| Error::Cuda(e.to_string()))?;
-        let t = elapsed_ms(g, stream, &a, &b).await?;
-        if round == 1 {
-            ms = t;
+    // Ping-pong (2 PEs): both PEs launch; signal values continue across the runs.
+    if g.n_pes() == 2 {
+        let sig = g.calloc::<u64>(8).await?;
+        let data = g.calloc::<u64>(8).await?;
+        let (sig_p, data_p) = (g.local_ptr(&sig)?, g.local_ptr(&data)?);
+        let mut base = 0u64;
+        let mut ms = 0.0;
+        for round in 0..2 {
+            g.barrier_all().await?;
+            let (a, b) = (event(g)?, event(g)?);
+            a.record(stream).map_err(|e| Error::Cuda(e.to_string()))?;
+            let args = [
+                data_p.into(),
+                sig_p.into(),
+                iters.into(),
+                peer.into(),
+                i32::from(me == 0).into(),
+                base.into(),
+            ];
+            // SAFETY: pingpong takes (u64* data, u64* sig, iters, peer, first, base), symmetric.
+            unsafe { m.launch("pingpong", dims1(), stream, &args)? };
+            b.record(stream).map_err(|e| Error::Cuda(e.to_string()))?;
+            let t = elapsed_ms(g, stream, &a, &b).await?;
+            if round == 1 {
+                ms = t;
+            }
+            base += iters as u64;
         }
-        base += iters as u64;
+        figure(
+            g,
+            "dev_put_signal_pingpong_us",
+            ms * 1e3 / (2.0 * iters as f64),
+            "us",
+        );
+        g.barrier_all().await?;
+        for b in [sig, data] {
+            g.free(b).await.map_err(|(e, _)| e)?;
+        }
     }
-    figure(
-        g,
-        "dev_put_signal_pingpong_us",
-        ms * 1e3 / (2.0 * iters as f64),
-        "us",
-    );
     g.barrier_all().await?;
-    for b in [sig, data, small] {
-        g.free(b).await.map_err(|(e, _)| e)?;
-    }
+    g.free(small).await.map_err(|(e, _)| e)?;
     g.free(big).await.map_err(|(e, _)| e)?;
     Ok(())
 }
 
 async fn stream_figures(g: &GpuPe, o: &Opts, stream: &Arc<CudaStream>) -> Result<()> {
-    let me = g.my_pe();
+    let (me, peer) = (g.my_pe(), peer_of(g));
     let n = 1000;
     g.barrier_all().await?;
     let ms = timed(g, stream, || {
@@ -290,7 +301,7 @@ async fn stream_figures(g: &GpuPe, o: &Opts, stream: &Arc<CudaStream>) -> Result
             let iters = if size >= 256 << 20 { 5 } else { 50 };
             let ms = timed(g, stream, || {
                 (0..iters).try_for_each(|_| {
-                    g.put_on_stream(dst.slice(..size), src.slice(..size), 1, stream)
+                    g.put_on_stream(dst.slice(..size), src.slice(..size), peer, stream)
                 })
             })
             .await?;
@@ -307,7 +318,7 @@ async fn stream_figures(g: &GpuPe, o: &Opts, stream: &Arc<CudaStream>) -> Result
         for _ in 0..5 {
             let t = Instant::now();
             for _ in 0..ops {
-                g.put_on_stream(dst.slice(..4096), src.slice(..4096), 1, stream)?;
+                g.put_on_stream(dst.slice(..4096), src.slice(..4096), peer, stream)?;
             }
             g.wait_stream(stream).await?;
             best = best.min(t.elapsed().as_secs_f64() * 1e6 / ops as f64);
@@ -319,7 +330,7 @@ async fn stream_figures(g: &GpuPe, o: &Opts, stream: &Arc<CudaStream>) -> Result
         for _ in 0..5 {
             let t = Instant::now();
             for _ in 0..o.lat_iters / 5 {
-                g.put(dest, &word, 1).await?;
+                g.put(dest, &word, peer).await?;
                 g.quiet().await?;
             }
             best = best.min(t.elapsed().as_secs_f64() * 1e6 / (o.lat_iters / 5) as f64);
@@ -329,7 +340,7 @@ async fn stream_figures(g: &GpuPe, o: &Opts, stream: &Arc<CudaStream>) -> Result
         for _ in 0..5 {
             let t = Instant::now();
             for _ in 0..o.lat_iters / 5 {
-                g.p(dest, 7u64, 1).await?;
+                g.p(dest, 7u64, peer).await?;
             }
             best = best.min(t.elapsed().as_secs_f64() * 1e6 / (o.lat_iters / 5) as f64);
         }
@@ -361,9 +372,9 @@ async fn stream_figures(g: &GpuPe, o: &Opts, stream: &Arc<CudaStream>) -> Result
 
 async fn bench(pe: Pe, started: Instant, host_ms: f64) -> Result<()> {
     let o = opts()?;
-    if pe.n_pes() != 2 {
+    if !(1..=2).contains(&pe.n_pes()) {
         return Err(Error::InvalidArgument(format!(
-            "gpu_pt2pt needs 2 PEs, not {}",
+            "gpu_pt2pt needs 1 or 2 PEs, not {}",
             pe.n_pes()
         )));
     }
@@ -380,7 +391,7 @@ async fn bench(pe: Pe, started: Instant, host_ms: f64) -> Result<()> {
         .exchange(
             0x4750_5542_454e_4348,
             pe.my_pe(),
-            2,
+            pe.n_pes(),
             init_ms.to_le_bytes().to_vec(),
         )
         .await?;
@@ -390,7 +401,9 @@ async fn bench(pe: Pe, started: Instant, host_ms: f64) -> Result<()> {
         .fold(0.0, f64::max);
     if g.my_pe() == 0 {
         println!(
-            "# gpu_pt2pt: 2 PEs, {} ({} SMs), device kernels {} x {}",
+            "# gpu_pt2pt: {} PE(s){}, {} ({} SMs), device kernels {} x {}",
+            g.n_pes(),
+            if g.n_pes() == 1 { " (loopback)" } else { "" },
             g.device().name(),
             g.device().multiprocessors(),
             o.blocks,
@@ -425,11 +438,14 @@ fn main() -> std::process::ExitCode {
                 pe.finalize().await
             }
             None => {
-                if let Err(e) = ferroshmem::gpu::detect() {
-                    println!("gpu_pt2pt: nothing to measure, {e}");
-                    return Ok(());
-                }
-                ferroshmem::run_local(2, move |pe| bench(pe, Instant::now(), 0.0))
+                let gpus = match ferroshmem::gpu::detect() {
+                    Ok(inventory) => inventory.devices.min(2),
+                    Err(e) => {
+                        println!("gpu_pt2pt: nothing to measure, {e}");
+                        return Ok(());
+                    }
+                };
+                ferroshmem::run_local(gpus, move |pe| bench(pe, Instant::now(), 0.0))
                     .await?
                     .into_iter()
                     .collect()

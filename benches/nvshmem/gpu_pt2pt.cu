@@ -1,7 +1,7 @@
 // The NVSHMEM twin of benches/gpu_pt2pt.rs: the same figures, measured the same way, with
-// NVSHMEM's own library, for scripts/compare-nvshmem. Two processes (FSH_RANK=0 and 1), one
-// per GPU, unique-id bootstrap through the file FSH_UID_FILE. Prints `FIGURE <name> <value>
-// <unit>` lines from PE 0.
+// NVSHMEM's own library, for scripts/compare-nvshmem. FSH_NPES processes (2 by default, or 1:
+// loopback, no ping-pong) with FSH_RANK=0 and 1, one per GPU, unique-id bootstrap through the
+// file FSH_UID_FILE. Prints `FIGURE <name> <value> <unit>` lines from PE 0.
 //
 //   nvcc -rdc=true -arch=sm_90 -O2 -I$NV/include gpu_pt2pt.cu -L<dir with libnvshmem_host.so>
 //        -lnvshmem_host -lnvshmem_device -lcuda -o gpu_pt2pt_nvshmem
@@ -114,6 +114,11 @@ int main(int argc, char** argv) {
         else if (!strcmp(argv[i], "--lat-iters")) lat_iters = atoi(argv[++i]);
     }
     g_rank = atoi(getenv("FSH_RANK") ? getenv("FSH_RANK") : "0");
+    const int npes = atoi(getenv("FSH_NPES") ? getenv("FSH_NPES") : "2");
+    if (npes != 1 && npes != 2) {
+        fprintf(stderr, "FSH_NPES=%d: 1 or 2 PEs only\n", npes);
+        return 2;
+    }
     const char* uid_file = getenv("FSH_UID_FILE") ? getenv("FSH_UID_FILE") : "/tmp/fsh_nvshmem_uid";
     CK(cudaSetDevice(g_rank));
     nvshmemx_uniqueid_t id = NVSHMEMX_UNIQUEID_INITIALIZER;
@@ -133,10 +138,10 @@ int main(int argc, char** argv) {
         }
     }
     nvshmemx_init_attr_t attr = NVSHMEMX_INIT_ATTR_INITIALIZER;
-    nvshmemx_set_attr_uniqueid_args(g_rank, 2, &id, &attr);
+    nvshmemx_set_attr_uniqueid_args(g_rank, npes, &id, &attr);
     nvshmemx_init_attr(NVSHMEMX_INIT_WITH_UNIQUEID, &attr);
     double init_ms = (now_us() - t0) / 1e3;
-    int me = nvshmem_my_pe(), peer = 1 - me;
+    int me = nvshmem_my_pe(), peer = (me + 1) % npes;
     double* init_sym = (double*)nvshmem_malloc(sizeof(double));
     CK(cudaMemcpy(init_sym, &init_ms, sizeof(double), cudaMemcpyHostToDevice));
     nvshmem_barrier_all();
@@ -145,7 +150,8 @@ int main(int argc, char** argv) {
     if (me == 0) {
         cudaDeviceProp prop;
         CK(cudaGetDeviceProperties(&prop, 0));
-        printf("# nvshmem gpu_pt2pt: 2 PEs, %s (%d SMs), OpenSHMEM spec %d.%d, device kernels %u x %u\n", prop.name,
+        printf("# nvshmem gpu_pt2pt: %d PE(s)%s, %s (%d SMs), OpenSHMEM spec %d.%d, device kernels %u x %u\n", npes,
+               npes == 1 ? " (loopback)" : "", prop.name,
                prop.multiProcessorCount, NVSHMEM_MAJOR_VERSION, NVSHMEM_MINOR_VERSION, blocks, threads);
     }
     figure("init_ms", init_ms > other ? init_ms : other, "ms");
@@ -187,7 +193,7 @@ int main(int argc, char** argv) {
     uint64_t* data = (uint64_t*)nvshmem_calloc(8, sizeof(uint64_t));
     uint64_t base = 0;
     double pp_ms = 0;
-    for (int round = 0; round < 2; ++round) {
+    for (int round = 0; round < 2 && npes == 2; ++round) {
         nvshmem_barrier_all();
         cudaEvent_t a, b;
         CK(cudaEventCreate(&a));
@@ -201,7 +207,7 @@ int main(int argc, char** argv) {
         if (round == 1) pp_ms = ms;
         base += lat_iters;
     }
-    figure("dev_put_signal_pingpong_us", pp_ms * 1e3 / (2.0 * lat_iters), "us");
+    if (npes == 2) figure("dev_put_signal_pingpong_us", pp_ms * 1e3 / (2.0 * lat_iters), "us");
     nvshmem_barrier_all();
     nvshmem_free(big);
     CK(cudaFree(local));
