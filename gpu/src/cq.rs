@@ -26,9 +26,10 @@ use std::time::{Duration, Instant};
 
 use cudarc::driver::sys::CUstream;
 use cudarc::driver::{CudaContext, CudaStream};
+use ferroshmem_observability::Traffic;
 use ferroshmem_runtime::{Error, Result};
 
-use crate::driver::{self, Event, Pinned};
+use crate::driver::{self, Event, MemOp, Pinned, Word};
 
 const PENDING: u8 = 0;
 const DONE: u8 = 1;
@@ -83,12 +84,17 @@ struct Fence {
 }
 
 impl Fence {
-    /// Queues the write of the next number after the copy stream's work so far; returns it.
-    /// The caller has bound the stream's context.
-    fn advance(&self) -> Result<u64> {
+    /// Queues the write of the next number after the copy stream's work so far, and after
+    /// `first` when given (one driver call for both); returns the number. The caller has
+    /// bound the stream's context.
+    fn advance(&self, first: Option<MemOp>) -> Result<u64> {
         let mut issued = self.issued.lock().expect("fence lock");
         let next = *issued + 1;
-        driver::write_value64(self.stream.cu_stream(), self.word.addr(), next)?;
+        let (stream, addr) = (self.stream.cu_stream(), self.word.addr());
+        match first {
+            None => driver::write_value64(stream, addr, next)?,
+            Some(op) => driver::batch_mem_ops(stream, &[op, MemOp::Write64 { addr, value: next }])?,
+        }
         *issued = next;
         Ok(next)
     }
@@ -150,12 +156,14 @@ impl std::fmt::Debug for Cq {
 }
 
 impl Cq {
-    /// Starts the CQ thread of PE `pe`, bound to `ctx`, with the fence of `copy_stream`.
+    /// Starts the CQ thread of PE `pe`, bound to `ctx`, with the fence of `copy_stream`; it
+    /// reports its depth to `traffic`.
     pub fn start(
         pe: usize,
         ctx: Arc<CudaContext>,
         spin: Duration,
         copy_stream: Arc<CudaStream>,
+        traffic: Traffic,
     ) -> Result<Self> {
         let shared = Arc::new(Shared {
             queue: Mutex::new(Queue {
@@ -174,7 +182,7 @@ impl Cq {
         let s = shared.clone();
         let thread = std::thread::Builder::new()
             .name(format!("fsh-gpu-cq-{pe}"))
-            .spawn(move || poll_loop(&s, &ctx, spin))
+            .spawn(move || poll_loop(&s, &ctx, spin, &traffic))
             .map_err(|e| Error::os("starting the GPU completion thread", e))?;
         Ok(Cq {
             shared,
@@ -206,7 +214,17 @@ impl Cq {
     /// Advances the copy stream's fence after the work queued on it so far and returns the
     /// future that resolves when that work has completed. The caller has bound the context.
     pub fn fence(&self) -> Result<Completion> {
-        let seq = self.shared.fence.advance()?;
+        self.fence_after(None)
+    }
+
+    /// [`Cq::fence`] after writing `word` at the device address `addr` (aligned to the
+    /// word's size) on the copy stream: both in one stream memory batch.
+    pub fn fence_after_write(&self, addr: u64, word: Word) -> Result<Completion> {
+        self.fence_after(Some(MemOp::WriteWord { addr, value: word }))
+    }
+
+    fn fence_after(&self, first: Option<MemOp>) -> Result<Completion> {
+        let seq = self.shared.fence.advance(first)?;
         Ok(Completion {
             shared: self.shared.clone(),
             wait: Wait::Fence { seq, op: None },
@@ -227,7 +245,9 @@ impl Drop for Cq {
     }
 }
 
-fn poll_loop(shared: &Shared, ctx: &CudaContext, spin: Duration) {
+/// The CQ thread: watches the parked futures' events and fences, and publishes how many it
+/// watches as the CQ depth of `traffic`.
+fn poll_loop(shared: &Shared, ctx: &CudaContext, spin: Duration, traffic: &Traffic) {
     if let Err(e) = driver::bind(ctx) {
         tracing::error!("GPU completion thread cannot bind its context: {e}");
     }
@@ -287,6 +307,7 @@ fn poll_loop(shared: &Shared, ctx: &CudaContext, spin: Duration) {
                 }
             }
         }
+        traffic.set_cq_depth(pending.len() as u64);
         if finished > 0 {
             idle_since = Instant::now();
         } else {

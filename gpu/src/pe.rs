@@ -20,6 +20,7 @@ use crate::driver::{self, Physical};
 use crate::fd_share::{fetch, FdServer, TOKEN_LEN};
 use crate::heap::{gpu_heap_id, GpuBuffer, HeapView, GPU_HEADER};
 use crate::module::{DeviceState, InternalKernels, REPORT_OFFSET};
+use ferroshmem_observability::Traffic;
 use ferroshmem_runtime::heap::HeapCall;
 
 /// How a GPU PE reaches the job's control plane: an allgather among a group of PEs (the
@@ -66,7 +67,13 @@ pub(crate) struct Inner {
     pub debug: bool,
     /// Barriers queued on streams with stream memory operations so far.
     pub stream_epoch: std::sync::atomic::AtomicU64,
+    /// The PE's host-initiated and on-stream operations, transport [`TRANSPORT`].
+    pub traffic: Traffic,
 }
+
+/// The `transport` label of GPU PEs' traffic: copy engines and stream memory operations
+/// between GPU heaps (over NVLink between GPUs).
+pub const TRANSPORT: &str = "cuda";
 
 impl std::fmt::Debug for Inner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -254,11 +261,13 @@ impl GpuPe {
             )));
         }
         tracing::debug!(pe = my_pe, elapsed = ?started.elapsed(), "GPU heap mapped");
+        let traffic = host.metrics().traffic(TRANSPORT, n_pes);
         let cq = Cq::start(
             my_pe,
             device.context().clone(),
             spin_from_env()?,
             copy_stream.clone(),
+            traffic.clone(),
         )?;
         let staging = crate::rma::Staging::new(device.context())?;
         let inner = Inner {
@@ -277,6 +286,7 @@ impl GpuPe {
             host,
             debug: debug_from_env(),
             stream_epoch: std::sync::atomic::AtomicU64::new(0),
+            traffic,
         };
         tracing::debug!(
             pe = my_pe,

@@ -9,16 +9,24 @@
 //! its copy, so borrowed local memory always outlives the transfer. `_nbi` forms take
 //! symmetric memory of this PE as their local side, which lives until the collective `free`
 //! (and `free` waits for the GPU first).
+//!
+//! Every operation is counted in the PE's traffic (transport `cuda`): a blocking one when it
+//! completes, sampled for its latency, and in flight while it runs; an `_nbi` one when it is
+//! queued, in flight until the `quiet` that completes it.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
+use std::future::Future;
+
 use bytemuck::Pod;
+use ferroshmem_observability::traffic::Op;
+use ferroshmem_observability::Traffic;
 use ferroshmem_runtime::{Error, Result, SymSlice};
 
 use crate::buffers::{HostBuffer, LocalMem};
 use crate::cq::Completion;
-use crate::driver::{self, Pinned};
+use crate::driver::{self, Pinned, Word};
 use crate::pe::GpuPe;
 
 const SLOT: usize = 16;
@@ -64,7 +72,61 @@ impl Drop for Slot<'_> {
     }
 }
 
+/// Counts one operation in flight until dropped (completed, failed or cancelled).
+struct InFlight<'a>(&'a Traffic);
+
+impl<'a> InFlight<'a> {
+    fn start(traffic: &'a Traffic) -> Self {
+        traffic.in_flight(1);
+        InFlight(traffic)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.in_flight(-1);
+    }
+}
+
 impl GpuPe {
+    /// Runs `work`, one blocking operation `op` of `bytes` bytes towards PE `pe`, counted in
+    /// the PE's traffic: in flight while it runs, then done (its latency sampled) or failed.
+    async fn counted<R>(
+        &self,
+        op: Op,
+        pe: usize,
+        bytes: usize,
+        work: impl Future<Output = Result<R>>,
+    ) -> Result<R> {
+        let traffic = &self.inner.traffic;
+        let timer = traffic.start();
+        let flight = InFlight::start(traffic);
+        let outcome = work.await;
+        drop(flight);
+        match outcome {
+            Ok(value) => {
+                traffic.done(op, pe, bytes, timer);
+                Ok(value)
+            }
+            Err(e) => Err(traffic.failed(e)),
+        }
+    }
+
+    /// Counts an `_nbi` operation `op` of `bytes` bytes towards PE `pe` that `queued` says
+    /// was (or was not) queued; it stays in flight until the `quiet` that completes it.
+    fn counted_nbi(&self, op: Op, pe: usize, bytes: usize, queued: Result<()>) -> Result<()> {
+        let traffic = &self.inner.traffic;
+        match queued {
+            Ok(()) => {
+                self.note_nbi();
+                traffic.count(op, pe, bytes);
+                traffic.in_flight(1);
+                Ok(())
+            }
+            Err(e) => Err(traffic.failed(e)),
+        }
+    }
+
     /// Starts tracking the copy stream's work; if that fails, waits for the stream so that
     /// no copy outlives the memory it borrows.
     fn completion(&self) -> Result<Completion> {
@@ -73,20 +135,14 @@ impl GpuPe {
         })
     }
 
-    /// Queues the write of `bytes` at `at` as a stream memory write on the copy stream when
-    /// it is one aligned 4- or 8-byte word; answers whether it did. The context is bound.
-    fn write_word(&self, at: u64, bytes: &[u8]) -> Result<bool> {
-        let stream = self.copy_stream_raw();
-        match *bytes {
-            [a, b, c, d] if at % 4 == 0 => {
-                driver::write_value32(stream, at, u32::from_ne_bytes([a, b, c, d]))?
-            }
-            [a, b, c, d, e, f, g, h] if at % 8 == 0 => {
-                driver::write_value64(stream, at, u64::from_ne_bytes([a, b, c, d, e, f, g, h]))?
-            }
-            _ => return Ok(false),
-        }
-        Ok(true)
+    /// When `bytes` are one 4- or 8-byte word and `at` is aligned to it, the completion of
+    /// writing them at `at`: a stream memory write, which carries the value itself, and the
+    /// fence, in one driver call. `None` otherwise. The context is bound.
+    fn write_word(&self, at: u64, bytes: &[u8]) -> Option<Result<Completion>> {
+        let word = Word::from_bytes(bytes).filter(|w| at % w.size() == 0)?;
+        Some(self.inner.cq.fence_after_write(at, word).inspect_err(|_| {
+            let _ = driver::stream_synchronize(self.copy_stream_raw());
+        }))
     }
 
     fn note_nbi(&self) {
@@ -105,17 +161,21 @@ impl GpuPe {
         src: &impl LocalMem<T>,
         pe: usize,
     ) -> Result<()> {
-        let at = self.locate(dest.into(), src.len(), "put destination", pe)?;
         let bytes = src.len() * std::mem::size_of::<T>();
-        self.bind()?;
-        let written = match src.host_bytes() {
-            Some(host) if bytes == 4 || bytes == 8 => self.write_word(at, &host[..bytes])?,
-            _ => false,
-        };
-        if !written {
+        self.counted(Op::Put, pe, bytes, async {
+            let at = self.locate(dest.into(), src.len(), "put destination", pe)?;
+            self.bind()?;
+            if let Some(done) = src
+                .host_bytes()
+                .and_then(|h| h.get(..bytes))
+                .and_then(|h| self.write_word(at, h))
+            {
+                return done?.await;
+            }
             driver::copy_async(at, src.addr(), bytes, self.copy_stream_raw())?;
-        }
-        self.completion()?.await
+            self.completion()?.await
+        })
+        .await
     }
 
     /// Copies `src` on PE `pe` into `dest` (`nvshmem_get`); `dest.len()` elements are read.
@@ -125,15 +185,14 @@ impl GpuPe {
         src: impl Into<SymSlice<'_, T>>,
         pe: usize,
     ) -> Result<()> {
-        let at = self.locate(src.into(), dest.len(), "get source", pe)?;
-        self.bind()?;
-        driver::copy_async(
-            dest.addr(),
-            at,
-            dest.len() * std::mem::size_of::<T>(),
-            self.copy_stream_raw(),
-        )?;
-        self.completion()?.await
+        let bytes = dest.len() * std::mem::size_of::<T>();
+        self.counted(Op::Get, pe, bytes, async {
+            let at = self.locate(src.into(), dest.len(), "get source", pe)?;
+            self.bind()?;
+            driver::copy_async(dest.addr(), at, bytes, self.copy_stream_raw())?;
+            self.completion()?.await
+        })
+        .await
     }
 
     /// Starts copying this PE's symmetric `src` into `dest` on PE `pe` (`nvshmem_put_nbi`);
@@ -145,17 +204,14 @@ impl GpuPe {
         pe: usize,
     ) -> Result<()> {
         let src = src.into();
-        let from = self.locate(src, src.len(), "put_nbi source", self.my_pe())?;
-        let at = self.locate(dest.into(), src.len(), "put_nbi destination", pe)?;
-        self.bind()?;
-        driver::copy_async(
-            at,
-            from,
-            src.len() * std::mem::size_of::<T>(),
-            self.copy_stream_raw(),
-        )?;
-        self.note_nbi();
-        Ok(())
+        let bytes = src.len() * std::mem::size_of::<T>();
+        let queued = (|| {
+            let from = self.locate(src, src.len(), "put_nbi source", self.my_pe())?;
+            let at = self.locate(dest.into(), src.len(), "put_nbi destination", pe)?;
+            self.bind()?;
+            driver::copy_async(at, from, bytes, self.copy_stream_raw())
+        })();
+        self.counted_nbi(Op::Put, pe, bytes, queued)
     }
 
     /// Starts copying `src` on PE `pe` into this PE's symmetric `dest` (`nvshmem_get_nbi`);
@@ -167,17 +223,14 @@ impl GpuPe {
         pe: usize,
     ) -> Result<()> {
         let dest = dest.into();
-        let to = self.locate(dest, dest.len(), "get_nbi destination", self.my_pe())?;
-        let at = self.locate(src.into(), dest.len(), "get_nbi source", pe)?;
-        self.bind()?;
-        driver::copy_async(
-            to,
-            at,
-            dest.len() * std::mem::size_of::<T>(),
-            self.copy_stream_raw(),
-        )?;
-        self.note_nbi();
-        Ok(())
+        let bytes = dest.len() * std::mem::size_of::<T>();
+        let queued = (|| {
+            let to = self.locate(dest, dest.len(), "get_nbi destination", self.my_pe())?;
+            let at = self.locate(src.into(), dest.len(), "get_nbi source", pe)?;
+            self.bind()?;
+            driver::copy_async(to, at, bytes, self.copy_stream_raw())
+        })();
+        self.counted_nbi(Op::Get, pe, bytes, queued)
     }
 
     /// Writes one element into `dest[0]` on PE `pe` (`nvshmem_p`); resolves once it is there.
@@ -187,18 +240,28 @@ impl GpuPe {
         value: T,
         pe: usize,
     ) -> Result<()> {
-        let at = self.locate(dest.into(), 1, "p destination", pe)?;
         let bytes = bytemuck::bytes_of(&value);
-        self.bind()?;
-        if !self.write_word(at, bytes)? {
+        self.counted(Op::Put, pe, bytes.len(), async {
+            let at = self.locate(dest.into(), 1, "p destination", pe)?;
+            self.bind()?;
+            if let Some(done) = self.write_word(at, bytes) {
+                return done?.await;
+            }
             driver::copy_from_host_async(at, bytes, self.copy_stream_raw())?;
-        }
-        self.completion()?.await
+            self.completion()?.await
+        })
+        .await
     }
 
     /// Reads one element `src[0]` from PE `pe` (`nvshmem_g`).
     pub async fn g<T: Pod>(&self, src: impl Into<SymSlice<'_, T>>, pe: usize) -> Result<T> {
-        let at = self.locate(src.into(), 1, "g source", pe)?;
+        let size = std::mem::size_of::<T>();
+        self.counted(Op::Get, pe, size, self.g_uncounted(src.into(), pe))
+            .await
+    }
+
+    async fn g_uncounted<T: Pod>(&self, src: SymSlice<'_, T>, pe: usize) -> Result<T> {
+        let at = self.locate(src, 1, "g source", pe)?;
         let size = std::mem::size_of::<T>();
         let taken = self.inner.staging.free.lock().expect("staging").pop();
         match taken {
@@ -266,7 +329,9 @@ impl GpuPe {
         }
         self.bind()?;
         self.completion()?.await?;
-        staging.quieted.fetch_max(issued, Ordering::AcqRel);
+        let before = staging.quieted.fetch_max(issued, Ordering::AcqRel);
+        let completed = issued.saturating_sub(before);
+        self.inner.traffic.in_flight(-(completed as i64));
         Ok(())
     }
 

@@ -7,12 +7,16 @@
 //!
 //! Local operands are symmetric memory of this PE (alive until the collective `free`, which
 //! waits for the GPU), so no Rust borrow can end while a stream still uses it.
+//!
+//! Each data operation is counted in the PE's traffic (transport `cuda`) once it is queued:
+//! the host never sees it complete, so it has no latency sample and is not in flight.
 
 use std::sync::Arc;
 
 use bytemuck::Pod;
 use cudarc::driver::sys::CUstreamWaitValue_flags as WaitFlags;
 use cudarc::driver::CudaStream;
+use ferroshmem_observability::traffic::Op;
 use ferroshmem_runtime::{Cmp, Error, Result, SignalOp, SymSlice};
 
 use crate::driver::{self, Graph, LaunchDims, MemOp};
@@ -47,6 +51,19 @@ impl GpuPe {
         unsafe { kernels.module.launch(name, one_thread(), stream, args) }
     }
 
+    /// Counts an on-stream operation `op` of `bytes` bytes towards PE `pe` that `queued`
+    /// says was (or was not) queued.
+    fn counted_on_stream(&self, op: Op, pe: usize, bytes: usize, queued: Result<()>) -> Result<()> {
+        let traffic = &self.inner.traffic;
+        match queued {
+            Ok(()) => {
+                traffic.count(op, pe, bytes);
+                Ok(())
+            }
+            Err(e) => Err(traffic.failed(e)),
+        }
+    }
+
     /// Queues a copy of `bytes` bytes from `from` to `to` on `stream`, on a copy engine.
     fn copy_on_stream(&self, to: u64, from: u64, bytes: usize, stream: &CudaStream) -> Result<()> {
         driver::copy_async(to, from, bytes, stream.cu_stream())
@@ -62,8 +79,20 @@ impl GpuPe {
         stream: &CudaStream,
     ) -> Result<()> {
         let src = src.into();
+        let bytes = src.len() * std::mem::size_of::<T>();
+        let queued = self.queue_put(dest.into(), src, pe, stream);
+        self.counted_on_stream(Op::Put, pe, bytes, queued)
+    }
+
+    fn queue_put<T: Pod>(
+        &self,
+        dest: SymSlice<'_, T>,
+        src: SymSlice<'_, T>,
+        pe: usize,
+        stream: &CudaStream,
+    ) -> Result<()> {
         let from = self.locate(src, src.len(), "put_on_stream source", self.my_pe())?;
-        let at = self.locate(dest.into(), src.len(), "put_on_stream destination", pe)?;
+        let at = self.locate(dest, src.len(), "put_on_stream destination", pe)?;
         self.bind()?;
         self.copy_on_stream(at, from, src.len() * std::mem::size_of::<T>(), stream)
     }
@@ -82,9 +111,12 @@ impl GpuPe {
         stream: &CudaStream,
     ) -> Result<()> {
         let elems = bytes.div_ceil(std::mem::size_of::<T>().max(1));
-        let at = self.locate(dest.into(), elems, "put_on_stream destination", pe)?;
-        self.bind()?;
-        driver::copy_async(at, src, bytes, stream.cu_stream())
+        let queued = (|| {
+            let at = self.locate(dest.into(), elems, "put_on_stream destination", pe)?;
+            self.bind()?;
+            driver::copy_async(at, src, bytes, stream.cu_stream())
+        })();
+        self.counted_on_stream(Op::Put, pe, bytes, queued)
     }
 
     /// Queues a copy of `src` on PE `pe` into this PE's symmetric `dest` on `stream`
@@ -97,10 +129,14 @@ impl GpuPe {
         stream: &CudaStream,
     ) -> Result<()> {
         let dest = dest.into();
-        let to = self.locate(dest, dest.len(), "get_on_stream destination", self.my_pe())?;
-        let at = self.locate(src.into(), dest.len(), "get_on_stream source", pe)?;
-        self.bind()?;
-        self.copy_on_stream(to, at, dest.len() * std::mem::size_of::<T>(), stream)
+        let bytes = dest.len() * std::mem::size_of::<T>();
+        let queued = (|| {
+            let to = self.locate(dest, dest.len(), "get_on_stream destination", self.my_pe())?;
+            let at = self.locate(src.into(), dest.len(), "get_on_stream source", pe)?;
+            self.bind()?;
+            self.copy_on_stream(to, at, bytes, stream)
+        })();
+        self.counted_on_stream(Op::Get, pe, bytes, queued)
     }
 
     /// Queues a write of `value` (at most 16 bytes) into `dest[0]` on PE `pe`
@@ -119,16 +155,20 @@ impl GpuPe {
                 "p_on_stream takes values of at most 16 bytes, not {size}"
             )));
         }
-        let at = self.locate(dest.into(), 1, "p_on_stream destination", pe)?;
         let mut words = [0u8; 16];
         words[..size].copy_from_slice(bytemuck::bytes_of(&value));
         let lo = u64::from_le_bytes(words[..8].try_into().expect("8 bytes"));
         let hi = u64::from_le_bytes(words[8..].try_into().expect("8 bytes"));
-        self.internal_launch(
-            "fsh_k_p",
-            stream,
-            &[at.into(), (size as u64).into(), lo.into(), hi.into()],
-        )
+        let queued = self
+            .locate(dest.into(), 1, "p_on_stream destination", pe)
+            .and_then(|at| {
+                self.internal_launch(
+                    "fsh_k_p",
+                    stream,
+                    &[at.into(), (size as u64).into(), lo.into(), hi.into()],
+                )
+            });
+        self.counted_on_stream(Op::Put, pe, size, queued)
     }
 
     /// Queues a copy of this PE's symmetric `src` into `dest` on PE `pe`, then an update of
@@ -146,9 +186,13 @@ impl GpuPe {
         pe: usize,
         stream: &CudaStream,
     ) -> Result<()> {
-        let sig_at = self.locate(sig.into(), 1, "signal", pe)?;
-        self.put_on_stream(dest, src, pe, stream)?;
-        self.signal_op_on_stream_at(sig_at, value, op, stream)
+        let src = src.into();
+        let bytes = src.len() * std::mem::size_of::<T>() + 8;
+        let queued = self.locate(sig.into(), 1, "signal", pe).and_then(|sig_at| {
+            self.queue_put(dest.into(), src, pe, stream)?;
+            self.signal_op_on_stream_at(sig_at, value, op, stream)
+        });
+        self.counted_on_stream(Op::PutSignal, pe, bytes, queued)
     }
 
     fn signal_op_on_stream_at(
@@ -178,8 +222,10 @@ impl GpuPe {
         pe: usize,
         stream: &CudaStream,
     ) -> Result<()> {
-        let sig_at = self.locate(sig.into(), 1, "signal", pe)?;
-        self.signal_op_on_stream_at(sig_at, value, op, stream)
+        let queued = self
+            .locate(sig.into(), 1, "signal", pe)
+            .and_then(|sig_at| self.signal_op_on_stream_at(sig_at, value, op, stream));
+        self.counted_on_stream(Op::Signal, pe, 8, queued)
     }
 
     /// Holds `stream` until this PE's signal `sig[0]` satisfies `cmp value`
@@ -290,13 +336,17 @@ impl GpuPe {
         let block = (nelems * size) as u64;
         self.bind()?;
         for j in 0..n {
-            let at = self.locate(dest, total, "alltoall destination", j)?;
-            driver::copy_async(
-                at + self.my_pe() as u64 * block,
-                from + j as u64 * block,
-                nelems * size,
-                stream.cu_stream(),
-            )?;
+            let queued = self
+                .locate(dest, total, "alltoall destination", j)
+                .and_then(|at| {
+                    driver::copy_async(
+                        at + self.my_pe() as u64 * block,
+                        from + j as u64 * block,
+                        nelems * size,
+                        stream.cu_stream(),
+                    )
+                });
+            self.counted_on_stream(Op::Put, j, nelems * size, queued)?;
         }
         self.barrier_all_on_stream(stream)
     }

@@ -381,14 +381,34 @@ pub(crate) fn write_value64(stream: sys::CUstream, addr: u64, value: u64) -> Res
     )
 }
 
-/// Stream memory operation: writes the 32-bit `value` at `addr` once prior work on `stream`
-/// is done (with a memory barrier before it).
-pub(crate) fn write_value32(stream: sys::CUstream, addr: u64, value: u32) -> Result<()> {
-    // SAFETY: `addr` is a valid, 4-byte aligned device address.
-    check(
-        unsafe { sys::cuStreamWriteValue32_v2(stream, addr, value, 0) },
-        "cuStreamWriteValue32",
-    )
+/// A 4- or 8-byte word a stream memory operation writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Word {
+    /// 4 bytes.
+    U32(u32),
+    /// 8 bytes.
+    U64(u64),
+}
+
+impl Word {
+    /// The word `bytes` hold, if they are 4 or 8 bytes.
+    pub(crate) fn from_bytes(bytes: &[u8]) -> Option<Word> {
+        match *bytes {
+            [a, b, c, d] => Some(Word::U32(u32::from_ne_bytes([a, b, c, d]))),
+            [a, b, c, d, e, f, g, h] => {
+                Some(Word::U64(u64::from_ne_bytes([a, b, c, d, e, f, g, h])))
+            }
+            _ => None,
+        }
+    }
+
+    /// Its size in bytes (and the alignment its address needs).
+    pub(crate) fn size(self) -> u64 {
+        match self {
+            Word::U32(_) => 4,
+            Word::U64(_) => 8,
+        }
+    }
 }
 
 /// One stream memory operation of a batch ([`batch_mem_ops`]).
@@ -396,6 +416,9 @@ pub(crate) fn write_value32(stream: sys::CUstream, addr: u64, value: u32) -> Res
 pub(crate) enum MemOp {
     /// Writes `value` at `addr` (8-byte aligned), with a memory barrier before it.
     Write64 { addr: u64, value: u64 },
+    /// Writes `value` at `addr` (aligned to its size, 4 or 8 bytes), with a memory barrier
+    /// before it.
+    WriteWord { addr: u64, value: Word },
     /// Holds the stream until the word at `addr` (8-byte aligned) is at least `value`.
     WaitGeq64 { addr: u64, value: u64 },
 }
@@ -420,6 +443,24 @@ pub(crate) fn batch_mem_ops(stream: sys::CUstream, ops: &[MemOp]) -> Result<()> 
                         operation: Op::CU_STREAM_MEM_OP_WRITE_VALUE_64,
                         address: addr,
                         __bindgen_anon_1: WriteValue { value64: value },
+                        flags: 0,
+                        alias: 0,
+                    }
+                }
+                MemOp::WriteWord { addr, value } => {
+                    let (operation, value) = match value {
+                        Word::U32(v) => {
+                            (Op::CU_STREAM_MEM_OP_WRITE_VALUE_32, WriteValue { value: v })
+                        }
+                        Word::U64(v) => (
+                            Op::CU_STREAM_MEM_OP_WRITE_VALUE_64,
+                            WriteValue { value64: v },
+                        ),
+                    };
+                    p.writeValue = Write {
+                        operation,
+                        address: addr,
+                        __bindgen_anon_1: value,
                         flags: 0,
                         alias: 0,
                     }
