@@ -17,7 +17,9 @@ pub const NODE: &str = "node";
 /// Label: the kind of operation (`put`, `get`, … for traffic; `barrier`, `malloc`, … for
 /// collectives).
 pub const OP: &str = "op";
-/// Label: the transport that carried the operation (`shm` today; `cuda-p2p`, `tcp`, … later).
+/// Label: the transport that carried the operation: `shm` (host PEs' shared memory) or `cuda`
+/// (GPU PEs' host-initiated and on-stream operations: copy engines and stream memory
+/// operations).
 pub const TRANSPORT: &str = "transport";
 /// Label: the PE whose memory an operation reached.
 pub const TARGET_PE: &str = "target_pe";
