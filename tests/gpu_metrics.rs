@@ -1,7 +1,7 @@
-//! GPU PEs' traffic in the metrics: a known pattern of host-initiated and on-stream
-//! operations, then the Prometheus exposition must hold exactly its operation and byte
-//! counts under `transport="cuda"`, nothing left in flight after `quiet`, and a latency
-//! histogram for the blocking operations.
+//! GPU PEs in the metrics: a known pattern of host-initiated and on-stream operations, then
+//! the Prometheus exposition must hold exactly its operation and byte counts under
+//! `transport="cuda"`, nothing left in flight after `quiet`, a sampled latency, the CQ depth,
+//! and the GPU heap's use under `memory="gpu"`.
 //!
 //! Its own test binary: it installs the metrics exporter for the whole process before any PE
 //! starts. Without a GPU it says so and passes.
@@ -107,6 +107,17 @@ async fn pattern(pe: Pe) -> Result<()> {
     assert!(
         sample(&text, "ferroshmem_cq_depth", &here).is_some(),
         "PE {me}: no CQ depth\n{text}"
+    );
+    let gpu_heap = [("memory", "gpu".to_string()), ("pe", me.to_string())];
+    let used = g.heap_used().await;
+    assert!(used >= (64 + 64 + 1) * 8, "PE {me}: {used} GPU heap bytes in use");
+    assert_eq!(
+        (
+            sample(&text, "ferroshmem_heap_used_bytes", &gpu_heap),
+            sample(&text, "ferroshmem_heap_free_bytes", &gpu_heap),
+        ),
+        (Some(used as f64), Some((g.heap_size() - used) as f64)),
+        "PE {me}: GPU heap gauges\n{text}"
     );
     g.barrier_all().await?;
     for buf in [a, b, sig] {

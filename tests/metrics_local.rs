@@ -108,7 +108,8 @@ fn one_endpoint_serves_every_pe_of_the_process() {
         assert_eq!(ops, Some((me + 1) as f64), "PE {me}:\n{text}");
         assert_eq!(bytes, Some(32.0 * (me + 1) as f64), "PE {me}:\n{text}");
         let pe = [format!("pe=\"{me}\"")];
-        assert!(value(&text, "ferroshmem_heap_used_bytes", &pe).is_some_and(|v| v >= 64.0));
+        let host_heap = [pe[0].clone(), "memory=\"host\"".to_string()];
+        assert!(value(&text, "ferroshmem_heap_used_bytes", &host_heap).is_some_and(|v| v >= 64.0));
         assert!(value(&text, "ferroshmem_bootstrap_duration_seconds", &pe).is_some_and(|v| v > 0.0));
     }
     assert!(text.contains("# HELP ferroshmem_ops_total "), "{text}");

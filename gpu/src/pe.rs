@@ -20,7 +20,7 @@ use crate::driver::{self, Physical};
 use crate::fd_share::{fetch, FdServer, TOKEN_LEN};
 use crate::heap::{gpu_heap_id, GpuBuffer, HeapView, GPU_HEADER};
 use crate::module::{DeviceState, InternalKernels, REPORT_OFFSET};
-use ferroshmem_observability::Traffic;
+use ferroshmem_observability::{HeapMemory, Traffic};
 use ferroshmem_runtime::heap::HeapCall;
 
 /// How a GPU PE reaches the job's control plane: an allgather among a group of PEs (the
@@ -295,9 +295,11 @@ impl GpuPe {
             granularity = gran,
             "GPU PE ready"
         );
-        Ok(GpuPe {
+        let pe = GpuPe {
             inner: Arc::new(inner),
-        })
+        };
+        pe.report_heap(&*pe.inner.allocator.lock().await);
+        Ok(pe)
     }
 
     /// Checks peer-to-peer reachability, maps this PE's allocation and every peer's (fetched
@@ -381,6 +383,13 @@ impl GpuPe {
     /// The host data plane of this PE.
     pub fn host(&self) -> &Arc<DataPlane> {
         &self.inner.host
+    }
+
+    /// Publishes the GPU heap's use in the metrics (`memory="gpu"`).
+    fn report_heap(&self, heap: &HeapAllocator) {
+        self.host()
+            .metrics()
+            .set_heap(HeapMemory::Gpu, heap.used(), self.heap_size());
     }
 
     /// Usable bytes of each PE's GPU heap.
@@ -532,6 +541,7 @@ impl GpuPe {
             });
         }
         let offset = local?;
+        self.report_heap(&heap);
         let alloc = Allocation::new(self.inner.heap, offset, bytes);
         Ok(GpuBuffer::new(SymBuffer::from_allocation(alloc, len)?))
     }
@@ -592,7 +602,10 @@ impl GpuPe {
             ));
         }
         match heap.free(alloc.offset()) {
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                self.report_heap(&heap);
+                Ok(())
+            }
             Err(e) => Err((e, back(alloc))),
         }
     }

@@ -16,7 +16,7 @@ pub use exporter::{
     address_for_rank, address_from_env, install_exporter, installed, parse_address, start_from_env,
     Exporter, MetricsError, METRICS_ADDR_VAR,
 };
-pub use pe::PeMetrics;
+pub use pe::{HeapMemory, PeMetrics};
 pub use traffic::{ErrorKind, Op, Traffic};
 
 /// Installs a `tracing` subscriber writing to standard error, filtered by `RUST_LOG`

@@ -14,6 +14,9 @@ pub const PE: &str = "pe";
 pub const JOB_ID: &str = "job_id";
 /// Label: the host the PE runs on.
 pub const NODE: &str = "node";
+/// Label: which symmetric heap a heap gauge describes: `host` (every PE's) or `gpu` (a GPU
+/// PE's heap in GPU memory).
+pub const MEMORY: &str = "memory";
 /// Label: the kind of operation (`put`, `get`, … for traffic; `barrier`, `malloc`, … for
 /// collectives).
 pub const OP: &str = "op";
@@ -130,14 +133,14 @@ pub const ALL: &[MetricDef] = &[
         name: HEAP_USED_BYTES,
         kind: Kind::Gauge,
         unit: Unit::Bytes,
-        labels: &[],
+        labels: &[MEMORY],
         help: "Symmetric-heap bytes of this PE in live allocations.",
     },
     MetricDef {
         name: HEAP_FREE_BYTES,
         kind: Kind::Gauge,
         unit: Unit::Bytes,
-        labels: &[],
+        labels: &[MEMORY],
         help: "Symmetric-heap bytes of this PE not allocated.",
     },
     MetricDef {

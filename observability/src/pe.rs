@@ -2,7 +2,7 @@
 //! bootstrap, lost peers, errors — and the factory of its [`Traffic`] blocks. These are slow
 //! paths (the PE's control plane), recorded straight into pre-registered handles.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use metrics::{Counter, Gauge, Histogram, Key, Label, Level, Metadata, Recorder};
@@ -24,8 +24,8 @@ pub(crate) struct PeShared {
     labels: [Label; 2],
     errors: Mutex<Vec<(&'static str, Counter)>>,
     collectives: Mutex<Vec<(&'static str, Counter, Histogram)>>,
-    heap_used: Gauge,
-    heap_free: Gauge,
+    /// `(used, free)` gauges of the host heap and, once the PE has one, of its GPU heap.
+    heaps: [OnceLock<(Gauge, Gauge)>; 2],
     bootstrap: Gauge,
     peers_lost: Counter,
 }
@@ -74,6 +74,25 @@ impl PeShared {
     }
 }
 
+/// Which symmetric heap a heap gauge describes (the `memory` label).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeapMemory {
+    /// The PE's heap in host memory.
+    Host,
+    /// A GPU PE's heap in GPU memory.
+    Gpu,
+}
+
+impl HeapMemory {
+    /// The `memory` label value.
+    pub fn label(self) -> &'static str {
+        match self {
+            HeapMemory::Host => "host",
+            HeapMemory::Gpu => "gpu",
+        }
+    }
+}
+
 /// The metrics of one PE: a cheap handle (clone it freely). Created disabled — recording
 /// nothing, at the cost of a branch — unless the exporter is installed
 /// ([`crate::install_exporter`]).
@@ -97,8 +116,7 @@ impl PeMetrics {
         let shared = PeShared {
             exporter,
             pe,
-            heap_used: recorder.register_gauge(&key(names::HEAP_USED_BYTES), &METADATA),
-            heap_free: recorder.register_gauge(&key(names::HEAP_FREE_BYTES), &METADATA),
+            heaps: Default::default(),
             bootstrap: recorder.register_gauge(&key(names::BOOTSTRAP_DURATION_SECONDS), &METADATA),
             peers_lost: recorder.register_counter(&key(names::PEERS_LOST_TOTAL), &METADATA),
             labels,
@@ -140,11 +158,23 @@ impl PeMetrics {
         }
     }
 
-    /// Sets the heap gauges: `used` bytes of `size` allocated.
+    /// Sets the host heap's gauges (`memory="host"`): `used` bytes of `size` allocated.
     pub fn heap(&self, used: usize, size: usize) {
+        self.set_heap(HeapMemory::Host, used, size);
+    }
+
+    /// Sets the gauges of the heap in `memory`: `used` bytes of `size` allocated.
+    pub fn set_heap(&self, memory: HeapMemory, used: usize, size: usize) {
         if let Some(shared) = &self.shared {
-            shared.heap_used.set(used as f64);
-            shared.heap_free.set(size.saturating_sub(used) as f64);
+            let (used_gauge, free_gauge) = shared.heaps[memory as usize].get_or_init(|| {
+                let label = [Label::new(names::MEMORY, memory.label())];
+                (
+                    shared.gauge(names::HEAP_USED_BYTES, &label),
+                    shared.gauge(names::HEAP_FREE_BYTES, &label),
+                )
+            });
+            used_gauge.set(used as f64);
+            free_gauge.set(size.saturating_sub(used) as f64);
         }
     }
 
