@@ -324,16 +324,35 @@ impl Traffic {
         }
     }
 
-    /// Ends the timing of an operation begun when [`Traffic::start`] returned `timer` and
-    /// already counted with [`Traffic::count`] (for operations that count themselves once
-    /// they can no longer fail, before they move their data: the counter updates then overlap
-    /// with the data movement instead of waiting in front of the next fence).
+    /// Counts an operation `op` of `bytes` payload bytes towards PE `target` that can no
+    /// longer fail, before it moves its data, and returns its timer: a start time for one
+    /// operation in [`OP_SAMPLE_EVERY`] of each `[op][target]` count (the one that reaches a
+    /// multiple of it), else 0. Give the timer to [`Traffic::finish`] once the data has
+    /// moved. The cheapest way to record an operation: one test of the block, the count, and
+    /// no sampler to consult before the operation.
+    #[inline(always)]
+    pub fn count_timed(&self, op: Op, target: usize, bytes: usize) -> u64 {
+        match self.active.as_deref() {
+            Some(active) => active.add_timed(op, target, bytes as u64),
+            None => 0,
+        }
+    }
+
+    /// Ends the timing of an operation whose timer came from [`Traffic::start`] (then
+    /// counted with [`Traffic::count`]) or from [`Traffic::count_timed`]: records its duration
+    /// if it was sampled (`timer` not 0).
     #[inline(always)]
     pub fn finish(&self, op: Op, timer: u64) {
         if timer != 0 {
-            if let Some(active) = self.active.as_deref() {
-                active.observe_since(op, timer);
-            }
+            self.observe_since(op, timer);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn observe_since(&self, op: Op, timer: u64) {
+        if let Some(active) = self.active.as_deref() {
+            active.observe_since(op, timer);
         }
     }
 
@@ -496,6 +515,34 @@ impl Active {
         };
         if ops % OP_SAMPLE_EVERY == 0 {
             self.sample_armed.store(true, Relaxed);
+        }
+    }
+
+    /// [`Active::add`] for operations that time themselves from their counting on: the start
+    /// time when this count reaches a multiple of [`OP_SAMPLE_EVERY`], else 0.
+    #[inline(always)]
+    fn add_timed(&self, op: Op, target: usize, bytes: u64) -> u64 {
+        if target >= self.n_targets {
+            return 0;
+        }
+        let index = op as usize * self.n_targets + target;
+        let me = thread_id();
+        let home = me as usize % SHARDS;
+        let shard = &self.shards[home];
+        let ops = if shard.owner.load(Relaxed) == me {
+            let cell = &self.cells[shard.first + index];
+            let ops = cell.ops.load(Relaxed).wrapping_add(1);
+            cell.ops.store(ops, Relaxed);
+            cell.bytes
+                .store(cell.bytes.load(Relaxed).wrapping_add(bytes), Relaxed);
+            ops
+        } else {
+            self.add_away_from_home(me, index, bytes)
+        };
+        if ops % OP_SAMPLE_EVERY == 0 {
+            clock()
+        } else {
+            0
         }
     }
 

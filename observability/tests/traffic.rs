@@ -80,6 +80,13 @@ fn counts_errors_samples_and_labels_reach_the_exposition() {
         record(&traffic, Op::Get, 2, 16, true).unwrap();
     }
     record(&disabled, Op::Get, 2, 16, true).unwrap();
+    // The data plane's way: count once validated, then finish; the count that reaches each
+    // multiple of OP_SAMPLE_EVERY is timed.
+    for _ in 0..OP_SAMPLE_EVERY * 3 {
+        let timer = traffic.count_timed(Op::Signal, 2, 8);
+        traffic.finish(Op::Signal, timer);
+    }
+    assert_eq!(disabled.count_timed(Op::Signal, 2, 8), 0);
     for _ in 0..3 {
         assert!(record(&traffic, Op::Amo, 0, 8, false).is_err());
     }
@@ -109,6 +116,16 @@ fn counts_errors_samples_and_labels_reach_the_exposition() {
     );
     let timed = format!("{}_count", names::OP_DURATION_SECONDS);
     assert_eq!(sample(&text, &timed, &with(&[("op", "get")])), 2.0);
+    let signal = with(&[("op", "signal"), ("target_pe", "2")]);
+    assert_eq!(
+        sample(&text, names::OPS_TOTAL, &signal),
+        (OP_SAMPLE_EVERY * 3) as f64
+    );
+    assert_eq!(
+        sample(&text, names::BYTES_TOTAL, &signal),
+        (OP_SAMPLE_EVERY * 3 * 8) as f64
+    );
+    assert_eq!(sample(&text, &timed, &with(&[("op", "signal")])), 3.0);
     assert!(samples(&text, names::OPS_TOTAL, &with(&[("op", "amo")])).is_empty());
     assert!(samples(&text, names::OPS_TOTAL, &with(&[("target_pe", "9")])).is_empty());
     assert_eq!(

@@ -21,16 +21,15 @@ use crate::segment::{Segment, HEADER_SIZE};
 /// needs, bound to `$bound`; `$body` moves the data and cannot fail. The operation is counted
 /// between the two, so that the counter updates overlap with the data movement rather than
 /// sit in front of the fence that ends it; a failed check is counted by the kind of its
-/// error. One operation in [`ferroshmem_observability::names::OP_SAMPLE_EVERY`] is timed,
-/// check and body together.
+/// error. One operation in [`ferroshmem_observability::names::OP_SAMPLE_EVERY`] per
+/// `[op][target]` is timed, from its counting to the end of its body.
 macro_rules! counted {
     ($dp:expr, $op:expr, $pe:expr, $bytes:expr, check $check:block, then |$bound:pat_param| $body:block) => {{
-        let timer = $dp.traffic.start();
         #[allow(clippy::redundant_closure_call)]
         let checked: $crate::error::Result<_> = (|| $check)();
         match checked {
             Ok($bound) => {
-                $dp.traffic.count($op, $pe, $bytes);
+                let timer = $dp.traffic.count_timed($op, $pe, $bytes);
                 let value = $body;
                 $dp.traffic.finish($op, timer);
                 Ok(value)
