@@ -104,6 +104,13 @@ fn sample_due(countdown: &'static std::thread::LocalKey<ThreadCell<u64>>, every:
         .unwrap_or(false)
 }
 
+/// Whether an operation count of `ops` is one the sampler times after (a multiple of
+/// [`OP_SAMPLE_EVERY`]).
+#[inline(always)]
+fn sample_due_at(ops: u64) -> bool {
+    ops % OP_SAMPLE_EVERY == 0
+}
+
 /// Source of thread ids; 0 means "none yet", so ids start at 1 and are never reused.
 static NEXT_THREAD_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -493,60 +500,50 @@ impl Active {
     }
 
     /// Adds one operation `op` of `bytes` towards `target` to the calling thread's shard (or
-    /// the overflow block).
+    /// the overflow block); arms the sampler when the count reaches a multiple of
+    /// [`OP_SAMPLE_EVERY`].
     #[inline(always)]
     fn add(&self, op: Op, target: usize, bytes: u64) {
-        if target >= self.n_targets {
-            return;
-        }
-        let index = op as usize * self.n_targets + target;
-        let me = thread_id();
-        let home = me as usize % SHARDS;
-        let shard = &self.shards[home];
-        let ops = if shard.owner.load(Relaxed) == me {
-            let cell = &self.cells[shard.first + index];
-            let ops = cell.ops.load(Relaxed).wrapping_add(1);
-            cell.ops.store(ops, Relaxed);
-            cell.bytes
-                .store(cell.bytes.load(Relaxed).wrapping_add(bytes), Relaxed);
-            ops
-        } else {
-            self.add_away_from_home(me, index, bytes)
-        };
-        if ops % OP_SAMPLE_EVERY == 0 {
+        if self.bump(op, target, bytes).is_some_and(sample_due_at) {
             self.sample_armed.store(true, Relaxed);
         }
     }
 
     /// [`Active::add`] for operations that time themselves from their counting on: the start
-    /// time when this count reaches a multiple of [`OP_SAMPLE_EVERY`], else 0.
+    /// time when the count reaches a multiple of [`OP_SAMPLE_EVERY`], else 0.
     #[inline(always)]
     fn add_timed(&self, op: Op, target: usize, bytes: u64) -> u64 {
-        if target >= self.n_targets {
-            return 0;
-        }
-        let index = op as usize * self.n_targets + target;
-        let me = thread_id();
-        let home = me as usize % SHARDS;
-        let shard = &self.shards[home];
-        let ops = if shard.owner.load(Relaxed) == me {
-            let cell = &self.cells[shard.first + index];
-            let ops = cell.ops.load(Relaxed).wrapping_add(1);
-            cell.ops.store(ops, Relaxed);
-            cell.bytes
-                .store(cell.bytes.load(Relaxed).wrapping_add(bytes), Relaxed);
-            ops
-        } else {
-            self.add_away_from_home(me, index, bytes)
-        };
-        if ops % OP_SAMPLE_EVERY == 0 {
+        if self.bump(op, target, bytes).is_some_and(sample_due_at) {
             clock()
         } else {
             0
         }
     }
 
-    /// [`Active::add`] for a thread whose home shard is not its own: claims a shard, or counts
+    /// Counts one operation `op` of `bytes` towards `target` in the calling thread's shard
+    /// (or the overflow block) and returns the cell's new operation count; `None` (nothing
+    /// counted) for a target out of range.
+    #[inline(always)]
+    fn bump(&self, op: Op, target: usize, bytes: u64) -> Option<u64> {
+        if target >= self.n_targets {
+            return None;
+        }
+        let index = op as usize * self.n_targets + target;
+        let me = thread_id();
+        let shard = &self.shards[me as usize % SHARDS];
+        Some(if shard.owner.load(Relaxed) == me {
+            let cell = &self.cells[shard.first + index];
+            let ops = cell.ops.load(Relaxed).wrapping_add(1);
+            cell.ops.store(ops, Relaxed);
+            cell.bytes
+                .store(cell.bytes.load(Relaxed).wrapping_add(bytes), Relaxed);
+            ops
+        } else {
+            self.add_away_from_home(me, index, bytes)
+        })
+    }
+
+    /// [`Active::bump`] for a thread whose home shard is not its own: claims a shard, or counts
     /// in the overflow block. Returns the cell's new operation count.
     #[cold]
     #[inline(never)]
