@@ -151,6 +151,23 @@ async fn timed(
     elapsed_ms(g, stream, &a, &b).await
 }
 
+/// Microseconds per call of `op`: the best of 5 batches of `per_batch` awaited calls.
+async fn best_per_op_us<F, Fut>(per_batch: usize, mut op: F) -> Result<f64>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<()>>,
+{
+    let mut best = f64::MAX;
+    for _ in 0..5 {
+        let t = Instant::now();
+        for _ in 0..per_batch {
+            op().await?;
+        }
+        best = best.min(t.elapsed().as_secs_f64() * 1e6 / per_batch.max(1) as f64);
+    }
+    Ok(best)
+}
+
 /// The PE a figure targets: the other PE, or this one when the job has one PE.
 fn peer_of(g: &GpuPe) -> usize {
     (g.my_pe() + 1) % g.n_pes()
@@ -326,44 +343,20 @@ async fn stream_figures(g: &GpuPe, o: &Opts, stream: &Arc<CudaStream>) -> Result
         figure(g, "host_put_on_stream_4k_us", best, "us");
         let word = HostBuffer::from_slice(g.context(), &[7u64])?;
         let dest = dst.slice(..8).cast::<u64>();
-        let mut best = f64::MAX;
-        for _ in 0..5 {
-            let t = Instant::now();
-            for _ in 0..o.lat_iters / 5 {
-                g.put(dest, &word, peer).await?;
-                g.quiet().await?;
-            }
-            best = best.min(t.elapsed().as_secs_f64() * 1e6 / (o.lat_iters / 5) as f64);
-        }
+        let per_batch = o.lat_iters / 5;
+        let best = best_per_op_us(per_batch, || async {
+            g.put(dest, &word, peer).await?;
+            g.quiet().await
+        })
+        .await?;
         figure(g, "host_put8_quiet_us", best, "us");
-        let mut best = f64::MAX;
-        for _ in 0..5 {
-            let t = Instant::now();
-            for _ in 0..o.lat_iters / 5 {
-                g.p(dest, 7u64, peer).await?;
-            }
-            best = best.min(t.elapsed().as_secs_f64() * 1e6 / (o.lat_iters / 5) as f64);
-        }
+        let best = best_per_op_us(per_batch, || g.p(dest, 7u64, peer)).await?;
         figure(g, "host_p8_us", best, "us");
-        let mut best = f64::MAX;
-        for _ in 0..5 {
-            let t = Instant::now();
-            for _ in 0..o.lat_iters / 5 {
-                g.wait_stream(stream).await?;
-            }
-            best = best.min(t.elapsed().as_secs_f64() * 1e6 / (o.lat_iters / 5) as f64);
-        }
+        let best = best_per_op_us(per_batch, || g.wait_stream(stream)).await?;
         figure(g, "host_wait_stream_us", best, "us");
     }
     g.barrier_all().await?;
-    let mut best = f64::MAX;
-    for _ in 0..5 {
-        let t = Instant::now();
-        for _ in 0..o.lat_iters / 5 {
-            g.barrier_all().await?;
-        }
-        best = best.min(t.elapsed().as_secs_f64() * 1e6 / (o.lat_iters / 5) as f64);
-    }
+    let best = best_per_op_us(o.lat_iters / 5, || g.barrier_all()).await?;
     figure(g, "host_barrier_all_us", best, "us");
     g.free(src).await.map_err(|(e, _)| e)?;
     g.free(dst).await.map_err(|(e, _)| e)?;
