@@ -1,7 +1,8 @@
 //! GPU PEs end to end: every device-library function, the host futures, the on-stream
 //! operations and CUDA-graph capture, debug reports, in one-process jobs (`run_local`, one GPU
 //! per PE; more PEs than GPUs in one process is refused with a clear error) and in
-//! multi-process jobs (`ferroshmem run -n 2`).
+//! multi-process jobs (`ferroshmem run -n N`: one process per GPU, and one process more than
+//! GPUs, so that two processes share a GPU).
 //!
 //! Where no GPU exists each test says so and passes at once, except
 //! `without_a_gpu_init_gpu_says_so`, which checks that answer on every PE.
@@ -145,7 +146,21 @@ fn multi_process_one_gpu_per_pe() {
     let Some(devices) = gpus("multi_process_one_gpu_per_pe") else {
         return;
     };
-    let n = devices.clamp(1, 8);
+    multi_process_job(devices.clamp(1, 8));
+}
+
+/// One PE more than GPUs, one per process: PEs of different processes share a GPU (local
+/// rank modulo the device count) and reach each other's heaps through the same mappings.
+#[test]
+fn multi_process_more_pes_than_gpus_share_them() {
+    let Some(devices) = gpus("multi_process_more_pes_than_gpus_share_them") else {
+        return;
+    };
+    multi_process_job(devices.clamp(1, 7) + 1);
+}
+
+/// Runs every scenario as a job of `n` processes under the launcher.
+fn multi_process_job(n: usize) {
     let started = Instant::now();
     let out = std::process::Command::new(launcher())
         .args(["run", "-n", &n.to_string(), "--timeout", "300s", "--"])
@@ -174,7 +189,7 @@ fn multi_process_one_gpu_per_pe() {
     }
 }
 
-/// A PE of `multi_process_one_gpu_per_pe` (does nothing unless that test started it).
+/// A PE of the multi-process tests (does nothing unless one of them started it).
 #[test]
 fn gpu_pe_entry() {
     if std::env::var_os(SCENARIO).is_none() {

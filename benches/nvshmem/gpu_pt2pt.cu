@@ -1,6 +1,6 @@
 // The NVSHMEM twin of benches/gpu_pt2pt.rs: the same figures, measured the same way, with
 // NVSHMEM's own library, for scripts/compare-nvshmem. FSH_NPES processes (2 by default, or 1:
-// loopback, no ping-pong) with FSH_RANK=0 and 1, one per GPU, unique-id bootstrap through the
+// loopback, no ping-pong) with FSH_RANK=0 and 1, on GPU rank % GPUs, unique-id bootstrap through the
 // file FSH_UID_FILE. Prints `FIGURE <name> <value> <unit>` lines from PE 0.
 //
 //   nvcc -rdc=true -arch=sm_90 -O2 -I$NV/include gpu_pt2pt.cu -L<dir with libnvshmem_host.so>
@@ -120,7 +120,9 @@ int main(int argc, char** argv) {
         return 2;
     }
     const char* uid_file = getenv("FSH_UID_FILE") ? getenv("FSH_UID_FILE") : "/tmp/fsh_nvshmem_uid";
-    CK(cudaSetDevice(g_rank));
+    int devices = 0;
+    CK(cudaGetDeviceCount(&devices));
+    CK(cudaSetDevice(g_rank % devices));  // as ferroshmem: local rank modulo the GPUs
     nvshmemx_uniqueid_t id = NVSHMEMX_UNIQUEID_INITIALIZER;
     if (g_rank == 0) {
         nvshmemx_get_uniqueid(&id);
