@@ -20,9 +20,10 @@ fn sample(text: &str, metric: &str, labels: &[(&str, String)]) -> Option<f64> {
     text.lines()
         .filter(|l| l.starts_with(&format!("{metric}{{")))
         .find(|l| {
-            labels
-                .iter()
-                .all(|(k, v)| l.contains(&format!("{k}=\"{v}\"")))
+            // `{pe="0"` or `,pe="0"`: not the end of `target_pe="0"`.
+            labels.iter().all(|(k, v)| {
+                l.contains(&format!("{{{k}=\"{v}\"")) || l.contains(&format!(",{k}=\"{v}\""))
+            })
         })
         .and_then(|l| l.rsplit_once(' '))
         .and_then(|(_, v)| v.parse().ok())
@@ -75,7 +76,11 @@ async fn pattern(pe: Pe) -> Result<()> {
     };
     let expect = [
         // op, operations, bytes
-        ("put", 3 + 1 + P_CALLS + 1 + 2, 3 * 8 + 64 + P_CALLS * 8 + 128 + 2 * 256),
+        (
+            "put",
+            3 + 1 + P_CALLS + 1 + 2,
+            3 * 8 + 64 + P_CALLS * 8 + 128 + 2 * 256,
+        ),
         ("get", 2, 2 * 16),
         ("signal", 1, 8),
     ];
@@ -110,7 +115,10 @@ async fn pattern(pe: Pe) -> Result<()> {
     );
     let gpu_heap = [("memory", "gpu".to_string()), ("pe", me.to_string())];
     let used = g.heap_used().await;
-    assert!(used >= (64 + 64 + 1) * 8, "PE {me}: {used} GPU heap bytes in use");
+    assert!(
+        used >= (64 + 64 + 1) * 8,
+        "PE {me}: {used} GPU heap bytes in use"
+    );
     assert_eq!(
         (
             sample(&text, "ferroshmem_heap_used_bytes", &gpu_heap),

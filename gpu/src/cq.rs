@@ -254,6 +254,7 @@ fn poll_loop(shared: &Shared, ctx: &CudaContext, spin: Duration, traffic: &Traff
     let mut pending: Vec<Entry> = Vec::new();
     let mut idle_since = Instant::now();
     let mut fence_checked = Instant::now();
+    let mut depth = 0;
     loop {
         {
             let mut q = shared.queue.lock().expect("cq lock");
@@ -307,7 +308,10 @@ fn poll_loop(shared: &Shared, ctx: &CudaContext, spin: Duration, traffic: &Traff
                 }
             }
         }
-        traffic.set_cq_depth(pending.len() as u64);
+        if pending.len() != depth {
+            depth = pending.len();
+            traffic.set_cq_depth(depth as u64);
+        }
         if finished > 0 {
             idle_since = Instant::now();
         } else {

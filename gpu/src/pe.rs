@@ -385,6 +385,17 @@ impl GpuPe {
         &self.inner.host
     }
 
+    /// Zeroes `bytes` bytes of this PE's GPU heap at `offset`, and waits for it.
+    async fn zero_own(&self, offset: usize, bytes: usize) -> Result<()> {
+        self.bind()?;
+        driver::zero_async(
+            self.addr_of(self.my_pe(), offset),
+            bytes,
+            self.copy_stream_raw(),
+        )?;
+        self.track(self.copy_stream_raw())?.await
+    }
+
     /// Publishes the GPU heap's use in the metrics (`memory="gpu"`).
     fn report_heap(&self, heap: &HeapAllocator) {
         self.host()
@@ -505,15 +516,15 @@ impl GpuPe {
         })?;
         let mut heap = self.inner.allocator.lock().await;
         self.inner.host.health().check()?;
-        let local = heap.alloc(bytes, align);
+        let mut local = heap.alloc(bytes, align);
         if let (Ok(offset), true) = (&local, zero) {
-            self.bind()?;
-            driver::zero_async(
-                self.addr_of(self.my_pe(), *offset),
-                bytes,
-                self.copy_stream_raw(),
-            )?;
-            self.track(self.copy_stream_raw())?.await?;
+            // A failed zero-fill is a failed local allocation: this PE still takes part in
+            // the agreement below (the others would wait for it), and every PE rolls back.
+            let offset = *offset;
+            if let Err(e) = self.zero_own(offset, bytes).await {
+                let _ = heap.free(offset);
+                local = Err(e);
+            }
         }
         let call = HeapCall::alloc(bytes, align, local.as_ref().ok().copied());
         let undo = |heap: &mut HeapAllocator| {

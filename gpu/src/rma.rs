@@ -118,9 +118,10 @@ impl GpuPe {
         let traffic = &self.inner.traffic;
         match queued {
             Ok(()) => {
+                // In flight before `quiet` can see it issued, so the gauge never dips.
+                traffic.in_flight(1);
                 self.note_nbi();
                 traffic.count(op, pe, bytes);
-                traffic.in_flight(1);
                 Ok(())
             }
             Err(e) => Err(traffic.failed(e)),

@@ -151,9 +151,9 @@ impl GpuPe {
     ) -> Result<()> {
         let size = std::mem::size_of::<T>();
         if size > 16 {
-            return Err(Error::InvalidArgument(format!(
+            return Err(self.inner.traffic.failed(Error::InvalidArgument(format!(
                 "p_on_stream takes values of at most 16 bytes, not {size}"
-            )));
+            ))));
         }
         let mut words = [0u8; 16];
         words[..size].copy_from_slice(bytemuck::bytes_of(&value));
@@ -328,13 +328,17 @@ impl GpuPe {
     ) -> Result<()> {
         let (dest, src) = (dest.into(), src.into());
         let n = self.n_pes();
-        let total = nelems
+        let checked = nelems
             .checked_mul(n)
-            .ok_or_else(|| Error::InvalidArgument("alltoall size overflows".into()))?;
-        let from = self.locate(src, total, "alltoall source", self.my_pe())?;
+            .ok_or_else(|| Error::InvalidArgument("alltoall size overflows".into()))
+            .and_then(|total| {
+                let from = self.locate(src, total, "alltoall source", self.my_pe())?;
+                self.bind()?;
+                Ok((total, from))
+            });
+        let (total, from) = checked.map_err(|e| self.inner.traffic.failed(e))?;
         let size = std::mem::size_of::<T>();
         let block = (nelems * size) as u64;
-        self.bind()?;
         for j in 0..n {
             let queued = self
                 .locate(dest, total, "alltoall destination", j)

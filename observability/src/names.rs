@@ -29,7 +29,8 @@ pub const TARGET_PE: &str = "target_pe";
 /// Label: an error's kind (`ferroshmem::Error::kind()`: `peer_lost`, `timeout`, …).
 pub const KIND: &str = "kind";
 
-/// One-sided operations completed, by initiator, target, operation and transport.
+/// One-sided operations issued and past every check, by initiator, target, operation and
+/// transport.
 pub const OPS_TOTAL: &str = "ferroshmem_ops_total";
 /// Payload bytes moved by one-sided operations.
 pub const BYTES_TOTAL: &str = "ferroshmem_bytes_total";
@@ -99,7 +100,7 @@ pub const ALL: &[MetricDef] = &[
         kind: Kind::Counter,
         unit: Unit::Count,
         labels: &[OP, TRANSPORT, TARGET_PE],
-        help: "One-sided operations completed by this PE, by operation, transport and target PE.",
+        help: "One-sided operations issued by this PE and past every check (shm: before their data moves; cuda: awaited ones when done, _nbi and on-stream ones when queued), by operation, transport and target PE.",
     },
     MetricDef {
         name: BYTES_TOTAL,

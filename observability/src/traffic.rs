@@ -3,18 +3,21 @@
 //! scrapes.
 //!
 //! Cost per operation when metrics are on: no allocation, no formatting, no map lookup, no
-//! clock read and no atomic read-modify-write. Each thread that issues operations on a PE
-//! claims one of the PE's [`SHARDS`] cache-line-aligned shards; only that thread ever writes
-//! it, so a count is a relaxed load and store of a counter in that shard, indexed
+//! lock and no atomic read-modify-write. Each thread that issues operations on a PE claims
+//! one of the PE's [`SHARDS`] shards, on cache lines of their own; only that thread ever
+//! writes it, so a count is a relaxed load and store of two counters in that shard, indexed
 //! `[op][target_pe]`. A scrape sums the shards. Threads beyond [`SHARDS`] per PE share an
 //! overflow block updated with atomic adds (correct, slower); a shard stays with its thread
-//! for the life of the PE. Every shard's counters are allocated with the block (about
-//! 1.9 KB per target PE), so that counting never checks whether they exist. About one operation in [`OP_SAMPLE_EVERY`] is timed (each time
-//! an `[op][target]` count reaches a multiple of it, the next operation started is timed) and
-//! recorded in a pre-registered histogram; one barrier in [`BARRIER_SAMPLE_EVERY`] likewise.
+//! for the life of the PE. Every shard's counters are allocated with the block (about 2 KB
+//! per target PE), so that counting never checks whether they exist.
 //!
-//! When metrics are off, a [`Traffic`] is empty and recording costs one test of it before and
-//! one after the operation.
+//! About one operation in [`OP_SAMPLE_EVERY`] per `[op][target]` and thread is timed into a
+//! pre-registered histogram: with [`Traffic::count_timed`] the operation whose count reaches a
+//! multiple of it, from its counting on; with [`Traffic::start`] the next operation started
+//! after such a count. One barrier in [`BARRIER_SAMPLE_EVERY`] likewise. Only sampled
+//! operations read the clock.
+//!
+//! When metrics are off, a [`Traffic`] is empty and recording costs a test of it.
 //!
 //! Layers whose operations complete later (a CQ poller, a GPU proxy) use [`Traffic::count`],
 //! [`Traffic::observe`], [`Traffic::in_flight`] and [`Traffic::set_cq_depth`] instead of
@@ -162,7 +165,7 @@ struct Shard {
     first: usize,
 }
 
-/// Cells per cache-line pair (128 bytes): shard blocks start on their own lines.
+/// Cells per cache-line pair (128 bytes).
 const CELLS_PER_LINE_PAIR: usize = 128 / std::mem::size_of::<Cell>();
 
 /// Nanoseconds since the first call, at least 1 (0 means "not timed"), out of line: only
@@ -195,7 +198,7 @@ struct Active {
     /// atomic adds by threads without a shard. All allocated up front, so that counting
     /// never checks whether they exist.
     cells: Box<[Cell]>,
-    /// Cells per block: `[op][target]` rounded up to whole cache-line pairs.
+    /// Cells per block: `[op][target]` rounded up to whole cache-line pairs, plus one pair of gap.
     stride: usize,
     overflow_barriers: AtomicU64,
     /// Set when an `[op][target]` count reaches a multiple of [`OP_SAMPLE_EVERY`]: the next
@@ -263,7 +266,9 @@ impl Traffic {
         let in_flight_gauge = pe.gauge(names::OPS_IN_FLIGHT, &transport_label);
         let cq_depth_gauge = pe.gauge(names::CQ_DEPTH, &transport_label);
         let cells = Op::ALL.len() * n_targets;
-        let stride = cells.div_ceil(CELLS_PER_LINE_PAIR) * CELLS_PER_LINE_PAIR;
+        // A line pair of gap after each block: however the allocation is aligned, no two
+        // shards' counters share a cache line (nor an adjacent-line prefetch pair).
+        let stride = (cells.div_ceil(CELLS_PER_LINE_PAIR) + 1) * CELLS_PER_LINE_PAIR;
         Traffic {
             active: Some(Arc::new(Active {
                 pe,

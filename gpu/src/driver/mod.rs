@@ -449,9 +449,13 @@ pub(crate) fn batch_mem_ops(stream: sys::CUstream, ops: &[MemOp]) -> Result<()> 
                 }
                 MemOp::WriteWord { addr, value } => {
                     let (operation, value) = match value {
-                        Word::U32(v) => {
-                            (Op::CU_STREAM_MEM_OP_WRITE_VALUE_32, WriteValue { value: v })
-                        }
+                        // The whole field set, though the driver reads its low 4 bytes.
+                        Word::U32(v) => (
+                            Op::CU_STREAM_MEM_OP_WRITE_VALUE_32,
+                            WriteValue {
+                                value64: u64::from(v),
+                            },
+                        ),
                         Word::U64(v) => (
                             Op::CU_STREAM_MEM_OP_WRITE_VALUE_64,
                             WriteValue { value64: v },
