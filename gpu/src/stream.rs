@@ -66,7 +66,7 @@ impl GpuPe {
 
     /// Queues a copy of `bytes` bytes from `from` to `to` on `stream`, on a copy engine.
     fn copy_on_stream(&self, to: u64, from: u64, bytes: usize, stream: &CudaStream) -> Result<()> {
-        driver::copy_async(to, from, bytes, stream.cu_stream())
+        driver::copy_device_async(to, from, bytes, stream.cu_stream())
     }
 
     /// Queues a copy of this PE's symmetric `src` into `dest` on PE `pe` on `stream`

@@ -326,6 +326,24 @@ pub(crate) fn copy_async(dst: u64, src: u64, bytes: usize, stream: sys::CUstream
     )
 }
 
+/// Asynchronous copy of `bytes` bytes between two device addresses (this GPU's memory or a
+/// peer's, mapped into this context) on `stream`, with no lookup of what memory either side is
+/// (what NVSHMEM's on-stream puts use).
+///
+/// Callers guarantee both ranges stay valid until the stream has executed the copy.
+pub(crate) fn copy_device_async(
+    dst: u64,
+    src: u64,
+    bytes: usize,
+    stream: sys::CUstream,
+) -> Result<()> {
+    // SAFETY: both ranges are device memory, valid for the copy's lifetime (caller's contract).
+    check(
+        unsafe { sys::cuMemcpyDtoDAsync_v2(dst, src, bytes, stream) },
+        "cuMemcpyDtoDAsync",
+    )
+}
+
 /// Asynchronous copy from pageable host memory: the driver stages `src` before returning.
 pub(crate) fn copy_from_host_async(dst: u64, src: &[u8], stream: sys::CUstream) -> Result<()> {
     // SAFETY: `src` is read before the call returns (pageable source); `dst` is valid.
