@@ -93,7 +93,16 @@ impl Fence {
         let (stream, addr) = (self.stream.cu_stream(), self.word.addr());
         match first {
             None => driver::write_value64(stream, addr, next)?,
-            Some(op) => driver::batch_mem_ops(stream, &[op, MemOp::Write64 { addr, value: next }])?,
+            Some(op) => driver::batch_mem_ops(
+                stream,
+                &[
+                    op,
+                    MemOp::WriteWord {
+                        addr,
+                        value: Word::U64(next),
+                    },
+                ],
+            )?,
         }
         *issued = next;
         Ok(next)
@@ -211,19 +220,12 @@ impl Cq {
         })
     }
 
-    /// Advances the copy stream's fence after the work queued on it so far and returns the
-    /// future that resolves when that work has completed. The caller has bound the context.
-    pub fn fence(&self) -> Result<Completion> {
-        self.fence_after(None)
-    }
-
-    /// [`Cq::fence`] after writing `word` at the device address `addr` (aligned to the
-    /// word's size) on the copy stream: both in one stream memory batch.
-    pub fn fence_after_write(&self, addr: u64, word: Word) -> Result<Completion> {
-        self.fence_after(Some(MemOp::WriteWord { addr, value: word }))
-    }
-
-    fn fence_after(&self, first: Option<MemOp>) -> Result<Completion> {
+    /// Advances the copy stream's fence after the work queued on it so far — after writing
+    /// `write_first`'s word at its device address (aligned to the word's size) too, in the
+    /// same stream memory batch, when given — and returns the future that resolves when that
+    /// work has completed. The caller has bound the context.
+    pub fn fence(&self, write_first: Option<(u64, Word)>) -> Result<Completion> {
+        let first = write_first.map(|(addr, value)| MemOp::WriteWord { addr, value });
         let seq = self.shared.fence.advance(first)?;
         Ok(Completion {
             shared: self.shared.clone(),

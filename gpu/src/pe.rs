@@ -9,8 +9,9 @@ use std::time::Duration;
 use bytemuck::Pod;
 use cudarc::driver::sys::CUstream;
 use cudarc::driver::{CudaContext, CudaStream};
+use ferroshmem_observability::{HeapMemory, Traffic};
 use ferroshmem_runtime::config::{node_key, spin_from_env, symmetric_size_from_env};
-use ferroshmem_runtime::heap::HeapAllocator;
+use ferroshmem_runtime::heap::{HeapAllocator, HeapCall};
 use ferroshmem_runtime::{Allocation, DataPlane, Error, HeapId, Result, SymBuffer, SymSlice};
 
 use crate::collective::GPU_GROUP;
@@ -20,8 +21,6 @@ use crate::driver::{self, Physical};
 use crate::fd_share::{fetch, FdServer, TOKEN_LEN};
 use crate::heap::{gpu_heap_id, GpuBuffer, HeapView, GPU_HEADER};
 use crate::module::{DeviceState, InternalKernels, REPORT_OFFSET};
-use ferroshmem_observability::{HeapMemory, Traffic};
-use ferroshmem_runtime::heap::HeapCall;
 
 /// How a GPU PE reaches the job's control plane: an allgather among a group of PEs (the
 /// actors crate implements it over its bootstrap root).

@@ -14,10 +14,9 @@
 //! completes, sampled for its latency, and in flight while it runs; an `_nbi` one when it is
 //! queued, in flight until the `quiet` that completes it.
 
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
-
-use std::future::Future;
 
 use bytemuck::Pod;
 use ferroshmem_observability::traffic::Op;
@@ -72,6 +71,14 @@ impl Drop for Slot<'_> {
     }
 }
 
+/// The word a stream memory write can carry instead of a copy: `bytes` when they are 4 or 8
+/// bytes and `at` is aligned to their size.
+fn word_at(at: u64, bytes: &[u8]) -> Option<(u64, Word)> {
+    Word::from_bytes(bytes)
+        .filter(|w| at % w.size() == 0)
+        .map(|w| (at, w))
+}
+
 /// Counts one operation in flight until dropped (completed, failed or cancelled).
 struct InFlight<'a>(&'a Traffic);
 
@@ -112,38 +119,37 @@ impl GpuPe {
         }
     }
 
-    /// Counts an `_nbi` operation `op` of `bytes` bytes towards PE `pe` that `queued` says
-    /// was (or was not) queued; it stays in flight until the `quiet` that completes it.
-    fn counted_nbi(&self, op: Op, pe: usize, bytes: usize, queued: Result<()>) -> Result<()> {
+    /// Queues an `_nbi` copy `op` of `bytes` bytes towards PE `pe` on the copy stream,
+    /// between the addresses `ends` locates (`(to, from)`): counted once queued, in flight
+    /// until the `quiet` that completes it.
+    fn copy_nbi(
+        &self,
+        op: Op,
+        pe: usize,
+        bytes: usize,
+        ends: impl FnOnce() -> Result<(u64, u64)>,
+    ) -> Result<()> {
         let traffic = &self.inner.traffic;
-        match queued {
-            Ok(()) => {
+        let queued = ends()
+            .and_then(|(to, from)| {
+                self.bind()?;
+                driver::copy_async(to, from, bytes, self.copy_stream_raw())
+            })
+            .map(|()| {
                 // In flight before `quiet` can see it issued, so the gauge never dips.
                 traffic.in_flight(1);
                 self.note_nbi();
-                traffic.count(op, pe, bytes);
-                Ok(())
-            }
-            Err(e) => Err(traffic.failed(e)),
-        }
+            });
+        traffic.count_outcome(op, pe, bytes, queued)
     }
 
-    /// Starts tracking the copy stream's work; if that fails, waits for the stream so that
-    /// no copy outlives the memory it borrows.
-    fn completion(&self) -> Result<Completion> {
-        self.inner.cq.fence().inspect_err(|_| {
+    /// Starts tracking the copy stream's work (after writing `write_first`'s word, when
+    /// given, in the same driver call); if that fails, waits for the stream so that no copy
+    /// outlives the memory it borrows. The context is bound.
+    fn completion(&self, write_first: Option<(u64, Word)>) -> Result<Completion> {
+        self.inner.cq.fence(write_first).inspect_err(|_| {
             let _ = driver::stream_synchronize(self.copy_stream_raw());
         })
-    }
-
-    /// When `bytes` are one 4- or 8-byte word and `at` is aligned to it, the completion of
-    /// writing them at `at`: a stream memory write, which carries the value itself, and the
-    /// fence, in one driver call. `None` otherwise. The context is bound.
-    fn write_word(&self, at: u64, bytes: &[u8]) -> Option<Result<Completion>> {
-        let word = Word::from_bytes(bytes).filter(|w| at % w.size() == 0)?;
-        Some(self.inner.cq.fence_after_write(at, word).inspect_err(|_| {
-            let _ = driver::stream_synchronize(self.copy_stream_raw());
-        }))
     }
 
     fn note_nbi(&self) {
@@ -166,15 +172,15 @@ impl GpuPe {
         self.counted(Op::Put, pe, bytes, async {
             let at = self.locate(dest.into(), src.len(), "put destination", pe)?;
             self.bind()?;
-            if let Some(done) = src
+            if let Some(word) = src
                 .host_bytes()
                 .and_then(|h| h.get(..bytes))
-                .and_then(|h| self.write_word(at, h))
+                .and_then(|h| word_at(at, h))
             {
-                return done?.await;
+                return self.completion(Some(word))?.await;
             }
             driver::copy_async(at, src.addr(), bytes, self.copy_stream_raw())?;
-            self.completion()?.await
+            self.completion(None)?.await
         })
         .await
     }
@@ -191,7 +197,7 @@ impl GpuPe {
             let at = self.locate(src.into(), dest.len(), "get source", pe)?;
             self.bind()?;
             driver::copy_async(dest.addr(), at, bytes, self.copy_stream_raw())?;
-            self.completion()?.await
+            self.completion(None)?.await
         })
         .await
     }
@@ -206,13 +212,11 @@ impl GpuPe {
     ) -> Result<()> {
         let src = src.into();
         let bytes = src.len() * std::mem::size_of::<T>();
-        let queued = (|| {
+        self.copy_nbi(Op::Put, pe, bytes, || {
             let from = self.locate(src, src.len(), "put_nbi source", self.my_pe())?;
             let at = self.locate(dest.into(), src.len(), "put_nbi destination", pe)?;
-            self.bind()?;
-            driver::copy_async(at, from, bytes, self.copy_stream_raw())
-        })();
-        self.counted_nbi(Op::Put, pe, bytes, queued)
+            Ok((at, from))
+        })
     }
 
     /// Starts copying `src` on PE `pe` into this PE's symmetric `dest` (`nvshmem_get_nbi`);
@@ -225,13 +229,11 @@ impl GpuPe {
     ) -> Result<()> {
         let dest = dest.into();
         let bytes = dest.len() * std::mem::size_of::<T>();
-        let queued = (|| {
+        self.copy_nbi(Op::Get, pe, bytes, || {
             let to = self.locate(dest, dest.len(), "get_nbi destination", self.my_pe())?;
             let at = self.locate(src.into(), dest.len(), "get_nbi source", pe)?;
-            self.bind()?;
-            driver::copy_async(to, at, bytes, self.copy_stream_raw())
-        })();
-        self.counted_nbi(Op::Get, pe, bytes, queued)
+            Ok((to, at))
+        })
     }
 
     /// Writes one element into `dest[0]` on PE `pe` (`nvshmem_p`); resolves once it is there.
@@ -245,11 +247,11 @@ impl GpuPe {
         self.counted(Op::Put, pe, bytes.len(), async {
             let at = self.locate(dest.into(), 1, "p destination", pe)?;
             self.bind()?;
-            if let Some(done) = self.write_word(at, bytes) {
-                return done?.await;
+            if let Some(word) = word_at(at, bytes) {
+                return self.completion(Some(word))?.await;
             }
             driver::copy_from_host_async(at, bytes, self.copy_stream_raw())?;
-            self.completion()?.await
+            self.completion(None)?.await
         })
         .await
     }
@@ -273,7 +275,7 @@ impl GpuPe {
                 };
                 self.bind()?;
                 driver::copy_async(slot.addr(), at, size, self.copy_stream_raw())?;
-                self.completion()?.await?;
+                self.completion(None)?.await?;
                 let mut v = T::zeroed();
                 self.inner
                     .staging
@@ -287,7 +289,7 @@ impl GpuPe {
                 }
                 let mut one = HostBuffer::<T>::new(self.context(), 1)?;
                 driver::copy_async(one.addr(), at, size, self.copy_stream_raw())?;
-                self.completion()?.await?;
+                self.completion(None)?.await?;
                 Ok(one.as_mut_slice()[0])
             }
         }
@@ -314,7 +316,7 @@ impl GpuPe {
             dest.len() * std::mem::size_of::<T>(),
             self.copy_stream_raw(),
         )?;
-        self.completion()?.await
+        self.completion(None)?.await
     }
 
     /// Orders this PE's host-initiated operations to each PE (`nvshmem_fence`). They run in
@@ -329,7 +331,7 @@ impl GpuPe {
             return Ok(());
         }
         self.bind()?;
-        self.completion()?.await?;
+        self.completion(None)?.await?;
         let before = staging.quieted.fetch_max(issued, Ordering::AcqRel);
         let completed = issued.saturating_sub(before);
         self.inner.traffic.in_flight(-(completed as i64));

@@ -19,7 +19,7 @@ use cudarc::driver::CudaStream;
 use ferroshmem_observability::traffic::Op;
 use ferroshmem_runtime::{Cmp, Error, Result, SignalOp, SymSlice};
 
-use crate::driver::{self, Graph, LaunchDims, MemOp};
+use crate::driver::{self, Graph, LaunchDims, MemOp, Word};
 use crate::module::KernelArg;
 use crate::pe::GpuPe;
 
@@ -54,14 +54,7 @@ impl GpuPe {
     /// Counts an on-stream operation `op` of `bytes` bytes towards PE `pe` that `queued`
     /// says was (or was not) queued.
     fn counted_on_stream(&self, op: Op, pe: usize, bytes: usize, queued: Result<()>) -> Result<()> {
-        let traffic = &self.inner.traffic;
-        match queued {
-            Ok(()) => {
-                traffic.count(op, pe, bytes);
-                Ok(())
-            }
-            Err(e) => Err(traffic.failed(e)),
-        }
+        self.inner.traffic.count_outcome(op, pe, bytes, queued)
     }
 
     /// Queues a copy of `bytes` bytes from `from` to `to` on `stream`, on a copy engine.
@@ -299,9 +292,9 @@ impl GpuPe {
         let mut round = 0;
         while distance < n {
             let flag = STREAM_FLAGS + 64 * round;
-            ops.push(MemOp::Write64 {
+            ops.push(MemOp::WriteWord {
                 addr: self.header_addr((me + distance) % n, flag),
-                value: epoch,
+                value: Word::U64(epoch),
             });
             ops.push(MemOp::WaitGeq64 {
                 addr: self.header_addr(me, flag),

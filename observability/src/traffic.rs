@@ -149,6 +149,17 @@ impl Cell {
         self.bytes.fetch_add(bytes, Relaxed);
         self.ops.fetch_add(1, Relaxed).wrapping_add(1)
     }
+
+    /// Adds one operation of `bytes`, from the one thread that owns the cell's shard: plain
+    /// loads and stores. Returns the new operation count.
+    #[inline(always)]
+    fn bump_owned(&self, bytes: u64) -> u64 {
+        let ops = self.ops.load(Relaxed).wrapping_add(1);
+        self.ops.store(ops, Relaxed);
+        self.bytes
+            .store(self.bytes.load(Relaxed).wrapping_add(bytes), Relaxed);
+        ops
+    }
 }
 
 /// Who owns one shard, and its barrier count, on cache lines of their own. The shard's
@@ -387,6 +398,26 @@ impl Traffic {
         }
     }
 
+    /// Counts the outcome of one untimed operation `op` of `bytes` bytes towards `target`:
+    /// the operation when it succeeded (completed, or queued for a layer that never sees it
+    /// complete), else its error by kind; hands the outcome back.
+    #[inline]
+    pub fn count_outcome<R, E: ErrorKind>(
+        &self,
+        op: Op,
+        target: usize,
+        bytes: usize,
+        outcome: Result<R, E>,
+    ) -> Result<R, E> {
+        match outcome {
+            Ok(value) => {
+                self.count(op, target, bytes);
+                Ok(value)
+            }
+            Err(error) => Err(self.failed(error)),
+        }
+    }
+
     /// Records the duration of one operation `op` (for layers that time their own
     /// completions: sample as [`Traffic::start`] does, so that histograms stay cheap).
     pub fn observe(&self, op: Op, took: Duration) {
@@ -537,12 +568,7 @@ impl Active {
         let me = thread_id();
         let shard = &self.shards[me as usize % SHARDS];
         Some(if shard.owner.load(Relaxed) == me {
-            let cell = &self.cells[shard.first + index];
-            let ops = cell.ops.load(Relaxed).wrapping_add(1);
-            cell.ops.store(ops, Relaxed);
-            cell.bytes
-                .store(cell.bytes.load(Relaxed).wrapping_add(bytes), Relaxed);
-            ops
+            self.cells[shard.first + index].bump_owned(bytes)
         } else {
             self.add_away_from_home(me, index, bytes)
         })
@@ -554,15 +580,8 @@ impl Active {
     #[inline(never)]
     fn add_away_from_home(&self, me: u64, index: usize, bytes: u64) -> u64 {
         match self.claim_shard(me) {
-            Some(shard) => {
-                let cell = &self.cells[shard * self.stride + index];
-                let ops = cell.ops.load(Relaxed).wrapping_add(1);
-                cell.ops.store(ops, Relaxed);
-                cell.bytes
-                    .store(cell.bytes.load(Relaxed).wrapping_add(bytes), Relaxed);
-                ops
-            }
-            None => self.cells[SHARDS * self.stride + index].bump_shared(bytes),
+            Some(shard) => self.block(shard)[index].bump_owned(bytes),
+            None => self.block(SHARDS)[index].bump_shared(bytes),
         }
     }
 

@@ -19,9 +19,8 @@ use crate::segment::{Segment, HEADER_SIZE};
 /// Runs one operation `$op` of `$bytes` payload bytes towards PE `$pe`, counted in the data
 /// plane's traffic: `$check` (which may use `?`) validates it and returns `Ok` of what `$body`
 /// needs, bound to `$bound`; `$body` moves the data and cannot fail. The operation is counted
-/// between the two, so that the counter updates overlap with the data movement rather than
-/// sit in front of the fence that ends it; a failed check is counted by the kind of its
-/// error. One operation in [`ferroshmem_observability::names::OP_SAMPLE_EVERY`] per
+/// between the two, so that a failed check counts as an error of its kind and never as an
+/// operation. One operation in [`ferroshmem_observability::names::OP_SAMPLE_EVERY`] per
 /// `[op][target]` is timed, from its counting to the end of its body.
 macro_rules! counted {
     ($dp:expr, $op:expr, $pe:expr, $bytes:expr, check $check:block, then |$bound:pat_param| $body:block) => {{

@@ -432,8 +432,6 @@ impl Word {
 /// One stream memory operation of a batch ([`batch_mem_ops`]).
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum MemOp {
-    /// Writes `value` at `addr` (8-byte aligned), with a memory barrier before it.
-    Write64 { addr: u64, value: u64 },
     /// Writes `value` at `addr` (aligned to its size, 4 or 8 bytes), with a memory barrier
     /// before it.
     WriteWord { addr: u64, value: Word },
@@ -456,15 +454,6 @@ pub(crate) fn batch_mem_ops(stream: sys::CUstream, ops: &[MemOp]) -> Result<()> 
         .map(|op| {
             let mut p = sys::CUstreamBatchMemOpParams { pad: [0; 6] };
             match *op {
-                MemOp::Write64 { addr, value } => {
-                    p.writeValue = Write {
-                        operation: Op::CU_STREAM_MEM_OP_WRITE_VALUE_64,
-                        address: addr,
-                        __bindgen_anon_1: WriteValue { value64: value },
-                        flags: 0,
-                        alias: 0,
-                    }
-                }
                 MemOp::WriteWord { addr, value } => {
                     let (operation, value) = match value {
                         // The whole field set, though the driver reads its low 4 bytes.
