@@ -473,6 +473,13 @@ impl Traffic {
     }
 }
 
+impl Drop for Active {
+    /// Publishes the last counts, so that what a PE did after the last scrape still shows.
+    fn drop(&mut self) {
+        self.publish();
+    }
+}
+
 impl Active {
     /// The index of the shard the calling thread owns, claiming one if it has none; `None`
     /// when every shard belongs to other threads.

@@ -1,6 +1,7 @@
 //! The recording API against the exporter's rendering: counts from many threads (more than
 //! there are shards) add up exactly, errors are counted by kind, latencies are sampled one in
-//! `OP_SAMPLE_EVERY`, and every series carries the PE's labels.
+//! `OP_SAMPLE_EVERY`, every series carries the PE's labels, and counts made after the last
+//! scrape are still published when their block is dropped.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -160,4 +161,63 @@ fn counts_errors_samples_and_labels_reach_the_exposition() {
     // A PE's series outlive scrapes but its traffic block is dropped with it.
     drop(traffic);
     assert!(exporter.render().contains("target_pe=\"1\""));
+}
+
+#[test]
+fn counts_survive_their_block_and_replaced_blocks_start_afresh() {
+    let exporter = install_exporter().expect("exporter");
+    let job = 0x5eed;
+    let pes: Vec<PeMetrics> = (0..6).map(|pe| PeMetrics::new(pe, job)).collect();
+    let blocks: Vec<Traffic> = pes.iter().map(|pe| pe.traffic("shm", 3)).collect();
+    // Round robin over six blocks from one thread.
+    for round in 0..500 {
+        for (i, traffic) in blocks.iter().enumerate() {
+            traffic.count(Op::Put, round % 3, i + 1);
+            let timer = traffic.count_timed(Op::Get, 2, 4);
+            traffic.finish(Op::Get, timer);
+        }
+    }
+    // Blocks dropped before any scrape: their counts are published as they go. Their
+    // replacements (the allocator may hand out the same memory) count from 0 in series of
+    // their own.
+    drop(blocks);
+    let replaced: Vec<Traffic> = pes.iter().map(|pe| pe.traffic("cuda", 3)).collect();
+    for traffic in &replaced {
+        for _ in 0..7 {
+            traffic.count(Op::Put, 0, 100);
+        }
+    }
+
+    let text = exporter.render();
+    let job_label = "0000000000005eed";
+    for pe in 0..6 {
+        let pe_label = pe.to_string();
+        let labels = |op, transport, target| {
+            vec![
+                (names::PE, pe_label.as_str()),
+                (names::JOB_ID, job_label),
+                ("op", op),
+                ("transport", transport),
+                ("target_pe", target),
+            ]
+        };
+        for target in ["0", "1", "2"] {
+            let put = labels("put", "shm", target);
+            let expected = [167.0, 167.0, 166.0][target.parse::<usize>().unwrap()];
+            assert_eq!(sample(&text, names::OPS_TOTAL, &put), expected);
+            assert_eq!(
+                sample(&text, names::BYTES_TOTAL, &put),
+                expected * (pe + 1) as f64
+            );
+        }
+        assert_eq!(
+            sample(&text, names::OPS_TOTAL, &labels("get", "shm", "2")),
+            500.0
+        );
+        assert_eq!(
+            sample(&text, names::BYTES_TOTAL, &labels("put", "cuda", "0")),
+            700.0
+        );
+        assert!(samples(&text, names::OPS_TOTAL, &labels("get", "cuda", "2")).is_empty());
+    }
 }
