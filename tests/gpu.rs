@@ -13,6 +13,7 @@
 
 mod gpu_scenarios;
 
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use ferroshmem::{Error, Pe, Result};
@@ -30,9 +31,16 @@ fn gpus(test: &str) -> Option<usize> {
     }
 }
 
-fn small_heap() {
-    // Set before any job starts; every test sets the same value.
+/// The tests of this file, one at a time: they share the GPUs, and the heap size they set
+/// in the environment must not change while another thread may be reading it (the driver
+/// and NVRTC read the environment).
+static GPU_TESTS: Mutex<()> = Mutex::new(());
+
+/// Waits for this test's turn, then sets the small heap every test uses.
+fn exclusive() -> MutexGuard<'static, ()> {
+    let turn = GPU_TESTS.lock().unwrap_or_else(PoisonError::into_inner);
     std::env::set_var("FERROSHMEM_SYMMETRIC_SIZE", "256M");
+    turn
 }
 
 /// Runs the named scenarios (all when `only` is empty) on one PE.
@@ -63,7 +71,6 @@ async fn run_scenarios(pe: Pe, only: &[&str]) -> Result<()> {
 }
 
 fn local_job(n: usize, only: &'static [&'static str]) {
-    small_heap();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -80,6 +87,7 @@ fn local_job(n: usize, only: &'static [&'static str]) {
 
 #[test]
 fn one_process_one_gpu_per_pe() {
+    let _turn = exclusive();
     let Some(devices) = gpus("one_process_one_gpu_per_pe") else {
         return;
     };
@@ -88,10 +96,10 @@ fn one_process_one_gpu_per_pe() {
 
 #[test]
 fn one_process_more_pes_than_gpus_is_refused() {
+    let _turn = exclusive();
     let Some(devices) = gpus("one_process_more_pes_than_gpus_is_refused") else {
         return;
     };
-    small_heap();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -116,11 +124,11 @@ fn one_process_more_pes_than_gpus_is_refused() {
 
 #[test]
 fn without_a_gpu_init_gpu_says_so() {
+    let _turn = exclusive();
     if ferroshmem::gpu::detect().is_ok() {
         eprintln!("without_a_gpu_init_gpu_says_so: skipped, this machine has a GPU");
         return;
     }
-    small_heap();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -143,6 +151,7 @@ fn launcher() -> std::path::PathBuf {
 
 #[test]
 fn multi_process_one_gpu_per_pe() {
+    let _turn = exclusive();
     let Some(devices) = gpus("multi_process_one_gpu_per_pe") else {
         return;
     };
@@ -153,6 +162,7 @@ fn multi_process_one_gpu_per_pe() {
 /// rank modulo the device count) and reach each other's heaps through the same mappings.
 #[test]
 fn multi_process_more_pes_than_gpus_share_them() {
+    let _turn = exclusive();
     let Some(devices) = gpus("multi_process_more_pes_than_gpus_share_them") else {
         return;
     };

@@ -143,6 +143,7 @@ fn gpu_traffic_is_counted() {
             return;
         }
     };
+    // The only test of this binary: no other thread reads the environment now.
     std::env::set_var("FERROSHMEM_SYMMETRIC_SIZE", "64M");
     ferroshmem::observability::install_exporter().expect("the exporter installs");
     // One thread: the sampler times the operation after each OP_SAMPLE_EVERY counted by

@@ -1,14 +1,19 @@
 //! Local (non-symmetric) memory that host-initiated GPU operations read from or write to:
-//! [`HostBuffer`] (pinned, device-mapped host memory) and [`DeviceBuffer`] (plain device
-//! memory of a PE's GPU). Both are typed, zero-initialised, and freed on drop.
+//! [`HostBuffer`] (pinned, device-mapped host memory, zero-initialised) and [`DeviceBuffer`]
+//! (plain device memory of a PE's GPU). Both are typed and freed on drop.
+//!
+//! Each buffer remembers the transfers queued on it that may still run: reading, writing or
+//! freeing it first waits for them. A future of a transfer that is dropped or leaked before
+//! the transfer completes therefore never lets the memory be touched under the copy.
 
 use std::marker::PhantomData;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use bytemuck::Pod;
 use cudarc::driver::CudaContext;
 use ferroshmem_runtime::{Error, Result};
 
+use crate::cq::FenceMark;
 use crate::driver::{DeviceAlloc, Pinned};
 
 pub(crate) mod private {
@@ -17,6 +22,34 @@ pub(crate) mod private {
         /// The bytes, when the host may read them (pinned host memory), else `None`.
         fn host_bytes(&self) -> Option<&[u8]> {
             None
+        }
+        /// The transfers that may still use the memory.
+        fn in_use(&self) -> &super::InUse;
+    }
+}
+
+/// The transfers queued on one buffer that may still run: at most one fence mark per copy
+/// stream (a later mark of a stream covers its earlier ones).
+#[derive(Debug, Default)]
+pub struct InUse(Mutex<Vec<FenceMark>>);
+
+impl InUse {
+    /// Records that the copy stream's work up to `mark` may use the memory.
+    pub(crate) fn add(&self, mark: FenceMark) {
+        let mut marks = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        marks.retain(|m| !m.is_done());
+        match marks.iter_mut().find(|m| m.same_fence(&mark)) {
+            Some(m) if m.seq() < mark.seq() => *m = mark,
+            Some(_) => {}
+            None => marks.push(mark),
+        }
+    }
+
+    /// Waits (blocking) until no recorded transfer can still use the memory.
+    fn settle(&self) {
+        let mut marks = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        for mark in marks.drain(..) {
+            mark.wait();
         }
     }
 }
@@ -47,6 +80,7 @@ fn bytes_for<T>(len: usize) -> Result<usize> {
 pub struct HostBuffer<T> {
     mem: Pinned,
     len: usize,
+    in_use: InUse,
     _type: PhantomData<T>,
 }
 
@@ -57,6 +91,7 @@ impl<T: Pod> HostBuffer<T> {
         Ok(HostBuffer {
             mem: Pinned::new(ctx, bytes_for::<T>(len)?)?,
             len,
+            in_use: InUse::default(),
             _type: PhantomData,
         })
     }
@@ -68,21 +103,37 @@ impl<T: Pod> HostBuffer<T> {
         Ok(b)
     }
 
-    /// The elements.
+    /// The elements, once no transfer queued on the buffer can still write them (blocking
+    /// until then, which only happens when a transfer's future was dropped before it
+    /// completed).
     pub fn as_slice(&self) -> &[T] {
+        self.in_use.settle();
         bytemuck::cast_slice(&self.mem.bytes()[..self.len * std::mem::size_of::<T>()])
     }
 
-    /// The elements, mutably.
+    /// The elements, mutably, once no transfer queued on the buffer can still use them
+    /// (blocking until then, as [`HostBuffer::as_slice`]).
     pub fn as_mut_slice(&mut self) -> &mut [T] {
+        self.in_use.settle();
         let n = self.len * std::mem::size_of::<T>();
         bytemuck::cast_slice_mut(&mut self.mem.bytes_mut()[..n])
     }
 }
 
+impl<T> Drop for HostBuffer<T> {
+    /// Waits for the transfers that may still use the memory, then frees it.
+    fn drop(&mut self) {
+        self.in_use.settle();
+    }
+}
+
 impl<T> private::Sealed for HostBuffer<T> {
     fn host_bytes(&self) -> Option<&[u8]> {
+        self.in_use.settle();
         Some(self.mem.bytes())
+    }
+    fn in_use(&self) -> &InUse {
+        &self.in_use
     }
 }
 
@@ -101,6 +152,7 @@ impl<T: Pod> LocalMem<T> for HostBuffer<T> {
 pub struct DeviceBuffer<T> {
     mem: DeviceAlloc,
     len: usize,
+    in_use: InUse,
     _type: PhantomData<T>,
 }
 
@@ -110,6 +162,7 @@ impl<T: Pod> DeviceBuffer<T> {
         Ok(DeviceBuffer {
             mem: DeviceAlloc::new(ctx, bytes_for::<T>(len)?)?,
             len,
+            in_use: InUse::default(),
             _type: PhantomData,
         })
     }
@@ -125,7 +178,18 @@ impl<T: Pod> DeviceBuffer<T> {
     }
 }
 
-impl<T> private::Sealed for DeviceBuffer<T> {}
+impl<T> Drop for DeviceBuffer<T> {
+    /// Waits for the transfers that may still use the memory, then frees it.
+    fn drop(&mut self) {
+        self.in_use.settle();
+    }
+}
+
+impl<T> private::Sealed for DeviceBuffer<T> {
+    fn in_use(&self) -> &InUse {
+        &self.in_use
+    }
+}
 
 impl<T: Pod> LocalMem<T> for DeviceBuffer<T> {
     fn addr(&self) -> u64 {

@@ -47,8 +47,9 @@ pub struct GpuDevice {
 }
 
 impl GpuDevice {
-    /// Opens device `ordinal` (its primary context), checking that it supports what the
-    /// symmetric heap needs (virtual memory management and POSIX-fd handles).
+    /// Opens device `ordinal` (its primary context), checking that it supports what
+    /// ferroshmem needs (virtual memory management, POSIX-fd handles, 64-bit stream memory
+    /// operations).
     pub fn open(ordinal: usize) -> Result<Self> {
         let inventory = detect()?;
         if ordinal >= inventory.devices {
@@ -72,6 +73,13 @@ impl GpuDevice {
         if attr(Attr::CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED)? != 1 {
             return Err(Error::Cuda(format!(
                 "GPU {ordinal} cannot export memory as POSIX file descriptors"
+            )));
+        }
+        // Host RMA completes through 64-bit stream memory writes, and stream barriers and
+        // signal waits are made of them.
+        if attr(Attr::CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS)? != 1 {
+            return Err(Error::Cuda(format!(
+                "GPU {ordinal} does not offer 64-bit stream memory operations (cuStreamWriteValue64), which ferroshmem needs"
             )));
         }
         let compute_capability = ctx

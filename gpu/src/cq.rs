@@ -9,6 +9,9 @@
 //! Work on other streams completes through an event: the CQ thread polls the events
 //! (`cuEventQuery`, which never blocks) and wakes the futures waiting on them.
 //!
+//! A [`FenceMark`] remembers a fence number for memory a transfer borrows: the memory's owner
+//! waits for it before the memory is read, written or freed again.
+//!
 //! A future keeps its task polling (rescheduling itself) for a few microseconds before it
 //! parks, so that short operations complete without waking a parked worker. A parked fence
 //! future hands its number to the CQ thread, which watches the counter for it (and the copy
@@ -44,6 +47,8 @@ struct OpState {
     status: AtomicU8,
     error: Mutex<Option<Error>>,
     waker: Mutex<Option<Waker>>,
+    /// Set when the future is dropped unresolved: the CQ thread stops watching for it.
+    abandoned: AtomicBool,
 }
 
 impl OpState {
@@ -111,6 +116,52 @@ impl Fence {
     /// Whether the work before number `seq` has completed.
     fn reached(&self, seq: u64) -> bool {
         self.word.load_u64(0) >= seq
+    }
+}
+
+/// The copy stream's work up to one fence number: what memory borrowed by a transfer waits
+/// for before it is used again.
+#[derive(Clone)]
+pub(crate) struct FenceMark {
+    shared: Arc<Shared>,
+    seq: u64,
+}
+
+impl std::fmt::Debug for FenceMark {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FenceMark").field("seq", &self.seq).finish()
+    }
+}
+
+impl FenceMark {
+    /// Whether `self` and `other` count on the same copy stream.
+    pub fn same_fence(&self, other: &FenceMark) -> bool {
+        Arc::ptr_eq(&self.shared, &other.shared)
+    }
+
+    /// The fence number.
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// Whether the work before the mark has completed.
+    pub fn is_done(&self) -> bool {
+        self.shared.fence.reached(self.seq)
+    }
+
+    /// Blocks the calling thread until the work before the mark has completed, or until the
+    /// copy stream has failed (its work then never runs).
+    pub fn wait(&self) {
+        let mut checked = Instant::now();
+        while !self.is_done() {
+            if checked.elapsed() >= FENCE_CHECK {
+                if driver::stream_query(self.shared.fence.stream.cu_stream()).is_err() {
+                    return;
+                }
+                checked = Instant::now();
+            }
+            std::thread::yield_now();
+        }
     }
 }
 
@@ -289,7 +340,9 @@ fn poll_loop(shared: &Shared, ctx: &CudaContext, spin: Duration, traffic: &Traff
         let mut finished = 0;
         let mut i = 0;
         while i < pending.len() {
+            let abandoned = pending[i].op.abandoned.load(Ordering::Acquire);
             let outcome = match &pending[i].watch {
+                _ if abandoned => Some(Ok(())),
                 Watch::Event(event) => match event.query() {
                     Ok(false) => None,
                     Ok(true) => Some(Ok(())),
@@ -302,7 +355,9 @@ fn poll_loop(shared: &Shared, ctx: &CudaContext, spin: Duration, traffic: &Traff
                 None => i += 1,
                 Some(outcome) => {
                     let entry = pending.swap_remove(i);
-                    entry.op.finish(outcome);
+                    if !abandoned {
+                        entry.op.finish(outcome);
+                    }
                     if let Watch::Event(event) = entry.watch {
                         shared.pool.lock().expect("event pool").push(event);
                     }
@@ -337,8 +392,7 @@ enum Wait {
 }
 
 /// Resolves when the GPU work before its event or fence number has completed. Dropping it
-/// before then waits (blocking) for the work, so that memory borrowed by the operation
-/// outlives the transfer.
+/// before then leaves the work running and stops watching it.
 pub(crate) struct Completion {
     shared: Arc<Shared>,
     wait: Wait,
@@ -354,6 +408,17 @@ impl std::fmt::Debug for Completion {
 }
 
 impl Completion {
+    /// The fence mark of a completion of the copy stream's work.
+    pub fn fence_mark(&self) -> Option<FenceMark> {
+        match &self.wait {
+            Wait::Fence { seq, .. } => Some(FenceMark {
+                shared: self.shared.clone(),
+                seq: *seq,
+            }),
+            Wait::Op(_) => None,
+        }
+    }
+
     fn outcome(&self) -> Option<Result<()>> {
         match &self.wait {
             Wait::Op(op) => op.outcome(),
@@ -411,14 +476,13 @@ impl Future for Completion {
 }
 
 impl Drop for Completion {
+    /// Stops the CQ thread watching for an unresolved completion. The work goes on; memory it
+    /// borrows is kept by its owner until then (see [`FenceMark`]).
     fn drop(&mut self) {
-        if self.outcome().is_some() {
-            return;
-        }
-        // Let the CQ thread watch it too, so that a failed stream ends the wait.
-        self.park(None);
-        while self.outcome().is_none() {
-            std::thread::yield_now();
-        }
+        let op = match &self.wait {
+            Wait::Op(op) | Wait::Fence { op: Some(op), .. } => op,
+            Wait::Fence { op: None, .. } => return,
+        };
+        op.abandoned.store(true, Ordering::Release);
     }
 }

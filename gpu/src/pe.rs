@@ -232,23 +232,36 @@ impl GpuPe {
             }
             peers.push((uuid, token));
         }
-        // Map every PE's allocation; round 3 tells everyone whether every PE managed, so that
-        // a PE that failed here fails the others too instead of leaving them waiting.
+        // Map every PE's allocation and start the completion queue; round 3 tells everyone
+        // whether every PE managed, so that a PE that failed here fails the others too
+        // instead of leaving them waiting.
         let started = std::time::Instant::now();
+        let traffic = host.metrics().traffic(TRANSPORT, n_pes);
         let mapped = match sharing_with {
             Some(other) => Err(Error::Config(format!(
                 "PEs {my_pe} and {other} of this process would share GPU {}: run at most one GPU PE per GPU in a process (start one process per GPU, e.g. ferroshmem run -n N)",
                 device.ordinal()
             ))),
             None => Self::map_all(&device, &peers, my_pe, n_pes, stride, gran, physical).await,
-        };
+        }
+        .and_then(|(view, copy_stream)| {
+            let cq = Cq::start(
+                my_pe,
+                device.context().clone(),
+                spin_from_env()?,
+                copy_stream.clone(),
+                traffic.clone(),
+            )?;
+            let staging = crate::rma::Staging::new(device.context())?;
+            Ok((view, copy_stream, cq, staging))
+        });
         let status = match &mapped {
             Ok(_) => b"mapped".to_vec(),
             Err(e) => format!("failed: {e}").into_bytes(),
         };
         let all = exchange.exchange(GPU_GROUP, my_pe, n_pes, status).await?;
         drop(server);
-        let (view, copy_stream) = mapped?;
+        let (view, copy_stream, cq, staging) = mapped?;
         if let Some((pe, why)) = all
             .iter()
             .enumerate()
@@ -260,15 +273,6 @@ impl GpuPe {
             )));
         }
         tracing::debug!(pe = my_pe, elapsed = ?started.elapsed(), "GPU heap mapped");
-        let traffic = host.metrics().traffic(TRANSPORT, n_pes);
-        let cq = Cq::start(
-            my_pe,
-            device.context().clone(),
-            spin_from_env()?,
-            copy_stream.clone(),
-            traffic.clone(),
-        )?;
-        let staging = crate::rma::Staging::new(device.context())?;
         let inner = Inner {
             cq,
             internal: OnceLock::new(),
@@ -465,6 +469,20 @@ impl GpuPe {
         Ok(self.addr_of(pe, span.offset))
     }
 
+    /// [`GpuPe::locate`] for a 64-bit signal word, `view[0]` of PE `pe`, which the GPU
+    /// updates atomically or waits on: a misaligned one is refused before anything is queued
+    /// (on the GPU it would fail the whole context).
+    pub(crate) fn locate_signal(&self, view: SymSlice<'_, u64>, pe: usize) -> Result<u64> {
+        let at = self.locate(view, 1, "signal", pe)?;
+        if at % 8 != 0 {
+            return Err(Error::MisalignedAtomic {
+                offset: (at - self.addr_of(pe, 0)) as usize,
+                align: 8,
+            });
+        }
+        Ok(at)
+    }
+
     /// The address of `view` on PE `pe` in this PE's view: what `nvshmem_ptr` gives, for
     /// kernels of this PE's GPU (and for on-stream copies).
     pub fn ptr<'a, T: Pod>(&self, view: impl Into<SymSlice<'a, T>>, pe: usize) -> Result<u64> {
@@ -568,10 +586,21 @@ impl GpuPe {
         self.allocate(len, std::mem::align_of::<T>(), true).await
     }
 
-    /// As [`GpuPe::malloc`], aligned to `align` bytes, a power of two (`nvshmem_align`).
+    /// As [`GpuPe::malloc`], aligned to `align` bytes, a power of two of at most
+    /// [`GPU_HEADER`](crate::GPU_HEADER) (64 KiB) (`nvshmem_align`).
+    ///
+    /// # Errors
+    /// [`Error::InvalidAlignment`] for 0 or a non-power of two, [`Error::InvalidArgument`]
+    /// above 64 KiB (device addresses are aligned only that far), as [`GpuPe::malloc`]
+    /// otherwise.
     pub async fn align<T: Pod>(&self, align: usize, len: usize) -> Result<GpuBuffer<T>> {
         if align == 0 || !align.is_power_of_two() {
             return Err(Error::InvalidAlignment(align));
+        }
+        if align > GPU_HEADER {
+            return Err(Error::InvalidArgument(format!(
+                "GPU heap alignments above {GPU_HEADER} bytes are not supported (asked for {align})"
+            )));
         }
         self.allocate(len, align.max(std::mem::align_of::<T>()), false)
             .await

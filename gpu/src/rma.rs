@@ -5,10 +5,13 @@
 //! as a stream memory write (`cuStreamWriteValue32/64`): no copy engine, no staging. `_nbi`
 //! forms return once the copy is queued and complete at [`GpuPe::quiet`].
 //!
-//! Blocking forms resolve when the data has arrived; a future dropped before then waits for
-//! its copy, so borrowed local memory always outlives the transfer. `_nbi` forms take
-//! symmetric memory of this PE as their local side, which lives until the collective `free`
-//! (and `free` waits for the GPU first).
+//! Blocking forms resolve when the data has arrived. Cancel safety: a future dropped before
+//! then leaves its copy running (it cannot be recalled); the local buffer it borrowed
+//! remembers the copy, and reading, writing or freeing the buffer waits for it. `_nbi` forms
+//! take symmetric memory of this PE as their local side, which lives until the collective
+//! `free` (and `free` waits for the GPU first). `g` reads into pinned staging slots: copies
+//! into a slot run in copy-stream order, so a slot given back by a dropped `g` is never
+//! written by its old copy after a new one.
 //!
 //! Every operation is counted in the PE's traffic (transport `cuda`): a blocking one when it
 //! completes, sampled for its latency, and in flight while it runs; an `_nbi` one when it is
@@ -23,7 +26,8 @@ use ferroshmem_observability::traffic::Op;
 use ferroshmem_observability::Traffic;
 use ferroshmem_runtime::{Error, Result, SymSlice};
 
-use crate::buffers::{HostBuffer, LocalMem};
+use crate::buffers::private::Sealed;
+use crate::buffers::{HostBuffer, InUse, LocalMem};
 use crate::cq::Completion;
 use crate::driver::{self, Pinned, Word};
 use crate::pe::GpuPe;
@@ -152,6 +156,18 @@ impl GpuPe {
         })
     }
 
+    /// [`GpuPe::completion`] of a copy that uses local memories `uses`: each remembers it
+    /// until it has completed.
+    fn completion_using(&self, uses: &[&InUse]) -> Result<Completion> {
+        let done = self.completion(None)?;
+        if let Some(mark) = done.fence_mark() {
+            for memory in uses {
+                memory.add(mark.clone());
+            }
+        }
+        Ok(done)
+    }
+
     fn note_nbi(&self) {
         self.inner.staging.issued.fetch_add(1, Ordering::AcqRel);
     }
@@ -168,7 +184,7 @@ impl GpuPe {
         src: &impl LocalMem<T>,
         pe: usize,
     ) -> Result<()> {
-        let bytes = src.len() * std::mem::size_of::<T>();
+        let bytes = src.len().saturating_mul(std::mem::size_of::<T>());
         self.counted(Op::Put, pe, bytes, async {
             let at = self.locate(dest.into(), src.len(), "put destination", pe)?;
             self.bind()?;
@@ -180,7 +196,7 @@ impl GpuPe {
                 return self.completion(Some(word))?.await;
             }
             driver::copy_async(at, src.addr(), bytes, self.copy_stream_raw())?;
-            self.completion(None)?.await
+            self.completion_using(&[src.in_use()])?.await
         })
         .await
     }
@@ -192,12 +208,12 @@ impl GpuPe {
         src: impl Into<SymSlice<'_, T>>,
         pe: usize,
     ) -> Result<()> {
-        let bytes = dest.len() * std::mem::size_of::<T>();
+        let bytes = dest.len().saturating_mul(std::mem::size_of::<T>());
         self.counted(Op::Get, pe, bytes, async {
             let at = self.locate(src.into(), dest.len(), "get source", pe)?;
             self.bind()?;
             driver::copy_async(dest.addr(), at, bytes, self.copy_stream_raw())?;
-            self.completion(None)?.await
+            self.completion_using(&[dest.in_use()])?.await
         })
         .await
     }
@@ -211,7 +227,7 @@ impl GpuPe {
         pe: usize,
     ) -> Result<()> {
         let src = src.into();
-        let bytes = src.len() * std::mem::size_of::<T>();
+        let bytes = src.len().saturating_mul(std::mem::size_of::<T>());
         self.copy_nbi(Op::Put, pe, bytes, || {
             let from = self.locate(src, src.len(), "put_nbi source", self.my_pe())?;
             let at = self.locate(dest.into(), src.len(), "put_nbi destination", pe)?;
@@ -228,7 +244,7 @@ impl GpuPe {
         pe: usize,
     ) -> Result<()> {
         let dest = dest.into();
-        let bytes = dest.len() * std::mem::size_of::<T>();
+        let bytes = dest.len().saturating_mul(std::mem::size_of::<T>());
         self.copy_nbi(Op::Get, pe, bytes, || {
             let to = self.locate(dest, dest.len(), "get_nbi destination", self.my_pe())?;
             let at = self.locate(src.into(), dest.len(), "get_nbi source", pe)?;
@@ -289,7 +305,7 @@ impl GpuPe {
                 }
                 let mut one = HostBuffer::<T>::new(self.context(), 1)?;
                 driver::copy_async(one.addr(), at, size, self.copy_stream_raw())?;
-                self.completion(None)?.await?;
+                self.completion_using(&[one.in_use()])?.await?;
                 Ok(one.as_mut_slice()[0])
             }
         }
@@ -313,10 +329,10 @@ impl GpuPe {
         driver::copy_async(
             dest.addr(),
             src.addr(),
-            dest.len() * std::mem::size_of::<T>(),
+            dest.len().saturating_mul(std::mem::size_of::<T>()),
             self.copy_stream_raw(),
         )?;
-        self.completion(None)?.await
+        self.completion_using(&[dest.in_use(), src.in_use()])?.await
     }
 
     /// Orders this PE's host-initiated operations to each PE (`nvshmem_fence`). They run in

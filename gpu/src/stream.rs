@@ -1,8 +1,8 @@
 //! On-stream operations (`nvshmemx_*_on_stream`): queued on a caller's CUDA stream, ordered
 //! with its kernels, and capturable into a CUDA graph. Copies run on the copy engines; signal
 //! sets and waits are stream memory operations (`cuStreamWriteValue64` /
-//! `cuStreamWaitValue64`) where the driver offers them, and so are barriers outside graph
-//! capture; the rest (`p`, signal adds, other comparisons, barriers inside a capture) are
+//! `cuStreamWaitValue64`; a GPU without them is refused when it is opened), and so are
+//! barriers outside graph capture; the rest (`p`, signal adds, other comparisons, barriers inside a capture) are
 //! one-thread kernels of the device library.
 //!
 //! Local operands are symmetric memory of this PE (alive until the collective `free`, which
@@ -19,7 +19,7 @@ use cudarc::driver::CudaStream;
 use ferroshmem_observability::traffic::Op;
 use ferroshmem_runtime::{Cmp, Error, Result, SignalOp, SymSlice};
 
-use crate::driver::{self, Graph, LaunchDims, MemOp, Word};
+use crate::driver::{self, Graph, LaunchDims, MemOp, Owner, Word};
 use crate::module::KernelArg;
 use crate::pe::GpuPe;
 
@@ -72,7 +72,7 @@ impl GpuPe {
         stream: &CudaStream,
     ) -> Result<()> {
         let src = src.into();
-        let bytes = src.len() * std::mem::size_of::<T>();
+        let bytes = src.len().saturating_mul(std::mem::size_of::<T>());
         let queued = self.queue_put(dest.into(), src, pe, stream);
         self.counted_on_stream(Op::Put, pe, bytes, queued)
     }
@@ -87,7 +87,12 @@ impl GpuPe {
         let from = self.locate(src, src.len(), "put_on_stream source", self.my_pe())?;
         let at = self.locate(dest, src.len(), "put_on_stream destination", pe)?;
         self.bind()?;
-        self.copy_on_stream(at, from, src.len() * std::mem::size_of::<T>(), stream)
+        self.copy_on_stream(
+            at,
+            from,
+            src.len().saturating_mul(std::mem::size_of::<T>()),
+            stream,
+        )
     }
 
     /// Queues a copy from any device address of this GPU (or pinned host memory) into
@@ -122,7 +127,7 @@ impl GpuPe {
         stream: &CudaStream,
     ) -> Result<()> {
         let dest = dest.into();
-        let bytes = dest.len() * std::mem::size_of::<T>();
+        let bytes = dest.len().saturating_mul(std::mem::size_of::<T>());
         let queued = (|| {
             let to = self.locate(dest, dest.len(), "get_on_stream destination", self.my_pe())?;
             let at = self.locate(src.into(), dest.len(), "get_on_stream source", pe)?;
@@ -180,8 +185,11 @@ impl GpuPe {
         stream: &CudaStream,
     ) -> Result<()> {
         let src = src.into();
-        let bytes = src.len() * std::mem::size_of::<T>() + 8;
-        let queued = self.locate(sig.into(), 1, "signal", pe).and_then(|sig_at| {
+        let bytes = src
+            .len()
+            .saturating_mul(std::mem::size_of::<T>())
+            .saturating_add(8);
+        let queued = self.locate_signal(sig.into(), pe).and_then(|sig_at| {
             self.queue_put(dest.into(), src, pe, stream)?;
             self.signal_op_on_stream_at(sig_at, value, op, stream)
         });
@@ -216,7 +224,7 @@ impl GpuPe {
         stream: &CudaStream,
     ) -> Result<()> {
         let queued = self
-            .locate(sig.into(), 1, "signal", pe)
+            .locate_signal(sig.into(), pe)
             .and_then(|sig_at| self.signal_op_on_stream_at(sig_at, value, op, stream));
         self.counted_on_stream(Op::Signal, pe, 8, queued)
     }
@@ -231,7 +239,7 @@ impl GpuPe {
         value: u64,
         stream: &CudaStream,
     ) -> Result<()> {
-        let at = self.locate(sig.into(), 1, "signal", self.my_pe())?;
+        let at = self.locate_signal(sig.into(), self.my_pe())?;
         let flags = match cmp {
             Cmp::Ge => Some(WaitFlags::CU_STREAM_WAIT_VALUE_GEQ),
             Cmp::Eq => Some(WaitFlags::CU_STREAM_WAIT_VALUE_EQ),
@@ -282,10 +290,11 @@ impl GpuPe {
             return self.internal_launch(kernel, stream, &[]);
         }
         let (me, n) = (self.my_pe(), self.n_pes());
+        // Used up only once queued: a barrier that failed to queue leaves the epochs in step.
         let epoch = self
             .inner
             .stream_epoch
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            .load(std::sync::atomic::Ordering::Relaxed)
             + 1;
         let mut ops = Vec::with_capacity(2 * (usize::BITS - n.leading_zeros()) as usize);
         let mut distance = 1;
@@ -306,7 +315,11 @@ impl GpuPe {
         if ops.is_empty() {
             return Ok(());
         }
-        driver::batch_mem_ops(stream.cu_stream(), &ops)
+        driver::batch_mem_ops(stream.cu_stream(), &ops)?;
+        self.inner
+            .stream_epoch
+            .store(epoch, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
     }
 
     /// Queues an all-to-all exchange (`nvshmemx_alltoallmem_on_stream`): block `j` (of
@@ -321,29 +334,30 @@ impl GpuPe {
     ) -> Result<()> {
         let (dest, src) = (dest.into(), src.into());
         let n = self.n_pes();
+        // Everything is checked before the first copy is queued: a refused call queues
+        // nothing, so the peers' barrier never waits for this PE.
         let checked = nelems
             .checked_mul(n)
             .ok_or_else(|| Error::InvalidArgument("alltoall size overflows".into()))
             .and_then(|total| {
                 let from = self.locate(src, total, "alltoall source", self.my_pe())?;
+                let to = (0..n)
+                    .map(|j| self.locate(dest, total, "alltoall destination", j))
+                    .collect::<Result<Vec<u64>>>()?;
                 self.bind()?;
-                Ok((total, from))
+                Ok((from, to))
             });
-        let (total, from) = checked.map_err(|e| self.inner.traffic.failed(e))?;
-        let size = std::mem::size_of::<T>();
-        let block = (nelems * size) as u64;
-        for j in 0..n {
-            let queued = self
-                .locate(dest, total, "alltoall destination", j)
-                .and_then(|at| {
-                    driver::copy_async(
-                        at + self.my_pe() as u64 * block,
-                        from + j as u64 * block,
-                        nelems * size,
-                        stream.cu_stream(),
-                    )
-                });
-            self.counted_on_stream(Op::Put, j, nelems * size, queued)?;
+        let (from, to) = checked.map_err(|e| self.inner.traffic.failed(e))?;
+        let bytes = nelems * std::mem::size_of::<T>();
+        let block = bytes as u64;
+        for (j, at) in to.into_iter().enumerate() {
+            let queued = driver::copy_async(
+                at + self.my_pe() as u64 * block,
+                from + j as u64 * block,
+                bytes,
+                stream.cu_stream(),
+            );
+            self.counted_on_stream(Op::Put, j, bytes, queued)?;
         }
         self.barrier_all_on_stream(stream)
     }
@@ -370,6 +384,6 @@ impl GpuPe {
         let recorded = record(stream);
         let graph = driver::end_capture(self.context(), stream.cu_stream());
         recorded?;
-        graph
+        Ok(graph?.owned_by(Owner::new(self.inner.clone())))
     }
 }

@@ -18,6 +18,7 @@ pub fn all() -> Vec<Scenario> {
         ("on_stream", |p, g| Box::pin(on_stream(p, g))),
         ("graph_capture", |p, g| Box::pin(graph_capture(p, g))),
         ("debug_reports", |p, g| Box::pin(debug_reports(p, g))),
+        ("dropped_futures", |p, g| Box::pin(dropped_futures(p, g))),
     ]
 }
 
@@ -311,6 +312,69 @@ async fn host_futures(pe: Pe, g: GpuPe) -> Result<()> {
         g.heap_used().await,
         used_before,
     )?;
+    Ok(())
+}
+
+/// Futures dropped or leaked before their GPU work completes, and operands refused before
+/// anything is queued.
+async fn dropped_futures(_pe: Pe, g: GpuPe) -> Result<()> {
+    use futures::FutureExt;
+    let (me, n) = (g.my_pe(), g.n_pes());
+    let next = (me + 1) % n;
+    // A leaked get of 64 MiB: reading its buffer waits for the copy instead of racing it.
+    const LEN: usize = 8 << 20;
+    let big = g.malloc::<u64>(LEN).await?;
+    let fill = HostBuffer::from_slice(g.context(), &pattern(me, LEN))?;
+    g.put(&big, &fill, me).await?;
+    drop(fill);
+    g.barrier_all().await?;
+    let want = pattern(next, LEN);
+    let mut h = HostBuffer::<u64>::new(g.context(), LEN)?;
+    let mut get = Box::pin(g.get(&mut h, &big, next));
+    let first = (&mut get).now_or_never();
+    std::mem::forget(get);
+    // The last element first: the copy writes it last.
+    let last = h.as_slice()[LEN - 1];
+    expect_eq(me, "first poll of a 64 MiB get", first.is_none(), true)?;
+    expect_eq(me, "last element after a leaked get", last, want[LEN - 1])?;
+    expect_eq(
+        me,
+        "buffer of a leaked get",
+        h.as_slice() == want.as_slice(),
+        true,
+    )?;
+    drop(h);
+    // A dropped wait of a stream held by a signal wait returns at once; the stream goes on.
+    let stream = g.new_stream()?;
+    let sig = g.calloc::<u64>(1).await?;
+    g.signal_wait_until_on_stream(sig.at(0), Cmp::Ge, 1, &stream)?;
+    let mut wait = Box::pin(g.wait_stream(&stream));
+    expect_eq(
+        me,
+        "wait of a held stream",
+        (&mut wait).now_or_never().is_none(),
+        true,
+    )?;
+    drop(wait);
+    g.p(sig.at(0), 1u64, me).await?;
+    g.wait_stream(&stream).await?;
+    // Refused before queuing: a misaligned signal (on the GPU it would fail the context)
+    // and an alignment the GPU heap cannot give.
+    let bytes = g.calloc::<u8>(64).await?;
+    let odd = bytes.slice(1..9).cast::<u64>();
+    match g.signal_op_on_stream(odd, 1, SignalOp::Add, next, &stream) {
+        Err(Error::MisalignedAtomic { align: 8, .. }) => {}
+        other => return Err(fail(me, format!("misaligned signal: {other:?}"))),
+    }
+    match g.align::<u8>(1 << 20, 64).await {
+        Err(Error::InvalidArgument(_)) => {}
+        other => return Err(fail(me, format!("1 MiB alignment: {other:?}"))),
+    }
+    g.wait_stream(&stream).await?;
+    g.barrier_all().await?;
+    g.free(big).await.map_err(|(e, _)| e)?;
+    g.free(sig).await.map_err(|(e, _)| e)?;
+    g.free(bytes).await.map_err(|(e, _)| e)?;
     Ok(())
 }
 

@@ -161,11 +161,34 @@ pub(crate) unsafe fn launch(
 }
 
 /// A CUDA graph captured from a stream, instantiated and ready to launch.
+///
+/// A graph captured by a GPU PE keeps that PE's heap mapping and kernels alive. The symmetric
+/// buffers it names are not: replaying it after one was freed writes into whatever has been
+/// allocated there since (as with NVSHMEM), so free them only after the last replay.
 #[derive(Debug)]
 pub struct Graph {
     graph: sys::CUgraph,
     exec: sys::CUgraphExec,
     ctx: Arc<CudaContext>,
+    owner: Option<Owner>,
+}
+
+/// What a graph keeps alive besides its context (held, never read).
+pub(crate) struct Owner {
+    _alive: Arc<dyn std::any::Any + Send + Sync>,
+}
+
+impl Owner {
+    /// Keeps `alive` alive.
+    pub(crate) fn new(alive: Arc<dyn std::any::Any + Send + Sync>) -> Owner {
+        Owner { _alive: alive }
+    }
+}
+
+impl std::fmt::Debug for Owner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Owner")
+    }
 }
 
 // SAFETY: graph handles may be used from any thread with the context bound.
@@ -218,10 +241,17 @@ pub(crate) fn end_capture(ctx: &Arc<CudaContext>, stream: sys::CUstream) -> Resu
         graph,
         exec,
         ctx: ctx.clone(),
+        owner: None,
     })
 }
 
 impl Graph {
+    /// The graph, keeping `owner` alive as long as it lives.
+    pub(crate) fn owned_by(mut self, owner: Owner) -> Graph {
+        self.owner = Some(owner);
+        self
+    }
+
     /// Replays the graph on `stream`.
     pub fn launch(&self, stream: &cudarc::driver::CudaStream) -> Result<()> {
         bind(&self.ctx)?;

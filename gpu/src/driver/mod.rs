@@ -647,5 +647,7 @@ impl Drop for DeviceAlloc {
 
 mod kernels;
 
-pub(crate) use kernels::{begin_capture, end_capture, is_capturing, launch, Function, Module};
+pub(crate) use kernels::{
+    begin_capture, end_capture, is_capturing, launch, Function, Module, Owner,
+};
 pub use kernels::{Graph, LaunchDims};
