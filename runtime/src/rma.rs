@@ -99,7 +99,7 @@ impl DataPlane {
         pe: usize,
     ) -> Result<()> {
         let dest = dest.into();
-        let moved = dest.len() * std::mem::size_of::<T>();
+        let moved = dest.len().saturating_mul(std::mem::size_of::<T>());
         counted!(self, Op::Get, pe, moved, check {
             let source = self.segment(pe)?;
             let dst_at = self.locate(dest, 0, "get_nbi destination")?;
@@ -140,7 +140,7 @@ impl DataPlane {
         nelems: usize,
         pe: usize,
     ) -> Result<()> {
-        let moved = nelems * std::mem::size_of::<T>();
+        let moved = nelems.saturating_mul(std::mem::size_of::<T>());
         counted!(self, Op::Iput, pe, moved, check {
             let target = self.segment(pe)?;
             let dest_extent = strided_extent(dst, nelems, "destination")?;
@@ -176,7 +176,7 @@ impl DataPlane {
         nelems: usize,
         pe: usize,
     ) -> Result<()> {
-        let moved = nelems * std::mem::size_of::<T>();
+        let moved = nelems.saturating_mul(std::mem::size_of::<T>());
         counted!(self, Op::Iget, pe, moved, check {
             let source = self.segment(pe)?;
             let dest_extent = strided_extent(dst, nelems, "destination")?;

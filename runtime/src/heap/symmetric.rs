@@ -280,16 +280,22 @@ impl<'a> SymSlice<'a, u8> {
     /// is: atomics on a misaligned result report [`Error::MisalignedAtomic`].
     pub fn cast<U: Pod>(&self) -> SymSlice<'a, U> {
         let size = std::mem::size_of::<U>().max(1);
+        let inside = self
+            .start
+            .checked_add(self.len)
+            .is_some_and(|end| end <= self.limit);
         SymSlice {
             heap: self.heap,
-            base: self.base + self.start,
+            // Within the allocation the new base cannot overflow; a view past it keeps the
+            // old base and no room, so that it fails when used.
+            base: if inside {
+                self.base + self.start
+            } else {
+                self.base
+            },
             start: 0,
             len: self.len / size,
-            limit: if self.start + self.len <= self.limit {
-                self.len / size
-            } else {
-                0
-            },
+            limit: if inside { self.len / size } else { 0 },
             _borrow: PhantomData,
         }
     }
@@ -301,6 +307,30 @@ mod tests {
 
     fn buf(len: usize) -> SymBuffer<u64> {
         SymBuffer::from_allocation(Allocation::new(HeapId(7), 128, len * 8), len).unwrap()
+    }
+
+    #[test]
+    fn casts_of_views_that_wrap_around_fail_typed() {
+        let b =
+            SymBuffer::<u8>::from_allocation(Allocation::new(HeapId(7), 4096, 4096), 4096).unwrap();
+        let to = 0usize.wrapping_sub(100);
+        let wrapped = b.all().slice(100..).slice(to - 4096..to).cast::<u8>();
+        assert!(matches!(
+            wrapped.span(HeapId(7)),
+            Err(Error::OutOfBounds { .. })
+        ));
+        let huge = b.slice(usize::MAX - 8..).cast::<u64>();
+        assert!(matches!(
+            huge.span(HeapId(7)),
+            Err(Error::OutOfBounds { .. }) | Ok(Span { len: 0, .. })
+        ));
+        assert_eq!(
+            b.slice(8..24).cast::<u64>().span(HeapId(7)).unwrap(),
+            Span {
+                offset: 4104,
+                len: 2
+            }
+        );
     }
 
     #[test]
