@@ -189,12 +189,43 @@ fn clock() -> u64 {
     (epoch.elapsed().as_nanos() as u64).max(1)
 }
 
+/// A series handle and how much of this block's count it has been given. Blocks publish
+/// what they counted since their last scrape, so that blocks with the same labels (a PE's
+/// GPU set up twice, a block and its replacement) add up instead of hiding each other.
+#[derive(Debug)]
+struct Sent<H> {
+    handle: H,
+    sent: u64,
+}
+
+impl Sent<Counter> {
+    /// Adds to the series what `total` holds beyond what it was given.
+    fn catch_up(&mut self, total: u64) {
+        self.handle.increment(total.wrapping_sub(self.sent));
+        self.sent = total;
+    }
+}
+
+impl Sent<Gauge> {
+    /// Moves the series by this block's change since the last publication.
+    fn catch_up(&mut self, now: u64) {
+        if now >= self.sent {
+            self.handle.increment((now - self.sent) as f64);
+        } else {
+            self.handle.decrement((self.sent - now) as f64);
+        }
+        self.sent = now;
+    }
+}
+
 /// Handles registered at scrape time, for the series that have counts.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Published {
     /// `(ops_total, bytes_total)` per `[op][target]`.
-    cells: Vec<Option<(Counter, Counter)>>,
-    barriers: Option<Counter>,
+    cells: Vec<Option<(Sent<Counter>, Sent<Counter>)>>,
+    barriers: Option<Sent<Counter>>,
+    in_flight: Sent<Gauge>,
+    cq_depth: Sent<Gauge>,
 }
 
 /// The counters of an enabled traffic block.
@@ -219,8 +250,6 @@ struct Active {
     barrier_latency: Histogram,
     in_flight: AtomicI64,
     cq_depth: AtomicU64,
-    in_flight_gauge: Gauge,
-    cq_depth_gauge: Gauge,
     published: Mutex<Published>,
 }
 
@@ -299,11 +328,17 @@ impl Traffic {
                 barrier_latency,
                 in_flight: AtomicI64::new(0),
                 cq_depth: AtomicU64::new(0),
-                in_flight_gauge,
-                cq_depth_gauge,
                 published: Mutex::new(Published {
                     cells: (0..cells).map(|_| None).collect(),
                     barriers: None,
+                    in_flight: Sent {
+                        handle: in_flight_gauge,
+                        sent: 0,
+                    },
+                    cq_depth: Sent {
+                        handle: cq_depth_gauge,
+                        sent: 0,
+                    },
                 }),
             })),
         }
@@ -474,9 +509,16 @@ impl Traffic {
 }
 
 impl Drop for Active {
-    /// Publishes the last counts, so that what a PE did after the last scrape still shows.
+    /// Publishes the last counts, so that what a PE did after the last scrape still shows,
+    /// and takes the block's part out of the gauges.
     fn drop(&mut self) {
         self.publish();
+        let mut published = self
+            .published
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        published.in_flight.catch_up(0);
+        published.cq_depth.catch_up(0);
     }
 }
 
@@ -616,6 +658,7 @@ impl Active {
             .published
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
+        let published = &mut *published;
         let blocks: Vec<&[Cell]> = (0..=SHARDS).map(|b| self.block(b)).collect();
         for index in 0..Op::ALL.len() * self.n_targets {
             let (mut ops, mut bytes) = (0u64, 0u64);
@@ -634,12 +677,18 @@ impl Active {
                     Label::new(names::TARGET_PE, (index % self.n_targets).to_string()),
                 ];
                 (
-                    self.pe.counter(names::OPS_TOTAL, &labels),
-                    self.pe.counter(names::BYTES_TOTAL, &labels),
+                    Sent {
+                        handle: self.pe.counter(names::OPS_TOTAL, &labels),
+                        sent: 0,
+                    },
+                    Sent {
+                        handle: self.pe.counter(names::BYTES_TOTAL, &labels),
+                        sent: 0,
+                    },
                 )
             });
-            handles.0.absolute(ops);
-            handles.1.absolute(bytes);
+            handles.0.catch_up(ops);
+            handles.1.catch_up(bytes);
         }
         let barriers = self
             .shards
@@ -649,16 +698,18 @@ impl Active {
         if barriers > 0 {
             published
                 .barriers
-                .get_or_insert_with(|| {
-                    self.pe.counter(
+                .get_or_insert_with(|| Sent {
+                    handle: self.pe.counter(
                         names::COLLECTIVES_TOTAL,
                         &[Label::new(names::OP, "barrier")],
-                    )
+                    ),
+                    sent: 0,
                 })
-                .absolute(barriers);
+                .catch_up(barriers);
         }
-        self.in_flight_gauge
-            .set(self.in_flight.load(Relaxed) as f64);
-        self.cq_depth_gauge.set(self.cq_depth.load(Relaxed) as f64);
+        published
+            .in_flight
+            .catch_up(self.in_flight.load(Relaxed).max(0) as u64);
+        published.cq_depth.catch_up(self.cq_depth.load(Relaxed));
     }
 }

@@ -221,3 +221,39 @@ fn counts_survive_their_block_and_replaced_blocks_start_afresh() {
         assert!(samples(&text, names::OPS_TOTAL, &labels("get", "cuda", "2")).is_empty());
     }
 }
+
+#[test]
+fn blocks_with_the_same_labels_add_up() {
+    let exporter = install_exporter().expect("exporter");
+    let pe = PeMetrics::new(0, 0xadd);
+    let first = pe.traffic("cuda", 2);
+    let second = pe.traffic("cuda", 2);
+    for _ in 0..10 {
+        first.count(Op::Get, 1, 8);
+    }
+    for _ in 0..4 {
+        second.count(Op::Get, 1, 8);
+    }
+    first.in_flight(2);
+    second.in_flight(3);
+    let labels = [
+        (names::PE, "0"),
+        (names::JOB_ID, "0000000000000add"),
+        ("op", "get"),
+        ("transport", "cuda"),
+        ("target_pe", "1"),
+    ];
+    let text = exporter.render();
+    assert_eq!(sample(&text, names::OPS_TOTAL, &labels), 14.0);
+    assert_eq!(sample(&text, names::BYTES_TOTAL, &labels), 112.0);
+    let gauge = [(names::PE, "0"), (names::JOB_ID, "0000000000000add")];
+    assert_eq!(sample(&text, names::OPS_IN_FLIGHT, &gauge), 5.0);
+    // A dropped block keeps its counts and takes its operations out of the gauge.
+    drop(first);
+    for _ in 0..5 {
+        second.count(Op::Get, 1, 8);
+    }
+    let text = exporter.render();
+    assert_eq!(sample(&text, names::OPS_TOTAL, &labels), 19.0);
+    assert_eq!(sample(&text, names::OPS_IN_FLIGHT, &gauge), 3.0);
+}
