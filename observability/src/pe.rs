@@ -192,8 +192,9 @@ impl PeMetrics {
         }
     }
 
-    /// Counts and times one completed collective call `op` (`malloc`, `free`, `exchange`,
-    /// `broadcast`, …; barriers go through [`Traffic::barrier`]).
+    /// Counts and times one completed collective call `op` (the host heap's `malloc` and
+    /// `free`, and `exchange`; barriers go through [`Traffic::barrier_start`] and
+    /// [`Traffic::barrier_done`]).
     pub fn collective(&self, op: &'static str, took: Duration) {
         let Some(shared) = &self.shared else {
             return;
