@@ -14,6 +14,7 @@ mod cq;
 mod driver;
 mod fd_share;
 mod heap;
+mod heap_calls;
 mod module;
 mod pe;
 mod rma;

@@ -11,15 +11,15 @@ use cudarc::driver::sys::CUstream;
 use cudarc::driver::{CudaContext, CudaStream};
 use ferroshmem_observability::{HeapMemory, Traffic};
 use ferroshmem_runtime::config::{node_key, spin_from_env, symmetric_size_from_env};
-use ferroshmem_runtime::heap::{HeapAllocator, HeapCall};
-use ferroshmem_runtime::{Allocation, DataPlane, Error, HeapId, Result, SymBuffer, SymSlice};
+use ferroshmem_runtime::heap::HeapAllocator;
+use ferroshmem_runtime::{DataPlane, Error, HeapId, Result, SymSlice};
 
 use crate::collective::GPU_GROUP;
 use crate::context::{device_for_local_rank, ordinal_of, GpuDevice};
 use crate::cq::{Completion, Cq};
 use crate::driver::{self, Physical};
 use crate::fd_share::{fetch, FdServer, TOKEN_LEN};
-use crate::heap::{gpu_heap_id, GpuBuffer, HeapView, GPU_HEADER};
+use crate::heap::{gpu_heap_id, HeapView, GPU_HEADER};
 use crate::module::{DeviceState, InternalKernels, REPORT_OFFSET};
 
 /// How a GPU PE reaches the job's control plane: an allgather among a group of PEs (the
@@ -51,7 +51,7 @@ pub(crate) struct Inner {
     // Field order is drop order: the completion thread and kernels go before the streams,
     // the streams before the heap mappings, and the context (inside `device`) last.
     pub cq: Cq,
-    pub internal: OnceLock<Result<InternalKernels>>,
+    pub internal: OnceLock<InternalKernels>,
     pub copy_stream: Arc<CudaStream>,
     pub staging: crate::rma::Staging,
     pub view: HeapView,
@@ -60,7 +60,7 @@ pub(crate) struct Inner {
     pub n_pes: usize,
     pub heap: HeapId,
     pub stride: usize,
-    pub allocator: tokio::sync::Mutex<HeapAllocator>,
+    pub allocator: Arc<tokio::sync::Mutex<HeapAllocator>>,
     pub exchange: Arc<dyn Exchange>,
     pub host: Arc<DataPlane>,
     pub debug: bool,
@@ -284,7 +284,9 @@ impl GpuPe {
             n_pes,
             heap: gpu_heap_id(host.heap_id()),
             stride,
-            allocator: tokio::sync::Mutex::new(HeapAllocator::new(stride - GPU_HEADER)),
+            allocator: Arc::new(tokio::sync::Mutex::new(HeapAllocator::new(
+                stride - GPU_HEADER,
+            ))),
             exchange,
             host,
             debug: debug_from_env(),
@@ -389,7 +391,7 @@ impl GpuPe {
     }
 
     /// Zeroes `bytes` bytes of this PE's GPU heap at `offset`, and waits for it.
-    async fn zero_own(&self, offset: usize, bytes: usize) -> Result<()> {
+    pub(crate) async fn zero_own(&self, offset: usize, bytes: usize) -> Result<()> {
         self.bind()?;
         driver::zero_async(
             self.addr_of(self.my_pe(), offset),
@@ -400,7 +402,7 @@ impl GpuPe {
     }
 
     /// Publishes the GPU heap's use in the metrics (`memory="gpu"`).
-    fn report_heap(&self, heap: &HeapAllocator) {
+    pub(crate) fn report_heap(&self, heap: &HeapAllocator) {
         self.host()
             .metrics()
             .set_heap(HeapMemory::Gpu, heap.used(), self.heap_size());
@@ -518,135 +520,16 @@ impl GpuPe {
         }
     }
 
-    /// The kernels behind on-stream operations, compiled on first use.
+    /// The kernels behind on-stream operations, compiled on first use (a failed compile is
+    /// tried again at the next use).
     pub(crate) fn internal(&self) -> Result<&InternalKernels> {
-        self.inner
-            .internal
-            .get_or_init(|| InternalKernels::load(self))
-            .as_ref()
-            .map_err(|e| e.clone())
-    }
-
-    async fn allocate<T: Pod>(&self, len: usize, align: usize, zero: bool) -> Result<GpuBuffer<T>> {
-        let bytes = len.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| {
-            Error::InvalidArgument(format!("{len} elements overflow the GPU heap"))
-        })?;
-        let mut heap = self.inner.allocator.lock().await;
-        self.inner.host.health().check()?;
-        let mut local = heap.alloc(bytes, align);
-        if let (Ok(offset), true) = (&local, zero) {
-            // A failed zero-fill is a failed local allocation: this PE still takes part in
-            // the agreement below (the others would wait for it), and every PE rolls back.
-            let offset = *offset;
-            if let Err(e) = self.zero_own(offset, bytes).await {
-                let _ = heap.free(offset);
-                local = Err(e);
-            }
+        if let Some(kernels) = self.inner.internal.get() {
+            return Ok(kernels);
         }
-        let call = HeapCall::alloc(bytes, align, local.as_ref().ok().copied());
-        let undo = |heap: &mut HeapAllocator| {
-            if let Ok(offset) = &local {
-                let _ = heap.free(*offset);
-            }
-        };
-        let all = match self
-            .inner
-            .exchange
-            .exchange(GPU_GROUP, self.my_pe(), self.n_pes(), call.encode())
-            .await
-        {
-            Ok(all) => all,
-            Err(e) => {
-                undo(&mut heap);
-                return Err(e);
-            }
-        };
-        if let Some(detail) = call.mismatch(self.my_pe(), &all) {
-            undo(&mut heap);
-            return Err(Error::CollectiveMismatch {
-                operation: "GPU malloc",
-                detail,
-            });
-        }
-        let offset = local?;
-        self.report_heap(&heap);
-        let alloc = Allocation::new(self.inner.heap, offset, bytes);
-        Ok(GpuBuffer::new(SymBuffer::from_allocation(alloc, len)?))
-    }
-
-    /// Allocates `len` elements of `T` in every PE's GPU heap (`nvshmem_malloc`). Collective:
-    /// every PE calls it with the same `len`, in the same order; a PE that differs gets, on
-    /// every PE, [`Error::CollectiveMismatch`] and nothing is allocated. Contents unspecified.
-    pub async fn malloc<T: Pod>(&self, len: usize) -> Result<GpuBuffer<T>> {
-        self.allocate(len, std::mem::align_of::<T>(), false).await
-    }
-
-    /// As [`GpuPe::malloc`], zero-filled (`nvshmem_calloc`).
-    pub async fn calloc<T: Pod>(&self, len: usize) -> Result<GpuBuffer<T>> {
-        self.allocate(len, std::mem::align_of::<T>(), true).await
-    }
-
-    /// As [`GpuPe::malloc`], aligned to `align` bytes, a power of two of at most
-    /// [`GPU_HEADER`](crate::GPU_HEADER) (64 KiB) (`nvshmem_align`).
-    ///
-    /// # Errors
-    /// [`Error::InvalidAlignment`] for 0 or a non-power of two, [`Error::InvalidArgument`]
-    /// above 64 KiB (device addresses are aligned only that far), as [`GpuPe::malloc`]
-    /// otherwise.
-    pub async fn align<T: Pod>(&self, align: usize, len: usize) -> Result<GpuBuffer<T>> {
-        if align == 0 || !align.is_power_of_two() {
-            return Err(Error::InvalidAlignment(align));
-        }
-        if align > GPU_HEADER {
-            return Err(Error::InvalidArgument(format!(
-                "GPU heap alignments above {GPU_HEADER} bytes are not supported (asked for {align})"
-            )));
-        }
-        self.allocate(len, align.max(std::mem::align_of::<T>()), false)
-            .await
-    }
-
-    /// Frees a symmetric GPU buffer on every PE (`nvshmem_free`). Collective, like `malloc`.
-    /// It first waits until this PE's GPU has finished all queued work (host operations,
-    /// on-stream operations and kernels), so no transfer of this PE still uses the memory
-    /// when another PE reuses it. On a mismatch the buffer comes back in the error.
-    pub async fn free<T: Pod>(&self, buffer: GpuBuffer<T>) -> Result<(), (Error, GpuBuffer<T>)> {
-        let sym = buffer.into_inner();
-        let len = sym.len();
-        let alloc = sym.into_allocation();
-        let back = |alloc: Allocation| {
-            GpuBuffer::new(SymBuffer::from_allocation(alloc, len).expect("the same allocation"))
-        };
-        let mut heap = self.inner.allocator.lock().await;
-        if let Err(e) = self.synchronize().await {
-            return Err((e, back(alloc)));
-        }
-        let call = HeapCall::free(alloc.bytes(), alloc.offset());
-        let all = match self
-            .inner
-            .exchange
-            .exchange(GPU_GROUP, self.my_pe(), self.n_pes(), call.encode())
-            .await
-        {
-            Ok(all) => all,
-            Err(e) => return Err((e, back(alloc))),
-        };
-        if let Some(detail) = call.mismatch(self.my_pe(), &all) {
-            return Err((
-                Error::CollectiveMismatch {
-                    operation: "GPU free",
-                    detail,
-                },
-                back(alloc),
-            ));
-        }
-        match heap.free(alloc.offset()) {
-            Ok(()) => {
-                self.report_heap(&heap);
-                Ok(())
-            }
-            Err(e) => Err((e, back(alloc))),
-        }
+        let loaded = InternalKernels::load(self)?;
+        // Two threads may have compiled them at once; either copy will do.
+        let _ = self.inner.internal.set(loaded);
+        Ok(self.inner.internal.get().expect("set just above"))
     }
 
     /// Waits until every piece of work queued on this PE's GPU has finished (off the async

@@ -371,6 +371,16 @@ async fn dropped_futures(_pe: Pe, g: GpuPe) -> Result<()> {
         other => return Err(fail(me, format!("1 MiB alignment: {other:?}"))),
     }
     g.wait_stream(&stream).await?;
+    // A calloc dropped on PE 0 alone still takes its part in the collective call, so the
+    // next call pairs with the next call on every PE (both buffers stay allocated).
+    if me == 0 {
+        let mut dropped = Box::pin(g.calloc::<u64>(1024));
+        let _ = (&mut dropped).now_or_never();
+    } else {
+        drop(g.calloc::<u64>(1024).await?);
+    }
+    let next_call = g.calloc::<u64>(1024).await?;
+    g.free(next_call).await.map_err(|(e, _)| e)?;
     g.barrier_all().await?;
     g.free(big).await.map_err(|(e, _)| e)?;
     g.free(sig).await.map_err(|(e, _)| e)?;

@@ -1,0 +1,199 @@
+//! Collective calls on the symmetric GPU heap (`malloc`, `calloc`, `align`, `free`): the
+//! local allocator's decision, agreed on by every PE through one exchange (a PE that differs
+//! makes the call fail on every PE, and nothing changes), run to its end even when the
+//! caller stops waiting.
+
+use bytemuck::Pod;
+use ferroshmem_runtime::heap::{HeapAllocator, HeapCall};
+use ferroshmem_runtime::{Allocation, Error, Result, SymBuffer};
+use tokio::sync::OwnedMutexGuard;
+
+use crate::collective::GPU_GROUP;
+use crate::heap::{GpuBuffer, GPU_HEADER};
+use crate::pe::GpuPe;
+
+impl GpuPe {
+    async fn allocate<T: Pod>(&self, len: usize, align: usize, zero: bool) -> Result<GpuBuffer<T>> {
+        let bytes = len.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| {
+            Error::InvalidArgument(format!("{len} elements overflow the GPU heap"))
+        })?;
+        // The heap is this call's from here on: calls run in the order they were made, and a
+        // future dropped before this point has had no effect.
+        let heap = self.inner.allocator.clone().lock_owned().await;
+        let pe = self.clone();
+        let alloc =
+            run_to_the_end(async move { pe.allocate_bytes(heap, bytes, align, zero).await })
+                .await
+                .and_then(|done| done)?;
+        Ok(GpuBuffer::new(SymBuffer::from_allocation(alloc, len)?))
+    }
+
+    /// The collective part of an allocation of `bytes` bytes, aligned to `align`.
+    async fn allocate_bytes(
+        &self,
+        mut heap: OwnedMutexGuard<HeapAllocator>,
+        bytes: usize,
+        align: usize,
+        zero: bool,
+    ) -> Result<Allocation> {
+        self.inner.host.health().check()?;
+        let mut local = heap.alloc(bytes, align);
+        if let (Ok(offset), true) = (&local, zero) {
+            // A failed zero-fill is a failed local allocation: this PE still takes part in
+            // the agreement below (the others would wait for it), and every PE rolls back.
+            let offset = *offset;
+            if let Err(e) = self.zero_own(offset, bytes).await {
+                let _ = heap.free(offset);
+                local = Err(e);
+            }
+        }
+        let call = HeapCall::alloc(bytes, align, local.as_ref().ok().copied());
+        let undo = |heap: &mut HeapAllocator| {
+            if let Ok(offset) = &local {
+                let _ = heap.free(*offset);
+            }
+        };
+        let all = match self
+            .inner
+            .exchange
+            .exchange(GPU_GROUP, self.my_pe(), self.n_pes(), call.encode())
+            .await
+        {
+            Ok(all) => all,
+            Err(e) => {
+                undo(&mut heap);
+                return Err(e);
+            }
+        };
+        if let Some(detail) = call.mismatch(self.my_pe(), &all) {
+            undo(&mut heap);
+            return Err(Error::CollectiveMismatch {
+                operation: "GPU malloc",
+                detail,
+            });
+        }
+        let offset = local?;
+        self.report_heap(&heap);
+        Ok(Allocation::new(self.inner.heap, offset, bytes))
+    }
+
+    /// Allocates `len` elements of `T` in every PE's GPU heap (`nvshmem_malloc`). Collective:
+    /// every PE calls it with the same `len`, in the same order; a PE that differs gets, on
+    /// every PE, [`Error::CollectiveMismatch`] and nothing is allocated. Contents unspecified.
+    ///
+    /// # Cancel safety
+    /// Once it has this PE's GPU heap to itself (calls take it in the order they are made),
+    /// the call runs to its end as a task of its own even if this future is dropped, so that
+    /// the other PEs are not left waiting and every heap stays in step; a buffer allocated
+    /// for a dropped future stays allocated (unreachable) for the life of the PE. A future
+    /// dropped while an earlier call still holds the heap has done nothing. The same
+    /// holds for [`GpuPe::calloc`], [`GpuPe::align`] and [`GpuPe::free`] (a dropped free
+    /// still frees).
+    pub async fn malloc<T: Pod>(&self, len: usize) -> Result<GpuBuffer<T>> {
+        self.allocate(len, std::mem::align_of::<T>(), false).await
+    }
+
+    /// As [`GpuPe::malloc`], zero-filled (`nvshmem_calloc`).
+    pub async fn calloc<T: Pod>(&self, len: usize) -> Result<GpuBuffer<T>> {
+        self.allocate(len, std::mem::align_of::<T>(), true).await
+    }
+
+    /// As [`GpuPe::malloc`], aligned to `align` bytes, a power of two of at most
+    /// [`GPU_HEADER`](crate::GPU_HEADER) (64 KiB) (`nvshmem_align`).
+    ///
+    /// # Errors
+    /// [`Error::InvalidAlignment`] for 0 or a non-power of two, [`Error::InvalidArgument`]
+    /// above 64 KiB (device addresses are aligned only that far), as [`GpuPe::malloc`]
+    /// otherwise.
+    pub async fn align<T: Pod>(&self, align: usize, len: usize) -> Result<GpuBuffer<T>> {
+        if align == 0 || !align.is_power_of_two() {
+            return Err(Error::InvalidAlignment(align));
+        }
+        if align > GPU_HEADER {
+            return Err(Error::InvalidArgument(format!(
+                "GPU heap alignments above {GPU_HEADER} bytes are not supported (asked for {align})"
+            )));
+        }
+        self.allocate(len, align.max(std::mem::align_of::<T>()), false)
+            .await
+    }
+
+    /// Frees a symmetric GPU buffer on every PE (`nvshmem_free`). Collective, like `malloc`.
+    /// It first waits until this PE's GPU has finished all queued work (host operations,
+    /// on-stream operations and kernels), so no transfer of this PE still uses the memory
+    /// when another PE reuses it. On a mismatch the buffer comes back in the error, and so
+    /// it does, with [`Error::NotSymmetric`], for a buffer of another PE's GPU heap.
+    ///
+    /// # Cancel safety
+    /// As [`GpuPe::malloc`]: a dropped free still runs to its end.
+    pub async fn free<T: Pod>(&self, buffer: GpuBuffer<T>) -> Result<(), (Error, GpuBuffer<T>)> {
+        let sym = buffer.into_inner();
+        let len = sym.len();
+        let alloc = sym.into_allocation();
+        let back = |alloc: Allocation| {
+            GpuBuffer::new(SymBuffer::from_allocation(alloc, len).expect("the same allocation"))
+        };
+        if alloc.heap() != self.inner.heap {
+            return Err((Error::NotSymmetric, back(alloc)));
+        }
+        let (offset, bytes) = (alloc.offset(), alloc.bytes());
+        let heap = self.inner.allocator.clone().lock_owned().await;
+        let pe = self.clone();
+        match run_to_the_end(async move { pe.free_allocation(heap, alloc).await }).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err((e, alloc))) => Err((e, back(alloc))),
+            Err(e) => Err((e, back(Allocation::new(self.inner.heap, offset, bytes)))),
+        }
+    }
+
+    /// The collective part of a free.
+    async fn free_allocation(
+        &self,
+        mut heap: OwnedMutexGuard<HeapAllocator>,
+        alloc: Allocation,
+    ) -> Result<(), (Error, Allocation)> {
+        let back = |alloc: Allocation| alloc;
+        if let Err(e) = self.synchronize().await {
+            return Err((e, back(alloc)));
+        }
+        let call = HeapCall::free(alloc.bytes(), alloc.offset());
+        let all = match self
+            .inner
+            .exchange
+            .exchange(GPU_GROUP, self.my_pe(), self.n_pes(), call.encode())
+            .await
+        {
+            Ok(all) => all,
+            Err(e) => return Err((e, back(alloc))),
+        };
+        if let Some(detail) = call.mismatch(self.my_pe(), &all) {
+            return Err((
+                Error::CollectiveMismatch {
+                    operation: "GPU free",
+                    detail,
+                },
+                back(alloc),
+            ));
+        }
+        match heap.free(alloc.offset()) {
+            Ok(()) => {
+                self.report_heap(&heap);
+                Ok(())
+            }
+            Err(e) => Err((e, back(alloc))),
+        }
+    }
+}
+
+/// Runs the collective part of a GPU heap call as a task of its own, so that it reaches its
+/// end even when the caller stops waiting: the other PEs would otherwise wait for this one
+/// forever, or the heaps would fall out of step.
+async fn run_to_the_end<R: Send + 'static>(
+    work: impl std::future::Future<Output = R> + Send + 'static,
+) -> Result<R> {
+    match tokio::spawn(work).await {
+        Ok(done) => Ok(done),
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(_) => Err(Error::Shutdown),
+    }
+}
