@@ -48,29 +48,11 @@ impl GpuPe {
             }
         }
         let call = HeapCall::alloc(bytes, align, local.as_ref().ok().copied());
-        let undo = |heap: &mut HeapAllocator| {
+        if let Err(e) = self.agree(&call, "GPU malloc").await {
             if let Ok(offset) = &local {
                 let _ = heap.free(*offset);
             }
-        };
-        let all = match self
-            .inner
-            .exchange
-            .exchange(GPU_GROUP, self.my_pe(), self.n_pes(), call.encode())
-            .await
-        {
-            Ok(all) => all,
-            Err(e) => {
-                undo(&mut heap);
-                return Err(e);
-            }
-        };
-        if let Some(detail) = call.mismatch(self.my_pe(), &all) {
-            undo(&mut heap);
-            return Err(Error::CollectiveMismatch {
-                operation: "GPU malloc",
-                detail,
-            });
+            return Err(e);
         }
         let offset = local?;
         self.report_heap(&heap);
@@ -152,35 +134,33 @@ impl GpuPe {
         mut heap: OwnedMutexGuard<HeapAllocator>,
         alloc: Allocation,
     ) -> Result<(), (Error, Allocation)> {
-        let back = |alloc: Allocation| alloc;
         if let Err(e) = self.synchronize().await {
-            return Err((e, back(alloc)));
+            return Err((e, alloc));
         }
         let call = HeapCall::free(alloc.bytes(), alloc.offset());
-        let all = match self
-            .inner
-            .exchange
-            .exchange(GPU_GROUP, self.my_pe(), self.n_pes(), call.encode())
-            .await
-        {
-            Ok(all) => all,
-            Err(e) => return Err((e, back(alloc))),
-        };
-        if let Some(detail) = call.mismatch(self.my_pe(), &all) {
-            return Err((
-                Error::CollectiveMismatch {
-                    operation: "GPU free",
-                    detail,
-                },
-                back(alloc),
-            ));
+        if let Err(e) = self.agree(&call, "GPU free").await {
+            return Err((e, alloc));
         }
         match heap.free(alloc.offset()) {
             Ok(()) => {
                 self.report_heap(&heap);
                 Ok(())
             }
-            Err(e) => Err((e, back(alloc))),
+            Err(e) => Err((e, alloc)),
+        }
+    }
+
+    /// Exchanges `call` (an `operation`) with every PE: fails, on every PE alike, when the
+    /// exchange fails or a PE made a different call.
+    async fn agree(&self, call: &HeapCall, operation: &'static str) -> Result<()> {
+        let all = self
+            .inner
+            .exchange
+            .exchange(GPU_GROUP, self.my_pe(), self.n_pes(), call.encode())
+            .await?;
+        match call.mismatch(self.my_pe(), &all) {
+            Some(detail) => Err(Error::CollectiveMismatch { operation, detail }),
+            None => Ok(()),
         }
     }
 }
