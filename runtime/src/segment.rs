@@ -34,7 +34,9 @@ pub const BARRIER_ROUNDS: usize = 64;
 const WATCH_SLOTS_OFFSET: usize = BARRIER_FLAGS_OFFSET + BARRIER_ROUNDS * CACHE_LINE;
 /// Number of sleepers whose watched range the header can hold; more watch everything.
 pub const WATCH_SLOTS: usize = 63;
-/// The watcher-mask bit set once a sleeper has had to watch everything.
+/// The watcher-mask bit set once a sleeper has had to watch everything. It is never cleared:
+/// clearing it when the wildcard count drops to zero would race with a new wildcard sleeper
+/// that has counted itself but not yet set the bit, whose wake-ups writers would then skip.
 const OVERFLOW: u64 = 1 << 63;
 /// A slot's end while its start is being written: writers treat it as a match.
 const SLOT_CLAIMED: u64 = u64::MAX;
@@ -182,8 +184,12 @@ impl Segment {
                 )
             }
         };
-        if before == 0 {
-            // Tell the doorbell thread that someone sleeps, so that it ticks for timeouts.
+        if before & !OVERFLOW == 0 {
+            // Tell the doorbell thread that someone sleeps, so that it ticks for timeouts. It
+            // may sleep without a tick only after `has_sleepers` found no slot in use; every
+            // registration is a SeqCst update of the mask, so the first one after that finds
+            // no slot in use either and rings. The overflow bit says nothing here: it stays
+            // set once any sleeper has watched everything, sleepers or not.
             self.ring();
         }
         watch
@@ -303,6 +309,22 @@ mod tests {
         );
         slots.into_iter().for_each(|w| seg.unwatch(w));
         assert!(!seg.has_sleepers());
+    }
+
+    #[test]
+    fn the_first_sleeper_after_an_overflow_rings() {
+        let seg = Segment::create(0, 1 << 20).unwrap();
+        let rings = || seg.wake_seq().load(Ordering::SeqCst);
+        let overflowed: Vec<Watch> = (0..WATCH_SLOTS + 1)
+            .map(|i| seg.watch(i * 8, i * 8 + 8))
+            .collect();
+        overflowed.into_iter().for_each(|w| seg.unwatch(w));
+        assert!(!seg.has_sleepers());
+        let before = rings();
+        let w = seg.watch(HEADER_SIZE, HEADER_SIZE + 8);
+        assert!(seg.has_sleepers());
+        assert_eq!(rings(), before + 1, "the doorbell must learn to tick again");
+        seg.unwatch(w);
     }
 
     #[test]
