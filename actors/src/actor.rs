@@ -14,6 +14,9 @@ use tokio::sync::oneshot;
 use crate::control::wire::{Contribution, FromPe, ToPe};
 use crate::control::Link;
 
+/// What the root answered an allgather: every member's payload, or why it failed.
+type Gathered<'a> = std::result::Result<&'a [Vec<u8>], String>;
+
 /// How long a finalizing PE waits for its goodbye to reach the root's connection.
 const GOODBYE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -51,6 +54,8 @@ pub(crate) enum Command {
 enum Pending {
     Exchange {
         reply: oneshot::Sender<Result<Vec<Vec<u8>>>>,
+        /// Why this PE refused its own call (its group was told), if it did.
+        refused: Option<Error>,
     },
     Alloc {
         call: HeapCall,
@@ -58,7 +63,8 @@ enum Pending {
         reply: oneshot::Sender<Result<Allocation>>,
     },
     Free {
-        call: HeapCall,
+        /// `None` for an allocation of another heap, which is refused.
+        call: Option<HeapCall>,
         alloc: Allocation,
         reply: oneshot::Sender<Result<(), (Error, Allocation)>>,
     },
@@ -105,7 +111,12 @@ impl PeActor {
                 msg = self.link.from_root.recv() => match msg {
                     Some(ToPe::Gathered { group, seq, payloads }) => {
                         if let Some(p) = pending.remove(&(group, seq)) {
-                            self.complete(p, &payloads);
+                            self.complete(p, Ok(&payloads));
+                        }
+                    }
+                    Some(ToPe::GatherFailed { group, seq, reason }) => {
+                        if let Some(p) = pending.remove(&(group, seq)) {
+                            self.complete(p, Err(reason));
                         }
                     }
                     Some(ToPe::PeerLost { pe, reason }) => {
@@ -140,36 +151,44 @@ impl PeActor {
                 Pending::Free { alloc, reply, .. } => {
                     let _ = reply.send(Err((error.clone(), alloc)));
                 }
-                Pending::Exchange { reply } => {
+                Pending::Exchange { reply, .. } => {
                     let _ = reply.send(Err(error.clone()));
                 }
             }
         }
     }
 
-    /// Sends this PE's part of the next allgather of `group`; returns its key.
+    /// Sends this PE's part of the next allgather of `group`, as member `index` of `size`,
+    /// and returns its key. When those cannot name a member of a group of this job, it sends
+    /// a refusal instead (a contribution of size 0 whose payload says why), so that the other
+    /// members fail instead of waiting, and returns why too.
     fn contribute(
         &mut self,
         group: u64,
         index: usize,
         size: usize,
         payload: Vec<u8>,
-    ) -> (u64, u64) {
+    ) -> ((u64, u64), Option<String>) {
+        let (index, size, payload, refused) = match member_of(index, size, self.data.n_pes()) {
+            Ok((index, size)) => (index, size, payload, None),
+            Err(why) => (0, 0, why.clone().into_bytes(), Some(why)),
+        };
         let next = self.seqs.entry(group).or_insert(0);
         let seq = *next;
         *next += 1;
         let _ = self.link.to_root.send(FromPe::Contribute(Contribution {
             group,
             seq,
-            index: index as u32,
-            size: size as u32,
+            index,
+            size,
             payload,
         }));
-        (group, seq)
+        ((group, seq), refused)
     }
 
-    fn contribute_heap_call(&mut self, call: HeapCall) -> (u64, u64) {
-        self.contribute(0, self.rank, self.data.n_pes(), call.encode())
+    /// A heap call's member and group are this PE and the world, always valid.
+    fn contribute_heap_call(&mut self, payload: Vec<u8>) -> (u64, u64) {
+        self.contribute(0, self.rank, self.data.n_pes(), payload).0
     }
 
     fn command(&mut self, cmd: Command, pending: &mut HashMap<(u64, u64), Pending>) {
@@ -189,7 +208,7 @@ impl PeActor {
                     self.data.zero_local(*offset, bytes);
                 }
                 let call = HeapCall::alloc(bytes, align, local.as_ref().ok().copied());
-                let key = self.contribute_heap_call(call);
+                let key = self.contribute_heap_call(call.encode());
                 pending.insert(key, Pending::Alloc { call, local, reply });
             }
             Command::Free { alloc, reply } => {
@@ -197,8 +216,11 @@ impl PeActor {
                     let _ = reply.send(Err((e, alloc)));
                     return;
                 }
-                let call = HeapCall::free(alloc.bytes(), alloc.offset());
-                let key = self.contribute_heap_call(call);
+                // An allocation of another heap is refused, after the collective call, so that
+                // the other PEs are not left waiting (they see a mismatch) and nothing is freed.
+                let call = (alloc.heap() == self.data.heap_id())
+                    .then(|| HeapCall::free(alloc.bytes(), alloc.offset()));
+                let key = self.contribute_heap_call(call.map_or_else(Vec::new, |c| c.encode()));
                 pending.insert(key, Pending::Free { call, alloc, reply });
             }
             Command::Exchange {
@@ -212,19 +234,22 @@ impl PeActor {
                     let _ = reply.send(Err(e));
                     return;
                 }
-                if index >= size {
-                    let _ = reply.send(Err(Error::InvalidArgument(format!(
-                        "exchange index {index} is not below its group size {size}"
-                    ))));
-                    return;
-                }
-                let key = self.contribute(group, index, size, payload);
-                pending.insert(key, Pending::Exchange { reply });
+                let (key, refused) = self.contribute(group, index, size, payload);
+                let refused = refused.map(Error::InvalidArgument);
+                pending.insert(key, Pending::Exchange { reply, refused });
             }
             Command::HeapUsage { reply } => {
                 let _ = reply.send((self.heap.used(), self.heap.size()));
             }
             Command::Finalize { .. } => unreachable!("handled by the loop"),
+        }
+    }
+
+    /// How the PEs' collective heap calls differ, if they do (or why the root failed it).
+    fn heap_mismatch(&self, call: &HeapCall, gathered: &Gathered<'_>) -> Option<String> {
+        match gathered {
+            Ok(payloads) => call.mismatch(self.rank, payloads),
+            Err(reason) => Some(reason.clone()),
         }
     }
 
@@ -236,13 +261,21 @@ impl PeActor {
         }
     }
 
-    fn complete(&mut self, pending: Pending, payloads: &[Vec<u8>]) {
+    fn complete(&mut self, pending: Pending, gathered: Gathered<'_>) {
         match pending {
-            Pending::Exchange { reply } => {
-                let _ = reply.send(Ok(payloads.to_vec()));
+            Pending::Exchange { reply, refused } => {
+                let outcome = match (refused, gathered) {
+                    (Some(e), _) => Err(e),
+                    (None, Err(detail)) => Err(Error::CollectiveMismatch {
+                        operation: "exchange",
+                        detail,
+                    }),
+                    (None, Ok(payloads)) => Ok(payloads.to_vec()),
+                };
+                let _ = reply.send(outcome);
             }
             Pending::Alloc { call, local, reply } => {
-                let outcome = match call.mismatch(self.rank, payloads) {
+                let outcome = match self.heap_mismatch(&call, &gathered) {
                     Some(detail) => {
                         tracing::warn!(pe = self.rank, "collective malloc mismatch: {detail}");
                         self.undo_alloc(&call, &local);
@@ -263,8 +296,20 @@ impl PeActor {
                 );
                 let _ = reply.send(outcome);
             }
-            Pending::Free { call, alloc, reply } => {
-                let outcome = match call.mismatch(self.rank, payloads) {
+            Pending::Free {
+                call: None,
+                alloc,
+                reply,
+            } => {
+                tracing::debug!(pe = self.rank, "free of another heap's allocation refused");
+                let _ = reply.send(Err((Error::NotSymmetric, alloc)));
+            }
+            Pending::Free {
+                call: Some(call),
+                alloc,
+                reply,
+            } => {
+                let outcome = match self.heap_mismatch(&call, &gathered) {
                     Some(detail) => Err((
                         Error::CollectiveMismatch {
                             operation: "free",
@@ -287,5 +332,26 @@ impl PeActor {
             }
         }
         self.data.metrics().heap(self.heap.used(), self.heap.size());
+    }
+}
+
+/// Checks that `index` and `size` name a member of a group of a job of `n_pes` PEs, and
+/// gives them in the control plane's 32-bit form.
+fn member_of(index: usize, size: usize, n_pes: usize) -> std::result::Result<(u32, u32), String> {
+    if index >= size {
+        return Err(format!(
+            "exchange index {index} is not below its group size {size}"
+        ));
+    }
+    if size > n_pes {
+        return Err(format!(
+            "an exchange among {size} PEs does not fit a job of {n_pes} PEs"
+        ));
+    }
+    match (u32::try_from(index), u32::try_from(size)) {
+        (Ok(index), Ok(size)) => Ok((index, size)),
+        _ => Err(format!(
+            "an exchange among {size} PEs is beyond the control plane's 32-bit numbering"
+        )),
     }
 }

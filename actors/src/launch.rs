@@ -235,6 +235,11 @@ async fn bootstrap_allgather(
                     seq: s,
                     payloads,
                 }) if s == seq => return Ok(payloads),
+                Some(ToPe::GatherFailed {
+                    group: 0,
+                    seq: s,
+                    reason,
+                }) if s == seq => return Err(Error::Bootstrap(reason)),
                 Some(ToPe::PeerLost { pe, reason }) => {
                     return Err(Error::PeerLost {
                         pe: pe as usize,

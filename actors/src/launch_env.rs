@@ -11,7 +11,7 @@
 //! `FERROSHMEM_SECRET` too), else on a free loopback port that it publishes, with a fresh
 //! secret, in a rendezvous file readable only by the user (`FERROSHMEM_RENDEZVOUS_DIR`, default
 //! the temporary directory), named after the launcher's job id and removed once the job has
-//! formed.
+//! formed or its bootstrap has failed.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -112,19 +112,20 @@ pub fn parse_duration(text: &str) -> Result<Duration> {
 
 /// Decodes a hex secret.
 pub fn decode_secret(hex: &str) -> Result<Vec<u8>> {
-    let hex = hex.trim();
+    let hex = hex.trim().as_bytes();
     if hex.len() % 2 != 0 || hex.is_empty() {
         return Err(Error::Config(format!(
             "{} must be non-empty hex",
             vars::SECRET
         )));
     }
-    (0..hex.len())
-        .step_by(2)
-        .map(|i| {
-            u8::from_str_radix(&hex[i..i + 2], 16)
-                .map_err(|_| Error::Config(format!("{} must be hex", vars::SECRET)))
-        })
+    let digit = |d: u8| {
+        char::from(d)
+            .to_digit(16)
+            .ok_or_else(|| Error::Config(format!("{} must be hex", vars::SECRET)))
+    };
+    hex.chunks_exact(2)
+        .map(|pair| Ok((digit(pair[0])? * 16 + digit(pair[1])?) as u8))
         .collect()
 }
 
@@ -264,5 +265,16 @@ mod tests {
         );
         assert!(decode_secret("abc").is_err());
         assert!(decode_secret("zz").is_err());
+        assert_eq!(decode_secret("0AfF").unwrap(), vec![10, 255]);
+    }
+
+    #[test]
+    fn a_secret_that_is_not_ascii_is_a_config_error() {
+        for secret in ["aéb", "é", "0é", "+1", "-1", "\u{1F600}"] {
+            assert!(
+                matches!(decode_secret(secret), Err(Error::Config(_))),
+                "{secret:?}"
+            );
+        }
     }
 }

@@ -23,16 +23,26 @@ pub struct Root {
     pub secret: Vec<u8>,
     /// The root's task, when this process hosts it (PE 0 under mpirun/srun).
     pub hosted: Option<JoinHandle<Result<HubReport>>>,
-    /// The rendezvous file this process published, removed once the job has formed.
-    published: Option<PathBuf>,
+    /// The rendezvous file this process published, removed once the job has formed, or
+    /// when this is dropped, whichever comes first.
+    published: Option<Published>,
 }
 
 impl Root {
     /// The job has formed: the rendezvous file is no longer needed.
-    pub fn formed(&self) {
-        if let Some(path) = &self.published {
-            let _ = std::fs::remove_file(path);
-        }
+    pub fn formed(&mut self) {
+        self.published = None;
+    }
+}
+
+/// A published rendezvous file (it holds the job's secret): removed when dropped, so on every
+/// way out of the bootstrap, failures included.
+#[derive(Debug)]
+struct Published(PathBuf);
+
+impl Drop for Published {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
     }
 }
 
@@ -60,6 +70,7 @@ fn publish(path: &Path, address: SocketAddr, secret: &[u8]) -> Result<()> {
         std::fs::rename(&tmp, path)
     };
     write().map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
         Error::Bootstrap(format!(
             "PE 0 cannot write the rendezvous file {}: {e}",
             path.display()
@@ -103,11 +114,12 @@ pub async fn reach_root(env: &LaunchEnv) -> Result<Root> {
             let (address, hosted) =
                 host_root(env, ([127, 0, 0, 1], 0).into(), secret.clone()).await?;
             publish(path, address, &secret)?;
+            let published = Published(path.clone());
             Ok(Root {
                 link: connect(address, rank, Some(0), env.timeout).await?,
                 secret,
                 hosted: Some(hosted),
-                published: Some(path.clone()),
+                published: Some(published),
             })
         }
         RootSource::Pe0ViaFile(path) => {
@@ -135,5 +147,36 @@ pub async fn reach_root(env: &LaunchEnv) -> Result<Root> {
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// PE 0's rendezvous file holds the job's secret: it must not outlive a bootstrap that
+    /// fails before the job forms.
+    #[tokio::test]
+    async fn the_rendezvous_file_is_removed_when_the_bootstrap_fails() {
+        let dir = std::env::temp_dir();
+        let path = dir.join(format!(
+            "ferroshmem-rendezvous-test-{}.root",
+            std::process::id()
+        ));
+        let env = LaunchEnv {
+            launcher: "mpirun",
+            rank: 0,
+            size: 2,
+            local_rank: 0,
+            root: RootSource::Pe0ViaFile(path.clone()),
+            timeout: Duration::from_secs(5),
+        };
+        let root = reach_root(&env).await.unwrap();
+        assert!(read_published(&path).is_some(), "published");
+        // The job never forms (PE 1 never comes); the bootstrap gives up and drops its root.
+        drop(root);
+        let left = path.exists();
+        let _ = std::fs::remove_file(&path);
+        assert!(!left, "{} outlived the failed bootstrap", path.display());
     }
 }

@@ -2,23 +2,16 @@
 //! job still forms; a PE that never joins makes the root fail naming it; a lost PE is
 //! announced to the others.
 
+mod common;
+
+use common::hello;
 use std::time::Duration;
 
-use ferroshmem_actors::control::wire::{write_frame, FromPe, Hello, ToPe};
+use ferroshmem_actors::control::wire::{write_frame, FromPe, ToPe};
 use ferroshmem_actors::control::{connect, RootServer};
 use ferroshmem_runtime::Error;
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
-
-fn hello(secret: &[u8], rank: u32, size: u32) -> Hello {
-    Hello {
-        secret: secret.to_vec(),
-        rank,
-        size,
-        node: "test-node".into(),
-        pid: std::process::id(),
-    }
-}
 
 async fn root(
     n: usize,

@@ -24,7 +24,8 @@ enum Command {
     /// The launcher hosts the job's bootstrap root and gives each PE its rank, the job's size
     /// and the way to the root in FERROSHMEM_* environment variables. Each line a PE prints is
     /// shown on the same stream prefixed with `[pe i] `. When a PE fails, or the launcher gets
-    /// SIGINT/SIGTERM, the other PEs get SIGTERM, then SIGKILL after the grace period.
+    /// SIGINT/SIGTERM/SIGHUP/SIGQUIT, the other PEs get SIGTERM, then SIGKILL after the grace
+    /// period. If the launcher dies anyway (SIGKILL), the kernel kills the PEs.
     ///
     /// Exit status: 0 when every PE exits with 0; else the first failing PE's exit code, or
     /// 128 + N when it was killed by signal N (or the launcher was); 127 when the program

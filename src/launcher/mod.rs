@@ -10,8 +10,10 @@
 //! - Failure: when a PE exits with a non-zero status or is killed by a signal, the launcher
 //!   names it on stderr, sends SIGTERM to the other PEs, SIGKILL to any still running after
 //!   the grace period, and exits with the code of [`Outcome::exit_code`].
-//! - Interruption: SIGINT or SIGTERM to the launcher is passed on the same way; a second one
-//!   kills at once.
+//! - Interruption: SIGINT, SIGTERM, SIGHUP or SIGQUIT to the launcher is passed on the same
+//!   way; a second one kills at once.
+//! - Launcher death: every PE process is killed by the kernel (`PR_SET_PDEATHSIG`) when the
+//!   launcher dies without stopping it, even by SIGKILL.
 //! - PEs run in process groups of their own with stdin closed: signals reach what they
 //!   started, and the terminal's Ctrl-C goes to the launcher, which stops the job.
 //! - The root's troubles (PEs it lost, a job that never formed) are reported on stderr, but
@@ -82,8 +84,9 @@ impl LaunchOptions {
 
 /// Runs a job: binds the root, starts the PEs, forwards their output, stops them all when one
 /// fails or the launcher is interrupted, and returns how the job ended once every PE process
-/// has exited. Catches SIGINT and SIGTERM for the rest of the process's life. Needs a tokio
-/// runtime with I/O, time and signals enabled.
+/// has exited. Catches SIGINT, SIGTERM, SIGHUP and SIGQUIT for the rest of the process's
+/// life. Needs a tokio runtime with I/O, time and signals enabled, on a thread that outlives
+/// the job: the PEs it starts are killed when the thread that started them ends.
 ///
 /// # Errors
 /// [`LaunchError::Spawn`] when the program cannot be started; [`LaunchError::Setup`] for
@@ -97,8 +100,8 @@ pub async fn launch(options: LaunchOptions) -> Result<Outcome, LaunchError> {
         None => bootstrap_timeout()?,
     };
     metrics::announce(options.n_pes)?;
-    let mut interrupts =
-        signals::Interrupts::install().map_err(|e| Error::os("catching SIGINT and SIGTERM", e))?;
+    let mut interrupts = signals::Interrupts::install()
+        .map_err(|e| Error::os("catching the stopping signals", e))?;
     let mut root = root::Root::start(options.n_pes, timeout).await?;
     let (sinks, writers) = output::start();
     let (exits_tx, exits) = tokio::sync::mpsc::unbounded_channel();

@@ -19,7 +19,8 @@ pub enum Outcome {
         /// Its process's exit status.
         status: ExitStatus,
     },
-    /// The launcher received `signal` (SIGINT or SIGTERM) and stopped the PEs.
+    /// The launcher received `signal` (SIGINT, SIGTERM, SIGHUP or SIGQUIT) and stopped the
+    /// PEs.
     Interrupted {
         /// The signal's number.
         signal: i32,

@@ -1,11 +1,12 @@
-//! Starting the PE processes: one process group each, the bootstrap environment, piped
-//! output, and a task per PE that forwards its output and reports its exit.
+//! Starting the PE processes: one process group each, killed by the kernel if the launcher
+//! dies, the bootstrap environment, piped output, and a task per PE that forwards its output
+//! and reports its exit.
 
 use std::os::unix::process::ExitStatusExt;
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
-use rustix::process::{Pid, Signal};
+use rustix::process::{getpid, getppid, set_parent_process_death_signal, Pid, Signal};
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::watch;
@@ -54,7 +55,29 @@ fn command(rank: usize, options: &LaunchOptions, root: &Root, timeout: Duration)
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
+    let launcher = getpid();
+    // SAFETY: the closure runs in the forked child before `exec`, where only
+    // async-signal-safe calls are allowed: it makes two raw system calls (prctl, getppid)
+    // through rustix, allocates nothing and takes no lock.
+    unsafe {
+        cmd.pre_exec(move || die_with_launcher(launcher));
+    }
     cmd
+}
+
+/// In a new PE process, before `exec`: asks the kernel to SIGKILL it when the launcher dies
+/// (even by SIGKILL, when no handler of the launcher's runs), and gives up if the launcher
+/// already has, between the fork and this call. The kernel sends the signal when the thread
+/// that started the PE ends, not only the whole launcher: `launch` starts every PE from the
+/// thread that polls it, which must outlive the job (the `ferroshmem` binary's main thread,
+/// or a tokio worker thread, which lives as long as its runtime).
+fn die_with_launcher(launcher: Pid) -> std::io::Result<()> {
+    set_parent_process_death_signal(Some(Signal::KILL))?;
+    if getppid() != Some(launcher) {
+        // Not `io::Error::other`, which would allocate.
+        return Err(rustix::io::Errno::SRCH.into());
+    }
+    Ok(())
 }
 
 /// Starts PE `rank`. Its task sends the PE's [`Exit`] to `exits` as soon as the process

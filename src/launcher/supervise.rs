@@ -1,6 +1,7 @@
-//! Watching a running job: the first PE to fail, or a SIGINT/SIGTERM to the launcher, stops
-//! the others with SIGTERM, and whatever still runs a grace period later gets SIGKILL (at once
-//! on a second SIGINT/SIGTERM). The root's end is reported as it happens.
+//! Watching a running job: the first PE to fail, or a stopping signal to the launcher
+//! (SIGINT, SIGTERM, SIGHUP, SIGQUIT), stops the others with SIGTERM, and whatever still runs
+//! a grace period later gets SIGKILL (at once on a second stopping signal). The root's end is
+//! reported as it happens.
 
 use std::time::Duration;
 

@@ -1,12 +1,14 @@
-//! The root of the control plane: it admits the job's PEs, completes allgathers, and tells
-//! every PE when one is lost. The same hub runs inside one process (PEs as tasks) and behind
-//! the TCP root server (PEs as processes, the root in the launcher or in PE 0's process).
+//! The root of the control plane: it admits the job's PEs, completes allgathers (or fails
+//! them on every member when the members disagree), and tells every PE when one is lost. The
+//! same hub runs inside one process (PEs as tasks) and behind the TCP root server (PEs as
+//! processes, the root in the launcher or in PE 0's process).
 
 use std::collections::HashMap;
 use std::time::Duration;
 
 use ferroshmem_runtime::{Error, Result};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
+use tokio::sync::oneshot;
 
 use super::wire::{Contribution, FromPe, Hello, ToPe, Welcome};
 
@@ -19,6 +21,18 @@ pub enum HubEvent {
         hello: Hello,
         /// Where to send its messages.
         outbox: UnboundedSender<ToPe>,
+    },
+    /// As `Join`, for a link that must not speak for the PE until the hub has taken it (a TCP
+    /// connection, which any process that knows the secret may open): `admitted` hears
+    /// whether it was. A link the hub refused must forward no message and no disconnection,
+    /// for they would be taken as those of the PE that holds the rank.
+    Admit {
+        /// What the PE said.
+        hello: Hello,
+        /// Where to send its messages.
+        outbox: UnboundedSender<ToPe>,
+        /// Told `true` when the PE joined, `false` when it was refused.
+        admitted: oneshot::Sender<bool>,
     },
     /// A PE sent a message.
     Message {
@@ -65,10 +79,16 @@ enum Member {
     Lost,
 }
 
+/// An allgather in progress, or one that failed and still hears from late members.
 struct Gather {
+    /// The group size named by the first contribution.
     size: u32,
-    payloads: Vec<Option<Vec<u8>>>,
-    ranks: Vec<usize>,
+    /// Each index's contributor and payload; allocated once the size is known to be valid.
+    slots: Vec<Option<(usize, Vec<u8>)>>,
+    /// Every contributor so far, with the group size it named.
+    members: Vec<(usize, u32)>,
+    /// Why the allgather failed, once it has.
+    failed: Option<String>,
 }
 
 /// Runs the hub until every PE has finished or been lost.
@@ -110,31 +130,13 @@ pub async fn run_hub(
                 return Err(Error::Bootstrap(reason));
             }
         };
-        match event {
-            HubEvent::Join { hello, outbox } => {
-                let rank = hello.rank as usize;
-                let refusal = if hello.secret != config.secret {
-                    Some("wrong job secret".to_string())
-                } else if hello.size as usize != n || rank >= n {
-                    Some(format!(
-                        "PE {rank} of {} does not fit a job of {n} PEs",
-                        hello.size
-                    ))
-                } else if hellos[rank].is_some() {
-                    Some(format!("PE {rank} joined twice"))
-                } else {
-                    None
-                };
-                if let Some(reason) = refusal {
-                    tracing::warn!(rank, "bootstrap root refused a PE: {reason}");
-                    let _ = outbox.send(ToPe::Refused { reason });
-                    continue;
-                }
-                tracing::debug!(rank, pid = hello.pid, node = %hello.node, "PE joined");
-                members[rank] = Member::Joined(outbox);
-                hellos[rank] = Some(hello);
-                joined += 1;
-            }
+        let (hello, outbox, admitted) = match event {
+            HubEvent::Join { hello, outbox } => (hello, outbox, None),
+            HubEvent::Admit {
+                hello,
+                outbox,
+                admitted,
+            } => (hello, outbox, Some(admitted)),
             HubEvent::Disconnected { rank, reason } => {
                 if rank < n && hellos[rank].is_some() {
                     let reason = format!("PE {rank} left during bootstrap ({reason})");
@@ -147,9 +149,34 @@ pub async fn run_hub(
                     }
                     return Err(Error::Bootstrap(reason));
                 }
+                continue;
             }
-            HubEvent::Message { .. } => {}
+            HubEvent::Message { .. } => continue,
+        };
+        let rank = hello.rank as usize;
+        let refusal = if hello.secret != config.secret {
+            Some("wrong job secret".to_string())
+        } else if hello.size as usize != n || rank >= n {
+            Some(format!(
+                "PE {rank} of {} does not fit a job of {n} PEs",
+                hello.size
+            ))
+        } else if hellos[rank].is_some() {
+            Some(format!("PE {rank} joined twice"))
+        } else {
+            None
+        };
+        if let Some(reason) = refusal {
+            tracing::warn!(rank, "bootstrap root refused a PE: {reason}");
+            let _ = outbox.send(ToPe::Refused { reason });
+            answer(admitted, false);
+            continue;
         }
+        tracing::debug!(rank, pid = hello.pid, node = %hello.node, "PE joined");
+        members[rank] = Member::Joined(outbox);
+        hellos[rank] = Some(hello);
+        joined += 1;
+        answer(admitted, true);
     }
     let hellos: Vec<Hello> = hellos.into_iter().map(|h| h.expect("all joined")).collect();
     let welcome = Welcome {
@@ -179,9 +206,14 @@ async fn serve(
         };
         let (rank, lost_reason) = match event {
             HubEvent::Join { outbox, .. } => {
-                let _ = outbox.send(ToPe::Refused {
-                    reason: "the job has already formed".into(),
-                });
+                refuse_late(&outbox);
+                continue;
+            }
+            HubEvent::Admit {
+                outbox, admitted, ..
+            } => {
+                refuse_late(&outbox);
+                answer(Some(admitted), false);
                 continue;
             }
             HubEvent::Message {
@@ -228,41 +260,113 @@ async fn serve(
     Ok(report)
 }
 
+/// Tells a link that asked to be admitted whether it was.
+fn answer(admitted: Option<oneshot::Sender<bool>>, joined: bool) {
+    if let Some(admitted) = admitted {
+        let _ = admitted.send(joined);
+    }
+}
+
+/// Refuses a PE that comes after the job has formed.
+fn refuse_late(outbox: &UnboundedSender<ToPe>) {
+    let _ = outbox.send(ToPe::Refused {
+        reason: "the job has already formed".into(),
+    });
+}
+
+/// What is wrong with `rank`'s contribution `c` to `g` in a job of `n` PEs, if anything. A
+/// contribution of size 0 is a PE refusing its own call, its payload saying why.
+fn fault(g: &Gather, n: usize, rank: usize, c: &Contribution) -> Option<String> {
+    let index = c.index as usize;
+    if c.size == 0 {
+        Some(format!(
+            "PE {rank} refused its own call: {}",
+            String::from_utf8_lossy(&c.payload)
+        ))
+    } else if c.size as usize > n {
+        Some(format!(
+            "PE {rank} named a group of {} PEs in a job of {n}",
+            c.size
+        ))
+    } else if c.size != g.size {
+        Some(format!(
+            "PE {rank} named a group of {} PEs, PE {} one of {}",
+            c.size, g.members[0].0, g.size
+        ))
+    } else if index >= c.size as usize {
+        Some(format!(
+            "PE {rank} named index {index} of a group of {} PEs",
+            c.size
+        ))
+    } else if let Some((other, _)) = g.slots.get(index).and_then(Option::as_ref) {
+        Some(format!(
+            "PE {rank} contributed index {index}, which PE {other} already did"
+        ))
+    } else {
+        None
+    }
+}
+
 fn contribute(
     members: &[Member],
     gathers: &mut HashMap<(u64, u64), Gather>,
     rank: usize,
     c: Contribution,
 ) {
+    let n = members.len();
     let key = (c.group, c.seq);
     let g = gathers.entry(key).or_insert_with(|| Gather {
         size: c.size,
-        payloads: vec![None; c.size as usize],
-        ranks: Vec::new(),
+        slots: Vec::new(),
+        members: Vec::new(),
+        failed: None,
     });
-    let index = c.index as usize;
-    if c.size != g.size || index >= g.payloads.len() || g.payloads[index].is_some() {
-        tracing::warn!(
-            rank,
-            group = c.group,
-            seq = c.seq,
-            "inconsistent allgather contribution ignored"
-        );
-        return;
-    }
-    g.payloads[index] = Some(c.payload);
-    g.ranks.push(rank);
-    if g.payloads.iter().all(Option::is_some) {
-        let g = gathers.remove(&key).expect("present");
-        let payloads: Vec<Vec<u8>> = g.payloads.into_iter().map(|p| p.expect("all")).collect();
-        for r in g.ranks {
-            if let Member::Joined(out) = &members[r] {
-                let _ = out.send(ToPe::Gathered {
-                    group: key.0,
-                    seq: key.1,
-                    payloads: payloads.clone(),
-                });
+    let send = |r: usize, gathered: std::result::Result<Vec<Vec<u8>>, String>| {
+        if let Some(Member::Joined(out)) = members.get(r) {
+            let (group, seq) = key;
+            let _ = out.send(match gathered {
+                Ok(payloads) => ToPe::Gathered {
+                    group,
+                    seq,
+                    payloads,
+                },
+                Err(reason) => ToPe::GatherFailed { group, seq, reason },
+            });
+        }
+    };
+    if let Some(detail) = &g.failed {
+        send(rank, Err(detail.clone()));
+        g.members.push((rank, c.size));
+    } else if let Some(detail) = fault(g, n, rank, &c) {
+        let detail = format!("group {}, call {}: {detail}", key.0, key.1);
+        tracing::warn!(rank, "collective call failed: {detail}");
+        g.slots = Vec::new();
+        g.members.push((rank, c.size));
+        for &(r, _) in &g.members {
+            send(r, Err(detail.clone()));
+        }
+        g.failed = Some(detail);
+    } else {
+        if g.slots.is_empty() {
+            g.slots = vec![None; g.size as usize];
+        }
+        g.slots[c.index as usize] = Some((rank, c.payload));
+        g.members.push((rank, c.size));
+        if g.slots.iter().all(Option::is_some) {
+            let g = gathers.remove(&key).expect("present");
+            let payloads: Vec<Vec<u8>> = g.slots.into_iter().flatten().map(|(_, p)| p).collect();
+            for (r, _) in g.members {
+                send(r, Ok(payloads.clone()));
             }
         }
+        return;
+    }
+    // A failed allgather is forgotten once as many PEs as it expected have been told.
+    let expected = match g.size as usize {
+        s @ 1.. if s <= n => s,
+        _ => n,
+    };
+    if g.members.len() >= expected {
+        gathers.remove(&key);
     }
 }

@@ -1,13 +1,16 @@
 //! The control plane over TCP: the root server (in the launcher, or in PE 0's process under
 //! `mpirun`/`srun`) and the PE's connection to it. Every connection must open with a hello
-//! carrying the job's secret; others are refused and logged.
+//! carrying the job's secret; others are refused and logged. Only a connection the hub
+//! admitted speaks for its PE: the messages and the end of a refused one are ignored.
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use ferroshmem_runtime::{Error, Result};
+use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedSender};
+use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use super::hub::{run_hub, HubConfig, HubEvent, HubReport};
@@ -122,7 +125,17 @@ async fn serve_connection(
             }
         }
     });
-    if events.send(HubEvent::Join { hello, outbox }).is_err() {
+    // Nothing from the connection counts as the PE's before the hub has taken it: a refused
+    // one (a duplicate or restarted process with a member's rank) must not speak or leave
+    // in that member's name.
+    let (admitted_tx, admitted) = oneshot::channel();
+    let admit = HubEvent::Admit {
+        hello,
+        outbox,
+        admitted: admitted_tx,
+    };
+    if events.send(admit).is_err() || admitted.await != Ok(true) {
+        drain(&mut reader).await;
         return;
     }
     let reason = loop {
@@ -140,6 +153,13 @@ async fn serve_connection(
         }
     };
     let _ = events.send(HubEvent::Disconnected { rank, reason });
+}
+
+/// Reads and drops what a refused connection still sends, until it closes (for at most
+/// [`HELLO_TIMEOUT`]), so that closing it does not reset it before it has read its refusal.
+async fn drain(reader: &mut OwnedReadHalf) {
+    let ignore = async { while let Ok(Some(_)) = read_frame(reader).await {} };
+    let _ = tokio::time::timeout(HELLO_TIMEOUT, ignore).await;
 }
 
 /// Connects PE `rank` to the root at `address`, retrying until `timeout` (the root may not be

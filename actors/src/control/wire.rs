@@ -66,6 +66,16 @@ pub enum ToPe {
         /// Payloads by index.
         payloads: Vec<Vec<u8>>,
     },
+    /// An allgather failed (its members disagreed, or one refused its own call): every
+    /// member is told why.
+    GatherFailed {
+        /// The group.
+        group: u64,
+        /// The sequence number.
+        seq: u64,
+        /// Why, naming the PEs involved.
+        reason: String,
+    },
     /// A PE was lost: the job cannot continue.
     PeerLost {
         /// The PE.
@@ -246,6 +256,9 @@ impl ToPe {
             ToPe::Refused { reason } => {
                 w.u8(4).bytes(reason.as_bytes());
             }
+            ToPe::GatherFailed { group, seq, reason } => {
+                w.u8(5).u64(*group).u64(*seq).bytes(reason.as_bytes());
+            }
         }
         w.0
     }
@@ -284,6 +297,11 @@ impl ToPe {
                 reason: r.string()?,
             },
             4 => ToPe::Refused {
+                reason: r.string()?,
+            },
+            5 => ToPe::GatherFailed {
+                group: r.u64()?,
+                seq: r.u64()?,
                 reason: r.string()?,
             },
             _ => return Err(malformed()),
@@ -372,6 +390,11 @@ mod tests {
             },
             ToPe::Refused {
                 reason: "no".into(),
+            },
+            ToPe::GatherFailed {
+                group: 1,
+                seq: 3,
+                reason: "PE 0 and PE 1 differ".into(),
             },
         ];
         for m in to {

@@ -1,0 +1,300 @@
+//! Misuse of the control plane fails fast with a typed error and changes nothing: a `free` of
+//! another job's buffer, collective exchanges whose members disagree or name an impossible
+//! group, and connections that claim the rank of a PE that already joined. Every test is
+//! bounded by [`LIMIT`], so a regression shows as a failure, not a hang.
+
+mod common;
+
+use common::hello;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ferroshmem_actors::control::wire::{read_frame, write_frame, Contribution, FromPe, ToPe};
+use ferroshmem_actors::control::{connect, HubReport, Link, RootServer};
+use ferroshmem_actors::{run_local, FreeError};
+use ferroshmem_runtime::{Error, Result, SymBuffer};
+use tokio::net::TcpStream;
+use tokio::task::JoinHandle;
+
+/// Longest any test here may take.
+const LIMIT: Duration = Duration::from_secs(20);
+
+/// Runs `f`, failing the test if it does not finish within [`LIMIT`].
+async fn bounded<T>(what: &str, f: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(LIMIT, f)
+        .await
+        .unwrap_or_else(|_| panic!("{what} still running after {LIMIT:?}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn freeing_a_buffer_of_another_job_is_refused_and_frees_nothing() {
+    // Job A's buffers (one per PE, at the same offset), kept past the job's end.
+    let foreign = bounded(
+        "job A",
+        run_local(2, |pe| async move { pe.malloc::<u64>(4).await.map(Some) }),
+    )
+    .await
+    .unwrap()
+    .into_iter()
+    .collect::<Result<Vec<Option<SymBuffer<u64>>>>>()
+    .unwrap();
+    let foreign = Arc::new(Mutex::new(foreign));
+    let outcomes = bounded(
+        "job B",
+        run_local(2, move |pe| {
+            let foreign = foreign.clone();
+            async move {
+                let me = pe.my_pe();
+                let theirs = foreign.lock().unwrap()[me]
+                    .take()
+                    .expect("a foreign buffer");
+                let own = pe.malloc::<u64>(4).await?;
+                assert_eq!(
+                    own.offset(),
+                    theirs.offset(),
+                    "the same offset in both jobs"
+                );
+                pe.p(&own, 7, me).await?;
+                let usage = pe.heap_usage().await?;
+
+                // Every PE frees a buffer of job A: refused everywhere, handed back.
+                let FreeError { error, buffer } = pe.free(theirs).await.unwrap_err();
+                assert_eq!(error, Error::NotSymmetric, "PE {me}");
+                let theirs = buffer.expect("the foreign buffer comes back");
+                assert_eq!(pe.heap_usage().await?, usage, "PE {me}: nothing freed");
+                assert_eq!(
+                    pe.g(&own, me).await?,
+                    7,
+                    "PE {me}: its own buffer is intact"
+                );
+
+                // Only PE 0 frees a foreign buffer, PE 1 its own: both are refused, nothing
+                // is freed, and the PEs stay in step for the next collective call.
+                let own = if me == 0 {
+                    let FreeError { error, buffer } = pe.free(theirs).await.unwrap_err();
+                    assert_eq!(error, Error::NotSymmetric);
+                    std::mem::forget(buffer.expect("the foreign buffer comes back"));
+                    own
+                } else {
+                    std::mem::forget(theirs);
+                    let FreeError { error, buffer } = pe.free(own).await.unwrap_err();
+                    assert!(
+                        matches!(
+                            error,
+                            Error::CollectiveMismatch {
+                                operation: "free",
+                                ..
+                            }
+                        ),
+                        "PE {me}: {error:?}"
+                    );
+                    buffer.expect("its own buffer comes back")
+                };
+                assert_eq!(pe.heap_usage().await?, usage, "PE {me}: nothing freed");
+                assert_eq!(
+                    pe.g(&own, me).await?,
+                    7,
+                    "PE {me}: its own buffer is intact"
+                );
+                pe.free(own).await?;
+                assert_eq!(pe.heap_usage().await?.0, 0, "PE {me}");
+                Ok::<_, Error>(())
+            }
+        }),
+    )
+    .await
+    .unwrap();
+    for outcome in outcomes {
+        outcome.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exchange_with_a_duplicate_index_fails_on_every_pe() {
+    let outcomes = bounded(
+        "the job",
+        run_local(2, |pe| async move {
+            let me = pe.my_pe();
+            // Both PEs claim index 0 of group 7.
+            let clash = pe.exchange(7, 0, 2, vec![me as u8]).await;
+            // The group is still usable, and its members still in step.
+            let next = pe.exchange(7, me, 2, vec![me as u8]).await;
+            (clash, next)
+        }),
+    )
+    .await
+    .unwrap();
+    for (pe, (clash, next)) in outcomes.into_iter().enumerate() {
+        match clash {
+            Err(Error::CollectiveMismatch {
+                operation: "exchange",
+                detail,
+            }) => assert!(detail.contains("index 0"), "PE {pe}: {detail}"),
+            other => panic!("PE {pe}: expected a collective mismatch, got {other:?}"),
+        }
+        assert_eq!(next.unwrap(), vec![vec![0], vec![1]], "PE {pe}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exchange_beyond_the_job_is_refused_and_its_group_told() {
+    let outcomes = bounded(
+        "the job",
+        run_local(2, |pe| async move {
+            let me = pe.my_pe();
+            // PE 0 names a group of 3 PEs in a job of 2; PE 1 calls correctly.
+            let size = if me == 0 { 3 } else { 2 };
+            let first = pe.exchange(9, me, size, vec![1]).await;
+            // Sizes and indexes past u32 are refused before anything is sent.
+            let huge = pe.exchange(9, 1 << 32, (1 << 32) + 1, vec![]).await;
+            let next = pe.exchange(9, me, 2, vec![me as u8]).await;
+            (first, huge, next)
+        }),
+    )
+    .await
+    .unwrap();
+    for (pe, (first, huge, next)) in outcomes.into_iter().enumerate() {
+        match (pe, first) {
+            (0, Err(Error::InvalidArgument(m))) => assert!(m.contains("2 PEs"), "{m}"),
+            (1, Err(Error::CollectiveMismatch { detail, .. })) => {
+                assert!(detail.contains("PE 0"), "{detail}")
+            }
+            (pe, other) => panic!("PE {pe}: {other:?}"),
+        }
+        assert!(
+            matches!(huge, Err(Error::InvalidArgument(_))),
+            "PE {pe}: {huge:?}"
+        );
+        assert_eq!(next.unwrap(), vec![vec![0], vec![1]], "PE {pe}");
+    }
+}
+
+type RootTask = JoinHandle<Result<HubReport>>;
+
+async fn root(n: usize, secret: &[u8]) -> (SocketAddr, RootTask) {
+    let server = RootServer::bind("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let address = server.address();
+    let task = server.spawn(n, 42, secret.to_vec(), Duration::from_secs(10));
+    (address, task)
+}
+
+async fn join(address: SocketAddr, secret: &[u8], rank: u32, size: u32) -> Link {
+    let link = connect(address, rank as usize, None, Duration::from_secs(5))
+        .await
+        .unwrap();
+    link.to_root
+        .send(FromPe::Hello(hello(secret, rank, size)))
+        .unwrap();
+    link
+}
+
+/// Connects as PE `rank`, sends `frames`, and returns the root's first reply.
+async fn impostor(address: SocketAddr, frames: &[FromPe]) -> ToPe {
+    let mut stream = TcpStream::connect(address).await.unwrap();
+    for f in frames {
+        write_frame(&mut stream, &f.encode()).await.unwrap();
+    }
+    let frame = read_frame(&mut stream).await.unwrap().expect("a reply");
+    ToPe::decode(&frame).unwrap()
+}
+
+async fn next(link: &mut Link) -> Option<ToPe> {
+    tokio::time::timeout(Duration::from_millis(500), link.from_root.recv())
+        .await
+        .ok()
+        .flatten()
+}
+
+#[tokio::test]
+async fn a_refused_duplicate_of_a_pe_cannot_speak_or_leave_for_it() {
+    bounded("the job", async {
+        let secret = b"s".to_vec();
+        let (address, root) = root(2, &secret).await;
+        let mut a = join(address, &secret, 0, 2).await;
+
+        // While the job forms: a second PE 0 is refused, and its leaving is not PE 0's.
+        let reply = impostor(address, &[FromPe::Hello(hello(&secret, 0, 2))]).await;
+        assert!(
+            matches!(&reply, ToPe::Refused { reason } if reason.contains("twice")),
+            "{reply:?}"
+        );
+        let mut b = join(address, &secret, 1, 2).await;
+        assert!(matches!(next(&mut a).await, Some(ToPe::Welcome(_))));
+        assert!(matches!(next(&mut b).await, Some(ToPe::Welcome(_))));
+
+        // Once formed: a second PE 1 (a restarted process) says it fails, then leaves.
+        let fail = FromPe::Fail {
+            reason: "impostor".into(),
+        };
+        let reply = impostor(address, &[FromPe::Hello(hello(&secret, 1, 2)), fail]).await;
+        assert!(matches!(reply, ToPe::Refused { .. }), "{reply:?}");
+        let heard = next(&mut a).await;
+        assert!(heard.is_none(), "PE 0 heard {heard:?}");
+
+        // The real PEs still run collectives and finish cleanly.
+        for (rank, link) in [(0u32, &a), (1, &b)] {
+            link.to_root
+                .send(FromPe::Contribute(Contribution {
+                    group: 0,
+                    seq: 0,
+                    index: rank,
+                    size: 2,
+                    payload: vec![rank as u8],
+                }))
+                .unwrap();
+        }
+        for link in [&mut a, &mut b] {
+            let got = next(link).await;
+            assert!(
+                matches!(&got, Some(ToPe::Gathered { payloads, .. }) if *payloads == [vec![0], vec![1]]),
+                "{got:?}"
+            );
+            link.to_root.send(FromPe::Goodbye).unwrap();
+        }
+        let report = root.await.unwrap().unwrap();
+        assert_eq!(report.lost, vec![]);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_contribution_of_an_impossible_size_is_refused_by_the_root() {
+    bounded("the job", async {
+        let secret = b"s".to_vec();
+        let (address, root) = root(2, &secret).await;
+        let mut a = join(address, &secret, 0, 2).await;
+        let mut b = join(address, &secret, 1, 2).await;
+        assert!(matches!(next(&mut a).await, Some(ToPe::Welcome(_))));
+        assert!(matches!(next(&mut b).await, Some(ToPe::Welcome(_))));
+        let contribute = |link: &Link, index, size| {
+            let c = Contribution {
+                group: 5,
+                seq: 0,
+                index,
+                size,
+                payload: vec![],
+            };
+            link.to_root.send(FromPe::Contribute(c)).unwrap();
+        };
+        // A PE of another version (or a bug) asks for a group of 2^32 - 1 PEs: the root
+        // refuses without allocating for it, and the group's other member hears so too.
+        contribute(&a, 0, u32::MAX);
+        contribute(&b, 1, 2);
+        for link in [&mut a, &mut b] {
+            let got = next(link).await;
+            let Some(ToPe::GatherFailed {
+                group: 5, reason, ..
+            }) = got
+            else {
+                panic!("expected the group's failure, got {got:?}")
+            };
+            assert!(reason.contains("PE 0"), "{reason}");
+            link.to_root.send(FromPe::Goodbye).unwrap();
+        }
+        assert_eq!(root.await.unwrap().unwrap().lost, vec![]);
+    })
+    .await;
+}
