@@ -1,4 +1,7 @@
-//! The completion queue of one GPU PE. No tokio worker ever blocks in the driver.
+//! The completion queue of one GPU PE. No future waits for GPU work in the driver: the
+//! futures read the fence themselves or are woken by the CQ thread (the one exception, a
+//! fence that could not be queued, synchronizes the copy stream so that no copy outlives the
+//! memory it uses).
 //!
 //! Work on the PE's copy stream (host-initiated RMA) completes through the *fence*: a 64-bit
 //! counter in pinned host memory. Each completion queues a stream memory write of the next

@@ -250,21 +250,60 @@ pub(crate) struct InternalKernels {
     pub module: GpuModule,
 }
 
+/// The internal kernels' PTX per compute capability, compiled once per process: `None` until
+/// a compile succeeds (a failed one is tried again by the next caller). The lock is held
+/// while compiling, so that a caller arriving during a compile waits for it.
+type InternalPtx = Arc<Mutex<Option<String>>>;
+
+fn internal_ptx_slot(cc: (i32, i32)) -> InternalPtx {
+    static SLOTS: std::sync::OnceLock<Mutex<HashMap<(i32, i32), InternalPtx>>> =
+        std::sync::OnceLock::new();
+    SLOTS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .entry(cc)
+        .or_default()
+        .clone()
+}
+
+/// The internal kernels' PTX for compute capability `cc`, compiled now if no earlier call
+/// compiled it.
+fn internal_ptx(cc: (i32, i32)) -> Result<String> {
+    let slot = internal_ptx_slot(cc);
+    let mut ptx = slot
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(done) = ptx.as_ref() {
+        return Ok(done.clone());
+    }
+    let full = format!("#define FSH_DEBUG 0\n{DEVICE_HEADER}\n{INTERNAL_SOURCE}\n");
+    let compiled = nvrtc(&full, cc, &[])?;
+    *ptx = Some(compiled.clone());
+    Ok(compiled)
+}
+
 impl InternalKernels {
+    /// Starts compiling the internal kernels for compute capability `cc` on a thread of its
+    /// own (NVRTC only: no driver call, so it cannot disturb a stream capture of the
+    /// caller's), so that the first on-stream operation finds them compiled instead of
+    /// compiling on an async worker. A failure here is left for that first use to report.
+    pub fn precompile(cc: (i32, i32)) {
+        let started = std::thread::Builder::new()
+            .name("fsh-gpu-nvrtc".into())
+            .spawn(move || {
+                if let Err(e) = internal_ptx(cc) {
+                    tracing::debug!("compiling the internal GPU kernels ahead failed: {e}");
+                }
+            });
+        if let Err(e) = started {
+            tracing::debug!("no thread to compile the internal GPU kernels ahead: {e}");
+        }
+    }
+
+    /// Loads the internal kernels into `pe`'s context (compiling them first if no one has).
     pub fn load(pe: &GpuPe) -> Result<Self> {
-        static PTX: std::sync::OnceLock<std::collections::HashMap<(i32, i32), String>> =
-            std::sync::OnceLock::new();
-        let cc = pe.device().compute_capability();
-        let cached = PTX.get().and_then(|m| m.get(&cc).cloned());
-        let ptx = match cached {
-            Some(p) => p,
-            None => {
-                let full = format!("#define FSH_DEBUG 0\n{DEVICE_HEADER}\n{INTERNAL_SOURCE}\n");
-                let p = nvrtc(&full, cc, &[])?;
-                let _ = PTX.set(HashMap::from([(cc, p.clone())]));
-                p
-            }
-        };
+        let ptx = internal_ptx(pe.device().compute_capability())?;
         Ok(InternalKernels {
             module: pe.load_ptx(&ptx)?,
         })

@@ -300,6 +300,7 @@ impl GpuPe {
             granularity = gran,
             "GPU PE ready"
         );
+        InternalKernels::precompile(inner.device.compute_capability());
         let pe = GpuPe {
             inner: Arc::new(inner),
         };
@@ -520,8 +521,9 @@ impl GpuPe {
         }
     }
 
-    /// The kernels behind on-stream operations, compiled on first use (a failed compile is
-    /// tried again at the next use).
+    /// The kernels behind on-stream operations: compiled from `init` on a thread of their
+    /// own, loaded into the context at their first use (which waits for that compile, or
+    /// compiles them itself if it failed; a failure is tried again at the next use).
     pub(crate) fn internal(&self) -> Result<&InternalKernels> {
         if let Some(kernels) = self.inner.internal.get() {
             return Ok(kernels);
