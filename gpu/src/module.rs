@@ -235,11 +235,12 @@ fn take_report(at: u64) -> Result<Option<String>> {
     driver::copy_from_host(at, &[0u8; REPORT_BYTES])?;
     let pe = word(1) as i64;
     let (addr, bytes) = (word(2), word(3));
-    let triple = |w: u64| (w & 0x1f_ffff, (w >> 21) & 0x1f_ffff, w >> 42);
-    let (b, t) = (triple(word(4)), triple(word(5)));
+    let block = |w: u64| (w & 0xffff_ffff, (w >> 32) & 0xffff, w >> 48);
+    let thread = |w: u64| (w & 0x1f_ffff, (w >> 21) & 0x1f_ffff, w >> 42);
+    let (b, t) = (block(word(4)), thread(word(5)));
     let name = OPS.get(op as usize - 1).copied().unwrap_or("a device call");
     Ok(Some(format!(
-        "device-library check failed in {name} (block ({}, {}, {}), thread ({}, {}, {})): PE {pe}, address {addr:#x}, {bytes} bytes: the PE is out of range or the address is not in this PE's symmetric GPU heap",
+        "device-library check failed in {name} (block ({}, {}, {}), thread ({}, {}, {})): PE {pe}, address {addr:#x}, {bytes} bytes: the PE is out of range, the address is not in this PE's symmetric GPU heap, or an atomic, signal or wait word is misaligned",
         b.0, b.1, b.2, t.0, t.1, t.2
     )))
 }

@@ -64,8 +64,6 @@ pub(crate) struct Inner {
     pub exchange: Arc<dyn Exchange>,
     pub host: Arc<DataPlane>,
     pub debug: bool,
-    /// Barriers queued on streams with stream memory operations so far.
-    pub stream_epoch: std::sync::atomic::AtomicU64,
     /// The PE's host-initiated and on-stream operations, transport [`TRANSPORT`].
     pub traffic: Traffic,
 }
@@ -290,7 +288,6 @@ impl GpuPe {
             exchange,
             host,
             debug: debug_from_env(),
-            stream_epoch: std::sync::atomic::AtomicU64::new(0),
             traffic,
         };
         tracing::debug!(
@@ -325,6 +322,12 @@ impl GpuPe {
                 if !driver::can_access_peer(device.ordinal(), theirs)? {
                     return Err(Error::Cuda(format!(
                         "GPU {} of PE {my_pe} cannot reach GPU {theirs} of PE {pe} peer-to-peer (no NVLink/PCIe P2P path); ferroshmem's proxy transport for such pairs is not built yet",
+                        device.ordinal()
+                    )));
+                }
+                if !driver::peer_atomics_native(device.ordinal(), theirs)? {
+                    return Err(Error::Cuda(format!(
+                        "GPU {} of PE {my_pe} reaches GPU {theirs} of PE {pe} peer-to-peer, but its atomics there are not atomic with that GPU's own (a PCIe link without native peer atomics); ferroshmem's proxy transport for such pairs is not built yet",
                         device.ordinal()
                     )));
                 }
@@ -495,11 +498,6 @@ impl GpuPe {
     /// The address of this PE's own copy of `view`, to pass to kernels.
     pub fn local_ptr<'a, T: Pod>(&self, view: impl Into<SymSlice<'a, T>>) -> Result<u64> {
         self.ptr(view, self.inner.my_pe)
-    }
-
-    /// The address, in this PE's view, of header offset `offset` of PE `pe`.
-    pub(crate) fn header_addr(&self, pe: usize, offset: usize) -> u64 {
-        self.inner.view.pe_base(pe) + offset as u64
     }
 
     /// Where this PE's device-library debug report lives (in its own heap header).

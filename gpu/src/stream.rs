@@ -1,9 +1,8 @@
 //! On-stream operations (`nvshmemx_*_on_stream`): queued on a caller's CUDA stream, ordered
 //! with its kernels, and capturable into a CUDA graph. Copies run on the copy engines; signal
 //! sets and waits are stream memory operations (`cuStreamWriteValue64` /
-//! `cuStreamWaitValue64`; a GPU without them is refused when it is opened), and so are
-//! barriers outside graph capture; the rest (`p`, signal adds, other comparisons, barriers inside a capture) are
-//! one-thread kernels of the device library.
+//! `cuStreamWaitValue64`; a GPU without them is refused when it is opened); the rest (`p`,
+//! signal adds, other comparisons, barriers) are one-thread kernels of the device library.
 //!
 //! Local operands are symmetric memory of this PE (alive until the collective `free`, which
 //! waits for the GPU), so no Rust borrow can end while a stream still uses it.
@@ -19,13 +18,9 @@ use cudarc::driver::CudaStream;
 use ferroshmem_observability::traffic::Op;
 use ferroshmem_runtime::{Cmp, Error, Result, SignalOp, SymSlice};
 
-use crate::driver::{self, Graph, LaunchDims, MemOp, Owner, Word};
+use crate::driver::{self, Graph, LaunchDims, Owner};
 use crate::module::KernelArg;
 use crate::pe::GpuPe;
-
-/// Header offset of the flags of barriers made of stream memory operations (one 64-byte
-/// line per dissemination round).
-const STREAM_FLAGS: usize = 20480;
 
 fn one_thread() -> LaunchDims {
     LaunchDims::linear(1, 1)
@@ -270,11 +265,10 @@ impl GpuPe {
     /// Queues a barrier of every PE on `stream`: work queued before it on every PE's stream
     /// is complete and visible when work after it starts (`nvshmemx_barrier_all_on_stream`).
     ///
-    /// Outside graph capture it uses no SM: a dissemination barrier of stream memory
-    /// operations (each round writes the barrier's epoch into a peer's flag, with a memory
-    /// barrier before it, and waits for its own flag), queued in one driver call. While
-    /// `stream` is captured it is a one-thread kernel of the device library, whose epoch lives
-    /// on the GPU, so that every replay of the graph is a new barrier.
+    /// A one-thread kernel of the device library, the same barrier as `fsh_barrier_all` in a
+    /// kernel (one epoch on the GPU): on-stream barriers, captured or not, and kernels' barriers
+    /// of the PEs meet each other, and every replay of a captured graph is a new barrier. With
+    /// one PE there is nothing to wait for and nothing is queued.
     pub fn barrier_all_on_stream(&self, stream: &CudaStream) -> Result<()> {
         self.stream_barrier(stream, "fsh_k_barrier_all")
     }
@@ -285,41 +279,10 @@ impl GpuPe {
     }
 
     fn stream_barrier(&self, stream: &CudaStream, kernel: &str) -> Result<()> {
-        self.bind()?;
-        if driver::is_capturing(stream.cu_stream())? {
-            return self.internal_launch(kernel, stream, &[]);
-        }
-        let (me, n) = (self.my_pe(), self.n_pes());
-        // Used up only once queued: a barrier that failed to queue leaves the epochs in step.
-        let epoch = self
-            .inner
-            .stream_epoch
-            .load(std::sync::atomic::Ordering::Relaxed)
-            + 1;
-        let mut ops = Vec::with_capacity(2 * (usize::BITS - n.leading_zeros()) as usize);
-        let mut distance = 1;
-        let mut round = 0;
-        while distance < n {
-            let flag = STREAM_FLAGS + 64 * round;
-            ops.push(MemOp::WriteWord {
-                addr: self.header_addr((me + distance) % n, flag),
-                value: Word::U64(epoch),
-            });
-            ops.push(MemOp::WaitGeq64 {
-                addr: self.header_addr(me, flag),
-                value: epoch,
-            });
-            distance *= 2;
-            round += 1;
-        }
-        if ops.is_empty() {
+        if self.n_pes() == 1 {
             return Ok(());
         }
-        driver::batch_mem_ops(stream.cu_stream(), &ops)?;
-        self.inner
-            .stream_epoch
-            .store(epoch, std::sync::atomic::Ordering::Relaxed);
-        Ok(())
+        self.internal_launch(kernel, stream, &[])
     }
 
     /// Queues an all-to-all exchange (`nvshmemx_alltoallmem_on_stream`): block `j` (of

@@ -4,6 +4,8 @@
 use ferroshmem::gpu::{CompileOptions, DeviceBuffer, GpuPe, HostBuffer, LaunchDims, LocalMem};
 use ferroshmem::{Cmp, Error, Pe, Result, SignalOp};
 
+mod groups;
+
 /// A scenario's name and body.
 pub type Scenario = (
     &'static str,
@@ -19,6 +21,7 @@ pub fn all() -> Vec<Scenario> {
         ("graph_capture", |p, g| Box::pin(graph_capture(p, g))),
         ("debug_reports", |p, g| Box::pin(debug_reports(p, g))),
         ("dropped_futures", |p, g| Box::pin(dropped_futures(p, g))),
+        ("group_calls", |p, g| Box::pin(groups::group_calls(p, g))),
     ]
 }
 

@@ -113,6 +113,16 @@ __device__ __forceinline__ unsigned fsh__thread_rank() {
 }
 __device__ __forceinline__ unsigned fsh__block_threads() { return blockDim.x * blockDim.y * blockDim.z; }
 __device__ __forceinline__ unsigned fsh__lane() { return fsh__thread_rank() & 31u; }
+// The threads of this thread's warp: 32, or fewer in a block of fewer than 32 threads or in
+// the block's partial last warp (warps are cut from the linear thread rank).
+__device__ __forceinline__ unsigned fsh__warp_size() {
+    unsigned left = fsh__block_threads() - (fsh__thread_rank() & ~31u);
+    return left < 32u ? left : 32u;
+}
+__device__ __forceinline__ unsigned fsh__warp_mask() {
+    unsigned n = fsh__warp_size();
+    return n == 32u ? 0xffffffffu : (1u << n) - 1u;
+}
 
 // Same-size unsigned type of each element type, and bit casts between them.
 template <typename T> struct fsh__bits_of;
@@ -150,19 +160,22 @@ __device__ __noinline__ void fsh__report(int op, int pe, const void* addr, fsh_s
         r[1] = (fsh_u64)(fsh_i64)pe;
         r[2] = (fsh_u64)addr;
         r[3] = bytes;
-        r[4] = (fsh_u64)blockIdx.x | ((fsh_u64)blockIdx.y << 21) | ((fsh_u64)blockIdx.z << 42);
+        r[4] = (fsh_u64)blockIdx.x | ((fsh_u64)blockIdx.y << 32) | ((fsh_u64)blockIdx.z << 48);
         r[5] = (fsh_u64)threadIdx.x | ((fsh_u64)threadIdx.y << 21) | ((fsh_u64)threadIdx.z << 42);
         fsh__fence_sc_sys();
     }
 }
 
-// Whether [p, p + bytes) lies in this PE's user heap and pe names a PE (debug builds only).
+// Whether [p, p + bytes) lies in this PE's user heap and pe names a PE, and, for atomics,
+// signals and waits (whose `bytes` is the word's size), whether p is aligned to the word
+// (debug builds only).
 __device__ __forceinline__ bool fsh__check(int op, int pe, const void* p, fsh_size_t bytes) {
 #if FSH_DEBUG
     fsh_u64 lo = fsh__local_base() + fsh_state.header;
     fsh_u64 hi = fsh__local_base() + fsh_state.stride;
     fsh_u64 a = (fsh_u64)p;
-    if (pe < 0 || pe >= fsh_state.n_pes || a < lo || a > hi || bytes > hi - a) {
+    bool word = op == FSH_OP_ATOMIC || op == FSH_OP_SIGNAL_OP || op == FSH_OP_SIGNAL_WAIT || op == FSH_OP_WAIT;
+    if (pe < 0 || pe >= fsh_state.n_pes || a < lo || a > hi || bytes > hi - a || (word && bytes != 0 && a % bytes != 0)) {
         fsh__report(op, pe, p, bytes);
         return false;
     }
@@ -223,13 +236,18 @@ __device__ __forceinline__ void fsh_putmem(void* dest, const void* src, fsh_size
     if (r) fsh__copy(r, src, bytes, 0, 1);
 }
 __device__ __forceinline__ void fsh_putmem_nbi(void* dest, const void* src, fsh_size_t bytes, int pe) { fsh_putmem(dest, src, bytes, pe); }
+// Warp and block forms: every thread of the group calls them with the same arguments. The
+// group meets first (what its threads wrote to `src`, or waited for, is then seen by all) and
+// after the copy.
 __device__ __forceinline__ void fsh_putmem_warp(void* dest, const void* src, fsh_size_t bytes, int pe) {
+    __syncwarp(fsh__warp_mask());
     void* r = fsh__peer(dest, pe, FSH_OP_PUT, bytes);
-    if (r) fsh__copy(r, src, bytes, fsh__lane(), 32);
-    __syncwarp();
+    if (r) fsh__copy(r, src, bytes, fsh__lane(), fsh__warp_size());
+    __syncwarp(fsh__warp_mask());
 }
 __device__ __forceinline__ void fsh_putmem_nbi_warp(void* dest, const void* src, fsh_size_t bytes, int pe) { fsh_putmem_warp(dest, src, bytes, pe); }
 __device__ __forceinline__ void fsh_putmem_block(void* dest, const void* src, fsh_size_t bytes, int pe) {
+    __syncthreads();
     void* r = fsh__peer(dest, pe, FSH_OP_PUT, bytes);
     if (r) fsh__copy(r, src, bytes, fsh__thread_rank(), fsh__block_threads());
     __syncthreads();
@@ -242,12 +260,14 @@ __device__ __forceinline__ void fsh_getmem(void* dest, const void* src, fsh_size
 }
 __device__ __forceinline__ void fsh_getmem_nbi(void* dest, const void* src, fsh_size_t bytes, int pe) { fsh_getmem(dest, src, bytes, pe); }
 __device__ __forceinline__ void fsh_getmem_warp(void* dest, const void* src, fsh_size_t bytes, int pe) {
+    __syncwarp(fsh__warp_mask());
     const void* r = fsh__peer(src, pe, FSH_OP_GET, bytes);
-    if (r) fsh__copy(dest, r, bytes, fsh__lane(), 32);
-    __syncwarp();
+    if (r) fsh__copy(dest, r, bytes, fsh__lane(), fsh__warp_size());
+    __syncwarp(fsh__warp_mask());
 }
 __device__ __forceinline__ void fsh_getmem_nbi_warp(void* dest, const void* src, fsh_size_t bytes, int pe) { fsh_getmem_warp(dest, src, bytes, pe); }
 __device__ __forceinline__ void fsh_getmem_block(void* dest, const void* src, fsh_size_t bytes, int pe) {
+    __syncthreads();
     const void* r = fsh__peer(src, pe, FSH_OP_GET, bytes);
     if (r) fsh__copy(dest, r, bytes, fsh__thread_rank(), fsh__block_threads());
     __syncthreads();
@@ -277,8 +297,9 @@ FSH__TYPED(fsh_get_nbi_block, fsh_getmem_nbi_block)
 
 // Orders this thread's puts, AMOs and signals (nvshmem_fence).
 __device__ __forceinline__ void fsh_fence() { fsh__fence_sys(); }
-// Completes this thread's puts, AMOs and signals: visible everywhere after it (nvshmem_quiet).
-__device__ __forceinline__ void fsh_quiet() { fsh__fence_sys(); }
+// Completes this thread's puts, AMOs and signals: visible everywhere after it, and before
+// any later access of this thread (nvshmem_quiet; sequentially consistent, as NVSHMEM's).
+__device__ __forceinline__ void fsh_quiet() { fsh__fence_sc_sys(); }
 
 // ---------------------------------------------------------------- signals
 
@@ -304,17 +325,19 @@ __device__ __forceinline__ void fsh_putmem_signal_nbi(void* dest, const void* sr
     fsh_putmem_signal(dest, src, bytes, sig, signal, sig_op, pe);
 }
 __device__ __forceinline__ void fsh_putmem_signal_warp(void* dest, const void* src, fsh_size_t bytes, fsh_u64* sig, fsh_u64 signal, int sig_op, int pe) {
+    __syncwarp(fsh__warp_mask());
     void* r = fsh__peer(dest, pe, FSH_OP_PUT_SIGNAL, bytes);
-    if (r) fsh__copy(r, src, bytes, fsh__lane(), 32);
+    if (r) fsh__copy(r, src, bytes, fsh__lane(), fsh__warp_size());
     fsh__fence_sys();
-    __syncwarp();
+    __syncwarp(fsh__warp_mask());
     if (r && fsh__lane() == 0) { fsh__fence_sys(); fsh_signal_op(sig, signal, sig_op, pe); }
-    __syncwarp();
+    __syncwarp(fsh__warp_mask());
 }
 __device__ __forceinline__ void fsh_putmem_signal_nbi_warp(void* dest, const void* src, fsh_size_t bytes, fsh_u64* sig, fsh_u64 signal, int sig_op, int pe) {
     fsh_putmem_signal_warp(dest, src, bytes, sig, signal, sig_op, pe);
 }
 __device__ __forceinline__ void fsh_putmem_signal_block(void* dest, const void* src, fsh_size_t bytes, fsh_u64* sig, fsh_u64 signal, int sig_op, int pe) {
+    __syncthreads();
     void* r = fsh__peer(dest, pe, FSH_OP_PUT_SIGNAL, bytes);
     if (r) fsh__copy(r, src, bytes, fsh__thread_rank(), fsh__block_threads());
     fsh__fence_sys();
@@ -389,11 +412,11 @@ template <typename T> __device__ __forceinline__ void fsh_wait_until_all(const T
         if (!status || !status[i]) fsh_wait_until(ivars + i, cmp, value);
 }
 // Waits until some ivars[i] with status[i] == 0 satisfies the comparison; returns its index
-// (n when every entry is excluded).
+// (SIZE_MAX, ~0, when every entry is excluded or n is 0, as OpenSHMEM says).
 template <typename T> __device__ __forceinline__ fsh_size_t fsh_wait_until_any(const T* ivars, fsh_size_t n, const int* status, int cmp, T value) {
     bool any = false;
     for (fsh_size_t i = 0; i < n; ++i) any = any || !status || !status[i];
-    if (!any) return n;
+    if (!any) return ~(fsh_size_t)0;
     for (;;)
         for (fsh_size_t i = 0; i < n; ++i)
             if ((!status || !status[i]) && fsh_test(ivars + i, cmp, value)) return i;
@@ -406,6 +429,13 @@ template <typename T> __device__ __forceinline__ int fsh_test_all(const T* ivars
 }
 
 // ---------------------------------------------------------------- atomics
+
+// Whether T is an integer type (the bitwise and increment atomics take only those).
+template <typename T> struct fsh__is_integer { enum { value = 1 }; };
+template <> struct fsh__is_integer<float> { enum { value = 0 }; };
+template <> struct fsh__is_integer<double> { enum { value = 0 }; };
+#define FSH__INTEGER_ONLY(NAME) \
+    static_assert(fsh__is_integer<T>::value, NAME " takes integer types only (as in NVSHMEM)");
 
 #define FSH__AMO_PEER(dest, pe) \
     typedef typename fsh__bits_of<T>::U U; \
@@ -430,24 +460,31 @@ template <typename T> __device__ __forceinline__ T fsh_atomic_fetch_add(T* dest,
     return fsh__bitcast<T>(fsh__atom_add(r, fsh__bitcast<U>(value)));
 }
 template <typename T> __device__ __forceinline__ void fsh_atomic_add(T* dest, T value, int pe) { fsh_atomic_fetch_add(dest, value, pe); }
-template <typename T> __device__ __forceinline__ T fsh_atomic_fetch_inc(T* dest, int pe) { return fsh_atomic_fetch_add(dest, (T)1, pe); }
-template <typename T> __device__ __forceinline__ void fsh_atomic_inc(T* dest, int pe) { fsh_atomic_fetch_add(dest, (T)1, pe); }
+template <typename T> __device__ __forceinline__ T fsh_atomic_fetch_inc(T* dest, int pe) {
+    FSH__INTEGER_ONLY("fsh_atomic_fetch_inc")
+    return fsh_atomic_fetch_add(dest, (T)1, pe);
+}
+template <typename T> __device__ __forceinline__ void fsh_atomic_inc(T* dest, int pe) { fsh_atomic_fetch_inc(dest, pe); }
 template <typename T> __device__ __forceinline__ T fsh_atomic_fetch_and(T* dest, T value, int pe) {
+    FSH__INTEGER_ONLY("fsh_atomic_fetch_and")
     FSH__AMO_PEER(dest, pe)
     return fsh__bitcast<T>(fsh__atom_and(r, fsh__bitcast<U>(value)));
 }
 template <typename T> __device__ __forceinline__ void fsh_atomic_and(T* dest, T value, int pe) { fsh_atomic_fetch_and(dest, value, pe); }
 template <typename T> __device__ __forceinline__ T fsh_atomic_fetch_or(T* dest, T value, int pe) {
+    FSH__INTEGER_ONLY("fsh_atomic_fetch_or")
     FSH__AMO_PEER(dest, pe)
     return fsh__bitcast<T>(fsh__atom_or(r, fsh__bitcast<U>(value)));
 }
 template <typename T> __device__ __forceinline__ void fsh_atomic_or(T* dest, T value, int pe) { fsh_atomic_fetch_or(dest, value, pe); }
 template <typename T> __device__ __forceinline__ T fsh_atomic_fetch_xor(T* dest, T value, int pe) {
+    FSH__INTEGER_ONLY("fsh_atomic_fetch_xor")
     FSH__AMO_PEER(dest, pe)
     return fsh__bitcast<T>(fsh__atom_xor(r, fsh__bitcast<U>(value)));
 }
 template <typename T> __device__ __forceinline__ void fsh_atomic_xor(T* dest, T value, int pe) { fsh_atomic_fetch_xor(dest, value, pe); }
 #undef FSH__AMO_PEER
+#undef FSH__INTEGER_ONLY
 
 // Floating-point add (nvshmemx_float_atomic_fetch_add and friends).
 __device__ __forceinline__ float fsh_atomic_fetch_add(float* dest, float value, int pe) {

@@ -210,17 +210,6 @@ pub(crate) fn begin_capture(stream: sys::CUstream) -> Result<()> {
     )
 }
 
-/// Whether `stream` is being captured into a graph.
-pub(crate) fn is_capturing(stream: sys::CUstream) -> Result<bool> {
-    let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
-    // SAFETY: live stream; valid out-pointer.
-    check(
-        unsafe { sys::cuStreamIsCapturing(stream, &mut status) },
-        "cuStreamIsCapturing",
-    )?;
-    Ok(status != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE)
-}
-
 /// Ends the capture of `stream` and instantiates the graph.
 pub(crate) fn end_capture(ctx: &Arc<CudaContext>, stream: sys::CUstream) -> Result<Graph> {
     let mut graph = std::ptr::null_mut();

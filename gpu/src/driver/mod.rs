@@ -58,6 +58,29 @@ pub(crate) fn can_access_peer(a: usize, b: usize) -> Result<bool> {
     Ok(can == 1)
 }
 
+/// Whether device `a`'s atomics on device `b`'s memory are atomic with `b`'s own (NVLink
+/// yes; some PCIe links no). A device and itself: yes.
+pub(crate) fn peer_atomics_native(a: usize, b: usize) -> Result<bool> {
+    if a == b {
+        return Ok(true);
+    }
+    let (da, db) = (device_handle(a)?, device_handle(b)?);
+    let mut native = 0;
+    // SAFETY: valid out-pointer and device handles.
+    check(
+        unsafe {
+            sys::cuDeviceGetP2PAttribute(
+                &mut native,
+                sys::CUdevice_P2PAttribute::CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED,
+                da,
+                db,
+            )
+        },
+        "cuDeviceGetP2PAttribute",
+    )?;
+    Ok(native == 1)
+}
+
 /// The 16-byte UUID of device `ordinal`.
 pub(crate) fn device_uuid(ordinal: usize) -> Result<[u8; 16]> {
     let dev = device_handle(ordinal)?;
@@ -435,16 +458,12 @@ pub(crate) enum MemOp {
     /// Writes `value` at `addr` (aligned to its size, 4 or 8 bytes), with a memory barrier
     /// before it.
     WriteWord { addr: u64, value: Word },
-    /// Holds the stream until the word at `addr` (8-byte aligned) is at least `value`.
-    WaitGeq64 { addr: u64, value: u64 },
 }
 
 /// Queues `ops` on `stream` in one driver call (`cuStreamBatchMemOp`), in order, each after
 /// the one before it.
 pub(crate) fn batch_mem_ops(stream: sys::CUstream, ops: &[MemOp]) -> Result<()> {
     use sys::{
-        CUstreamBatchMemOpParams_union_CUstreamMemOpWaitValueParams_st as Wait,
-        CUstreamBatchMemOpParams_union_CUstreamMemOpWaitValueParams_st__bindgen_ty_1 as WaitValue,
         CUstreamBatchMemOpParams_union_CUstreamMemOpWriteValueParams_st as Write,
         CUstreamBatchMemOpParams_union_CUstreamMemOpWriteValueParams_st__bindgen_ty_1 as WriteValue,
         CUstreamBatchMemOpType as Op,
@@ -473,15 +492,6 @@ pub(crate) fn batch_mem_ops(stream: sys::CUstream, ops: &[MemOp]) -> Result<()> 
                         address: addr,
                         __bindgen_anon_1: value,
                         flags: 0,
-                        alias: 0,
-                    }
-                }
-                MemOp::WaitGeq64 { addr, value } => {
-                    p.waitValue = Wait {
-                        operation: Op::CU_STREAM_MEM_OP_WAIT_VALUE_64,
-                        address: addr,
-                        __bindgen_anon_1: WaitValue { value64: value },
-                        flags: sys::CUstreamWaitValue_flags::CU_STREAM_WAIT_VALUE_GEQ as u32,
                         alias: 0,
                     }
                 }
@@ -647,7 +657,5 @@ impl Drop for DeviceAlloc {
 
 mod kernels;
 
-pub(crate) use kernels::{
-    begin_capture, end_capture, is_capturing, launch, Function, Module, Owner,
-};
+pub(crate) use kernels::{begin_capture, end_capture, launch, Function, Module, Owner};
 pub use kernels::{Graph, LaunchDims};
