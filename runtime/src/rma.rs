@@ -91,7 +91,8 @@ impl DataPlane {
 
     /// Starts copying `src` on PE `pe` into this PE's symmetric `dest` (`shmem_get_nbi`);
     /// `dest.len()` elements are read. The destination is symmetric so that transports which
-    /// complete later never write into memory Rust has handed back.
+    /// complete later never write into memory Rust has handed back; this PE's tasks waiting
+    /// on it (`wait_until`) are woken as by a put.
     pub fn get_nbi<'d, 's, T: Pod>(
         &self,
         dest: impl Into<SymSlice<'d, T>>,
@@ -106,9 +107,10 @@ impl DataPlane {
             let src_at = self.locate(src.into(), dest.len(), "get_nbi source")?;
             Ok((source, dst_at, src_at))
         }, then |(source, dst_at, src_at)| {
-            self.own_segment()
-                .mapping()
-                .copy_from(dst_at, source.mapping(), src_at, moved);
+            let own = self.own_segment();
+            own.mapping().copy_from(dst_at, source.mapping(), src_at, moved);
+            // This PE's own waiters on `dest` learn of it now, not at the doorbell's next tick.
+            publish(own, dst_at, dst_at + moved);
         })
     }
 

@@ -311,6 +311,7 @@ impl Team {
                 ),
             });
         }
+        config.check()?;
         let children = split.children(self.n_pes())?;
         if let Some(big) = children.iter().find(|c| c.len() > MAX_TEAM_PES) {
             return Err(Error::InvalidArgument(format!(

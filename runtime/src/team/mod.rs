@@ -46,8 +46,8 @@ pub struct TeamConfig {
     /// The same limit for the collectives that only move data (broadcast, fcollect,
     /// collect, alltoall), at most `eager_bytes`: above it, reading the sender's buffer in
     /// place (one copy, not two) beats the synchronization that eager messages save.
-    /// Default 1 KiB; the predefined teams of a job whose PEs outnumber the machine's CPUs
-    /// take 4 KiB, since there every synchronization costs a trip through the scheduler.
+    /// Default 1 KiB; the predefined teams of a job whose PEs outnumber the machine's online
+    /// CPUs take 4 KiB, since there every synchronization costs a trip through the scheduler.
     pub eager_copy_bytes: usize,
     /// Teams of up to this many members use flat algorithms (each PE talks to every other
     /// directly); larger teams use binomial trees and rings for small messages. Default 8.
@@ -56,6 +56,34 @@ pub struct TeamConfig {
     /// the work among all members (reduce-scatter, then allgather), large teams gather along
     /// a ring and broadcast flat. Default 64 KiB.
     pub large_bytes: usize,
+}
+
+/// The largest [`TeamConfig::eager_bytes`] a team may ask for: each member of a flat team
+/// keeps two slots of it per member.
+pub const MAX_EAGER_BYTES: usize = 1 << 20;
+
+/// The machine's online CPUs (`/sys/devices/system/cpu/online`), whatever this process's
+/// affinity or cgroup allows it; the CPUs this process may use where that file cannot be
+/// read (alike for every process of the machine, then).
+fn online_cpus() -> usize {
+    std::fs::read_to_string("/sys/devices/system/cpu/online")
+        .ok()
+        .and_then(|list| count_cpu_list(list.trim()))
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+/// The number of CPUs in a kernel CPU list such as `0-15,32-47` (`None` if malformed).
+fn count_cpu_list(list: &str) -> Option<usize> {
+    list.split(',').try_fold(0usize, |total, part| {
+        let (lo, hi) = match part.split_once('-') {
+            Some((lo, hi)) => (lo.parse::<usize>().ok()?, hi.parse::<usize>().ok()?),
+            None => {
+                let one = part.parse::<usize>().ok()?;
+                (one, one)
+            }
+        };
+        Some(total + hi.checked_sub(lo)? + 1)
+    })
 }
 
 impl Default for TeamConfig {
@@ -72,11 +100,16 @@ impl Default for TeamConfig {
 impl TeamConfig {
     /// The configuration of the predefined teams of a job of `n_pes` PEs with heaps of
     /// `heap_size` bytes on this machine: the default, with `eager_copy_bytes` raised to
-    /// `eager_bytes` when the PEs outnumber the CPUs, and without eager slots when the heap
-    /// is too small to spare them (the two predefined teams' regions would take more than
-    /// 1/16 of it).
+    /// `eager_bytes` when the PEs outnumber the machine's online CPUs, and without eager
+    /// slots when the heap is too small to spare them (the two predefined teams' regions
+    /// would take more than 1/16 of it).
+    ///
+    /// Every PE of the job computes it alone, so it depends only on what all of them see
+    /// alike: the machine's online CPUs, not the CPUs this process may run on (PEs pinned to
+    /// different CPU sets would otherwise pick different algorithms and wait for each other
+    /// forever).
     pub fn for_job(n_pes: usize, heap_size: usize) -> TeamConfig {
-        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let cpus = online_cpus();
         let default = TeamConfig::default();
         let mut config = if n_pes > cpus {
             TeamConfig {
@@ -90,6 +123,17 @@ impl TeamConfig {
             config.eager_bytes = 0;
         }
         config
+    }
+
+    /// Refuses a configuration whose regions could not be laid out.
+    pub(crate) fn check(&self) -> Result<()> {
+        if self.eager_bytes > MAX_EAGER_BYTES {
+            return Err(Error::InvalidArgument(format!(
+                "a team's eager_bytes of {} is above the largest supported ({MAX_EAGER_BYTES})",
+                self.eager_bytes
+            )));
+        }
+        Ok(())
     }
 
     fn encode(&self, out: &mut Vec<u8>) {
@@ -457,5 +501,20 @@ impl Teams {
     /// with this one. Today every PE of a job shares one node, so it has the world's members.
     pub fn node(&self) -> &Team {
         &self.node
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::count_cpu_list;
+
+    #[test]
+    fn cpu_lists_count_or_fail() {
+        assert_eq!(count_cpu_list("0"), Some(1));
+        assert_eq!(count_cpu_list("0-15"), Some(16));
+        assert_eq!(count_cpu_list("0-15,32-47,64"), Some(33));
+        assert_eq!(count_cpu_list("3-1"), None);
+        assert_eq!(count_cpu_list("a-b"), None);
+        assert_eq!(count_cpu_list(""), None);
     }
 }
