@@ -8,7 +8,7 @@
 
 use bytemuck::Pod;
 
-use super::eager::{agree, Payload, Senders};
+use super::eager::{agree, Payload, Senders, Stamp};
 use super::{bytes_of, disjoint, holds, Descriptor, Kind};
 use crate::error::{Error, Result};
 use crate::heap::SymSlice;
@@ -45,6 +45,8 @@ impl Team {
     /// # Errors
     /// [`Error::OutOfBounds`] for short buffers, [`Error::InvalidArgument`] for overlapping
     /// ones, [`Error::CollectiveMismatch`] when members passed different counts.
+    /// On the eager path, a message that an earlier mismatched call left behind also gives
+    /// `CollectiveMismatch`, and leaves the team unusable (see [`crate::collectives`]).
     ///
     /// Cancel safety: not cancel safe; dropped midway, it leaves the team unusable.
     pub async fn alltoall<'d, 's, T: Pod>(
@@ -124,6 +126,7 @@ impl Team {
             return Ok(());
         }
         if self.eager_copy(bytes) {
+            let stamp = Stamp::new(op, desc);
             for k in 1..n {
                 let j = (me + k) % n;
                 let payload = match strides {
@@ -136,13 +139,13 @@ impl Team {
                         Payload::Local(&buf)
                     }
                 };
-                self.eager_send(op, j, payload, bytes, desc).await?;
+                self.eager_send(op, j, payload, bytes, stamp).await?;
             }
             self.move_block(dest, source, nelems, strides, me, &mut buf)
                 .await?;
             self.eager_wait(op, Senders::All).await?;
             for j in (1..n).map(|k| (me + k) % n) {
-                let got = self.eager_peek(op, j);
+                let got = self.eager_peek(op, j, stamp)?;
                 match agree(desc, got.desc, j) {
                     Ok(()) => match strides {
                         None => {

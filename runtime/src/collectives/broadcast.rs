@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering;
 
 use bytemuck::Pod;
 
-use super::eager::{agree, Payload, Senders, DISAGREED};
+use super::eager::{agree, Payload, Senders, Stamp, DISAGREED};
 use super::shapes::Shape;
 use super::{bytes_of, disjoint, holds, Descriptor, Kind};
 use crate::error::{Error, Result};
@@ -36,6 +36,20 @@ impl Team {
     /// `dest` is shorter than `source`, [`Error::InvalidArgument`] when they overlap
     /// otherwise than exactly, [`Error::CollectiveMismatch`] on the members that find other
     /// members called with another root or length.
+    ///
+    /// Small (eager) broadcasts find mismatches through the messages they receive (see
+    /// [`crate::collectives`]): a non-root member gets `CollectiveMismatch` when the root's
+    /// message carries another root or length, and also, leaving the team unusable, when
+    /// the message it takes belongs to another call (one a mismatched call left behind). The
+    /// root receives nothing, so it checks only that no member has already sent it a message
+    /// (which no member of a matching call can have done yet): if one has, it gets
+    /// `CollectiveMismatch` and the team becomes unusable. Not caught at once: a root whose
+    /// mismatched peers have not sent yet returns `Ok`; their messages are found later, by
+    /// the root's next call that receives from them or its next broadcast as root; a
+    /// member that never receives the root's message waits for it as for an absent member,
+    /// with no time limit, as do the members that have not yet seen a mismatch when they
+    /// wait, in a later call, for a member that has given the team up. Bound such calls with
+    /// a timeout where mismatches can happen.
     ///
     /// Cancel safety: not cancel safe; dropped midway, it leaves the team unusable.
     pub async fn broadcast<'d, 's, T: Pod>(
@@ -79,16 +93,18 @@ impl Team {
             };
         }
         if self.eager_copy(bytes) {
+            let stamp = Stamp::new(op, desc);
             if me == root {
+                self.eager_none_pending(op, stamp)?;
                 for k in 1..n {
                     let to = (root + k) % n;
-                    self.eager_send(op, to, Payload::Sym(source), bytes, desc)
+                    self.eager_send(op, to, Payload::Sym(source), bytes, stamp)
                         .await?;
                 }
                 return self.copy_local(dest, source);
             }
             self.eager_wait(op, Senders::One(root)).await?;
-            let got = self.eager_peek(op, root);
+            let got = self.eager_peek(op, root, stamp)?;
             match agree(desc, got.desc, root) {
                 Ok(()) => self.copy_local(dest, self.view::<T>(got.data, dest.len()))?,
                 Err(e) => op.reject(e),

@@ -12,6 +12,20 @@
 //! broadcast) credits come for free: by the time a member sends again, it has received its
 //! receivers' newer messages. A member that consumes without sending back (a broadcast's
 //! non-roots) writes its count into the sender's credit line instead.
+//!
+//! Every message is also stamped with its call (a [`Stamp`]): the call's number among the
+//! team's collectives and its descriptor. The number comes from the team's sequence counter,
+//! which every member advances alike (an eager call takes one number; the other algorithms
+//! take theirs for their signal values), so in calls that match, the `m`-th message from
+//! `s` to `r` carries the number of the call in which `r` reads it. A message with another
+//! number is one a mismatched call left behind (or one sent in a call that `r` skipped):
+//! nobody will consume it in step any more, and the pair's message and credit counts no
+//! longer agree, so the receiver fails with [`Error::CollectiveMismatch`] and the team
+//! becomes unusable on it, as after a cancelled call. The number is kept modulo 2^24 (the
+//! header's length word holds it above 40 bits of length), so a message left behind exactly
+//! a multiple of 2^24 calls earlier would pass. A message of the same call with another
+//! descriptor is consumed as usual, and the receiver reports the mismatch without giving up
+//! the team.
 
 use std::sync::atomic::Ordering;
 
@@ -24,6 +38,31 @@ use crate::error::{Error, Result};
 use crate::heap::SymSlice;
 use crate::team::region::SLOT_HEADER;
 use crate::team::{Op as Collective, Team};
+
+/// Bits of the call number a header carries, above the message's 40 bits of length.
+const CALL_BITS: u32 = 24;
+/// The length bits of a header's second word.
+const LENGTH_MASK: u64 = (1 << (64 - CALL_BITS)) - 1;
+
+/// What ties an eager message to its call: the call's number (modulo 2^24) and descriptor.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Stamp {
+    /// The call's number among the team's collectives, modulo 2^24.
+    call: u64,
+    /// The call's descriptor.
+    pub desc: u64,
+}
+
+impl Stamp {
+    /// Numbers `op`, an eager call with descriptor `desc`: takes the next value of the
+    /// team's sequence counter, which every member advances alike. Call once per call.
+    pub fn new(op: &Collective<'_>, desc: u64) -> Stamp {
+        Stamp {
+            call: op.next_seq() & ((1 << CALL_BITS) - 1),
+            desc,
+        }
+    }
+}
 
 /// What an eager message carries.
 pub(crate) enum Payload<'a, T> {
@@ -53,17 +92,25 @@ pub(crate) struct Arrived {
     pub desc: u64,
 }
 
+/// The error of a member whose eager messages and this PE's calls are out of step.
+fn out_of_step(detail: String) -> Error {
+    Error::CollectiveMismatch {
+        operation: "team collective",
+        detail: format!("{detail}; the team cannot be used any more"),
+    }
+}
+
 impl Team {
-    /// Sends `payload` to member `to` as collective `op`'s next eager message, its header
-    /// announcing `bytes` bytes (the payload's size, or more when the receiver is to read
-    /// the rest from the sender's buffer itself).
+    /// Sends `payload` to member `to` as collective `op`'s next eager message, stamped with
+    /// `stamp`, its header announcing `bytes` bytes (the payload's size, or more when the
+    /// receiver is to read the rest from the sender's buffer itself).
     pub(crate) async fn eager_send<T: Pod>(
         &self,
         op: &mut Collective<'_>,
         to: usize,
         payload: Payload<'_, T>,
         bytes: usize,
-        desc: u64,
+        stamp: Stamp,
     ) -> Result<()> {
         let layout = self.inner.layout;
         let m = op.sent(to);
@@ -89,7 +136,9 @@ impl Team {
                 .copy_from(data, dp.own_segment().mapping(), at, moved),
             Err(src) => target.mapping().write(data, bytemuck::cast_slice(src)),
         }
-        let words = [bytes as u64, desc, op.recvd(to)];
+        debug_assert!(bytes as u64 <= LENGTH_MASK, "descriptors hold 40-bit sizes");
+        let length = stamp.call << (64 - CALL_BITS) | (bytes as u64 & LENGTH_MASK);
+        let words = [length, stamp.desc, op.recvd(to)];
         target
             .mapping()
             .write(header + 8, bytemuck::cast_slice(&words));
@@ -119,14 +168,62 @@ impl Team {
         self.wait_for("eager receive", span, arrived).await
     }
 
-    /// The next message from member `j`, which [`Team::eager_wait`] saw arrive.
-    pub(crate) fn eager_peek(&self, op: &Collective<'_>, j: usize) -> Arrived {
+    /// The next message from member `j`, which [`Team::eager_wait`] saw arrive, checked to
+    /// belong to the call `stamp` numbers (its descriptor is left to the caller to compare).
+    ///
+    /// # Errors
+    /// [`Error::CollectiveMismatch`] when it belongs to another call; the caller must then
+    /// fail the collective (not merely reject it), which leaves the team unusable.
+    pub(crate) fn eager_peek(
+        &self,
+        op: &Collective<'_>,
+        j: usize,
+        stamp: Stamp,
+    ) -> Result<Arrived> {
         let slot = self.inner.layout.slot(j, op.recvd(j) % 2);
-        Arrived {
+        let length = self.local(slot + 8).load(Ordering::Acquire);
+        let arrived = Arrived {
             data: slot + SLOT_HEADER,
-            bytes: self.local(slot + 8).load(Ordering::Acquire) as usize,
+            bytes: (length & LENGTH_MASK) as usize,
             desc: self.local(slot + 16).load(Ordering::Acquire),
+        };
+        let call = length >> (64 - CALL_BITS);
+        if call != stamp.call {
+            return Err(out_of_step(format!(
+                "member {j}'s next eager message ({}) belongs to its call {call}, not to this \
+                 PE's call {} ({}): the members' earlier calls did not match",
+                Descriptor::describe(arrived.desc),
+                stamp.call,
+                Descriptor::describe(stamp.desc)
+            )));
         }
+        Ok(arrived)
+    }
+
+    /// Checks that no member's next message has arrived yet, for a member that receives
+    /// none in this call (a broadcast's root): no member can be ahead of it, since every
+    /// other member must first receive its message, so a message already there is one a
+    /// member sent in a call that does not match (or left from an earlier mismatched one).
+    ///
+    /// # Errors
+    /// [`Error::CollectiveMismatch`] when one is there; the team becomes unusable.
+    pub(crate) fn eager_none_pending(&self, op: &Collective<'_>, stamp: Stamp) -> Result<()> {
+        let layout = self.inner.layout;
+        let me = self.my_pe();
+        for j in (0..self.n_pes()).filter(|&j| j != me) {
+            let m = op.recvd(j);
+            let slot = layout.slot(j, m % 2);
+            if self.local(slot).load(Ordering::Acquire) > m {
+                let theirs = self.local(slot + 16).load(Ordering::Acquire);
+                return Err(out_of_step(format!(
+                    "member {j} sent this PE an eager message ({}) while this PE calls {}, \
+                     which sends but receives nothing",
+                    Descriptor::describe(theirs),
+                    Descriptor::describe(stamp.desc)
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// Marks the next message from member `j` consumed, taking the credit it carries. With

@@ -13,7 +13,7 @@ use std::sync::atomic::Ordering;
 
 use bytemuck::Pod;
 
-use super::eager::{agree, Payload, Senders};
+use super::eager::{agree, Payload, Senders, Stamp};
 use super::{bytes_of, disjoint, holds, Descriptor, Kind};
 use crate::error::{Error, Result};
 use crate::heap::SymSlice;
@@ -72,6 +72,8 @@ impl Team {
     /// # Errors
     /// [`Error::OutOfBounds`] for a short `dest`, [`Error::InvalidArgument`] for overlapping
     /// buffers, [`Error::CollectiveMismatch`] when members passed different lengths.
+    /// On the eager path, a message that an earlier mismatched call left behind also gives
+    /// `CollectiveMismatch`, and leaves the team unusable (see [`crate::collectives`]).
     ///
     /// Cancel safety: not cancel safe; dropped midway, it leaves the team unusable.
     pub async fn fcollect<'d, 's, T: Pod>(
@@ -108,13 +110,14 @@ impl Team {
         let (n, me) = (self.n_pes(), self.my_pe());
         let bytes = bytes_of::<T>(source.len());
         if n > 1 && bytes > 0 && self.eager_copy(bytes) {
+            let stamp = Stamp::new(op, desc);
             for k in 1..n {
                 let to = (me + k) % n;
-                self.eager_send(op, to, Payload::Sym(source), bytes, desc)
+                self.eager_send(op, to, Payload::Sym(source), bytes, stamp)
                     .await?;
             }
             self.copy_local(dest.slice(blocks.range(me)), source)?;
-            return self.eager_gather(op, dest, blocks, desc).await;
+            return self.eager_gather(op, dest, blocks, stamp).await;
         }
         self.copy_local(dest.slice(blocks.range(me)), source)?;
         if n == 1 || bytes == 0 {
@@ -137,13 +140,13 @@ impl Team {
         op: &mut Op<'_>,
         dest: SymSlice<'_, T>,
         blocks: &Blocks,
-        desc: u64,
+        stamp: Stamp,
     ) -> Result<()> {
         let (n, me) = (self.n_pes(), self.my_pe());
         self.eager_wait(op, Senders::All).await?;
         for j in (1..n).map(|k| (me + k) % n) {
-            let got = self.eager_peek(op, j);
-            match agree(desc, got.desc, j) {
+            let got = self.eager_peek(op, j, stamp)?;
+            match agree(stamp.desc, got.desc, j) {
                 Ok(()) => {
                     let part = dest.slice(blocks.range(j));
                     self.copy_local(part, self.view::<T>(got.data, part.len()))?;
@@ -210,8 +213,10 @@ impl Team {
     ///
     /// # Errors
     /// [`Error::OutOfBounds`] when `dest` is too short for the total (on every member whose
-    /// `dest` is), [`Error::InvalidArgument`] for overlapping buffers,
+    /// `dest` is; the team stays usable), [`Error::InvalidArgument`] for overlapping buffers,
     /// [`Error::CollectiveMismatch`] when members called another collective.
+    /// On the eager path, a message that an earlier mismatched call left behind also gives
+    /// `CollectiveMismatch`, and leaves the team unusable (see [`crate::collectives`]).
     ///
     /// Cancel safety: not cancel safe; dropped midway, it leaves the team unusable.
     pub async fn collect<'d, 's, T: Pod>(
@@ -221,7 +226,10 @@ impl Team {
     ) -> Result<usize> {
         let (dest, source) = (dest.into(), source.into());
         holds(self.dp(), source, source.len(), "collect source")?;
-        holds(self.dp(), dest, 0, "collect destination")?;
+        // A lone member knows the total now, and finds a short `dest` before it takes the
+        // team; larger teams learn it in the protocol, which rejects it on every member.
+        let needed = if self.n_pes() == 1 { source.len() } else { 0 };
+        holds(self.dp(), dest, needed, "collect destination")?;
         disjoint(self.dp(), dest, source, false)?;
         let desc = Descriptor::of(Kind::Collect, std::mem::size_of::<T>() as u64, 0);
         let mut op = self.begin()?;
@@ -240,7 +248,6 @@ impl Team {
         let size = std::mem::size_of::<T>().max(1);
         let mine = source.len();
         if n == 1 {
-            holds(self.dp(), dest, mine, "collect destination")?;
             self.copy_local(dest.slice(..mine), source)?;
             return Ok(mine);
         }
@@ -251,20 +258,23 @@ impl Team {
             } else {
                 source.slice(..0)
             };
+            let stamp = Stamp::new(op, desc);
             for k in 1..n {
                 let to = (me + k) % n;
-                self.eager_send(op, to, Payload::Sym(inline), bytes, desc)
+                self.eager_send(op, to, Payload::Sym(inline), bytes, stamp)
                     .await?;
             }
             let others: Vec<usize> = (1..n).map(|k| (me + k) % n).collect();
             self.eager_wait(op, Senders::All).await?;
             let mut counts = vec![mine; n];
+            let mut arrived = Vec::with_capacity(others.len());
             for &j in &others {
-                let got = self.eager_peek(op, j);
+                let got = self.eager_peek(op, j, stamp)?;
                 counts[j] = got.bytes / size;
                 if let Err(e) = agree(desc, got.desc, j) {
                     op.reject(e);
                 }
+                arrived.push(got);
             }
             let blocks = Blocks::from_counts(counts);
             let total = blocks.total(n);
@@ -275,8 +285,7 @@ impl Team {
             if copy {
                 self.copy_local(dest.slice(blocks.range(me)), source)?;
             }
-            for &j in &others {
-                let got = self.eager_peek(op, j);
+            for (&j, got) in others.iter().zip(arrived) {
                 if copy && self.eager_copy(got.bytes) {
                     let part = dest.slice(blocks.range(j));
                     self.copy_local(part, self.view::<T>(got.data, part.len()))?;

@@ -28,6 +28,19 @@
 //! this collective, so the same buffers may be used by the next collective at once. Syncs
 //! also check that every member called the same collective with the same sizes and root:
 //! when they did not, every member gets [`Error::CollectiveMismatch`].
+//!
+//! Eager messages carry their call's descriptor and its number among the team's calls,
+//! which every member counts alike. A member that receives a message of its own call with
+//! another descriptor gets `CollectiveMismatch`, and the team stays usable. A member that
+//! receives a message of another call (one that a mismatched call left unconsumed, which
+//! would otherwise pass for the next call's) gets `CollectiveMismatch`, and the team
+//! becomes unusable on it, as after a cancelled call: the members' message counts no longer
+//! agree, and no member can mend that alone. So a mismatch among eager calls is caught by
+//! the members that receive a wrong message, in that call or in their next call that
+//! receives from the member at fault, never passed off as data; a broadcast's root, which
+//! receives nothing, catches only the messages that have already reached it (see
+//! [`Team::broadcast`]). Members that have not caught it may wait, with no time limit, for
+//! members that gave the team up.
 
 mod alltoall;
 mod broadcast;

@@ -16,7 +16,7 @@
 
 use std::sync::atomic::Ordering;
 
-use super::eager::{agree, Payload, Senders, DISAGREED};
+use super::eager::{agree, Arrived, Payload, Senders, Stamp, DISAGREED};
 use super::reduce_ops::{BitwiseReducible, ReduceOp, Reducible};
 use super::shapes::Shape;
 use super::{bytes_of, disjoint, holds, Descriptor, Kind};
@@ -67,6 +67,8 @@ impl Team {
     /// [`Error::InvalidArgument`] for a bitwise operator on a float type or overlapping
     /// buffers, [`Error::OutOfBounds`] for a short `dest`, [`Error::CollectiveMismatch`]
     /// when members passed different operators, types or lengths.
+    /// On the eager path, a message that an earlier mismatched call left behind also gives
+    /// `CollectiveMismatch`, and leaves the team unusable (see [`crate::collectives`]).
     ///
     /// Cancel safety: not cancel safe; dropped midway, it leaves the team unusable.
     pub async fn reduce<'d, 's, T: Reducible>(
@@ -227,26 +229,25 @@ impl Team {
     ) -> Result<()> {
         let (n, me) = (self.n_pes(), self.my_pe());
         let bytes = bytes_of::<T>(dest.len());
+        let stamp = Stamp::new(state, desc);
         for k in 1..n {
             let j = (me + k) % n;
-            self.eager_send(state, j, Payload::Sym(block(j)), bytes, desc)
+            self.eager_send(state, j, Payload::Sym(block(j)), bytes, stamp)
                 .await?;
         }
         self.eager_wait(state, Senders::All).await?;
+        let mut arrived: Vec<Option<Arrived>> = vec![None; n];
         for j in (1..n).map(|k| (me + k) % n) {
-            if let Err(e) = agree(desc, self.eager_peek(state, j).desc, j) {
+            let got = self.eager_peek(state, j, stamp)?;
+            if let Err(e) = agree(desc, got.desc, j) {
                 state.reject(e);
             }
+            arrived[j] = Some(got);
         }
         if !state.rejected() {
-            let arrived = &*state;
-            let input = |j: usize| {
-                if j == me {
-                    block(me)
-                } else {
-                    let got = self.eager_peek(arrived, j);
-                    self.view::<T>(got.data, dest.len())
-                }
+            let input = |j: usize| match arrived[j] {
+                Some(got) => self.view::<T>(got.data, dest.len()),
+                None => block(me),
             };
             self.combine_local(op, dest, n, input)?;
         }

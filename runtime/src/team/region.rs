@@ -11,7 +11,7 @@
 //! | n | `sig[j]`: signal from member `j` (value, descriptor) | member `j` |
 //! | n | `ack[j]`: acknowledgement from member `j` (value, verdict) | member `j` |
 //! | n | `credit[j]`: eager messages of this member that `j` has consumed | member `j` |
-//! | 2n slots | eager slot `(j, parity)`: a header (message number + 1, length, descriptor, credit), then up to `eager_bytes` of data, in the same lines | member `j` |
+//! | 2n slots | eager slot `(j, parity)`: a header (message number + 1, length with the call's number in its top 24 bits, descriptor, credit), then up to `eager_bytes` of data, in the same lines | member `j` |
 //!
 //! Signal and acknowledgement values are [`value`]`(seq, step)`: they only grow, so a waiter
 //! compares with `>=` and no word is ever reset. The credit and eager lines exist only in

@@ -1,0 +1,238 @@
+//! Mismatched small (eager) collectives: the messages a mismatched call leaves behind are
+//! never taken as a later call's own. Every call is bounded, so that a PE left waiting by a
+//! peer that gave up shows as a timeout, not a hang; what a test forbids is a call that
+//! returns `Ok` with another call's data.
+
+use std::future::Future;
+use std::time::Duration;
+
+use ferroshmem::{run_local, Error, Pe, Result, SymBuffer, Team};
+use tokio::time::timeout;
+
+/// Long enough for any call that should complete; reaching it means the call was left
+/// waiting by a peer that gave up on the team.
+const BOUND: Duration = Duration::from_secs(3);
+
+/// Elements per buffer: small enough for the eager algorithms.
+const LEN: usize = 4;
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// Runs `check` on every PE of a job of `n` PEs in this process; panics with every problem
+/// any PE reports.
+fn job<F, Fut>(n: usize, check: F)
+where
+    F: Fn(Pe) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Vec<String>> + Send + 'static,
+{
+    std::env::set_var("FERROSHMEM_SYMMETRIC_SIZE", "64M");
+    let problems: Vec<String> = runtime()
+        .block_on(run_local(n, check))
+        .expect("job")
+        .into_iter()
+        .flatten()
+        .collect();
+    assert!(problems.is_empty(), "{problems:#?}");
+}
+
+/// A team of both PEs of a 2-PE job, with eager slots; the world team stays usable for the
+/// barriers between the steps.
+async fn pair(pe: &Pe) -> Team {
+    let team = pe
+        .team_world()
+        .split_strided(0, 1, 2)
+        .await
+        .expect("split")
+        .expect("member");
+    let config = team.config();
+    assert!(
+        config.eager_bytes > 0 && config.eager_copy_bytes >= 8 * LEN,
+        "{config:?}"
+    );
+    team
+}
+
+/// What one bounded call gave.
+enum Outcome {
+    Ok,
+    Failed(Error),
+    TimedOut,
+}
+
+async fn bounded(call: impl Future<Output = Result<()>>) -> Outcome {
+    match timeout(BOUND, call).await {
+        Ok(Ok(())) => Outcome::Ok,
+        Ok(Err(e)) => Outcome::Failed(e),
+        Err(_) => Outcome::TimedOut,
+    }
+}
+
+async fn read(pe: &Pe, buf: &SymBuffer<u64>) -> Vec<u64> {
+    let mut out = vec![0; LEN];
+    pe.get(&mut out, buf, pe.my_pe()).await.expect("read");
+    out
+}
+
+async fn write(pe: &Pe, buf: &SymBuffer<u64>, data: &[u64]) {
+    pe.put(buf, data, pe.my_pe()).await.expect("write");
+}
+
+/// Checks one correct call's outcome: `Ok` must come with `expected` in `dest`; an error
+/// must be one a mismatch or an unusable team gives. Counts the calls that did not succeed.
+async fn judge(
+    pe: &Pe,
+    what: String,
+    outcome: Outcome,
+    dest: &SymBuffer<u64>,
+    expected: &[u64],
+    failures: &mut usize,
+    problems: &mut Vec<String>,
+) {
+    match outcome {
+        Outcome::Ok => {
+            let got = read(pe, dest).await;
+            if got != expected {
+                problems.push(format!(
+                    "{what}: Ok with stale data {got:?}, not {expected:?}"
+                ));
+            }
+        }
+        Outcome::Failed(Error::CollectiveMismatch { .. } | Error::InvalidArgument(_))
+        | Outcome::TimedOut => *failures += 1,
+        Outcome::Failed(other) => problems.push(format!("{what}: unexpected {other:?}")),
+    }
+}
+
+/// Run (1): each PE broadcasts as the root. Later correct broadcasts from PE 0 must never
+/// hand PE 1 the first call's data; both PEs learn of the mismatch on their next broadcast
+/// (PE 1 receives PE 0's leftover message, PE 0 finds PE 1's waiting as it starts a root).
+#[test]
+fn broadcast_with_two_roots_is_caught() {
+    job(2, |pe| async move {
+        let me = pe.my_pe();
+        let team = pair(&pe).await;
+        let (src, dest) = (
+            pe.calloc::<u64>(LEN).await.unwrap(),
+            pe.calloc::<u64>(LEN).await.unwrap(),
+        );
+        let mut problems = Vec::new();
+        let mut failures = 0;
+        let data =
+            |round: u64, from: u64| (0..LEN as u64).map(move |k| 1000 * from + 10 * round + k);
+        write(&pe, &src, &data(0, me as u64).collect::<Vec<_>>()).await;
+        if let Outcome::Failed(e) = bounded(team.broadcast(&dest, &src, me)).await {
+            if !matches!(e, Error::CollectiveMismatch { .. }) {
+                problems.push(format!("PE {me}, two roots: unexpected {e:?}"));
+            }
+        }
+        pe.barrier_all().await.expect("barrier");
+        for round in 1..=3 {
+            write(&pe, &src, &data(round, me as u64).collect::<Vec<_>>()).await;
+            let outcome = bounded(team.broadcast(&dest, &src, 0)).await;
+            let expected: Vec<u64> = data(round, 0).collect();
+            let what = format!("PE {me}, broadcast {round} from PE 0");
+            judge(
+                &pe,
+                what,
+                outcome,
+                &dest,
+                &expected,
+                &mut failures,
+                &mut problems,
+            )
+            .await;
+        }
+        if failures == 0 {
+            problems.push(format!("PE {me}: no later broadcast noticed the mismatch"));
+        }
+        pe.barrier_all().await.expect("barrier");
+        problems
+    });
+}
+
+/// Run (2): PE 0 broadcasts while PE 1 sums. Later correct sums must never give either PE
+/// the mismatched call's leftover contribution; each PE sees the mismatch at some point.
+#[test]
+fn broadcast_against_reduce_is_caught() {
+    job(2, |pe| async move {
+        let me = pe.my_pe();
+        let team = pair(&pe).await;
+        let (src, dest) = (
+            pe.calloc::<u64>(LEN).await.unwrap(),
+            pe.calloc::<u64>(LEN).await.unwrap(),
+        );
+        let mut problems = Vec::new();
+        let mut failures = 0;
+        let data =
+            |round: u64, from: u64| (0..LEN as u64).map(move |k| 1000 * from + 10 * round + k);
+        write(&pe, &src, &data(0, me as u64).collect::<Vec<_>>()).await;
+        let first = if me == 0 {
+            bounded(team.broadcast(&dest, &src, 0)).await
+        } else {
+            bounded(team.sum_reduce(&dest, &src)).await
+        };
+        match first {
+            Outcome::Ok => {}
+            Outcome::TimedOut | Outcome::Failed(Error::CollectiveMismatch { .. }) => failures += 1,
+            Outcome::Failed(e) => problems.push(format!("PE {me}, mismatched call: {e:?}")),
+        }
+        pe.barrier_all().await.expect("barrier");
+        for round in 1..=3 {
+            write(&pe, &src, &data(round, me as u64).collect::<Vec<_>>()).await;
+            let outcome = bounded(team.sum_reduce(&dest, &src)).await;
+            let expected: Vec<u64> = data(round, 0)
+                .zip(data(round, 1))
+                .map(|(a, b)| a + b)
+                .collect();
+            let what = format!("PE {me}, sum {round}");
+            judge(
+                &pe,
+                what,
+                outcome,
+                &dest,
+                &expected,
+                &mut failures,
+                &mut problems,
+            )
+            .await;
+        }
+        if failures == 0 {
+            problems.push(format!("PE {me}: never noticed the mismatch"));
+        }
+        pe.barrier_all().await.expect("barrier");
+        problems
+    });
+}
+
+/// A one-member team's `collect` into a short `dest` fails without taking the team down: the
+/// next calls work.
+#[test]
+fn short_collect_keeps_a_lone_team_usable() {
+    job(1, |pe| async move {
+        let team = pe.team_world();
+        let (src, dest) = (
+            pe.calloc::<u64>(LEN).await.unwrap(),
+            pe.calloc::<u64>(LEN).await.unwrap(),
+        );
+        write(&pe, &src, &[1, 2, 3, 4]).await;
+        let mut problems = Vec::new();
+        let short = team.collect(dest.slice(..LEN - 1), &src).await;
+        if !matches!(short, Err(Error::OutOfBounds { .. })) {
+            problems.push(format!("short collect: {short:?}"));
+        }
+        if let Err(e) = team.sync().await {
+            problems.push(format!("sync after a short collect: {e:?}"));
+        }
+        match team.collect(&dest, &src).await {
+            Ok(LEN) if read(&pe, &dest).await == [1, 2, 3, 4] => {}
+            other => problems.push(format!("collect after a short one: {other:?}")),
+        }
+        problems
+    });
+}
