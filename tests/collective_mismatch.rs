@@ -236,3 +236,31 @@ fn short_collect_keeps_a_lone_team_usable() {
         problems
     });
 }
+
+/// `alltoalls` whose members pass different strides: every member is told (before, the flat
+/// path read each peer's buffer with the reader's own stride and returned `Ok`).
+#[test]
+fn alltoalls_with_different_strides_is_caught() {
+    job(2, |pe| async move {
+        let me = pe.my_pe();
+        let team = pair(&pe).await;
+        // Above the eager sizes: the flat path, where the strides went unchecked.
+        let nelems = 300;
+        let (src, dest) = (
+            pe.calloc::<u64>(4 * nelems).await.unwrap(),
+            pe.calloc::<u64>(4 * nelems).await.unwrap(),
+        );
+        let sst = 1 + me;
+        let mut problems = Vec::new();
+        match bounded(team.alltoalls(&dest, &src, 1, sst, nelems)).await {
+            Outcome::Failed(Error::CollectiveMismatch { .. }) => {}
+            Outcome::Ok => problems.push(format!(
+                "PE {me}: source stride {sst} against the other's: Ok"
+            )),
+            Outcome::TimedOut => problems.push(format!("PE {me}: mismatched strides timed out")),
+            Outcome::Failed(e) => problems.push(format!("PE {me}: mismatched strides: {e:?}")),
+        }
+        pe.barrier_all().await.expect("barrier");
+        problems
+    });
+}

@@ -72,7 +72,9 @@ impl Team {
 
     /// The strided form of [`Team::alltoall`] (`shmem_alltoalls`): element `k` of the block
     /// for member `j` is `source[(j·nelems + k)·sst]`, and it lands in
-    /// `dest[(me·nelems + k)·dst]` on member `j`. Strides count elements and are at least 1.
+    /// `dest[(me·nelems + k)·dst]` on member `j`. Strides count elements and are at least 1,
+    /// and every member passes the same ones: the call's descriptor carries them, so members
+    /// that differ get [`Error::CollectiveMismatch`] where their calls meet.
     ///
     /// Cancel safety: not cancel safe; dropped midway, it leaves the team unusable.
     pub async fn alltoalls<'d, 's, T: Pod>(
@@ -96,7 +98,11 @@ impl Team {
             source.slice(..source_span),
             false,
         )?;
-        let desc = Descriptor::of(Kind::Alltoalls, 0, bytes_of::<T>(nelems) as u64);
+        let desc = Descriptor::of(
+            Kind::Alltoalls,
+            strides_detail(dst, sst),
+            bytes_of::<T>(nelems) as u64,
+        );
         let strides = Some(Strides { dst, sst });
         let mut op = self.begin()?;
         let outcome = self
@@ -206,5 +212,17 @@ impl Team {
                     .await
             }
         }
+    }
+}
+
+/// The strides of an `alltoalls` as a descriptor's 20-bit detail: exact when both are below
+/// 1024, else a mix of both (two calls that differ then differ in their detail but for one
+/// chance in 2^20).
+fn strides_detail(dst: usize, sst: usize) -> u64 {
+    if dst < 1024 && sst < 1024 {
+        (dst as u64) << 10 | sst as u64
+    } else {
+        let mixed = (dst as u64 ^ (sst as u64).rotate_left(32)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        (mixed >> 44) | 1 << 19
     }
 }
