@@ -9,6 +9,7 @@
 mod endpoint;
 mod exporter;
 pub mod names;
+mod op;
 mod pe;
 pub mod traffic;
 
