@@ -3,9 +3,12 @@
 //! peer that gave up shows as a timeout, not a hang; what a test forbids is a call that
 //! returns `Ok` with another call's data.
 
+mod common;
+
 use std::future::Future;
 use std::time::Duration;
 
+use common::runtime;
 use ferroshmem::{run_local, Error, Pe, Result, SymBuffer, Team};
 use tokio::time::timeout;
 
@@ -15,14 +18,6 @@ const BOUND: Duration = Duration::from_secs(3);
 
 /// Elements per buffer: small enough for the eager algorithms.
 const LEN: usize = 4;
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(4)
-        .enable_all()
-        .build()
-        .expect("runtime")
-}
 
 /// Runs `check` on every PE of a job of `n` PEs in this process; panics with every problem
 /// any PE reports.

@@ -10,18 +10,10 @@ mod common;
 use std::process::Command;
 use std::time::Instant;
 
-use common::collective_scenarios;
+use common::{collective_scenarios, runtime};
 use ferroshmem::{run_local, Error};
 
 const SCENARIO: &str = "FSH_COLLECTIVE_SCENARIO";
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(4)
-        .enable_all()
-        .build()
-        .expect("runtime")
-}
 
 fn check_locally(name: &'static str, sizes: &[usize]) {
     std::env::set_var("FERROSHMEM_SYMMETRIC_SIZE", "64M");

@@ -5,16 +5,8 @@ mod common;
 
 use std::time::Duration;
 
-use common::scenarios;
+use common::{runtime, scenarios};
 use ferroshmem::{run_local, Cmp, Error};
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(4)
-        .enable_all()
-        .build()
-        .expect("runtime")
-}
 
 fn check_scenario(name: &'static str) {
     std::env::set_var("FERROSHMEM_SYMMETRIC_SIZE", "64M");

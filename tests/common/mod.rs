@@ -4,3 +4,12 @@
 
 pub mod collective_scenarios;
 pub mod scenarios;
+
+/// A multi-thread tokio runtime of 4 workers, for tests that drive jobs themselves.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}

@@ -85,8 +85,8 @@ struct Gather {
     size: u32,
     /// Each index's contributor and payload; allocated once the size is known to be valid.
     slots: Vec<Option<(usize, Vec<u8>)>>,
-    /// Every contributor so far, with the group size it named.
-    members: Vec<(usize, u32)>,
+    /// Every contributor so far.
+    members: Vec<usize>,
     /// Why the allgather failed, once it has.
     failed: Option<String>,
 }
@@ -291,7 +291,7 @@ fn fault(g: &Gather, n: usize, rank: usize, c: &Contribution) -> Option<String> 
     } else if c.size != g.size {
         Some(format!(
             "PE {rank} named a group of {} PEs, PE {} one of {}",
-            c.size, g.members[0].0, g.size
+            c.size, g.members[0], g.size
         ))
     } else if index >= c.size as usize {
         Some(format!(
@@ -336,13 +336,13 @@ fn contribute(
     };
     if let Some(detail) = &g.failed {
         send(rank, Err(detail.clone()));
-        g.members.push((rank, c.size));
+        g.members.push(rank);
     } else if let Some(detail) = fault(g, n, rank, &c) {
         let detail = format!("group {}, call {}: {detail}", key.0, key.1);
         tracing::warn!(rank, "collective call failed: {detail}");
         g.slots = Vec::new();
-        g.members.push((rank, c.size));
-        for &(r, _) in &g.members {
+        g.members.push(rank);
+        for &r in &g.members {
             send(r, Err(detail.clone()));
         }
         g.failed = Some(detail);
@@ -351,11 +351,11 @@ fn contribute(
             g.slots = vec![None; g.size as usize];
         }
         g.slots[c.index as usize] = Some((rank, c.payload));
-        g.members.push((rank, c.size));
+        g.members.push(rank);
         if g.slots.iter().all(Option::is_some) {
             let g = gathers.remove(&key).expect("present");
             let payloads: Vec<Vec<u8>> = g.slots.into_iter().flatten().map(|(_, p)| p).collect();
-            for (r, _) in g.members {
+            for r in g.members {
                 send(r, Ok(payloads.clone()));
             }
         }
