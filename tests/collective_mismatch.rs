@@ -1,7 +1,7 @@
-//! Mismatched small (eager) collectives: the messages a mismatched call leaves behind are
-//! never taken as a later call's own. Every call is bounded, so that a PE left waiting by a
-//! peer that gave up shows as a timeout, not a hang; what a test forbids is a call that
-//! returns `Ok` with another call's data.
+//! Mismatched collectives: the messages a mismatched small (eager) call leaves behind are
+//! never taken as a later call's own, and calls whose algorithms never meet, or that a member
+//! gave up, end in an error on every member instead of a wait without end. Every call is
+//! bounded, so that a PE left waiting shows as a timeout, not a hang.
 
 mod common;
 
@@ -36,12 +36,12 @@ where
     assert!(problems.is_empty(), "{problems:#?}");
 }
 
-/// A team of both PEs of a 2-PE job, with eager slots; the world team stays usable for the
+/// A team of every PE of the job, with eager slots; the world team stays usable for the
 /// barriers between the steps.
 async fn pair(pe: &Pe) -> Team {
     let team = pe
         .team_world()
-        .split_strided(0, 1, 2)
+        .split_strided(0, 1, pe.n_pes())
         .await
         .expect("split")
         .expect("member");
@@ -254,6 +254,102 @@ fn alltoalls_with_different_strides_is_caught() {
             )),
             Outcome::TimedOut => problems.push(format!("PE {me}: mismatched strides timed out")),
             Outcome::Failed(e) => problems.push(format!("PE {me}: mismatched strides: {e:?}")),
+        }
+        pe.barrier_all().await.expect("barrier");
+        problems
+    });
+}
+
+/// Expects a `CollectiveMismatch` from `outcome` (a timeout means the call was left waiting).
+fn expect_mismatch(what: String, outcome: Outcome, problems: &mut Vec<String>) {
+    match outcome {
+        Outcome::Failed(Error::CollectiveMismatch { .. }) => {}
+        Outcome::Ok => problems.push(format!("{what}: Ok")),
+        Outcome::TimedOut => problems.push(format!("{what}: left waiting")),
+        Outcome::Failed(e) => problems.push(format!("{what}: {e:?}")),
+    }
+}
+
+/// Expects the team to refuse further calls at once, after this PE gave a call up.
+async fn expect_unusable(what: String, team: &Team, problems: &mut Vec<String>) {
+    match bounded(team.sync()).await {
+        Outcome::Failed(Error::InvalidArgument(_)) => {}
+        Outcome::Ok => problems.push(format!("{what}: the team still syncs")),
+        Outcome::TimedOut => problems.push(format!("{what}: the next sync was left waiting")),
+        Outcome::Failed(e) => problems.push(format!("{what}: the next sync gave {e:?}")),
+    }
+}
+
+/// Sizes that pick algorithms which never meet: two PEs sum 4 elements (eager messages) while
+/// the third sums 16 Ki elements (reduce-scatter, which starts with a sync). Before the
+/// members' call records, all three waited forever.
+#[test]
+fn reductions_whose_sizes_pick_different_algorithms_fail_everywhere() {
+    job(3, |pe| async move {
+        let me = pe.my_pe();
+        let team = pair(&pe).await;
+        let big = 16 * 1024;
+        assert!(8 * big >= team.config().large_bytes, "{:?}", team.config());
+        let len = if me == 2 { big } else { LEN };
+        let (src, dest) = (
+            pe.calloc::<u64>(big).await.unwrap(),
+            pe.calloc::<u64>(big).await.unwrap(),
+        );
+        let mut problems = Vec::new();
+        let outcome = bounded(team.sum_reduce(dest.slice(..len), src.slice(..len))).await;
+        expect_mismatch(format!("PE {me}, sum of {len}"), outcome, &mut problems);
+        expect_unusable(format!("PE {me}"), &team, &mut problems).await;
+        pe.barrier_all().await.expect("barrier");
+        problems
+    });
+}
+
+/// Two roots of a broadcast too large for eager messages: each waits for its children's
+/// acknowledgements, which never come.
+#[test]
+fn broadcast_above_eager_sizes_with_two_roots_fails_on_both() {
+    job(2, |pe| async move {
+        let me = pe.my_pe();
+        let team = pair(&pe).await;
+        let len = 512;
+        assert!(8 * len > team.config().eager_copy_bytes);
+        let (src, dest) = (
+            pe.calloc::<u64>(len).await.unwrap(),
+            pe.calloc::<u64>(len).await.unwrap(),
+        );
+        let mut problems = Vec::new();
+        let outcome = bounded(team.broadcast(&dest, &src, me)).await;
+        expect_mismatch(format!("PE {me}, root {me}"), outcome, &mut problems);
+        expect_unusable(format!("PE {me}"), &team, &mut problems).await;
+        pe.barrier_all().await.expect("barrier");
+        problems
+    });
+}
+
+/// A member that gives a call up (its future dropped by a timeout) fails the members that
+/// would wait for it, instead of leaving them waiting.
+#[test]
+fn a_call_given_up_fails_the_members_waiting_for_it() {
+    job(2, |pe| async move {
+        let me = pe.my_pe();
+        let team = pair(&pe).await;
+        let mut problems = Vec::new();
+        if me == 0 {
+            let given_up = timeout(Duration::from_millis(50), team.sync()).await;
+            if given_up.is_ok() {
+                problems.push(format!("PE 0: a sync without its peer ended: {given_up:?}"));
+            }
+            expect_unusable("PE 0".into(), &team, &mut problems).await;
+        } else {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            // PE 0 arrived at the first sync before it gave up, so that one may pass; the
+            // next one waits for PE 0, which will never come.
+            let first = bounded(team.sync()).await;
+            let outcome = match first {
+                Outcome::Ok => bounded(team.sync()).await,
+                other => other,
+            };
+            expect_mismatch("PE 1, after PE 0 gave up".into(), outcome, &mut problems);
         }
         pe.barrier_all().await.expect("barrier");
         problems

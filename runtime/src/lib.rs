@@ -31,5 +31,5 @@ pub use health::Health;
 pub use heap::{Allocation, HeapAllocator, HeapId, SymBuffer, SymSlice};
 pub use segment::Segment;
 pub use signal::SignalOp;
-pub use team::{Team, TeamConfig, TeamControl, Teams};
+pub use team::{Team, TeamConfig, TeamControl, Teams, MISMATCH_GRACE};
 pub use wait::{Cmp, Wait};

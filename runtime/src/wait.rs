@@ -91,7 +91,11 @@ pub struct Wait<'a, C> {
     watched: Range<usize>,
     timeout: Option<Duration>,
     check: Result<C>,
+    stalled: Option<StallCheck<'a>>,
 }
+
+/// A check that a sleeping wait runs each time it wakes: an error ends the wait with it.
+pub(crate) type StallCheck<'a> = &'a mut (dyn FnMut() -> Result<()> + Send);
 
 impl<'a, C, R> Wait<'a, C>
 where
@@ -111,7 +115,15 @@ where
             watched,
             timeout: None,
             check,
+            stalled: None,
         }
+    }
+
+    /// Runs `stalled` whenever the wait has gone to sleep and each time it wakes without its
+    /// condition holding (at least every 10 ms); an error from it ends the wait.
+    pub(crate) fn on_stall(mut self, stalled: StallCheck<'a>) -> Self {
+        self.stalled = Some(stalled);
+        self
     }
 
     /// Gives up with [`Error::Timeout`] after `after`.
@@ -135,6 +147,7 @@ where
             watched: self.watched,
             timeout: self.timeout,
             check: Some(self.check),
+            stalled: self.stalled,
             started: None,
             sleeping: None,
         }
@@ -149,6 +162,7 @@ pub struct WaitFuture<'a, C> {
     watched: Range<usize>,
     timeout: Option<Duration>,
     check: Option<Result<C>>,
+    stalled: Option<StallCheck<'a>>,
     started: Option<Instant>,
     sleeping: Option<Sleeping<'a>>,
 }
@@ -243,6 +257,9 @@ where
             if let Some(r) = check() {
                 return Poll::Ready(Ok(r));
             }
+            if let Some(Err(e)) = this.stalled.as_mut().map(|stalled| stalled()) {
+                return Poll::Ready(Err(e));
+            }
         }
         let sleeping = this.sleeping.as_mut().expect("entered above");
         while sleeping.notified.as_mut().poll(cx).is_ready() {
@@ -251,6 +268,9 @@ where
                 return Poll::Ready(Ok(r));
             }
             if let Err(e) = this.dp.health.check() {
+                return Poll::Ready(Err(e));
+            }
+            if let Some(Err(e)) = this.stalled.as_mut().map(|stalled| stalled()) {
                 return Poll::Ready(Err(e));
             }
             if let Some(limit) = this.timeout {

@@ -63,7 +63,7 @@ impl Team {
         holds(self.dp(), dest, total, "alltoall destination")?;
         disjoint(self.dp(), dest.slice(..total), source.slice(..total), false)?;
         let desc = Descriptor::of(Kind::Alltoall, 0, bytes_of::<T>(nelems) as u64);
-        let mut op = self.begin()?;
+        let mut op = self.begin(desc)?;
         let outcome = self
             .exchange_blocks(&mut op, dest, source, nelems, None, desc)
             .await;
@@ -104,7 +104,7 @@ impl Team {
             bytes_of::<T>(nelems) as u64,
         );
         let strides = Some(Strides { dst, sst });
-        let mut op = self.begin()?;
+        let mut op = self.begin(desc)?;
         let outcome = self
             .exchange_blocks(&mut op, dest, source, nelems, strides, desc)
             .await;

@@ -45,11 +45,11 @@ impl Team {
     /// (which no member of a matching call can have done yet): if one has, it gets
     /// `CollectiveMismatch` and the team becomes unusable. Not caught at once: a root whose
     /// mismatched peers have not sent yet returns `Ok`; their messages are found later, by
-    /// the root's next call that receives from them or its next broadcast as root; a
-    /// member that never receives the root's message waits for it as for an absent member,
-    /// with no time limit, as do the members that have not yet seen a mismatch when they
-    /// wait, in a later call, for a member that has given the team up. Bound such calls with
-    /// a timeout where mismatches can happen.
+    /// the root's next call that receives from them or its next broadcast as root. A member
+    /// waiting for a root that called something else, or for a member that gave the team
+    /// up, fails with `CollectiveMismatch` once the other members' call records show it
+    /// (after [`MISMATCH_GRACE`](crate::MISMATCH_GRACE) for a call made with other
+    /// arguments).
     ///
     /// Cancel safety: not cancel safe; dropped midway, it leaves the team unusable.
     pub async fn broadcast<'d, 's, T: Pod>(
@@ -70,7 +70,7 @@ impl Team {
         disjoint(self.dp(), dest, source, true)?;
         let bytes = bytes_of::<T>(nelems);
         let desc = Descriptor::of(Kind::Broadcast, root as u64, bytes as u64);
-        let mut op = self.begin()?;
+        let mut op = self.begin(desc)?;
         let outcome = self.broadcast_in(&mut op, dest, source, root, desc).await;
         op.settle(outcome)
     }

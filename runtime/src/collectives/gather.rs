@@ -94,7 +94,7 @@ impl Team {
         let bytes = bytes_of::<T>(nelems);
         let desc = Descriptor::of(Kind::Fcollect, 0, bytes as u64);
         let blocks = Blocks::Equal { each: nelems };
-        let mut op = self.begin()?;
+        let mut op = self.begin(desc)?;
         let outcome = self.fcollect_in(&mut op, dest, source, &blocks, desc).await;
         op.settle(outcome)
     }
@@ -232,7 +232,7 @@ impl Team {
         holds(self.dp(), dest, needed, "collect destination")?;
         disjoint(self.dp(), dest, source, false)?;
         let desc = Descriptor::of(Kind::Collect, std::mem::size_of::<T>() as u64, 0);
-        let mut op = self.begin()?;
+        let mut op = self.begin(desc)?;
         let outcome = self.collect_in(&mut op, dest, source, desc).await;
         op.settle(outcome)
     }

@@ -39,8 +39,12 @@
 //! the members that receive a wrong message, in that call or in their next call that
 //! receives from the member at fault, never passed off as data; a broadcast's root, which
 //! receives nothing, catches only the messages that have already reached it (see
-//! [`Team::broadcast`]). Members that have not caught it may wait, with no time limit, for
-//! members that gave the team up.
+//! [`Team::broadcast`]).
+//!
+//! Calls whose algorithms never meet (an eager reduction against a reduce-scatter, two roots
+//! of a tree broadcast) and members waiting for one that gave the team up are caught by the
+//! members' call records, which every sleeping wait checks: every member fails with
+//! `CollectiveMismatch` instead of waiting forever (see `team/calls.rs`).
 
 mod alltoall;
 mod broadcast;
@@ -69,6 +73,7 @@ pub(crate) struct Descriptor;
 impl Descriptor {
     pub const SYNC: u64 = Self::of(Kind::Sync, 0, 0);
     pub const DESTROY: u64 = Self::of(Kind::Destroy, 0, 0);
+    pub const SPLIT: u64 = Self::of(Kind::Split, 0, 0);
     /// The sync that ends a collective: it checks nothing more.
     pub const END: u64 = Self::of(Kind::End, 0, 0);
 
@@ -90,6 +95,7 @@ impl Descriptor {
             8 => "alltoalls",
             9 => "a reduction",
             10 => "reducescatter",
+            11 => "a team split",
             _ => "an unknown collective",
         };
         format!(
@@ -114,6 +120,7 @@ pub(crate) enum Kind {
     Alltoalls = 8,
     Reduce = 9,
     Reducescatter = 10,
+    Split = 11,
 }
 
 /// The heap byte range of a view, checked against this PE's heap.

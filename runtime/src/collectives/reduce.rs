@@ -87,7 +87,7 @@ impl Team {
         let bytes = bytes_of::<T>(nreduce);
         let detail = op.code() | T::TAG << 3;
         let desc = Descriptor::of(Kind::Reduce, detail, bytes as u64);
-        let mut state = self.begin()?;
+        let mut state = self.begin(desc)?;
         let outcome = self.reduce_in(&mut state, op, dest, source, desc).await;
         state.settle(outcome)
     }
@@ -375,7 +375,7 @@ impl Team {
         let bytes = bytes_of::<T>(nreduce);
         let desc = Descriptor::of(Kind::Reducescatter, op.code() | T::TAG << 3, bytes as u64);
         let block = |j: usize| source.slice(j * nreduce..(j + 1) * nreduce);
-        let mut state = self.begin()?;
+        let mut state = self.begin(desc)?;
         let outcome = if n == 1 {
             self.copy_local(dest, block(0))
         } else if bytes == 0 {

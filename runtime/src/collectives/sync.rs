@@ -30,7 +30,7 @@ impl Team {
     ///
     /// Cancel safety: not cancel safe; dropped midway, it leaves the team unusable.
     pub async fn sync(&self) -> Result<()> {
-        let mut op = self.begin()?;
+        let mut op = self.begin(Descriptor::SYNC)?;
         let outcome = self.sync_in(&mut op, Descriptor::SYNC).await;
         op.settle(outcome)
     }

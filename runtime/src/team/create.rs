@@ -227,7 +227,7 @@ impl Team {
 
     /// Runs the creation protocol; resolves to the new teams this PE belongs to, in order.
     async fn split(&self, split: Split, config: TeamConfig) -> Result<Vec<Team>> {
-        let op = self.begin()?;
+        let op = self.begin(Descriptor::SPLIT)?;
         let n = self.n_pes();
         let me = self.my_pe();
         let home = &self.inner.home;
@@ -366,7 +366,7 @@ impl Team {
                 "the {name} team cannot be destroyed"
             )));
         }
-        let mut op = self.begin()?;
+        let mut op = self.begin(Descriptor::DESTROY)?;
         self.sync_in(&mut op, Descriptor::DESTROY).await?;
         if op.rejected() {
             return op.settle(Ok(()));

@@ -7,8 +7,11 @@
 //! its [`TeamConfig`], and its control region in symmetric memory (laid out in `region.rs`).
 //! Collectives on it live in [`crate::collectives`]. One collective runs at a time per team
 //! and PE; a collective future dropped midway leaves the team unusable (its later calls
-//! fail) rather than letting it silently disagree with its peers.
+//! fail) rather than letting it silently disagree with its peers, and the members that wait
+//! for it fail too (each member keeps records of its calls that the others read while they
+//! wait: `calls.rs`).
 
+mod calls;
 mod create;
 mod pool;
 pub(crate) mod region;
@@ -21,6 +24,7 @@ use crate::data_plane::DataPlane;
 use crate::error::{Error, Result};
 use crate::heap::{Allocation, SymBuffer};
 
+pub use calls::MISMATCH_GRACE;
 pub use create::{ExchangeFuture, TeamControl};
 pub use pool::PoolLayout;
 use pool::TeamPool;
@@ -153,6 +157,8 @@ impl TeamConfig {
 /// atomics suffice: the status's acquire and release order one collective after the other.
 #[derive(Debug)]
 struct Counters {
+    /// Collectives called on the team, so far (every one, whatever its algorithm).
+    calls: AtomicU64,
     /// Collectives that used signal values, so far.
     seq: AtomicU64,
     /// Syncs run on the team.
@@ -223,6 +229,8 @@ pub struct Team {
 /// Dropped unfinished (an error midway, or a cancelled future), it leaves the team unusable.
 pub(crate) struct Op<'t> {
     team: &'t Team,
+    /// The call's number among the team's calls.
+    call: u64,
     /// The error every member reaches alike (they disagree, a buffer is too short), found
     /// while the protocol still runs to its end.
     verdict: Option<Error>,
@@ -296,6 +304,7 @@ impl Op<'_> {
 impl Drop for Op<'_> {
     fn drop(&mut self) {
         if !self.finished {
+            self.team.record_gave_up(self.call);
             self.team.inner.status.store(CANCELLED, Ordering::Release);
         }
     }
@@ -331,6 +340,7 @@ impl Team {
                 splits: AtomicU64::new(0),
                 status: AtomicU8::new(IDLE),
                 counters: Counters {
+                    calls: AtomicU64::new(0),
                     seq: AtomicU64::new(0),
                     sync_epoch: AtomicU64::new(0),
                     sent: (0..n).map(|_| AtomicU64::new(0)).collect(),
@@ -341,8 +351,9 @@ impl Team {
         })
     }
 
-    /// Starts a collective: takes the team, or says why it cannot run one.
-    pub(crate) fn begin(&self) -> Result<Op<'_>> {
+    /// Starts a collective of descriptor `desc`: takes the team and records the call (see
+    /// `calls.rs`), or says why it cannot run one.
+    pub(crate) fn begin(&self, desc: u64) -> Result<Op<'_>> {
         match self.inner.status.compare_exchange(
             IDLE,
             BUSY,
@@ -350,6 +361,7 @@ impl Team {
             Ordering::Acquire,
         ) {
             Ok(_) => Ok(Op {
+                call: self.record_call(desc),
                 team: self,
                 verdict: None,
                 finished: false,

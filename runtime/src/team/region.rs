@@ -7,6 +7,7 @@
 //! | lines | content | written by |
 //! |---|---|---|
 //! | 1 | `count`: this member's element count of a `collect` | the member itself |
+//! | 1 | records of this member's last calls on the team (`calls.rs`) | the member itself |
 //! | n (n ≤ 4) or ⌈log₂ n⌉ | sync line of member `j` (flat syncs) or of round `r` (dissemination): epoch, then two (lowest, highest) descriptor pairs (by epoch parity) | member `j`, or member `me − 2^r` |
 //! | n | `sig[j]`: signal from member `j` (value, descriptor) | member `j` |
 //! | n | `ack[j]`: acknowledgement from member `j` (value, verdict) | member `j` |
@@ -28,6 +29,7 @@ use crate::heap::SymSlice;
 use crate::segment::{Segment, HEADER_SIZE};
 use crate::wait::Wait;
 
+use super::calls::{Watch, RECORD_BYTES, RING};
 use super::{Team, TeamConfig};
 
 /// Bytes of a line.
@@ -68,6 +70,7 @@ fn sync_lines(n: usize) -> usize {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Layout {
     n: usize,
+    calls: usize,
     sync: usize,
     sig: usize,
     ack: usize,
@@ -84,7 +87,8 @@ pub(crate) struct Layout {
 impl Layout {
     /// The layout of a team of `n` members configured with `config`.
     pub fn new(n: usize, config: &TeamConfig) -> Layout {
-        let sync = LINE;
+        let calls = LINE;
+        let sync = calls + LINE;
         let sig = sync + sync_lines(n) * LINE;
         let ack = sig + n * LINE;
         let credit = ack + n * LINE;
@@ -98,6 +102,7 @@ impl Layout {
         let slots = credit + if eager { n * LINE } else { 0 };
         Layout {
             n,
+            calls,
             sync,
             sig,
             ack,
@@ -112,6 +117,11 @@ impl Layout {
     /// The `count` word.
     pub fn count(&self) -> usize {
         0
+    }
+
+    /// The record of call `number` (a slot of the ring of the last [`RING`] calls).
+    pub fn call(&self, number: u64) -> usize {
+        self.calls + (number % RING as u64) as usize * RECORD_BYTES
     }
 
     /// The sync line of member `r` (flat syncs) or of round `r` (dissemination).
@@ -218,7 +228,8 @@ impl Team {
     }
 
     /// Waits until `ready()` holds; only writes to `watched` (region offsets) can make it
-    /// hold.
+    /// hold. While it sleeps it checks the other members' call records, and fails when one
+    /// gave up or cannot meet this call (`calls.rs`).
     pub(crate) async fn wait_for(
         &self,
         what: &'static str,
@@ -226,12 +237,15 @@ impl Team {
         mut ready: impl FnMut() -> bool + Unpin + Send,
     ) -> Result<()> {
         let at = HEADER_SIZE + self.inner.base;
+        let mut watch = Watch::default();
+        let mut stalled = || self.check_calls(&mut watch);
         Wait::new(
             self.dp(),
             what,
             at + watched.start..at + watched.end,
             Ok(move || ready().then_some(())),
         )
+        .on_stall(&mut stalled)
         .await
     }
 
@@ -278,10 +292,12 @@ mod tests {
         let config = TeamConfig::default();
         let l = Layout::new(5, &config);
         assert_eq!(rounds(5), 3);
-        assert_eq!(l.sig(0), LINE + 3 * LINE);
+        assert_eq!(l.sig(0), 2 * LINE + 3 * LINE);
+        assert_eq!(l.call(RING as u64 - 1) + RECORD_BYTES, l.sync(0));
+        assert_eq!(l.call(RING as u64), l.call(0));
         assert_eq!(
             Layout::new(3, &config).sig(0),
-            LINE + 3 * LINE,
+            2 * LINE + 3 * LINE,
             "flat syncs"
         );
         assert_eq!(l.ack(0), l.sig(4) + LINE);

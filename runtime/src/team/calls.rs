@@ -1,0 +1,270 @@
+//! A team's call records: what keeps mismatched or abandoned collectives from waiting forever.
+//!
+//! Every member numbers its collectives on a team alike (one number per call, whatever the
+//! algorithm) and keeps a record of its last [`RING`] calls in its own control region: the
+//! number, the call's descriptor, and whether it gave the call up (cancelled, or failed
+//! midway). A wait of a collective that sleeps reads the records of the other members,
+//! every time it wakes (at least every 10 ms), and ends the call with
+//! [`Error::CollectiveMismatch`] when
+//!
+//! - a member gave up this call, or gave up an earlier one and so will never come to this
+//!   one: at once;
+//! - a member made this call with another descriptor (another collective, root, reduction or
+//!   size) and this PE is still waiting [`MISMATCH_GRACE`] later: the calls may have chosen
+//!   algorithms that never meet (an eager 64-byte reduction against a tree of 128 KiB),
+//!   whereas calls that do meet report the mismatch through their own protocol well within
+//!   that time, keeping the team usable.
+//!
+//! Either way this PE gives its own call up too, so the members waiting on it learn of it in
+//! turn: a mismatch or an abandoned call ends in an error on every member, never in a hang.
+//! Members that never start the call at all (a PE that stopped calling collectives) are not
+//! caught: their last record is an earlier, finished call.
+//!
+//! A record is one word (the call's number modulo 2^24, a gave-up bit, a written bit and a
+//! 38-bit digest of the descriptor), so that a reader never pairs a number with another
+//! call's descriptor; the descriptor itself sits in the next word, for the error message.
+//! Writing a record is two stores to this PE's own line, so it costs a collective next to
+//! nothing; peers read it only while they sleep.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use super::Team;
+use crate::collectives::Descriptor;
+use crate::error::{Error, Result};
+use crate::segment::HEADER_SIZE;
+
+/// Calls a member keeps records of (a broadcast root may run a few calls ahead).
+pub(crate) const RING: usize = 4;
+/// Bytes of one record: the record word, then the descriptor.
+pub(crate) const RECORD_BYTES: usize = 16;
+/// How long a waiter tolerates a member that made this call with another descriptor before
+/// it concludes that their protocols cannot meet.
+pub const MISMATCH_GRACE: Duration = Duration::from_millis(100);
+
+/// Bits of the call number a record keeps.
+const NUMBER_BITS: u32 = 24;
+const NUMBER_MASK: u64 = (1 << NUMBER_BITS) - 1;
+/// Set once the member gave the call up.
+const GAVE_UP: u64 = 1 << 39;
+/// Set in every record written (a zeroed region holds none).
+const WRITTEN: u64 = 1 << 38;
+const DIGEST_MASK: u64 = WRITTEN - 1;
+
+/// One member's record of one call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Record(u64);
+
+impl Record {
+    fn new(call: u64, desc: u64) -> Record {
+        let digest = (desc.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 26) & DIGEST_MASK;
+        Record((call & NUMBER_MASK) << 40 | WRITTEN | digest)
+    }
+
+    fn written(self) -> bool {
+        self.0 & WRITTEN != 0
+    }
+
+    fn number(self) -> u64 {
+        self.0 >> 40
+    }
+
+    fn gave_up(self) -> bool {
+        self.0 & GAVE_UP != 0
+    }
+
+    fn same_call_as(self, other: Record) -> bool {
+        (self.0 & !GAVE_UP) == (other.0 & !GAVE_UP)
+    }
+
+    /// How many calls this record's number lies behind `number` (0: the same call; `None`
+    /// when it lies ahead).
+    fn behind(self, number: u64) -> Option<u64> {
+        let d = number.wrapping_sub(self.number()) & NUMBER_MASK;
+        (d < 1 << (NUMBER_BITS - 1)).then_some(d)
+    }
+}
+
+/// A record read from a peer, with its descriptor when it could be read consistently.
+#[derive(Debug, Clone, Copy)]
+struct Seen {
+    record: Record,
+    desc: Option<u64>,
+}
+
+impl Seen {
+    fn describe(&self) -> String {
+        self.desc
+            .map_or_else(|| "another collective".into(), Descriptor::describe)
+    }
+}
+
+/// What a sleeping waiter has concluded so far about the other members.
+#[derive(Debug, Default)]
+pub(crate) struct Watch {
+    /// Since when a member is known to have made this call with another descriptor.
+    suspect_since: Option<Instant>,
+}
+
+impl Team {
+    /// Numbers this PE's next call on the team, of descriptor `desc`, and records it.
+    pub(crate) fn record_call(&self, desc: u64) -> u64 {
+        let call = self.inner.counters.calls.fetch_add(1, Ordering::Relaxed) + 1;
+        let at = self.inner.layout.call(call);
+        self.local(at + 8).store(desc, Ordering::Relaxed);
+        self.local(at)
+            .store(Record::new(call, desc).0, Ordering::Release);
+        call
+    }
+
+    /// Marks this PE's call `call` given up.
+    pub(crate) fn record_gave_up(&self, call: u64) {
+        self.local(self.inner.layout.call(call))
+            .fetch_or(GAVE_UP, Ordering::Release);
+    }
+
+    /// Member `j`'s record word `k`.
+    fn peer_word(&self, j: usize, k: usize) -> Result<&AtomicU64> {
+        let segment = self.dp().segment(self.pe(j))?;
+        let at = HEADER_SIZE + self.inner.base + self.inner.layout.call(k as u64);
+        Ok(segment.mapping().atomic(at))
+    }
+
+    /// Member `j`'s records, each with its descriptor when the record did not change while
+    /// it was read.
+    fn peer_records(&self, j: usize) -> Result<[Seen; RING]> {
+        let mut seen = [Seen {
+            record: Record(0),
+            desc: None,
+        }; RING];
+        for (k, s) in seen.iter_mut().enumerate() {
+            let word = self.peer_word(j, k)?;
+            let desc_word = self
+                .dp()
+                .segment(self.pe(j))?
+                .mapping()
+                .atomic::<AtomicU64>(
+                    HEADER_SIZE + self.inner.base + self.inner.layout.call(k as u64) + 8,
+                );
+            let before = Record(word.load(Ordering::Acquire));
+            let desc = desc_word.load(Ordering::Acquire);
+            let after = Record(word.load(Ordering::Acquire));
+            s.record = after;
+            if before.same_call_as(after) {
+                s.desc = Some(desc);
+            }
+        }
+        Ok(seen)
+    }
+
+    /// Checks this PE's current call against the other members' records, for a waiter that
+    /// sleeps (see the module documentation).
+    ///
+    /// # Errors
+    /// [`Error::CollectiveMismatch`] when a member gave up, or made this call with another
+    /// descriptor and `watch` has seen that for [`MISMATCH_GRACE`].
+    pub(crate) fn check_calls(&self, watch: &mut Watch) -> Result<()> {
+        let call = self.inner.counters.calls.load(Ordering::Relaxed);
+        let at = self.inner.layout.call(call);
+        let mine = Record(self.local(at).load(Ordering::Relaxed));
+        let my_desc = self.local(at + 8).load(Ordering::Relaxed);
+        let me = self.my_pe();
+        let mut suspect = None;
+        for j in (0..self.n_pes()).filter(|&j| j != me) {
+            let seen = self.peer_records(j)?;
+            let written = seen.iter().filter(|s| s.record.written());
+            let this_call = written
+                .clone()
+                .find(|s| s.record.behind(mine.number()) == Some(0));
+            if let Some(s) = this_call {
+                if s.record.gave_up() {
+                    return Err(gave_up(j, s, mine.number(), true));
+                }
+                if !s.record.same_call_as(mine) && suspect.is_none() {
+                    suspect = Some((j, *s));
+                }
+                continue;
+            }
+            // A member ahead of this call cannot have given an earlier one up (a team it
+            // gave a call up on takes no more calls); one behind may have.
+            if written
+                .clone()
+                .any(|s| s.record.behind(mine.number()).is_none())
+            {
+                continue;
+            }
+            let latest = written
+                .filter_map(|s| s.record.behind(mine.number()).map(|d| (d, s)))
+                .min_by_key(|&(d, _)| d);
+            if let Some((_, s)) = latest.filter(|(_, s)| s.record.gave_up()) {
+                return Err(gave_up(j, s, s.record.number(), false));
+            }
+        }
+        let Some((j, theirs)) = suspect else {
+            watch.suspect_since = None;
+            return Ok(());
+        };
+        let since = *watch.suspect_since.get_or_insert_with(Instant::now);
+        if since.elapsed() < MISMATCH_GRACE {
+            return Ok(());
+        }
+        Err(Error::CollectiveMismatch {
+            operation: "team collective",
+            detail: format!(
+                "member {j} called {} where this PE called {} (the team's call {}), and their \
+                 algorithms do not meet; the team cannot be used any more",
+                theirs.describe(),
+                Descriptor::describe(my_desc),
+                mine.number()
+            ),
+        })
+    }
+}
+
+/// The error of a waiter whose member `j` gave up its call `number` (this PE's current call
+/// when `this_call`).
+fn gave_up(j: usize, seen: &Seen, number: u64, this_call: bool) -> Error {
+    let which = if this_call {
+        "this call"
+    } else {
+        "an earlier call"
+    };
+    Error::CollectiveMismatch {
+        operation: "team collective",
+        detail: format!(
+            "member {j} gave up {which} ({}, the team's call {number}): it failed or was \
+             cancelled midway, so it will not take part; the team cannot be used any more",
+            seen.describe()
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_keep_number_digest_and_state_apart() {
+        let r = Record::new(5, 0x4000_0000_0000_0040);
+        assert!(r.written() && !r.gave_up());
+        assert_eq!(r.number(), 5);
+        let given_up = Record(r.0 | GAVE_UP);
+        assert!(given_up.gave_up() && given_up.same_call_as(r));
+        assert!(!Record::new(5, 0x4000_0000_0000_0080).same_call_as(r));
+        assert!(!Record::new(6, 0x4000_0000_0000_0040).same_call_as(r));
+        assert!(!Record(0).written());
+    }
+
+    #[test]
+    fn call_numbers_compare_across_the_wrap() {
+        let last = Record::new(NUMBER_MASK, 1);
+        assert_eq!(last.behind(NUMBER_MASK), Some(0));
+        assert_eq!(
+            last.behind(NUMBER_MASK + 1),
+            Some(1),
+            "numbers wrap at 2^24"
+        );
+        assert_eq!(Record::new(NUMBER_MASK + 1, 1).number(), 0);
+        assert_eq!(Record::new(3, 1).behind(2), None, "a record ahead");
+    }
+}
