@@ -355,3 +355,21 @@ fn a_call_given_up_fails_the_members_waiting_for_it() {
         problems
     });
 }
+
+/// A split (which agrees through the control plane) against a sync: neither waits forever.
+#[test]
+fn split_against_sync_fails_on_both() {
+    job(2, |pe| async move {
+        let me = pe.my_pe();
+        let team = pair(&pe).await;
+        let mut problems = Vec::new();
+        let outcome = if me == 0 {
+            bounded(async { team.split_strided(0, 1, 2).await.map(drop) }).await
+        } else {
+            bounded(team.sync()).await
+        };
+        expect_mismatch(format!("PE {me}"), outcome, &mut problems);
+        pe.barrier_all().await.expect("barrier");
+        problems
+    });
+}

@@ -17,8 +17,9 @@
 //!
 //! Either way this PE gives its own call up too, so the members waiting on it learn of it in
 //! turn: a mismatch or an abandoned call ends in an error on every member, never in a hang.
-//! Members that never start the call at all (a PE that stopped calling collectives) are not
-//! caught: their last record is an earlier, finished call.
+//! A team split, which agrees through the control plane, watches the records the same way
+//! while it waits there. Members that never start the call at all (a PE that stopped calling
+//! collectives) are not caught: their last record is an earlier, finished call.
 //!
 //! A record is one word (the call's number modulo 2^24, a gave-up bit, a written bit and a
 //! 38-bit digest of the descriptor), so that a reader never pairs a number with another
@@ -26,6 +27,7 @@
 //! Writing a record is two stores to this PE's own line, so it costs a collective next to
 //! nothing; peers read it only while they sleep.
 
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -155,6 +157,19 @@ impl Team {
             }
         }
         Ok(seen)
+    }
+
+    /// Runs `work`, a wait outside the team's region (a team split's control-plane
+    /// exchange), failing as a sleeping wait of a collective does when the other members'
+    /// records show that this call cannot complete.
+    pub(crate) async fn watching<T>(&self, work: impl Future<Output = Result<T>>) -> Result<T> {
+        let records = self.wait_for("team split", 0..self.inner.layout.bytes, || false);
+        tokio::select! {
+            biased;
+            done = work => done,
+            // Its condition never holds: it ends only with an error.
+            stopped = records => Err(stopped.err().unwrap_or(Error::Shutdown)),
+        }
     }
 
     /// Checks this PE's current call against the other members' records, for a waiter that

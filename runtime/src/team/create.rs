@@ -244,7 +244,9 @@ impl Team {
                 .unwrap_or_else(|p| p.into_inner())
                 .free_list();
             encode_free_list(&free, &mut payload);
-            let all = home.control.exchange(group, me, n, payload).await?;
+            let all = self
+                .watching(home.control.exchange(group, me, n, payload))
+                .await?;
             let verdict = self.agree(&all, &args, split, &config);
             let (children, offsets) = match verdict {
                 Ok(v) => v,
@@ -260,9 +262,11 @@ impl Team {
                 .map(|(c, m)| (c, offsets[c], Layout::new(m.len(), &config).bytes))
                 .collect();
             let reserved = self.reserve(&mine);
-            let votes = home
-                .control
-                .exchange(group, me, n, vec![u8::from(reserved)])
+            let votes = self
+                .watching(
+                    home.control
+                        .exchange(group, me, n, vec![u8::from(reserved)]),
+                )
                 .await?;
             if votes.iter().all(|v| v.as_slice() == [1]) {
                 let teams = mine
