@@ -6,6 +6,9 @@
 //! same numbers in step. A barrier left unfinished (its future dropped, or a failure midway)
 //! has signalled some peers but not waited for them, so its PE is out of step for good: the
 //! barrier's guard then sets the word's broken bit, and every later barrier of the PE fails.
+//! The guard also marks the PE's segment header, where a peer whose wait for that PE's
+//! signal has gone to sleep reads it: the signal will never come, so the peer's barrier
+//! fails too (and breaks in turn, so the PEs waiting for it learn of it the same way).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -22,6 +25,7 @@ const BROKEN: u64 = 1 << 63;
 /// or a cancelled future), it marks the PE's world barrier broken.
 struct InProgress<'a> {
     word: &'a AtomicU64,
+    own: &'a Segment,
     finished: bool,
 }
 
@@ -38,6 +42,7 @@ impl Drop for InProgress<'_> {
             // Relaxed: only this PE's later barriers read the word, each with a
             // read-modify-write that comes after this one.
             self.word.fetch_or(BROKEN, Ordering::Relaxed);
+            self.own.barrier_broken().store(1, Ordering::Release);
         }
     }
 }
@@ -51,7 +56,8 @@ impl DataPlane {
     /// # Errors
     /// [`Error::PeerLost`] (or the job's other failure) when the job has failed;
     /// [`Error::InvalidArgument`] at once when an earlier `sync_all` or `barrier_all` of this
-    /// PE was left unfinished.
+    /// PE was left unfinished; [`Error::CollectiveMismatch`] when a PE whose signal it waits
+    /// for left one unfinished (it will never signal again).
     ///
     /// Cancel safety: not cancel safe; dropped midway (or failing midway), it leaves this PE
     /// out of step with the others, so every later `sync_all` and `barrier_all` of the PE
@@ -73,11 +79,12 @@ impl DataPlane {
                 "a barrier of this PE was cancelled or failed midway, so the PEs no longer agree: this PE's world barrier cannot be used".into(),
             ));
         }
+        let own = self.own_segment();
         let barrier = InProgress {
             word: &self.barrier_epoch,
+            own,
             finished: false,
         };
-        let own = self.own_segment();
         let mut distance = 1;
         let mut round = 0;
         while distance < n {
@@ -86,12 +93,28 @@ impl DataPlane {
             let at = Segment::barrier_flag_offset(round);
             to.wake_watchers(at, at + 8);
             let flag = own.barrier_flag(round);
+            let from = (self.my_pe + n - distance) % n;
+            let broken = self.segments[from].barrier_broken();
+            let mut stalled = || {
+                if broken.load(Ordering::Acquire) == 0 {
+                    return Ok(());
+                }
+                Err(Error::CollectiveMismatch {
+                    operation: "barrier",
+                    detail: format!(
+                        "PE {from} left a world barrier unfinished (cancelled or failed \
+                         midway), so it will not come to this one; this PE's world barrier \
+                         cannot be used any more"
+                    ),
+                })
+            };
             Wait::new(
                 self,
                 "barrier",
                 at..at + 8,
                 Ok(move || (flag.load(Ordering::Acquire) >= epoch).then_some(())),
             )
+            .on_stall(&mut stalled)
             .await?;
             distance *= 2;
             round += 1;

@@ -25,6 +25,7 @@ const CACHE_LINE: usize = 64;
 const MAGIC: u64 = 0x6665_7272_6f73_686d; // "ferroshm"
 const MAGIC_OFFSET: usize = 0;
 const PID_OFFSET: usize = 8;
+const BARRIER_BROKEN_OFFSET: usize = 16;
 const WAKE_SEQ_OFFSET: usize = CACHE_LINE;
 const WATCHERS_OFFSET: usize = 2 * CACHE_LINE;
 const WILDCARD_OFFSET: usize = 3 * CACHE_LINE;
@@ -142,6 +143,12 @@ impl Segment {
         let mask = self.watchers().load(Ordering::SeqCst);
         mask & !OVERFLOW != 0
             || (mask & OVERFLOW != 0 && self.wildcards().load(Ordering::SeqCst) != 0)
+    }
+
+    /// Set by the owner once one of its world barriers was left unfinished: from then on it
+    /// signals no barrier again, so peers waiting for its signal stop waiting.
+    pub fn barrier_broken(&self) -> &AtomicU64 {
+        self.map.atomic(BARRIER_BROKEN_OFFSET)
     }
 
     /// The counter signalled in dissemination-barrier round `round`.

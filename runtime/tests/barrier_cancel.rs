@@ -104,3 +104,25 @@ async fn after_a_cancelled_barrier_a_job_failure_is_reported_first() {
     let next = timeout(BOUND, pes[0].barrier_all()).await;
     assert_eq!(next, Ok(Err(lost)));
 }
+
+/// PE 0 gives up on a barrier and goes on without the world barrier; PE 1, whose second
+/// barrier waits for a signal PE 0 will never send, fails instead of waiting forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_waiting_for_a_pe_whose_barrier_broke_fails() {
+    let pes = pes(2);
+    let first = timeout(Duration::from_millis(50), pes[0].barrier_all()).await;
+    assert!(first.is_err(), "PE 1 was late, yet PE 0 passed: {first:?}");
+    // PE 0 signalled PE 1 before it gave up, so PE 1's first barrier passes.
+    assert_eq!(timeout(BOUND, pes[1].barrier_all()).await, Ok(Ok(())));
+    match timeout(BOUND, pes[1].barrier_all()).await {
+        Ok(Err(Error::CollectiveMismatch { detail, .. })) => {
+            assert!(
+                detail.contains("PE 0 left a world barrier unfinished"),
+                "{detail}"
+            )
+        }
+        Ok(other) => panic!("PE 1's barrier without PE 0 returned {other:?}"),
+        Err(_) => panic!("PE 1's barrier without PE 0 hung"),
+    }
+    assert_broken(pes[1].sync_all(), "PE 1's sync_all").await;
+}
