@@ -373,3 +373,52 @@ fn split_against_sync_fails_on_both() {
         problems
     });
 }
+
+/// A call refused by its arguments' checks: on every member alike, the team stays usable;
+/// on one member only, the members that made the call fail instead of waiting for it.
+#[test]
+fn a_call_refused_by_one_member_fails_the_others() {
+    job(2, |pe| async move {
+        let me = pe.my_pe();
+        let team = pair(&pe).await;
+        let (src, dest) = (
+            pe.calloc::<u64>(LEN).await.unwrap(),
+            pe.calloc::<u64>(LEN).await.unwrap(),
+        );
+        write(&pe, &src, &[me as u64 + 1; LEN]).await;
+        let mut problems = Vec::new();
+        let short = bounded(team.sum_reduce(dest.slice(..LEN - 1), &src)).await;
+        if !matches!(short, Outcome::Failed(Error::OutOfBounds { .. })) {
+            problems.push(format!("PE {me}, short dest everywhere: not OutOfBounds"));
+        }
+        match bounded(team.sum_reduce(&dest, &src)).await {
+            Outcome::Ok if read(&pe, &dest).await == [3; LEN] => {}
+            _ => problems.push(format!(
+                "PE {me}: the team did not survive a refusal by all"
+            )),
+        }
+        pe.barrier_all().await.expect("barrier");
+        let outcome = if me == 0 {
+            bounded(team.sum_reduce(dest.slice(..LEN - 1), &src)).await
+        } else {
+            bounded(team.sum_reduce(&dest, &src)).await
+        };
+        // PE 0 makes no further team call until PE 1 is done: PE 1 must learn of the
+        // refusal from PE 0's record alone.
+        match (me, outcome) {
+            (0, Outcome::Failed(Error::OutOfBounds { .. })) => {}
+            (1, outcome) => {
+                expect_mismatch("PE 1, against a refusal".into(), outcome, &mut problems)
+            }
+            (_, _) => problems.push(format!("PE {me}: the refusal did not come back")),
+        }
+        pe.barrier_all().await.expect("barrier");
+        if me == 0 {
+            // PE 1 gave its call up, so PE 0's next call that waits for it fails.
+            let next = bounded(team.sync()).await;
+            expect_mismatch("PE 0, after PE 1 gave up".into(), next, &mut problems);
+        }
+        pe.barrier_all().await.expect("barrier");
+        problems
+    });
+}

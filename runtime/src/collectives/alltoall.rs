@@ -56,12 +56,15 @@ impl Team {
         nelems: usize,
     ) -> Result<()> {
         let (dest, source) = (dest.into(), source.into());
-        let total = nelems.checked_mul(self.n_pes()).ok_or_else(|| {
-            Error::InvalidArgument(format!("alltoall: {nelems} elements per member overflow"))
-        })?;
-        holds(self.dp(), source, total, "alltoall source")?;
-        holds(self.dp(), dest, total, "alltoall destination")?;
-        disjoint(self.dp(), dest.slice(..total), source.slice(..total), false)?;
+        let checks = (|| {
+            let total = nelems.checked_mul(self.n_pes()).ok_or_else(|| {
+                Error::InvalidArgument(format!("alltoall: {nelems} elements per member overflow"))
+            })?;
+            holds(self.dp(), source, total, "alltoall source")?;
+            holds(self.dp(), dest, total, "alltoall destination")?;
+            disjoint(self.dp(), dest.slice(..total), source.slice(..total), false)
+        })();
+        self.refuse_on(Kind::Alltoall, checks)?;
         let desc = Descriptor::of(Kind::Alltoall, 0, bytes_of::<T>(nelems) as u64);
         let mut op = self.begin(desc)?;
         let outcome = self
@@ -86,18 +89,21 @@ impl Team {
         nelems: usize,
     ) -> Result<()> {
         let (dest, source) = (dest.into(), source.into());
-        let all = nelems.checked_mul(self.n_pes()).ok_or_else(|| {
-            Error::InvalidArgument(format!("alltoalls: {nelems} elements per member overflow"))
-        })?;
-        let (dest_span, source_span) = (extent(all, dst)?, extent(all, sst)?);
-        holds(self.dp(), source, source_span, "alltoalls source")?;
-        holds(self.dp(), dest, dest_span, "alltoalls destination")?;
-        disjoint(
-            self.dp(),
-            dest.slice(..dest_span),
-            source.slice(..source_span),
-            false,
-        )?;
+        let checks = (|| {
+            let all = nelems.checked_mul(self.n_pes()).ok_or_else(|| {
+                Error::InvalidArgument(format!("alltoalls: {nelems} elements per member overflow"))
+            })?;
+            let (dest_span, source_span) = (extent(all, dst)?, extent(all, sst)?);
+            holds(self.dp(), source, source_span, "alltoalls source")?;
+            holds(self.dp(), dest, dest_span, "alltoalls destination")?;
+            disjoint(
+                self.dp(),
+                dest.slice(..dest_span),
+                source.slice(..source_span),
+                false,
+            )
+        })();
+        self.refuse_on(Kind::Alltoalls, checks)?;
         let desc = Descriptor::of(
             Kind::Alltoalls,
             strides_detail(dst, sst),

@@ -60,14 +60,18 @@ impl Team {
     ) -> Result<()> {
         let (dest, source) = (dest.into(), source.into());
         let n = self.n_pes();
-        if root >= n {
-            return Err(Error::PeOutOfRange { pe: root, n_pes: n });
-        }
         let nelems = source.len();
-        holds(self.dp(), source, nelems, "broadcast source")?;
-        holds(self.dp(), dest, nelems, "broadcast destination")?;
-        let dest = dest.slice(..nelems);
-        disjoint(self.dp(), dest, source, true)?;
+        let checks = (|| {
+            if root >= n {
+                return Err(Error::PeOutOfRange { pe: root, n_pes: n });
+            }
+            holds(self.dp(), source, nelems, "broadcast source")?;
+            holds(self.dp(), dest, nelems, "broadcast destination")?;
+            let dest = dest.slice(..nelems);
+            disjoint(self.dp(), dest, source, true)?;
+            Ok(dest)
+        })();
+        let dest = self.refuse_on(Kind::Broadcast, checks)?;
         let bytes = bytes_of::<T>(nelems);
         let desc = Descriptor::of(Kind::Broadcast, root as u64, bytes as u64);
         let mut op = self.begin(desc)?;

@@ -84,13 +84,17 @@ impl Team {
         let (dest, source) = (dest.into(), source.into());
         let n = self.n_pes();
         let nelems = source.len();
-        let total = nelems
-            .checked_mul(n)
-            .ok_or_else(|| Error::InvalidArgument(format!("{n} blocks of {nelems} overflow")))?;
-        holds(self.dp(), source, nelems, "fcollect source")?;
-        holds(self.dp(), dest, total, "fcollect destination")?;
-        let dest = dest.slice(..total);
-        disjoint(self.dp(), dest, source, false)?;
+        let checks = (|| {
+            let total = nelems.checked_mul(n).ok_or_else(|| {
+                Error::InvalidArgument(format!("{n} blocks of {nelems} overflow"))
+            })?;
+            holds(self.dp(), source, nelems, "fcollect source")?;
+            holds(self.dp(), dest, total, "fcollect destination")?;
+            let dest = dest.slice(..total);
+            disjoint(self.dp(), dest, source, false)?;
+            Ok(dest)
+        })();
+        let dest = self.refuse_on(Kind::Fcollect, checks)?;
         let bytes = bytes_of::<T>(nelems);
         let desc = Descriptor::of(Kind::Fcollect, 0, bytes as u64);
         let blocks = Blocks::Equal { each: nelems };
@@ -225,12 +229,15 @@ impl Team {
         source: impl Into<SymSlice<'s, T>>,
     ) -> Result<usize> {
         let (dest, source) = (dest.into(), source.into());
-        holds(self.dp(), source, source.len(), "collect source")?;
-        // A lone member knows the total now, and finds a short `dest` before it takes the
-        // team; larger teams learn it in the protocol, which rejects it on every member.
-        let needed = if self.n_pes() == 1 { source.len() } else { 0 };
-        holds(self.dp(), dest, needed, "collect destination")?;
-        disjoint(self.dp(), dest, source, false)?;
+        let checks = (|| {
+            holds(self.dp(), source, source.len(), "collect source")?;
+            // A lone member knows the total now, and finds a short `dest` before it takes the
+            // team; larger teams learn it in the protocol, which rejects it on every member.
+            let needed = if self.n_pes() == 1 { source.len() } else { 0 };
+            holds(self.dp(), dest, needed, "collect destination")?;
+            disjoint(self.dp(), dest, source, false)
+        })();
+        self.refuse_on(Kind::Collect, checks)?;
         let desc = Descriptor::of(Kind::Collect, std::mem::size_of::<T>() as u64, 0);
         let mut op = self.begin(desc)?;
         let outcome = self.collect_in(&mut op, dest, source, desc).await;

@@ -78,12 +78,16 @@ impl Team {
         source: impl Into<SymSlice<'s, T>>,
     ) -> Result<()> {
         let (dest, source) = (dest.into(), source.into());
-        applies::<T>(op)?;
         let nreduce = source.len();
-        holds(self.dp(), source, nreduce, "reduce source")?;
-        holds(self.dp(), dest, nreduce, "reduce destination")?;
-        let dest = dest.slice(..nreduce);
-        disjoint(self.dp(), dest, source, true)?;
+        let checks = (|| {
+            applies::<T>(op)?;
+            holds(self.dp(), source, nreduce, "reduce source")?;
+            holds(self.dp(), dest, nreduce, "reduce destination")?;
+            let dest = dest.slice(..nreduce);
+            disjoint(self.dp(), dest, source, true)?;
+            Ok(dest)
+        })();
+        let dest = self.refuse_on(Kind::Reduce, checks)?;
         let bytes = bytes_of::<T>(nreduce);
         let detail = op.code() | T::TAG << 3;
         let desc = Descriptor::of(Kind::Reduce, detail, bytes as u64);
@@ -361,17 +365,21 @@ impl Team {
         nreduce: usize,
     ) -> Result<()> {
         let (dest, source) = (dest.into(), source.into());
-        applies::<T>(op)?;
         let (n, me) = (self.n_pes(), self.my_pe());
-        let total = nreduce.checked_mul(n).ok_or_else(|| {
-            Error::InvalidArgument(format!(
-                "reducescatter: {nreduce} elements per member overflow"
-            ))
-        })?;
-        holds(self.dp(), source, total, "reducescatter source")?;
-        holds(self.dp(), dest, nreduce, "reducescatter destination")?;
-        let (dest, source) = (dest.slice(..nreduce), source.slice(..total));
-        disjoint(self.dp(), dest, source, false)?;
+        let checks = (|| {
+            applies::<T>(op)?;
+            let total = nreduce.checked_mul(n).ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "reducescatter: {nreduce} elements per member overflow"
+                ))
+            })?;
+            holds(self.dp(), source, total, "reducescatter source")?;
+            holds(self.dp(), dest, nreduce, "reducescatter destination")?;
+            let (dest, source) = (dest.slice(..nreduce), source.slice(..total));
+            disjoint(self.dp(), dest, source, false)?;
+            Ok((dest, source))
+        })();
+        let (dest, source) = self.refuse_on(Kind::Reducescatter, checks)?;
         let bytes = bytes_of::<T>(nreduce);
         let desc = Descriptor::of(Kind::Reducescatter, op.code() | T::TAG << 3, bytes as u64);
         let block = |j: usize| source.slice(j * nreduce..(j + 1) * nreduce);

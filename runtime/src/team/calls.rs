@@ -2,28 +2,33 @@
 //!
 //! Every member numbers its collectives on a team alike (one number per call, whatever the
 //! algorithm) and keeps a record of its last [`RING`] calls in its own control region: the
-//! number, the call's descriptor, and whether it gave the call up (cancelled, or failed
-//! midway). A wait of a collective that sleeps reads the records of the other members,
-//! every time it wakes (at least every 10 ms), and ends the call with
-//! [`Error::CollectiveMismatch`] when
+//! number, the call's descriptor, and how the call ended if it did not run: given up
+//! (cancelled, or failed midway) or refused (its arguments failed this member's own checks;
+//! such a call takes its number too, and leaves the team usable). A wait of a collective that
+//! sleeps reads the records of the other members, every time it wakes (at least every 10 ms),
+//! and ends the call with [`Error::CollectiveMismatch`] when
 //!
-//! - a member gave up this call, or gave up an earlier one and so will never come to this
-//!   one: at once;
-//! - a member made this call with another descriptor (another collective, root, reduction or
-//!   size) and this PE is still waiting [`MISMATCH_GRACE`] later: the calls may have chosen
-//!   algorithms that never meet (an eager 64-byte reduction against a tree of 128 KiB),
-//!   whereas calls that do meet report the mismatch through their own protocol well within
-//!   that time, keeping the team usable.
+//! - a member gave up or refused this call, or gave up an earlier one and so will never come
+//!   to this one: at once;
+//! - every member has made this call, one of them with another descriptor (another
+//!   collective, root, reduction or size), and this PE is still waiting [`MISMATCH_GRACE`]
+//!   later: the calls chose algorithms that never meet (an eager 64-byte reduction against a
+//!   reduce-scatter of 128 KiB), whereas calls that meet report the mismatch through their
+//!   own protocol well within that time and keep the team usable.
 //!
 //! Either way this PE gives its own call up too, so the members waiting on it learn of it in
-//! turn: a mismatch or an abandoned call ends in an error on every member, never in a hang.
-//! A team split, which agrees through the control plane, watches the records the same way
-//! while it waits there. Members that never start the call at all (a PE that stopped calling
-//! collectives) are not caught: their last record is an earlier, finished call.
+//! turn. A team split, which agrees through the control plane, watches the records the same
+//! way while it waits there. A destroy stops reading them once every member has agreed to
+//! it, since members then hand their regions (and records) back.
 //!
-//! A record is one word (the call's number modulo 2^24, a gave-up bit, a written bit and a
-//! 38-bit digest of the descriptor), so that a reader never pairs a number with another
-//! call's descriptor; the descriptor itself sits in the next word, for the error message.
+//! Not caught: a member that never makes the call (its last record is an earlier, finished
+//! call, as for a slow PE), for instance one that finished a mismatched call without waiting
+//! (an eager broadcast root) and calls nothing more on the team, or one blocked in another
+//! team's call or in `barrier_all`, which are not calls of this team.
+//!
+//! A record is one word (the call's number modulo 2^24, the given-up, refused and written
+//! bits, and a 37-bit digest of the descriptor), so that every conclusion rests on one
+//! atomic read; the descriptor itself sits in the next word, for error messages only.
 //! Writing a record is two stores to this PE's own line, so it costs a collective next to
 //! nothing; peers read it only while they sleep.
 
@@ -32,7 +37,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::Team;
-use crate::collectives::Descriptor;
+use crate::collectives::{Descriptor, Kind};
 use crate::error::{Error, Result};
 use crate::segment::HEADER_SIZE;
 
@@ -49,9 +54,14 @@ const NUMBER_BITS: u32 = 24;
 const NUMBER_MASK: u64 = (1 << NUMBER_BITS) - 1;
 /// Set once the member gave the call up.
 const GAVE_UP: u64 = 1 << 39;
+/// Set when the member's arguments failed its own checks: it does not take part in the call,
+/// but its team stays usable.
+const REFUSED: u64 = 1 << 38;
 /// Set in every record written (a zeroed region holds none).
-const WRITTEN: u64 = 1 << 38;
+const WRITTEN: u64 = 1 << 37;
 const DIGEST_MASK: u64 = WRITTEN - 1;
+/// The bits that say how a call ended rather than which call it is.
+const ENDING: u64 = GAVE_UP | REFUSED;
 
 /// One member's record of one call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,7 +69,7 @@ struct Record(u64);
 
 impl Record {
     fn new(call: u64, desc: u64) -> Record {
-        let digest = (desc.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 26) & DIGEST_MASK;
+        let digest = (desc.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 27) & DIGEST_MASK;
         Record((call & NUMBER_MASK) << 40 | WRITTEN | digest)
     }
 
@@ -75,8 +85,12 @@ impl Record {
         self.0 & GAVE_UP != 0
     }
 
+    fn refused(self) -> bool {
+        self.0 & REFUSED != 0
+    }
+
     fn same_call_as(self, other: Record) -> bool {
-        (self.0 & !GAVE_UP) == (other.0 & !GAVE_UP)
+        (self.0 & !ENDING) == (other.0 & !ENDING)
     }
 
     /// How many calls this record's number lies behind `number` (0: the same call; `None`
@@ -119,6 +133,20 @@ impl Team {
         call
     }
 
+    /// Hands back the outcome of a collective's argument checks. When they failed on this
+    /// PE, the call is recorded as refused (if the team could have run it), so that members
+    /// which did make the call fail instead of waiting for this PE; the team stays usable.
+    pub(crate) fn refuse_on<T>(&self, kind: Kind, checks: Result<T>) -> Result<T> {
+        if checks.is_err() {
+            if let Ok(op) = self.begin(Descriptor::of(kind, 0, 0)) {
+                self.local(self.inner.layout.call(op.call))
+                    .fetch_or(REFUSED, Ordering::Release);
+                op.finish();
+            }
+        }
+        checks
+    }
+
     /// Marks this PE's call `call` given up.
     pub(crate) fn record_gave_up(&self, call: u64) {
         self.local(self.inner.layout.call(call))
@@ -152,7 +180,8 @@ impl Team {
             let desc = desc_word.load(Ordering::Acquire);
             let after = Record(word.load(Ordering::Acquire));
             s.record = after;
-            if before.same_call_as(after) {
+            // The descriptor is written before its record: it may already be the next call's.
+            if before.same_call_as(after) && Record::new(after.number(), desc).same_call_as(after) {
                 s.desc = Some(desc);
             }
         }
@@ -179,12 +208,16 @@ impl Team {
     /// [`Error::CollectiveMismatch`] when a member gave up, or made this call with another
     /// descriptor and `watch` has seen that for [`MISMATCH_GRACE`].
     pub(crate) fn check_calls(&self, watch: &mut Watch) -> Result<()> {
+        if self.inner.leaving.load(Ordering::Relaxed) {
+            return Ok(());
+        }
         let call = self.inner.counters.calls.load(Ordering::Relaxed);
         let at = self.inner.layout.call(call);
         let mine = Record(self.local(at).load(Ordering::Relaxed));
         let my_desc = self.local(at + 8).load(Ordering::Relaxed);
         let me = self.my_pe();
         let mut suspect = None;
+        let mut all_here = true;
         for j in (0..self.n_pes()).filter(|&j| j != me) {
             let seen = self.peer_records(j)?;
             let written = seen.iter().filter(|s| s.record.written());
@@ -192,7 +225,7 @@ impl Team {
                 .clone()
                 .find(|s| s.record.behind(mine.number()) == Some(0));
             if let Some(s) = this_call {
-                if s.record.gave_up() {
+                if s.record.gave_up() || s.record.refused() {
                     return Err(gave_up(j, s, mine.number(), true));
                 }
                 if !s.record.same_call_as(mine) && suspect.is_none() {
@@ -208,6 +241,7 @@ impl Team {
             {
                 continue;
             }
+            all_here = false;
             let latest = written
                 .filter_map(|s| s.record.behind(mine.number()).map(|d| (d, s)))
                 .min_by_key(|&(d, _)| d);
@@ -215,7 +249,9 @@ impl Team {
                 return Err(gave_up(j, s, s.record.number(), false));
             }
         }
-        let Some((j, theirs)) = suspect else {
+        // Until every member has made this call, a mismatch may still be caught where the
+        // calls meet (a sync), which keeps the team usable: only then does the clock start.
+        let Some((j, theirs)) = suspect.filter(|_| all_here) else {
             watch.suspect_since = None;
             return Ok(());
         };
@@ -244,11 +280,16 @@ fn gave_up(j: usize, seen: &Seen, number: u64, this_call: bool) -> Error {
     } else {
         "an earlier call"
     };
+    let why = if seen.record.refused() {
+        "its arguments failed its own checks"
+    } else {
+        "it failed or was cancelled midway"
+    };
     Error::CollectiveMismatch {
         operation: "team collective",
         detail: format!(
-            "member {j} gave up {which} ({}, the team's call {number}): it failed or was \
-             cancelled midway, so it will not take part; the team cannot be used any more",
+            "member {j} gave up {which} ({}, the team's call {number}): {why}, so it will not \
+             take part; the team cannot be used any more",
             seen.describe()
         ),
     }

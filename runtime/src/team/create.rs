@@ -375,6 +375,10 @@ impl Team {
         if op.rejected() {
             return op.settle(Ok(()));
         }
+        // Every member has agreed; once one passes the next sync it hands its region back,
+        // where its call records lie, so that sync no longer reads them.
+        self.inner.leaving.store(true, Ordering::Relaxed);
+        self.sync_in(&mut op, Descriptor::END).await?;
         self.mark_destroyed(op);
         self.inner
             .home

@@ -17,7 +17,7 @@ mod pool;
 pub(crate) mod region;
 
 use std::mem::ManuallyDrop;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::data_plane::DataPlane;
@@ -203,6 +203,9 @@ pub(crate) struct TeamInner {
     pub predefined: Option<&'static str>,
     /// Teams split from this one so far.
     pub splits: AtomicU64,
+    /// Set once the members have agreed to destroy the team: from then on members hand their
+    /// regions back, so their call records are no longer read.
+    pub leaving: AtomicBool,
     /// `IDLE`, `BUSY` (a collective runs), `CANCELLED` (one was dropped midway) or
     /// `DESTROYED`.
     status: AtomicU8,
@@ -338,6 +341,7 @@ impl Team {
                 region: ManuallyDrop::new(region),
                 predefined,
                 splits: AtomicU64::new(0),
+                leaving: AtomicBool::new(false),
                 status: AtomicU8::new(IDLE),
                 counters: Counters {
                     calls: AtomicU64::new(0),
