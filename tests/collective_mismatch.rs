@@ -422,3 +422,30 @@ fn a_call_refused_by_one_member_fails_the_others() {
         problems
     });
 }
+
+/// `barrier_all` against a world-team reduction: both are world collectives, called in
+/// different orders. The PE in the reduction fails instead of waiting forever; once it
+/// comes to the barrier, the other PE's barrier completes.
+#[test]
+fn barrier_all_against_a_world_reduction_fails_the_reduction() {
+    job(2, |pe| async move {
+        let me = pe.my_pe();
+        let (src, dest) = (
+            pe.calloc::<u64>(LEN).await.unwrap(),
+            pe.calloc::<u64>(LEN).await.unwrap(),
+        );
+        let mut problems = Vec::new();
+        if me == 0 {
+            let outcome = bounded(pe.team_world().sum_reduce(&dest, &src)).await;
+            expect_mismatch(
+                "PE 0, reduction against barrier_all".into(),
+                outcome,
+                &mut problems,
+            );
+        }
+        if let Outcome::Failed(_) | Outcome::TimedOut = bounded(pe.barrier_all()).await {
+            problems.push(format!("PE {me}: barrier_all did not complete"));
+        }
+        problems
+    });
+}

@@ -80,6 +80,7 @@ impl DataPlane {
             ));
         }
         let own = self.own_segment();
+        own.barriers_begun().store(epoch, Ordering::Release);
         let barrier = InProgress {
             word: &self.barrier_epoch,
             own,
@@ -121,6 +122,11 @@ impl DataPlane {
         }
         barrier.finish();
         self.health.check()
+    }
+
+    /// How many world barriers this PE has begun.
+    pub(crate) fn barriers_begun(&self) -> u64 {
+        self.barrier_epoch.load(Ordering::Relaxed) & !BROKEN
     }
 
     /// Completes this PE's outstanding operations, then synchronizes every PE

@@ -26,6 +26,7 @@ const MAGIC: u64 = 0x6665_7272_6f73_686d; // "ferroshm"
 const MAGIC_OFFSET: usize = 0;
 const PID_OFFSET: usize = 8;
 const BARRIER_BROKEN_OFFSET: usize = 16;
+const BARRIERS_BEGUN_OFFSET: usize = 24;
 const WAKE_SEQ_OFFSET: usize = CACHE_LINE;
 const WATCHERS_OFFSET: usize = 2 * CACHE_LINE;
 const WILDCARD_OFFSET: usize = 3 * CACHE_LINE;
@@ -149,6 +150,12 @@ impl Segment {
     /// signals no barrier again, so peers waiting for its signal stop waiting.
     pub fn barrier_broken(&self) -> &AtomicU64 {
         self.map.atomic(BARRIER_BROKEN_OFFSET)
+    }
+
+    /// How many world barriers the owner has begun, for peers that check the order of their
+    /// world collectives against it.
+    pub fn barriers_begun(&self) -> &AtomicU64 {
+        self.map.atomic(BARRIERS_BEGUN_OFFSET)
     }
 
     /// The counter signalled in dissemination-barrier round `round`.

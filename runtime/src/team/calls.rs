@@ -21,10 +21,15 @@
 //! way while it waits there. A destroy stops reading them once every member has agreed to
 //! it, since members then hand their regions (and records) back.
 //!
+//! A call of the world team also fails when a member that has not made it is in a world
+//! barrier (`barrier_all`, `sync_all`) that this PE has not begun: both are world
+//! collectives, called in different orders.
+//!
 //! Not caught: a member that never makes the call (its last record is an earlier, finished
 //! call, as for a slow PE), for instance one that finished a mismatched call without waiting
 //! (an eager broadcast root) and calls nothing more on the team, or one blocked in another
-//! team's call or in `barrier_all`, which are not calls of this team.
+//! team's call. A PE waiting in a world barrier does not read the records: it learns of such
+//! a mismatch when the PE it waits for fails its call and leaves, or comes to the barrier.
 //!
 //! A record is one word (the call's number modulo 2^24, the given-up, refused and written
 //! bits, and a 37-bit digest of the descriptor), so that every conclusion rests on one
@@ -36,7 +41,7 @@ use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use super::Team;
+use super::{Team, WORLD_ID};
 use crate::collectives::{Descriptor, Kind};
 use crate::error::{Error, Result};
 use crate::segment::HEADER_SIZE;
@@ -188,6 +193,31 @@ impl Team {
         Ok(seen)
     }
 
+    /// Checks, for a call of the world team that world member `j` has not made yet, that
+    /// `j` is not in a world barrier this PE has not begun: `barrier_all` and the world
+    /// team's calls are all world collectives, so that would mean the PEs call them in
+    /// different orders, and each waits for the other.
+    fn check_world_order(&self, j: usize, number: u64) -> Result<()> {
+        let theirs = self
+            .dp()
+            .segment(self.pe(j))?
+            .barriers_begun()
+            .load(Ordering::Acquire);
+        let mine = self.dp().barriers_begun();
+        if theirs <= mine {
+            return Ok(());
+        }
+        Err(Error::CollectiveMismatch {
+            operation: "team collective",
+            detail: format!(
+                "PE {j} is in world barrier {theirs} (barrier_all or sync_all), which this PE \
+                 has not begun, and has not made the world team's call {number}, which this PE \
+                 is in: the PEs call world collectives in different orders; the team cannot \
+                 be used any more"
+            ),
+        })
+    }
+
     /// Runs `work`, a wait outside the team's region (a team split's control-plane
     /// exchange), failing as a sleeping wait of a collective does when the other members'
     /// records show that this call cannot complete.
@@ -247,6 +277,9 @@ impl Team {
                 .min_by_key(|&(d, _)| d);
             if let Some((_, s)) = latest.filter(|(_, s)| s.record.gave_up()) {
                 return Err(gave_up(j, s, s.record.number(), false));
+            }
+            if self.inner.id == WORLD_ID {
+                self.check_world_order(j, mine.number())?;
             }
         }
         // Until every member has made this call, a mismatch may still be caught where the
