@@ -449,3 +449,80 @@ fn barrier_all_against_a_world_reduction_fails_the_reduction() {
         problems
     });
 }
+
+/// A non-root refuses an eager broadcast (a short `dest` on that PE alone) while the root,
+/// which waits for nobody, returns `Ok`: the refuser's next broadcast must not take the
+/// message left for the refused call as its own.
+#[test]
+fn a_lone_refusal_of_an_eager_broadcast_never_takes_stale_data() {
+    job(2, |pe| async move {
+        let me = pe.my_pe();
+        let team = pair(&pe).await;
+        let (src, dest) = (
+            pe.calloc::<u64>(LEN).await.unwrap(),
+            pe.calloc::<u64>(LEN).await.unwrap(),
+        );
+        let mut problems = Vec::new();
+        write(&pe, &src, &[11; LEN]).await;
+        let into = if me == 1 {
+            dest.slice(..LEN - 1)
+        } else {
+            dest.slice(..)
+        };
+        let first = bounded(team.broadcast(into, &src, 0)).await;
+        if me == 1 && !matches!(first, Outcome::Failed(Error::OutOfBounds { .. })) {
+            problems.push("PE 1: a short dest was not refused".into());
+        }
+        pe.barrier_all().await.expect("barrier");
+        write(&pe, &src, &[22; LEN]).await;
+        let mut failures = 0;
+        let outcome = bounded(team.broadcast(&dest, &src, 0)).await;
+        let what = format!("PE {me}, the broadcast after the refusal");
+        judge(
+            &pe,
+            what,
+            outcome,
+            &dest,
+            &[22; LEN],
+            &mut failures,
+            &mut problems,
+        )
+        .await;
+        if me == 1 && failures == 0 {
+            problems.push("PE 1: the refused call went unnoticed".into());
+        }
+        pe.barrier_all().await.expect("barrier");
+        problems
+    });
+}
+
+/// A correct program: each PE runs world-team reductions and world barriers at once, from
+/// two futures of one task, each sequence in the same order on every PE. No call may fail.
+#[test]
+fn world_barriers_and_world_calls_at_once_in_one_order_pass() {
+    job(2, |pe| async move {
+        let (src, dest) = (
+            pe.calloc::<u64>(LEN).await.unwrap(),
+            pe.calloc::<u64>(LEN).await.unwrap(),
+        );
+        let world = pe.team_world();
+        let reductions = async {
+            for _ in 0..20 {
+                world.sum_reduce(&dest, &src).await?;
+            }
+            Ok::<_, Error>(())
+        };
+        let barriers = async {
+            for _ in 0..20 {
+                pe.sync_all().await?;
+            }
+            Ok::<_, Error>(())
+        };
+        let (r, b) = tokio::join!(reductions, barriers);
+        let mut problems = Vec::new();
+        if let Err(e) = r.and(b) {
+            problems.push(format!("PE {}: {e:?}", pe.my_pe()));
+        }
+        problems
+    });
+}

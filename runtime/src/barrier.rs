@@ -97,7 +97,8 @@ impl DataPlane {
             let from = (self.my_pe + n - distance) % n;
             let broken = self.segments[from].barrier_broken();
             let mut stalled = || {
-                if broken.load(Ordering::Acquire) == 0 {
+                // A PE may signal and break afterwards: only a missing signal is final.
+                if broken.load(Ordering::Acquire) == 0 || flag.load(Ordering::Acquire) >= epoch {
                     return Ok(());
                 }
                 Err(Error::CollectiveMismatch {

@@ -4,7 +4,8 @@
 //! algorithm) and keeps a record of its last [`RING`] calls in its own control region: the
 //! number, the call's descriptor, and how the call ended if it did not run: given up
 //! (cancelled, or failed midway) or refused (its arguments failed this member's own checks;
-//! such a call takes its number too, and leaves the team usable). A wait of a collective that
+//! such a call takes its number too, and leaves the team usable when every member refused
+//! it alike; see [`Team::refuse_on`] for one that refused alone). A wait of a collective that
 //! sleeps reads the records of the other members, every time it wakes (at least every 10 ms),
 //! and ends the call with [`Error::CollectiveMismatch`] when
 //!
@@ -21,15 +22,20 @@
 //! way while it waits there. A destroy stops reading them once every member has agreed to
 //! it, since members then hand their regions (and records) back.
 //!
-//! A call of the world team also fails when a member that has not made it is in a world
-//! barrier (`barrier_all`, `sync_all`) that this PE has not begun: both are world
-//! collectives, called in different orders.
+//! A call of the world team also fails when a member that has not made it stays, for
+//! [`MISMATCH_GRACE`], in a world barrier (`barrier_all`, `sync_all`) that this PE has not
+//! begun: both are world collectives, called in different orders. (Like OpenSHMEM, where
+//! `shmem_barrier_all` is a call of the world team, this takes a PE's world collectives to
+//! come in the same order as on the other PEs; a PE that runs a world barrier and world-team
+//! calls at once from different tasks risks the error if one task stalls for that long.)
 //!
 //! Not caught: a member that never makes the call (its last record is an earlier, finished
 //! call, as for a slow PE), for instance one that finished a mismatched call without waiting
 //! (an eager broadcast root) and calls nothing more on the team, or one blocked in another
-//! team's call. A PE waiting in a world barrier does not read the records: it learns of such
-//! a mismatch when the PE it waits for fails its call and leaves, or comes to the barrier.
+//! team's call, or (for teams other than the world team) in a world barrier. A PE waiting in
+//! a world barrier does not read the records: it completes once the PE it waits for gives
+//! its call up and comes to the barrier, or fails with the job. A `destroy` dropped after
+//! every member agreed to it leaves the others waiting in its second sync.
 //!
 //! A record is one word (the call's number modulo 2^24, the given-up, refused and written
 //! bits, and a 37-bit digest of the descriptor), so that every conclusion rests on one
@@ -128,24 +134,29 @@ pub(crate) struct Watch {
 }
 
 impl Team {
-    /// Numbers this PE's next call on the team, of descriptor `desc`, and records it.
-    pub(crate) fn record_call(&self, desc: u64) -> u64 {
+    /// Numbers this PE's next call on the team, of descriptor `desc`, and records it
+    /// (as refused when `refused`).
+    pub(crate) fn record_call(&self, desc: u64, refused: bool) -> u64 {
         let call = self.inner.counters.calls.fetch_add(1, Ordering::Relaxed) + 1;
         let at = self.inner.layout.call(call);
+        let refused = if refused { REFUSED } else { 0 };
         self.local(at + 8).store(desc, Ordering::Relaxed);
         self.local(at)
-            .store(Record::new(call, desc).0, Ordering::Release);
+            .store(Record::new(call, desc).0 | refused, Ordering::Release);
         call
     }
 
     /// Hands back the outcome of a collective's argument checks. When they failed on this
     /// PE, the call is recorded as refused (if the team could have run it), so that members
-    /// which did make the call fail instead of waiting for this PE; the team stays usable.
+    /// which did make the call fail instead of waiting for this PE. A refused call also
+    /// takes the sequence number that every algorithm but the sync-first ones takes: when
+    /// every member refuses alike, their counters stay in step and the team usable; when
+    /// this PE refused alone, the eager messages the others sent it in that call carry
+    /// another number than its next call's, which then fails instead of taking them.
     pub(crate) fn refuse_on<T>(&self, kind: Kind, checks: Result<T>) -> Result<T> {
         if checks.is_err() {
-            if let Ok(op) = self.begin(Descriptor::of(kind, 0, 0)) {
-                self.local(self.inner.layout.call(op.call))
-                    .fetch_or(REFUSED, Ordering::Release);
+            if let Ok(op) = self.begin_recorded(Descriptor::of(kind, 0, 0), true) {
+                op.next_seq();
                 op.finish();
             }
         }
@@ -193,29 +204,18 @@ impl Team {
         Ok(seen)
     }
 
-    /// Checks, for a call of the world team that world member `j` has not made yet, that
-    /// `j` is not in a world barrier this PE has not begun: `barrier_all` and the world
-    /// team's calls are all world collectives, so that would mean the PEs call them in
-    /// different orders, and each waits for the other.
-    fn check_world_order(&self, j: usize, number: u64) -> Result<()> {
+    /// For a call of the world team that world member `j` has not made yet: the world
+    /// barrier `j` is in, when this PE has not begun it. `barrier_all` and the world team's
+    /// calls are all world collectives, so if that lasts, the PEs call them in different
+    /// orders and each waits for the other (it may not last: `j` may make the call from
+    /// another task, or may have made it since its records were read).
+    fn world_order_suspect(&self, j: usize) -> Result<Option<(usize, u64)>> {
         let theirs = self
             .dp()
             .segment(self.pe(j))?
             .barriers_begun()
             .load(Ordering::Acquire);
-        let mine = self.dp().barriers_begun();
-        if theirs <= mine {
-            return Ok(());
-        }
-        Err(Error::CollectiveMismatch {
-            operation: "team collective",
-            detail: format!(
-                "PE {j} is in world barrier {theirs} (barrier_all or sync_all), which this PE \
-                 has not begun, and has not made the world team's call {number}, which this PE \
-                 is in: the PEs call world collectives in different orders; the team cannot \
-                 be used any more"
-            ),
-        })
+        Ok((theirs > self.dp().barriers_begun()).then_some((j, theirs)))
     }
 
     /// Runs `work`, a wait outside the team's region (a team split's control-plane
@@ -247,6 +247,7 @@ impl Team {
         let my_desc = self.local(at + 8).load(Ordering::Relaxed);
         let me = self.my_pe();
         let mut suspect = None;
+        let mut order = None;
         let mut all_here = true;
         for j in (0..self.n_pes()).filter(|&j| j != me) {
             let seen = self.peer_records(j)?;
@@ -278,29 +279,41 @@ impl Team {
             if let Some((_, s)) = latest.filter(|(_, s)| s.record.gave_up()) {
                 return Err(gave_up(j, s, s.record.number(), false));
             }
-            if self.inner.id == WORLD_ID {
-                self.check_world_order(j, mine.number())?;
+            if self.inner.id == WORLD_ID && order.is_none() {
+                order = self.world_order_suspect(j)?;
             }
         }
         // Until every member has made this call, a mismatch may still be caught where the
         // calls meet (a sync), which keeps the team usable: only then does the clock start.
-        let Some((j, theirs)) = suspect.filter(|_| all_here) else {
+        let suspect = suspect.filter(|_| all_here);
+        if suspect.is_none() && order.is_none() {
             watch.suspect_since = None;
             return Ok(());
-        };
+        }
         let since = *watch.suspect_since.get_or_insert_with(Instant::now);
         if since.elapsed() < MISMATCH_GRACE {
             return Ok(());
         }
-        Err(Error::CollectiveMismatch {
-            operation: "team collective",
-            detail: format!(
+        let detail = match (suspect, order) {
+            (Some((j, theirs)), _) => format!(
                 "member {j} called {} where this PE called {} (the team's call {}), and their \
                  algorithms do not meet; the team cannot be used any more",
                 theirs.describe(),
                 Descriptor::describe(my_desc),
                 mine.number()
             ),
+            (None, Some((j, barrier))) => format!(
+                "PE {j} is in world barrier {barrier} (barrier_all or sync_all), which this PE \
+                 has not begun, and has not made the world team's call {}, which this PE is \
+                 in: the PEs call world collectives in different orders; the team cannot be \
+                 used any more",
+                mine.number()
+            ),
+            (None, None) => return Ok(()),
+        };
+        Err(Error::CollectiveMismatch {
+            operation: "team collective",
+            detail,
         })
     }
 }

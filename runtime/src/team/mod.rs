@@ -358,6 +358,11 @@ impl Team {
     /// Starts a collective of descriptor `desc`: takes the team and records the call (see
     /// `calls.rs`), or says why it cannot run one.
     pub(crate) fn begin(&self, desc: u64) -> Result<Op<'_>> {
+        self.begin_recorded(desc, false)
+    }
+
+    /// [`Team::begin`], recording the call as refused when `refused`.
+    pub(crate) fn begin_recorded(&self, desc: u64, refused: bool) -> Result<Op<'_>> {
         match self.inner.status.compare_exchange(
             IDLE,
             BUSY,
@@ -365,7 +370,7 @@ impl Team {
             Ordering::Acquire,
         ) {
             Ok(_) => Ok(Op {
-                call: self.record_call(desc),
+                call: self.record_call(desc, refused),
                 team: self,
                 verdict: None,
                 finished: false,
