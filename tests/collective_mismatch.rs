@@ -68,6 +68,14 @@ async fn bounded(call: impl Future<Output = Result<()>>) -> Outcome {
     }
 }
 
+/// A source and a destination of `len` zeroed elements each.
+async fn buffers(pe: &Pe, len: usize) -> (SymBuffer<u64>, SymBuffer<u64>) {
+    (
+        pe.calloc::<u64>(len).await.expect("calloc"),
+        pe.calloc::<u64>(len).await.expect("calloc"),
+    )
+}
+
 async fn read(pe: &Pe, buf: &SymBuffer<u64>) -> Vec<u64> {
     let mut out = vec![0; LEN];
     pe.get(&mut out, buf, pe.my_pe()).await.expect("read");
@@ -112,10 +120,7 @@ fn broadcast_with_two_roots_is_caught() {
     job(2, |pe| async move {
         let me = pe.my_pe();
         let team = pair(&pe).await;
-        let (src, dest) = (
-            pe.calloc::<u64>(LEN).await.unwrap(),
-            pe.calloc::<u64>(LEN).await.unwrap(),
-        );
+        let (src, dest) = buffers(&pe, LEN).await;
         let mut problems = Vec::new();
         let mut failures = 0;
         let data =
@@ -158,10 +163,7 @@ fn broadcast_against_reduce_is_caught() {
     job(2, |pe| async move {
         let me = pe.my_pe();
         let team = pair(&pe).await;
-        let (src, dest) = (
-            pe.calloc::<u64>(LEN).await.unwrap(),
-            pe.calloc::<u64>(LEN).await.unwrap(),
-        );
+        let (src, dest) = buffers(&pe, LEN).await;
         let mut problems = Vec::new();
         let mut failures = 0;
         let data =
@@ -211,10 +213,7 @@ fn broadcast_against_reduce_is_caught() {
 fn short_collect_keeps_a_lone_team_usable() {
     job(1, |pe| async move {
         let team = pe.team_world();
-        let (src, dest) = (
-            pe.calloc::<u64>(LEN).await.unwrap(),
-            pe.calloc::<u64>(LEN).await.unwrap(),
-        );
+        let (src, dest) = buffers(&pe, LEN).await;
         write(&pe, &src, &[1, 2, 3, 4]).await;
         let mut problems = Vec::new();
         let short = team.collect(dest.slice(..LEN - 1), &src).await;
@@ -241,10 +240,7 @@ fn alltoalls_with_different_strides_is_caught() {
         let team = pair(&pe).await;
         // Above the eager sizes: the flat path, where the strides went unchecked.
         let nelems = 300;
-        let (src, dest) = (
-            pe.calloc::<u64>(4 * nelems).await.unwrap(),
-            pe.calloc::<u64>(4 * nelems).await.unwrap(),
-        );
+        let (src, dest) = buffers(&pe, 4 * nelems).await;
         let sst = 1 + me;
         let mut problems = Vec::new();
         match bounded(team.alltoalls(&dest, &src, 1, sst, nelems)).await {
@@ -291,10 +287,7 @@ fn reductions_whose_sizes_pick_different_algorithms_fail_everywhere() {
         let big = 16 * 1024;
         assert!(8 * big >= team.config().large_bytes, "{:?}", team.config());
         let len = if me == 2 { big } else { LEN };
-        let (src, dest) = (
-            pe.calloc::<u64>(big).await.unwrap(),
-            pe.calloc::<u64>(big).await.unwrap(),
-        );
+        let (src, dest) = buffers(&pe, big).await;
         let mut problems = Vec::new();
         let outcome = bounded(team.sum_reduce(dest.slice(..len), src.slice(..len))).await;
         expect_mismatch(format!("PE {me}, sum of {len}"), outcome, &mut problems);
@@ -313,10 +306,7 @@ fn broadcast_above_eager_sizes_with_two_roots_fails_on_both() {
         let team = pair(&pe).await;
         let len = 512;
         assert!(8 * len > team.config().eager_copy_bytes);
-        let (src, dest) = (
-            pe.calloc::<u64>(len).await.unwrap(),
-            pe.calloc::<u64>(len).await.unwrap(),
-        );
+        let (src, dest) = buffers(&pe, len).await;
         let mut problems = Vec::new();
         let outcome = bounded(team.broadcast(&dest, &src, me)).await;
         expect_mismatch(format!("PE {me}, root {me}"), outcome, &mut problems);
@@ -381,10 +371,7 @@ fn a_call_refused_by_one_member_fails_the_others() {
     job(2, |pe| async move {
         let me = pe.my_pe();
         let team = pair(&pe).await;
-        let (src, dest) = (
-            pe.calloc::<u64>(LEN).await.unwrap(),
-            pe.calloc::<u64>(LEN).await.unwrap(),
-        );
+        let (src, dest) = buffers(&pe, LEN).await;
         write(&pe, &src, &[me as u64 + 1; LEN]).await;
         let mut problems = Vec::new();
         let short = bounded(team.sum_reduce(dest.slice(..LEN - 1), &src)).await;
@@ -430,10 +417,7 @@ fn a_call_refused_by_one_member_fails_the_others() {
 fn barrier_all_against_a_world_reduction_fails_the_reduction() {
     job(2, |pe| async move {
         let me = pe.my_pe();
-        let (src, dest) = (
-            pe.calloc::<u64>(LEN).await.unwrap(),
-            pe.calloc::<u64>(LEN).await.unwrap(),
-        );
+        let (src, dest) = buffers(&pe, LEN).await;
         let mut problems = Vec::new();
         if me == 0 {
             let outcome = bounded(pe.team_world().sum_reduce(&dest, &src)).await;
@@ -458,10 +442,7 @@ fn a_lone_refusal_of_an_eager_broadcast_never_takes_stale_data() {
     job(2, |pe| async move {
         let me = pe.my_pe();
         let team = pair(&pe).await;
-        let (src, dest) = (
-            pe.calloc::<u64>(LEN).await.unwrap(),
-            pe.calloc::<u64>(LEN).await.unwrap(),
-        );
+        let (src, dest) = buffers(&pe, LEN).await;
         let mut problems = Vec::new();
         write(&pe, &src, &[11; LEN]).await;
         let into = if me == 1 {
@@ -501,10 +482,7 @@ fn a_lone_refusal_of_an_eager_broadcast_never_takes_stale_data() {
 #[test]
 fn world_barriers_and_world_calls_at_once_in_one_order_pass() {
     job(2, |pe| async move {
-        let (src, dest) = (
-            pe.calloc::<u64>(LEN).await.unwrap(),
-            pe.calloc::<u64>(LEN).await.unwrap(),
-        );
+        let (src, dest) = buffers(&pe, LEN).await;
         let world = pe.team_world();
         let reductions = async {
             for _ in 0..20 {
