@@ -7,12 +7,12 @@
 //! | lines | content | written by |
 //! |---|---|---|
 //! | 1 | `count`: this member's element count of a `collect` | the member itself |
-//! | 1 | records of this member's last calls on the team (`calls.rs`) | the member itself |
 //! | n (n ≤ 4) or ⌈log₂ n⌉ | sync line of member `j` (flat syncs) or of round `r` (dissemination): epoch, then two (lowest, highest) descriptor pairs (by epoch parity) | member `j`, or member `me − 2^r` |
 //! | n | `sig[j]`: signal from member `j` (value, descriptor) | member `j` |
 //! | n | `ack[j]`: acknowledgement from member `j` (value, verdict) | member `j` |
 //! | n | `credit[j]`: eager messages of this member that `j` has consumed | member `j` |
 //! | 2n slots | eager slot `(j, parity)`: a header (message number + 1, length with the call's number in its top 24 bits, descriptor, credit), then up to `eager_bytes` of data, in the same lines | member `j` |
+//! | 1 | records of this member's last calls on the team (`calls.rs`) | the member itself |
 //!
 //! Signal and acknowledgement values are [`value`]`(seq, step)`: they only grow, so a waiter
 //! compares with `>=` and no word is ever reset. The credit and eager lines exist only in
@@ -87,8 +87,7 @@ pub(crate) struct Layout {
 impl Layout {
     /// The layout of a team of `n` members configured with `config`.
     pub fn new(n: usize, config: &TeamConfig) -> Layout {
-        let calls = LINE;
-        let sync = calls + LINE;
+        let sync = LINE;
         let sig = sync + sync_lines(n) * LINE;
         let ack = sig + n * LINE;
         let credit = ack + n * LINE;
@@ -100,6 +99,8 @@ impl Layout {
         };
         let eager_bytes = slot_stride.saturating_sub(SLOT_HEADER);
         let slots = credit + if eager { n * LINE } else { 0 };
+        // Last, so that the lines the collectives exchange keep their places.
+        let calls = slots + 2 * n * slot_stride;
         Layout {
             n,
             calls,
@@ -110,7 +111,7 @@ impl Layout {
             slots,
             slot_stride,
             eager_bytes,
-            bytes: slots + 2 * n * slot_stride,
+            bytes: calls + LINE,
         }
     }
 
@@ -292,21 +293,21 @@ mod tests {
         let config = TeamConfig::default();
         let l = Layout::new(5, &config);
         assert_eq!(rounds(5), 3);
-        assert_eq!(l.sig(0), 2 * LINE + 3 * LINE);
-        assert_eq!(l.call(RING as u64 - 1) + RECORD_BYTES, l.sync(0));
+        assert_eq!(l.sig(0), LINE + 3 * LINE);
+        assert_eq!(l.call(RING as u64 - 1) + RECORD_BYTES, l.bytes);
         assert_eq!(l.call(RING as u64), l.call(0));
         assert_eq!(
             Layout::new(3, &config).sig(0),
-            2 * LINE + 3 * LINE,
+            LINE + 3 * LINE,
             "flat syncs"
         );
         assert_eq!(l.ack(0), l.sig(4) + LINE);
-        assert_eq!(l.slot(4, 1) + SLOT_HEADER + l.eager_bytes, l.bytes);
+        assert_eq!(l.slot(4, 1) + SLOT_HEADER + l.eager_bytes + LINE, l.bytes);
         assert_eq!(l.eager_bytes, 4096 + LINE - SLOT_HEADER);
         assert_eq!(l.span(Layout::sig), l.sig(0)..l.sig(4) + LINE);
         let big = Layout::new(100, &config);
         assert_eq!(big.eager_bytes, 0, "large teams have no eager slots");
-        assert_eq!(big.bytes, big.credit(0));
+        assert_eq!(big.bytes, big.credit(0) + LINE);
         assert_eq!(rounds(1), 0);
         assert!(value(1, 0) > value(0, MAX_TEAM_PES - 1));
     }
