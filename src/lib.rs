@@ -40,4 +40,6 @@ pub use ferroshmem_runtime::config;
 pub use ferroshmem_runtime::{
     AtomicInt, Cmp, DataPlane, Error, HeapId, Result, SignalOp, SymBuffer, SymSlice, Wait,
 };
-pub use ferroshmem_runtime::{BitwiseReducible, ReduceOp, Reducible, Team, TeamConfig};
+pub use ferroshmem_runtime::{
+    BitwiseReducible, ReduceOp, Reducible, Team, TeamConfig, MISMATCH_GRACE,
+};
