@@ -56,8 +56,9 @@ use crate::segment::HEADER_SIZE;
 pub(crate) const RING: usize = 4;
 /// Bytes of one record: the record word, then the descriptor.
 pub(crate) const RECORD_BYTES: usize = 16;
-/// How long a waiter tolerates a member that made this call with another descriptor before
-/// it concludes that their protocols cannot meet.
+/// How long a waiter tolerates a member that made this call with another descriptor (or, on
+/// the world team, one that stays in a world barrier without making this call) before it
+/// concludes that their calls cannot meet.
 pub const MISMATCH_GRACE: Duration = Duration::from_millis(100);
 
 /// Bits of the call number a record keeps.
@@ -65,8 +66,8 @@ const NUMBER_BITS: u32 = 24;
 const NUMBER_MASK: u64 = (1 << NUMBER_BITS) - 1;
 /// Set once the member gave the call up.
 const GAVE_UP: u64 = 1 << 39;
-/// Set when the member's arguments failed its own checks: it does not take part in the call,
-/// but its team stays usable.
+/// Set when the member's arguments failed its own checks: it does not take part in the call
+/// (see [`Team::refuse_on`]).
 const REFUSED: u64 = 1 << 38;
 /// Set in every record written (a zeroed region holds none).
 const WRITTEN: u64 = 1 << 37;
@@ -129,7 +130,8 @@ impl Seen {
 /// What a sleeping waiter has concluded so far about the other members.
 #[derive(Debug, Default)]
 pub(crate) struct Watch {
-    /// Since when a member is known to have made this call with another descriptor.
+    /// Since when a suspicion has held (a member made this call with another descriptor, or
+    /// stays in a world barrier without making it).
     suspect_since: Option<Instant>,
 }
 
