@@ -32,7 +32,8 @@ use crate::cq::Completion;
 use crate::driver::{self, Pinned, Word};
 use crate::pe::GpuPe;
 
-const SLOT: usize = 16;
+/// Bytes of one staging slot: `g` of wider values reads into a pinned buffer of its own.
+const SLOT: usize = 64;
 const SLOTS: usize = 256;
 
 /// Pinned slots that `g` reads single values into, and the `_nbi` bookkeeping of `quiet`.

@@ -238,6 +238,26 @@ async fn host_futures(pe: Pe, g: GpuPe) -> Result<()> {
         g.g(a.at(6), next).await?,
         me as u64 * 1_000_000 + 6,
     )?;
+    // Values wider than a word: 64 bytes (a staging slot) and 128 bytes (a pinned buffer of
+    // its own).
+    let wide = g
+        .g(a.slice(8..16).as_bytes().cast::<[u64; 8]>(), next)
+        .await?;
+    expect_eq(
+        me,
+        "g of 64 bytes",
+        wide.to_vec(),
+        pattern(me, 16)[8..].to_vec(),
+    )?;
+    let wider = g
+        .g(a.slice(16..32).as_bytes().cast::<[u64; 16]>(), next)
+        .await?;
+    expect_eq(
+        me,
+        "g of 128 bytes",
+        wider.to_vec(),
+        pattern(me, 32)[16..].to_vec(),
+    )?;
     g.barrier_all().await?;
     g.p(a.at(5), 77u64 + me as u64, next).await?;
     g.barrier_all().await?;
