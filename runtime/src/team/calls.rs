@@ -6,8 +6,9 @@
 //! (cancelled, or failed midway) or refused (its arguments failed this member's own checks;
 //! such a call takes its number too, and leaves the team usable when every member refused
 //! it alike; see [`Team::refuse_on`] for one that refused alone). A wait of a collective that
-//! sleeps reads the records of the other members, every time it wakes (at least every 10 ms),
-//! and ends the call with [`Error::CollectiveMismatch`] when
+//! sleeps reads the records of the other members when it falls asleep and when it wakes (at
+//! least every 10 ms, at most every 2 ms), and ends the call with
+//! [`Error::CollectiveMismatch`] when
 //!
 //! - a member gave up or refused this call, or gave up an earlier one and so will never come
 //!   to this one: at once;
@@ -60,6 +61,9 @@ pub(crate) const RECORD_BYTES: usize = 16;
 /// the world team, one that stays in a world barrier without making this call) before it
 /// concludes that their calls cannot meet.
 pub const MISMATCH_GRACE: Duration = Duration::from_millis(100);
+
+/// How often a sleeping waiter reads the other members' records at most.
+const READ_EVERY: Duration = Duration::from_millis(2);
 
 /// Bits of the call number a record keeps.
 const NUMBER_BITS: u32 = 24;
@@ -133,6 +137,8 @@ pub(crate) struct Watch {
     /// Since when a suspicion has held (a member made this call with another descriptor, or
     /// stays in a world barrier without making it).
     suspect_since: Option<Instant>,
+    /// When the records were last read.
+    last_read: Option<Instant>,
 }
 
 impl Team {
@@ -246,6 +252,16 @@ impl Team {
         if self.inner.leaving.load(Ordering::Relaxed) {
             return Ok(());
         }
+        // A sleeper may wake for every peer's write; reading every record each time would
+        // cost large teams more than the wait itself.
+        let now = Instant::now();
+        if watch
+            .last_read
+            .is_some_and(|last| now.duration_since(last) < READ_EVERY)
+        {
+            return Ok(());
+        }
+        watch.last_read = Some(now);
         let call = self.inner.counters.calls.load(Ordering::Relaxed);
         let at = self.inner.layout.call(call);
         let mine = Record(self.local(at).load(Ordering::Relaxed));
