@@ -504,3 +504,20 @@ fn world_barriers_and_world_calls_at_once_in_one_order_pass() {
         problems
     });
 }
+
+/// A PE that ends its program (finalizes) without making a team call: the member waiting in
+/// that call fails instead of waiting forever, and the job ends.
+#[test]
+fn a_member_that_finalizes_without_the_call_fails_the_others() {
+    job(2, |pe| async move {
+        let me = pe.my_pe();
+        let team = pair(&pe).await;
+        let (src, dest) = buffers(&pe, LEN).await;
+        let mut problems = Vec::new();
+        if me == 0 {
+            let outcome = bounded(team.sum_reduce(&dest, &src)).await;
+            expect_mismatch("PE 0, a sum PE 1 never made".into(), outcome, &mut problems);
+        }
+        problems
+    });
+}

@@ -217,8 +217,11 @@ impl Pe {
     }
 
     /// Ends this PE's part in the job: a final `barrier_all`, then the PE leaves the control
-    /// plane cleanly (`shmem_finalize`). `run_local` and `run` call it for you.
+    /// plane cleanly (`shmem_finalize`). `run_local` and `run` call it for you. From its
+    /// start, the other PEs' team calls that wait for a call this PE never made fail with
+    /// `CollectiveMismatch` instead of waiting for it.
     pub async fn finalize(self) -> Result<()> {
+        self.mark_finalizing();
         self.barrier_all().await?;
         self.ask(|reply| Command::Finalize { reply }).await?
     }

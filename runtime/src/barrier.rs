@@ -125,6 +125,12 @@ impl DataPlane {
         self.health.check()
     }
 
+    /// Tells the other PEs that this PE has begun to finalize: it will make no more collective
+    /// calls, so a team call waiting for one it has not made fails instead of waiting.
+    pub fn mark_finalizing(&self) {
+        self.own_segment().finalizing().store(1, Ordering::Release);
+    }
+
     /// How many world barriers this PE has begun.
     pub(crate) fn barriers_begun(&self) -> u64 {
         self.barrier_epoch.load(Ordering::Relaxed) & !BROKEN

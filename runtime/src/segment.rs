@@ -8,7 +8,8 @@
 //!
 //! Header layout (each word that peers write on its own cache line, so that writers from
 //! different PEs do not share lines): a first line that only the owner writes (magic, owner
-//! pid, whether one of its world barriers broke, how many it has begun), the wake sequence
+//! pid, whether one of its world barriers broke, how many it has begun, whether it has begun
+//! to finalize), the wake sequence
 //! (a futex word), the watcher mask (which watch slots are in use), the count of sleepers
 //! that watch everything, one flag per dissemination-barrier round, and the watch slots: the
 //! byte range each sleeping waiter watches, so that a write rings the doorbell only when it
@@ -28,6 +29,7 @@ const MAGIC_OFFSET: usize = 0;
 const PID_OFFSET: usize = 8;
 const BARRIER_BROKEN_OFFSET: usize = 16;
 const BARRIERS_BEGUN_OFFSET: usize = 24;
+const FINALIZING_OFFSET: usize = 32;
 const WAKE_SEQ_OFFSET: usize = CACHE_LINE;
 const WATCHERS_OFFSET: usize = 2 * CACHE_LINE;
 const WILDCARD_OFFSET: usize = 3 * CACHE_LINE;
@@ -157,6 +159,11 @@ impl Segment {
     /// world collectives against it.
     pub fn barriers_begun(&self) -> &AtomicU64 {
         self.map.atomic(BARRIERS_BEGUN_OFFSET)
+    }
+
+    /// Set by the owner once it has begun to finalize: it makes no collective call any more.
+    pub fn finalizing(&self) -> &AtomicU64 {
+        self.map.atomic(FINALIZING_OFFSET)
     }
 
     /// The counter signalled in dissemination-barrier round `round`.

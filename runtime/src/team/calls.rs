@@ -10,8 +10,8 @@
 //! least every 10 ms, at most every 2 ms), and ends the call with
 //! [`Error::CollectiveMismatch`] when
 //!
-//! - a member gave up or refused this call, or gave up an earlier one and so will never come
-//!   to this one: at once;
+//! - a member gave up or refused this call, or gave up an earlier one, or has begun to
+//!   finalize without making this call, and so will never come to it: at once;
 //! - every member has made this call, one of them with another descriptor (another
 //!   collective, root, reduction or size), and this PE is still waiting [`MISMATCH_GRACE`]
 //!   later: the calls chose algorithms that never meet (an eager 64-byte reduction against a
@@ -299,6 +299,22 @@ impl Team {
                 .min_by_key(|&(d, _)| d);
             if let Some((_, s)) = latest.filter(|(_, s)| s.record.gave_up()) {
                 return Err(gave_up(j, s, s.record.number(), false));
+            }
+            if self
+                .dp()
+                .segment(self.pe(j))?
+                .finalizing()
+                .load(Ordering::Acquire)
+                != 0
+            {
+                return Err(Error::CollectiveMismatch {
+                    operation: "team collective",
+                    detail: format!(
+                        "member {j} has finalized without making the team's call {}, which \
+                         this PE is in; the team cannot be used any more",
+                        mine.number()
+                    ),
+                });
             }
             if self.inner.id == WORLD_ID && order.is_none() {
                 order = self.world_order_suspect(j)?;
