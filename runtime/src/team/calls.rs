@@ -30,8 +30,8 @@
 //! come in the same order as on the other PEs; a PE that runs a world barrier and world-team
 //! calls at once from different tasks risks the error if one task stalls for that long.)
 //!
-//! Not caught: a member that never makes the call (its last record is an earlier, finished
-//! call, as for a slow PE), for instance one that finished a mismatched call without waiting
+//! Not caught: a member that never makes the call and has not begun to finalize (its last
+//! record is an earlier, finished call, as for a slow PE), for instance one that finished a mismatched call without waiting
 //! (an eager broadcast root) and calls nothing more on the team, or one blocked in another
 //! team's call, or (for teams other than the world team) in a world barrier. A PE waiting in
 //! a world barrier does not read the records: it completes once the PE it waits for gives
