@@ -112,6 +112,52 @@ async fn judge(
     }
 }
 
+/// Element `k` of what PE `from` writes in round `round`.
+fn data(round: u64, from: u64) -> Vec<u64> {
+    (0..LEN as u64)
+        .map(|k| 1000 * from + 10 * round + k)
+        .collect()
+}
+
+/// After a mismatched call, three correct ones: round `r` writes `data(r, me)` into `src`,
+/// runs `call`, and `judge`s the outcome against `expected(r)` in `dest`. Adds to
+/// `problems` when a call returns `Ok` with stale data, or when no call, and not the
+/// mismatched one (`failures` so far), noticed the mismatch.
+async fn three_correct_calls<F, Fut>(
+    pe: &Pe,
+    (src, dest): (&SymBuffer<u64>, &SymBuffer<u64>),
+    what: &str,
+    call: F,
+    expected: impl Fn(u64) -> Vec<u64>,
+    mut failures: usize,
+    problems: &mut Vec<String>,
+) where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Result<()>>,
+{
+    let me = pe.my_pe();
+    pe.barrier_all().await.expect("barrier");
+    for round in 1..=3 {
+        write(pe, src, &data(round, me as u64)).await;
+        let outcome = bounded(call()).await;
+        let what = format!("PE {me}, {what} {round}");
+        judge(
+            pe,
+            what,
+            outcome,
+            dest,
+            &expected(round),
+            &mut failures,
+            problems,
+        )
+        .await;
+    }
+    if failures == 0 {
+        problems.push(format!("PE {me}: no call noticed the mismatch"));
+    }
+    pe.barrier_all().await.expect("barrier");
+}
+
 /// Run (1): each PE broadcasts as the root. Later correct broadcasts from PE 0 must never
 /// hand PE 1 the first call's data; both PEs learn of the mismatch on their next broadcast
 /// (PE 1 receives PE 0's leftover message, PE 0 finds PE 1's waiting as it starts a root).
@@ -122,36 +168,25 @@ fn broadcast_with_two_roots_is_caught() {
         let team = pair(&pe).await;
         let (src, dest) = buffers(&pe, LEN).await;
         let mut problems = Vec::new();
-        let mut failures = 0;
-        let data =
-            |round: u64, from: u64| (0..LEN as u64).map(move |k| 1000 * from + 10 * round + k);
-        write(&pe, &src, &data(0, me as u64).collect::<Vec<_>>()).await;
+        write(&pe, &src, &data(0, me as u64)).await;
         if let Outcome::Failed(e) = bounded(team.broadcast(&dest, &src, me)).await {
             if !matches!(e, Error::CollectiveMismatch { .. }) {
                 problems.push(format!("PE {me}, two roots: unexpected {e:?}"));
             }
         }
-        pe.barrier_all().await.expect("barrier");
-        for round in 1..=3 {
-            write(&pe, &src, &data(round, me as u64).collect::<Vec<_>>()).await;
-            let outcome = bounded(team.broadcast(&dest, &src, 0)).await;
-            let expected: Vec<u64> = data(round, 0).collect();
-            let what = format!("PE {me}, broadcast {round} from PE 0");
-            judge(
-                &pe,
-                what,
-                outcome,
-                &dest,
-                &expected,
-                &mut failures,
-                &mut problems,
-            )
-            .await;
-        }
-        if failures == 0 {
-            problems.push(format!("PE {me}: no later broadcast noticed the mismatch"));
-        }
-        pe.barrier_all().await.expect("barrier");
+        let (t, d, s) = (&team, &dest, &src);
+        let call = move || t.broadcast(d, s, 0);
+        let expected = |round| data(round, 0);
+        three_correct_calls(
+            &pe,
+            (s, d),
+            "broadcast from PE 0",
+            call,
+            expected,
+            0,
+            &mut problems,
+        )
+        .await;
         problems
     });
 }
@@ -166,9 +201,7 @@ fn broadcast_against_reduce_is_caught() {
         let (src, dest) = buffers(&pe, LEN).await;
         let mut problems = Vec::new();
         let mut failures = 0;
-        let data =
-            |round: u64, from: u64| (0..LEN as u64).map(move |k| 1000 * from + 10 * round + k);
-        write(&pe, &src, &data(0, me as u64).collect::<Vec<_>>()).await;
+        write(&pe, &src, &data(0, me as u64)).await;
         let first = if me == 0 {
             bounded(team.broadcast(&dest, &src, 0)).await
         } else {
@@ -179,30 +212,13 @@ fn broadcast_against_reduce_is_caught() {
             Outcome::TimedOut | Outcome::Failed(Error::CollectiveMismatch { .. }) => failures += 1,
             Outcome::Failed(e) => problems.push(format!("PE {me}, mismatched call: {e:?}")),
         }
-        pe.barrier_all().await.expect("barrier");
-        for round in 1..=3 {
-            write(&pe, &src, &data(round, me as u64).collect::<Vec<_>>()).await;
-            let outcome = bounded(team.sum_reduce(&dest, &src)).await;
-            let expected: Vec<u64> = data(round, 0)
-                .zip(data(round, 1))
-                .map(|(a, b)| a + b)
-                .collect();
-            let what = format!("PE {me}, sum {round}");
-            judge(
-                &pe,
-                what,
-                outcome,
-                &dest,
-                &expected,
-                &mut failures,
-                &mut problems,
-            )
-            .await;
-        }
-        if failures == 0 {
-            problems.push(format!("PE {me}: never noticed the mismatch"));
-        }
-        pe.barrier_all().await.expect("barrier");
+        let (t, d, s) = (&team, &dest, &src);
+        let call = move || t.sum_reduce(d, s);
+        let expected = |round| {
+            let (a, b) = (data(round, 0), data(round, 1));
+            a.iter().zip(&b).map(|(x, y)| x + y).collect()
+        };
+        three_correct_calls(&pe, (s, d), "sum", call, expected, failures, &mut problems).await;
         problems
     });
 }
