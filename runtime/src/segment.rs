@@ -9,11 +9,11 @@
 //! Header layout (each word that peers write on its own cache line, so that writers from
 //! different PEs do not share lines): a first line that only the owner writes (magic, owner
 //! pid, whether one of its world barriers broke, how many it has begun, whether it has begun
-//! to finalize), the wake sequence
-//! (a futex word), the watcher mask (which watch slots are in use), the count of sleepers
-//! that watch everything, one flag per dissemination-barrier round, and the watch slots: the
-//! byte range each sleeping waiter watches, so that a write rings the doorbell only when it
-//! lands on memory somebody sleeps on, and costs one load when nobody sleeps.
+//! to finalize), the wake sequence (a futex word), the watcher mask (which watch slots are in
+//! use), the count of sleepers that watch everything, one flag per dissemination-barrier
+//! round, and the watch slots: the byte range each sleeping waiter watches, so that a write
+//! rings the doorbell only when it lands on memory somebody sleeps on, and costs one load
+//! when nobody sleeps.
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};

@@ -31,9 +31,10 @@
 //! calls at once from different tasks risks the error if one task stalls for that long.)
 //!
 //! Not caught: a member that never makes the call and has not begun to finalize (its last
-//! record is an earlier, finished call, as for a slow PE), for instance one that finished a mismatched call without waiting
-//! (an eager broadcast root) and calls nothing more on the team, or one blocked in another
-//! team's call, or (for teams other than the world team) in a world barrier. A PE waiting in
+//! record is an earlier, finished call, as for a slow PE), for instance one that finished a
+//! mismatched call without waiting (an eager broadcast root) and calls nothing more on the
+//! team, or one blocked in another team's call, or (for teams other than the world team) in
+//! a world barrier. A PE waiting in
 //! a world barrier does not read the records: it completes once the PE it waits for gives
 //! its call up and comes to the barrier, or fails with the job. A `destroy` dropped after
 //! every member agreed to it leaves the others waiting in its second sync.
@@ -51,7 +52,7 @@ use std::time::{Duration, Instant};
 use super::{Team, WORLD_ID};
 use crate::collectives::{Descriptor, Kind};
 use crate::error::{Error, Result};
-use crate::segment::HEADER_SIZE;
+use crate::segment::{Segment, HEADER_SIZE};
 
 /// Calls a member keeps records of (a broadcast root may run a few calls ahead).
 pub(crate) const RING: usize = 4;
@@ -141,6 +142,20 @@ pub(crate) struct Watch {
     last_read: Option<Instant>,
 }
 
+/// Where another member stands with respect to this PE's current call.
+#[derive(Debug, Clone, Copy)]
+enum Standing {
+    /// It made this call, with the same descriptor.
+    Here,
+    /// It made this call with another descriptor.
+    Other(Seen),
+    /// It is past this call.
+    Ahead,
+    /// It has not made this call yet; on the world team, the world barrier it is in when
+    /// this PE has not begun that barrier.
+    Behind(Option<u64>),
+}
+
 impl Team {
     /// Numbers this PE's next call on the team, of descriptor `desc`, and records it
     /// (as refused when `refused`).
@@ -180,53 +195,75 @@ impl Team {
             .fetch_or(GAVE_UP, Ordering::Release);
     }
 
-    /// Member `j`'s record word `k`.
-    fn peer_word(&self, j: usize, k: usize) -> Result<&AtomicU64> {
-        let segment = self.dp().segment(self.pe(j))?;
-        let at = HEADER_SIZE + self.inner.base + self.inner.layout.call(k as u64);
-        Ok(segment.mapping().atomic(at))
-    }
-
-    /// Member `j`'s records, each with its descriptor when the record did not change while
-    /// it was read.
-    fn peer_records(&self, j: usize) -> Result<[Seen; RING]> {
-        let mut seen = [Seen {
-            record: Record(0),
-            desc: None,
-        }; RING];
-        for (k, s) in seen.iter_mut().enumerate() {
-            let word = self.peer_word(j, k)?;
-            let desc_word = self
-                .dp()
-                .segment(self.pe(j))?
-                .mapping()
-                .atomic::<AtomicU64>(
-                    HEADER_SIZE + self.inner.base + self.inner.layout.call(k as u64) + 8,
-                );
+    /// The records of the member whose segment is `peer`, each with its descriptor when the
+    /// record did not change while it was read.
+    fn peer_records(&self, peer: &Segment) -> [Seen; RING] {
+        std::array::from_fn(|k| {
+            let at = HEADER_SIZE + self.inner.base + self.inner.layout.call(k as u64);
+            let word = peer.mapping().atomic::<AtomicU64>(at);
             let before = Record(word.load(Ordering::Acquire));
-            let desc = desc_word.load(Ordering::Acquire);
+            let desc = peer
+                .mapping()
+                .atomic::<AtomicU64>(at + 8)
+                .load(Ordering::Acquire);
             let after = Record(word.load(Ordering::Acquire));
-            s.record = after;
             // The descriptor is written before its record: it may already be the next call's.
-            if before.same_call_as(after) && Record::new(after.number(), desc).same_call_as(after) {
-                s.desc = Some(desc);
+            let consistent =
+                before.same_call_as(after) && Record::new(after.number(), desc).same_call_as(after);
+            Seen {
+                record: after,
+                desc: consistent.then_some(desc),
             }
-        }
-        Ok(seen)
+        })
     }
 
-    /// For a call of the world team that world member `j` has not made yet: the world
-    /// barrier `j` is in, when this PE has not begun it. `barrier_all` and the world team's
-    /// calls are all world collectives, so if that lasts, the PEs call them in different
-    /// orders and each waits for the other (it may not last: `j` may make the call from
-    /// another task, or may have made it since its records were read).
-    fn world_order_suspect(&self, j: usize) -> Result<Option<(usize, u64)>> {
-        let theirs = self
-            .dp()
-            .segment(self.pe(j))?
-            .barriers_begun()
-            .load(Ordering::Acquire);
-        Ok((theirs > self.dp().barriers_begun()).then_some((j, theirs)))
+    /// Where member `j` stands with respect to this PE's call `mine`.
+    ///
+    /// # Errors
+    /// [`Error::CollectiveMismatch`] when `j` will never make this call: it gave it (or an
+    /// earlier one) up, refused it, or has begun to finalize without it.
+    fn standing(&self, j: usize, mine: Record) -> Result<Standing> {
+        let peer = self.dp().segment(self.pe(j))?;
+        let seen = self.peer_records(peer);
+        let written = seen.iter().filter(|s| s.record.written());
+        let number = mine.number();
+        if let Some(s) = written.clone().find(|s| s.record.behind(number) == Some(0)) {
+            if s.record.gave_up() || s.record.refused() {
+                return Err(gave_up(j, s, number, true));
+            }
+            return Ok(if s.record.same_call_as(mine) {
+                Standing::Here
+            } else {
+                Standing::Other(*s)
+            });
+        }
+        // A member ahead of this call cannot have given an earlier one up (a team it gave a
+        // call up on takes no more calls); one behind may have.
+        if written.clone().any(|s| s.record.behind(number).is_none()) {
+            return Ok(Standing::Ahead);
+        }
+        let latest = written
+            .filter_map(|s| s.record.behind(number).map(|d| (d, s)))
+            .min_by_key(|&(d, _)| d);
+        if let Some((_, s)) = latest.filter(|(_, s)| s.record.gave_up()) {
+            return Err(gave_up(j, s, s.record.number(), false));
+        }
+        if peer.finalizing().load(Ordering::Acquire) != 0 {
+            return Err(Error::CollectiveMismatch {
+                operation: "team collective",
+                detail: format!(
+                    "member {j} has finalized without making the team's call {number}, which \
+                     this PE is in; the team cannot be used any more"
+                ),
+            });
+        }
+        // `barrier_all` and the world team's calls are all world collectives: a member in a
+        // world barrier this PE has not begun, without this call, calls them in another
+        // order, if that lasts (it may not: it may make the call from another task, or may
+        // have made it since its records were read).
+        let barrier = peer.barriers_begun().load(Ordering::Acquire);
+        let in_barrier = self.inner.id == WORLD_ID && barrier > self.dp().barriers_begun();
+        Ok(Standing::Behind(in_barrier.then_some(barrier)))
     }
 
     /// Runs `work`, a wait outside the team's region (a team split's control-plane
@@ -271,53 +308,17 @@ impl Team {
         let mut order = None;
         let mut all_here = true;
         for j in (0..self.n_pes()).filter(|&j| j != me) {
-            let seen = self.peer_records(j)?;
-            let written = seen.iter().filter(|s| s.record.written());
-            let this_call = written
-                .clone()
-                .find(|s| s.record.behind(mine.number()) == Some(0));
-            if let Some(s) = this_call {
-                if s.record.gave_up() || s.record.refused() {
-                    return Err(gave_up(j, s, mine.number(), true));
+            match self.standing(j, mine)? {
+                Standing::Here | Standing::Ahead => {}
+                Standing::Other(theirs) => {
+                    suspect.get_or_insert((j, theirs));
                 }
-                if !s.record.same_call_as(mine) && suspect.is_none() {
-                    suspect = Some((j, *s));
+                Standing::Behind(barrier) => {
+                    all_here = false;
+                    if let Some(barrier) = barrier {
+                        order.get_or_insert((j, barrier));
+                    }
                 }
-                continue;
-            }
-            // A member ahead of this call cannot have given an earlier one up (a team it
-            // gave a call up on takes no more calls); one behind may have.
-            if written
-                .clone()
-                .any(|s| s.record.behind(mine.number()).is_none())
-            {
-                continue;
-            }
-            all_here = false;
-            let latest = written
-                .filter_map(|s| s.record.behind(mine.number()).map(|d| (d, s)))
-                .min_by_key(|&(d, _)| d);
-            if let Some((_, s)) = latest.filter(|(_, s)| s.record.gave_up()) {
-                return Err(gave_up(j, s, s.record.number(), false));
-            }
-            if self
-                .dp()
-                .segment(self.pe(j))?
-                .finalizing()
-                .load(Ordering::Acquire)
-                != 0
-            {
-                return Err(Error::CollectiveMismatch {
-                    operation: "team collective",
-                    detail: format!(
-                        "member {j} has finalized without making the team's call {}, which \
-                         this PE is in; the team cannot be used any more",
-                        mine.number()
-                    ),
-                });
-            }
-            if self.inner.id == WORLD_ID && order.is_none() {
-                order = self.world_order_suspect(j)?;
             }
         }
         // Until every member has made this call, a mismatch may still be caught where the
