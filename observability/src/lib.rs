@@ -11,6 +11,7 @@ mod exporter;
 pub mod names;
 mod op;
 mod pe;
+mod slot;
 pub mod traffic;
 
 pub use exporter::{

@@ -3,13 +3,14 @@
 //! scrapes.
 //!
 //! Cost per operation when metrics are on: no allocation, no formatting, no map lookup, no
-//! lock and no atomic read-modify-write. Each thread that issues operations on a PE claims
-//! one of the PE's [`SHARDS`] shards, on cache lines of their own; only that thread ever
-//! writes it, so a count is a relaxed load and store of two counters in that shard, indexed
-//! `[op][target_pe]`. A scrape sums the shards. Threads beyond [`SHARDS`] per PE share an
-//! overflow block updated with atomic adds (correct, slower); a shard stays with its thread
-//! for the life of the PE. Every shard's counters are allocated with the block (about 2 KB
-//! per target PE), so that counting never checks whether they exist.
+//! lock and no atomic read-modify-write. A block has [`SHARDS`] shards of counters, on cache
+//! lines of their own, one per counting slot of the process (module `slot`): a thread that
+//! counts holds a slot until it exits, and only it writes that shard of any block, so a count
+//! is a thread-local load and a relaxed load and store of two counters in the shard, indexed
+//! `[op][target_pe]`. A scrape sums the shards. Threads beyond [`SHARDS`] in the process
+//! share an overflow shard updated with atomic adds (correct, slower). Every shard's counters
+//! are allocated with the block (about 2 KB per target PE), so that counting never checks
+//! whether they exist.
 //!
 //! About one operation in [`OP_SAMPLE_EVERY`] per `[op][target]` and thread is timed into a
 //! pre-registered histogram: with [`Traffic::count_timed`] the operation whose count reaches a
@@ -34,11 +35,10 @@ use crate::names::{self, BARRIER_SAMPLE_EVERY, OP_SAMPLE_EVERY};
 pub use crate::op::{ErrorKind, Op};
 use crate::pe::PeShared;
 
-/// Shards per traffic block: how many threads per PE count without atomic adds.
-pub const SHARDS: usize = 16;
+pub use crate::slot::SHARDS;
+use crate::slot::{self, OVERFLOW};
 
 thread_local! {
-    static THREAD_ID: ThreadCell<u64> = const { ThreadCell::new(0) };
     /// Barriers this thread runs before it times one (counts down to 0).
     static BARRIERS_UNTIL_SAMPLE: ThreadCell<u64> = const { ThreadCell::new(BARRIER_SAMPLE_EVERY) };
 }
@@ -62,27 +62,6 @@ fn sample_due_at(ops: u64) -> bool {
     ops % OP_SAMPLE_EVERY == 0
 }
 
-/// Source of thread ids; 0 means "none yet", so ids start at 1 and are never reused.
-static NEXT_THREAD_ID: AtomicU64 = AtomicU64::new(1);
-
-/// The id of a thread being torn down: owns no shard, ever.
-const NO_THREAD: u64 = u64::MAX;
-
-/// This thread's id for shard ownership; [`NO_THREAD`] while the thread is being torn down.
-#[inline(always)]
-fn thread_id() -> u64 {
-    THREAD_ID
-        .try_with(|id| match id.get() {
-            0 => {
-                let fresh = NEXT_THREAD_ID.fetch_add(1, Relaxed);
-                id.set(fresh);
-                fresh
-            }
-            known => known,
-        })
-        .unwrap_or(NO_THREAD)
-}
-
 /// The count of one `[op][target]` pair.
 #[derive(Debug, Default)]
 struct Cell {
@@ -98,8 +77,8 @@ impl Cell {
         self.ops.fetch_add(1, Relaxed).wrapping_add(1)
     }
 
-    /// Adds one operation of `bytes`, from the one thread that owns the cell's shard: plain
-    /// loads and stores. Returns the new operation count.
+    /// Adds one operation of `bytes`, from the one thread that holds the cell's shard's slot:
+    /// plain loads and stores. Returns the new operation count.
     #[inline(always)]
     fn bump_owned(&self, bytes: u64) -> u64 {
         let ops = self.ops.load(Relaxed).wrapping_add(1);
@@ -110,18 +89,13 @@ impl Cell {
     }
 }
 
-/// Who owns one shard, and its barrier count, on cache lines of their own. The shard's
-/// `[op][target]` counts are block `i` of [`Active::cells`].
+/// One shard's barrier count, on cache lines of its own. The shard's `[op][target]` counts
+/// are block `i` of [`Active::cells`].
 #[derive(Debug, Default)]
 #[repr(align(128))]
 struct Shard {
-    /// The thread id that owns the shard; 0 while free.
-    owner: AtomicU64,
     /// Barriers completed through this shard.
     barriers: AtomicU64,
-    /// Where the shard's block starts in [`Active::cells`] (read with `owner`, on its line,
-    /// so that finding a counter takes no multiplication).
-    first: usize,
 }
 
 /// Cells per cache-line pair (128 bytes).
@@ -176,20 +150,79 @@ struct Published {
     cq_depth: Sent<Gauge>,
 }
 
+/// A block's `[op][target]` counts and their shape. Each [`Traffic`] handle holds a copy, so
+/// that counting reads them from the handle instead of following the block's pointer first;
+/// with metrics off there are no targets, so that one comparison of the target turns away
+/// both an empty block and a target out of range.
+#[derive(Debug, Clone)]
+struct Counters {
+    /// [`SHARDS`] blocks of `stride` cells, one per shard, written by the holders of their
+    /// slots with plain loads and stores, then the overflow block, written with atomic adds
+    /// by threads without a slot. All allocated up front, so that counting never checks
+    /// whether they exist.
+    cells: Arc<[Cell]>,
+    n_targets: usize,
+    /// Cells per block: `[op][target]` rounded up to whole cache-line pairs, plus one pair of gap.
+    stride: usize,
+}
+
+impl Counters {
+    /// Counters for `n_targets` targets, all 0.
+    fn new(n_targets: usize) -> Counters {
+        let cells = Op::ALL.len() * n_targets;
+        // A line pair of gap after each block: however the allocation is aligned, no two
+        // shards' counters share a cache line (nor an adjacent-line prefetch pair).
+        let stride = (cells.div_ceil(CELLS_PER_LINE_PAIR) + 1) * CELLS_PER_LINE_PAIR;
+        Counters {
+            cells: (0..stride * (SHARDS + 1))
+                .map(|_| Cell::default())
+                .collect(),
+            n_targets,
+            stride,
+        }
+    }
+
+    /// The cells of shard `shard`, or of the overflow block ([`OVERFLOW`]).
+    fn block(&self, shard: usize) -> &[Cell] {
+        &self.cells[shard * self.stride..][..self.stride]
+    }
+
+    /// Counts one operation `op` of `bytes` towards `target` in the calling thread's shard
+    /// (or the overflow block) and returns the cell's new operation count; `None` (nothing
+    /// counted) for a target out of range, and always with metrics off.
+    #[inline(always)]
+    fn bump(&self, op: Op, target: usize, bytes: u64) -> Option<u64> {
+        if target >= self.n_targets {
+            return None;
+        }
+        let index = op as usize * self.n_targets + target;
+        let slot = slot::current();
+        Some(if slot < SHARDS {
+            self.cells[slot * self.stride + index].bump_owned(bytes)
+        } else {
+            self.bump_without_slot(index, bytes)
+        })
+    }
+
+    /// [`Counters::bump`] for a thread without a slot of its own: claims one, else counts in
+    /// the overflow block. Returns the cell's new operation count.
+    #[cold]
+    #[inline(never)]
+    fn bump_without_slot(&self, index: usize, bytes: u64) -> u64 {
+        match slot::claim() {
+            OVERFLOW => self.block(OVERFLOW)[index].bump_shared(bytes),
+            slot => self.block(slot)[index].bump_owned(bytes),
+        }
+    }
+}
+
 /// The counters of an enabled traffic block.
 #[derive(Debug)]
 struct Active {
     pe: Arc<PeShared>,
     transport: &'static str,
-    n_targets: usize,
+    counters: Counters,
     shards: [Shard; SHARDS],
-    /// `[op][target]` counts: [`SHARDS`] blocks of `stride` cells, one per shard, written by
-    /// their owners with plain loads and stores, then the overflow block, written with
-    /// atomic adds by threads without a shard. All allocated up front, so that counting
-    /// never checks whether they exist.
-    cells: Box<[Cell]>,
-    /// Cells per block: `[op][target]` rounded up to whole cache-line pairs, plus one pair of gap.
-    stride: usize,
     overflow_barriers: AtomicU64,
     /// Set when an `[op][target]` count reaches a multiple of [`OP_SAMPLE_EVERY`]: the next
     /// operation started on this block is timed.
@@ -206,6 +239,7 @@ struct Active {
 #[derive(Debug, Clone)]
 pub struct Traffic {
     active: Option<Arc<Active>>,
+    counters: Counters,
 }
 
 /// The exporter's weak reference to a traffic block, published at scrapes while it lives.
@@ -233,7 +267,10 @@ impl Source {
 impl Traffic {
     /// A traffic block that records nothing (metrics off).
     pub fn disabled() -> Traffic {
-        Traffic { active: None }
+        Traffic {
+            active: None,
+            counters: Counters::new(0),
+        }
     }
 
     pub(crate) fn new(pe: Arc<PeShared>, transport: &'static str, n_targets: usize) -> Traffic {
@@ -253,23 +290,14 @@ impl Traffic {
         );
         let in_flight_gauge = pe.gauge(names::OPS_IN_FLIGHT, &transport_label);
         let cq_depth_gauge = pe.gauge(names::CQ_DEPTH, &transport_label);
-        let cells = Op::ALL.len() * n_targets;
-        // A line pair of gap after each block: however the allocation is aligned, no two
-        // shards' counters share a cache line (nor an adjacent-line prefetch pair).
-        let stride = (cells.div_ceil(CELLS_PER_LINE_PAIR) + 1) * CELLS_PER_LINE_PAIR;
+        let counters = Counters::new(n_targets);
         Traffic {
+            counters: counters.clone(),
             active: Some(Arc::new(Active {
                 pe,
                 transport,
-                n_targets,
-                shards: std::array::from_fn(|i| Shard {
-                    first: i * stride,
-                    ..Shard::default()
-                }),
-                cells: (0..stride * (SHARDS + 1))
-                    .map(|_| Cell::default())
-                    .collect(),
-                stride,
+                counters,
+                shards: Default::default(),
                 overflow_barriers: AtomicU64::new(0),
                 sample_armed: AtomicBool::new(false),
                 latency,
@@ -277,7 +305,7 @@ impl Traffic {
                 in_flight: AtomicI64::new(0),
                 cq_depth: AtomicU64::new(0),
                 published: Mutex::new(Published {
-                    cells: (0..cells).map(|_| None).collect(),
+                    cells: (0..Op::ALL.len() * n_targets).map(|_| None).collect(),
                     barriers: None,
                     in_flight: Sent {
                         handle: in_flight_gauge,
@@ -322,12 +350,8 @@ impl Traffic {
     /// begun when [`Traffic::start`] returned `timer`.
     #[inline(always)]
     pub fn done(&self, op: Op, target: usize, bytes: usize, timer: u64) {
-        if let Some(active) = self.active.as_deref() {
-            active.add(op, target, bytes as u64);
-            if timer != 0 {
-                active.observe_since(op, timer);
-            }
-        }
+        self.count(op, target, bytes);
+        self.finish(op, timer);
     }
 
     /// Counts an operation `op` of `bytes` payload bytes towards PE `target` that can no
@@ -338,9 +362,14 @@ impl Traffic {
     /// no sampler to consult before the operation.
     #[inline(always)]
     pub fn count_timed(&self, op: Op, target: usize, bytes: usize) -> u64 {
-        match self.active.as_deref() {
-            Some(active) => active.add_timed(op, target, bytes as u64),
-            None => 0,
+        if self
+            .counters
+            .bump(op, target, bytes as u64)
+            .is_some_and(sample_due_at)
+        {
+            clock()
+        } else {
+            0
         }
     }
 
@@ -376,8 +405,21 @@ impl Traffic {
     /// one timed with [`Traffic::start`] and [`Traffic::finish`].
     #[inline(always)]
     pub fn count(&self, op: Op, target: usize, bytes: usize) {
+        if self
+            .counters
+            .bump(op, target, bytes as u64)
+            .is_some_and(sample_due_at)
+        {
+            self.arm_sampler();
+        }
+    }
+
+    /// Has the next operation started on this block timed (see [`Traffic::start`]).
+    #[cold]
+    #[inline(never)]
+    fn arm_sampler(&self) {
         if let Some(active) = &self.active {
-            active.add(op, target, bytes as u64);
+            active.sample_armed.store(true, Relaxed);
         }
     }
 
@@ -471,38 +513,6 @@ impl Drop for Active {
 }
 
 impl Active {
-    /// The index of the shard the calling thread owns, claiming one if it has none; `None`
-    /// when every shard belongs to other threads.
-    #[inline(always)]
-    fn own_shard(&self) -> Option<usize> {
-        let me = thread_id();
-        let home = me as usize % SHARDS;
-        if self.shards[home].owner.load(Relaxed) == me {
-            Some(home)
-        } else {
-            self.claim_shard(me)
-        }
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn claim_shard(&self, me: u64) -> Option<usize> {
-        if me == NO_THREAD {
-            return None;
-        }
-        (0..SHARDS).map(|i| (me as usize + i) % SHARDS).find(|&i| {
-            let owner = &self.shards[i].owner;
-            let current = owner.load(Relaxed);
-            current == me
-                || (current == 0 && owner.compare_exchange(0, me, Relaxed, Relaxed).is_ok())
-        })
-    }
-
-    /// The `[op][target]` cells of shard `shard`, or of the overflow block (`SHARDS`).
-    fn block(&self, shard: usize) -> &[Cell] {
-        &self.cells[shard * self.stride..][..self.stride]
-    }
-
     /// The start of an operation to time (nanoseconds from [`clock`]) when the sampler is
     /// armed, else 0: one load in the common case.
     #[inline(always)]
@@ -532,56 +542,6 @@ impl Active {
         self.pe.error(error.kind());
     }
 
-    /// Adds one operation `op` of `bytes` towards `target` to the calling thread's shard (or
-    /// the overflow block); arms the sampler when the count reaches a multiple of
-    /// [`OP_SAMPLE_EVERY`].
-    #[inline(always)]
-    fn add(&self, op: Op, target: usize, bytes: u64) {
-        if self.bump(op, target, bytes).is_some_and(sample_due_at) {
-            self.sample_armed.store(true, Relaxed);
-        }
-    }
-
-    /// [`Active::add`] for operations that time themselves from their counting on: the start
-    /// time when the count reaches a multiple of [`OP_SAMPLE_EVERY`], else 0.
-    #[inline(always)]
-    fn add_timed(&self, op: Op, target: usize, bytes: u64) -> u64 {
-        if self.bump(op, target, bytes).is_some_and(sample_due_at) {
-            clock()
-        } else {
-            0
-        }
-    }
-
-    /// Counts one operation `op` of `bytes` towards `target` in the calling thread's shard
-    /// (or the overflow block) and returns the cell's new operation count; `None` (nothing
-    /// counted) for a target out of range.
-    #[inline(always)]
-    fn bump(&self, op: Op, target: usize, bytes: u64) -> Option<u64> {
-        if target >= self.n_targets {
-            return None;
-        }
-        let index = op as usize * self.n_targets + target;
-        let me = thread_id();
-        let shard = &self.shards[me as usize % SHARDS];
-        Some(if shard.owner.load(Relaxed) == me {
-            self.cells[shard.first + index].bump_owned(bytes)
-        } else {
-            self.add_away_from_home(me, index, bytes)
-        })
-    }
-
-    /// [`Active::bump`] for a thread whose home shard is not its own: claims a shard, or counts
-    /// in the overflow block. Returns the cell's new operation count.
-    #[cold]
-    #[inline(never)]
-    fn add_away_from_home(&self, me: u64, index: usize, bytes: u64) -> u64 {
-        match self.claim_shard(me) {
-            Some(shard) => self.block(shard)[index].bump_owned(bytes),
-            None => self.block(SHARDS)[index].bump_shared(bytes),
-        }
-    }
-
     #[cold]
     #[inline(never)]
     fn observe_since(&self, op: Op, timer: u64) {
@@ -590,13 +550,13 @@ impl Active {
     }
 
     fn count_barrier(&self) {
-        match self.own_shard() {
-            Some(shard) => {
-                let barriers = &self.shards[shard].barriers;
-                barriers.store(barriers.load(Relaxed).wrapping_add(1), Relaxed);
-            }
-            None => {
+        match slot::this_thread() {
+            OVERFLOW => {
                 self.overflow_barriers.fetch_add(1, Relaxed);
+            }
+            slot => {
+                let barriers = &self.shards[slot].barriers;
+                barriers.store(barriers.load(Relaxed).wrapping_add(1), Relaxed);
             }
         }
     }
@@ -607,8 +567,9 @@ impl Active {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         let published = &mut *published;
-        let blocks: Vec<&[Cell]> = (0..=SHARDS).map(|b| self.block(b)).collect();
-        for index in 0..Op::ALL.len() * self.n_targets {
+        let n_targets = self.counters.n_targets;
+        let blocks: Vec<&[Cell]> = (0..=SHARDS).map(|b| self.counters.block(b)).collect();
+        for index in 0..Op::ALL.len() * n_targets {
             let (mut ops, mut bytes) = (0u64, 0u64);
             for cells in &blocks {
                 ops = ops.wrapping_add(cells[index].ops.load(Relaxed));
@@ -618,11 +579,11 @@ impl Active {
                 continue;
             }
             let handles = published.cells[index].get_or_insert_with(|| {
-                let op = Op::ALL[index / self.n_targets];
+                let op = Op::ALL[index / n_targets];
                 let labels = [
                     Label::new(names::OP, op.label()),
                     Label::new(names::TRANSPORT, self.transport),
-                    Label::new(names::TARGET_PE, (index % self.n_targets).to_string()),
+                    Label::new(names::TARGET_PE, (index % n_targets).to_string()),
                 ];
                 (
                     Sent {
