@@ -182,6 +182,15 @@ impl Counters {
         }
     }
 
+    /// No counters at all (metrics off): every target is out of range.
+    fn empty() -> Counters {
+        Counters {
+            cells: Arc::new([]),
+            n_targets: 0,
+            stride: 0,
+        }
+    }
+
     /// The cells of shard `shard`, or of the overflow block ([`OVERFLOW`]).
     fn block(&self, shard: usize) -> &[Cell] {
         &self.cells[shard * self.stride..][..self.stride]
@@ -269,7 +278,7 @@ impl Traffic {
     pub fn disabled() -> Traffic {
         Traffic {
             active: None,
-            counters: Counters::new(0),
+            counters: Counters::empty(),
         }
     }
 
