@@ -90,7 +90,7 @@ impl Cell {
 }
 
 /// One shard's barrier count, on cache lines of its own. The shard's `[op][target]` counts
-/// are block `i` of [`Active::cells`].
+/// are block `i` of [`Counters::cells`].
 #[derive(Debug, Default)]
 #[repr(align(128))]
 struct Shard {
