@@ -1,8 +1,8 @@
 //! What counting one operation costs, in one process, against the same loop with metrics off:
 //! a loop that stands for a host operation (an 8-byte store, alone as in an operation with no
-//! fence such as `get`, or followed by the full fence that ends a `put` and a `quiet`) records each
-//! iteration through [`Traffic::count_timed`] and [`Traffic::finish`] as the data plane does,
-//! into an enabled block and into a disabled one, in alternating batches. Both runs execute
+//! fence such as `get`, or followed by the full fence that ends a `put` and a `quiet`)
+//! records each iteration through [`Traffic::count_timed`] and [`Traffic::finish`] as the data
+//! plane does, into an enabled block and into a disabled one, in alternating batches. Both runs execute
 //! the same machine code (only the block differs), so the difference is the count's, without
 //! the process-to-process noise that `scripts/compare-metrics` has to average away.
 //!
