@@ -2,9 +2,10 @@
 //! a loop that stands for a host operation (an 8-byte store, alone as in an operation with no
 //! fence such as `get`, or followed by the full fence that ends a `put` and a `quiet`)
 //! records each iteration through [`Traffic::count_timed`] and [`Traffic::finish`] as the data
-//! plane does, into an enabled block and into a disabled one, in alternating batches. Both runs execute
-//! the same machine code (only the block differs), so the difference is the count's, without
-//! the process-to-process noise that `scripts/compare-metrics` has to average away.
+//! plane does, into an enabled block and into a disabled one, in alternating batches. Both
+//! runs execute the same machine code (only the block differs), so the difference is the
+//! count's, without the process-to-process noise that `scripts/compare-metrics` has to
+//! average away.
 //!
 //! ```text
 //! cargo bench -p ferroshmem-observability --bench count_cost [-- --batches N --ops N --threads N]
