@@ -78,7 +78,7 @@ fn batch(traffic: &Traffic, memory: &[AtomicU64], fenced: bool, ops: u64) -> f64
 fn measure(cfg: &Config, on: &Traffic, fenced: bool) -> (f64, f64) {
     let off = Traffic::disabled();
     let start = Barrier::new(cfg.threads);
-    let mut times: Vec<(f64, f64)> = std::thread::scope(|s| {
+    let (off_times, on_times): (Vec<f64>, Vec<f64>) = std::thread::scope(|s| {
         let workers: Vec<_> = (0..cfg.threads)
             .map(|_| {
                 s.spawn(|| {
@@ -105,8 +105,6 @@ fn measure(cfg: &Config, on: &Traffic, fenced: bool) -> (f64, f64) {
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]
     };
-    let off_times = times.iter().map(|t| t.0).collect();
-    let on_times = times.drain(..).map(|t| t.1).collect();
     (median(off_times), median(on_times))
 }
 

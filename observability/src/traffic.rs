@@ -367,8 +367,8 @@ impl Traffic {
     /// longer fail, before it moves its data, and returns its timer: a start time for one
     /// operation in [`OP_SAMPLE_EVERY`] of each `[op][target]` count (the one that reaches a
     /// multiple of it), else 0. Give the timer to [`Traffic::finish`] once the data has
-    /// moved. The cheapest way to record an operation: one test of the block, the count, and
-    /// no sampler to consult before the operation.
+    /// moved. The cheapest way to record an operation: one comparison of the target (a
+    /// disabled block has no targets), the count, and no sampler to consult before it.
     #[inline(always)]
     pub fn count_timed(&self, op: Op, target: usize, bytes: usize) -> u64 {
         if self
