@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use ferroshmem_runtime::heap::{HeapAllocator, HeapCall};
+use ferroshmem_runtime::heap::{AllocRequest, HeapAllocator, HeapCall};
 use ferroshmem_runtime::{Allocation, DataPlane, Error, Result};
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::sync::oneshot;
@@ -25,8 +25,7 @@ const GOODBYE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 pub(crate) enum Command {
     /// Collective allocation.
     Alloc {
-        bytes: usize,
-        align: usize,
+        request: AllocRequest,
         zero: bool,
         reply: oneshot::Sender<Result<Allocation>>,
     },
@@ -47,6 +46,8 @@ pub(crate) enum Command {
     HeapUsage {
         reply: oneshot::Sender<(usize, usize)>,
     },
+    /// The PE has begun to finalize: the root learns that it makes no more collective calls.
+    Finalizing,
     /// Clean end of the PE (after its final barrier).
     Finalize { reply: oneshot::Sender<Result<()>> },
 }
@@ -194,8 +195,7 @@ impl PeActor {
     fn command(&mut self, cmd: Command, pending: &mut HashMap<(u64, u64), Pending>) {
         match cmd {
             Command::Alloc {
-                bytes,
-                align,
+                request,
                 zero,
                 reply,
             } => {
@@ -203,11 +203,18 @@ impl PeActor {
                     let _ = reply.send(Err(e));
                     return;
                 }
-                let local = self.heap.alloc(bytes, align);
+                // A refused request still makes the collective call, as one that failed.
+                let local = request
+                    .checked()
+                    .and_then(|(bytes, align)| self.heap.alloc(bytes, align));
                 if let (Ok(offset), true) = (&local, zero) {
-                    self.data.zero_local(*offset, bytes);
+                    self.data.zero_local(*offset, request.bytes());
                 }
-                let call = HeapCall::alloc(bytes, align, local.as_ref().ok().copied());
+                let call = HeapCall::alloc(
+                    request.bytes(),
+                    request.align(),
+                    local.as_ref().ok().copied(),
+                );
                 let key = self.contribute_heap_call(call.encode());
                 pending.insert(key, Pending::Alloc { call, local, reply });
             }
@@ -220,7 +227,8 @@ impl PeActor {
                 // the other PEs are not left waiting (they see a mismatch) and nothing is freed.
                 let call = (alloc.heap() == self.data.heap_id())
                     .then(|| HeapCall::free(alloc.bytes(), alloc.offset()));
-                let key = self.contribute_heap_call(call.map_or_else(Vec::new, |c| c.encode()));
+                let key =
+                    self.contribute_heap_call(call.unwrap_or_else(HeapCall::refused_free).encode());
                 pending.insert(key, Pending::Free { call, alloc, reply });
             }
             Command::Exchange {
@@ -240,6 +248,14 @@ impl PeActor {
             }
             Command::HeapUsage { reply } => {
                 let _ = reply.send((self.heap.used(), self.heap.size()));
+            }
+            Command::Finalizing => {
+                let next = self
+                    .seqs
+                    .iter()
+                    .map(|(&group, &seq)| (group, seq))
+                    .collect();
+                let _ = self.link.to_root.send(FromPe::Finalizing { next });
             }
             Command::Finalize { .. } => unreachable!("handled by the loop"),
         }
@@ -275,17 +291,20 @@ impl PeActor {
                 let _ = reply.send(outcome);
             }
             Pending::Alloc { call, local, reply } => {
-                let outcome = match self.heap_mismatch(&call, &gathered) {
-                    Some(detail) => {
+                // A PE whose own step failed reports why; the others, the mismatch.
+                let outcome = match (local, self.heap_mismatch(&call, &gathered)) {
+                    (Err(own), _) => Err(own),
+                    (Ok(offset), Some(detail)) => {
                         tracing::warn!(pe = self.rank, "collective malloc mismatch: {detail}");
-                        self.undo_alloc(&call, &local);
+                        let _ = self.heap.free(offset);
                         Err(Error::CollectiveMismatch {
                             operation: "malloc",
                             detail,
                         })
                     }
-                    None => local
-                        .map(|offset| Allocation::new(self.data.heap_id(), offset, call.bytes())),
+                    (Ok(offset), None) => {
+                        Ok(Allocation::new(self.data.heap_id(), offset, call.bytes()))
+                    }
                 };
                 let offset = outcome.as_ref().map(Allocation::offset);
                 tracing::debug!(

@@ -7,9 +7,7 @@ use std::time::{Duration, Instant};
 
 use ferroshmem_runtime::config::{node_key, spin_from_env, symmetric_size_from_env};
 use ferroshmem_runtime::heap::HeapAllocator;
-use ferroshmem_runtime::{
-    DataPlane, DataPlaneParts, Error, Health, HeapId, Result, Segment, Teams,
-};
+use ferroshmem_runtime::{DataPlane, DataPlaneParts, Error, Health, HeapId, Result, Segment};
 use std::collections::HashMap;
 use tokio::sync::mpsc::unbounded_channel;
 use tokio::task::{JoinHandle, JoinSet};
@@ -58,13 +56,13 @@ fn start_pe(
         health: Arc::new(Health::new()),
         spin: settings.spin,
     })?);
-    // The top of the heap is the team pool (teams' control regions), outside `malloc`'s reach.
-    let pool = Teams::pool_layout(settings.heap_size, data.n_pes())?;
     let (mailbox_tx, mailbox) = unbounded_channel();
     let actor = PeActor {
         rank,
         data: data.clone(),
-        heap: HeapAllocator::new(pool.user_heap_bytes()),
+        // The top of the heap is the team pool (teams' control regions), outside `malloc`'s
+        // reach.
+        heap: HeapAllocator::new(data.user_heap_bytes()),
         link,
         mailbox,
         seqs: HashMap::from([(0, next_seq)]),

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytemuck::Pod;
+use ferroshmem_runtime::heap::AllocRequest;
 use ferroshmem_runtime::{DataPlane, Error, Result, SymBuffer, Teams};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::oneshot;
@@ -95,22 +96,11 @@ impl Pe {
         rx.await.map_err(|_| Error::Shutdown)
     }
 
-    fn bytes_for<T: Pod>(len: usize) -> Result<usize> {
-        len.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| {
-            Error::InvalidArgument(format!(
-                "{len} elements of {} bytes overflow",
-                std::mem::size_of::<T>()
-            ))
-        })
-    }
-
     async fn allocate<T: Pod>(&self, len: usize, align: usize, zero: bool) -> Result<SymBuffer<T>> {
         let started = Instant::now();
-        let bytes = Self::bytes_for::<T>(len)?;
         let alloc = self
             .ask(|reply| Command::Alloc {
-                bytes,
-                align,
+                request: AllocRequest::of::<T>(len, align),
                 zero,
                 reply,
             })
@@ -123,6 +113,11 @@ impl Pe {
     /// Allocates `len` elements of `T` on every PE (`shmem_malloc`). Collective: every PE
     /// calls it with the same `len`, in the same order; a PE that differs gets, on every PE,
     /// [`Error::CollectiveMismatch`] and nothing is allocated. The contents are unspecified.
+    ///
+    /// # Errors
+    /// Besides the mismatch: [`Error::InvalidArgument`] when `len` elements overflow,
+    /// [`Error::HeapExhausted`]. A PE whose own arguments are refused still takes part in
+    /// the call, so the others fail with the mismatch rather than wait for it.
     pub async fn malloc<T: Pod>(&self, len: usize) -> Result<SymBuffer<T>> {
         self.allocate(len, std::mem::align_of::<T>(), false).await
     }
@@ -132,13 +127,10 @@ impl Pe {
         self.allocate(len, std::mem::align_of::<T>(), true).await
     }
 
-    /// As [`Pe::malloc`], aligned to `align` bytes, a power of two (`shmem_align`).
+    /// As [`Pe::malloc`], aligned to `align` bytes, a power of two (`shmem_align`); any
+    /// other alignment is [`Error::InvalidAlignment`] (on the other PEs, the mismatch).
     pub async fn align<T: Pod>(&self, align: usize, len: usize) -> Result<SymBuffer<T>> {
-        if align == 0 || !align.is_power_of_two() {
-            return Err(Error::InvalidAlignment(align));
-        }
-        self.allocate(len, align.max(std::mem::align_of::<T>()), false)
-            .await
+        self.allocate(len, align, false).await
     }
 
     /// Frees a symmetric buffer on every PE (`shmem_free`). Collective, like `malloc`; it
@@ -217,12 +209,26 @@ impl Pe {
     }
 
     /// Ends this PE's part in the job: a final `barrier_all`, then the PE leaves the control
-    /// plane cleanly (`shmem_finalize`). `run_local` and `run` call it for you. From its
-    /// start, the other PEs' team calls that wait for a call this PE never made fail with
-    /// `CollectiveMismatch` instead of waiting for it.
+    /// plane cleanly (`shmem_finalize`). `run_local` and `run` call it for you.
+    ///
+    /// From its start, the other PEs' collective calls that wait for a call this PE never
+    /// made fail with [`Error::CollectiveMismatch`] instead of waiting for it: team calls,
+    /// heap calls (`malloc`, `free`, exchanges), and world barriers past the one this
+    /// PE's final barrier met. Afterwards every call on any clone of this handle fails with
+    /// [`Error::Shutdown`] (or with the job's failure, if it had failed).
     pub async fn finalize(self) -> Result<()> {
         self.mark_finalizing();
-        self.barrier_all().await?;
-        self.ask(|reply| Command::Finalize { reply }).await?
+        let result = match self.inner.mailbox.send(Command::Finalizing) {
+            Err(_) => Err(Error::Shutdown),
+            Ok(()) => match self.barrier_all().await {
+                Ok(()) => self
+                    .ask(|reply| Command::Finalize { reply })
+                    .await
+                    .and_then(|r| r),
+                Err(e) => Err(e),
+            },
+        };
+        self.shut_down();
+        result
     }
 }

@@ -4,7 +4,7 @@
 //! caller stops waiting.
 
 use bytemuck::Pod;
-use ferroshmem_runtime::heap::{HeapAllocator, HeapCall};
+use ferroshmem_runtime::heap::{AllocRequest, HeapAllocator, HeapCall};
 use ferroshmem_runtime::{Allocation, Error, Result, SymBuffer};
 use tokio::sync::OwnedMutexGuard;
 
@@ -12,32 +12,43 @@ use crate::collective::GPU_GROUP;
 use crate::heap::{GpuBuffer, GPU_HEADER};
 use crate::pe::GpuPe;
 
+/// What the GPU heap asks of an allocation besides the host's checks: device addresses are
+/// aligned only [`GPU_HEADER`] far.
+fn gpu_checked(request: &AllocRequest) -> Result<(usize, usize)> {
+    let (bytes, align) = request.checked()?;
+    if align > GPU_HEADER {
+        return Err(Error::InvalidArgument(format!(
+            "GPU heap alignments above {GPU_HEADER} bytes are not supported (asked for {align})"
+        )));
+    }
+    Ok((bytes, align))
+}
+
 impl GpuPe {
     async fn allocate<T: Pod>(&self, len: usize, align: usize, zero: bool) -> Result<GpuBuffer<T>> {
-        let bytes = len.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| {
-            Error::InvalidArgument(format!("{len} elements overflow the GPU heap"))
-        })?;
+        let request = AllocRequest::of::<T>(len, align);
         // The heap is this call's from here on: calls run in the order they were made, and a
         // future dropped before this point has had no effect.
         let heap = self.inner.allocator.clone().lock_owned().await;
         let pe = self.clone();
-        let alloc =
-            run_to_the_end(async move { pe.allocate_bytes(heap, bytes, align, zero).await })
-                .await
-                .and_then(|done| done)?;
+        let alloc = run_to_the_end(async move { pe.allocate_bytes(heap, request, zero).await })
+            .await
+            .and_then(|done| done)?;
         Ok(GpuBuffer::new(SymBuffer::from_allocation(alloc, len)?))
     }
 
-    /// The collective part of an allocation of `bytes` bytes, aligned to `align`.
+    /// The collective part of an allocation. A request this PE refuses still takes part in
+    /// the agreement, as an allocation that failed locally, so that the others fail instead
+    /// of waiting for it.
     async fn allocate_bytes(
         &self,
         mut heap: OwnedMutexGuard<HeapAllocator>,
-        bytes: usize,
-        align: usize,
+        request: AllocRequest,
         zero: bool,
     ) -> Result<Allocation> {
         self.inner.host.health().check()?;
-        let mut local = heap.alloc(bytes, align);
+        let bytes = request.bytes();
+        let mut local = gpu_checked(&request).and_then(|(bytes, align)| heap.alloc(bytes, align));
         if let (Ok(offset), true) = (&local, zero) {
             // A failed zero-fill is a failed local allocation: this PE still takes part in
             // the agreement below (the others would wait for it), and every PE rolls back.
@@ -47,14 +58,17 @@ impl GpuPe {
                 local = Err(e);
             }
         }
-        let call = HeapCall::alloc(bytes, align, local.as_ref().ok().copied());
-        if let Err(e) = self.agree(&call, "GPU malloc").await {
-            if let Ok(offset) = &local {
-                let _ = heap.free(*offset);
+        let call = HeapCall::alloc(bytes, request.align(), local.as_ref().ok().copied());
+        let agreed = self.agree(&call, "GPU malloc").await;
+        // A PE whose own step failed reports why; the others, the mismatch.
+        let offset = match (local, agreed) {
+            (Err(own), _) => return Err(own),
+            (Ok(offset), Err(e)) => {
+                let _ = heap.free(offset);
+                return Err(e);
             }
-            return Err(e);
-        }
-        let offset = local?;
+            (Ok(offset), Ok(())) => offset,
+        };
         self.report_heap(&heap);
         Ok(Allocation::new(self.inner.heap, offset, bytes))
     }
@@ -88,16 +102,7 @@ impl GpuPe {
     /// above 64 KiB (device addresses are aligned only that far), as [`GpuPe::malloc`]
     /// otherwise.
     pub async fn align<T: Pod>(&self, align: usize, len: usize) -> Result<GpuBuffer<T>> {
-        if align == 0 || !align.is_power_of_two() {
-            return Err(Error::InvalidAlignment(align));
-        }
-        if align > GPU_HEADER {
-            return Err(Error::InvalidArgument(format!(
-                "GPU heap alignments above {GPU_HEADER} bytes are not supported (asked for {align})"
-            )));
-        }
-        self.allocate(len, align.max(std::mem::align_of::<T>()), false)
-            .await
+        self.allocate(len, align, false).await
     }
 
     /// Frees a symmetric GPU buffer on every PE (`nvshmem_free`). Collective, like `malloc`.
@@ -115,9 +120,6 @@ impl GpuPe {
         let back = |alloc: Allocation| {
             GpuBuffer::new(SymBuffer::from_allocation(alloc, len).expect("the same allocation"))
         };
-        if alloc.heap() != self.inner.heap {
-            return Err((Error::NotSymmetric, back(alloc)));
-        }
         let (offset, bytes) = (alloc.offset(), alloc.bytes());
         let heap = self.inner.allocator.clone().lock_owned().await;
         let pe = self.clone();
@@ -128,7 +130,8 @@ impl GpuPe {
         }
     }
 
-    /// The collective part of a free.
+    /// The collective part of a free. A buffer of another heap is refused after the
+    /// agreement, so that the other PEs fail instead of waiting for this one.
     async fn free_allocation(
         &self,
         mut heap: OwnedMutexGuard<HeapAllocator>,
@@ -137,8 +140,16 @@ impl GpuPe {
         if let Err(e) = self.synchronize().await {
             return Err((e, alloc));
         }
-        let call = HeapCall::free(alloc.bytes(), alloc.offset());
-        if let Err(e) = self.agree(&call, "GPU free").await {
+        let ours = alloc.heap() == self.inner.heap;
+        let call = match ours {
+            true => HeapCall::free(alloc.bytes(), alloc.offset()),
+            false => HeapCall::refused_free(),
+        };
+        let agreed = self.agree(&call, "GPU free").await;
+        if !ours {
+            return Err((Error::NotSymmetric, alloc));
+        }
+        if let Err(e) = agreed {
             return Err((e, alloc));
         }
         match heap.free(alloc.offset()) {

@@ -465,6 +465,10 @@ impl GpuPe {
     ) -> Result<u64> {
         self.check_pe(pe)?;
         let span = view.span(self.inner.heap)?;
+        // A handle made by hand may claim any range: it must lie inside the GPU heap.
+        if view.reach().1 > self.heap_size() {
+            return Err(Error::NotSymmetric);
+        }
         if needed > span.len {
             return Err(Error::OutOfBounds {
                 what,

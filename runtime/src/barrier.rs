@@ -9,8 +9,14 @@
 //! The guard also marks the PE's segment header, where a peer whose wait for that PE's
 //! signal has gone to sleep reads it: the signal will never come, so the peer's barrier
 //! fails too (and breaks in turn, so the PEs waiting for it learn of it the same way).
+//!
+//! A PE that finalizes writes the number of its final barrier in its header first. A peer
+//! whose sleeping wait is for a later barrier of that PE's (it made one barrier more than the
+//! finalizing PE, whose final barrier met one of its own) fails the same way, with
+//! [`Error::CollectiveMismatch`], instead of waiting for a PE that has left.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use crate::data_plane::DataPlane;
 use crate::error::{Error, Result};
@@ -24,8 +30,7 @@ const BROKEN: u64 = 1 << 63;
 /// A barrier in progress on this PE. Dropped before [`InProgress::finish`] (an error midway,
 /// or a cancelled future), it marks the PE's world barrier broken.
 struct InProgress<'a> {
-    word: &'a AtomicU64,
-    own: &'a Segment,
+    dp: &'a DataPlane,
     finished: bool,
 }
 
@@ -41,10 +46,42 @@ impl Drop for InProgress<'_> {
         if !self.finished {
             // Relaxed: only this PE's later barriers read the word, each with a
             // read-modify-write that comes after this one.
-            self.word.fetch_or(BROKEN, Ordering::Relaxed);
-            self.own.barrier_broken().store(1, Ordering::Release);
+            self.dp.barrier_epoch.fetch_or(BROKEN, Ordering::Relaxed);
+            self.dp
+                .own_segment()
+                .barrier_broken()
+                .store(1, Ordering::Release);
         }
     }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Why the PE of segment `peer` (PE `pe`) will never signal this PE's world barrier `epoch`,
+/// if its header says so: it left one of its barriers unfinished, or it finalized at an
+/// earlier barrier.
+fn never_signals(peer: &Segment, pe: usize, epoch: u64) -> Result<()> {
+    let detail = if peer.barrier_broken().load(Ordering::Acquire) != 0 {
+        format!(
+            "PE {pe} left a world barrier unfinished (cancelled or failed midway), so it will \
+             not come to this one"
+        )
+    } else {
+        match peer.finalizing().load(Ordering::Acquire) {
+            last @ 1.. if last < epoch => format!(
+                "PE {pe} has finalized: its final barrier was world barrier {last}, and this \
+                 PE is in world barrier {epoch} (the PEs made different numbers of world \
+                 barriers)"
+            ),
+            _ => return Ok(()),
+        }
+    };
+    Err(Error::CollectiveMismatch {
+        operation: "barrier",
+        detail: format!("{detail}; this PE's world barrier cannot be used any more"),
+    })
 }
 
 impl DataPlane {
@@ -55,13 +92,15 @@ impl DataPlane {
     ///
     /// # Errors
     /// [`Error::PeerLost`] (or the job's other failure) when the job has failed;
-    /// [`Error::InvalidArgument`] at once when an earlier `sync_all` or `barrier_all` of this
-    /// PE was left unfinished; [`Error::CollectiveMismatch`] when a PE whose signal it waits
-    /// for left one unfinished (it will never signal again).
+    /// [`Error::Shutdown`] once this PE has finalized; at once, when an earlier `sync_all`
+    /// or `barrier_all` of this PE was left unfinished, the error that one failed with, or
+    /// [`Error::InvalidArgument`] if it was cancelled;
+    /// [`Error::CollectiveMismatch`] when a PE whose signal it waits for left one unfinished
+    /// or finalized at an earlier barrier (it will never signal again).
     ///
     /// Cancel safety: not cancel safe; dropped midway (or failing midway), it leaves this PE
     /// out of step with the others, so every later `sync_all` and `barrier_all` of the PE
-    /// fails with [`Error::InvalidArgument`].
+    /// fails (with [`Error::InvalidArgument`] after a cancellation).
     pub async fn sync_all(&self) -> Result<()> {
         let started = self.traffic.barrier_start();
         let result = self.dissemination().await;
@@ -71,21 +110,47 @@ impl DataPlane {
 
     /// The dissemination barrier behind [`DataPlane::sync_all`].
     async fn dissemination(&self) -> Result<()> {
-        let n = self.n_pes();
+        self.health.check()?;
         let epoch = self.barrier_epoch.fetch_add(1, Ordering::Relaxed) + 1;
         if epoch & BROKEN != 0 {
-            self.health.check()?;
-            return Err(Error::InvalidArgument(
-                "a barrier of this PE was cancelled or failed midway, so the PEs no longer agree: this PE's world barrier cannot be used".into(),
-            ));
+            return Err(self.broken_barrier());
         }
-        let own = self.own_segment();
-        own.barriers_begun().store(epoch, Ordering::Release);
+        self.own_segment()
+            .barriers_begun()
+            .store(epoch, Ordering::Release);
         let barrier = InProgress {
-            word: &self.barrier_epoch,
-            own,
+            dp: self,
             finished: false,
         };
+        match self.rounds(epoch).await {
+            Ok(()) => {
+                barrier.finish();
+                self.health.check()
+            }
+            Err(e) => {
+                *lock(&self.barrier_failure) = Some(e.clone());
+                Err(e)
+            }
+        }
+    }
+
+    /// Why this PE's world barrier cannot be used: the error its broken barrier failed with
+    /// (a lost peer stays a lost peer), or its cancellation.
+    #[cold]
+    fn broken_barrier(&self) -> Error {
+        lock(&self.barrier_failure).clone().unwrap_or_else(|| {
+            Error::InvalidArgument(
+                "a barrier of this PE was cancelled midway, so the PEs no longer agree: this \
+                 PE's world barrier cannot be used"
+                    .into(),
+            )
+        })
+    }
+
+    /// The rounds of world barrier `epoch`.
+    async fn rounds(&self, epoch: u64) -> Result<()> {
+        let n = self.n_pes();
+        let own = self.own_segment();
         let mut distance = 1;
         let mut round = 0;
         while distance < n {
@@ -95,20 +160,14 @@ impl DataPlane {
             to.wake_watchers(at, at + 8);
             let flag = own.barrier_flag(round);
             let from = (self.my_pe + n - distance) % n;
-            let broken = self.segments[from].barrier_broken();
+            let peer = &*self.segments[from];
             let mut stalled = || {
-                // A PE may signal and break afterwards: only a missing signal is final.
-                if broken.load(Ordering::Acquire) == 0 || flag.load(Ordering::Acquire) >= epoch {
+                // A PE may signal and break or finalize afterwards: only a missing signal is
+                // final.
+                if flag.load(Ordering::Acquire) >= epoch {
                     return Ok(());
                 }
-                Err(Error::CollectiveMismatch {
-                    operation: "barrier",
-                    detail: format!(
-                        "PE {from} left a world barrier unfinished (cancelled or failed \
-                         midway), so it will not come to this one; this PE's world barrier \
-                         cannot be used any more"
-                    ),
-                })
+                never_signals(peer, from, epoch)
             };
             Wait::new(
                 self,
@@ -121,14 +180,18 @@ impl DataPlane {
             distance *= 2;
             round += 1;
         }
-        barrier.finish();
-        self.health.check()
+        Ok(())
     }
 
     /// Tells the other PEs that this PE has begun to finalize: it will make no more collective
-    /// calls, so a team call waiting for one it has not made fails instead of waiting.
+    /// calls but its final barrier, the next world barrier it begins. A team call waiting for
+    /// a call it has not made, and a world barrier waiting for one past its final barrier,
+    /// fail instead of waiting.
     pub fn mark_finalizing(&self) {
-        self.own_segment().finalizing().store(1, Ordering::Release);
+        let final_barrier = self.barriers_begun() + 1;
+        self.own_segment()
+            .finalizing()
+            .store(final_barrier, Ordering::Release);
     }
 
     /// How many world barriers this PE has begun.
@@ -144,7 +207,7 @@ impl DataPlane {
     ///
     /// Cancel safety: not cancel safe; dropped midway (or failing midway), it leaves this PE
     /// out of step with the others, so every later `sync_all` and `barrier_all` of the PE
-    /// fails with [`Error::InvalidArgument`].
+    /// fails (with [`Error::InvalidArgument`] after a cancellation).
     pub async fn barrier_all(&self) -> Result<()> {
         self.quiet().await?;
         self.sync_all().await

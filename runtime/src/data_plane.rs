@@ -3,8 +3,8 @@
 //! through any actor's mailbox. The operations themselves live in sibling modules
 //! ([`crate::rma`], [`crate::amo`], [`crate::signal`], [`crate::wait`], [`crate::barrier`]).
 
-use std::sync::atomic::AtomicU64;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytemuck::Pod;
@@ -13,8 +13,9 @@ use ferroshmem_observability::{PeMetrics, Traffic};
 use crate::doorbell::Doorbell;
 use crate::error::{Error, Result};
 use crate::health::Health;
-use crate::heap::{HeapId, SymSlice};
+use crate::heap::{Area, HeapId, Span, SymSlice};
 use crate::segment::{Segment, HEADER_SIZE};
+use crate::team::Teams;
 
 /// Runs one operation `$op` of `$bytes` payload bytes towards PE `$pe`, counted in the data
 /// plane's traffic: `$check` (which may use `?`) validates it and returns `Ok` of what `$body`
@@ -59,11 +60,21 @@ pub struct DataPlaneParts {
 pub struct DataPlane {
     pub(crate) my_pe: usize,
     pub(crate) heap: HeapId,
+    /// The heap id that views must carry: the job's while the PE is open, its complement
+    /// once it has shut down, so that the check every operation makes of its views' heap
+    /// also refuses every operation after `finalize`, at no cost before.
+    open_heap: AtomicU64,
+    /// Where each [`Area`] of the heap ends (heap offsets): the user heap below the team
+    /// pool, the pool at the end of the heap.
+    area_ends: [usize; 2],
     pub(crate) segments: Vec<Arc<Segment>>,
     pub(crate) doorbell: Doorbell,
     pub(crate) health: Arc<Health>,
     pub(crate) spin: Duration,
     pub(crate) barrier_epoch: AtomicU64,
+    /// The error a world barrier of this PE failed with midway, which every later one
+    /// returns.
+    pub(crate) barrier_failure: Mutex<Option<Error>>,
     pub(crate) metrics: PeMetrics,
     /// This PE's traffic over shared memory (every peer of a host-memory job).
     pub(crate) traffic: Traffic,
@@ -82,14 +93,19 @@ impl DataPlane {
             .clone();
         let metrics = PeMetrics::new(parts.my_pe, parts.heap.0);
         let traffic = metrics.traffic("shm", parts.segments.len());
+        let heap_size = own.heap_size();
+        let pool = Teams::pool_layout(heap_size, parts.segments.len())?;
         Ok(DataPlane {
             my_pe: parts.my_pe,
             heap: parts.heap,
+            open_heap: AtomicU64::new(parts.heap.0),
+            area_ends: [pool.user_heap_bytes(), heap_size],
             doorbell: Doorbell::start(parts.my_pe, own)?,
             segments: parts.segments,
             health: parts.health,
             spin: parts.spin,
             barrier_epoch: AtomicU64::new(0),
+            barrier_failure: Mutex::new(None),
             metrics,
             traffic,
         })
@@ -113,6 +129,26 @@ impl DataPlane {
     /// Usable symmetric heap bytes per PE.
     pub fn heap_size(&self) -> usize {
         self.segments[self.my_pe].heap_size()
+    }
+
+    /// The bytes at the start of the heap that `malloc` may hand out (the team pool takes
+    /// the rest).
+    pub fn user_heap_bytes(&self) -> usize {
+        self.area_ends[Area::User as usize]
+    }
+
+    /// Shuts this PE's data plane down, once it has finalized: from then on every operation
+    /// of every handle to it fails with [`Error::Shutdown`] (or with the job's failure, if it
+    /// had failed before), and its waits end.
+    pub fn shut_down(&self) {
+        self.open_heap.store(!self.heap.0, Ordering::Relaxed);
+        self.health.fail(Error::Shutdown);
+        self.wake_local_waiters();
+    }
+
+    /// Whether [`DataPlane::shut_down`] has run.
+    pub fn is_shut_down(&self) -> bool {
+        self.open_heap.load(Ordering::Relaxed) != self.heap.0
     }
 
     /// The job's failure state as this PE sees it.
@@ -173,7 +209,7 @@ impl DataPlane {
         needed: usize,
         what: &'static str,
     ) -> Result<usize> {
-        let span = view.span(self.heap)?;
+        let span = self.span_of(view)?;
         if needed > span.len {
             return Err(Error::OutOfBounds {
                 what,
@@ -182,6 +218,33 @@ impl DataPlane {
             });
         }
         Ok(HEADER_SIZE + span.offset)
+    }
+
+    /// Checks that a view belongs to this PE's open heap and lies inside the area of the
+    /// heap its allocation claims (a handle made by hand may claim any range), and returns
+    /// its span. Every operation's view passes here before any memory is touched.
+    #[inline(always)]
+    pub(crate) fn span_of<T: Pod>(&self, view: SymSlice<'_, T>) -> Result<Span> {
+        let span = match view.span(HeapId(self.open_heap.load(Ordering::Relaxed))) {
+            Ok(span) => span,
+            Err(e) => return Err(self.refusal(e)),
+        };
+        let (area, reach) = view.reach();
+        if reach > self.area_ends[area as usize] {
+            return Err(Error::NotSymmetric);
+        }
+        Ok(span)
+    }
+
+    /// The error of a view that failed its check: [`Error::Shutdown`] once the PE has shut
+    /// down (every view fails then), else the check's own.
+    #[cold]
+    fn refusal(&self, error: Error) -> Error {
+        if self.is_shut_down() {
+            Error::Shutdown
+        } else {
+            error
+        }
     }
 
     /// Checks a one-element view used atomically and returns its mapping offset.

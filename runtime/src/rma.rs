@@ -209,8 +209,14 @@ impl DataPlane {
     }
 
     /// Completes every operation this PE has issued (`shmem_quiet`).
+    ///
+    /// # Errors
+    /// [`Error::Shutdown`] once this PE has finalized.
     pub async fn quiet(&self) -> Result<()> {
         fence(Ordering::SeqCst);
+        if self.is_shut_down() {
+            return Err(Error::Shutdown);
+        }
         Ok(())
     }
 }

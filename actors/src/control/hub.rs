@@ -197,7 +197,7 @@ async fn serve(
     mut members: Vec<Member>,
     mut events: UnboundedReceiver<HubEvent>,
 ) -> Result<HubReport> {
-    let mut gathers: HashMap<(u64, u64), Gather> = HashMap::new();
+    let mut gathers = Gathers::default();
     let mut report = HubReport { lost: Vec::new() };
     let alive = |members: &[Member]| members.iter().any(|m| matches!(m, Member::Joined(_)));
     while alive(&members) {
@@ -220,7 +220,14 @@ async fn serve(
                 rank,
                 msg: FromPe::Contribute(c),
             } => {
-                contribute(&members, &mut gathers, rank, c);
+                gathers.contribute(&members, rank, c);
+                continue;
+            }
+            HubEvent::Message {
+                rank,
+                msg: FromPe::Finalizing { next },
+            } => {
+                gathers.finalizing(&members, rank, next);
                 continue;
             }
             HubEvent::Message {
@@ -307,66 +314,140 @@ fn fault(g: &Gather, n: usize, rank: usize, c: &Contribution) -> Option<String> 
     }
 }
 
-fn contribute(
-    members: &[Member],
-    gathers: &mut HashMap<(u64, u64), Gather>,
-    rank: usize,
-    c: Contribution,
-) {
-    let n = members.len();
-    let key = (c.group, c.seq);
-    let g = gathers.entry(key).or_insert_with(|| Gather {
-        size: c.size,
-        slots: Vec::new(),
-        members: Vec::new(),
-        failed: None,
-    });
-    let send = |r: usize, gathered: std::result::Result<Vec<Vec<u8>>, String>| {
-        if let Some(Member::Joined(out)) = members.get(r) {
-            let (group, seq) = key;
-            let _ = out.send(match gathered {
-                Ok(payloads) => ToPe::Gathered {
-                    group,
-                    seq,
-                    payloads,
-                },
-                Err(reason) => ToPe::GatherFailed { group, seq, reason },
-            });
+/// The allgathers in progress, and what the hub knows of the PEs that have begun to
+/// finalize.
+#[derive(Default)]
+struct Gathers {
+    open: HashMap<(u64, u64), Gather>,
+    /// For each PE that has begun to finalize, the next sequence number of each group it has
+    /// made calls in: it will never make that call, nor any later one.
+    finalized: HashMap<usize, HashMap<u64, u64>>,
+}
+
+/// Sends `r` the outcome of allgather `key`, if `r` is still in the job.
+fn tell(members: &[Member], r: usize, key: (u64, u64), gathered: Gathered) {
+    if let Some(Member::Joined(out)) = members.get(r) {
+        let (group, seq) = key;
+        let _ = out.send(match gathered {
+            Ok(payloads) => ToPe::Gathered {
+                group,
+                seq,
+                payloads,
+            },
+            Err(reason) => ToPe::GatherFailed { group, seq, reason },
+        });
+    }
+}
+
+type Gathered = std::result::Result<Vec<Vec<u8>>, String>;
+
+impl Gathers {
+    /// Why allgather `key` of `size` members can never complete because a PE that has not
+    /// contributed to it has begun to finalize, if one has. Only a group as large as the job
+    /// surely counts every PE among its members; of smaller groups the hub does not know
+    /// who belongs (team calls watch the members' call records for that).
+    fn abandoned(
+        &self,
+        key: (u64, u64),
+        size: usize,
+        n: usize,
+        contributors: &[usize],
+    ) -> Option<String> {
+        if size != n {
+            return None;
         }
-    };
-    if let Some(detail) = &g.failed {
-        send(rank, Err(detail.clone()));
-        g.members.push(rank);
-    } else if let Some(detail) = fault(g, n, rank, &c) {
+        let (group, seq) = key;
+        self.finalized.iter().find_map(|(&pe, next)| {
+            let next = next.get(&group).copied().unwrap_or(0);
+            (seq >= next && !contributors.contains(&pe)).then(|| {
+                format!(
+                    "PE {pe} has finalized without making this call: it makes no more \
+                     collective calls"
+                )
+            })
+        })
+    }
+
+    /// PE `rank` has begun to finalize: every allgather it will never contribute to fails.
+    fn finalizing(&mut self, members: &[Member], rank: usize, next: Vec<(u64, u64)>) {
+        self.finalized.insert(rank, next.into_iter().collect());
+        let n = members.len();
+        let keys: Vec<(u64, u64)> = self.open.keys().copied().collect();
+        for key in keys {
+            let g = &self.open[&key];
+            if g.failed.is_some() {
+                continue;
+            }
+            if let Some(reason) = self.abandoned(key, g.size as usize, n, &g.members) {
+                self.fail(members, key, rank, reason);
+            }
+        }
+    }
+
+    /// Fails allgather `key` on every member that contributed so far (and, as they come, on
+    /// the others), because of `rank`.
+    fn fail(&mut self, members: &[Member], key: (u64, u64), rank: usize, detail: String) {
         let detail = format!("group {}, call {}: {detail}", key.0, key.1);
         tracing::warn!(rank, "collective call failed: {detail}");
+        let Some(g) = self.open.get_mut(&key) else {
+            return;
+        };
         g.slots = Vec::new();
-        g.members.push(rank);
         for &r in &g.members {
-            send(r, Err(detail.clone()));
+            tell(members, r, key, Err(detail.clone()));
         }
         g.failed = Some(detail);
-    } else {
+        self.forget_once_told(key, members.len());
+    }
+
+    /// Forgets failed allgather `key` once as many PEs as it expected have been told.
+    fn forget_once_told(&mut self, key: (u64, u64), n: usize) {
+        let Some(g) = self.open.get(&key) else {
+            return;
+        };
+        let expected = match g.size as usize {
+            s @ 1.. if s <= n => s,
+            _ => n,
+        };
+        if g.members.len() >= expected {
+            self.open.remove(&key);
+        }
+    }
+
+    fn contribute(&mut self, members: &[Member], rank: usize, c: Contribution) {
+        let n = members.len();
+        let key = (c.group, c.seq);
+        let g = self.open.entry(key).or_insert_with(|| Gather {
+            size: c.size,
+            slots: Vec::new(),
+            members: Vec::new(),
+            failed: None,
+        });
+        if let Some(detail) = &g.failed {
+            tell(members, rank, key, Err(detail.clone()));
+            g.members.push(rank);
+            self.forget_once_told(key, n);
+            return;
+        }
+        let fault = fault(g, n, rank, &c);
+        g.members.push(rank);
+        let fault =
+            fault.or_else(|| self.abandoned(key, c.size as usize, n, &self.open[&key].members));
+        if let Some(detail) = fault {
+            self.fail(members, key, rank, detail);
+            return;
+        }
+        let g = self.open.get_mut(&key).expect("present");
         if g.slots.is_empty() {
             g.slots = vec![None; g.size as usize];
         }
         g.slots[c.index as usize] = Some((rank, c.payload));
-        g.members.push(rank);
         if g.slots.iter().all(Option::is_some) {
-            let g = gathers.remove(&key).expect("present");
+            let g = self.open.remove(&key).expect("present");
             let payloads: Vec<Vec<u8>> = g.slots.into_iter().flatten().map(|(_, p)| p).collect();
             for r in g.members {
-                send(r, Ok(payloads.clone()));
+                tell(members, r, key, Ok(payloads.clone()));
             }
         }
-        return;
-    }
-    // A failed allgather is forgotten once as many PEs as it expected have been told.
-    let expected = match g.size as usize {
-        s @ 1.. if s <= n => s,
-        _ => n,
-    };
-    if g.members.len() >= expected {
-        gathers.remove(&key);
     }
 }

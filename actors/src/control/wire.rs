@@ -20,6 +20,12 @@ pub enum FromPe {
     },
     /// The PE finished cleanly; its disconnection is not a failure.
     Goodbye,
+    /// The PE has begun to finalize: it makes no more collective calls. For each group it
+    /// has used, the sequence number of the call it will never make.
+    Finalizing {
+        /// `(group, next sequence number)` of every group the PE has made calls in.
+        next: Vec<(u64, u64)>,
+    },
 }
 
 /// The PE's introduction.
@@ -196,6 +202,12 @@ impl FromPe {
             FromPe::Goodbye => {
                 w.u8(4);
             }
+            FromPe::Finalizing { next } => {
+                w.u8(5).u32(next.len() as u32);
+                for &(group, seq) in next {
+                    w.u64(group).u64(seq);
+                }
+            }
         }
         w.0
     }
@@ -222,6 +234,15 @@ impl FromPe {
                 reason: r.string()?,
             },
             4 => FromPe::Goodbye,
+            5 => {
+                let n = r.u32()? as usize;
+                // Never more room than the frame's remaining bytes could fill.
+                let mut next = Vec::with_capacity(n.min(r.0.len() / 16));
+                for _ in 0..n {
+                    next.push((r.u64()?, r.u64()?));
+                }
+                FromPe::Finalizing { next }
+            }
             _ => return Err(malformed()),
         };
         r.end()?;
@@ -369,6 +390,9 @@ mod tests {
             }),
             FromPe::Fail { reason: "x".into() },
             FromPe::Goodbye,
+            FromPe::Finalizing {
+                next: vec![(0, 4), (9, 1)],
+            },
         ];
         for m in from {
             assert_eq!(FromPe::decode(&m.encode()).unwrap(), m);

@@ -131,8 +131,8 @@ impl Team {
         dest: SymSlice<'_, T>,
         src: SymSlice<'_, T>,
     ) -> Result<()> {
-        let heap = self.dp().heap_id();
-        if dest.span(heap)? == src.span(heap)? {
+        let dp = self.dp();
+        if dp.span_of(dest)? == dp.span_of(src)? {
             return Ok(());
         }
         self.dp().get_nbi(dest, src, self.dp().my_pe())

@@ -125,7 +125,7 @@ pub(crate) enum Kind {
 
 /// The heap byte range of a view, checked against this PE's heap.
 pub(crate) fn byte_span<T: Pod>(dp: &DataPlane, view: SymSlice<'_, T>) -> Result<(usize, usize)> {
-    let span = view.span(dp.heap_id())?;
+    let span = dp.span_of(view)?;
     Ok((
         span.offset,
         span.offset + span.len * std::mem::size_of::<T>(),
@@ -139,7 +139,7 @@ pub(crate) fn holds<T: Pod>(
     needed: usize,
     what: &'static str,
 ) -> Result<()> {
-    view.span(dp.heap_id())?;
+    dp.span_of(view)?;
     if view.len() < needed {
         return Err(Error::OutOfBounds {
             what,

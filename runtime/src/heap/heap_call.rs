@@ -1,6 +1,66 @@
 //! Agreement on collective heap calls (`malloc`, `free`, on host or GPU heaps): every PE
 //! contributes what it asked for and what it got through one control-plane allgather, and
 //! every PE compares them, so that a PE that called differently is named on every PE.
+//!
+//! A call whose arguments fail the PE's own checks (a size that overflows, an alignment that
+//! is not a power of two, a buffer of another heap) still takes part in the allgather, as a
+//! call that failed locally or was refused: the other PEs then fail with
+//! [`Error::CollectiveMismatch`](crate::Error::CollectiveMismatch) instead of waiting for
+//! it, or pairing with its next call, and every heap stays in step.
+
+use bytemuck::Pod;
+
+use crate::error::{Error, Result};
+
+/// One PE's request for a collective allocation, as its program made it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AllocRequest {
+    len: usize,
+    elem: usize,
+    elem_align: usize,
+    align: usize,
+}
+
+impl AllocRequest {
+    /// `len` elements of `T`, aligned to `align` bytes (`T`'s own alignment for `malloc`).
+    pub fn of<T: Pod>(len: usize, align: usize) -> Self {
+        AllocRequest {
+            len,
+            elem: std::mem::size_of::<T>(),
+            elem_align: std::mem::align_of::<T>(),
+            align,
+        }
+    }
+
+    /// The bytes asked for, saturated when they overflow (as the other PEs see the call).
+    pub fn bytes(&self) -> usize {
+        self.len.saturating_mul(self.elem)
+    }
+
+    /// The alignment asked for (as the other PEs see the call).
+    pub fn align(&self) -> usize {
+        self.align
+    }
+
+    /// The bytes and the alignment to ask the allocator for, or why this PE refuses its own
+    /// call.
+    ///
+    /// # Errors
+    /// [`Error::InvalidAlignment`] for an alignment of 0 or not a power of two;
+    /// [`Error::InvalidArgument`] when the bytes overflow.
+    pub fn checked(&self) -> Result<(usize, usize)> {
+        if self.align == 0 || !self.align.is_power_of_two() {
+            return Err(Error::InvalidAlignment(self.align));
+        }
+        let bytes = self.len.checked_mul(self.elem).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "{} elements of {} bytes overflow",
+                self.len, self.elem
+            ))
+        })?;
+        Ok((bytes, self.align.max(self.elem_align)))
+    }
+}
 
 /// One PE's collective heap call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -15,6 +75,7 @@ pub struct HeapCall {
 impl HeapCall {
     const ALLOC: u8 = 1;
     const FREE: u8 = 2;
+    const REFUSED_FREE: u8 = 3;
 
     /// An allocation of `bytes` aligned to `align` that got `offset` locally (`None`: failed).
     pub fn alloc(bytes: usize, align: usize, offset: Option<usize>) -> Self {
@@ -33,6 +94,16 @@ impl HeapCall {
             bytes: bytes as u64,
             align: 0,
             offset: offset as u64,
+        }
+    }
+
+    /// A free this PE refused: the buffer belongs to another heap.
+    pub fn refused_free() -> Self {
+        HeapCall {
+            op: Self::REFUSED_FREE,
+            bytes: 0,
+            align: 0,
+            offset: u64::MAX,
         }
     }
 
@@ -86,6 +157,7 @@ impl HeapCall {
                 self.bytes, self.align
             ),
             Self::FREE => format!("a free of the allocation at offset {}", self.offset),
+            Self::REFUSED_FREE => "a free it refused (a buffer of another heap)".into(),
             _ => "an unknown heap call".into(),
         }
     }

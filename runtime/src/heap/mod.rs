@@ -6,5 +6,5 @@ mod heap_call;
 mod symmetric;
 
 pub use allocator::{HeapAllocator, MIN_ALIGN};
-pub use heap_call::HeapCall;
-pub use symmetric::{Allocation, HeapId, Span, SymBuffer, SymSlice};
+pub use heap_call::{AllocRequest, HeapCall};
+pub use symmetric::{Allocation, Area, HeapId, Span, SymBuffer, SymSlice};

@@ -4,6 +4,12 @@
 //! A handle names memory on every PE; which PE's copy an operation touches is the operation's
 //! `pe` argument. Views are checked when an operation uses them: a view past the end of its
 //! allocation, or a handle from another job, gives a typed error, never a panic.
+//!
+//! Handles can be built from an [`Allocation`] made by hand, so the data plane never trusts
+//! one: it checks every view against the part of the heap its allocation claims to belong to
+//! ([`Area`]). A hand-made allocation always claims the user heap, which ends where the team
+//! pool begins, so no handle made outside this crate reaches the pool's control words or
+//! past the end of a segment.
 
 use std::marker::PhantomData;
 use std::ops::{Bound, RangeBounds};
@@ -16,21 +22,42 @@ use crate::error::{Error, Result};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct HeapId(pub u64);
 
+/// The part of a symmetric heap an allocation lies in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Area {
+    /// What `malloc` hands out: the heap below the team pool.
+    User = 0,
+    /// The team pool at the top of the heap (teams' control regions); only this crate makes
+    /// allocations there.
+    TeamPool = 1,
+}
+
 /// One collective allocation, untyped: what the allocator hands out and takes back.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Allocation {
     heap: HeapId,
     offset: usize,
     bytes: usize,
+    area: Area,
 }
 
 impl Allocation {
-    /// Records an allocation made by the heap `heap` at `offset` of `bytes` bytes.
+    /// Records an allocation made by the heap `heap` at `offset` of `bytes` bytes, in its
+    /// user area. Nothing is trusted: operations check its range against the heap.
     pub fn new(heap: HeapId, offset: usize, bytes: usize) -> Self {
         Allocation {
             heap,
             offset,
             bytes,
+            area: Area::User,
+        }
+    }
+
+    /// A team's control region in the team pool.
+    pub(crate) fn in_team_pool(heap: HeapId, offset: usize, bytes: usize) -> Self {
+        Allocation {
+            area: Area::TeamPool,
+            ..Allocation::new(heap, offset, bytes)
         }
     }
 
@@ -112,9 +139,11 @@ impl<T: Pod> SymBuffer<T> {
 
     /// A view of the whole buffer.
     pub fn all(&self) -> SymSlice<'_, T> {
+        let alloc = self.allocation();
         SymSlice {
-            heap: self.allocation().heap,
-            base: self.allocation().offset,
+            heap: alloc.heap,
+            area: alloc.area,
+            base: alloc.offset,
             start: 0,
             len: self.len,
             limit: self.len,
@@ -154,6 +183,8 @@ type Borrowed<'a, T> = (&'a (), fn() -> T);
 #[derive(Debug)]
 pub struct SymSlice<'a, T> {
     heap: HeapId,
+    /// The part of the heap the allocation claims.
+    area: Area,
     /// Heap-relative byte offset of element 0 of the underlying allocation.
     base: usize,
     /// First element of the view.
@@ -246,6 +277,7 @@ impl<'a, T: Pod> SymSlice<'a, T> {
         let size = std::mem::size_of::<T>();
         SymSlice {
             heap: self.heap,
+            area: self.area,
             base: self.base,
             start: self.start.saturating_mul(size),
             len: self.len.saturating_mul(size),
@@ -268,10 +300,27 @@ impl<'a, T: Pod> SymSlice<'a, T> {
                 available: self.limit,
             });
         }
+        // A hand-made allocation may sit anywhere: its offsets must not wrap.
+        let offset = self
+            .base
+            .checked_add(self.start * std::mem::size_of::<T>())
+            .ok_or(Error::NotSymmetric)?;
         Ok(Span {
-            offset: self.base + self.start * std::mem::size_of::<T>(),
+            offset,
             len: self.len,
         })
+    }
+
+    /// The part of the heap this view's allocation claims, and the heap offset one past the
+    /// last byte that this view, or any view derived from it, may reach: what the data plane
+    /// checks against the heap before it trusts the view. Saturating, so that an allocation
+    /// made by hand at the end of the address space fails that check instead of wrapping.
+    #[inline(always)]
+    pub fn reach(&self) -> (Area, usize) {
+        let end = self
+            .base
+            .saturating_add(self.limit.saturating_mul(std::mem::size_of::<T>()));
+        (self.area, end)
     }
 }
 
@@ -286,10 +335,12 @@ impl<'a> SymSlice<'a, u8> {
             .is_some_and(|end| end <= self.limit);
         SymSlice {
             heap: self.heap,
-            // Within the allocation the new base cannot overflow; a view past it keeps the
-            // old base and no room, so that it fails when used.
+            area: self.area,
+            // A view past the allocation keeps the old base and no room, so that it fails
+            // when used; within it the base saturates only for a hand-made allocation at the
+            // end of the address space, which the data plane refuses by its reach.
             base: if inside {
-                self.base + self.start
+                self.base.saturating_add(self.start)
             } else {
                 self.base
             },

@@ -326,7 +326,7 @@ impl Team {
         let n = members.len();
         let layout = Layout::new(n, &config);
         let region = SymBuffer::from_allocation(
-            Allocation::new(home.dp.heap_id(), base, layout.bytes),
+            Allocation::in_team_pool(home.dp.heap_id(), base, layout.bytes),
             layout.bytes,
         )?;
         Ok(Team {
