@@ -10,7 +10,9 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ferroshmem_actors::control::wire::{read_frame, write_frame, Contribution, FromPe, ToPe};
+use ferroshmem_actors::control::wire::{
+    read_frame, write_frame, Contribution, FromPe, ToPe, MAX_FRAME,
+};
 use ferroshmem_actors::control::{connect, HubReport, Link, RootServer};
 use ferroshmem_actors::{run_local, FreeError};
 use ferroshmem_runtime::{Error, Result, SymBuffer};
@@ -197,7 +199,10 @@ async fn impostor(address: SocketAddr, frames: &[FromPe]) -> ToPe {
     for f in frames {
         write_frame(&mut stream, &f.encode()).await.unwrap();
     }
-    let frame = read_frame(&mut stream).await.unwrap().expect("a reply");
+    let frame = read_frame(&mut stream, MAX_FRAME)
+        .await
+        .unwrap()
+        .expect("a reply");
     ToPe::decode(&frame).unwrap()
 }
 
@@ -297,4 +302,62 @@ async fn a_contribution_of_an_impossible_size_is_refused_by_the_root() {
         assert_eq!(root.await.unwrap().unwrap().lost, vec![]);
     })
     .await;
+}
+
+/// Whether the root closed `stream` (an end of stream or a reset) within `within`.
+async fn closed_by_root(stream: &mut TcpStream, within: Duration) -> bool {
+    use tokio::io::AsyncReadExt;
+    let mut byte = [0u8; 1];
+    matches!(
+        tokio::time::timeout(within, stream.read(&mut byte)).await,
+        Ok(Ok(0) | Err(_))
+    )
+}
+
+#[tokio::test]
+async fn a_connection_without_the_secret_cannot_make_the_root_read_a_large_frame() {
+    let (address, _root) = root(2, b"s3cret").await;
+    let mut stream = TcpStream::connect(address).await.unwrap();
+    use tokio::io::AsyncWriteExt;
+    // A frame that claims 63 MiB: refused on its length, before its body is read.
+    stream
+        .write_all(&(63u32 << 20).to_le_bytes())
+        .await
+        .unwrap();
+    let _ = stream.write_all(&vec![0u8; 1 << 20]).await;
+    assert!(
+        closed_by_root(&mut stream, Duration::from_secs(2)).await,
+        "the root still reads a frame of 63 MiB from a stranger"
+    );
+}
+
+#[tokio::test]
+async fn connections_that_never_show_the_secret_are_capped() {
+    use ferroshmem_actors::control::tcp::MAX_UNAUTHENTICATED;
+    let (address, root_task) = root(1, b"s3cret").await;
+    let tries = MAX_UNAUTHENTICATED + 40;
+    let mut silent = Vec::with_capacity(tries);
+    for _ in 0..tries {
+        silent.push(TcpStream::connect(address).await.unwrap());
+    }
+    let mut closed = 0;
+    for stream in &mut silent {
+        closed += usize::from(closed_by_root(stream, Duration::from_millis(20)).await);
+    }
+    assert!(
+        closed >= tries - MAX_UNAUTHENTICATED,
+        "the root keeps {} silent connections open",
+        tries - closed
+    );
+    // Once they are gone, a PE with the secret forms its job.
+    drop(silent);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut link = join(address, b"s3cret", 0, 1).await;
+    assert!(
+        matches!(next(&mut link).await, Some(ToPe::Welcome(_))),
+        "the job forms"
+    );
+    link.to_root.send(FromPe::Goodbye).unwrap();
+    drop(link);
+    assert!(bounded("root", root_task).await.is_ok());
 }

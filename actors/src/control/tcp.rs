@@ -2,23 +2,34 @@
 //! `mpirun`/`srun`) and the PE's connection to it. Every connection must open with a hello
 //! carrying the job's secret; others are refused and logged. Only a connection the hub
 //! admitted speaks for its PE: the messages and the end of a refused one are ignored.
+//!
+//! Until its hello has shown the secret, a connection costs the root little and not for
+//! long: its first frame may hold at most [`MAX_HELLO`] bytes, it has [`HELLO_TIMEOUT`] to
+//! send it, and at most [`MAX_UNAUTHENTICATED`] such connections are open at once (the
+//! root closes any beyond at once). Only an admitted PE may send larger frames.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use ferroshmem_runtime::{Error, Result};
 use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedSender};
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 
 use super::hub::{run_hub, HubConfig, HubEvent, HubReport};
 use super::link::Link;
-use super::wire::{read_frame, write_frame, FromPe, ToPe};
+use super::wire::{read_frame, write_frame, FromPe, Hello, ToPe, MAX_FRAME};
 
 /// How long a new connection has to present its hello.
-const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+pub const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
+/// Largest first frame (the hello) the root reads from a connection that has not yet shown
+/// the job's secret.
+pub const MAX_HELLO: usize = 4096;
+/// Connections that have not yet shown the job's secret the root keeps open at once.
+pub const MAX_UNAUTHENTICATED: usize = 64;
 
 /// A bound, not yet serving, root.
 #[derive(Debug)]
@@ -77,6 +88,7 @@ impl RootServer {
 }
 
 async fn accept_loop(listener: TcpListener, events: UnboundedSender<HubEvent>, secret: Vec<u8>) {
+    let unauthenticated = Arc::new(Semaphore::new(MAX_UNAUTHENTICATED));
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(x) => x,
@@ -86,14 +98,41 @@ async fn accept_loop(listener: TcpListener, events: UnboundedSender<HubEvent>, s
                 continue;
             }
         };
+        let Ok(permit) = unauthenticated.clone().try_acquire_owned() else {
+            tracing::warn!(%peer, "bootstrap root refused a connection: {MAX_UNAUTHENTICATED} others have not yet shown the job's secret");
+            continue;
+        };
         let _ = stream.set_nodelay(true);
         tokio::spawn(serve_connection(
             stream,
             peer,
             events.clone(),
             secret.clone(),
+            permit,
         ));
     }
+}
+
+/// Reads a connection's hello, bounded in size and time; `Err` says why it was refused.
+async fn authenticate(
+    reader: &mut OwnedReadHalf,
+    secret: &[u8],
+) -> std::result::Result<Hello, String> {
+    let frame = match tokio::time::timeout(HELLO_TIMEOUT, read_frame(reader, MAX_HELLO)).await {
+        Ok(Ok(Some(frame))) => frame,
+        Ok(Ok(None)) => return Err("it closed before its hello".into()),
+        Ok(Err(e)) => return Err(format!("no hello: {e}")),
+        Err(_) => return Err(format!("no hello within {HELLO_TIMEOUT:?}")),
+    };
+    match FromPe::decode(&frame) {
+        Ok(FromPe::Hello(h)) if same_secret(&h.secret, secret) => Ok(h),
+        _ => Err("no hello with the job's secret".into()),
+    }
+}
+
+/// Compares secrets in time that depends on their lengths only.
+fn same_secret(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0, |d, (x, y)| d | (x ^ y)) == 0
 }
 
 async fn serve_connection(
@@ -101,21 +140,17 @@ async fn serve_connection(
     peer: SocketAddr,
     events: UnboundedSender<HubEvent>,
     secret: Vec<u8>,
+    unauthenticated: OwnedSemaphorePermit,
 ) {
     let (mut reader, mut writer) = stream.into_split();
-    let hello = match tokio::time::timeout(HELLO_TIMEOUT, read_frame(&mut reader)).await {
-        Ok(Ok(Some(frame))) => match FromPe::decode(&frame) {
-            Ok(FromPe::Hello(h)) if h.secret == secret => h,
-            _ => {
-                tracing::warn!(%peer, "bootstrap root refused a connection: no hello with the job's secret");
-                return;
-            }
-        },
-        _ => {
-            tracing::warn!(%peer, "bootstrap root refused a connection: no hello within {HELLO_TIMEOUT:?}");
+    let hello = match authenticate(&mut reader, &secret).await {
+        Ok(hello) => hello,
+        Err(why) => {
+            tracing::warn!(%peer, "bootstrap root refused a connection: {why}");
             return;
         }
     };
+    drop(unauthenticated);
     let rank = hello.rank as usize;
     let (outbox, mut to_peer) = unbounded_channel::<ToPe>();
     tokio::spawn(async move {
@@ -139,7 +174,7 @@ async fn serve_connection(
         return;
     }
     let reason = loop {
-        match read_frame(&mut reader).await {
+        match read_frame(&mut reader, MAX_FRAME).await {
             Ok(Some(frame)) => match FromPe::decode(&frame) {
                 Ok(msg) => {
                     if events.send(HubEvent::Message { rank, msg }).is_err() {
@@ -158,7 +193,9 @@ async fn serve_connection(
 /// Reads and drops what a refused connection still sends, until it closes (for at most
 /// [`HELLO_TIMEOUT`]), so that closing it does not reset it before it has read its refusal.
 async fn drain(reader: &mut OwnedReadHalf) {
-    let ignore = async { while let Ok(Some(_)) = read_frame(reader).await {} };
+    use tokio::io::AsyncReadExt;
+    let mut sink = [0u8; 4096];
+    let ignore = async { while matches!(reader.read(&mut sink).await, Ok(1..)) {} };
     let _ = tokio::time::timeout(HELLO_TIMEOUT, ignore).await;
 }
 
@@ -208,7 +245,7 @@ fn link_over(stream: TcpStream, root_address: String, root_pe: Option<usize>) ->
     let address = root_address.clone();
     tokio::spawn(async move {
         let reason = loop {
-            match read_frame(&mut reader).await {
+            match read_frame(&mut reader, MAX_FRAME).await {
                 Ok(Some(frame)) => match ToPe::decode(&frame) {
                     Ok(msg) => {
                         if incoming.send(msg).is_err() {

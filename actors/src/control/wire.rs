@@ -291,8 +291,9 @@ impl ToPe {
             1 => {
                 let job = r.u64()?;
                 let n = r.u32()? as usize;
-                let mut nodes = Vec::with_capacity(n.min(1 << 16));
-                let mut pids = Vec::with_capacity(n.min(1 << 16));
+                // A node takes at least 8 bytes: never more room than the frame could fill.
+                let mut nodes = Vec::with_capacity(n.min(r.0.len() / 8));
+                let mut pids = Vec::with_capacity(n.min(r.0.len() / 8));
                 for _ in 0..n {
                     nodes.push(r.string()?);
                     pids.push(r.u32()?);
@@ -303,7 +304,8 @@ impl ToPe {
                 let group = r.u64()?;
                 let seq = r.u64()?;
                 let n = r.u32()? as usize;
-                let mut payloads = Vec::with_capacity(n.min(1 << 16));
+                // A payload takes at least its 4-byte length.
+                let mut payloads = Vec::with_capacity(n.min(r.0.len() / 4));
                 for _ in 0..n {
                     payloads.push(r.bytes()?);
                 }
@@ -332,9 +334,11 @@ impl ToPe {
     }
 }
 
-/// Reads one length-prefixed frame; `Ok(None)` at a clean end of stream.
+/// Reads one length-prefixed frame of at most `max` bytes (refused before anything is
+/// allocated for it); `Ok(None)` at a clean end of stream.
 pub async fn read_frame<R: tokio::io::AsyncRead + Unpin>(
     r: &mut R,
+    max: usize,
 ) -> std::io::Result<Option<Vec<u8>>> {
     use tokio::io::AsyncReadExt;
     let mut len = [0u8; 4];
@@ -344,10 +348,13 @@ pub async fn read_frame<R: tokio::io::AsyncRead + Unpin>(
         Err(e) => return Err(e),
     }
     let len = u32::from_le_bytes(len) as usize;
-    if len > MAX_FRAME {
+    if len > max.min(MAX_FRAME) {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidData,
-            format!("control frame of {len} bytes is over the {MAX_FRAME}-byte limit"),
+            format!(
+                "control frame of {len} bytes is over the {}-byte limit",
+                max.min(MAX_FRAME)
+            ),
         ));
     }
     let mut buf = vec![0u8; len];
