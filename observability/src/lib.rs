@@ -6,7 +6,7 @@
 //! Metrics are off by default: PEs record only once the exporter is installed, which
 //! `FERROSHMEM_METRICS_ADDR` asks for.
 
-mod endpoint;
+pub mod endpoint;
 mod exporter;
 pub mod names;
 mod op;
