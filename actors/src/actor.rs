@@ -122,6 +122,7 @@ impl PeActor {
                     }
                     Some(ToPe::PeerLost { pe, reason }) => {
                         self.data.metrics().peer_lost();
+                        self.data.record_lost_peer(pe as usize);
                         self.fail(Error::PeerLost { pe: pe as usize, reason }, &mut pending);
                     }
                     Some(ToPe::Refused { reason }) => {
@@ -130,7 +131,9 @@ impl PeActor {
                     Some(_) => {}
                     None => {
                         let reason = format!("the control connection to the root at {} closed", self.link.root_address);
-                        self.fail(Error::PeerLost { pe: self.link.root_pe.unwrap_or(0), reason }, &mut pending);
+                        let pe = self.link.root_pe.unwrap_or(0);
+                        self.data.record_lost_peer(pe);
+                        self.fail(Error::PeerLost { pe, reason }, &mut pending);
                     }
                 },
             }

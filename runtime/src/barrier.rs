@@ -44,6 +44,7 @@ impl InProgress<'_> {
 impl Drop for InProgress<'_> {
     fn drop(&mut self) {
         if !self.finished {
+            self.dp.note_if_panicking();
             // Relaxed: only this PE's later barriers read the word, each with a
             // read-modify-write that comes after this one.
             self.dp.barrier_epoch.fetch_or(BROKEN, Ordering::Relaxed);

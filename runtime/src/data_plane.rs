@@ -162,6 +162,56 @@ impl DataPlane {
         &self.metrics
     }
 
+    /// Records, when this PE gives a collective call up while its thread unwinds from a
+    /// panic, that this PE itself is lost: the PEs that see the call given up then report
+    /// the loss (see [`DataPlane::blame`]), not a mismatch.
+    pub(crate) fn note_if_panicking(&self) {
+        if std::thread::panicking() {
+            self.record_lost_peer(self.my_pe);
+        }
+    }
+
+    /// Records that `pe` was lost, where the other PEs can read it, before this PE's calls
+    /// fail because of it (see [`DataPlane::blame`]).
+    pub fn record_lost_peer(&self, pe: usize) {
+        let _ = self.own_segment().lost_peer().compare_exchange(
+            0,
+            pe as u64 + 1,
+            Ordering::Release,
+            Ordering::Relaxed,
+        );
+    }
+
+    /// The cause of `error`, an error a wait concluded from the state of other PEs (a call
+    /// or a barrier given up): when this PE, or any PE whose memory it maps, has learned
+    /// that a PE was lost, that PE is the cause, and the error is [`Error::PeerLost`]. A
+    /// survivor gives its calls up once it learns of a loss, and its peers may read that
+    /// before they learn of the loss themselves.
+    #[cold]
+    pub(crate) fn blame(&self, error: Error) -> Error {
+        if !matches!(error, Error::CollectiveMismatch { .. }) {
+            return error;
+        }
+        if let Err(lost @ Error::PeerLost { .. }) = self.health.check() {
+            return lost;
+        }
+        let seen = self.segments.iter().enumerate().find_map(|(by, s)| {
+            match s.lost_peer().load(Ordering::Acquire) {
+                0 => None,
+                lost => Some((lost - 1, by)),
+            }
+        });
+        match seen {
+            Some((pe, by)) => Error::PeerLost {
+                pe: pe as usize,
+                reason: format!(
+                    "PE {by} learned it was lost, and gave up the call this one waited in ({error})"
+                ),
+            },
+            None => error,
+        }
+    }
+
     /// Wakes this PE's local waiters so that they re-check the job's health.
     pub fn wake_local_waiters(&self) {
         self.doorbell.ring_local();

@@ -8,8 +8,9 @@
 //!
 //! Header layout (each word that peers write on its own cache line, so that writers from
 //! different PEs do not share lines): a first line that only the owner writes (magic, owner
-//! pid, whether one of its world barriers broke, how many it has begun, whether it has begun
-//! to finalize), the wake sequence (a futex word), the watcher mask (which watch slots are in
+//! pid, whether one of its world barriers broke, how many it has begun, the number of its
+//! final barrier once it has begun to finalize, the first peer it learned was lost), the
+//! wake sequence (a futex word), the watcher mask (which watch slots are in
 //! use), the count of sleepers that watch everything, one flag per dissemination-barrier
 //! round, and the watch slots: the byte range each sleeping waiter watches, so that a write
 //! rings the doorbell only when it lands on memory somebody sleeps on, and costs one load
@@ -30,6 +31,7 @@ const PID_OFFSET: usize = 8;
 const BARRIER_BROKEN_OFFSET: usize = 16;
 const BARRIERS_BEGUN_OFFSET: usize = 24;
 const FINALIZING_OFFSET: usize = 32;
+const LOST_PEER_OFFSET: usize = 40;
 const WAKE_SEQ_OFFSET: usize = CACHE_LINE;
 const WATCHERS_OFFSET: usize = 2 * CACHE_LINE;
 const WILDCARD_OFFSET: usize = 3 * CACHE_LINE;
@@ -161,9 +163,18 @@ impl Segment {
         self.map.atomic(BARRIERS_BEGUN_OFFSET)
     }
 
-    /// Set by the owner once it has begun to finalize: it makes no collective call any more.
+    /// Set by the owner once it has begun to finalize, to the number of its final world
+    /// barrier: it makes no other collective call any more.
     pub fn finalizing(&self) -> &AtomicU64 {
         self.map.atomic(FINALIZING_OFFSET)
+    }
+
+    /// Set by the owner to 1 + the first PE it learned was lost (0 while it knows of none),
+    /// before its own calls fail — or to 1 + its own number when it gives a call up while
+    /// it panics: a peer that sees one of those calls given up can tell a lost PE from a
+    /// mismatch.
+    pub fn lost_peer(&self) -> &AtomicU64 {
+        self.map.atomic(LOST_PEER_OFFSET)
     }
 
     /// The counter signalled in dissemination-barrier round `round`.

@@ -258,7 +258,7 @@ where
                 return Poll::Ready(Ok(r));
             }
             if let Some(Err(e)) = this.stalled.as_mut().map(|stalled| stalled()) {
-                return Poll::Ready(Err(e));
+                return Poll::Ready(Err(this.dp.blame(e)));
             }
         }
         let sleeping = this.sleeping.as_mut().expect("entered above");
@@ -271,7 +271,7 @@ where
                 return Poll::Ready(Err(e));
             }
             if let Some(Err(e)) = this.stalled.as_mut().map(|stalled| stalled()) {
-                return Poll::Ready(Err(e));
+                return Poll::Ready(Err(this.dp.blame(e)));
             }
             if let Some(limit) = this.timeout {
                 if started.elapsed() >= limit {

@@ -307,6 +307,7 @@ impl Op<'_> {
 impl Drop for Op<'_> {
     fn drop(&mut self) {
         if !self.finished {
+            self.team.dp().note_if_panicking();
             self.team.record_gave_up(self.call);
             self.team.inner.status.store(CANCELLED, Ordering::Release);
         }
