@@ -122,8 +122,8 @@ impl PeActor {
                     }
                     Some(ToPe::PeerLost { pe, reason }) => {
                         self.data.metrics().peer_lost();
-                        self.data.record_lost_peer(pe as usize);
-                        self.fail(Error::PeerLost { pe: pe as usize, reason }, &mut pending);
+                        let lost = self.data.loss(pe as usize, reason);
+                        self.fail(lost, &mut pending);
                     }
                     Some(ToPe::Refused { reason }) => {
                         self.fail(Error::Bootstrap(reason), &mut pending);
@@ -131,9 +131,8 @@ impl PeActor {
                     Some(_) => {}
                     None => {
                         let reason = format!("the control connection to the root at {} closed", self.link.root_address);
-                        let pe = self.link.root_pe.unwrap_or(0);
-                        self.data.record_lost_peer(pe);
-                        self.fail(Error::PeerLost { pe, reason }, &mut pending);
+                        let lost = self.data.loss(self.link.root_pe.unwrap_or(0), reason);
+                        self.fail(lost, &mut pending);
                     }
                 },
             }

@@ -173,7 +173,7 @@ impl DataPlane {
 
     /// Records that `pe` was lost, where the other PEs can read it, before this PE's calls
     /// fail because of it (see [`DataPlane::blame`]).
-    pub fn record_lost_peer(&self, pe: usize) {
+    fn record_lost_peer(&self, pe: usize) {
         let _ = self.own_segment().lost_peer().compare_exchange(
             0,
             pe as u64 + 1,
@@ -195,21 +195,44 @@ impl DataPlane {
         if let Err(lost @ Error::PeerLost { .. }) = self.health.check() {
             return lost;
         }
-        let seen = self.segments.iter().enumerate().find_map(|(by, s)| {
-            match s.lost_peer().load(Ordering::Acquire) {
-                0 => None,
-                lost => Some((lost - 1, by)),
-            }
-        });
-        match seen {
+        match self.known_loss() {
             Some((pe, by)) => Error::PeerLost {
-                pe: pe as usize,
+                pe,
                 reason: format!(
                     "PE {by} learned it was lost, and gave up the call this one waited in ({error})"
                 ),
             },
             None => error,
         }
+    }
+
+    /// The first lost PE recorded in the header of this PE or of a PE it maps, and who
+    /// recorded it.
+    fn known_loss(&self) -> Option<(usize, usize)> {
+        self.segments.iter().enumerate().find_map(|(by, s)| {
+            match s.lost_peer().load(Ordering::Acquire) {
+                0 => None,
+                lost => Some((lost as usize - 1, by)),
+            }
+        })
+    }
+
+    /// The error of this PE's job when it learns that `pe` was lost for `reason`: that
+    /// loss, unless a PE it maps had recorded another one before (then that one came first:
+    /// the PE hosting the root, say, exited because of it, and the root's notice of the
+    /// first loss may have gone with it). Records the loss for the other PEs.
+    pub fn loss(&self, pe: usize, reason: String) -> Error {
+        let error = match self.known_loss() {
+            Some((first, by)) if first != pe => Error::PeerLost {
+                pe: first,
+                reason: format!("PE {by} learned it was lost, before PE {pe} was lost ({reason})"),
+            },
+            _ => Error::PeerLost { pe, reason },
+        };
+        if let Error::PeerLost { pe, .. } = &error {
+            self.record_lost_peer(*pe);
+        }
+        error
     }
 
     /// Wakes this PE's local waiters so that they re-check the job's health.

@@ -5,7 +5,9 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use ferroshmem_actors::control::{HubReport, RootServer};
+use std::sync::Arc;
+
+use ferroshmem_actors::control::{HubReport, Losses, RootServer};
 use tokio::task::JoinHandle;
 
 use crate::launch_env::{encode_hex, random_bytes};
@@ -24,6 +26,8 @@ pub(crate) struct Root {
     pub(crate) address: SocketAddr,
     /// The job's secret, as the PEs receive it.
     pub(crate) secret_hex: String,
+    /// The PEs the root has lost, in the order it lost them.
+    losses: Arc<Losses>,
     task: Option<JoinHandle<Result<HubReport>>>,
 }
 
@@ -37,8 +41,15 @@ impl Root {
         Ok(Root {
             address,
             secret_hex: encode_hex(&secret),
+            losses: server.losses(),
             task: Some(server.spawn(n_pes, job, secret.to_vec(), timeout)),
         })
+    }
+
+    /// The first PE the root lost (its connection ended or it failed), if any: the PEs that
+    /// fail because of it learn of it from the root, so it failed before them.
+    pub(crate) fn first_lost(&self) -> Option<usize> {
+        self.losses.first()
     }
 
     /// Waits until the root ends and reports how on stderr; pending forever once reported.

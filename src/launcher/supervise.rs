@@ -31,6 +31,10 @@ struct Job {
     grace: Duration,
     phase: Phase,
     outcome: Outcome,
+    /// The PE blamed for the job's failure whose exit has not come yet: the root lost it
+    /// before the PE whose failed exit stopped the job (a PE killed by a signal may be
+    /// reaped after the survivors that exited because of it).
+    blamed: Option<usize>,
 }
 
 impl Job {
@@ -54,16 +58,37 @@ impl Job {
         self.phase = Phase::Stopping(Instant::now() + self.grace);
     }
 
-    fn exited(&mut self, Exit { rank, status }: Exit) {
+    /// PE `rank` exited. The first failed exit stops the job; it names the PE that failed
+    /// first, which is the first PE the root lost when the root lost one before it.
+    fn exited(&mut self, Exit { rank, status }: Exit, first_lost: Option<usize>) {
         self.pes[rank] = None;
-        if !status.success() && self.phase == Phase::Running {
+        if self.blamed == Some(rank) {
+            self.blamed = None;
+            if !status.success() {
+                self.outcome = Outcome::PeFailed { pe: rank, status };
+            }
+            self.report();
+            return;
+        }
+        if status.success() || self.phase != Phase::Running {
+            return;
+        }
+        self.stop(Outcome::PeFailed { pe: rank, status });
+        match first_lost.filter(|&f| f != rank && self.pes[f].is_some()) {
+            Some(first) => self.blamed = Some(first),
+            None => self.report(),
+        }
+    }
+
+    /// Names the PE that failed first.
+    fn report(&self) {
+        if let Outcome::PeFailed { pe, status } = self.outcome {
             let others = if self.running().is_empty() {
                 ""
             } else {
                 "; stopping the other PEs"
             };
-            eprintln!("ferroshmem: PE {rank} {}{others}", describe(&status));
-            self.stop(Outcome::PeFailed { pe: rank, status });
+            eprintln!("ferroshmem: PE {pe} {}{others}", describe(&status));
         }
     }
 
@@ -106,6 +131,7 @@ pub(crate) async fn supervise(
         grace,
         phase: Phase::Running,
         outcome: Outcome::Success,
+        blamed: None,
     };
     while job.pes.iter().any(Option::is_some) {
         let deadline = match job.phase {
@@ -114,7 +140,7 @@ pub(crate) async fn supervise(
         };
         tokio::select! {
             exit = exits.recv() => match exit {
-                Some(exit) => job.exited(exit),
+                Some(exit) => job.exited(exit, root.first_lost()),
                 None => break,
             },
             signal = interrupts.recv() => job.interrupted(signal),

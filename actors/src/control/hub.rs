@@ -4,6 +4,7 @@
 //! processes, the root in the launcher or in PE 0's process).
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use ferroshmem_runtime::{Error, Result};
@@ -57,6 +58,29 @@ pub struct HubReport {
     pub lost: Vec<(usize, String)>,
 }
 
+/// The PEs the hub has lost so far, in the order it lost them, for whoever hosts it (the
+/// launcher names the first PE to fail by it).
+#[derive(Debug, Default)]
+pub struct Losses(Mutex<Vec<usize>>);
+
+impl Losses {
+    /// The first PE lost, if any.
+    pub fn first(&self) -> Option<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .first()
+            .copied()
+    }
+
+    fn push(&self, pe: usize) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(pe);
+    }
+}
+
 /// What the hub needs to know.
 #[derive(Debug, Clone)]
 pub struct HubConfig {
@@ -70,6 +94,8 @@ pub struct HubConfig {
     pub join_timeout: Duration,
     /// Where PEs reach the root, for messages.
     pub address: String,
+    /// Where the hub records the PEs it loses, as it loses them.
+    pub losses: Arc<Losses>,
 }
 
 enum Member {
@@ -190,12 +216,13 @@ pub async fn run_hub(
         }
     }
     tracing::info!(n_pes = n, "job formed");
-    serve(members, events).await
+    serve(members, events, &config.losses).await
 }
 
 async fn serve(
     mut members: Vec<Member>,
     mut events: UnboundedReceiver<HubEvent>,
+    losses: &Losses,
 ) -> Result<HubReport> {
     let mut gathers = Gathers::default();
     let mut report = HubReport { lost: Vec::new() };
@@ -262,6 +289,7 @@ async fn serve(
                 });
             }
         }
+        losses.push(rank);
         report.lost.push((rank, lost_reason));
     }
     Ok(report)

@@ -19,7 +19,7 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedSender};
 use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 
-use super::hub::{run_hub, HubConfig, HubEvent, HubReport};
+use super::hub::{run_hub, HubConfig, HubEvent, HubReport, Losses};
 use super::link::Link;
 use super::wire::{read_frame, write_frame, FromPe, Hello, ToPe, MAX_FRAME};
 
@@ -36,6 +36,7 @@ pub const MAX_UNAUTHENTICATED: usize = 64;
 pub struct RootServer {
     listener: TcpListener,
     address: SocketAddr,
+    losses: Arc<Losses>,
 }
 
 impl RootServer {
@@ -49,12 +50,21 @@ impl RootServer {
         let address = listener
             .local_addr()
             .map_err(|e| Error::os("bootstrap root address", e))?;
-        Ok(RootServer { listener, address })
+        Ok(RootServer {
+            listener,
+            address,
+            losses: Arc::default(),
+        })
     }
 
     /// Where PEs reach it.
     pub fn address(&self) -> SocketAddr {
         self.address
+    }
+
+    /// The PEs the root will have lost, in the order it loses them.
+    pub fn losses(&self) -> Arc<Losses> {
+        self.losses.clone()
     }
 
     /// Serves the job until every PE finished or was lost.
@@ -73,6 +83,7 @@ impl RootServer {
                 secret: secret.clone(),
                 join_timeout,
                 address: self.address.to_string(),
+                losses: self.losses,
             },
             events_rx,
         ));
