@@ -75,19 +75,15 @@ fn check_processes(launcher: &str, n: usize, scenario: &str, heap: &str) {
             c
         }
     };
-    let dir = std::env::temp_dir().join(format!("fsh-coll-{launcher}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("rendezvous dir");
     let started = Instant::now();
     let out = cmd
         .arg(&exe)
         .args(["pe_entry", "--exact", "--nocapture", "--test-threads=1"])
         .env(SCENARIO, scenario)
         .env("FERROSHMEM_SYMMETRIC_SIZE", heap)
-        .env("FERROSHMEM_RENDEZVOUS_DIR", &dir)
         .env("RUST_BACKTRACE", "0")
         .output()
         .unwrap_or_else(|e| panic!("cannot start {launcher} (is it installed?): {e}"));
-    let _ = std::fs::remove_dir_all(&dir);
     let all = format!(
         "--- stdout\n{}\n--- stderr\n{}",
         String::from_utf8_lossy(&out.stdout),

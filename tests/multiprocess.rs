@@ -53,11 +53,12 @@ fn pe_command(launcher: Launcher, n: usize) -> Command {
     cmd
 }
 
-fn run_job(launcher: Launcher, n: usize, scenario: &str, rendezvous: &Path) -> Output {
+/// Runs a job with `temp` as every process's temporary directory (which must stay empty).
+fn run_job(launcher: Launcher, n: usize, scenario: &str, temp: &Path) -> Output {
     let started = Instant::now();
     let out = pe_command(launcher, n)
         .env(SCENARIO, scenario)
-        .env("FERROSHMEM_RENDEZVOUS_DIR", rendezvous)
+        .env("TMPDIR", temp)
         .output()
         .unwrap_or_else(|e| panic!("cannot start {launcher:?} (is it installed?): {e}"));
     eprintln!(
@@ -76,7 +77,17 @@ fn text(out: &Output) -> String {
     )
 }
 
-/// A fresh, empty directory for one test's rendezvous files.
+/// What ferroshmem left in `dir` (the launcher's own session files aside).
+fn ours(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .expect("dir")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with("ferroshmem"))
+        .collect()
+}
+
+/// A fresh, empty temporary directory for one test's jobs.
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("fsh-test-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -100,9 +111,9 @@ fn every_scenario_passes(launcher: Launcher) {
         );
     }
     assert_eq!(
-        std::fs::read_dir(&dir).expect("dir").count(),
-        0,
-        "rendezvous files left behind"
+        ours(&dir),
+        Vec::<String>::new(),
+        "left in the temporary directory"
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -156,9 +167,9 @@ fn a_killed_job_leaves_nothing_behind() {
             assert!(all.contains("PE 2 was killed by signal 9"), "{all}");
         }
         assert_eq!(
-            std::fs::read_dir(&dir).expect("dir").count(),
-            0,
-            "rendezvous files left"
+            ours(&dir),
+            Vec::<String>::new(),
+            "left in the temporary directory"
         );
         let _ = std::fs::remove_dir_all(&dir);
     }

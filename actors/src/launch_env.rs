@@ -8,13 +8,12 @@
 //! | `srun` (Slurm) | `SLURM_PROCID`, `SLURM_NTASKS`, `SLURM_LOCALID` | PE 0's process |
 //!
 //! Under `mpirun`/`srun`, PE 0 listens on `FERROSHMEM_ROOT` if set (the other PEs then need
-//! `FERROSHMEM_SECRET` too), else on a free loopback port that it publishes, with a fresh
-//! secret, in a rendezvous file readable only by the user (`FERROSHMEM_RENDEZVOUS_DIR`, default
-//! the temporary directory), named after the launcher's job id and removed once the job has
-//! formed or its bootstrap has failed.
+//! `FERROSHMEM_SECRET` too), else on a free loopback port that it hands out, with a fresh
+//! secret, to the user's own processes on a rendezvous socket: an abstract Unix socket named
+//! after the user and the launcher's job id, which has no file and goes away with PE 0's
+//! process, served until the job has formed or its bootstrap has failed.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use ferroshmem_runtime::config::env_var;
@@ -37,8 +36,6 @@ pub mod vars {
     pub const ROOT: &str = "FERROSHMEM_ROOT";
     /// The job's secret (hex).
     pub const SECRET: &str = "FERROSHMEM_SECRET";
-    /// Where PE 0 publishes the root under `mpirun`/`srun`.
-    pub const RENDEZVOUS_DIR: &str = "FERROSHMEM_RENDEZVOUS_DIR";
     /// Bootstrap timeout (`30`, `30s`, `500ms`).
     pub const BOOTSTRAP_TIMEOUT: &str = "FERROSHMEM_BOOTSTRAP_TIMEOUT";
 }
@@ -60,8 +57,8 @@ pub enum RootSource {
         /// Job secret.
         secret: Vec<u8>,
     },
-    /// Hosted by PE 0's process and published in this rendezvous file.
-    Pe0ViaFile(PathBuf),
+    /// Hosted by PE 0's process and handed out on the abstract Unix socket of this name.
+    Pe0ViaSocket(String),
 }
 
 /// How this process was launched.
@@ -159,16 +156,14 @@ fn root_address() -> Result<Option<SocketAddr>> {
         .transpose()
 }
 
-fn rendezvous_file(job_key: &str) -> Result<PathBuf> {
-    let dir = env_var(&[vars::RENDEZVOUS_DIR])?
-        .map(PathBuf::from)
-        .unwrap_or_else(std::env::temp_dir);
+/// The name of the rendezvous socket of the launcher's job `job_key`, for this user.
+fn rendezvous_name(job_key: &str) -> String {
     let uid = rustix::process::getuid().as_raw();
     let key: String = job_key
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
         .collect();
-    Ok(dir.join(format!("ferroshmem-{uid}-{key}.root")))
+    format!("ferroshmem-rendezvous-{uid}-{key}")
 }
 
 impl LaunchEnv {
@@ -226,7 +221,7 @@ impl LaunchEnv {
                     ))
                 })?)?,
             },
-            None => RootSource::Pe0ViaFile(rendezvous_file(&job_key)?),
+            None => RootSource::Pe0ViaSocket(rendezvous_name(&job_key)),
         };
         Self::checked(LaunchEnv {
             launcher,

@@ -1,14 +1,20 @@
 //! Reaching the job's bootstrap root from a launched PE: at the launcher's address, at an
-//! address PE 0 listens on, or through the rendezvous file PE 0 writes (see
+//! address PE 0 listens on, or through the rendezvous socket PE 0 serves (see
 //! [`crate::launch_env`]).
+//!
+//! The rendezvous socket is an abstract Unix socket: it has a name but no file, so it goes
+//! away with PE 0's process however that ends (SIGKILL included) and leaves nothing behind.
+//! Both ends check that the other runs as the same user (`SO_PEERCRED`): only the user's own
+//! processes learn the job's secret, and a process of another user that took the name first
+//! cannot hand the PEs a root of its own.
 
-use std::io::Write;
 use std::net::SocketAddr;
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
+use std::os::linux::net::SocketAddrExt;
 use std::time::Duration;
 
 use ferroshmem_runtime::{Error, Result};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{UnixListener, UnixStream};
 use tokio::task::JoinHandle;
 
 use crate::control::{connect, HubReport, Link, RootServer};
@@ -23,27 +29,40 @@ pub struct Root {
     pub secret: Vec<u8>,
     /// The root's task, when this process hosts it (PE 0 under mpirun/srun).
     pub hosted: Option<JoinHandle<Result<HubReport>>>,
-    /// The rendezvous file this process published, removed once the job has formed, or
-    /// when this is dropped, whichever comes first.
+    /// The rendezvous socket this process serves, closed once the job has formed, or when
+    /// this is dropped, whichever comes first.
     published: Option<Published>,
 }
 
 impl Root {
-    /// The job has formed: the rendezvous file is no longer needed.
+    /// The job has formed: the rendezvous socket is no longer needed.
     pub fn formed(&mut self) {
         self.published = None;
     }
 }
 
-/// A published rendezvous file (it holds the job's secret): removed when dropped, so on every
-/// way out of the bootstrap, failures included.
+/// A served rendezvous socket: closed when dropped.
 #[derive(Debug)]
-struct Published(PathBuf);
+struct Published(JoinHandle<()>);
 
 impl Drop for Published {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
+        self.0.abort();
     }
+}
+
+/// The uid of the process at the other end of `stream`, or why it cannot be told.
+fn peer_uid(stream: &UnixStream) -> std::io::Result<u32> {
+    Ok(rustix::net::sockopt::socket_peercred(stream)?.uid.as_raw())
+}
+
+fn own_uid() -> u32 {
+    rustix::process::getuid().as_raw()
+}
+
+fn abstract_address(name: &str) -> Result<std::os::unix::net::SocketAddr> {
+    std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes())
+        .map_err(|e| Error::os("abstract socket name", e))
 }
 
 async fn host_root(
@@ -57,29 +76,56 @@ async fn host_root(
     Ok((bound, server.spawn(env.size, job, secret, env.timeout)))
 }
 
-fn publish(path: &Path, address: SocketAddr, secret: &[u8]) -> Result<()> {
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    let write = || -> std::io::Result<()> {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        writeln!(f, "{address} {}", encode_hex(secret))?;
-        std::fs::rename(&tmp, path)
-    };
-    write().map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
+/// Serves `address` and `secret` on the abstract socket `name` to processes of this user.
+fn publish(name: &str, address: SocketAddr, secret: &[u8]) -> Result<Published> {
+    let taken = |e: std::io::Error| {
         Error::Bootstrap(format!(
-            "PE 0 cannot write the rendezvous file {}: {e}",
-            path.display()
+            "PE 0 cannot serve the rendezvous socket @{name}: {e} (is another job with the same launcher job id running?)"
         ))
-    })
+    };
+    let listener =
+        std::os::unix::net::UnixListener::bind_addr(&abstract_address(name)?).map_err(taken)?;
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| Error::os("rendezvous socket", e))?;
+    let listener =
+        UnixListener::from_std(listener).map_err(|e| Error::os("rendezvous socket", e))?;
+    let line = format!("{address} {}\n", encode_hex(secret));
+    Ok(Published(tokio::spawn(async move {
+        loop {
+            let Ok((mut stream, _)) = listener.accept().await else {
+                continue;
+            };
+            match peer_uid(&stream) {
+                Ok(uid) if uid == own_uid() => {
+                    let _ = stream.write_all(line.as_bytes()).await;
+                }
+                other => tracing::warn!(
+                    "rendezvous socket refused a process of another user ({other:?})"
+                ),
+            }
+        }
+    })))
 }
 
-fn read_published(path: &Path) -> Option<(SocketAddr, Vec<u8>)> {
-    let text = std::fs::read_to_string(path).ok()?;
+/// Reads the root's address and secret from the rendezvous socket `name`, if PE 0 serves
+/// it, as this user.
+async fn read_published(name: &str) -> Option<(SocketAddr, Vec<u8>)> {
+    let stream =
+        std::os::unix::net::UnixStream::connect_addr(&abstract_address(name).ok()?).ok()?;
+    stream.set_nonblocking(true).ok()?;
+    let mut stream = UnixStream::from_std(stream).ok()?;
+    if peer_uid(&stream).ok()? != own_uid() {
+        tracing::warn!("the rendezvous socket @{name} is served by another user: ignored");
+        return None;
+    }
+    let mut text = String::new();
+    let mut limited = (&mut stream).take(4096);
+    let read = limited.read_to_string(&mut text);
+    tokio::time::timeout(Duration::from_secs(1), read)
+        .await
+        .ok()?
+        .ok()?;
     let mut parts = text.split_whitespace();
     let address = parts.next()?.parse().ok()?;
     let secret = decode_secret(parts.next()?).ok()?;
@@ -109,12 +155,11 @@ pub async fn reach_root(env: &LaunchEnv) -> Result<Root> {
                 published: None,
             })
         }
-        RootSource::Pe0ViaFile(path) if rank == 0 => {
+        RootSource::Pe0ViaSocket(name) if rank == 0 => {
             let secret = random_bytes::<32>()?.to_vec();
             let (address, hosted) =
                 host_root(env, ([127, 0, 0, 1], 0).into(), secret.clone()).await?;
-            publish(path, address, &secret)?;
-            let published = Published(path.clone());
+            let published = publish(name, address, &secret)?;
             Ok(Root {
                 link: connect(address, rank, Some(0), env.timeout).await?,
                 secret,
@@ -122,10 +167,10 @@ pub async fn reach_root(env: &LaunchEnv) -> Result<Root> {
                 published: Some(published),
             })
         }
-        RootSource::Pe0ViaFile(path) => {
+        RootSource::Pe0ViaSocket(name) => {
             let deadline = tokio::time::Instant::now() + env.timeout;
             loop {
-                if let Some((address, secret)) = read_published(path) {
+                if let Some((address, secret)) = read_published(name).await {
                     if let Ok(link) =
                         connect(address, rank, Some(0), Duration::from_millis(200)).await
                     {
@@ -139,8 +184,7 @@ pub async fn reach_root(env: &LaunchEnv) -> Result<Root> {
                 }
                 if tokio::time::Instant::now() >= deadline {
                     return Err(Error::Bootstrap(format!(
-                        "PE {rank} found no bootstrap root: PE 0 did not publish a reachable address in {} within {:?}",
-                        path.display(),
+                        "PE {rank} found no bootstrap root: PE 0 did not serve the rendezvous socket @{name} within {:?}",
                         env.timeout
                     )));
                 }
@@ -154,29 +198,34 @@ pub async fn reach_root(env: &LaunchEnv) -> Result<Root> {
 mod tests {
     use super::*;
 
-    /// PE 0's rendezvous file holds the job's secret: it must not outlive a bootstrap that
-    /// fails before the job forms.
-    #[tokio::test]
-    async fn the_rendezvous_file_is_removed_when_the_bootstrap_fails() {
-        let dir = std::env::temp_dir();
-        let path = dir.join(format!(
-            "ferroshmem-rendezvous-test-{}.root",
-            std::process::id()
-        ));
-        let env = LaunchEnv {
+    fn env(name: &str) -> LaunchEnv {
+        LaunchEnv {
             launcher: "mpirun",
             rank: 0,
             size: 2,
             local_rank: 0,
-            root: RootSource::Pe0ViaFile(path.clone()),
+            root: RootSource::Pe0ViaSocket(name.into()),
             timeout: Duration::from_secs(5),
-        };
-        let root = reach_root(&env).await.unwrap();
-        assert!(read_published(&path).is_some(), "published");
+        }
+    }
+
+    /// PE 0's rendezvous socket hands out the job's secret: it must close when the bootstrap
+    /// ends, formed or failed.
+    #[tokio::test]
+    async fn the_rendezvous_socket_closes_when_the_bootstrap_ends() {
+        let name = format!("ferroshmem-rendezvous-test-{}", std::process::id());
+        let root = reach_root(&env(&name)).await.unwrap();
+        let (_, secret) = read_published(&name).await.expect("served");
+        assert_eq!(secret, root.secret);
         // The job never forms (PE 1 never comes); the bootstrap gives up and drops its root.
         drop(root);
-        let left = path.exists();
-        let _ = std::fs::remove_file(&path);
-        assert!(!left, "{} outlived the failed bootstrap", path.display());
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+        while read_published(&name).await.is_some() {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "@{name} still served"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
     }
 }

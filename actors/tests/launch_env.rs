@@ -12,7 +12,6 @@ const ALL: &[&str] = &[
     "FERROSHMEM_LOCAL_RANK",
     "FERROSHMEM_ROOT",
     "FERROSHMEM_SECRET",
-    "FERROSHMEM_RENDEZVOUS_DIR",
     "OMPI_COMM_WORLD_RANK",
     "OMPI_COMM_WORLD_SIZE",
     "OMPI_COMM_WORLD_LOCAL_RANK",
@@ -66,18 +65,16 @@ fn every_launcher_is_recognised() {
         ("OMPI_COMM_WORLD_SIZE", "3"),
         ("OMPI_COMM_WORLD_LOCAL_RANK", "1"),
         ("PMIX_NAMESPACE", "prterun-x-1@1"),
-        ("FERROSHMEM_RENDEZVOUS_DIR", "/rendezvous"),
     ])
     .unwrap()
     .unwrap();
     assert_eq!((env.launcher, env.rank, env.size), ("mpirun", 1, 3));
     match env.root {
-        RootSource::Pe0ViaFile(path) => {
-            let name = path.to_string_lossy().into_owned();
-            assert!(name.starts_with("/rendezvous/ferroshmem-"), "{name}");
-            assert!(name.ends_with("-ompi_prterun_x_1_1.root"), "{name}");
+        RootSource::Pe0ViaSocket(name) => {
+            assert!(name.starts_with("ferroshmem-rendezvous-"), "{name}");
+            assert!(name.ends_with("-ompi_prterun_x_1_1"), "{name}");
         }
-        other => panic!("expected a rendezvous file, got {other:?}"),
+        other => panic!("expected a rendezvous socket, got {other:?}"),
     }
 
     let env = with_env(&[
