@@ -299,13 +299,11 @@ async fn bootstrap(env: LaunchEnv) -> Result<Pe> {
     let (rank, n_pes) = (env.rank, env.size);
     let own = Arc::new(Segment::create(rank, settings.heap_size)?);
     let mut root = rendezvous::reach_root(&env).await?;
-    let welcome = root
-        .link
-        .join(
-            hello(&root.secret, rank, n_pes, node_key()),
-            settings.timeout,
-        )
-        .await?;
+    let hello = hello(&root.secret, rank, n_pes, node_key());
+    let welcome = match root.link.join(hello, settings.timeout).await {
+        Ok(welcome) => welcome,
+        Err(e) => return Err(root.failed(e).await),
+    };
     root.formed();
     tracing::debug!(job = welcome.job, root = %root.link.root_address, "job formed");
     let rendezvous::Root {

@@ -39,6 +39,17 @@ impl Root {
     pub fn formed(&mut self) {
         self.published = None;
     }
+
+    /// The job failed to form with `error`. When this process hosts the root, it waits
+    /// until the root has refused the PEs still to come (or its join deadline passed), with
+    /// the rendezvous socket still served, so that they learn of the failure at once
+    /// instead of waiting for a root that would be gone; then it hands `error` back.
+    pub async fn failed(self, error: Error) -> Error {
+        if let Some(hosted) = self.hosted {
+            let _ = hosted.await;
+        }
+        error
+    }
 }
 
 /// A served rendezvous socket: closed when dropped.

@@ -101,7 +101,7 @@ pub async fn fetch(
         let stream = UnixStream::connect_addr(&addr).map_err(|e| fail(&e))?;
         stream.set_read_timeout(Some(timeout)).map_err(|e| fail(&e))?;
         (&stream).write_all(&secret).map_err(|e| fail(&e))?;
-        let (payload, mut fds) = recv_fds(&stream, 8)?;
+        let (payload, mut fds) = recv_fds(&stream, 8).map_err(|e| fail(&e))?;
         let size = payload
             .try_into()
             .map(u64::from_le_bytes)

@@ -361,3 +361,27 @@ async fn connections_that_never_show_the_secret_are_capped() {
     drop(link);
     assert!(bounded("root", root_task).await.is_ok());
 }
+
+#[tokio::test]
+async fn a_pe_that_leaves_before_the_job_forms_fails_the_pes_still_to_come_at_once() {
+    let (address, root_task) = root(3, b"s3cret").await;
+    let mut first = join(address, b"s3cret", 0, 3).await;
+    let leaver = join(address, b"s3cret", 2, 3).await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    drop(leaver);
+    let refused = |msg: Option<ToPe>| match msg {
+        Some(ToPe::Refused { reason }) => reason.contains("PE 2 left during bootstrap"),
+        _ => false,
+    };
+    assert!(refused(next(&mut first).await), "PE 0 is told at once");
+    // PE 1 comes late: the root is still there to tell it, not gone.
+    let started = std::time::Instant::now();
+    let mut late = join(address, b"s3cret", 1, 3).await;
+    assert!(
+        refused(next(&mut late).await),
+        "the late PE is told at once"
+    );
+    assert!(started.elapsed() < Duration::from_secs(2));
+    // Every PE has heard of the failure: the root ends.
+    assert!(bounded("root", root_task).await.unwrap().is_err());
+}

@@ -173,6 +173,8 @@ pub async fn run_hub(
                             });
                         }
                     }
+                    let heard = hellos.iter().map(Option::is_some).collect();
+                    refuse_the_rest(&mut events, deadline, heard, &reason).await;
                     return Err(Error::Bootstrap(reason));
                 }
                 continue;
@@ -293,6 +295,40 @@ async fn serve(
         report.lost.push((rank, lost_reason));
     }
     Ok(report)
+}
+
+/// After the job failed to form for `reason`: refuses the PEs that had not joined yet as
+/// they come (`heard` marks the ranks that have), until every rank has been heard from or
+/// the join deadline passes. A PE started late then learns of the failure at once, instead
+/// of waiting its whole bootstrap timeout for a root that would be gone: the process that
+/// hosts the root waits for this before it gives up.
+async fn refuse_the_rest(
+    events: &mut UnboundedReceiver<HubEvent>,
+    deadline: tokio::time::Instant,
+    mut heard: Vec<bool>,
+    reason: &str,
+) {
+    while heard.contains(&false) {
+        let Ok(Some(event)) = tokio::time::timeout_at(deadline, events.recv()).await else {
+            return;
+        };
+        let (hello, outbox, admitted) = match event {
+            HubEvent::Join { hello, outbox } => (hello, outbox, None),
+            HubEvent::Admit {
+                hello,
+                outbox,
+                admitted,
+            } => (hello, outbox, Some(admitted)),
+            HubEvent::Message { .. } | HubEvent::Disconnected { .. } => continue,
+        };
+        let _ = outbox.send(ToPe::Refused {
+            reason: reason.to_string(),
+        });
+        answer(admitted, false);
+        if let Some(h) = heard.get_mut(hello.rank as usize) {
+            *h = true;
+        }
+    }
 }
 
 /// Tells a link that asked to be admitted whether it was.
