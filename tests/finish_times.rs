@@ -135,7 +135,7 @@ type TeamCall =
 
 #[test]
 fn team_calls_of_a_lone_pe_fail() {
-    let calls: [(&str, TeamCall); 6] = [
+    let calls: [(&str, TeamCall); 11] = [
         ("team barrier", |pe, _, _| {
             boxed(async move { pe.team_world().barrier().await })
         }),
@@ -153,6 +153,21 @@ fn team_calls_of_a_lone_pe_fail() {
         }),
         ("fcollect", |pe, a, b| {
             boxed(async move { pe.team_world().fcollect(&a, &b.slice(0..1)).await })
+        }),
+        ("split_2d", |pe, _, _| {
+            boxed(async move { pe.team_world().split_2d(1).await.map(drop) })
+        }),
+        ("collect", |pe, a, b| {
+            boxed(async move { pe.team_world().collect(&a, &b.slice(0..1)).await.map(drop) })
+        }),
+        ("alltoall", |pe, a, b| {
+            boxed(async move { pe.team_world().alltoall(&a, &b, 1).await })
+        }),
+        ("alltoalls", |pe, a, b| {
+            boxed(async move { pe.team_world().alltoalls(&a, &b, 1, 1, 1).await })
+        }),
+        ("sum_reducescatter", |pe, a, b| {
+            boxed(async move { pe.team_world().sum_reducescatter(&a, &b, 1).await })
         }),
         // From the PE that finalized: the others wait for its data. (A root that finds no
         // receiver does not wait: its eager messages wait in their slots.)
@@ -186,6 +201,34 @@ fn team_calls_of_a_lone_pe_fail() {
             "{what}: {ended:?}"
         );
     }
+}
+
+#[test]
+fn a_lone_destroy_fails() {
+    std::env::set_var("FERROSHMEM_SYMMETRIC_SIZE", "8M");
+    let ended = runtime().block_on(async {
+        let job = run_local(3, |pe| async move {
+            let world = pe.team_world();
+            let team = world.split_strided(0, 1, world.n_pes()).await?;
+            let team = team.expect("every PE is a member");
+            if pe.my_pe() == 0 {
+                return Ok(());
+            }
+            team.destroy().await
+        });
+        tokio::time::timeout(BOUND, job).await
+    });
+    let ended = ended.expect("a PE was left waiting in destroy");
+    let failed = match &ended {
+        Err(e) => vec![e.clone()],
+        Ok(pes) => pes.iter().filter_map(|r| r.clone().err()).collect(),
+    };
+    assert!(
+        failed
+            .iter()
+            .any(|e| matches!(e, Error::CollectiveMismatch { .. })),
+        "{ended:?}"
+    );
 }
 
 /// Runs a one-PE job that keeps a clone of its `Pe` and a buffer, and gives them back once
