@@ -171,7 +171,7 @@ async fn traffic(pe: &Pe, m: &Memory, dropped: Dropped) -> Result<Vec<Ledger>> {
                 if !dropped {
                     match rng.below(3) {
                         0 => pe.put(&m.cells.slice(at..at + 1), &[word], t).await?,
-                        1 => pe.put_nbi(&m.cells.slice(at..at + 1), &[word], t)?,
+                        1 => pe.put_nbi(m.cells.slice(at..at + 1), &[word], t)?,
                         _ => pe.p(m.cells.at(at), word, t).await?,
                     }
                 }
