@@ -38,15 +38,19 @@ fn lone_call(n: usize, call: Call) -> Result<Vec<Result<()>>> {
     })
 }
 
+/// Whether the job, or a PE's program, failed with a collective mismatch.
+fn mismatched(ended: &Result<Vec<Result<()>>>) -> bool {
+    let mismatch = |e: &Error| matches!(e, Error::CollectiveMismatch { .. });
+    match ended {
+        Err(e) => mismatch(e),
+        Ok(pes) => pes.iter().any(|r| r.as_ref().is_err_and(mismatch)),
+    }
+}
+
 /// Asserts that the job, or a PE's program, failed with a collective mismatch.
 fn expect_mismatch(what: &str, n: usize, call: Call) {
     let ended = lone_call(n, call);
-    let mismatch = |e: &Error| matches!(e, Error::CollectiveMismatch { .. });
-    let caught = match &ended {
-        Err(e) => mismatch(e),
-        Ok(pes) => pes.iter().any(|r| r.as_ref().is_err_and(mismatch)),
-    };
-    assert!(caught, "{what} with {n} PEs: {ended:?}");
+    assert!(mismatched(&ended), "{what} with {n} PEs: {ended:?}");
 }
 
 fn boxed<F: Future<Output = Result<()>> + Send + 'static>(
@@ -190,16 +194,7 @@ fn team_calls_of_a_lone_pe_fail() {
             tokio::time::timeout(BOUND, job).await
         });
         let ended = ended.unwrap_or_else(|_| panic!("{what}: a PE was left waiting"));
-        let failed = match &ended {
-            Err(e) => vec![e.clone()],
-            Ok(pes) => pes.iter().filter_map(|r| r.clone().err()).collect(),
-        };
-        assert!(
-            failed
-                .iter()
-                .any(|e| matches!(e, Error::CollectiveMismatch { .. })),
-            "{what}: {ended:?}"
-        );
+        assert!(mismatched(&ended), "{what}: {ended:?}");
     }
 }
 
@@ -219,16 +214,7 @@ fn a_lone_destroy_fails() {
         tokio::time::timeout(BOUND, job).await
     });
     let ended = ended.expect("a PE was left waiting in destroy");
-    let failed = match &ended {
-        Err(e) => vec![e.clone()],
-        Ok(pes) => pes.iter().filter_map(|r| r.clone().err()).collect(),
-    };
-    assert!(
-        failed
-            .iter()
-            .any(|e| matches!(e, Error::CollectiveMismatch { .. })),
-        "{ended:?}"
-    );
+    assert!(mismatched(&ended), "{ended:?}");
 }
 
 /// Runs a one-PE job that keeps a clone of its `Pe` and a buffer, and gives them back once

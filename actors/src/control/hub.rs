@@ -146,40 +146,23 @@ pub async fn run_hub(
                     config.address,
                     config.join_timeout
                 );
-                for m in &members {
-                    if let Member::Joined(out) = m {
-                        let _ = out.send(ToPe::Refused {
-                            reason: reason.clone(),
-                        });
-                    }
-                }
+                refuse_all(&members, &reason);
                 return Err(Error::Bootstrap(reason));
             }
         };
-        let (hello, outbox, admitted) = match event {
-            HubEvent::Join { hello, outbox } => (hello, outbox, None),
-            HubEvent::Admit {
-                hello,
-                outbox,
-                admitted,
-            } => (hello, outbox, Some(admitted)),
-            HubEvent::Disconnected { rank, reason } => {
+        let (hello, outbox, admitted) = match event.joining() {
+            Ok(joining) => joining,
+            Err(HubEvent::Disconnected { rank, reason }) => {
                 if rank < n && hellos[rank].is_some() {
                     let reason = format!("PE {rank} left during bootstrap ({reason})");
-                    for m in &members {
-                        if let Member::Joined(out) = m {
-                            let _ = out.send(ToPe::Refused {
-                                reason: reason.clone(),
-                            });
-                        }
-                    }
+                    refuse_all(&members, &reason);
                     let heard = hellos.iter().map(Option::is_some).collect();
                     refuse_the_rest(&mut events, deadline, heard, &reason).await;
                     return Err(Error::Bootstrap(reason));
                 }
                 continue;
             }
-            HubEvent::Message { .. } => continue,
+            Err(_) => continue,
         };
         let rank = hello.rank as usize;
         let refusal = if hello.secret != config.secret {
@@ -312,14 +295,8 @@ async fn refuse_the_rest(
         let Ok(Some(event)) = tokio::time::timeout_at(deadline, events.recv()).await else {
             return;
         };
-        let (hello, outbox, admitted) = match event {
-            HubEvent::Join { hello, outbox } => (hello, outbox, None),
-            HubEvent::Admit {
-                hello,
-                outbox,
-                admitted,
-            } => (hello, outbox, Some(admitted)),
-            HubEvent::Message { .. } | HubEvent::Disconnected { .. } => continue,
+        let Ok((hello, outbox, admitted)) = event.joining() else {
+            continue;
         };
         let _ = outbox.send(ToPe::Refused {
             reason: reason.to_string(),
@@ -327,6 +304,36 @@ async fn refuse_the_rest(
         answer(admitted, false);
         if let Some(h) = heard.get_mut(hello.rank as usize) {
             *h = true;
+        }
+    }
+}
+
+/// What a PE that asks to join brings: its hello, its outbox, and where to answer whether it
+/// was admitted (for links that wait for that).
+type Joining = (Hello, UnboundedSender<ToPe>, Option<oneshot::Sender<bool>>);
+
+impl HubEvent {
+    /// The join this event asks for, or the event itself when it is something else.
+    fn joining(self) -> std::result::Result<Joining, HubEvent> {
+        match self {
+            HubEvent::Join { hello, outbox } => Ok((hello, outbox, None)),
+            HubEvent::Admit {
+                hello,
+                outbox,
+                admitted,
+            } => Ok((hello, outbox, Some(admitted))),
+            other => Err(other),
+        }
+    }
+}
+
+/// Refuses every PE that has joined, with `reason`.
+fn refuse_all(members: &[Member], reason: &str) {
+    for m in members {
+        if let Member::Joined(out) = m {
+            let _ = out.send(ToPe::Refused {
+                reason: reason.to_string(),
+            });
         }
     }
 }
