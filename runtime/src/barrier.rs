@@ -111,9 +111,14 @@ impl DataPlane {
 
     /// The dissemination barrier behind [`DataPlane::sync_all`].
     async fn dissemination(&self) -> Result<()> {
-        self.health.check()?;
+        // A failed job's barrier fails in its wait; one of a PE that finalized, here.
+        if self.is_shut_down() {
+            self.health.check()?;
+            return Err(Error::Shutdown);
+        }
         let epoch = self.barrier_epoch.fetch_add(1, Ordering::Relaxed) + 1;
         if epoch & BROKEN != 0 {
+            self.health.check()?;
             return Err(self.broken_barrier());
         }
         self.own_segment()
