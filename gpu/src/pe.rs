@@ -412,6 +412,12 @@ impl GpuPe {
             .set_heap(HeapMemory::Gpu, heap.used(), self.heap_size());
     }
 
+    /// The identity of the job's GPU heap (its views are refused by host operations, and
+    /// host-heap views by GPU operations).
+    pub fn heap_id(&self) -> HeapId {
+        self.inner.heap
+    }
+
     /// Usable bytes of each PE's GPU heap.
     pub fn heap_size(&self) -> usize {
         self.inner.stride - GPU_HEADER

@@ -327,6 +327,24 @@ async fn host_futures(pe: Pe, g: GpuPe) -> Result<()> {
         Ok(buf) if n == 1 => g.free(buf).await.map_err(|(e, _)| e)?,
         other => return Err(fail(me, format!("mismatched malloc: {other:?}"))),
     }
+    // Arguments that PE 0 alone refuses still take part in the call: PE 0 gets its own
+    // error, the others the mismatch, and the heaps stay in step for the next call.
+    let align = if me == 0 { 3 } else { 64 };
+    match g.align::<u8>(align, 64).await {
+        Err(Error::InvalidAlignment(3)) if me == 0 => {}
+        Err(Error::CollectiveMismatch { .. }) if me != 0 => {}
+        other => return Err(fail(me, format!("an alignment refused on PE 0: {other:?}"))),
+    }
+    // A handle made by hand past the end of the GPU heap is refused before anything moves.
+    let past_the_end = ferroshmem::SymBuffer::<u64>::from_allocation(
+        ferroshmem_runtime::Allocation::new(g.heap_id(), g.heap_size() - 8, 64),
+        8,
+    )?;
+    match g.put(&past_the_end, &small, me).await {
+        Err(Error::NotSymmetric) => {}
+        other => return Err(fail(me, format!("a handle past the GPU heap: {other:?}"))),
+    }
+    std::mem::forget(past_the_end);
     g.free(a).await.map_err(|(e, _)| e)?;
     g.free(b).await.map_err(|(e, _)| e)?;
     expect_eq(
