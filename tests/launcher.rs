@@ -307,3 +307,26 @@ async fn pe_program() {
     }
     pe.finalize().await.expect("finalize");
 }
+
+/// The launcher's own lines and the PEs' forwarded lines stay whole when stdout and stderr
+/// are one pipe: the launcher wrote its status lines in pieces, between which a forwarded
+/// line could land (in 5–10 % of the runs before).
+#[test]
+fn status_lines_and_forwarded_lines_stay_whole_on_one_pipe() {
+    let launcher = env!("CARGO_BIN_EXE_ferroshmem");
+    // 8 loops at once, 40 jobs each, all writing into one pipe.
+    let job = format!("{launcher} run -n 1 -- sh -c 'echo x; exit 1' 2>&1");
+    let script = format!("for j in $(seq 8); do (for i in $(seq 40); do {job}; done) & done; wait");
+    let out = Command::new("sh")
+        .args(["-c", &script])
+        .env_remove("FERROSHMEM_RANK")
+        .output()
+        .expect("sh");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let broken: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.starts_with("[pe 0] ") && !l.starts_with("ferroshmem: "))
+        .collect();
+    assert!(broken.is_empty(), "split lines: {broken:?}");
+    assert_eq!(text.matches("[pe 0] x").count(), 320, "{text}");
+}

@@ -5,6 +5,7 @@
 
 use ferroshmem_observability::{address_for_rank, address_from_env, METRICS_ADDR_VAR};
 
+use super::output::status;
 use crate::Error;
 
 /// Checks `FERROSHMEM_METRICS_ADDR` for a job of `n_pes` PEs on this node and prints where
@@ -18,15 +19,17 @@ pub(crate) fn announce(n_pes: usize) -> Result<(), Error> {
         return Ok(());
     };
     if base.port() == 0 {
-        eprintln!(
-            "ferroshmem: {METRICS_ADDR_VAR}={base}: each PE serves /metrics on a free port of its own (RUST_LOG=info shows which)"
-        );
+        status(format_args!(
+            "{METRICS_ADDR_VAR}={base}: each PE serves /metrics on a free port of its own (RUST_LOG=info shows which)"
+        ));
         return Ok(());
     }
     address_for_rank(base, n_pes.saturating_sub(1)).map_err(config)?;
     for rank in 0..n_pes {
         let address = address_for_rank(base, rank).map_err(config)?;
-        eprintln!("ferroshmem: PE {rank} serves metrics at http://{address}/metrics");
+        status(format_args!(
+            "PE {rank} serves metrics at http://{address}/metrics"
+        ));
     }
     Ok(())
 }

@@ -6,8 +6,13 @@
 //! gets one; a line longer than [`MAX_LINE`] bytes is cut into several prefixed lines. Each
 //! stream has one writer on a blocking thread, fed through a bounded queue: a slow reader of
 //! the launcher's output slows the PEs down instead of filling memory.
+//!
+//! The launcher's own lines ([`status`]) and both writers write under one process-wide lock,
+//! each a whole line (or batch of whole lines) at a time, so that lines stay whole even when
+//! stdout and stderr are one file (`2>&1`).
 
 use std::io::Write;
+use std::sync::{Mutex, PoisonError};
 
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::sync::mpsc::{channel, Receiver, Sender};
@@ -23,6 +28,23 @@ const QUEUE: usize = 1024;
 
 /// Bytes of queued lines written at once.
 const BATCH: usize = 64 * 1024;
+
+/// Held by whoever writes to the launcher's stdout or stderr.
+static OUTPUT: Mutex<()> = Mutex::new(());
+
+/// Writes `bytes` to `stream` whole, under the output lock.
+fn write_whole(stream: Stream, bytes: &[u8]) -> std::io::Result<()> {
+    let _whole = OUTPUT.lock().unwrap_or_else(PoisonError::into_inner);
+    match stream {
+        Stream::Stdout => std::io::stdout().lock().write_all(bytes),
+        Stream::Stderr => std::io::stderr().lock().write_all(bytes),
+    }
+}
+
+/// Prints one of the launcher's own lines on stderr, `ferroshmem: ` first, whole.
+pub(crate) fn status(line: std::fmt::Arguments<'_>) {
+    let _ = write_whole(Stream::Stderr, format!("ferroshmem: {line}\n").as_bytes());
+}
 
 /// One of the launcher's two output streams.
 #[derive(Debug, Clone, Copy)]
@@ -77,11 +99,7 @@ fn write_lines(mut lines: Receiver<Vec<u8>>, stream: Stream) {
             }
         }
         if !broken {
-            broken = match stream {
-                Stream::Stdout => std::io::stdout().lock().write_all(&batch),
-                Stream::Stderr => std::io::stderr().lock().write_all(&batch),
-            }
-            .is_err();
+            broken = write_whole(stream, &batch).is_err();
         }
         batch.clear();
     }

@@ -13,7 +13,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::output::{forward, Sinks, Stream};
+use super::output::{forward, status, Sinks, Stream};
 use super::root::Root;
 use super::signals::signal_group;
 use super::LaunchOptions;
@@ -124,7 +124,7 @@ async fn wait(child: &mut Child, rank: usize) -> ExitStatus {
     match child.wait().await {
         Ok(status) => status,
         Err(e) => {
-            eprintln!("ferroshmem: cannot wait for PE {rank}'s process: {e}");
+            status(format_args!("cannot wait for PE {rank}'s process: {e}"));
             let _ = child.start_kill();
             // Counted as a failure with status 1: the real status is unknowable.
             ExitStatus::from_raw(1 << 8)

@@ -3,13 +3,13 @@
 //! decide the job's outcome.
 
 use std::net::SocketAddr;
-use std::time::Duration;
-
 use std::sync::Arc;
+use std::time::Duration;
 
 use ferroshmem_actors::control::{HubReport, Losses, RootServer};
 use tokio::task::JoinHandle;
 
+use super::output::status;
 use crate::launch_env::{encode_hex, random_bytes};
 use crate::Result;
 
@@ -60,7 +60,7 @@ impl Root {
                 self.task = None;
                 match result.and_then(|r| r.map_err(|e| e.to_string())) {
                     Ok(report) => report_lost(&report),
-                    Err(e) => eprintln!("ferroshmem: the bootstrap root stopped: {e}"),
+                    Err(e) => status(format_args!("the bootstrap root stopped: {e}")),
                 }
             }
             None => std::future::pending().await,
@@ -75,7 +75,7 @@ impl Root {
 
 fn report_lost(report: &HubReport) {
     for (pe, reason) in &report.lost {
-        eprintln!("ferroshmem: the bootstrap root lost PE {pe}: {reason}");
+        status(format_args!("the bootstrap root lost PE {pe}: {reason}"));
     }
 }
 

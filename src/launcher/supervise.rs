@@ -10,6 +10,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::time::{sleep_until, Instant};
 
 use super::outcome::{describe, signal_name};
+use super::output::status;
 use super::pes::Exit;
 use super::root::Root;
 use super::signals::{signal_group, Interrupts};
@@ -82,33 +83,33 @@ impl Job {
 
     /// Names the PE that failed first.
     fn report(&self) {
-        if let Outcome::PeFailed { pe, status } = self.outcome {
+        if let Outcome::PeFailed { pe, status: exit } = self.outcome {
             let others = if self.running().is_empty() {
                 ""
             } else {
                 "; stopping the other PEs"
             };
-            eprintln!("ferroshmem: PE {pe} {}{others}", describe(&status));
+            status(format_args!("PE {pe} {}{others}", describe(&exit)));
         }
     }
 
     fn interrupted(&mut self, signal: i32) {
         let name = signal_name(signal);
         if self.phase == Phase::Running {
-            eprintln!("ferroshmem: received {name}; stopping the PEs");
+            status(format_args!("received {name}; stopping the PEs"));
             self.stop(Outcome::Interrupted { signal });
         } else {
-            eprintln!("ferroshmem: received {name} again; killing the PEs");
+            status(format_args!("received {name} again; killing the PEs"));
             self.kill();
         }
     }
 
     fn grace_over(&mut self) {
-        eprintln!(
-            "ferroshmem: PE(s) {} still running {:?} after SIGTERM; killing them",
+        status(format_args!(
+            "PE(s) {} still running {:?} after SIGTERM; killing them",
             self.running().join(", "),
             self.grace
-        );
+        ));
         self.kill();
     }
 
