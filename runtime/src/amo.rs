@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, AtomicU64, Ordering::Se
 use bytemuck::Pod;
 use ferroshmem_observability::Op;
 
-use crate::data_plane::{counted, DataPlane};
+use crate::data_plane::DataPlane;
 use crate::error::Result;
 use crate::heap::SymSlice;
 use crate::shared_memory::{SharedAtomic, SharedMapping};
@@ -113,16 +113,22 @@ impl DataPlane {
         op: impl FnOnce(&T::Atomic) -> R,
     ) -> Result<R> {
         let moved = std::mem::size_of::<T>();
-        counted!(self, Op::Amo, pe, moved, check {
-            let target = self.segment(pe)?;
-            Ok((target, self.locate_atomic(dest)?))
-        }, then |(target, at)| {
-            let r = op(T::at(target.mapping(), at));
-            if writes {
-                target.wake_watchers(at, at + moved);
-            }
-            r
-        })
+        self.counted(
+            Op::Amo,
+            pe,
+            moved,
+            || {
+                let target = self.segment(pe)?;
+                Ok((target, self.locate_atomic(dest)?))
+            },
+            |(target, at)| {
+                let r = op(T::at(target.mapping(), at));
+                if writes {
+                    target.wake_watchers(at, at + moved);
+                }
+                r
+            },
+        )
     }
 
     /// Atomically reads `dest[0]` on PE `pe` (`shmem_atomic_fetch`).

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytemuck::Pod;
-use ferroshmem_observability::{PeMetrics, Traffic};
+use ferroshmem_observability::{Op, PeMetrics, Traffic};
 
 use crate::doorbell::Doorbell;
 use crate::error::{Error, Result};
@@ -16,29 +16,6 @@ use crate::health::Health;
 use crate::heap::{Area, HeapId, Span, SymSlice};
 use crate::segment::{Segment, HEADER_SIZE};
 use crate::team::Teams;
-
-/// Runs one operation `$op` of `$bytes` payload bytes towards PE `$pe`, counted in the data
-/// plane's traffic: `$check` (which may use `?`) validates it and returns `Ok` of what `$body`
-/// needs, bound to `$bound`; `$body` moves the data and cannot fail. The operation is counted
-/// between the two, so that a failed check counts as an error of its kind and never as an
-/// operation. One operation in [`ferroshmem_observability::names::OP_SAMPLE_EVERY`] per
-/// `[op][target]` is timed, from its counting to the end of its body.
-macro_rules! counted {
-    ($dp:expr, $op:expr, $pe:expr, $bytes:expr, check $check:block, then |$bound:pat_param| $body:block) => {{
-        #[allow(clippy::redundant_closure_call)]
-        let checked: $crate::error::Result<_> = (|| $check)();
-        match checked {
-            Ok($bound) => {
-                let timer = $dp.traffic.count_timed($op, $pe, $bytes);
-                let value = $body;
-                $dp.traffic.finish($op, timer);
-                Ok(value)
-            }
-            Err(error) => Err($dp.traffic.failed(error)),
-        }
-    }};
-}
-pub(crate) use counted;
 
 /// What a PE's data plane is built from.
 #[derive(Debug)]
@@ -271,6 +248,32 @@ impl DataPlane {
     #[inline(always)]
     pub(crate) fn own_segment(&self) -> &Segment {
         &self.segments[self.my_pe]
+    }
+
+    /// Runs one operation `op` of `bytes` payload bytes towards PE `pe`, counted in the data
+    /// plane's traffic: `check` validates it and returns what `body` needs; `body` moves the
+    /// data and cannot fail. The operation is counted between the two, so that a failed check
+    /// counts as an error of its kind and never as an operation. One operation in
+    /// [`ferroshmem_observability::names::OP_SAMPLE_EVERY`] per `[op][target]` is timed, from
+    /// its counting to the end of its body.
+    #[inline(always)]
+    pub(crate) fn counted<C, R>(
+        &self,
+        op: Op,
+        pe: usize,
+        bytes: usize,
+        check: impl FnOnce() -> Result<C>,
+        body: impl FnOnce(C) -> R,
+    ) -> Result<R> {
+        match check() {
+            Ok(checked) => {
+                let timer = self.traffic.count_timed(op, pe, bytes);
+                let value = body(checked);
+                self.traffic.finish(op, timer);
+                Ok(value)
+            }
+            Err(error) => Err(self.traffic.failed(error)),
+        }
     }
 
     /// Checks a view that must hold `needed` elements and returns the mapping offset of its

@@ -10,7 +10,7 @@ use std::sync::atomic::{fence, Ordering};
 use bytemuck::Pod;
 use ferroshmem_observability::Op;
 
-use crate::data_plane::{counted, DataPlane};
+use crate::data_plane::DataPlane;
 use crate::error::{Error, Result};
 use crate::heap::SymSlice;
 use crate::segment::Segment;
@@ -63,14 +63,23 @@ impl DataPlane {
         pe: usize,
     ) -> Result<()> {
         let moved = std::mem::size_of_val(src);
-        counted!(self, Op::Put, pe, moved, check {
-            let target = self.segment(pe)?;
-            Ok((target, self.locate(dest.into(), src.len(), "put destination")?))
-        }, then |(target, at)| {
-            let bytes: &[u8] = bytemuck::cast_slice(src);
-            target.mapping().write(at, bytes);
-            publish(target, at, at + bytes.len());
-        })
+        self.counted(
+            Op::Put,
+            pe,
+            moved,
+            || {
+                let target = self.segment(pe)?;
+                Ok((
+                    target,
+                    self.locate(dest.into(), src.len(), "put destination")?,
+                ))
+            },
+            |(target, at)| {
+                let bytes: &[u8] = bytemuck::cast_slice(src);
+                target.mapping().write(at, bytes);
+                publish(target, at, at + bytes.len());
+            },
+        )
     }
 
     /// Copies `src` on PE `pe` into `dest` (`shmem_get`); `dest.len()` elements are read.
@@ -80,13 +89,19 @@ impl DataPlane {
         src: impl Into<SymSlice<'_, T>>,
         pe: usize,
     ) -> Result<()> {
-        let moved = std::mem::size_of_val(dest);
-        counted!(self, Op::Get, pe, moved, check {
-            let source = self.segment(pe)?;
-            Ok((source, self.locate(src.into(), dest.len(), "get source")?))
-        }, then |(source, at)| {
-            source.mapping().read(at, bytemuck::cast_slice_mut(dest));
-        })
+        let (moved, len) = (std::mem::size_of_val(dest), dest.len());
+        self.counted(
+            Op::Get,
+            pe,
+            moved,
+            || {
+                let source = self.segment(pe)?;
+                Ok((source, self.locate(src.into(), len, "get source")?))
+            },
+            |(source, at)| {
+                source.mapping().read(at, bytemuck::cast_slice_mut(dest));
+            },
+        )
     }
 
     /// Starts copying `src` on PE `pe` into this PE's symmetric `dest` (`shmem_get_nbi`);
@@ -101,17 +116,24 @@ impl DataPlane {
     ) -> Result<()> {
         let dest = dest.into();
         let moved = dest.len().saturating_mul(std::mem::size_of::<T>());
-        counted!(self, Op::Get, pe, moved, check {
-            let source = self.segment(pe)?;
-            let dst_at = self.locate(dest, 0, "get_nbi destination")?;
-            let src_at = self.locate(src.into(), dest.len(), "get_nbi source")?;
-            Ok((source, dst_at, src_at))
-        }, then |(source, dst_at, src_at)| {
-            let own = self.own_segment();
-            own.mapping().copy_from(dst_at, source.mapping(), src_at, moved);
-            // This PE's own waiters on `dest` learn of it now, not at the doorbell's next tick.
-            publish(own, dst_at, dst_at + moved);
-        })
+        self.counted(
+            Op::Get,
+            pe,
+            moved,
+            || {
+                let source = self.segment(pe)?;
+                let dst_at = self.locate(dest, 0, "get_nbi destination")?;
+                let src_at = self.locate(src.into(), dest.len(), "get_nbi source")?;
+                Ok((source, dst_at, src_at))
+            },
+            |(source, dst_at, src_at)| {
+                let own = self.own_segment();
+                own.mapping()
+                    .copy_from(dst_at, source.mapping(), src_at, moved);
+                // This PE's own waiters on `dest` learn of it now, not at the doorbell's next tick.
+                publish(own, dst_at, dst_at + moved);
+            },
+        )
     }
 
     /// Writes one element into `dest[0]` on PE `pe` (`shmem_p`).
@@ -143,28 +165,34 @@ impl DataPlane {
         pe: usize,
     ) -> Result<()> {
         let moved = nelems.saturating_mul(std::mem::size_of::<T>());
-        counted!(self, Op::Iput, pe, moved, check {
-            let target = self.segment(pe)?;
-            let dest_extent = strided_extent(dst, nelems, "destination")?;
-            let src_extent = strided_extent(sst, nelems, "source")?;
-            if src_extent > src.len() {
-                return Err(Error::OutOfBounds {
-                    what: "iput source",
-                    needed: src_extent,
-                    available: src.len(),
-                });
-            }
-            let at = self.locate(dest.into(), dest_extent, "iput destination")?;
-            Ok((target, at, dest_extent))
-        }, then |(target, at, dest_extent)| {
-            let size = std::mem::size_of::<T>();
-            for i in 0..nelems {
-                target
-                    .mapping()
-                    .write(at + i * dst * size, bytemuck::bytes_of(&src[i * sst]));
-            }
-            publish(target, at, at + dest_extent * size);
-        })
+        self.counted(
+            Op::Iput,
+            pe,
+            moved,
+            || {
+                let target = self.segment(pe)?;
+                let dest_extent = strided_extent(dst, nelems, "destination")?;
+                let src_extent = strided_extent(sst, nelems, "source")?;
+                if src_extent > src.len() {
+                    return Err(Error::OutOfBounds {
+                        what: "iput source",
+                        needed: src_extent,
+                        available: src.len(),
+                    });
+                }
+                let at = self.locate(dest.into(), dest_extent, "iput destination")?;
+                Ok((target, at, dest_extent))
+            },
+            |(target, at, dest_extent)| {
+                let size = std::mem::size_of::<T>();
+                for i in 0..nelems {
+                    target
+                        .mapping()
+                        .write(at + i * dst * size, bytemuck::bytes_of(&src[i * sst]));
+                }
+                publish(target, at, at + dest_extent * size);
+            },
+        )
     }
 
     /// Strided get (`shmem_iget`): element `i` goes from `src[i * sst]` on PE `pe` to
@@ -179,27 +207,34 @@ impl DataPlane {
         pe: usize,
     ) -> Result<()> {
         let moved = nelems.saturating_mul(std::mem::size_of::<T>());
-        counted!(self, Op::Iget, pe, moved, check {
-            let source = self.segment(pe)?;
-            let dest_extent = strided_extent(dst, nelems, "destination")?;
-            let src_extent = strided_extent(sst, nelems, "source")?;
-            if dest_extent > dest.len() {
-                return Err(Error::OutOfBounds {
-                    what: "iget destination",
-                    needed: dest_extent,
-                    available: dest.len(),
-                });
-            }
-            Ok((source, self.locate(src.into(), src_extent, "iget source")?))
-        }, then |(source, at)| {
-            let size = std::mem::size_of::<T>();
-            for i in 0..nelems {
-                source.mapping().read(
-                    at + i * sst * size,
-                    bytemuck::bytes_of_mut(&mut dest[i * dst]),
-                );
-            }
-        })
+        let len = dest.len();
+        self.counted(
+            Op::Iget,
+            pe,
+            moved,
+            || {
+                let source = self.segment(pe)?;
+                let dest_extent = strided_extent(dst, nelems, "destination")?;
+                let src_extent = strided_extent(sst, nelems, "source")?;
+                if dest_extent > len {
+                    return Err(Error::OutOfBounds {
+                        what: "iget destination",
+                        needed: dest_extent,
+                        available: len,
+                    });
+                }
+                Ok((source, self.locate(src.into(), src_extent, "iget source")?))
+            },
+            |(source, at)| {
+                let size = std::mem::size_of::<T>();
+                for i in 0..nelems {
+                    source.mapping().read(
+                        at + i * sst * size,
+                        bytemuck::bytes_of_mut(&mut dest[i * dst]),
+                    );
+                }
+            },
+        )
     }
 
     /// Orders this PE's puts, AMOs and signals to each PE: those issued before the fence are

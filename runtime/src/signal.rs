@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use bytemuck::Pod;
 use ferroshmem_observability::Op;
 
-use crate::data_plane::{counted, DataPlane};
+use crate::data_plane::DataPlane;
 use crate::error::Result;
 use crate::heap::SymSlice;
 use crate::segment::Segment;
@@ -64,16 +64,22 @@ impl DataPlane {
         pe: usize,
     ) -> Result<()> {
         let moved = std::mem::size_of_val(src) + 8;
-        counted!(self, Op::PutSignal, pe, moved, check {
-            let target = self.segment(pe)?;
-            let at = self.locate(dest.into(), src.len(), "put_signal destination")?;
-            Ok((target, at, self.locate_atomic(sig.into())?))
-        }, then |(target, at, sig_at)| {
-            let bytes: &[u8] = bytemuck::cast_slice(src);
-            target.mapping().write(at, bytes);
-            update_signal(target, sig_at, value, op);
-            target.wake_watchers(at, at + bytes.len());
-        })
+        self.counted(
+            Op::PutSignal,
+            pe,
+            moved,
+            || {
+                let target = self.segment(pe)?;
+                let at = self.locate(dest.into(), src.len(), "put_signal destination")?;
+                Ok((target, at, self.locate_atomic(sig.into())?))
+            },
+            |(target, at, sig_at)| {
+                let bytes: &[u8] = bytemuck::cast_slice(src);
+                target.mapping().write(at, bytes);
+                update_signal(target, sig_at, value, op);
+                target.wake_watchers(at, at + bytes.len());
+            },
+        )
     }
 
     /// Updates `sig[0]` on PE `pe` with `op` and `value` (`nvshmemx_signal_op`).
@@ -84,12 +90,18 @@ impl DataPlane {
         op: SignalOp,
         pe: usize,
     ) -> Result<()> {
-        counted!(self, Op::Signal, pe, 8, check {
-            let target = self.segment(pe)?;
-            Ok((target, self.locate_atomic(sig.into())?))
-        }, then |(target, at)| {
-            update_signal(target, at, value, op);
-        })
+        self.counted(
+            Op::Signal,
+            pe,
+            8,
+            || {
+                let target = self.segment(pe)?;
+                Ok((target, self.locate_atomic(sig.into())?))
+            },
+            |(target, at)| {
+                update_signal(target, at, value, op);
+            },
+        )
     }
 
     /// Reads this PE's `sig[0]` (`shmem_signal_fetch`).
