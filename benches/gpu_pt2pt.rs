@@ -32,6 +32,9 @@
 //! `--max-size BYTES` (largest bandwidth size, default 1 GiB), `--lat-iters N` (default
 //! 10 000). Without a GPU it says so and exits successfully.
 
+// Kernel launches take raw arguments, which only the caller can vouch for.
+#![allow(unsafe_code)]
+
 use std::sync::Arc;
 use std::time::Instant;
 

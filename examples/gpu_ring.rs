@@ -7,6 +7,9 @@
 //! ferroshmem run -n 2 -- target/release/examples/gpu_ring    # one PE per process
 //! ```
 
+// Kernel launches take raw arguments, which only the caller can vouch for.
+#![allow(unsafe_code)]
+
 use ferroshmem::gpu::{CompileOptions, LaunchDims};
 use ferroshmem::Error;
 

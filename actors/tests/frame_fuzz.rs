@@ -3,6 +3,9 @@
 //! more than the frame holds never reserves room for it). A counting allocator measures every
 //! allocation this test's thread makes while it decodes.
 
+// A counting global allocator is an `unsafe impl` by nature.
+#![allow(unsafe_code)]
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 

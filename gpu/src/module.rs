@@ -4,6 +4,9 @@
 //! into the module. [`GpuModule::launch`] runs its kernels; [`GpuModule::check`] turns a
 //! debug-mode report (a bad PE or a non-symmetric address seen on the device) into an error.
 
+// Kernel launches: a public unsafe API (only the caller can vouch for a kernel's arguments).
+#![allow(unsafe_code)]
+
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::{Arc, Mutex};

@@ -39,6 +39,7 @@ pub(crate) fn cmp_code(cmp: Cmp) -> i32 {
 }
 
 impl GpuPe {
+    #[allow(unsafe_code)] // launches a kernel of the device library
     fn internal_launch(&self, name: &str, stream: &CudaStream, args: &[KernelArg]) -> Result<()> {
         let kernels = self.internal()?;
         // SAFETY: the internal kernels take exactly these arguments (device/internal.cu) and
@@ -95,6 +96,7 @@ impl GpuPe {
     ///
     /// # Safety
     /// `src..src + bytes` must stay valid until `stream` has executed the copy.
+    #[allow(unsafe_code)] // a raw source address only the caller can vouch for
     pub unsafe fn put_raw_on_stream<'a, T: Pod>(
         &self,
         dest: impl Into<SymSlice<'a, T>>,

@@ -9,6 +9,9 @@
 //! - References are created only to atomic types, at offsets checked for bounds and alignment.
 //! - Every offset is checked against the mapping's length here, even when the caller checked.
 
+// The audited layer of shared memory: the only module of this crate allowed `unsafe`.
+#![allow(unsafe_code)]
+
 use std::os::fd::AsFd;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, AtomicU64};
@@ -193,7 +196,7 @@ unsafe fn streaming_copy(src: &[u8], dst: *mut u8) {
     use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_sfence, _mm_stream_si128};
     let len = src.len();
     let head = dst.align_offset(16).min(len);
-    // SAFETY (this block and the loop): every access stays within `src` and `dst[..len]`,
+    // SAFETY: (this block and its loop) every access stays within `src` and `dst[..len]`,
     // which the caller guarantees valid and disjoint; stores go to 16-byte aligned addresses
     // (`head` aligns them), loads are unaligned loads; SSE2 is part of x86_64.
     unsafe {

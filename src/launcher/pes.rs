@@ -36,6 +36,7 @@ pub(crate) struct RunningPe {
 }
 
 /// Builds PE `rank`'s command: the program, its arguments and the bootstrap environment.
+#[allow(unsafe_code)] // `pre_exec`, whose closure runs between fork and exec
 fn command(rank: usize, options: &LaunchOptions, root: &Root, timeout: Duration) -> Command {
     let n = options.n_pes.to_string();
     let mut cmd = Command::new(&options.program);

@@ -1,6 +1,9 @@
 //! GPU scenarios shared by the one-process and the multi-process GPU tests: each runs on
 //! every PE of a job and checks values, naming the PE and what differed.
 
+// Kernel launches take raw arguments, which only the caller can vouch for.
+#![allow(unsafe_code)]
+
 use ferroshmem::gpu::{CompileOptions, DeviceBuffer, GpuPe, HostBuffer, LaunchDims, LocalMem};
 use ferroshmem::{Cmp, Error, Pe, Result, SignalOp};
 

@@ -37,8 +37,8 @@ impl Module {
         bind(ctx)?;
         let text = CString::new(ptx).map_err(|_| Error::Cuda("PTX contains a NUL byte".into()))?;
         let mut module = std::ptr::null_mut();
-        // SAFETY: NUL-terminated PTX; valid out-pointer; context bound.
         check(
+            // SAFETY: NUL-terminated PTX; valid out-pointer; context bound.
             unsafe { sys::cuModuleLoadData(&mut module, text.as_ptr().cast::<c_void>()) },
             "cuModuleLoadData",
         )?;
@@ -52,8 +52,8 @@ impl Module {
     pub fn function(&self, name: &str) -> Result<Function> {
         let cname = CString::new(name).map_err(|_| Error::InvalidArgument(name.into()))?;
         let mut f = std::ptr::null_mut();
-        // SAFETY: live module, NUL-terminated name, valid out-pointer.
         check(
+            // SAFETY: live module, NUL-terminated name, valid out-pointer.
             unsafe { sys::cuModuleGetFunction(&mut f, self.module, cname.as_ptr()) },
             &format!("looking up kernel {name:?}"),
         )?;
@@ -64,8 +64,8 @@ impl Module {
     pub fn global(&self, name: &str) -> Result<(u64, usize)> {
         let cname = CString::new(name).map_err(|_| Error::InvalidArgument(name.into()))?;
         let (mut ptr, mut bytes) = (0, 0);
-        // SAFETY: live module, NUL-terminated name, valid out-pointers.
         check(
+            // SAFETY: live module, NUL-terminated name, valid out-pointers.
             unsafe { sys::cuModuleGetGlobal_v2(&mut ptr, &mut bytes, self.module, cname.as_ptr()) },
             &format!("looking up global {name:?}"),
         )?;
@@ -213,8 +213,8 @@ pub(crate) fn begin_capture(stream: sys::CUstream) -> Result<()> {
 /// Ends the capture of `stream` and instantiates the graph.
 pub(crate) fn end_capture(ctx: &Arc<CudaContext>, stream: sys::CUstream) -> Result<Graph> {
     let mut graph = std::ptr::null_mut();
-    // SAFETY: live stream in capture mode; valid out-pointer.
     check(
+        // SAFETY: live stream in capture mode; valid out-pointer.
         unsafe { sys::cuStreamEndCapture(stream, &mut graph) },
         "cuStreamEndCapture",
     )?;

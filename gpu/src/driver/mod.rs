@@ -3,6 +3,9 @@
 //! to the thread first ([`bind`]): tokio moves tasks between threads, and raw calls use the
 //! thread's current context.
 
+// The audited layer of driver calls (with its `kernels` submodule): allowed `unsafe`.
+#![allow(unsafe_code)]
+
 use std::ffi::c_void;
 use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -35,8 +38,8 @@ pub(crate) fn driver_present() -> bool {
 
 fn device_handle(ordinal: usize) -> Result<sys::CUdevice> {
     let mut dev: sys::CUdevice = 0;
-    // SAFETY: `dev` is a valid out-pointer; the driver was initialized by context creation.
     check(
+        // SAFETY: `dev` is a valid out-pointer; the driver was initialized by context creation.
         unsafe { sys::cuDeviceGet(&mut dev, ordinal as i32) },
         "cuDeviceGet",
     )?;
@@ -50,8 +53,8 @@ pub(crate) fn can_access_peer(a: usize, b: usize) -> Result<bool> {
     }
     let (da, db) = (device_handle(a)?, device_handle(b)?);
     let mut can = 0;
-    // SAFETY: valid out-pointer and device handles.
     check(
+        // SAFETY: valid out-pointer and device handles.
         unsafe { sys::cuDeviceCanAccessPeer(&mut can, da, db) },
         "cuDeviceCanAccessPeer",
     )?;
@@ -66,8 +69,8 @@ pub(crate) fn peer_atomics_native(a: usize, b: usize) -> Result<bool> {
     }
     let (da, db) = (device_handle(a)?, device_handle(b)?);
     let mut native = 0;
-    // SAFETY: valid out-pointer and device handles.
     check(
+        // SAFETY: valid out-pointer and device handles.
         unsafe {
             sys::cuDeviceGetP2PAttribute(
                 &mut native,
@@ -85,8 +88,8 @@ pub(crate) fn peer_atomics_native(a: usize, b: usize) -> Result<bool> {
 pub(crate) fn device_uuid(ordinal: usize) -> Result<[u8; 16]> {
     let dev = device_handle(ordinal)?;
     let mut uuid = sys::CUuuid { bytes: [0; 16] };
-    // SAFETY: valid out-pointer and device handle.
     check(
+        // SAFETY: valid out-pointer and device handle.
         unsafe { sys::cuDeviceGetUuid_v2(&mut uuid, dev) },
         "cuDeviceGetUuid",
     )?;
@@ -116,8 +119,8 @@ fn allocation_prop(ordinal: usize) -> sys::CUmemAllocationProp {
 pub(crate) fn granularity(ordinal: usize) -> Result<usize> {
     let prop = allocation_prop(ordinal);
     let mut g = 0usize;
-    // SAFETY: valid out-pointer and a fully initialized property struct.
     check(
+        // SAFETY: valid out-pointer and a fully initialized property struct.
         unsafe {
             sys::cuMemGetAllocationGranularity(
                 &mut g,
@@ -143,8 +146,8 @@ impl Physical {
     pub fn create(ordinal: usize, size: usize) -> Result<Self> {
         let prop = allocation_prop(ordinal);
         let mut handle = 0;
-        // SAFETY: valid out-pointer and property struct; the caller bound a context.
         check(
+            // SAFETY: valid out-pointer and property struct; the caller bound a context.
             unsafe { sys::cuMemCreate(&mut handle, size, &prop, 0) },
             "cuMemCreate (GPU symmetric heap)",
         )?;
@@ -154,8 +157,8 @@ impl Physical {
     /// Exports the allocation as a new file descriptor (`cuMemExportToShareableHandle`).
     pub fn export_fd(&self) -> Result<OwnedFd> {
         let mut fd: RawFd = -1;
-        // SAFETY: for POSIX fd handles the driver writes an `int` into the pointed-to value.
         check(
+            // SAFETY: for POSIX fd handles the driver writes an `int` into the pointed-to value.
             unsafe {
                 sys::cuMemExportToShareableHandle(
                     (&mut fd as *mut RawFd).cast::<c_void>(),
@@ -210,8 +213,8 @@ impl AddressRange {
     /// Reserves `size` bytes aligned to `align`.
     pub fn reserve(size: usize, align: usize) -> Result<Self> {
         let mut base = 0;
-        // SAFETY: valid out-pointer; no fixed address requested.
         check(
+            // SAFETY: valid out-pointer; no fixed address requested.
             unsafe { sys::cuMemAddressReserve(&mut base, size, align, 0, 0) },
             "cuMemAddressReserve",
         )?;
@@ -246,8 +249,8 @@ impl Mapping {
     /// Maps all of `physical` at `at` (inside a reserved range) and grants device `ordinal`
     /// read-write access.
     pub fn map(at: u64, physical: Physical, ordinal: usize) -> Result<Self> {
-        // SAFETY: `at..at+size` lies in a range we reserved and is not yet mapped.
         check(
+            // SAFETY: `at..at+size` lies in a range we reserved and is not yet mapped.
             unsafe { sys::cuMemMap(at, physical.size, 0, physical.handle, 0) },
             "cuMemMap",
         )?;
@@ -259,8 +262,8 @@ impl Mapping {
             },
             flags: sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
         };
-        // SAFETY: the range was just mapped; one valid descriptor.
         check(
+            // SAFETY: the range was just mapped; one valid descriptor.
             unsafe { sys::cuMemSetAccess(at, mapping.physical.size, &desc, 1) },
             "cuMemSetAccess",
         )?;
@@ -291,8 +294,8 @@ impl Event {
     /// Creates an event (`CU_EVENT_DISABLE_TIMING`).
     pub fn new() -> Result<Self> {
         let mut ev = std::ptr::null_mut();
-        // SAFETY: valid out-pointer; the caller bound a context.
         check(
+            // SAFETY: valid out-pointer; the caller bound a context.
             unsafe {
                 sys::cuEventCreate(&mut ev, sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32)
             },
@@ -550,8 +553,8 @@ impl Pinned {
         let bytes = bytes.max(1);
         let mut p = std::ptr::null_mut();
         let flags = sys::CU_MEMHOSTALLOC_PORTABLE | sys::CU_MEMHOSTALLOC_DEVICEMAP;
-        // SAFETY: valid out-pointer.
         check(
+            // SAFETY: valid out-pointer.
             unsafe { sys::cuMemHostAlloc(&mut p, bytes, flags) },
             "cuMemHostAlloc",
         )?;
@@ -623,8 +626,8 @@ impl DeviceAlloc {
     pub fn new(ctx: &Arc<CudaContext>, bytes: usize) -> Result<Self> {
         bind(ctx)?;
         let mut ptr = 0;
-        // SAFETY: valid out-pointer; context bound above.
         check(
+            // SAFETY: valid out-pointer; context bound above.
             unsafe { sys::cuMemAlloc_v2(&mut ptr, bytes.max(1)) },
             "cuMemAlloc",
         )?;
