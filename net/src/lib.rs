@@ -1,0 +1,33 @@
+//! ferroshmem's fabric transport: the route to PEs on other hosts.
+//!
+//! # What it owns
+//! A [`Fabric`] is one PE's endpoint on a fabric library loaded at run time (libfabric: the
+//! `tcp;ofi_rxm` provider over TCP, `verbs;ofi_rxm`, `efa` or `cxi` on clusters), its
+//! registered symmetric-heap segment, and the progress thread that completes its operations
+//! and delivers the data peers' writes carry. Remote operations — writes, reads, atomics,
+//! writes with data — are futures resolved by that thread.
+//!
+//! # Loading
+//! Nothing is linked at build time: [`Fabric::open`] loads `libfabric.so.1` and fails with
+//! [`Error::Config`](ferroshmem_runtime::Error::Config), saying what to install, where it is
+//! missing. The provider is asked for reliable datagrams, RMA, 64-bit atomics, thread safety
+//! and automatic progress, so that a PE's memory is served while it sleeps, with no core
+//! spinning.
+//!
+//! # Not here
+//! Which PEs go through the fabric, bootstrap exchanges and wake-ups of waiters belong to the
+//! layers that use this crate.
+
+mod ffi;
+mod transport;
+
+pub use ffi::{Library, Operation, LIBRARY_VAR};
+pub use transport::{Fabric, FabricOptions, Peer, Registered};
+
+/// The atomic operations of [`Operation::Atomic`] and [`Operation::FetchAtomic`].
+pub mod atomic {
+    pub use crate::ffi::types::{
+        FI_ATOMIC_READ as READ, FI_ATOMIC_WRITE as WRITE, FI_BAND as AND, FI_BOR as OR,
+        FI_BXOR as XOR, FI_SUM as SUM,
+    };
+}

@@ -1,0 +1,206 @@
+//! [`Fabric`]: one PE's endpoint, its registered segment, and the progress thread that ends
+//! its operations and hands on the data of peers' writes.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use ferroshmem_runtime::{Error, Result, Segment};
+use tokio::sync::oneshot;
+
+use crate::ffi::types::{FI_MR_PROV_KEY, FI_MR_VIRT_ADDR};
+use crate::ffi::{Domain, Endpoint, Hints, Info, Library, MemoryRegion, Operation, Refused};
+
+/// How long the progress thread waits on the completion queue before it looks at its stop
+/// flag again.
+const PROGRESS_WAIT_MS: i32 = 100;
+
+/// Where and how a PE's fabric endpoint is opened.
+#[derive(Debug, Clone, Default)]
+pub struct FabricOptions {
+    /// The provider (`tcp;ofi_rxm`, …); `None`: the first libfabric offers.
+    pub provider: Option<String>,
+    /// The local address the endpoint binds to (an IP address of this host), if any.
+    pub node: Option<String>,
+}
+
+/// A peer's endpoint, as this PE's address vector names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Peer(u64);
+
+/// A registered segment: what a peer needs to reach it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Registered {
+    /// The key peers present.
+    pub key: u64,
+    /// The address peers add offsets to (0 for providers that take offsets).
+    pub base: u64,
+}
+
+/// One PE's fabric endpoint; see the crate documentation.
+pub struct Fabric {
+    endpoint: Arc<Endpoint>,
+    domain: Arc<Domain>,
+    regions: std::sync::Mutex<Vec<MemoryRegion>>,
+    stop: Arc<AtomicBool>,
+    progress: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Fabric {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fabric")
+            .field("provider", &self.provider())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Fabric {
+    /// Loads libfabric, opens an endpoint as `options` say, and starts its progress thread,
+    /// which calls `on_data` with the data of every peer's write that carries some.
+    ///
+    /// # Errors
+    /// [`Error::Config`] when libfabric is missing or no provider offers what is needed.
+    pub fn open(options: &FabricOptions, on_data: impl Fn(u64) + Send + 'static) -> Result<Fabric> {
+        let lib = Arc::new(Library::load()?);
+        let info = Info::get(
+            &lib,
+            &Hints {
+                provider: options.provider.clone(),
+                node: options.node.clone(),
+            },
+        )?;
+        let domain = Domain::open(&lib, info)?;
+        let endpoint = Arc::new(Endpoint::open(&domain)?);
+        let stop = Arc::new(AtomicBool::new(false));
+        let progress = std::thread::Builder::new()
+            .name("fsh-fabric".into())
+            .spawn({
+                let (endpoint, stop) = (endpoint.clone(), stop.clone());
+                move || progress_loop(&endpoint, &stop, &on_data)
+            })
+            .map_err(|e| Error::os("starting the fabric progress thread", e))?;
+        Ok(Fabric {
+            endpoint,
+            domain,
+            regions: Default::default(),
+            stop,
+            progress: Some(progress),
+        })
+    }
+
+    /// The provider in use.
+    pub fn provider(&self) -> String {
+        self.domain.info().provider()
+    }
+
+    /// This endpoint's address, for peers' [`Fabric::connect`].
+    pub fn name(&self) -> Result<Vec<u8>> {
+        self.endpoint.name()
+    }
+
+    /// Registers `segment` for peers' reads, writes and atomics, under `key` where the
+    /// provider lets the application choose keys (keys must differ per segment).
+    pub fn register(&self, segment: Arc<Segment>, key: u64) -> Result<Registered> {
+        let base = segment.mapping().base_addr() as u64;
+        let region = self.domain.register(segment, key)?;
+        region.bind(&self.endpoint)?;
+        let mode = self.domain.info().mr_mode();
+        let registered = Registered {
+            key: if mode & FI_MR_PROV_KEY != 0 {
+                region.key()
+            } else {
+                key
+            },
+            base: if mode & FI_MR_VIRT_ADDR != 0 { base } else { 0 },
+        };
+        self.regions
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(region);
+        Ok(registered)
+    }
+
+    /// Inserts peers' addresses; returns their handles in order.
+    pub fn connect(&self, names: &[Vec<u8>]) -> Result<Vec<Peer>> {
+        Ok(self.endpoint.insert(names)?.into_iter().map(Peer).collect())
+    }
+
+    /// Whether the provider carries atomic `op` (see [`crate::atomic`]) on words of `width`
+    /// bytes, fetching or not, or compare-and-swap when `op` is `None`.
+    pub fn supports(&self, op: Option<std::ffi::c_int>, width: usize, fetching: bool) -> bool {
+        let op = op.unwrap_or(crate::ffi::types::FI_CSWAP);
+        self.endpoint.atomic_valid(op, width, fetching)
+    }
+
+    /// Runs `op` on `peer`'s segment registered as `target`, at byte `offset` of it;
+    /// resolves to what it read or fetched (empty for writes and plain atomics) once the
+    /// provider reports it complete.
+    ///
+    /// # Errors
+    /// [`Error::Os`] when the provider refuses or fails the operation, or the endpoint
+    /// closes first.
+    ///
+    /// # Cancel safety
+    /// Dropping the future does not recall the operation: it completes (or fails) on its
+    /// own, and the buffers it uses are its own until then.
+    pub async fn run(
+        &self,
+        op: Operation,
+        peer: Peer,
+        target: Registered,
+        offset: u64,
+    ) -> Result<Vec<u8>> {
+        let (tx, rx) = oneshot::channel();
+        let mut done: crate::ffi::Done = Box::new(move |outcome| {
+            let _ = tx.send(outcome);
+        });
+        let remote = target.base + offset;
+        loop {
+            match self.endpoint.post(&op, peer.0, remote, target.key, done) {
+                Ok(()) => break,
+                Err(Refused::Full(back)) => {
+                    done = back;
+                    tokio::task::yield_now().await;
+                }
+                Err(Refused::Failed(e)) => return Err(e),
+            }
+        }
+        match rx.await {
+            Ok(Ok(bytes)) => Ok(bytes),
+            Ok(Err(why)) => Err(Error::Os {
+                context: "fabric operation",
+                message: why,
+            }),
+            Err(_) => Err(Error::Shutdown),
+        }
+    }
+
+    /// How many operations are in flight.
+    pub fn in_flight(&self) -> usize {
+        self.endpoint.in_flight()
+    }
+}
+
+impl Drop for Fabric {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        self.endpoint.interrupt();
+        if let Some(t) = self.progress.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Ends operations and hands on peers' data until `stop` is set.
+fn progress_loop(endpoint: &Endpoint, stop: &AtomicBool, on_data: &(dyn Fn(u64) + Send)) {
+    while !stop.load(Ordering::Acquire) {
+        match endpoint.progress(PROGRESS_WAIT_MS) {
+            Ok(found) => found.remote.into_iter().for_each(on_data),
+            Err(e) => {
+                tracing::warn!("fabric progress: {e}");
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+    }
+}
