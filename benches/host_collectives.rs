@@ -257,7 +257,7 @@ async fn measure(pe: &Pe, team: &Team, b: &Bufs, op: Op, size: usize, cfg: Confi
             want[i]
         )));
     }
-    pe.p(&b.times.at(me), median(samples), 0).await?;
+    pe.p(b.times.at(me), median(samples), 0).await?;
     pe.barrier_all().await?;
     let mut times = vec![0.0f64; pes];
     pe.get(&mut times, &b.times, 0).await?;

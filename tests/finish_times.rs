@@ -267,7 +267,7 @@ fn a_pe_kept_after_finalize_refuses_every_call() {
         shut("atomic_set", pe.atomic_set(buf.at(0), 1, 0).await);
         shut(
             "put_signal",
-            pe.put_signal(&buf.slice(0..1), &[1], buf.at(1), 1, SignalOp::Set, 0)
+            pe.put_signal(buf.slice(0..1), &[1], buf.at(1), 1, SignalOp::Set, 0)
                 .await,
         );
         shut("quiet", pe.quiet().await);
@@ -330,8 +330,8 @@ fn handles_made_by_hand_never_reach_past_the_user_heap() {
             ] {
                 let refused = [
                     pe.put(h, &[7; 8], 0).await,
-                    pe.put(&h.slice(1..2), &[7], 0).await,
-                    pe.get(&mut [0; 1], &h.slice(3..4), 0).await,
+                    pe.put(h.slice(1..2), &[7], 0).await,
+                    pe.get(&mut [0; 1], h.slice(3..4), 0).await,
                     pe.atomic_add(h.at(2), 1, 0).await,
                     pe.team_world()
                         .sum_reduce(&h.slice(0..1), &h.slice(0..1))

@@ -170,7 +170,7 @@ async fn traffic(pe: &Pe, m: &Memory, dropped: Dropped) -> Result<Vec<Ledger>> {
                 let word = cell_word(me, t, cell, seq);
                 if !dropped {
                     match rng.below(3) {
-                        0 => pe.put(&m.cells.slice(at..at + 1), &[word], t).await?,
+                        0 => pe.put(m.cells.slice(at..at + 1), &[word], t).await?,
                         1 => pe.put_nbi(m.cells.slice(at..at + 1), &[word], t)?,
                         _ => pe.p(m.cells.at(at), word, t).await?,
                     }
@@ -218,7 +218,7 @@ async fn traffic(pe: &Pe, m: &Memory, dropped: Dropped) -> Result<Vec<Ledger>> {
                 let data: Vec<u64> = (0..MAIL as u64).map(|i| first.wrapping_add(i)).collect();
                 let mailbox = m.mail.slice(me * MAIL..(me + 1) * MAIL);
                 if !dropped {
-                    pe.put_signal(&mailbox, &data, m.signals.at(me), 1, SignalOp::Add, t)
+                    pe.put_signal(mailbox, &data, m.signals.at(me), 1, SignalOp::Add, t)
                         .await?;
                 }
                 ledgers[t].mails += 1;
@@ -290,7 +290,7 @@ fn soak(dropped: Dropped) -> Vec<Result<()>> {
         let me = pe.my_pe();
         for (t, ledger) in ledgers.iter().enumerate() {
             let mine = m.ledgers.slice(me * LEDGER_WORDS..(me + 1) * LEDGER_WORDS);
-            pe.put(&mine, &ledger.words(), t).await?;
+            pe.put(mine, &ledger.words(), t).await?;
         }
         pe.barrier_all().await?;
         let verdict = verify(&pe, &m).await;

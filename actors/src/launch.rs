@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use ferroshmem_runtime::config::{node_key, spin_from_env, symmetric_size_from_env};
 use ferroshmem_runtime::heap::HeapAllocator;
+use ferroshmem_runtime::route::Route;
 use ferroshmem_runtime::{DataPlane, DataPlaneParts, Error, Health, HeapId, Result, Segment};
 use std::collections::HashMap;
 use tokio::sync::mpsc::unbounded_channel;
@@ -52,7 +53,8 @@ fn start_pe(
     let data = Arc::new(DataPlane::new(DataPlaneParts {
         my_pe: rank,
         heap: HeapId(job),
-        segments,
+        routes: segments.into_iter().map(Route::Mapped).collect(),
+        remote: None,
         health: Arc::new(Health::new()),
         spin: settings.spin,
     })?);

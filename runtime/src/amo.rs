@@ -1,17 +1,21 @@
 //! Atomic memory operations on 32- and 64-bit integers in any PE's segment: fetch, set, swap,
 //! compare-swap, add/inc, and the bitwise and/or/xor, each with its fetching form.
 //!
-//! They are CPU atomic instructions on the shared mapping, so they are atomic with respect to
-//! every PE of the node, in every process.
+//! To a mapped peer they are CPU atomic instructions on the shared mapping, so they are
+//! atomic with respect to every PE of the node, in every process; to a peer on another node
+//! they are the remote transport's atomics (descriptors of kind [`Amo`]), atomic with
+//! respect to every PE that reaches that word through the same transport.
 
 use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, AtomicU64, Ordering::SeqCst};
 
 use bytemuck::Pod;
-use ferroshmem_observability::Op;
+use ferroshmem_observability::Op as OpKind;
 
 use crate::data_plane::DataPlane;
 use crate::error::Result;
 use crate::heap::SymSlice;
+use crate::landing::{land, nothing, Landing};
+use crate::route::{Amo, Completion, RemoteOp, Route};
 use crate::shared_memory::{SharedAtomic, SharedMapping};
 
 /// Integer types the atomic operations (and waits) work on: `i32`, `u32`, `i64`, `u64`.
@@ -43,6 +47,10 @@ pub trait AtomicInt:
     fn fetch_or(a: &Self::Atomic, v: Self) -> Self;
     /// Atomic xor; returns the previous value.
     fn fetch_xor(a: &Self::Atomic, v: Self) -> Self;
+    /// The value's bits in the low bytes of a `u64` (as remote operands travel).
+    fn to_bits(self) -> u64;
+    /// The value of the low bytes of `bits`.
+    fn from_bits(bits: u64) -> Self;
 }
 
 mod private {
@@ -50,7 +58,7 @@ mod private {
 }
 
 macro_rules! atomic_int {
-    ($($t:ty => $a:ty),*) => {$(
+    ($($t:ty => $a:ty, $u:ty),*) => {$(
         impl private::Sealed for $t {}
         impl AtomicInt for $t {
             type Atomic = $a;
@@ -65,134 +73,187 @@ macro_rules! atomic_int {
             #[inline] fn fetch_and(a: &$a, v: Self) -> Self { a.fetch_and(v, SeqCst) }
             #[inline] fn fetch_or(a: &$a, v: Self) -> Self { a.fetch_or(v, SeqCst) }
             #[inline] fn fetch_xor(a: &$a, v: Self) -> Self { a.fetch_xor(v, SeqCst) }
+            #[inline] fn to_bits(self) -> u64 { self as $u as u64 }
+            #[inline] fn from_bits(bits: u64) -> Self { bits as $u as $t }
         }
     )*};
 }
-atomic_int!(i32 => AtomicI32, u32 => AtomicU32, i64 => AtomicI64, u64 => AtomicU64);
+atomic_int!(i32 => AtomicI32, u32, u32 => AtomicU32, u32, i64 => AtomicI64, u64, u64 => AtomicU64, u64);
 
-/// Defines, for each read-modify-write `op` of [`AtomicInt`], the fetching method (returns the
-/// old value) and the plain one.
+/// Defines, for each read-modify-write [`Amo`] `op`, the fetching method (returns the old
+/// value) and the plain one.
 macro_rules! binary_amos {
     ($(
         $(#[$fetch_doc:meta])* $fetch:ident,
         $(#[$plain_doc:meta])* $plain:ident => $op:ident;
     )*) => {$(
         $(#[$fetch_doc])*
-        pub async fn $fetch<T: AtomicInt>(
+        #[inline(always)]
+        pub fn $fetch<'s, T: AtomicInt>(
             &self,
-            dest: impl Into<SymSlice<'_, T>>,
+            dest: impl Into<SymSlice<'s, T>>,
             value: T,
             pe: usize,
-        ) -> Result<T> {
-            self.amo(dest.into(), pe, true, |a| T::$op(a, value))
+        ) -> Landing<T> {
+            self.amo(dest.into(), pe, Amo::$op(value.to_bits()), |old| old, old_value)
         }
 
         $(#[$plain_doc])*
-        pub async fn $plain<T: AtomicInt>(
+        #[inline(always)]
+        pub fn $plain<'s, T: AtomicInt>(
             &self,
-            dest: impl Into<SymSlice<'_, T>>,
+            dest: impl Into<SymSlice<'s, T>>,
             value: T,
             pe: usize,
-        ) -> Result<()> {
-            self.amo(dest.into(), pe, true, |a| {
-                T::$op(a, value);
-            })
+        ) -> Landing<()> {
+            self.amo(dest.into(), pe, Amo::$op(value.to_bits()), drop, nothing)
         }
     )*};
 }
 
+/// The old value of a remote atomic, from the bytes it fetched.
+fn old_value<T: AtomicInt>(bytes: Vec<u8>) -> Result<T> {
+    let mut old = T::zeroed();
+    land(bytemuck::bytes_of_mut(&mut old), bytes)?;
+    Ok(old)
+}
+
 impl DataPlane {
-    /// Runs `op` on the atomic `dest[0]` of PE `pe`, then wakes that PE's sleepers. Every op is
-    /// a SeqCst read-modify-write (or load), which the wake-up protocol relies on.
-    #[inline]
-    fn amo<T: AtomicInt, R>(
+    /// Runs `op` on the atomic `dest[0]` of PE `pe`; the outcome is `keep` of the word's old
+    /// value (on a mapped route) or `decode` of the bytes the remote transport fetched.
+    #[inline(always)]
+    fn amo<T: AtomicInt, R: Pod>(
         &self,
         dest: SymSlice<'_, T>,
         pe: usize,
-        writes: bool,
-        op: impl FnOnce(&T::Atomic) -> R,
-    ) -> Result<R> {
-        let moved = std::mem::size_of::<T>();
-        self.counted(
-            Op::Amo,
-            pe,
-            moved,
-            || {
-                let target = self.segment(pe)?;
-                Ok((target, self.locate_atomic(dest)?))
-            },
-            |(target, at)| {
-                let r = op(T::at(target.mapping(), at));
-                if writes {
-                    target.wake_watchers(at, at + moved);
+        op: Amo,
+        keep: fn(T) -> R,
+        decode: fn(Vec<u8>) -> Result<R>,
+    ) -> Landing<R> {
+        match self.start_amo(dest, pe, op) {
+            Ok(Ok(old)) => Landing::ready(Ok(keep(old))),
+            Ok(Err(remote)) => Landing::remote(remote, decode),
+            Err(e) => Landing::ready(Err(e)),
+        }
+    }
+
+    /// Validates `op` on the atomic `dest[0]` of PE `pe` and runs it on a mapped route
+    /// (there every op is a SeqCst read-modify-write, or a load, which the wake-up protocol
+    /// relies on, and a writing one wakes that PE's sleepers on the word: `Ok` of the old
+    /// value), or starts it on the remote one (where the transport does both: `Err` of its
+    /// completion).
+    #[inline(always)]
+    fn start_amo<T: AtomicInt>(
+        &self,
+        dest: SymSlice<'_, T>,
+        pe: usize,
+        op: Amo,
+    ) -> Result<std::result::Result<T, Completion>> {
+        let width = std::mem::size_of::<T>();
+        let (route, at) = self.validate(pe, || self.locate_atomic(dest))?;
+        Ok(match route {
+            Route::Mapped(target) => Ok(self.mapped(OpKind::Amo, pe, width, || {
+                let a = T::at(target.mapping(), at);
+                let old = match op {
+                    Amo::Fetch => T::load(a),
+                    Amo::Swap(v) => T::swap(a, T::from_bits(v)),
+                    Amo::CompareSwap(cond, v) => {
+                        T::compare_swap(a, T::from_bits(cond), T::from_bits(v))
+                    }
+                    Amo::Add(v) => T::fetch_add(a, T::from_bits(v)),
+                    Amo::And(v) => T::fetch_and(a, T::from_bits(v)),
+                    Amo::Or(v) => T::fetch_or(a, T::from_bits(v)),
+                    Amo::Xor(v) => T::fetch_xor(a, T::from_bits(v)),
+                };
+                if op != Amo::Fetch {
+                    target.wake_watchers(at, at + width);
                 }
-                r
-            },
-        )
-    }
-
-    /// Atomically reads `dest[0]` on PE `pe` (`shmem_atomic_fetch`).
-    pub async fn atomic_fetch<T: AtomicInt>(
-        &self,
-        dest: impl Into<SymSlice<'_, T>>,
-        pe: usize,
-    ) -> Result<T> {
-        self.amo(dest.into(), pe, false, T::load)
-    }
-
-    /// Atomically writes `value` to `dest[0]` on PE `pe` (`shmem_atomic_set`).
-    pub async fn atomic_set<T: AtomicInt>(
-        &self,
-        dest: impl Into<SymSlice<'_, T>>,
-        value: T,
-        pe: usize,
-    ) -> Result<()> {
-        // A swap, not a store: the wake-up protocol needs a read-modify-write.
-        self.amo(dest.into(), pe, true, |a| {
-            T::swap(a, value);
+                old
+            })),
+            Route::Remote => {
+                let remote = || RemoteOp::Amo { op, width };
+                Err(self.remote(OpKind::Amo, pe, width, at, remote))
+            }
         })
     }
 
-    /// Atomically replaces `dest[0]` on PE `pe` with `value`, returning the old value.
-    pub async fn atomic_swap<T: AtomicInt>(
+    /// Atomically reads `dest[0]` on PE `pe` (`shmem_atomic_fetch`).
+    #[inline(always)]
+    pub fn atomic_fetch<'s, T: AtomicInt>(
         &self,
-        dest: impl Into<SymSlice<'_, T>>,
+        dest: impl Into<SymSlice<'s, T>>,
+        pe: usize,
+    ) -> Landing<T> {
+        self.amo(dest.into(), pe, Amo::Fetch, |old| old, old_value)
+    }
+
+    /// Atomically writes `value` to `dest[0]` on PE `pe` (`shmem_atomic_set`).
+    #[inline(always)]
+    pub fn atomic_set<'s, T: AtomicInt>(
+        &self,
+        dest: impl Into<SymSlice<'s, T>>,
         value: T,
         pe: usize,
-    ) -> Result<T> {
-        self.amo(dest.into(), pe, true, |a| T::swap(a, value))
+    ) -> Landing<()> {
+        // A swap, not a store: the wake-up protocol needs a read-modify-write.
+        self.amo(dest.into(), pe, Amo::Swap(value.to_bits()), drop, nothing)
+    }
+
+    /// Atomically replaces `dest[0]` on PE `pe` with `value`, returning the old value.
+    #[inline(always)]
+    pub fn atomic_swap<'s, T: AtomicInt>(
+        &self,
+        dest: impl Into<SymSlice<'s, T>>,
+        value: T,
+        pe: usize,
+    ) -> Landing<T> {
+        self.amo(
+            dest.into(),
+            pe,
+            Amo::Swap(value.to_bits()),
+            |old| old,
+            old_value,
+        )
     }
 
     /// Atomically sets `dest[0]` on PE `pe` to `value` if it equals `cond`; returns the old
     /// value (`shmem_atomic_compare_swap`).
-    pub async fn atomic_compare_swap<T: AtomicInt>(
+    #[inline(always)]
+    pub fn atomic_compare_swap<'s, T: AtomicInt>(
         &self,
-        dest: impl Into<SymSlice<'_, T>>,
+        dest: impl Into<SymSlice<'s, T>>,
         cond: T,
         value: T,
         pe: usize,
-    ) -> Result<T> {
-        self.amo(dest.into(), pe, true, |a| T::compare_swap(a, cond, value))
+    ) -> Landing<T> {
+        let op = Amo::CompareSwap(cond.to_bits(), value.to_bits());
+        self.amo(dest.into(), pe, op, |old| old, old_value)
     }
 
     /// Atomically increments `dest[0]` on PE `pe`, returning the old value.
-    pub async fn atomic_fetch_inc<T: AtomicInt>(
+    #[inline(always)]
+    pub fn atomic_fetch_inc<'s, T: AtomicInt>(
         &self,
-        dest: impl Into<SymSlice<'_, T>>,
+        dest: impl Into<SymSlice<'s, T>>,
         pe: usize,
-    ) -> Result<T> {
-        self.amo(dest.into(), pe, true, |a| T::fetch_add(a, T::ONE))
+    ) -> Landing<T> {
+        self.amo(
+            dest.into(),
+            pe,
+            Amo::Add(T::ONE.to_bits()),
+            |old| old,
+            old_value,
+        )
     }
 
     /// Atomically increments `dest[0]` on PE `pe`.
-    pub async fn atomic_inc<T: AtomicInt>(
+    #[inline(always)]
+    pub fn atomic_inc<'s, T: AtomicInt>(
         &self,
-        dest: impl Into<SymSlice<'_, T>>,
+        dest: impl Into<SymSlice<'s, T>>,
         pe: usize,
-    ) -> Result<()> {
-        self.amo(dest.into(), pe, true, |a| {
-            T::fetch_add(a, T::ONE);
-        })
+    ) -> Landing<()> {
+        self.amo(dest.into(), pe, Amo::Add(T::ONE.to_bits()), drop, nothing)
     }
 
     binary_amos! {
@@ -200,21 +261,21 @@ impl DataPlane {
         /// value (`shmem_atomic_fetch_add`).
         atomic_fetch_add,
         /// Atomically adds `value` (wrapping) to `dest[0]` on PE `pe` (`shmem_atomic_add`).
-        atomic_add => fetch_add;
+        atomic_add => Add;
         /// Atomically ands `value` into `dest[0]` on PE `pe`, returning the old value
         /// (`shmem_atomic_fetch_and`).
         atomic_fetch_and,
         /// Atomically ands `value` into `dest[0]` on PE `pe` (`shmem_atomic_and`).
-        atomic_and => fetch_and;
+        atomic_and => And;
         /// Atomically ors `value` into `dest[0]` on PE `pe`, returning the old value
         /// (`shmem_atomic_fetch_or`).
         atomic_fetch_or,
         /// Atomically ors `value` into `dest[0]` on PE `pe` (`shmem_atomic_or`).
-        atomic_or => fetch_or;
+        atomic_or => Or;
         /// Atomically xors `value` into `dest[0]` on PE `pe`, returning the old value
         /// (`shmem_atomic_fetch_xor`).
         atomic_fetch_xor,
         /// Atomically xors `value` into `dest[0]` on PE `pe` (`shmem_atomic_xor`).
-        atomic_xor => fetch_xor;
+        atomic_xor => Xor;
     }
 }

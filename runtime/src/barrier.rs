@@ -15,11 +15,14 @@
 //! finalizing PE, whose final barrier met one of its own) fails the same way, with
 //! [`Error::CollectiveMismatch`], instead of waiting for a PE that has left.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use ferroshmem_observability::Op;
 
 use crate::data_plane::DataPlane;
 use crate::error::{Error, Result};
+use crate::route::{Amo, Completion, RemoteOp, Route};
 use crate::segment::Segment;
 use crate::wait::Wait;
 
@@ -160,20 +163,25 @@ impl DataPlane {
         let mut distance = 1;
         let mut round = 0;
         while distance < n {
-            let to = &self.segments[(self.my_pe + distance) % n];
-            to.barrier_flag(round).fetch_add(1, Ordering::SeqCst);
             let at = Segment::barrier_flag_offset(round);
-            to.wake_watchers(at, at + 8);
+            let signal = self.signal_barrier((self.my_pe + distance) % n, at);
             let flag = own.barrier_flag(round);
             let from = (self.my_pe + n - distance) % n;
-            let peer = &*self.segments[from];
+            // A PE on another node tells nothing in a header this PE can read: a lost one is
+            // reported by the control plane.
+            let peer = match self.route(from)? {
+                Route::Mapped(peer) => Some(&**peer),
+                Route::Remote => None,
+            };
             let mut stalled = || {
                 // A PE may signal and break or finalize afterwards: only a missing signal is
                 // final.
-                if flag.load(Ordering::Acquire) >= epoch {
-                    return Ok(());
+                match peer {
+                    Some(peer) if flag.load(Ordering::Acquire) < epoch => {
+                        never_signals(peer, from, epoch)
+                    }
+                    _ => Ok(()),
                 }
-                never_signals(peer, from, epoch)
             };
             Wait::new(
                 self,
@@ -183,10 +191,36 @@ impl DataPlane {
             )
             .on_stall(&mut stalled)
             .await?;
+            if let Some(remote) = signal {
+                remote.await?;
+            }
             distance *= 2;
             round += 1;
         }
         Ok(())
+    }
+
+    /// Adds one to the barrier flag at mapping offset `at` of PE `to`: at once on a mapped
+    /// route (waking a sleeper there), else started on the remote one, whose completion is
+    /// returned.
+    fn signal_barrier(&self, to: usize, at: usize) -> Option<Completion> {
+        match &self.routes[to] {
+            Route::Mapped(target) => {
+                target
+                    .mapping()
+                    .atomic::<AtomicU64>(at)
+                    .fetch_add(1, Ordering::SeqCst);
+                target.wake_watchers(at, at + 8);
+                None
+            }
+            Route::Remote => {
+                let add = || RemoteOp::Amo {
+                    op: Amo::Add(1),
+                    width: 8,
+                };
+                Some(self.remote(Op::Signal, to, 8, at, add))
+            }
+        }
     }
 
     /// Tells the other PEs that this PE has begun to finalize: it will make no more collective

@@ -1,7 +1,8 @@
-//! The data plane of one PE: every peer's segment mapped, and the operations that go straight
-//! from the caller to a peer's memory (RMA, atomics, signals, waits, barriers) without passing
-//! through any actor's mailbox. The operations themselves live in sibling modules
-//! ([`crate::rma`], [`crate::amo`], [`crate::signal`], [`crate::wait`], [`crate::barrier`]).
+//! The data plane of one PE: its route to every peer (the peer's segment mapped here, or the
+//! remote transport; see [`crate::route`]), and the operations that go straight from the
+//! caller to a peer's memory (RMA, atomics, signals, waits, barriers) without passing through
+//! any actor's mailbox. The operations themselves live in sibling modules ([`crate::rma`],
+//! [`crate::amo`], [`crate::signal`], [`crate::wait`], [`crate::barrier`]).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -14,6 +15,7 @@ use crate::doorbell::Doorbell;
 use crate::error::{Error, Result};
 use crate::health::Health;
 use crate::heap::{Area, HeapId, Span, SymSlice};
+use crate::route::{Completion, Remote, RemoteOp, Remotes, Route};
 use crate::segment::{Segment, HEADER_SIZE};
 use crate::team::Teams;
 
@@ -24,8 +26,10 @@ pub struct DataPlaneParts {
     pub my_pe: usize,
     /// The job's heap identity.
     pub heap: HeapId,
-    /// Every PE's segment, indexed by PE (this PE's own among them).
-    pub segments: Vec<Arc<Segment>>,
+    /// The route to every PE, indexed by PE; this PE's own is `Mapped` to its segment.
+    pub routes: Vec<Route>,
+    /// The transport of the `Remote` routes (`None` when every PE is mapped).
+    pub remote: Option<Arc<dyn Remote>>,
     /// The job's failure state as this PE sees it.
     pub health: Arc<Health>,
     /// How long waits spin before sleeping.
@@ -44,7 +48,11 @@ pub struct DataPlane {
     /// Where each [`Area`] of the heap ends (heap offsets): the user heap below the team
     /// pool, the pool at the end of the heap.
     area_ends: [usize; 2],
-    pub(crate) segments: Vec<Arc<Segment>>,
+    pub(crate) routes: Vec<Route>,
+    /// This PE's own segment (also its own route).
+    own: Arc<Segment>,
+    /// The transport of the `Remote` routes, if any.
+    pub(crate) remotes: Option<Remotes>,
     pub(crate) doorbell: Doorbell,
     pub(crate) health: Arc<Health>,
     pub(crate) spin: Duration,
@@ -59,26 +67,48 @@ pub struct DataPlane {
 
 impl DataPlane {
     /// Builds the data plane and starts the PE's doorbell thread.
+    ///
+    /// # Errors
+    /// [`Error::Config`] when this PE's own route is not its mapped segment, or a route is
+    /// `Remote` without a transport.
     pub fn new(parts: DataPlaneParts) -> Result<Self> {
-        let own = parts
-            .segments
-            .get(parts.my_pe)
-            .ok_or(Error::PeOutOfRange {
-                pe: parts.my_pe,
-                n_pes: parts.segments.len(),
-            })?
-            .clone();
+        let n_pes = parts.routes.len();
+        let own = match parts.routes.get(parts.my_pe) {
+            Some(Route::Mapped(own)) => own.clone(),
+            Some(Route::Remote) => {
+                return Err(Error::Config(
+                    "a PE's own route must be its mapped segment".into(),
+                ))
+            }
+            None => {
+                return Err(Error::PeOutOfRange {
+                    pe: parts.my_pe,
+                    n_pes,
+                })
+            }
+        };
+        let remote_routes = parts.routes.iter().any(|r| matches!(r, Route::Remote));
+        if remote_routes && parts.remote.is_none() {
+            return Err(Error::Config(
+                "PEs on other nodes need a remote transport".into(),
+            ));
+        }
         let metrics = PeMetrics::new(parts.my_pe, parts.heap.0);
-        let traffic = metrics.traffic("shm", parts.segments.len());
+        let traffic = metrics.traffic("shm", n_pes);
+        let remotes = parts
+            .remote
+            .map(|t| Remotes::new(t.clone(), metrics.traffic(t.name(), n_pes)));
         let heap_size = own.heap_size();
-        let pool = Teams::pool_layout(heap_size, parts.segments.len())?;
+        let pool = Teams::pool_layout(heap_size, n_pes)?;
         Ok(DataPlane {
             my_pe: parts.my_pe,
             heap: parts.heap,
             open_heap: AtomicU64::new(parts.heap.0),
             area_ends: [pool.user_heap_bytes(), heap_size],
-            doorbell: Doorbell::start(parts.my_pe, own)?,
-            segments: parts.segments,
+            doorbell: Doorbell::start(parts.my_pe, own.clone())?,
+            routes: parts.routes,
+            own,
+            remotes,
             health: parts.health,
             spin: parts.spin,
             barrier_epoch: AtomicU64::new(0),
@@ -95,7 +125,7 @@ impl DataPlane {
 
     /// The number of PEs in the job (`shmem_n_pes`).
     pub fn n_pes(&self) -> usize {
-        self.segments.len()
+        self.routes.len()
     }
 
     /// The job's heap identity.
@@ -105,7 +135,7 @@ impl DataPlane {
 
     /// Usable symmetric heap bytes per PE.
     pub fn heap_size(&self) -> usize {
-        self.segments[self.my_pe].heap_size()
+        self.own.heap_size()
     }
 
     /// The bytes at the start of the heap that `malloc` may hand out (the team pool takes
@@ -186,12 +216,16 @@ impl DataPlane {
     /// The first lost PE recorded in the header of this PE or of a PE it maps, and who
     /// recorded it.
     fn known_loss(&self) -> Option<(usize, usize)> {
-        self.segments.iter().enumerate().find_map(|(by, s)| {
-            match s.lost_peer().load(Ordering::Acquire) {
-                0 => None,
-                lost => Some((lost as usize - 1, by)),
-            }
-        })
+        self.routes
+            .iter()
+            .enumerate()
+            .find_map(|(by, route)| match route {
+                Route::Mapped(s) => match s.lost_peer().load(Ordering::Acquire) {
+                    0 => None,
+                    lost => Some((lost as usize - 1, by)),
+                },
+                Route::Remote => None,
+            })
     }
 
     /// The error of this PE's job when it learns that `pe` was lost for `reason`: that
@@ -224,56 +258,107 @@ impl DataPlane {
             .zero(HEADER_SIZE + offset, bytes);
     }
 
-    /// Whether `pe` can be reached by loads and stores (`shmem_ptr` would be non-null). Every
-    /// PE of a host-memory job is.
+    /// Whether `pe` can be reached by loads and stores (`shmem_ptr` would be non-null): the
+    /// PEs of this node.
     pub fn is_mapped(&self, pe: usize) -> bool {
-        pe < self.n_pes()
+        matches!(self.routes.get(pe), Some(Route::Mapped(_)))
     }
 
-    /// The segment of `pe`, or a typed error.
+    /// The route to `pe`, or a typed error.
     #[inline(always)]
-    pub(crate) fn segment(&self, pe: usize) -> Result<&Segment> {
+    pub(crate) fn route(&self, pe: usize) -> Result<&Route> {
         // A match, not `ok_or`: an error built eagerly on the hot path must be dropped, and
         // that drop is not always inlined away.
-        match self.segments.get(pe) {
-            Some(segment) => Ok(segment),
+        match self.routes.get(pe) {
+            Some(route) => Ok(route),
             None => Err(Error::PeOutOfRange {
                 pe,
-                n_pes: self.segments.len(),
+                n_pes: self.routes.len(),
             }),
+        }
+    }
+
+    /// The segment of `pe`, mapped here, or a typed error ([`Error::NotMapped`] for a PE on
+    /// another node).
+    #[inline(always)]
+    pub(crate) fn segment(&self, pe: usize) -> Result<&Segment> {
+        match self.route(pe)? {
+            Route::Mapped(segment) => Ok(segment),
+            Route::Remote => Err(Error::NotMapped { pe }),
         }
     }
 
     /// This PE's own segment.
     #[inline(always)]
     pub(crate) fn own_segment(&self) -> &Segment {
-        &self.segments[self.my_pe]
+        &self.own
     }
 
-    /// Runs one operation `op` of `bytes` payload bytes towards PE `pe`, counted in the data
-    /// plane's traffic: `check` validates it and returns what `body` needs; `body` moves the
-    /// data and cannot fail. The operation is counted between the two, so that a failed check
-    /// counts as an error of its kind and never as an operation. One operation in
-    /// [`ferroshmem_observability::names::OP_SAMPLE_EVERY`] per `[op][target]` is timed, from
-    /// its counting to the end of its body.
+    /// Validates an operation on PE `pe`: its route, then `check`. A failure counts as an
+    /// error of its kind, never as an operation.
     #[inline(always)]
-    pub(crate) fn counted<C, R>(
+    pub(crate) fn validate<C>(
+        &self,
+        pe: usize,
+        check: impl FnOnce() -> Result<C>,
+    ) -> Result<(&Route, C)> {
+        match self.route(pe).and_then(|route| Ok((route, check()?))) {
+            Ok(valid) => Ok(valid),
+            Err(error) => Err(self.traffic.failed(error)),
+        }
+    }
+
+    /// Runs `body`, which moves the data of one operation `op` of `bytes` payload bytes on a
+    /// mapped route and cannot fail, counted in the shared-memory traffic. One operation in
+    /// [`ferroshmem_observability::names::OP_SAMPLE_EVERY`] per `[op][target]` is timed.
+    #[inline(always)]
+    pub(crate) fn mapped<R>(&self, op: Op, pe: usize, bytes: usize, body: impl FnOnce() -> R) -> R {
+        let timer = self.traffic.count_timed(op, pe, bytes);
+        let value = body();
+        self.traffic.finish(op, timer);
+        value
+    }
+
+    /// Starts `remote` at mapping offset `at` of PE `pe` on the remote transport, counted
+    /// there as one operation `op` of `bytes` payload bytes. After a `fence` with `_nbi`
+    /// operations outstanding, it starts once those have completed. Never inlined, and the
+    /// operation is built here, so that the mapped arm beside it stays small.
+    #[inline(never)]
+    pub(crate) fn remote(
         &self,
         op: Op,
         pe: usize,
         bytes: usize,
-        check: impl FnOnce() -> Result<C>,
-        body: impl FnOnce(C) -> R,
-    ) -> Result<R> {
-        match check() {
-            Ok(checked) => {
-                let timer = self.traffic.count_timed(op, pe, bytes);
-                let value = body(checked);
-                self.traffic.finish(op, timer);
-                Ok(value)
+        at: usize,
+        remote: impl FnOnce() -> RemoteOp,
+    ) -> Completion {
+        match &self.remotes {
+            Some(r) => {
+                r.traffic.count(op, pe, bytes);
+                r.start(pe, at, remote())
             }
-            Err(error) => Err(self.traffic.failed(error)),
+            // `new` refuses remote routes without a transport.
+            None => Box::pin(std::future::ready(Err(Error::NotMapped { pe }))),
         }
+    }
+
+    /// Keeps the completion of an `_nbi` remote operation for the next `quiet`.
+    pub(crate) fn defer(&self, completion: Completion) {
+        if let Some(r) = &self.remotes {
+            r.defer(completion);
+        }
+    }
+
+    /// The completion of every `_nbi` remote operation not yet awaited, if any (see
+    /// `Remotes::quiet`).
+    #[inline]
+    pub(crate) fn remote_pending(&self) -> Option<Completion> {
+        self.remotes.as_ref().and_then(Remotes::quiet)
+    }
+
+    /// A handle to this PE's own segment, for remote completions that write into it later.
+    pub(crate) fn own_handle(&self) -> Arc<Segment> {
+        self.own.clone()
     }
 
     /// Checks a view that must hold `needed` elements and returns the mapping offset of its

@@ -106,6 +106,16 @@ pub enum Error {
     /// A team used after [`destroy`](crate::Team::destroy).
     #[error("the team has been destroyed")]
     TeamDestroyed,
+    /// An operation that needs a peer's memory mapped in this process (the collectives,
+    /// teams and locks built on loads and stores) asked for a PE on another node.
+    #[error("PE {pe} is on another node, and this operation reaches only PEs whose memory is mapped here (collectives and teams across nodes are not built yet)")]
+    NotMapped {
+        /// The PE.
+        pe: usize,
+    },
+    /// An operation's future polled again after it had completed.
+    #[error("an operation's future was polled after it completed")]
+    Polled,
     /// A PE's task panicked.
     #[error("PE {pe} panicked: {message}")]
     Panicked {
@@ -145,6 +155,8 @@ impl Error {
             Error::NoGpu(_) => "no_gpu",
             Error::Cuda(_) => "cuda",
             Error::TeamDestroyed => "team_destroyed",
+            Error::NotMapped { .. } => "not_mapped",
+            Error::Polled => "polled",
             Error::Panicked { .. } => "panicked",
         }
     }

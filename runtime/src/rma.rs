@@ -1,9 +1,11 @@
 //! Remote memory access on the data plane: `put`, `get`, `p`, `g`, strided `iput`/`iget`, the
 //! `_nbi` forms, `fence` and `quiet`.
 //!
-//! Over shared memory every transfer completes before the call returns; `_nbi` calls therefore
+//! To a mapped peer every transfer completes before the call returns; `_nbi` calls therefore
 //! return at once with the data in place, which OpenSHMEM allows (completion may come earlier
-//! than `quiet`). `quiet` still orders: it is a full fence.
+//! than `quiet`). To a peer on another node the blocking forms await the remote transport's
+//! completion, and `_nbi` ones are started at once and awaited by `quiet`. `quiet` also
+//! orders: it is a full fence.
 
 use std::sync::atomic::{fence, Ordering};
 
@@ -13,6 +15,8 @@ use ferroshmem_observability::Op;
 use crate::data_plane::DataPlane;
 use crate::error::{Error, Result};
 use crate::heap::SymSlice;
+use crate::landing::{land, nothing, GetLanding, Landing};
+use crate::route::{Completion, RemoteOp, Route};
 use crate::segment::Segment;
 
 /// Checks an element stride of a strided transfer and returns the elements it spans.
@@ -41,67 +45,103 @@ fn publish(target: &Segment, start: usize, end: usize) {
 
 impl DataPlane {
     /// Copies `src` into `dest` on PE `pe` and returns once it is delivered (`shmem_put`).
+    /// On a mapped route the copy is done before the call returns; the future only reports it.
     ///
     /// # Errors
     /// [`Error::PeOutOfRange`], [`Error::NotSymmetric`], [`Error::OutOfBounds`] when `dest`
-    /// holds fewer than `src.len()` elements.
-    pub async fn put<T: Pod>(
+    /// holds fewer than `src.len()` elements; the remote transport's error for a PE on
+    /// another node.
+    #[inline(always)]
+    pub fn put<'s, T: Pod>(
         &self,
-        dest: impl Into<SymSlice<'_, T>>,
+        dest: impl Into<SymSlice<'s, T>>,
         src: &[T],
         pe: usize,
-    ) -> Result<()> {
-        self.put_nbi(dest, src, pe)
+    ) -> Landing<()> {
+        match self.start_put(dest.into(), bytemuck::cast_slice(src), src.len(), pe) {
+            Ok(None) => Landing::ready(Ok(())),
+            Ok(Some(remote)) => Landing::remote(remote, nothing),
+            Err(e) => Landing::ready(Err(e)),
+        }
     }
 
     /// Starts copying `src` into `dest` on PE `pe` (`shmem_put_nbi`); complete at `quiet`.
     /// The source may be reused as soon as the call returns.
+    #[inline(always)]
     pub fn put_nbi<'s, T: Pod>(
         &self,
         dest: impl Into<SymSlice<'s, T>>,
         src: &[T],
         pe: usize,
     ) -> Result<()> {
-        let moved = std::mem::size_of_val(src);
-        self.counted(
-            Op::Put,
-            pe,
-            moved,
-            || {
-                let target = self.segment(pe)?;
-                Ok((
-                    target,
-                    self.locate(dest.into(), src.len(), "put destination")?,
-                ))
-            },
-            |(target, at)| {
-                let bytes: &[u8] = bytemuck::cast_slice(src);
-                target.mapping().write(at, bytes);
-                publish(target, at, at + bytes.len());
-            },
-        )
+        if let Some(remote) =
+            self.start_put(dest.into(), bytemuck::cast_slice(src), src.len(), pe)?
+        {
+            self.defer(remote);
+        }
+        Ok(())
+    }
+
+    /// Validates a put of `bytes` (`len` elements) into `dest` on PE `pe` and does it on a
+    /// mapped route, or starts it on the remote one and returns its completion.
+    #[inline(always)]
+    fn start_put<T: Pod>(
+        &self,
+        dest: SymSlice<'_, T>,
+        bytes: &[u8],
+        len: usize,
+        pe: usize,
+    ) -> Result<Option<Completion>> {
+        let (route, at) = self.validate(pe, || self.locate(dest, len, "put destination"))?;
+        Ok(match route {
+            Route::Mapped(target) => {
+                self.mapped(Op::Put, pe, bytes.len(), || {
+                    target.mapping().write(at, bytes);
+                    publish(target, at, at + bytes.len());
+                });
+                None
+            }
+            Route::Remote => Some(self.remote(Op::Put, pe, bytes.len(), at, || {
+                RemoteOp::Put(bytes.to_vec())
+            })),
+        })
     }
 
     /// Copies `src` on PE `pe` into `dest` (`shmem_get`); `dest.len()` elements are read.
-    pub async fn get<T: Pod>(
+    #[inline(always)]
+    pub fn get<'a, 's, T: Pod>(
         &self,
-        dest: &mut [T],
-        src: impl Into<SymSlice<'_, T>>,
+        dest: &'a mut [T],
+        src: impl Into<SymSlice<'s, T>>,
         pe: usize,
-    ) -> Result<()> {
-        let (moved, len) = (std::mem::size_of_val(dest), dest.len());
-        self.counted(
-            Op::Get,
-            pe,
-            moved,
-            || {
-                let source = self.segment(pe)?;
-                Ok((source, self.locate(src.into(), len, "get source")?))
-            },
-            |(source, at)| {
-                source.mapping().read(at, bytemuck::cast_slice_mut(dest));
-            },
-        )
+    ) -> GetLanding<'a> {
+        let dest: &'a mut [u8] = bytemuck::cast_slice_mut(dest);
+        match self.start_get(dest, src.into(), pe) {
+            Ok(None) => GetLanding::ready(Ok(())),
+            Ok(Some(remote)) => GetLanding::remote(remote, dest),
+            Err(e) => GetLanding::ready(Err(e)),
+        }
+    }
+
+    /// Validates a get into `dest` (bytes of `src`'s elements) and does it on a mapped
+    /// route, or starts it on the remote one and returns its completion.
+    #[inline(always)]
+    fn start_get<T: Pod>(
+        &self,
+        dest: &mut [u8],
+        src: SymSlice<'_, T>,
+        pe: usize,
+    ) -> Result<Option<Completion>> {
+        let moved = dest.len();
+        let len = moved / std::mem::size_of::<T>().max(1);
+        let (route, at) = self.validate(pe, || self.locate(src, len, "get source"))?;
+        Ok(match route {
+            Route::Mapped(source) => {
+                self.mapped(Op::Get, pe, moved, || source.mapping().read(at, dest));
+                None
+            }
+            Route::Remote => Some(self.remote(Op::Get, pe, moved, at, || RemoteOp::Get(moved))),
+        })
     }
 
     /// Starts copying `src` on PE `pe` into this PE's symmetric `dest` (`shmem_get_nbi`);
@@ -116,41 +156,56 @@ impl DataPlane {
     ) -> Result<()> {
         let dest = dest.into();
         let moved = dest.len().saturating_mul(std::mem::size_of::<T>());
-        self.counted(
-            Op::Get,
-            pe,
-            moved,
-            || {
-                let source = self.segment(pe)?;
-                let dst_at = self.locate(dest, 0, "get_nbi destination")?;
-                let src_at = self.locate(src.into(), dest.len(), "get_nbi source")?;
-                Ok((source, dst_at, src_at))
-            },
-            |(source, dst_at, src_at)| {
-                let own = self.own_segment();
+        let (route, (dst_at, src_at)) = self.validate(pe, || {
+            let dst_at = self.locate(dest, 0, "get_nbi destination")?;
+            Ok((
+                dst_at,
+                self.locate(src.into(), dest.len(), "get_nbi source")?,
+            ))
+        })?;
+        let own = self.own_segment();
+        match route {
+            Route::Mapped(source) => self.mapped(Op::Get, pe, moved, || {
                 own.mapping()
                     .copy_from(dst_at, source.mapping(), src_at, moved);
-                // This PE's own waiters on `dest` learn of it now, not at the doorbell's next tick.
+                // This PE's own waiters on `dest` learn of it now, not at the doorbell's next
+                // tick.
                 publish(own, dst_at, dst_at + moved);
-            },
-        )
+            }),
+            Route::Remote => {
+                let got = self.remote(Op::Get, pe, moved, src_at, || RemoteOp::Get(moved));
+                let own = self.own_handle();
+                self.defer(Box::pin(async move {
+                    let bytes = got.await?;
+                    own.mapping().write(dst_at, &bytes);
+                    publish(&own, dst_at, dst_at + bytes.len());
+                    Ok(Vec::new())
+                }));
+            }
+        }
+        Ok(())
     }
 
     /// Writes one element into `dest[0]` on PE `pe` (`shmem_p`).
-    pub async fn p<T: Pod>(
+    #[inline(always)]
+    pub fn p<'s, T: Pod>(
         &self,
-        dest: impl Into<SymSlice<'_, T>>,
+        dest: impl Into<SymSlice<'s, T>>,
         value: T,
         pe: usize,
-    ) -> Result<()> {
-        self.put_nbi(dest, std::slice::from_ref(&value), pe)
+    ) -> Landing<()> {
+        self.put(dest, std::slice::from_ref(&value), pe)
     }
 
     /// Reads one element `src[0]` from PE `pe` (`shmem_g`).
-    pub async fn g<T: Pod>(&self, src: impl Into<SymSlice<'_, T>>, pe: usize) -> Result<T> {
+    #[inline(always)]
+    pub fn g<'s, T: Pod>(&self, src: impl Into<SymSlice<'s, T>>, pe: usize) -> Landing<T> {
         let mut v = T::zeroed();
-        self.get(std::slice::from_mut(&mut v), src, pe).await?;
-        Ok(v)
+        match self.start_get(bytemuck::bytes_of_mut(&mut v), src.into(), pe) {
+            Ok(None) => Landing::ready(Ok(v)),
+            Ok(Some(remote)) => Landing::remote(remote, read_element),
+            Err(e) => Landing::ready(Err(e)),
+        }
     }
 
     /// Strided put (`shmem_iput`): element `i` of the transfer goes from `src[i * sst]` to
@@ -164,35 +219,45 @@ impl DataPlane {
         nelems: usize,
         pe: usize,
     ) -> Result<()> {
-        let moved = nelems.saturating_mul(std::mem::size_of::<T>());
-        self.counted(
-            Op::Iput,
-            pe,
-            moved,
-            || {
-                let target = self.segment(pe)?;
-                let dest_extent = strided_extent(dst, nelems, "destination")?;
-                let src_extent = strided_extent(sst, nelems, "source")?;
-                if src_extent > src.len() {
-                    return Err(Error::OutOfBounds {
-                        what: "iput source",
-                        needed: src_extent,
-                        available: src.len(),
-                    });
-                }
-                let at = self.locate(dest.into(), dest_extent, "iput destination")?;
-                Ok((target, at, dest_extent))
-            },
-            |(target, at, dest_extent)| {
-                let size = std::mem::size_of::<T>();
+        let size = std::mem::size_of::<T>();
+        let moved = nelems.saturating_mul(size);
+        let (route, (at, dest_extent)) = self.validate(pe, || {
+            let dest_extent = strided_extent(dst, nelems, "destination")?;
+            let src_extent = strided_extent(sst, nelems, "source")?;
+            if src_extent > src.len() {
+                return Err(Error::OutOfBounds {
+                    what: "iput source",
+                    needed: src_extent,
+                    available: src.len(),
+                });
+            }
+            let at = self.locate(dest.into(), dest_extent, "iput destination")?;
+            Ok((at, dest_extent))
+        })?;
+        match route {
+            Route::Mapped(target) => self.mapped(Op::Iput, pe, moved, || {
                 for i in 0..nelems {
                     target
                         .mapping()
                         .write(at + i * dst * size, bytemuck::bytes_of(&src[i * sst]));
                 }
                 publish(target, at, at + dest_extent * size);
-            },
-        )
+            }),
+            Route::Remote => {
+                let puts: Vec<Completion> = (0..nelems)
+                    .map(|i| {
+                        let element = bytemuck::bytes_of(&src[i * sst]).to_vec();
+                        self.remote(Op::Iput, pe, size, at + i * dst * size, || {
+                            RemoteOp::Put(element)
+                        })
+                    })
+                    .collect();
+                for put in puts {
+                    put.await?;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Strided get (`shmem_iget`): element `i` goes from `src[i * sst]` on PE `pe` to
@@ -206,52 +271,78 @@ impl DataPlane {
         nelems: usize,
         pe: usize,
     ) -> Result<()> {
-        let moved = nelems.saturating_mul(std::mem::size_of::<T>());
+        let size = std::mem::size_of::<T>();
+        let moved = nelems.saturating_mul(size);
         let len = dest.len();
-        self.counted(
-            Op::Iget,
-            pe,
-            moved,
-            || {
-                let source = self.segment(pe)?;
-                let dest_extent = strided_extent(dst, nelems, "destination")?;
-                let src_extent = strided_extent(sst, nelems, "source")?;
-                if dest_extent > len {
-                    return Err(Error::OutOfBounds {
-                        what: "iget destination",
-                        needed: dest_extent,
-                        available: len,
-                    });
-                }
-                Ok((source, self.locate(src.into(), src_extent, "iget source")?))
-            },
-            |(source, at)| {
-                let size = std::mem::size_of::<T>();
+        let (route, at) = self.validate(pe, || {
+            let dest_extent = strided_extent(dst, nelems, "destination")?;
+            let src_extent = strided_extent(sst, nelems, "source")?;
+            if dest_extent > len {
+                return Err(Error::OutOfBounds {
+                    what: "iget destination",
+                    needed: dest_extent,
+                    available: len,
+                });
+            }
+            self.locate(src.into(), src_extent, "iget source")
+        })?;
+        match route {
+            Route::Mapped(source) => self.mapped(Op::Iget, pe, moved, || {
                 for i in 0..nelems {
                     source.mapping().read(
                         at + i * sst * size,
                         bytemuck::bytes_of_mut(&mut dest[i * dst]),
                     );
                 }
-            },
-        )
+            }),
+            Route::Remote => {
+                let gets: Vec<Completion> = (0..nelems)
+                    .map(|i| {
+                        self.remote(Op::Iget, pe, size, at + i * sst * size, || {
+                            RemoteOp::Get(size)
+                        })
+                    })
+                    .collect();
+                for (i, get) in gets.into_iter().enumerate() {
+                    let got = get.await?;
+                    bytemuck::bytes_of_mut(&mut dest[i * dst]).copy_from_slice(&got);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Orders this PE's puts, AMOs and signals to each PE: those issued before the fence are
-    /// delivered before those issued after (`shmem_fence`).
+    /// delivered before those issued after (`shmem_fence`). To PEs on other nodes, the
+    /// remote operations issued after it start once those issued before have completed.
     pub fn fence(&self) {
         fence(Ordering::SeqCst);
+        if let Some(r) = &self.remotes {
+            r.fence();
+        }
     }
 
     /// Completes every operation this PE has issued (`shmem_quiet`).
     ///
     /// # Errors
-    /// [`Error::Shutdown`] once this PE has finalized.
-    pub async fn quiet(&self) -> Result<()> {
+    /// [`Error::Shutdown`] once this PE has finalized; the first error of an `_nbi`
+    /// operation to a PE on another node.
+    #[inline(always)]
+    pub fn quiet(&self) -> Landing<()> {
         fence(Ordering::SeqCst);
         if self.is_shut_down() {
-            return Err(Error::Shutdown);
+            return Landing::ready(Err(Error::Shutdown));
         }
-        Ok(())
+        match self.remote_pending() {
+            None => Landing::ready(Ok(())),
+            Some(pending) => Landing::remote(pending, nothing),
+        }
     }
+}
+
+/// One element from the bytes a remote read brought back.
+fn read_element<T: Pod>(got: Vec<u8>) -> Result<T> {
+    let mut v = T::zeroed();
+    land(bytemuck::bytes_of_mut(&mut v), got)?;
+    Ok(v)
 }

@@ -10,6 +10,8 @@ use ferroshmem_observability::Op;
 use crate::data_plane::DataPlane;
 use crate::error::Result;
 use crate::heap::SymSlice;
+use crate::landing::{nothing, Landing};
+use crate::route::{Amo, Completion, RemoteOp, Route};
 use crate::segment::Segment;
 use crate::wait::{Cmp, Wait};
 
@@ -20,6 +22,16 @@ pub enum SignalOp {
     Set,
     /// Add the value to the signal (wrapping).
     Add,
+}
+
+impl SignalOp {
+    /// The atomic that applies this update with `value`.
+    fn amo(self, value: u64) -> Amo {
+        match self {
+            SignalOp::Set => Amo::Swap(value),
+            SignalOp::Add => Amo::Add(value),
+        }
+    }
 }
 
 /// Applies `op` to the signal at `at` of `target` (a SeqCst read-modify-write, which orders
@@ -41,16 +53,21 @@ fn update_signal(target: &Segment, at: usize, value: u64, op: SignalOp) {
 impl DataPlane {
     /// Copies `src` into `dest` on PE `pe`, then updates `sig[0]` there with `op` and `value`
     /// (`shmem_put_signal`). A PE that sees the signal change sees the data.
-    pub async fn put_signal<T: Pod>(
+    #[inline(always)]
+    pub fn put_signal<'d, 'g, T: Pod>(
         &self,
-        dest: impl Into<SymSlice<'_, T>>,
+        dest: impl Into<SymSlice<'d, T>>,
         src: &[T],
-        sig: impl Into<SymSlice<'_, u64>>,
+        sig: impl Into<SymSlice<'g, u64>>,
         value: u64,
         op: SignalOp,
         pe: usize,
-    ) -> Result<()> {
-        self.put_signal_nbi(dest, src, sig, value, op, pe)
+    ) -> Landing<()> {
+        match self.start_put_signal(dest.into(), src, sig.into(), value, op, pe) {
+            Ok(None) => Landing::ready(Ok(())),
+            Ok(Some(remote)) => Landing::remote(remote, nothing),
+            Err(e) => Landing::ready(Err(e)),
+        }
     }
 
     /// Non-blocking form of [`DataPlane::put_signal`] (`shmem_put_signal_nbi`).
@@ -63,45 +80,76 @@ impl DataPlane {
         op: SignalOp,
         pe: usize,
     ) -> Result<()> {
-        let moved = std::mem::size_of_val(src) + 8;
-        self.counted(
-            Op::PutSignal,
-            pe,
-            moved,
-            || {
-                let target = self.segment(pe)?;
-                let at = self.locate(dest.into(), src.len(), "put_signal destination")?;
-                Ok((target, at, self.locate_atomic(sig.into())?))
-            },
-            |(target, at, sig_at)| {
-                let bytes: &[u8] = bytemuck::cast_slice(src);
-                target.mapping().write(at, bytes);
-                update_signal(target, sig_at, value, op);
-                target.wake_watchers(at, at + bytes.len());
-            },
-        )
+        if let Some(remote) = self.start_put_signal(dest.into(), src, sig.into(), value, op, pe)? {
+            self.defer(remote);
+        }
+        Ok(())
     }
 
-    /// Updates `sig[0]` on PE `pe` with `op` and `value` (`nvshmemx_signal_op`).
-    pub async fn signal_op(
+    /// Validates a put-with-signal and does it on a mapped route, or starts it on the remote
+    /// one and returns its completion.
+    #[inline(always)]
+    fn start_put_signal<T: Pod>(
         &self,
-        sig: impl Into<SymSlice<'_, u64>>,
+        dest: SymSlice<'_, T>,
+        src: &[T],
+        sig: SymSlice<'_, u64>,
         value: u64,
         op: SignalOp,
         pe: usize,
-    ) -> Result<()> {
-        self.counted(
-            Op::Signal,
-            pe,
-            8,
-            || {
-                let target = self.segment(pe)?;
-                Ok((target, self.locate_atomic(sig.into())?))
-            },
-            |(target, at)| {
-                update_signal(target, at, value, op);
-            },
-        )
+    ) -> Result<Option<Completion>> {
+        let bytes: &[u8] = bytemuck::cast_slice(src);
+        let moved = bytes.len() + 8;
+        let (route, (at, sig_at)) = self.validate(pe, || {
+            let at = self.locate(dest, src.len(), "put_signal destination")?;
+            Ok((at, self.locate_atomic(sig)?))
+        })?;
+        Ok(match route {
+            Route::Mapped(target) => {
+                self.mapped(Op::PutSignal, pe, moved, || {
+                    target.mapping().write(at, bytes);
+                    update_signal(target, sig_at, value, op);
+                    target.wake_watchers(at, at + bytes.len());
+                });
+                None
+            }
+            Route::Remote => {
+                let remote = || RemoteOp::PutSignal {
+                    data: bytes.to_vec(),
+                    signal_at: sig_at,
+                    signal: op.amo(value),
+                };
+                Some(self.remote(Op::PutSignal, pe, moved, at, remote))
+            }
+        })
+    }
+
+    /// Updates `sig[0]` on PE `pe` with `op` and `value` (`nvshmemx_signal_op`).
+    #[inline(always)]
+    pub fn signal_op<'s>(
+        &self,
+        sig: impl Into<SymSlice<'s, u64>>,
+        value: u64,
+        op: SignalOp,
+        pe: usize,
+    ) -> Landing<()> {
+        let (route, at) = match self.validate(pe, || self.locate_atomic(sig.into())) {
+            Ok(valid) => valid,
+            Err(e) => return Landing::ready(Err(e)),
+        };
+        match route {
+            Route::Mapped(target) => {
+                self.mapped(Op::Signal, pe, 8, || update_signal(target, at, value, op));
+                Landing::ready(Ok(()))
+            }
+            Route::Remote => {
+                let remote = || RemoteOp::Amo {
+                    op: op.amo(value),
+                    width: 8,
+                };
+                Landing::remote(self.remote(Op::Signal, pe, 8, at, remote), nothing)
+            }
+        }
     }
 
     /// Reads this PE's `sig[0]` (`shmem_signal_fetch`).

@@ -6,6 +6,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use ferroshmem_runtime::route::Route;
 use ferroshmem_runtime::{DataPlane, DataPlaneParts, Error, Health, HeapId, Result, Segment};
 use tokio::time::timeout;
 
@@ -23,7 +24,8 @@ fn pes(n: usize) -> Vec<Arc<DataPlane>> {
                 DataPlane::new(DataPlaneParts {
                     my_pe,
                     heap: HeapId(1),
-                    segments: segments.clone(),
+                    routes: segments.iter().cloned().map(Route::Mapped).collect(),
+                    remote: None,
                     health: Arc::new(Health::new()),
                     spin: Duration::from_micros(50),
                 })

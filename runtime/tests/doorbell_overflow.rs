@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ferroshmem_runtime::heap::{Allocation, HeapId, SymBuffer};
+use ferroshmem_runtime::route::Route;
 use ferroshmem_runtime::segment::WATCH_SLOTS;
 use ferroshmem_runtime::{Cmp, DataPlane, DataPlaneParts, Error, Health, Segment};
 use tokio::time::{sleep, timeout};
@@ -16,7 +17,8 @@ fn one_pe() -> Arc<DataPlane> {
         DataPlane::new(DataPlaneParts {
             my_pe: 0,
             heap: HeapId(1),
-            segments: vec![seg],
+            routes: vec![Route::Mapped(seg)],
+            remote: None,
             health: Arc::new(Health::new()),
             spin: Duration::from_micros(50),
         })

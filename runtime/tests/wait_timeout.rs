@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ferroshmem_runtime::heap::{Allocation, HeapId, SymBuffer};
+use ferroshmem_runtime::route::Route;
 use ferroshmem_runtime::{Cmp, DataPlane, DataPlaneParts, Error, Health, Segment};
 
 fn one_pe() -> (DataPlane, SymBuffer<u64>) {
@@ -12,7 +13,8 @@ fn one_pe() -> (DataPlane, SymBuffer<u64>) {
     let dp = DataPlane::new(DataPlaneParts {
         my_pe: 0,
         heap: HeapId(1),
-        segments: vec![seg],
+        routes: vec![Route::Mapped(seg)],
+        remote: None,
         health: Arc::new(Health::new()),
         spin: Duration::from_micros(50),
     })

@@ -83,20 +83,20 @@ pub async fn rma(pe: &Pe) -> Result<()> {
     let bytes = pe.calloc::<u8>(16).await?;
     let words = pe.calloc::<i32>(4).await?;
     let floats = pe.calloc::<f64>(2).await?;
-    pe.p(&bytes.at(me % 16), me as u8 + 1, next).await?;
-    pe.p(&words.at(3), -(me as i32), next).await?;
-    pe.p(&floats.at(1), me as f64 + 0.5, next).await?;
+    pe.p(bytes.at(me % 16), me as u8 + 1, next).await?;
+    pe.p(words.at(3), -(me as i32), next).await?;
+    pe.p(floats.at(1), me as f64 + 0.5, next).await?;
     pe.barrier_all().await?;
     ensure!(
-        pe.g(&bytes.at(prev % 16), me).await? == prev as u8 + 1,
+        pe.g(bytes.at(prev % 16), me).await? == prev as u8 + 1,
         "p/g u8"
     );
-    ensure!(pe.g(&words.at(3), me).await? == -(prev as i32), "p/g i32");
+    ensure!(pe.g(words.at(3), me).await? == -(prev as i32), "p/g i32");
     ensure!(
-        pe.g(&floats.at(1), me).await? == prev as f64 + 0.5,
+        pe.g(floats.at(1), me).await? == prev as f64 + 0.5,
         "p/g f64"
     );
-    ensure!(pe.g(&words.at(3), next).await? == -(me as i32), "remote g");
+    ensure!(pe.g(words.at(3), next).await? == -(me as i32), "remote g");
     pe.barrier_all().await?;
     // strided: every third element of the destination, from every second of the source
     let strided = pe.calloc::<u32>(30).await?;
@@ -141,44 +141,41 @@ where
     // Each PE works on its own element of the next PE's array: results are exact.
     let mine = cell.at(me % 8);
     if me < 8 {
-        pe.atomic_set(&mine, t(5), next).await?;
-        ensure!(pe.atomic_fetch(&mine, next).await? == t(5), "set/fetch");
-        ensure!(pe.atomic_swap(&mine, t(9), next).await? == t(5), "swap");
+        pe.atomic_set(mine, t(5), next).await?;
+        ensure!(pe.atomic_fetch(mine, next).await? == t(5), "set/fetch");
+        ensure!(pe.atomic_swap(mine, t(9), next).await? == t(5), "swap");
         ensure!(
-            pe.atomic_compare_swap(&mine, t(1), t(2), next).await? == t(9),
+            pe.atomic_compare_swap(mine, t(1), t(2), next).await? == t(9),
             "failed cswap returns old"
         );
         ensure!(
-            pe.atomic_compare_swap(&mine, t(9), t(12), next).await? == t(9),
+            pe.atomic_compare_swap(mine, t(9), t(12), next).await? == t(9),
             "cswap"
         );
         ensure!(
-            pe.atomic_fetch_add(&mine, t(3), next).await? == t(12),
+            pe.atomic_fetch_add(mine, t(3), next).await? == t(12),
             "fetch_add"
         );
-        pe.atomic_add(&mine, t(1), next).await?;
+        pe.atomic_add(mine, t(1), next).await?;
+        ensure!(pe.atomic_fetch_inc(mine, next).await? == t(16), "fetch_inc");
+        pe.atomic_inc(mine, next).await?;
         ensure!(
-            pe.atomic_fetch_inc(&mine, next).await? == t(16),
-            "fetch_inc"
-        );
-        pe.atomic_inc(&mine, next).await?;
-        ensure!(
-            pe.atomic_fetch_and(&mine, t(0b1110), next).await? == t(18),
+            pe.atomic_fetch_and(mine, t(0b1110), next).await? == t(18),
             "fetch_and"
         );
-        pe.atomic_and(&mine, t(0b0110), next).await?;
+        pe.atomic_and(mine, t(0b0110), next).await?;
         ensure!(
-            pe.atomic_fetch_or(&mine, t(0b1000), next).await? == t(0b0010),
+            pe.atomic_fetch_or(mine, t(0b1000), next).await? == t(0b0010),
             "fetch_or"
         );
-        pe.atomic_or(&mine, t(0b0001), next).await?;
+        pe.atomic_or(mine, t(0b0001), next).await?;
         ensure!(
-            pe.atomic_fetch_xor(&mine, t(0b1111), next).await? == t(0b1011),
+            pe.atomic_fetch_xor(mine, t(0b1111), next).await? == t(0b1011),
             "fetch_xor"
         );
-        pe.atomic_xor(&mine, t(0b0001), next).await?;
+        pe.atomic_xor(mine, t(0b0001), next).await?;
         ensure!(
-            pe.atomic_fetch(&mine, next).await? == t(0b0101),
+            pe.atomic_fetch(mine, next).await? == t(0b0101),
             "final value"
         );
     }
@@ -204,16 +201,16 @@ pub async fn contention(pe: &Pe, times: u64) -> Result<()> {
     let signed = pe.calloc::<i32>(1).await?;
     let mut seen_max = 0;
     for _ in 0..times {
-        pe.atomic_add(&counter.at(0), 1, 0).await?;
-        let old = pe.atomic_fetch_inc(&counter.at(1), 0).await?;
+        pe.atomic_add(counter.at(0), 1, 0).await?;
+        let old = pe.atomic_fetch_inc(counter.at(1), 0).await?;
         seen_max = seen_max.max(old);
         pe.atomic_add(&signed, -1, 0).await?;
     }
     pe.barrier_all().await?;
-    let total = pe.atomic_fetch(&counter.at(0), 0).await?;
+    let total = pe.atomic_fetch(counter.at(0), 0).await?;
     ensure!(total == n * times, "counter total {total} != {}", n * times);
     ensure!(
-        pe.atomic_fetch(&counter.at(1), 0).await? == n * times,
+        pe.atomic_fetch(counter.at(1), 0).await? == n * times,
         "fetch_inc total"
     );
     ensure!(
@@ -274,7 +271,7 @@ pub async fn signals(pe: &Pe) -> Result<()> {
         pe.put_signal(
             &data,
             &pattern(me, 4096, round),
-            &sig.at(0),
+            sig.at(0),
             round,
             SignalOp::Set,
             next,
@@ -292,7 +289,7 @@ pub async fn signals(pe: &Pe) -> Result<()> {
     }
     // ADD from every PE to PE 0's second signal.
     pe.put_signal_nbi(data.at(me % 4096), &[7], sig.at(1), 10, SignalOp::Add, 0)?;
-    pe.signal_op(&sig.at(1), 1, SignalOp::Add, 0).await?;
+    pe.signal_op(sig.at(1), 1, SignalOp::Add, 0).await?;
     pe.quiet().await?;
     if me == 0 {
         let want = 11 * n as u64;
@@ -332,8 +329,8 @@ pub async fn waits(pe: &Pe) -> Result<()> {
     // The next PE sleeps (well past the spin time) before this PE writes.
     let writer = async {
         tokio::time::sleep(Duration::from_millis(50)).await;
-        pe.p(&vars.at(2), 5, next).await?;
-        pe.atomic_set(&vars.at(1), 3, next).await
+        pe.p(vars.at(2), 5, next).await?;
+        pe.atomic_set(vars.at(1), 3, next).await
     };
     let waiter = async {
         let v = pe
@@ -366,8 +363,8 @@ pub async fn waits(pe: &Pe) -> Result<()> {
         "wait_until_any with all excluded"
     );
     pe.barrier_all().await?;
-    pe.atomic_set(&vars.at(0), 1, next).await?;
-    pe.atomic_set(&vars.at(3), 1, next).await?;
+    pe.atomic_set(vars.at(0), 1, next).await?;
+    pe.atomic_set(vars.at(3), 1, next).await?;
     pe.wait_until_all(&vars, Some(&[false, true, true, false]), Cmp::Eq, 1)
         .timeout(Duration::from_secs(30))
         .await?;
@@ -406,7 +403,7 @@ pub async fn errors(pe: &Pe) -> Result<()> {
         "put past the end: {e:?}"
     );
     ensure!(
-        matches!(pe.g(&buf.at(4), me).await, Err(Error::OutOfBounds { .. })),
+        matches!(pe.g(buf.at(4), me).await, Err(Error::OutOfBounds { .. })),
         "g past the end"
     );
     let mut big = [0u64; 8];
@@ -419,13 +416,13 @@ pub async fn errors(pe: &Pe) -> Result<()> {
     );
     ensure!(
         matches!(
-            pe.get(&mut big[..2], &buf.slice(3..), me).await,
+            pe.get(&mut big[..2], buf.slice(3..), me).await,
             Err(Error::OutOfBounds { .. })
         ),
         "get from a short slice"
     );
     let misaligned = buf.all().as_bytes().slice(4..12).cast::<u64>();
-    let e = pe.atomic_fetch_add(&misaligned, 1, me).await;
+    let e = pe.atomic_fetch_add(misaligned, 1, me).await;
     ensure!(
         matches!(e, Err(Error::MisalignedAtomic { align: 8, .. })),
         "misaligned atomic: {e:?}"

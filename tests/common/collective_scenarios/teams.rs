@@ -137,11 +137,11 @@ async fn concurrent(pe: &Pe) -> Result<()> {
         .await?
         .ok_or(Error::Shutdown)?;
     let v = pe.calloc::<u64>(2).await?;
-    pe.p(&v.at(0), me as u64 + 1, me).await?;
+    pe.p(v.at(0), me as u64 + 1, me).await?;
     inner.sum_reduce(v.at(1), v.at(0)).await?;
     let first = me / half * half;
     let want: u64 = (first..(first + half).min(n)).map(|p| p as u64 + 1).sum();
-    ensure!(pe.g(&v.at(1), me).await? == want, "sum over my half");
+    ensure!(pe.g(v.at(1), me).await? == want, "sum over my half");
     // Two splits of two parents at once, then two reductions on them at once.
     let dup = world.split_strided(0, 1, n).await?.ok_or(Error::Shutdown)?;
     let (a, b) = tokio::join!(
@@ -150,7 +150,7 @@ async fn concurrent(pe: &Pe) -> Result<()> {
     );
     let (a, b) = (a?.ok_or(Error::Shutdown)?, b?.ok_or(Error::Shutdown)?);
     let bufs = pe.calloc::<u64>(4).await?;
-    pe.p(&bufs.at(0), 1, me).await?;
+    pe.p(bufs.at(0), 1, me).await?;
     let (ra, rb) = tokio::join!(
         a.sum_reduce(bufs.at(1), bufs.at(0)),
         b.sum_reduce(bufs.at(2), bufs.at(0))
@@ -158,11 +158,11 @@ async fn concurrent(pe: &Pe) -> Result<()> {
     ra?;
     rb?;
     ensure!(
-        pe.g(&bufs.at(1), me).await? == n as u64,
+        pe.g(bufs.at(1), me).await? == n as u64,
         "concurrent reduce on all"
     );
     ensure!(
-        pe.g(&bufs.at(2), me).await? == inner.n_pes() as u64,
+        pe.g(bufs.at(2), me).await? == inner.n_pes() as u64,
         "concurrent reduce on half"
     );
     for t in [a, b, dup, inner, low] {
@@ -247,15 +247,15 @@ pub async fn locks(pe: &Pe, rounds: u64) -> Result<()> {
         // Two locks, with different home PEs, guarding two counters.
         let k = (i as usize + me) % 2;
         pe.set_lock(lock.at(k)).await?;
-        let v = pe.g(&counter.at(k), 0).await?;
+        let v = pe.g(counter.at(k), 0).await?;
         if i % 16 == 0 {
             tokio::task::yield_now().await;
         }
-        pe.p(&counter.at(k), v + 1, 0).await?;
+        pe.p(counter.at(k), v + 1, 0).await?;
         pe.clear_lock(lock.at(k)).await?;
     }
     pe.barrier_all().await?;
-    let total = pe.g(&counter.at(0), 0).await? + pe.g(&counter.at(1), 0).await?;
+    let total = pe.g(counter.at(0), 0).await? + pe.g(counter.at(1), 0).await?;
     ensure!(
         total == rounds * n as u64,
         "counted {total}, expected {}",

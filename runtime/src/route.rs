@@ -1,0 +1,176 @@
+//! How a PE reaches each peer ([`Route`]), and the transport for peers it cannot reach with
+//! loads and stores ([`Remote`], with its operations as data, [`RemoteOp`]).
+//!
+//! # Routes
+//! A PE's route to a peer is fixed when the job forms, from where the two live: `Mapped` on
+//! the same node (the peer's segment is mapped here, and operations are loads, stores and
+//! atomic instructions, inline), `Remote` on another node (operations go to the [`Remote`]
+//! transport, which `ferroshmem-net` implements over the fabric). The data plane validates
+//! an operation once, then matches on the route: the mapped arm is the same inline code as
+//! before routes existed, with no call through a vtable.
+//!
+//! # The remote contract
+//! A [`Remote`] addresses a peer's segment by mapping offset, as the data plane computed it
+//! (header words included, for barriers). An operation's future resolves once the operation
+//! is complete at the target: written data and atomic updates are visible there, and the
+//! target's waiters sleeping on the bytes it changed have been woken. Dropping the future
+//! does not recall the operation.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use ferroshmem_observability::Traffic;
+
+use crate::error::Result;
+use crate::segment::Segment;
+
+/// How this PE reaches one peer.
+#[derive(Debug, Clone)]
+pub enum Route {
+    /// The peer's segment, mapped in this process (same node).
+    Mapped(Arc<Segment>),
+    /// Through the job's remote transport (another node).
+    Remote,
+}
+
+/// An atomic operation on a remote word, by kind; operands travel as the low bytes of a
+/// `u64` (sign-extension does not matter: only the word's width is written).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Amo {
+    /// Read the word.
+    Fetch,
+    /// Replace the word; the old value comes back.
+    Swap(u64),
+    /// Replace the word if it equals the first operand; the old value comes back.
+    CompareSwap(u64, u64),
+    /// Add (wrapping).
+    Add(u64),
+    /// Bitwise and.
+    And(u64),
+    /// Bitwise or.
+    Or(u64),
+    /// Bitwise xor.
+    Xor(u64),
+}
+
+/// A remote operation, as data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RemoteOp {
+    /// Write these bytes.
+    Put(Vec<u8>),
+    /// Read this many bytes.
+    Get(usize),
+    /// Write `data`, then apply `signal` to the 64-bit word at mapping offset `signal_at`:
+    /// whoever sees the signal's update sees the data (the transport orders the two).
+    PutSignal {
+        /// The bytes to write.
+        data: Vec<u8>,
+        /// Where the signal word is.
+        signal_at: usize,
+        /// What to do to it ([`Amo::Swap`] or [`Amo::Add`]).
+        signal: Amo,
+    },
+    /// An atomic on a word of `width` bytes (4 or 8); resolves to the old value's bytes.
+    Amo {
+        /// What to do.
+        op: Amo,
+        /// The word's width in bytes.
+        width: usize,
+    },
+}
+
+/// The completion of a remote operation: what it read or fetched (empty for puts).
+pub type Completion = Pin<Box<dyn Future<Output = Result<Vec<u8>>> + Send>>;
+
+/// The transport to PEs on other nodes; see the module documentation for its contract.
+pub trait Remote: Send + Sync + std::fmt::Debug {
+    /// Starts `op` on PE `pe`'s segment at mapping offset `at`, before it returns (so that an
+    /// `_nbi` caller never has to poll it to make progress), and returns its completion.
+    fn start(&self, pe: usize, at: usize, op: RemoteOp) -> Completion;
+
+    /// The name of the transport, for metrics (`fabric`).
+    fn name(&self) -> &'static str {
+        "fabric"
+    }
+}
+
+/// A data plane's remote transport, its traffic, and the completions of its `_nbi`
+/// operations that `quiet` has not yet awaited.
+pub(crate) struct Remotes {
+    transport: Arc<dyn Remote>,
+    pub traffic: Traffic,
+    deferred: Mutex<Vec<Completion>>,
+    /// Set by `fence`: the next operation waits for the deferred ones first.
+    fenced: AtomicBool,
+}
+
+impl std::fmt::Debug for Remotes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Remotes")
+            .field("transport", &self.transport)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Remotes {
+    pub fn new(transport: Arc<dyn Remote>, traffic: Traffic) -> Remotes {
+        Remotes {
+            transport,
+            traffic,
+            deferred: Mutex::new(Vec::new()),
+            fenced: AtomicBool::new(false),
+        }
+    }
+
+    /// Starts `op`; after a fence with operations outstanding, only once they completed
+    /// (its own completion then drives it, as `quiet` or its caller polls it).
+    pub fn start(&self, pe: usize, at: usize, op: RemoteOp) -> Completion {
+        if self.fenced.swap(false, Ordering::AcqRel) {
+            let before = std::mem::take(&mut *self.lock());
+            if !before.is_empty() {
+                let transport = self.transport.clone();
+                return Box::pin(async move {
+                    for earlier in before {
+                        earlier.await?;
+                    }
+                    transport.start(pe, at, op).await
+                });
+            }
+        }
+        self.transport.start(pe, at, op)
+    }
+
+    /// Orders the operations started after it after those started before.
+    pub fn fence(&self) {
+        self.fenced.store(true, Ordering::Release);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Completion>> {
+        self.deferred.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Keeps the completion of an `_nbi` operation for the next `quiet`.
+    pub fn defer(&self, completion: Completion) {
+        self.lock().push(completion);
+    }
+
+    /// The completion of every operation deferred so far (taken now), or `None` when there
+    /// are none: it ends once all have, with the first error, if any.
+    pub fn quiet(&self) -> Option<Completion> {
+        let pending = std::mem::take(&mut *self.lock());
+        if pending.is_empty() {
+            return None;
+        }
+        Some(Box::pin(async move {
+            let mut first = Ok(Vec::new());
+            for completion in pending {
+                if let (Err(e), Ok(_)) = (completion.await, &first) {
+                    first = Err(e);
+                }
+            }
+            first
+        }))
+    }
+}
