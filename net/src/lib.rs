@@ -14,14 +14,21 @@
 //! and automatic progress, so that a PE's memory is served while it sleeps, with no core
 //! spinning.
 //!
+//! # The runtime's remote route
+//! [`FabricRemote`] is the runtime's `Remote` transport over a [`Fabric`]: the data plane's
+//! operations on PEs of other hosts become fabric operations, and [`wake_on_notice`], called
+//! with the data of peers' writes, wakes this PE's waiters sleeping on the bytes they wrote.
+//!
 //! # Not here
-//! Which PEs go through the fabric, bootstrap exchanges and wake-ups of waiters belong to the
+//! Which PEs go through the fabric and the bootstrap exchange of names and keys belong to the
 //! layers that use this crate.
 
 mod ffi;
+mod remote;
 mod transport;
 
 pub use ffi::{Library, Operation, LIBRARY_VAR};
+pub use remote::{notice, wake_on_notice, FabricRemote, Target};
 pub use transport::{Fabric, FabricOptions, Peer, Registered};
 
 /// The atomic operations of [`Operation::Atomic`] and [`Operation::FetchAtomic`].

@@ -151,28 +151,45 @@ impl Fabric {
         target: Registered,
         offset: u64,
     ) -> Result<Vec<u8>> {
+        self.start(op, peer, target, offset).await
+    }
+
+    /// Posts `op` as [`Fabric::run`] does, but before it returns: the future only waits for
+    /// the completion (and, where the provider's queue was full, posts again first).
+    pub fn start(
+        &self,
+        op: Operation,
+        peer: Peer,
+        target: Registered,
+        offset: u64,
+    ) -> impl std::future::Future<Output = Result<Vec<u8>>> + Send + 'static {
         let (tx, rx) = oneshot::channel();
-        let mut done: crate::ffi::Done = Box::new(move |outcome| {
+        let done: crate::ffi::Done = Box::new(move |outcome| {
             let _ = tx.send(outcome);
         });
         let remote = target.base + offset;
-        loop {
-            match self.endpoint.post(&op, peer.0, remote, target.key, done) {
-                Ok(()) => break,
-                Err(Refused::Full(back)) => {
-                    done = back;
-                    tokio::task::yield_now().await;
+        let first = self.endpoint.post(&op, peer.0, remote, target.key, done);
+        let endpoint = self.endpoint.clone();
+        async move {
+            let mut posted = first;
+            loop {
+                match posted {
+                    Ok(()) => break,
+                    Err(Refused::Full(back)) => {
+                        tokio::task::yield_now().await;
+                        posted = endpoint.post(&op, peer.0, remote, target.key, back);
+                    }
+                    Err(Refused::Failed(e)) => return Err(e),
                 }
-                Err(Refused::Failed(e)) => return Err(e),
             }
-        }
-        match rx.await {
-            Ok(Ok(bytes)) => Ok(bytes),
-            Ok(Err(why)) => Err(Error::Os {
-                context: "fabric operation",
-                message: why,
-            }),
-            Err(_) => Err(Error::Shutdown),
+            match rx.await {
+                Ok(Ok(bytes)) => Ok(bytes),
+                Ok(Err(why)) => Err(Error::Os {
+                    context: "fabric operation",
+                    message: why,
+                }),
+                Err(_) => Err(Error::Shutdown),
+            }
         }
     }
 

@@ -214,6 +214,11 @@ impl Info {
             domain.mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
             domain.threading = FI_THREAD_SAFE;
             domain.data_progress = FI_PROGRESS_AUTO;
+            // Writes land in order, and a get sees the writes posted before it; atomics
+            // likewise among themselves. Across the two classes nothing is ordered (rxm
+            // offers no more): the transport waits for one before it posts the other.
+            (*(*h).tx_attr).msg_order = FI_ORDER_RMA | FI_ORDER_ATOMIC;
+            (*(*h).tx_attr).op_flags = FI_DELIVERY_COMPLETE;
             if let Some(p) = &provider {
                 (*(*h).fabric_attr).prov_name = libc_strdup(p);
             }

@@ -546,6 +546,14 @@ pub const FI_PROGRESS_AUTO: u32 = 1;
 /// `fi_control` commands.
 pub const FI_ENABLE: c_int = 6;
 
+/// RMA reads after RMA reads, reads after writes and writes after writes go out in the order
+/// posted (`FI_ORDER_RMA_RAR | FI_ORDER_RMA_RAW | FI_ORDER_RMA_WAW`).
+pub const FI_ORDER_RMA: u64 = (1 << 32) | (1 << 33) | (1 << 35);
+/// The same among atomics (`FI_ORDER_ATOMIC_RAR | FI_ORDER_ATOMIC_RAW | FI_ORDER_ATOMIC_WAW`).
+pub const FI_ORDER_ATOMIC: u64 = (1 << 36) | (1 << 37) | (1 << 39);
+/// An operation completes once the target has placed it (`FI_DELIVERY_COMPLETE`).
+pub const FI_DELIVERY_COMPLETE: u64 = 1 << 28;
+
 /// Atomic operations and the datatype this crate uses them on.
 pub const FI_SUM: c_int = 2;
 pub const FI_BOR: c_int = 6;

@@ -1,0 +1,396 @@
+//! Two PEs that reach each other only through the fabric (`tcp;ofi_rxm` on loopback), each a
+//! `DataPlane` whose route to the other is `Remote` over a `FabricRemote`: every RMA, atomic
+//! and signal operation lands with the right values, a remote write wakes a sleeping waiter
+//! by its notice, the world barrier meets, fabric atomics are atomic with the target's own
+//! CPU atomics, and a bad key fails typed at the initiator while the target lives on.
+//! Skipped, saying so, where libfabric is not installed; `.ci/run` installs it.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferroshmem_net::{
+    wake_on_notice, Fabric, FabricOptions, FabricRemote, Library, Registered, Target,
+};
+use ferroshmem_runtime::heap::{Allocation, HeapId, SymBuffer};
+use ferroshmem_runtime::route::Route;
+use ferroshmem_runtime::{Cmp, DataPlane, DataPlaneParts, Error, Health, Segment, SignalOp};
+
+const HEAP: usize = 1 << 20;
+const HEAP_ID: HeapId = HeapId(7);
+/// How long any single wait of these tests may take before it counts as a hang.
+const HANG: Duration = Duration::from_secs(20);
+
+/// One PE: its data plane and its own segment.
+struct Node {
+    dp: Arc<DataPlane>,
+    segment: Arc<Segment>,
+}
+
+fn available() -> bool {
+    match Library::load() {
+        Ok(_) => true,
+        Err(e) => {
+            eprintln!("skipped: {e}");
+            false
+        }
+    }
+}
+
+fn fabric_for(segment: &Arc<Segment>) -> Fabric {
+    let own = segment.clone();
+    Fabric::open(
+        &FabricOptions {
+            provider: Some("tcp;ofi_rxm".into()),
+            node: Some("127.0.0.1".into()),
+        },
+        move |notice| wake_on_notice(&own, notice),
+    )
+    .expect("a tcp;ofi_rxm endpoint on loopback")
+}
+
+/// Two PEs, each reaching the other through the fabric; `key_of` may falsify the key PE 0
+/// uses for PE 1.
+fn two_nodes(key_of: impl Fn(Registered) -> Registered) -> [Node; 2] {
+    let segments: Vec<Arc<Segment>> = (0..2)
+        .map(|pe| Arc::new(Segment::create(pe, HEAP).expect("segment")))
+        .collect();
+    let fabrics: Vec<Arc<Fabric>> = segments.iter().map(|s| Arc::new(fabric_for(s))).collect();
+    let registered: Vec<Registered> = fabrics
+        .iter()
+        .zip(&segments)
+        .enumerate()
+        .map(|(pe, (f, s))| f.register(s.clone(), 500 + pe as u64).expect("register"))
+        .collect();
+    let names: Vec<Vec<u8>> = fabrics.iter().map(|f| f.name().expect("name")).collect();
+    let nodes: Vec<Node> = (0..2)
+        .map(|me| {
+            let peers = fabrics[me].connect(&names).expect("connect");
+            let targets = (0..2)
+                .map(|pe| {
+                    (pe != me).then(|| Target {
+                        peer: peers[pe],
+                        registered: if me == 0 {
+                            key_of(registered[pe])
+                        } else {
+                            registered[pe]
+                        },
+                    })
+                })
+                .collect();
+            let routes = (0..2)
+                .map(|pe| {
+                    if pe == me {
+                        Route::Mapped(segments[me].clone())
+                    } else {
+                        Route::Remote
+                    }
+                })
+                .collect();
+            let dp = DataPlane::new(DataPlaneParts {
+                my_pe: me,
+                heap: HEAP_ID,
+                routes,
+                remote: Some(Arc::new(FabricRemote::new(fabrics[me].clone(), targets))),
+                health: Arc::new(Health::new()),
+                spin: Duration::from_micros(20),
+            })
+            .expect("data plane");
+            Node {
+                dp: Arc::new(dp),
+                segment: segments[me].clone(),
+            }
+        })
+        .collect();
+    nodes.try_into().map_err(|_| ()).expect("two nodes")
+}
+
+/// A view of `len` elements of `T` at heap byte `offset` (the same on every PE).
+fn view<T: bytemuck::Pod>(offset: usize, len: usize) -> SymBuffer<T> {
+    let bytes = len * std::mem::size_of::<T>();
+    SymBuffer::from_allocation(Allocation::new(HEAP_ID, offset, bytes), len).expect("view")
+}
+
+async fn within<T>(what: &str, f: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(HANG, f)
+        .await
+        .unwrap_or_else(|_| panic!("{what} did not end within {HANG:?}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_operation_reaches_a_pe_on_another_node() {
+    if !available() {
+        return;
+    }
+    let [a, b] = two_nodes(|r| r);
+    assert!(!a.dp.is_mapped(1) && a.dp.is_mapped(0));
+    let words = view::<u64>(0, 16);
+    let small = view::<u32>(4096, 16);
+    within("rma", async {
+        let data: Vec<u64> = (1..=16).collect();
+        a.dp.put(&words, &data, 1).await.expect("put");
+        let mut back = [0u64; 16];
+        b.dp.get(&mut back, &words, 1).await.expect("local get");
+        assert_eq!(back.to_vec(), data, "the put landed");
+        let mut remote = [0u64; 16];
+        a.dp.get(&mut remote, &words, 1).await.expect("remote get");
+        assert_eq!(remote.to_vec(), data);
+        a.dp.p(words.at(3), 99, 1).await.expect("p");
+        assert_eq!(a.dp.g(words.at(3), 1).await, Ok(99));
+        // Strided: every other element of the first 8.
+        a.dp.iput(&words, &[7u64, 8, 9, 10], 2, 1, 4, 1)
+            .await
+            .expect("iput");
+        let mut strided = [0u64; 4];
+        a.dp.iget(&mut strided, &words, 1, 2, 4, 1)
+            .await
+            .expect("iget");
+        assert_eq!(strided, [7, 8, 9, 10]);
+        // Non-blocking forms complete at quiet.
+        a.dp.put_nbi(words.slice(8..12), &[1u64, 2, 3, 4], 1)
+            .expect("put_nbi");
+        a.dp.quiet().await.expect("quiet");
+        a.dp.get_nbi(words.slice(12..16), words.slice(8..12), 1)
+            .expect("get_nbi");
+        a.dp.quiet().await.expect("quiet");
+        let mut own = [0u64; 4];
+        a.dp.get(&mut own, words.slice(12..16), 0)
+            .await
+            .expect("own get");
+        assert_eq!(own, [1, 2, 3, 4], "the get_nbi landed in PE 0's own heap");
+    })
+    .await;
+    within("atomics", async {
+        let w = words.at(0);
+        a.dp.atomic_set(w, 10u64, 1).await.expect("set");
+        assert_eq!(a.dp.atomic_fetch(w, 1).await, Ok(10));
+        assert_eq!(a.dp.atomic_swap(w, 20u64, 1).await, Ok(10));
+        assert_eq!(a.dp.atomic_compare_swap(w, 19u64, 5, 1).await, Ok(20));
+        assert_eq!(a.dp.atomic_compare_swap(w, 20u64, 5, 1).await, Ok(20));
+        assert_eq!(a.dp.atomic_fetch_inc(w, 1).await, Ok(5));
+        a.dp.atomic_inc(w, 1).await.expect("inc");
+        assert_eq!(a.dp.atomic_fetch_add(w, 100u64, 1).await, Ok(7));
+        a.dp.atomic_add(w, u64::MAX, 1).await.expect("add wraps");
+        assert_eq!(a.dp.atomic_fetch_and(w, 0b0110_0110u64, 1).await, Ok(106));
+        a.dp.atomic_or(w, 0b1u64, 1).await.expect("or");
+        assert_eq!(a.dp.atomic_fetch_xor(w, 0b11u64, 1).await, Ok(0b0110_0011));
+        assert_eq!(b.dp.atomic_fetch(w, 1).await, Ok(0b0110_0000));
+        // 32-bit words, signed and not, beside their neighbours.
+        let s = small.at(1);
+        a.dp.atomic_set(s, u32::MAX, 1).await.expect("set u32");
+        assert_eq!(a.dp.atomic_fetch_add(s, 2u32, 1).await, Ok(u32::MAX));
+        assert_eq!(a.dp.atomic_fetch(s, 1).await, Ok(1), "wrapped at 32 bits");
+        assert_eq!(b.dp.atomic_fetch(small.at(0), 1).await, Ok(0));
+        assert_eq!(b.dp.atomic_fetch(small.at(2), 1).await, Ok(0));
+        let signed = view::<i32>(4096 + 12, 1);
+        assert_eq!(a.dp.atomic_fetch_add(&signed, -5i32, 1).await, Ok(0));
+        assert_eq!(
+            a.dp.atomic_compare_swap(&signed, -5i32, -9, 1).await,
+            Ok(-5)
+        );
+        assert_eq!(b.dp.atomic_fetch(&signed, 1).await, Ok(-9));
+        let wide = view::<i64>(8192, 1);
+        a.dp.atomic_set(&wide, i64::MIN, 1).await.expect("set i64");
+        assert_eq!(a.dp.atomic_fetch_xor(&wide, -1i64, 1).await, Ok(i64::MIN));
+        assert_eq!(b.dp.atomic_fetch(&wide, 1).await, Ok(i64::MAX));
+        std::mem::forget((signed, wide));
+    })
+    .await;
+    within("signals", async {
+        let sig = view::<u64>(16384, 1);
+        let mailbox = view::<u64>(16392, 4);
+        a.dp.put_signal(&mailbox, &[5u64, 6, 7, 8], &sig, 3, SignalOp::Set, 1)
+            .await
+            .expect("put_signal");
+        a.dp.signal_op(&sig, 4, SignalOp::Add, 1)
+            .await
+            .expect("signal_op");
+        assert_eq!(b.dp.signal_fetch(&sig), Ok(7));
+        let mut got = [0u64; 4];
+        b.dp.get(&mut got, &mailbox, 1).await.expect("local get");
+        assert_eq!(got, [5, 6, 7, 8]);
+        std::mem::forget((sig, mailbox));
+    })
+    .await;
+    std::mem::forget((words, small));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_write_wakes_a_sleeping_waiter_by_its_notice() {
+    if !available() {
+        return;
+    }
+    let [a, b] = two_nodes(|r| r);
+    let flag = view::<u64>(0, 1);
+    let sig = view::<u64>(64, 1);
+    let data = view::<u64>(128, 2);
+    for (round, how) in ["put", "atomic", "put_signal"].iter().enumerate() {
+        let value = round as u64 + 1;
+        let waiter = {
+            let dp = b.dp.clone();
+            let (flag, sig) = (view::<u64>(0, 1), view::<u64>(64, 1));
+            tokio::spawn(async move {
+                let got = if *how == "put_signal" {
+                    dp.signal_wait_until(&sig, Cmp::Eq, value).await
+                } else {
+                    dp.wait_until(&flag, Cmp::Eq, value).await
+                };
+                std::mem::forget((flag, sig));
+                got
+            })
+        };
+        // Let the waiter go to sleep, then note the doorbell's count: only a ring (a notice
+        // reaching a watched range) moves it; the doorbell's ticks do not.
+        within("the waiter to sleep", async {
+            while !b.segment.has_sleepers() {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        })
+        .await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let rings = b.segment.wake_seq().load(Ordering::SeqCst);
+        match *how {
+            "put" => a.dp.p(&flag, value, 1).await.expect("p"),
+            "atomic" => a.dp.atomic_set(&flag, value, 1).await.expect("set"),
+            _ => {
+                a.dp.put_signal(&data, &[1u64, 2], &sig, value, SignalOp::Set, 1)
+                    .await
+                    .expect("put_signal")
+            }
+        }
+        let got = within(how, waiter).await.expect("waiter task");
+        assert_eq!(got, Ok(value), "{how}");
+        assert!(
+            b.segment.wake_seq().load(Ordering::SeqCst) > rings,
+            "{how}: the waiter woke without its notice ringing the doorbell"
+        );
+    }
+    std::mem::forget((flag, sig, data));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_world_barrier_meets_across_the_fabric() {
+    if !available() {
+        return;
+    }
+    let [a, b] = two_nodes(|r| r);
+    let counter = view::<u64>(0, 1);
+    let (da, db) = (a.dp.clone(), b.dp.clone());
+    let rounds = 50u64;
+    let pe1 = tokio::spawn(async move {
+        let counter = view::<u64>(0, 1);
+        for i in 0..rounds {
+            db.barrier_all().await?;
+            // After barrier i, PE 0 has added i + 1 times.
+            let seen = db.atomic_fetch(&counter, 1).await?;
+            if seen != i + 1 {
+                return Err(Error::InvalidArgument(format!("round {i}: saw {seen}")));
+            }
+            db.barrier_all().await?;
+        }
+        std::mem::forget(counter);
+        Ok::<_, Error>(())
+    });
+    within("barriers", async {
+        for _ in 0..rounds {
+            da.atomic_inc(&counter, 1).await.expect("inc");
+            da.barrier_all().await.expect("barrier");
+            da.barrier_all().await.expect("barrier");
+        }
+    })
+    .await;
+    within("PE 1", pe1)
+        .await
+        .expect("task")
+        .expect("PE 1's rounds");
+    std::mem::forget(counter);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fabric_atomics_are_atomic_with_the_targets_own() {
+    if !available() {
+        return;
+    }
+    let [a, b] = two_nodes(|r| r);
+    let counter = view::<u64>(0, 1);
+    let n = 2000u64;
+    let local = {
+        let dp = b.dp.clone();
+        tokio::spawn(async move {
+            let counter = view::<u64>(0, 1);
+            for _ in 0..n {
+                dp.atomic_add(&counter, 1u64, 1).await?;
+                tokio::task::yield_now().await;
+            }
+            std::mem::forget(counter);
+            Ok::<_, Error>(())
+        })
+    };
+    let mut seen = within("remote adds", async {
+        let mut seen = Vec::new();
+        for _ in 0..n {
+            seen.push(
+                a.dp.atomic_fetch_add(&counter, 1u64, 1)
+                    .await
+                    .expect("fadd"),
+            );
+        }
+        seen
+    })
+    .await;
+    within("local adds", local)
+        .await
+        .expect("task")
+        .expect("local adds");
+    assert_eq!(
+        b.dp.atomic_fetch(&counter, 1).await,
+        Ok(2 * n),
+        "no add lost"
+    );
+    seen.sort_unstable();
+    seen.dedup();
+    assert_eq!(seen.len() as u64, n, "every fetched value distinct");
+    std::mem::forget(counter);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_key_fails_at_the_initiator_and_the_target_lives_on() {
+    if !available() {
+        return;
+    }
+    let [a, b] = two_nodes(|r| Registered {
+        key: r.key ^ 0xdead,
+        ..r
+    });
+    let words = view::<u64>(0, 4);
+    within("refusals", async {
+        let put = a.dp.put(&words, &[1u64, 2], 1).await;
+        assert!(matches!(put, Err(Error::Os { .. })), "put: {put:?}");
+        let fadd = a.dp.atomic_fetch_add(words.at(0), 1u64, 1).await;
+        assert!(matches!(fadd, Err(Error::Os { .. })), "fadd: {fadd:?}");
+        a.dp.put_nbi(words.slice(..2), &[3u64, 4], 1)
+            .expect("started");
+        let quiet = a.dp.quiet().await;
+        assert!(matches!(quiet, Err(Error::Os { .. })), "quiet: {quiet:?}");
+        assert_eq!(a.dp.quiet().await, Ok(()), "a failure is reported once");
+        // The target was not written and still serves its own (right) key.
+        let mut got = [9u64; 2];
+        b.dp.get(&mut got, words.slice(..2), 1)
+            .await
+            .expect("own get");
+        assert_eq!(got, [0, 0]);
+        // The provider drops the connection after a remote access error and makes a new one
+        // for the next operations (one may fail meanwhile).
+        let mut tries = 0;
+        while let Err(e) = b.dp.put(&words, &[5u64, 6], 0).await {
+            tries += 1;
+            assert!(tries < 100, "PE 1 never reached PE 0 again: {e}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let mut back = [0u64; 2];
+        a.dp.get(&mut back, words.slice(..2), 0).await.expect("own");
+        assert_eq!(back, [5, 6]);
+    })
+    .await;
+    std::mem::forget(words);
+}
