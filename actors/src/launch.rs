@@ -7,7 +7,6 @@ use std::time::{Duration, Instant};
 
 use ferroshmem_runtime::config::{node_key, spin_from_env, symmetric_size_from_env};
 use ferroshmem_runtime::heap::HeapAllocator;
-use ferroshmem_runtime::route::Route;
 use ferroshmem_runtime::{DataPlane, DataPlaneParts, Error, Health, HeapId, Result, Segment};
 use std::collections::HashMap;
 use tokio::sync::mpsc::unbounded_channel;
@@ -20,6 +19,7 @@ use crate::control::{local_job, HubReport, Link};
 use crate::launch_env::{bootstrap_timeout, random_bytes, LaunchEnv};
 use crate::pe::Pe;
 use crate::rendezvous;
+use crate::routes::{self, PeerRoutes};
 use crate::segment_exchange::{fetch, SegmentServer};
 
 /// Settings every PE of a job shares.
@@ -44,7 +44,7 @@ impl JobSettings {
 fn start_pe(
     rank: usize,
     job: u64,
-    segments: Vec<Arc<Segment>>,
+    peers: PeerRoutes,
     settings: &JobSettings,
     link: Link,
     next_seq: u64,
@@ -53,8 +53,8 @@ fn start_pe(
     let data = Arc::new(DataPlane::new(DataPlaneParts {
         my_pe: rank,
         heap: HeapId(job),
-        routes: segments.into_iter().map(Route::Mapped).collect(),
-        remote: None,
+        routes: peers.routes,
+        remote: peers.remote,
         health: Arc::new(Health::new()),
         spin: settings.spin,
     })?);
@@ -144,7 +144,8 @@ where
                         settings.timeout,
                     )
                     .await?;
-                let pe = start_pe(rank, welcome.job, segments, &settings, link, 0, None)?;
+                let peers = PeerRoutes::mapped(segments);
+                let pe = start_pe(rank, welcome.job, peers, &settings, link, 0, None)?;
                 pe.metrics().bootstrap(started.elapsed());
                 tracing::debug!(took = ?started.elapsed(), "PE joined its in-process job");
                 let out = f(pe.clone()).await;
@@ -314,11 +315,17 @@ async fn bootstrap(env: LaunchEnv) -> Result<Pe> {
         hosted,
         ..
     } = root;
-    if let Some(other) = welcome.nodes.iter().position(|n| *n != welcome.nodes[rank]) {
-        return Err(Error::Bootstrap(format!(
-            "PE {other} runs on another node than PE {rank}: ferroshmem's inter-node transport is not built yet, so every PE must share one node"
-        )));
-    }
+    // PEs of this node share segments; the others are reached through the fabric.
+    let local: Vec<bool> = welcome
+        .nodes
+        .iter()
+        .map(|n| *n == welcome.nodes[rank])
+        .collect();
+    let joining = if local.iter().all(|&l| l) {
+        None
+    } else {
+        Some(routes::Joining::open(&own, link.root_address.parse().ok())?)
+    };
     let server = SegmentServer::start(welcome.job, rank, own.clone(), secret.clone())?;
     bootstrap_allgather(
         &mut link,
@@ -329,7 +336,7 @@ async fn bootstrap(env: LaunchEnv) -> Result<Pe> {
         settings.timeout,
     )
     .await?;
-    let fetches = (0..n_pes).filter(|&r| r != rank).map(|r| {
+    let fetches = (0..n_pes).filter(|&r| r != rank && local[r]).map(|r| {
         let secret = secret.clone();
         let (job, heap_size, timeout) = (welcome.job, settings.heap_size, settings.timeout);
         async move {
@@ -354,12 +361,27 @@ async fn bootstrap(env: LaunchEnv) -> Result<Pe> {
     )
     .await?;
     drop(server);
-    tracing::debug!("every peer's segment mapped");
-    let segments = segments
-        .into_iter()
-        .map(|s| s.expect("every segment mapped"))
-        .collect();
-    let pe = start_pe(rank, welcome.job, segments, &settings, link, 2, hosted)?;
+    tracing::debug!("this node's segments mapped");
+    let (remote, next_seq) = match joining {
+        None => (None, 2),
+        Some(joining) => {
+            let contact = joining.contact().encode();
+            let contacts =
+                bootstrap_allgather(&mut link, rank, n_pes, 2, contact, settings.timeout).await?;
+            let remote = joining.connect(&contacts, &local)?;
+            tracing::debug!(provider = %remote.fabric().provider(), "the other nodes reached through the fabric");
+            (Some(remote), 3)
+        }
+    };
+    let pe = start_pe(
+        rank,
+        welcome.job,
+        PeerRoutes::new(segments, remote),
+        &settings,
+        link,
+        next_seq,
+        hosted,
+    )?;
     pe.metrics().bootstrap(started.elapsed());
     tracing::info!(took = ?started.elapsed(), "PE joined its job");
     Ok(pe)

@@ -9,6 +9,7 @@ mod launch;
 pub mod launch_env;
 mod pe;
 mod rendezvous;
+pub mod routes;
 mod segment_exchange;
 mod team;
 

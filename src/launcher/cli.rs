@@ -1,11 +1,13 @@
 //! The `ferroshmem` command line: argument parsing and the process's exit code.
 
 use std::ffi::OsString;
+use std::net::IpAddr;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+use super::hosts;
 use super::{launch, LaunchOptions};
 use crate::launch_env::parse_duration;
 
@@ -30,15 +32,34 @@ enum Command {
     /// Exit status: 0 when every PE exits with 0; else the first failing PE's exit code, or
     /// 128 + N when it was killed by signal N (or the launcher was); 127 when the program
     /// is not found.
-    #[command(after_help = "Example:\n  ferroshmem run -n 4 -- target/release/examples/ring")]
+    #[command(
+        after_help = "Examples:\n  ferroshmem run -n 4 -- target/release/examples/ring\n  ferroshmem run --hosts node1:2,node2:2 -- /shared/ring"
+    )]
     Run(RunArgs),
 }
 
 #[derive(Debug, Args)]
 struct RunArgs {
-    /// Number of PEs (processes) to start.
+    /// Number of PEs (processes) to start; with --hosts, the sum of its counts (which -n
+    /// must then equal).
     #[arg(short = 'n', long = "np", value_name = "N", value_parser = parse_n_pes)]
-    n_pes: usize,
+    n_pes: Option<usize>,
+
+    /// Hosts and how many PEs each runs, in rank order: `a:2,b:2` (a host without a count
+    /// runs one). PEs on hosts other than `localhost` are started through --rsh.
+    #[arg(long, value_name = "HOST[:N],...")]
+    hosts: Option<String>,
+
+    /// The remote shell that starts PEs on other hosts, as `RSH HOST COMMAND-LINE`; split
+    /// on spaces (`"ssh -p 2222"`). The command line is quoted for a POSIX shell, as `ssh`
+    /// expects; an agent must run it with `sh -c`.
+    #[arg(long, value_name = "CMD", default_value = "ssh")]
+    rsh: String,
+
+    /// The address the bootstrap root listens on. Default: loopback when every PE runs here,
+    /// else the address this host reaches the first other host from.
+    #[arg(long, value_name = "IP")]
+    root_address: Option<IpAddr>,
 
     /// Time the PEs get to exit after SIGTERM before SIGKILL (e.g. 2s, 500ms).
     #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = parse_time)]
@@ -77,10 +98,25 @@ pub fn cli_main() -> ExitCode {
     let Command::Run(args) = Cli::parse().command;
     let mut command = args.command.into_iter();
     let program = command.next().unwrap_or_default();
+    let placed = args
+        .hosts
+        .as_deref()
+        .map_or(Ok(Vec::new()), hosts::parse_hosts)
+        .and_then(|hosts| Ok((hosts::place(&hosts, args.n_pes)?.len(), hosts)));
+    let (n_pes, hosts) = match placed {
+        Ok(placed) => placed,
+        Err(e) => {
+            eprintln!("ferroshmem: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let options = LaunchOptions {
         grace: args.grace,
         bootstrap_timeout: args.timeout,
-        ..LaunchOptions::new(args.n_pes, program).args(command)
+        hosts,
+        rsh: args.rsh.split_whitespace().map(OsString::from).collect(),
+        root_address: args.root_address,
+        ..LaunchOptions::new(n_pes, program).args(command)
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

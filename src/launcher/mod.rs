@@ -1,7 +1,8 @@
 //! The `ferroshmem run` launcher: starts a program as the n PEs of one job, one process each,
 //! and hosts the job's bootstrap root.
 //!
-//! Before starting the PEs the launcher binds the root on a loopback port; every PE process
+//! Before starting the PEs the launcher binds the root on a loopback port (on an address the
+//! other hosts reach when `--hosts` places PEs elsewhere, see [`hosts`]); every PE process
 //! receives its place in the job and the way to the root through the environment (see
 //! [`crate::launch_env::vars`]), so [`crate::run`] and [`crate::init`] in the program find it.
 //!
@@ -25,6 +26,7 @@
 
 mod cli;
 mod error;
+pub mod hosts;
 mod metrics;
 mod outcome;
 mod output;
@@ -34,10 +36,12 @@ mod signals;
 mod supervise;
 
 use std::ffi::OsString;
+use std::net::IpAddr;
 use std::time::Duration;
 
 pub use cli::cli_main;
 pub use error::LaunchError;
+pub use hosts::Host;
 pub use outcome::Outcome;
 
 use crate::launch_env::{bootstrap_timeout, LaunchEnv};
@@ -60,6 +64,14 @@ pub struct LaunchOptions {
     /// How long the job may take to form, for the root and every PE; `None` reads
     /// `FERROSHMEM_BOOTSTRAP_TIMEOUT` (default 60 s).
     pub bootstrap_timeout: Option<Duration>,
+    /// Where the PEs run, in rank order; empty: all on this host.
+    pub hosts: Vec<Host>,
+    /// The remote shell that starts PEs on other hosts (`ssh` by default): the command and
+    /// its first arguments; the host and the PE's command line follow.
+    pub rsh: Vec<OsString>,
+    /// The address the root listens on; `None`: loopback for a job on this host, else the
+    /// address this host reaches the first other host from.
+    pub root_address: Option<IpAddr>,
 }
 
 impl LaunchOptions {
@@ -72,6 +84,9 @@ impl LaunchOptions {
             args: Vec::new(),
             grace: DEFAULT_GRACE,
             bootstrap_timeout: None,
+            hosts: Vec::new(),
+            rsh: vec![OsString::from("ssh")],
+            root_address: None,
         }
     }
 
@@ -99,22 +114,24 @@ pub async fn launch(options: LaunchOptions) -> Result<Outcome, LaunchError> {
         Some(t) => t,
         None => bootstrap_timeout()?,
     };
+    let placements = hosts::place(&options.hosts, Some(options.n_pes))?;
+    let root_ip = hosts::root_address(&placements, options.root_address)?;
     metrics::announce(options.n_pes)?;
     let mut interrupts = signals::Interrupts::install()
         .map_err(|e| Error::os("catching the stopping signals", e))?;
-    let mut root = root::Root::start(options.n_pes, timeout).await?;
+    let mut root = root::Root::start(options.n_pes, root_ip, timeout).await?;
     let (sinks, writers) = output::start();
     let (exits_tx, exits) = tokio::sync::mpsc::unbounded_channel();
     let mut pes = Vec::with_capacity(options.n_pes);
-    for rank in 0..options.n_pes {
+    for (rank, placement) in placements.iter().enumerate() {
         let started = pes::spawn(
             rank,
+            placement,
             &options,
             &root,
             timeout,
             &sinks,
             exits_tx.clone(),
-            options.grace,
         );
         match started {
             Ok(pe) => pes.push(pe),

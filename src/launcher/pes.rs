@@ -13,6 +13,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use super::hosts::{forwarded_env, remote_words, Placement};
 use super::output::{forward, status, Sinks, Stream};
 use super::root::Root;
 use super::signals::signal_group;
@@ -35,23 +36,62 @@ pub(crate) struct RunningPe {
     pub(crate) task: JoinHandle<()>,
 }
 
-/// Builds PE `rank`'s command: the program, its arguments and the bootstrap environment.
+/// Builds PE `rank`'s command: the program, its arguments and the bootstrap environment,
+/// started here or, for a PE placed on another host, through the remote shell.
 #[allow(unsafe_code)] // `pre_exec`, whose closure runs between fork and exec
-fn command(rank: usize, options: &LaunchOptions, root: &Root, timeout: Duration) -> Command {
-    let n = options.n_pes.to_string();
-    let mut cmd = Command::new(&options.program);
-    cmd.args(&options.args)
-        .env(vars::RANK, rank.to_string())
-        .env(vars::SIZE, &n)
-        .env(vars::LOCAL_RANK, rank.to_string())
-        .env(vars::LOCAL_SIZE, &n)
-        .env(vars::ROOT, root.address.to_string())
-        .env(vars::SECRET, &root.secret_hex)
-        .env(
-            vars::BOOTSTRAP_TIMEOUT,
-            format!("{}ms", timeout.as_millis()),
-        )
-        .stdin(Stdio::null())
+fn command(
+    rank: usize,
+    placement: &Placement,
+    options: &LaunchOptions,
+    root: &Root,
+    timeout: Duration,
+) -> Command {
+    let env = vec![
+        (vars::RANK.to_string(), rank.to_string().into()),
+        (vars::SIZE.to_string(), options.n_pes.to_string().into()),
+        (
+            vars::LOCAL_RANK.to_string(),
+            placement.local_rank.to_string().into(),
+        ),
+        (
+            vars::LOCAL_SIZE.to_string(),
+            placement.local_size.to_string().into(),
+        ),
+        (vars::ROOT.to_string(), root.address.to_string().into()),
+        (vars::SECRET.to_string(), root.secret_hex.clone().into()),
+        (
+            vars::BOOTSTRAP_TIMEOUT.to_string(),
+            format!("{}ms", timeout.as_millis()).into(),
+        ),
+    ];
+    let mut cmd = match &placement.host {
+        None => {
+            let mut cmd = Command::new(&options.program);
+            cmd.args(&options.args).envs(env);
+            cmd
+        }
+        Some(host) => {
+            let (rsh, rsh_args) = options
+                .rsh
+                .split_first()
+                .map_or((std::ffi::OsStr::new("ssh"), &[][..]), |(c, a)| {
+                    (c.as_os_str(), a)
+                });
+            let mut forwarded = forwarded_env();
+            forwarded.retain(|(k, _)| !env.iter().any(|(e, _)| e == k));
+            forwarded.extend(env);
+            let cwd = std::env::current_dir().ok();
+            let mut cmd = Command::new(rsh);
+            cmd.args(rsh_args).arg(host).args(remote_words(
+                &forwarded,
+                &options.program,
+                &options.args,
+                cwd.as_deref().map(|d| d.as_os_str()),
+            ));
+            cmd
+        }
+    };
+    cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
@@ -83,17 +123,18 @@ fn die_with_launcher(launcher: Pid) -> std::io::Result<()> {
 
 /// Starts PE `rank`. Its task sends the PE's [`Exit`] to `exits` as soon as the process
 /// ends, then forwards what is left of its output; when processes the PE left behind still
-/// hold its output open `drain` after it ended, forwarding stops and they are killed.
+/// hold its output open the grace period after it ended, forwarding stops and they are killed.
 pub(crate) fn spawn(
     rank: usize,
+    placement: &Placement,
     options: &LaunchOptions,
     root: &Root,
     timeout: Duration,
     sinks: &Sinks,
     exits: UnboundedSender<Exit>,
-    drain: Duration,
 ) -> std::io::Result<RunningPe> {
-    let mut child = command(rank, options, root, timeout).spawn()?;
+    let drain = options.grace;
+    let mut child = command(rank, placement, options, root, timeout).spawn()?;
     let pid = child
         .id()
         .and_then(|id| Pid::from_raw(id.try_into().ok()?))

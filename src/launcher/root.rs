@@ -2,7 +2,7 @@
 //! reporting how it ended. The root's result is only reported: the PEs' exit statuses alone
 //! decide the job's outcome.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -32,9 +32,9 @@ pub(crate) struct Root {
 }
 
 impl Root {
-    /// Binds a loopback port and serves a job of `n_pes` PEs that must form within `timeout`.
-    pub(crate) async fn start(n_pes: usize, timeout: Duration) -> Result<Root> {
-        let server = RootServer::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
+    /// Binds a port of `ip` and serves a job of `n_pes` PEs that must form within `timeout`.
+    pub(crate) async fn start(n_pes: usize, ip: IpAddr, timeout: Duration) -> Result<Root> {
+        let server = RootServer::bind(SocketAddr::new(ip, 0)).await?;
         let address = server.address();
         let job = u64::from_le_bytes(random_bytes()?);
         let secret = random_bytes::<32>()?;

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod collective_scenarios;
+pub mod netns;
 pub mod scenarios;
 
 /// A multi-thread tokio runtime of 4 workers, for tests that drive jobs themselves.

@@ -1,0 +1,148 @@
+//! Hosts for tests, on one machine: each a network namespace with its own address on a bridge
+//! (198.18.K.i/24, the benchmarking range) and, for its processes, its own host name (a UTS
+//! namespace), so that ferroshmem sees one node per host. Made as root only; [`Hosts::make`]
+//! says why and returns `None` otherwise. Everything is deleted when the value is dropped.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// A set of namespace hosts and the remote-shell agent that starts commands in them.
+pub struct Hosts {
+    tag: String,
+    /// Each host's address, which is also its name for `--hosts`.
+    pub addresses: Vec<String>,
+    /// The bridge's address, in the root namespace.
+    pub bridge_address: String,
+    /// `AGENT HOST COMMAND-LINE`: runs the line with `sh -c` inside that host.
+    pub agent: PathBuf,
+}
+
+fn ip(args: &[&str]) -> Result<(), String> {
+    let out = Command::new("ip")
+        .args(args)
+        .output()
+        .map_err(|e| format!("ip: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "ip {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+fn is_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+impl Hosts {
+    /// Makes `n` hosts, or says why it cannot and returns `None`.
+    pub fn make(n: usize) -> Option<Hosts> {
+        if !is_root() {
+            eprintln!("skipped: namespace hosts need root (CI runs these tests as root)");
+            return None;
+        }
+        if Command::new("ip").arg("-V").output().is_err() {
+            eprintln!("skipped: `ip` (iproute2) is not installed");
+            return None;
+        }
+        let pid = std::process::id();
+        let tag = format!("f{:x}", pid % 0xfffff);
+        let subnet = 1 + pid % 250;
+        let mut hosts = Hosts {
+            tag: tag.clone(),
+            addresses: Vec::new(),
+            bridge_address: format!("198.18.{subnet}.254"),
+            agent: std::env::temp_dir().join(format!("fsh-agent-{tag}")),
+        };
+        match hosts.build(n, subnet) {
+            Ok(()) => Some(hosts),
+            Err(e) => panic!("making namespace hosts: {e}"),
+        }
+    }
+
+    fn bridge(&self) -> String {
+        format!("{}b", self.tag)
+    }
+
+    fn namespace(&self, address: &str) -> String {
+        format!("{}-{address}", self.tag)
+    }
+
+    fn build(&mut self, n: usize, subnet: u32) -> Result<(), String> {
+        let bridge = self.bridge();
+        ip(&["link", "add", &bridge, "type", "bridge"])?;
+        ip(&[
+            "addr",
+            "add",
+            &format!("{}/24", self.bridge_address),
+            "dev",
+            &bridge,
+        ])?;
+        ip(&["link", "set", &bridge, "up"])?;
+        for i in 0..n {
+            let address = format!("198.18.{subnet}.{}", i + 1);
+            let ns = self.namespace(&address);
+            let outer = format!("{}v{i}", self.tag);
+            ip(&["netns", "add", &ns])?;
+            self.addresses.push(address.clone());
+            ip(&[
+                "link", "add", &outer, "type", "veth", "peer", "name", "eth0", "netns", &ns,
+            ])?;
+            ip(&["link", "set", &outer, "master", &bridge, "up"])?;
+            let inside = |args: &[&str]| {
+                let mut all = vec!["netns", "exec", &ns, "ip"];
+                all.extend_from_slice(args);
+                ip(&all)
+            };
+            inside(&["addr", "add", &format!("{address}/24"), "dev", "eth0"])?;
+            inside(&["link", "set", "eth0", "up"])?;
+            inside(&["link", "set", "lo", "up"])?;
+        }
+        let script = format!(
+            "#!/bin/sh\n# AGENT HOST COMMAND-LINE: runs the line in HOST's namespace, under its own host name.\nhost=$1; shift\nexec ip netns exec \"{}-$host\" unshare --uts sh -c 'hostname \"h-$1\"; exec sh -c \"$2\"' sh \"$host\" \"$*\"\n",
+            self.tag
+        );
+        std::fs::write(&self.agent, script).map_err(|e| e.to_string())?;
+        make_executable(&self.agent)
+    }
+
+    /// `--hosts` for `per_host` PEs on each host.
+    pub fn hosts_arg(&self, per_host: usize) -> String {
+        self.addresses
+            .iter()
+            .map(|a| format!("{a}:{per_host}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// Runs `command` (shell words) inside host `i`'s namespace, as the agent does.
+    pub fn on(&self, i: usize, line: &str) -> Command {
+        let mut cmd = Command::new(&self.agent);
+        cmd.arg(&self.addresses[i]).arg(line);
+        cmd
+    }
+
+    /// Cuts host `i`'s link (its bridge port goes down).
+    pub fn cut(&self, i: usize) -> Result<(), String> {
+        ip(&["link", "set", &format!("{}v{i}", self.tag), "down"])
+    }
+}
+
+fn make_executable(path: &Path) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
+        .map_err(|e| e.to_string())
+}
+
+impl Drop for Hosts {
+    fn drop(&mut self) {
+        for address in &self.addresses {
+            let _ = ip(&["netns", "del", &self.namespace(address)]);
+        }
+        let _ = ip(&["link", "del", &self.bridge()]);
+        let _ = std::fs::remove_file(&self.agent);
+    }
+}
