@@ -29,14 +29,21 @@ fn pe_entry() {
             let me = pe.my_pe();
             let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
             println!("PE {me} runs on {}", host.trim());
+            // `all`, `collectives`, one scenario, or `c:NAME` for one collective scenario.
             let names: Vec<&str> = match scenario.as_str() {
                 "all" => common::scenarios::ALL.to_vec(),
-                one => vec![one],
+                "collectives" => common::collective_scenarios::ALL.to_vec(),
+                one => vec![one.strip_prefix("c:").unwrap_or(one)],
             };
+            let collective = scenario == "collectives" || scenario.starts_with("c:");
             let mut failed = Vec::new();
             for name in names {
                 let started = Instant::now();
-                let outcome = common::scenarios::run(name, pe.clone()).await;
+                let outcome = if collective {
+                    common::collective_scenarios::run(name, pe.clone()).await
+                } else {
+                    common::scenarios::run(name, pe.clone()).await
+                };
                 println!("PE {me}: scenario {name} took {:?}", started.elapsed());
                 if let Err(e) = outcome {
                     println!("PE {me}: scenario {name} failed: {e}");
@@ -103,13 +110,17 @@ fn text(out: &Output) -> String {
 }
 
 fn every_scenario_passes(n_hosts: usize, per_host: usize) {
+    scenarios_pass(n_hosts, per_host, "all");
+}
+
+fn scenarios_pass(n_hosts: usize, per_host: usize, set: &str) {
     if !fabric_available() {
         return;
     }
     let Some(hosts) = Hosts::make(n_hosts) else {
         return;
     };
-    let out = job(&hosts, per_host, "all");
+    let out = job(&hosts, per_host, set);
     let all = text(&out);
     assert!(out.status.success(), "{all}");
     let passed = all.matches("every scenario passed").count();
@@ -128,4 +139,14 @@ fn every_scenario_passes_on_two_hosts_of_two_pes() {
 #[test]
 fn every_scenario_passes_on_three_hosts_of_one_pe() {
     every_scenario_passes(3, 1);
+}
+
+#[test]
+fn every_collective_scenario_passes_on_two_hosts_of_two_pes() {
+    scenarios_pass(2, 2, "collectives");
+}
+
+#[test]
+fn every_collective_scenario_passes_on_three_hosts_of_one_pe() {
+    scenarios_pass(3, 1, "collectives");
 }

@@ -24,12 +24,13 @@
 //! layers that use this crate.
 
 mod ffi;
+mod lane;
 mod remote;
 mod transport;
 
 pub use ffi::{Library, Operation, LIBRARY_VAR};
 pub use remote::{notice, wake_on_notice, FabricRemote, Target};
-pub use transport::{Fabric, FabricOptions, Peer, Registered};
+pub use transport::{Fabric, FabricOptions, Hooks, Peer, Registered};
 
 /// The atomic operations of [`Operation::Atomic`] and [`Operation::FetchAtomic`].
 pub mod atomic {

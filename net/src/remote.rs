@@ -8,8 +8,8 @@
 //! |----|-----------|
 //! | `Put` | one write with data: the data is a notice of the bytes written |
 //! | `Get` | one read |
-//! | `Amo` | one fetching atomic (fetching, so that its completion means it was applied), then a notice if it writes |
-//! | `PutSignal` | a write with its notice; once it completed, the signal's fetching atomic and its notice |
+//! | `Amo` | one fetching atomic (fetching, so that its completion means it was applied), then, once it was, a notice if it writes |
+//! | `PutSignal` | a write with its notice, then (ordered after it) the signal's fetching atomic and its notice |
 //!
 //! # Notices
 //! A peer's write changes this PE's memory without this PE's code running, so its sleeping
@@ -20,20 +20,23 @@
 //! never a wrong value, because waiters always re-read the memory.
 //!
 //! # Ordering
-//! The provider is asked to keep RMA operations in order among themselves and atomics among
-//! themselves, and to complete an operation only once the target has placed it. Nothing
-//! orders an atomic after a write, so a put-with-signal posts its signal only after its data
-//! completed.
+//! Every operation is started when [`Remote::start`] is called, in program order per peer:
+//! the provider keeps RMA operations in order among themselves and atomics among themselves,
+//! and a [`Lane`] per peer holds an operation of one class until those of the other class
+//! posted before it have completed at the target (the endpoint completes an operation only
+//! once the target placed it). So a put-with-signal's signal follows its data, and a later
+//! signal to the same word follows the earlier one. An atomic's notice is posted once the
+//! atomic was applied.
 
-use std::future::Future;
 use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 
 use ferroshmem_runtime::route::{Amo, Completion, Remote, RemoteOp};
-use ferroshmem_runtime::{Error, Result, Segment};
+use ferroshmem_runtime::{Error, Segment};
 
 use crate::atomic;
-use crate::{Fabric, Operation, Peer, Registered};
+use crate::lane::{Class, Lane};
+use crate::{Fabric, Hooks, Operation, Peer, Registered};
 
 /// Bits of a notice that hold the mapping offset.
 const OFFSET_BITS: u32 = 40;
@@ -72,16 +75,21 @@ pub struct Target {
 }
 
 /// The runtime's remote transport over one PE's [`Fabric`]: a [`Target`] per PE reached
-/// through it (`None` for the PEs mapped here).
+/// through it (`None` for the PEs mapped here), and the [`Lane`] that orders this PE's
+/// operations to it.
 #[derive(Debug)]
 pub struct FabricRemote {
     fabric: Arc<Fabric>,
-    targets: Vec<Option<Target>>,
+    targets: Vec<Option<(Target, Lane)>>,
 }
 
 impl FabricRemote {
     /// The transport to `targets` (indexed by PE) through `fabric`.
     pub fn new(fabric: Arc<Fabric>, targets: Vec<Option<Target>>) -> FabricRemote {
+        let targets = targets
+            .into_iter()
+            .map(|t| t.map(|t| (t, Lane::default())))
+            .collect();
         FabricRemote { fabric, targets }
     }
 
@@ -89,41 +97,59 @@ impl FabricRemote {
     pub fn fabric(&self) -> &Arc<Fabric> {
         &self.fabric
     }
-}
 
-/// Posts `op` at mapping offset `at` of `target`'s segment.
-fn post(
-    fabric: &Fabric,
-    target: Target,
-    at: usize,
-    op: Operation,
-) -> impl Future<Output = Result<Vec<u8>>> + Send + 'static {
-    fabric.start(op, target.peer, target.registered, at as u64)
+    /// Posts `op` at mapping offset `at` of `target` through `lane`, as an operation of
+    /// `class`; `then` runs when it has ended (after the lane's own bookkeeping).
+    fn post(
+        &self,
+        (target, lane): &(Target, Lane),
+        class: Class,
+        at: usize,
+        op: Operation,
+        then: impl FnOnce() + Send + 'static,
+    ) -> Completion {
+        let fabric = self.fabric.clone();
+        let target = *target;
+        lane.start(
+            class,
+            Box::new(move |hooks: Hooks| {
+                let lane_ended = hooks.ended;
+                let ended: Box<dyn FnOnce() + Send> = Box::new(move || {
+                    if let Some(f) = lane_ended {
+                        f();
+                    }
+                    then();
+                });
+                let hooks = Hooks {
+                    posted: hooks.posted,
+                    ended: Some(ended),
+                };
+                Box::pin(fabric.start_then(op, target.peer, target.registered, at as u64, hooks))
+            }),
+        )
+    }
+
+    /// Posts atomic `op` on the word of `width` bytes at `at`; once it was applied, the
+    /// notice of its write, if it writes.
+    fn atomic(&self, peer: &(Target, Lane), at: usize, op: Amo, width: usize) -> Completion {
+        let fabric = Arc::downgrade(&self.fabric);
+        let target = peer.0;
+        self.post(peer, Class::Atomic, at, fetching(op, width), move || {
+            if let (true, Some(fabric)) = (op != Amo::Fetch, fabric.upgrade()) {
+                announce(&fabric, target, at, width);
+            }
+        })
+    }
 }
 
 /// Posts the notice of a write of `len` bytes at `at`, whose completion nobody awaits.
 fn announce(fabric: &Fabric, target: Target, at: usize, len: usize) {
-    drop(post(
-        fabric,
-        target,
-        at,
+    drop(fabric.start(
         Operation::WriteData(Vec::new(), notice(at, len)),
+        target.peer,
+        target.registered,
+        at as u64,
     ));
-}
-
-/// Posts atomic `op` on the word of `width` bytes at `at`, then its notice if it writes.
-fn atomic(
-    fabric: &Fabric,
-    target: Target,
-    at: usize,
-    op: Amo,
-    width: usize,
-) -> impl Future<Output = Result<Vec<u8>>> + Send + 'static {
-    let fetched = post(fabric, target, at, fetching(op, width));
-    if op != Amo::Fetch {
-        announce(fabric, target, at, width);
-    }
-    fetched
 }
 
 /// The fetching form of `op` on a word of `width` bytes.
@@ -148,38 +174,30 @@ fn fetching(op: Amo, width: usize) -> Operation {
 
 impl Remote for FabricRemote {
     fn start(&self, pe: usize, at: usize, op: RemoteOp) -> Completion {
-        let Some(target) = self.targets.get(pe).copied().flatten() else {
+        let Some(peer) = self.targets.get(pe).and_then(Option::as_ref) else {
             return Box::pin(std::future::ready(Err(Error::NotMapped { pe })));
         };
-        let fabric = &*self.fabric;
         match op {
             RemoteOp::Put(data) => {
                 let len = data.len();
-                Box::pin(post(
-                    fabric,
-                    target,
-                    at,
-                    Operation::WriteData(data, notice(at, len)),
-                ))
+                let write = Operation::WriteData(data, notice(at, len));
+                self.post(peer, Class::Rma, at, write, || {})
             }
-            RemoteOp::Get(len) => Box::pin(post(fabric, target, at, Operation::Read(len))),
-            RemoteOp::Amo { op, width } => Box::pin(atomic(fabric, target, at, op, width)),
+            RemoteOp::Get(len) => self.post(peer, Class::Rma, at, Operation::Read(len), || {}),
+            RemoteOp::Amo { op, width } => self.atomic(peer, at, op, width),
             RemoteOp::PutSignal {
                 data,
                 signal_at,
                 signal,
             } => {
                 let len = data.len();
-                let written = post(
-                    fabric,
-                    target,
-                    at,
-                    Operation::WriteData(data, notice(at, len)),
-                );
-                let fabric = self.fabric.clone();
+                let write = Operation::WriteData(data, notice(at, len));
+                let written = self.post(peer, Class::Rma, at, write, || {});
+                let signalled = self.atomic(peer, signal_at, signal, 8);
                 Box::pin(async move {
-                    written.await?;
-                    atomic(&fabric, target, signal_at, signal, 8).await?;
+                    let (written, signalled) = futures::join!(written, signalled);
+                    written?;
+                    signalled?;
                     Ok(Vec::new())
                 })
             }

@@ -7,6 +7,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use ferroshmem_runtime::{Error, Result, Segment};
+use futures::future::Either;
 use tokio::sync::oneshot;
 
 use crate::ffi::types::{FI_MR_PROV_KEY, FI_MR_VIRT_ADDR};
@@ -163,14 +164,40 @@ impl Fabric {
         target: Registered,
         offset: u64,
     ) -> impl std::future::Future<Output = Result<Vec<u8>>> + Send + 'static {
+        self.start_then(op, peer, target, offset, Hooks::default())
+    }
+
+    /// [`Fabric::start`], calling `hooks.posted` once the provider took the operation (or
+    /// refused it for good) and `hooks.ended` when it ends (completes, fails or is never
+    /// posted), whether or not anyone awaits it.
+    pub fn start_then(
+        &self,
+        op: Operation,
+        peer: Peer,
+        target: Registered,
+        offset: u64,
+        hooks: Hooks,
+    ) -> impl std::future::Future<Output = Result<Vec<u8>>> + Send + 'static {
+        let Hooks {
+            posted: left_queue,
+            ended,
+        } = hooks;
         let (tx, rx) = oneshot::channel();
+        // Dropped when the operation ends, or with the operation if it is never posted.
+        let ended = OnDrop(ended);
+        let mut left_queue = OnDrop(left_queue);
         let done: crate::ffi::Done = Box::new(move |outcome| {
+            let _ended = ended;
             let _ = tx.send(outcome);
         });
         let remote = target.base + offset;
         let first = self.endpoint.post(&op, peer.0, remote, target.key, done);
         let endpoint = self.endpoint.clone();
-        async move {
+        let queue_full = matches!(first, Err(Refused::Full(_)));
+        if !queue_full {
+            left_queue.run();
+        }
+        let finish = async move {
             let mut posted = first;
             loop {
                 match posted {
@@ -182,6 +209,7 @@ impl Fabric {
                     Err(Refused::Failed(e)) => return Err(e),
                 }
             }
+            left_queue.run();
             match rx.await {
                 Ok(Ok(bytes)) => Ok(bytes),
                 Ok(Err(why)) => Err(Error::Os {
@@ -190,6 +218,22 @@ impl Fabric {
                 }),
                 Err(_) => Err(Error::Shutdown),
             }
+        };
+        // An operation the provider could not take yet (its queue full, or its connection
+        // to the peer still being made) is posted again by a task of its own, started now,
+        // not only when its future is polled (an `_nbi` one's is polled at `quiet`).
+        let runtime = queue_full
+            .then(tokio::runtime::Handle::try_current)
+            .and_then(Result::ok);
+        match runtime {
+            Some(runtime) => {
+                let task = runtime.spawn(finish);
+                Either::Left(async move {
+                    task.await
+                        .unwrap_or_else(|e| Err(Error::os("a fabric operation's task", e)))
+                })
+            }
+            None => Either::Right(finish),
         }
     }
 
@@ -206,6 +250,38 @@ impl Drop for Fabric {
         if let Some(t) = self.progress.take() {
             let _ = t.join();
         }
+    }
+}
+
+/// What [`Fabric::start_then`] tells of an operation's progress.
+#[derive(Default)]
+pub struct Hooks {
+    /// Called once the provider took the operation, or refused it for good.
+    pub posted: Option<Box<dyn FnOnce() + Send>>,
+    /// Called once the operation ended (completed, failed, or was never posted).
+    pub ended: Option<Box<dyn FnOnce() + Send>>,
+}
+
+impl std::fmt::Debug for Hooks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hooks").finish_non_exhaustive()
+    }
+}
+
+/// Runs its function once: when asked, or when dropped.
+struct OnDrop(Option<Box<dyn FnOnce() + Send>>);
+
+impl OnDrop {
+    fn run(&mut self) {
+        if let Some(f) = self.0.take() {
+            f();
+        }
+    }
+}
+
+impl Drop for OnDrop {
+    fn drop(&mut self) {
+        self.run();
     }
 }
 

@@ -278,16 +278,6 @@ impl DataPlane {
         }
     }
 
-    /// The segment of `pe`, mapped here, or a typed error ([`Error::NotMapped`] for a PE on
-    /// another node).
-    #[inline(always)]
-    pub(crate) fn segment(&self, pe: usize) -> Result<&Segment> {
-        match self.route(pe)? {
-            Route::Mapped(segment) => Ok(segment),
-            Route::Remote => Err(Error::NotMapped { pe }),
-        }
-    }
-
     /// This PE's own segment.
     #[inline(always)]
     pub(crate) fn own_segment(&self) -> &Segment {

@@ -106,9 +106,9 @@ pub enum Error {
     /// A team used after [`destroy`](crate::Team::destroy).
     #[error("the team has been destroyed")]
     TeamDestroyed,
-    /// An operation that needs a peer's memory mapped in this process (the collectives,
-    /// teams and locks built on loads and stores) asked for a PE on another node.
-    #[error("PE {pe} is on another node, and this operation reaches only PEs whose memory is mapped here (collectives and teams across nodes are not built yet)")]
+    /// A PE on another node that this PE has no transport to (a data plane built without
+    /// one, or a transport that lacks that PE).
+    #[error("PE {pe} is on another node and this PE has no transport to it")]
     NotMapped {
         /// The PE.
         pe: usize,

@@ -154,36 +154,64 @@ impl DataPlane {
         src: impl Into<SymSlice<'s, T>>,
         pe: usize,
     ) -> Result<()> {
-        let dest = dest.into();
+        if let Some(remote) = self.start_get_into(dest.into(), src.into(), pe)? {
+            self.defer(remote);
+        }
+        Ok(())
+    }
+
+    /// A get into this PE's symmetric `dest` whose future resolves once the data has landed
+    /// (for collectives, which go on with what they read).
+    pub(crate) fn get_into<T: Pod>(
+        &self,
+        dest: SymSlice<'_, T>,
+        src: SymSlice<'_, T>,
+        pe: usize,
+    ) -> Landing<()> {
+        match self.start_get_into(dest, src, pe) {
+            Ok(None) => Landing::ready(Ok(())),
+            Ok(Some(remote)) => Landing::remote(remote, nothing),
+            Err(e) => Landing::ready(Err(e)),
+        }
+    }
+
+    /// Validates a get of `src` on PE `pe` into this PE's symmetric `dest` and does it on a
+    /// mapped route, or starts it on the remote one and returns its completion, which
+    /// writes the bytes into `dest` (and wakes its waiters) when they arrive.
+    fn start_get_into<T: Pod>(
+        &self,
+        dest: SymSlice<'_, T>,
+        src: SymSlice<'_, T>,
+        pe: usize,
+    ) -> Result<Option<Completion>> {
         let moved = dest.len().saturating_mul(std::mem::size_of::<T>());
         let (route, (dst_at, src_at)) = self.validate(pe, || {
             let dst_at = self.locate(dest, 0, "get_nbi destination")?;
-            Ok((
-                dst_at,
-                self.locate(src.into(), dest.len(), "get_nbi source")?,
-            ))
+            Ok((dst_at, self.locate(src, dest.len(), "get_nbi source")?))
         })?;
         let own = self.own_segment();
-        match route {
-            Route::Mapped(source) => self.mapped(Op::Get, pe, moved, || {
-                own.mapping()
-                    .copy_from(dst_at, source.mapping(), src_at, moved);
-                // This PE's own waiters on `dest` learn of it now, not at the doorbell's next
-                // tick.
-                publish(own, dst_at, dst_at + moved);
-            }),
+        Ok(match route {
+            Route::Mapped(source) => {
+                self.mapped(Op::Get, pe, moved, || {
+                    own.mapping()
+                        .copy_from(dst_at, source.mapping(), src_at, moved);
+                    // This PE's own waiters on `dest` learn of it now, not at the doorbell's
+                    // next tick.
+                    publish(own, dst_at, dst_at + moved);
+                });
+                None
+            }
             Route::Remote => {
                 let got = self.remote(Op::Get, pe, moved, src_at, || RemoteOp::Get(moved));
                 let own = self.own_handle();
-                self.defer(Box::pin(async move {
+                Some(Box::pin(async move {
                     let bytes = got.await?;
                     own.mapping().write(dst_at, &bytes);
                     publish(&own, dst_at, dst_at + bytes.len());
                     Ok(Vec::new())
-                }));
+                }))
             }
-        }
-        Ok(())
+        })
     }
 
     /// Writes one element into `dest[0]` on PE `pe` (`shmem_p`).

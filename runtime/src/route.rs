@@ -20,10 +20,11 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
 
 use ferroshmem_observability::Traffic;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::segment::Segment;
 
 /// How this PE reaches one peer.
@@ -96,12 +97,48 @@ pub trait Remote: Send + Sync + std::fmt::Debug {
     }
 }
 
+/// How many deferred completions make the first pruning.
+const PRUNE_FIRST: usize = 64;
+
+/// The completions of `_nbi` remote operations not yet awaited.
+struct Deferred {
+    pending: Vec<Completion>,
+    /// Pruned again once `pending` holds this many.
+    prune_at: usize,
+}
+
+impl Deferred {
+    fn take(&mut self) -> Vec<Completion> {
+        self.prune_at = PRUNE_FIRST;
+        std::mem::take(&mut self.pending)
+    }
+
+    /// Drops the completions that have ended, keeping the first error among them as a
+    /// completion of its own; prunes next when the survivors have doubled.
+    fn prune(&mut self) {
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let mut failed = None;
+        self.pending.retain_mut(|c| match c.as_mut().poll(&mut cx) {
+            Poll::Pending => true,
+            Poll::Ready(Ok(_)) => false,
+            Poll::Ready(Err(e)) => {
+                failed.get_or_insert(e);
+                false
+            }
+        });
+        if let Some(e) = failed {
+            self.pending.insert(0, Box::pin(std::future::ready(Err(e))));
+        }
+        self.prune_at = (2 * self.pending.len()).max(PRUNE_FIRST);
+    }
+}
+
 /// A data plane's remote transport, its traffic, and the completions of its `_nbi`
 /// operations that `quiet` has not yet awaited.
 pub(crate) struct Remotes {
     transport: Arc<dyn Remote>,
     pub traffic: Traffic,
-    deferred: Mutex<Vec<Completion>>,
+    deferred: Mutex<Deferred>,
     /// Set by `fence`: the next operation waits for the deferred ones first.
     fenced: AtomicBool,
 }
@@ -119,7 +156,10 @@ impl Remotes {
         Remotes {
             transport,
             traffic,
-            deferred: Mutex::new(Vec::new()),
+            deferred: Mutex::new(Deferred {
+                pending: Vec::new(),
+                prune_at: PRUNE_FIRST,
+            }),
             fenced: AtomicBool::new(false),
         }
     }
@@ -128,15 +168,27 @@ impl Remotes {
     /// (its own completion then drives it, as `quiet` or its caller polls it).
     pub fn start(&self, pe: usize, at: usize, op: RemoteOp) -> Completion {
         if self.fenced.swap(false, Ordering::AcqRel) {
-            let before = std::mem::take(&mut *self.lock());
+            let before = self.lock().take();
             if !before.is_empty() {
                 let transport = self.transport.clone();
-                return Box::pin(async move {
+                let after_them = async move {
                     for earlier in before {
                         earlier.await?;
                     }
                     transport.start(pe, at, op).await
-                });
+                };
+                // On a runtime it is posted as soon as the earlier ones completed, whether
+                // or not anyone polls its completion (an `_nbi` one's waits for `quiet`).
+                return match tokio::runtime::Handle::try_current() {
+                    Ok(runtime) => {
+                        let task = runtime.spawn(after_them);
+                        Box::pin(async move {
+                            task.await
+                                .unwrap_or_else(|e| Err(Error::os("a fenced operation's task", e)))
+                        })
+                    }
+                    Err(_) => Box::pin(after_them),
+                };
             }
         }
         self.transport.start(pe, at, op)
@@ -147,19 +199,25 @@ impl Remotes {
         self.fenced.store(true, Ordering::Release);
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Completion>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Deferred> {
         self.deferred.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Keeps the completion of an `_nbi` operation for the next `quiet`.
+    /// Keeps the completion of an `_nbi` operation for the next `quiet`. Completions that
+    /// have ended are dropped from time to time (the first error kept), so that a PE that
+    /// rarely calls `quiet` does not hoard them.
     pub fn defer(&self, completion: Completion) {
-        self.lock().push(completion);
+        let mut deferred = self.lock();
+        deferred.pending.push(completion);
+        if deferred.pending.len() >= deferred.prune_at {
+            deferred.prune();
+        }
     }
 
     /// The completion of every operation deferred so far (taken now), or `None` when there
     /// are none: it ends once all have, with the first error, if any.
     pub fn quiet(&self) -> Option<Completion> {
-        let pending = std::mem::take(&mut *self.lock());
+        let pending = self.lock().take();
         if pending.is_empty() {
             return None;
         }

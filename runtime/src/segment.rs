@@ -30,7 +30,7 @@ const MAGIC_OFFSET: usize = 0;
 const PID_OFFSET: usize = 8;
 const BARRIER_BROKEN_OFFSET: usize = 16;
 const BARRIERS_BEGUN_OFFSET: usize = 24;
-const FINALIZING_OFFSET: usize = 32;
+const FINALIZING_OFFSET: usize = BARRIERS_BEGUN_OFFSET + 8;
 const LOST_PEER_OFFSET: usize = 40;
 const WAKE_SEQ_OFFSET: usize = CACHE_LINE;
 const WATCHERS_OFFSET: usize = 2 * CACHE_LINE;
@@ -66,6 +66,10 @@ pub struct Segment {
 }
 
 impl Segment {
+    /// Mapping offset of the count of world barriers begun, which the word of
+    /// [`Segment::finalizing`] follows, for peers that read both remotely.
+    pub const BARRIERS_BEGUN_OFFSET: usize = BARRIERS_BEGUN_OFFSET;
+
     /// Creates the segment of `pe` with `heap_size` usable bytes (zero-filled, sparse).
     pub fn create(pe: usize, heap_size: usize) -> Result<Self> {
         use rustix::fs::{fchmod, ftruncate, memfd_create, MemfdFlags, Mode};

@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 /// A set of namespace hosts and the remote-shell agent that starts commands in them.
 pub struct Hosts {
@@ -48,9 +49,12 @@ impl Hosts {
             eprintln!("skipped: `ip` (iproute2) is not installed");
             return None;
         }
+        // Unique per set, among this process's tests and other test processes.
+        static MADE: AtomicU32 = AtomicU32::new(0);
+        let made = MADE.fetch_add(1, Ordering::Relaxed);
         let pid = std::process::id();
-        let tag = format!("f{:x}", pid % 0xfffff);
-        let subnet = 1 + pid % 250;
+        let tag = format!("f{:x}{made:x}", pid % 0xffff);
+        let subnet = 1 + (pid.wrapping_mul(7).wrapping_add(made.wrapping_mul(31))) % 250;
         let mut hosts = Hosts {
             tag: tag.clone(),
             addresses: Vec::new(),

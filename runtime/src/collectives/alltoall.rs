@@ -207,7 +207,8 @@ impl Team {
             None => {
                 let part = dest.slice(from * nelems..(from + 1) * nelems);
                 self.dp()
-                    .get_nbi(part, source.slice(me * nelems..(me + 1) * nelems), pe)
+                    .get_into(part, source.slice(me * nelems..(me + 1) * nelems), pe)
+                    .await
             }
             Some(s) => {
                 let block = source.slice(me * nelems * s.sst..);

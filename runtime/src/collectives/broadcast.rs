@@ -163,7 +163,7 @@ impl Team {
             match agree(desc, theirs, parent) {
                 Ok(()) => {
                     let from = if p == 0 { source } else { dest };
-                    self.dp().get_nbi(dest, from, self.pe(parent))?;
+                    self.dp().get_into(dest, from, self.pe(parent)).await?;
                 }
                 Err(e) => {
                     op.reject(e);

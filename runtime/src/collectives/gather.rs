@@ -134,7 +134,7 @@ impl Team {
         if op.rejected() {
             return Ok(());
         }
-        self.pull_blocks(dest, source, blocks, |_| true)?;
+        self.pull_blocks(dest, source, blocks, |_| true).await?;
         self.sync_in(op, Descriptor::END).await
     }
 
@@ -163,7 +163,7 @@ impl Team {
     }
 
     /// Reads the blocks of the members `wanted` picks from their `source` into `dest`.
-    fn pull_blocks<T: Pod>(
+    async fn pull_blocks<T: Pod>(
         &self,
         dest: SymSlice<'_, T>,
         source: SymSlice<'_, T>,
@@ -176,7 +176,8 @@ impl Team {
             if wanted(j) && blocks.count(j) > 0 {
                 let from = source.resized(blocks.count(j));
                 self.dp()
-                    .get_nbi(dest.slice(blocks.range(j)), from, self.pe(j))?;
+                    .get_into(dest.slice(blocks.range(j)), from, self.pe(j))
+                    .await?;
             }
         }
         Ok(())
@@ -200,7 +201,7 @@ impl Team {
                 .await?;
             let part = dest.slice(blocks.range(b));
             if !part.is_empty() {
-                self.dp().get_nbi(part, part, self.pe(left))?;
+                self.dp().get_into(part, part, self.pe(left)).await?;
             }
             if k < n - 1 {
                 self.signal(right, layout.sig(me), value(seq, k))?;
@@ -303,7 +304,8 @@ impl Team {
                 if copy {
                     self.pull_blocks(dest, source, &blocks, |j| {
                         !self.eager_copy(bytes_of::<T>(blocks.count(j)))
-                    })?;
+                    })
+                    .await?;
                 }
                 self.sync_in(op, Descriptor::END).await?;
             }
@@ -347,7 +349,7 @@ impl Team {
         if !self.flat() && self.large(bytes_of::<T>(largest)) {
             self.ring(op, dest.slice(..total), &blocks).await?;
         } else {
-            self.pull_blocks(dest, source, &blocks, |_| true)?;
+            self.pull_blocks(dest, source, &blocks, |_| true).await?;
             self.sync_in(op, Descriptor::END).await?;
         }
         Ok(total)

@@ -302,7 +302,7 @@ impl Team {
             self.wait_word("reduce", layout.sig(p), down).await?;
             let verdict = self.local(layout.sig(p) + 8).load(Ordering::Acquire);
             match agree(desc, verdict, p) {
-                Ok(()) => self.dp().get_nbi(dest, dest, self.pe(p))?,
+                Ok(()) => self.dp().get_into(dest, dest, self.pe(p)).await?,
                 Err(e) => {
                     state.reject(e);
                     forward = DISAGREED;
@@ -342,7 +342,7 @@ impl Team {
             let j = (me + k) % n;
             let theirs = dest.slice(part(j, n, len));
             if !theirs.is_empty() {
-                self.dp().get_nbi(theirs, theirs, self.pe(j))?;
+                self.dp().get_into(theirs, theirs, self.pe(j)).await?;
             }
         }
         self.sync_in(state, Descriptor::END).await

@@ -52,6 +52,7 @@ use std::time::{Duration, Instant};
 use super::{Team, WORLD_ID};
 use crate::collectives::{Descriptor, Kind};
 use crate::error::{Error, Result};
+use crate::route::Route;
 use crate::segment::{Segment, HEADER_SIZE};
 
 /// Calls a member keeps records of (a broadcast root may run a few calls ahead).
@@ -126,6 +127,19 @@ struct Seen {
 }
 
 impl Seen {
+    /// A record read as `before`, then its descriptor `desc`, then the record again as
+    /// `after`: the descriptor counts when the record did not change meanwhile (the
+    /// descriptor is written before its record: it may already be the next call's).
+    fn read(before: u64, desc: u64, after: u64) -> Seen {
+        let (before, after) = (Record(before), Record(after));
+        let consistent =
+            before.same_call_as(after) && Record::new(after.number(), desc).same_call_as(after);
+        Seen {
+            record: after,
+            desc: consistent.then_some(desc),
+        }
+    }
+
     fn describe(&self) -> String {
         self.desc
             .map_or_else(|| "another collective".into(), Descriptor::describe)
@@ -201,19 +215,31 @@ impl Team {
         std::array::from_fn(|k| {
             let at = HEADER_SIZE + self.inner.base + self.inner.layout.call(k as u64);
             let word = peer.mapping().atomic::<AtomicU64>(at);
-            let before = Record(word.load(Ordering::Acquire));
+            let before = word.load(Ordering::Acquire);
             let desc = peer
                 .mapping()
                 .atomic::<AtomicU64>(at + 8)
                 .load(Ordering::Acquire);
-            let after = Record(word.load(Ordering::Acquire));
-            // The descriptor is written before its record: it may already be the next call's.
-            let consistent =
-                before.same_call_as(after) && Record::new(after.number(), desc).same_call_as(after);
-            Seen {
-                record: after,
-                desc: consistent.then_some(desc),
-            }
+            Seen::read(before, desc, word.load(Ordering::Acquire))
+        })
+    }
+
+    /// Member `j`'s records, whether it has begun to finalize, and how many world barriers
+    /// it has begun: read now when it is mapped here, else its latest snapshot (`None`
+    /// before the first).
+    fn member_state(&self, j: usize) -> Result<Option<([Seen; RING], bool, u64)>> {
+        Ok(match self.dp().route(self.pe(j))? {
+            Route::Mapped(peer) => Some((
+                self.peer_records(peer),
+                peer.finalizing().load(Ordering::Acquire) != 0,
+                peer.barriers_begun().load(Ordering::Acquire),
+            )),
+            Route::Remote => self.remote_snapshot(j).map(|s| {
+                let seen = s
+                    .records
+                    .map(|(before, desc, after)| Seen::read(before, desc, after));
+                (seen, s.finalizing != 0, s.barriers_begun)
+            }),
         })
     }
 
@@ -223,8 +249,9 @@ impl Team {
     /// [`Error::CollectiveMismatch`] when `j` will never make this call: it gave it (or an
     /// earlier one) up, refused it, or has begun to finalize without it.
     fn standing(&self, j: usize, mine: Record) -> Result<Standing> {
-        let peer = self.dp().segment(self.pe(j))?;
-        let seen = self.peer_records(peer);
+        let Some((seen, finalizing, barrier)) = self.member_state(j)? else {
+            return Ok(Standing::Behind(None));
+        };
         let written = seen.iter().filter(|s| s.record.written());
         let number = mine.number();
         if let Some(s) = written.clone().find(|s| s.record.behind(number) == Some(0)) {
@@ -248,7 +275,7 @@ impl Team {
         if let Some((_, s)) = latest.filter(|(_, s)| s.record.gave_up()) {
             return Err(gave_up(j, s, s.record.number(), false));
         }
-        if peer.finalizing().load(Ordering::Acquire) != 0 {
+        if finalizing {
             return Err(Error::CollectiveMismatch {
                 operation: "team collective",
                 detail: format!(
@@ -261,7 +288,6 @@ impl Team {
         // world barrier this PE has not begun, without this call, calls them in another
         // order, if that lasts (it may not: it may make the call from another task, or may
         // have made it since its records were read).
-        let barrier = peer.barriers_begun().load(Ordering::Acquire);
         let in_barrier = self.inner.id == WORLD_ID && barrier > self.dp().barriers_begun();
         Ok(Standing::Behind(in_barrier.then_some(barrier)))
     }

@@ -15,6 +15,7 @@ mod calls;
 mod create;
 mod pool;
 pub(crate) mod region;
+mod remote_records;
 
 use std::mem::ManuallyDrop;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
@@ -206,6 +207,8 @@ pub(crate) struct TeamInner {
     /// Set once the members have agreed to destroy the team: from then on members hand their
     /// regions back, so their call records are no longer read.
     pub leaving: AtomicBool,
+    /// The latest call records read from members on other nodes.
+    remote_records: remote_records::RemoteRecords,
     /// `IDLE`, `BUSY` (a collective runs), `CANCELLED` (one was dropped midway) or
     /// `DESTROYED`.
     status: AtomicU8,
@@ -343,6 +346,7 @@ impl Team {
                 predefined,
                 splits: AtomicU64::new(0),
                 leaving: AtomicBool::new(false),
+                remote_records: remote_records::RemoteRecords::new(n),
                 status: AtomicU8::new(IDLE),
                 counters: Counters {
                     calls: AtomicU64::new(0),

@@ -21,12 +21,11 @@
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use ferroshmem_observability::Op;
-
 use crate::data_plane::DataPlane;
 use crate::error::Result;
 use crate::heap::SymSlice;
-use crate::segment::{Segment, HEADER_SIZE};
+use crate::segment::HEADER_SIZE;
+use crate::signal::SignalOp;
 use crate::wait::Wait;
 
 use super::calls::{Watch, RECORD_BYTES, RING};
@@ -184,7 +183,9 @@ impl Team {
 
     /// Posts to member `to`: stores `words` at region offset `words_at` there, then sets its
     /// word at `offset` to `v` with one atomic swap, which publishes the stores (a reader
-    /// that sees `v` sees them), and wakes a sleeper watching any of it.
+    /// that sees `v` sees them), and wakes a sleeper watching any of it. Through the data
+    /// plane's `put_signal` (or signal), so on any route; to a PE on another node the post
+    /// is started here and completes at the next `quiet`.
     pub(crate) fn post(
         &self,
         to: usize,
@@ -195,37 +196,18 @@ impl Team {
     ) -> Result<()> {
         let dp = self.dp();
         let pe = self.pe(to);
-        let target = dp.segment(pe)?;
-        let at = dp.locate_atomic(self.view::<u64>(offset, 1))?;
-        let (mut lo, mut hi) = (at, at + 8);
-        if !words.is_empty() {
-            let w = dp.locate(
-                self.view::<u64>(words_at, words.len()),
-                words.len(),
-                "team control words",
-            )?;
-            target.mapping().write(w, bytemuck::cast_slice(words));
-            (lo, hi) = (lo.min(w), hi.max(w + 8 * words.len()));
+        let signal = self.view::<u64>(offset, 1);
+        if words.is_empty() {
+            dp.signal_op_nbi(signal, v, SignalOp::Set, pe)
+        } else {
+            let at = self.view::<u64>(words_at, words.len());
+            dp.put_signal_nbi(at, words, signal, v, SignalOp::Set, pe)
         }
-        self.publish(target, at, v, lo..hi);
-        dp.traffic.count(Op::Signal, pe, 8 + 8 * words.len());
-        Ok(())
     }
 
     /// Sets the word at `offset` on member `to` to `v`, waking a sleeper there.
     pub(crate) fn signal(&self, to: usize, offset: usize, v: u64) -> Result<()> {
         self.post(to, offset, v, offset, &[])
-    }
-
-    /// Swaps `v` into the word at mapping offset `at` of `target`, then wakes a sleeper
-    /// watching mapping bytes `written`. The swap is a sequentially consistent
-    /// read-modify-write, as the wake-up protocol requires.
-    pub(crate) fn publish(&self, target: &Segment, at: usize, v: u64, written: Range<usize>) {
-        target
-            .mapping()
-            .atomic::<AtomicU64>(at)
-            .swap(v, Ordering::SeqCst);
-        target.wake_watchers(written.start, written.end);
     }
 
     /// Waits until `ready()` holds; only writes to `watched` (region offsets) can make it

@@ -14,8 +14,17 @@ pub async fn teams(pe: &Pe) -> Result<()> {
     let world = pe.team_world();
     let node = pe.team_node();
     ensure!(world.my_pe() == me && world.n_pes() == n, "world numbering");
-    ensure!(node.n_pes() == n, "every PE shares the node");
-    ensure!(world.translate_pe(me, &node)? == Some(me), "world to node");
+    // The node team: the PEs whose memory is mapped here, in world order.
+    let on_node: Vec<usize> = (0..n).filter(|&p| pe.is_mapped(p)).collect();
+    ensure!(
+        node.n_pes() == on_node.len(),
+        "the node team is this node's PEs"
+    );
+    let node_rank = on_node.iter().position(|&p| p == me);
+    ensure!(world.translate_pe(me, &node)? == node_rank, "world to node");
+    for (i, &p) in on_node.iter().enumerate() {
+        ensure!(node.world_pe(i) == Some(p), "node to world");
+    }
     // Evens and odds.
     let evens = world.split_strided(0, 2, n.div_ceil(2)).await?;
     ensure!(evens.is_some() == (me % 2 == 0), "even membership");
