@@ -17,6 +17,7 @@ pub mod health;
 pub mod heap;
 pub mod landing;
 pub mod lock;
+mod post;
 pub mod rma;
 pub mod route;
 pub mod segment;

@@ -152,32 +152,6 @@ impl DataPlane {
         }
     }
 
-    /// Non-blocking form of [`DataPlane::signal_op`]: done on a mapped route before it
-    /// returns; on a remote one started, and complete at `quiet`.
-    pub(crate) fn signal_op_nbi(
-        &self,
-        sig: SymSlice<'_, u64>,
-        value: u64,
-        op: SignalOp,
-        pe: usize,
-    ) -> Result<()> {
-        let (route, at) = self.validate(pe, || self.locate_atomic(sig))?;
-        match route {
-            Route::Mapped(target) => {
-                self.mapped(Op::Signal, pe, 8, || update_signal(target, at, value, op));
-            }
-            Route::Remote => {
-                let remote = || RemoteOp::Amo {
-                    op: op.amo(value),
-                    width: 8,
-                };
-                let started = self.remote(Op::Signal, pe, 8, at, remote);
-                self.defer(started);
-            }
-        }
-        Ok(())
-    }
-
     /// Reads this PE's `sig[0]` (`shmem_signal_fetch`).
     pub fn signal_fetch<'s>(&self, sig: impl Into<SymSlice<'s, u64>>) -> Result<u64> {
         let at = self.locate_atomic(sig.into())?;

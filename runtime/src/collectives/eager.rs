@@ -27,17 +27,13 @@
 //! descriptor is consumed as usual, and the receiver reports the mismatch without giving up
 //! the team.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 use bytemuck::Pod;
 
-use ferroshmem_observability::Op as Traffic;
-
-use super::{bytes_of, Descriptor};
+use super::Descriptor;
 use crate::error::{Error, Result};
-use crate::heap::SymSlice;
-use crate::route::Route;
-use crate::signal::SignalOp;
+pub(crate) use crate::post::Payload;
 use crate::team::region::SLOT_HEADER;
 use crate::team::{Op as Collective, Team};
 
@@ -64,14 +60,6 @@ impl Stamp {
             desc,
         }
     }
-}
-
-/// What an eager message carries.
-pub(crate) enum Payload<'a, T> {
-    /// Elements of this PE's symmetric memory.
-    Sym(SymSlice<'a, T>),
-    /// Elements of a local buffer.
-    Local(&'a [T]),
 }
 
 /// Whose next messages a receiver waits for.
@@ -122,59 +110,20 @@ impl Team {
             op.set_credit(to, self.local(line).load(Ordering::Acquire));
         }
         let slot = layout.slot(self.my_pe(), m % 2);
-        let dp = self.dp();
-        let pe = self.pe(to);
-        let header = dp.locate(self.view::<u64>(slot, 4), 4, "eager header")?;
-        let (len, from) = match payload {
-            Payload::Sym(src) => (src.len(), Ok(dp.locate(src, src.len(), "eager source")?)),
-            Payload::Local(src) => (src.len(), Err(src)),
+        let len = match payload {
+            Payload::Sym(src) => src.len(),
+            Payload::Local(src) => src.len(),
         };
-        let data = dp.locate(self.view::<T>(slot + SLOT_HEADER, len), len, "eager slot")?;
-        let moved = bytes_of::<T>(len);
         debug_assert!(bytes as u64 <= LENGTH_MASK, "descriptors hold 40-bit sizes");
         let length = stamp.call << (64 - CALL_BITS) | (bytes as u64 & LENGTH_MASK);
-        let words = [length, stamp.desc, op.recvd(to)];
-        match dp.route(pe)? {
-            Route::Mapped(target) => {
-                match from {
-                    Ok(at) => {
-                        target
-                            .mapping()
-                            .copy_from(data, dp.own_segment().mapping(), at, moved)
-                    }
-                    Err(src) => target.mapping().write(data, bytemuck::cast_slice(src)),
-                }
-                target
-                    .mapping()
-                    .write(header + 8, bytemuck::cast_slice(&words));
-                // One SeqCst swap publishes the message (a reader that sees it sees the
-                // rest), as the wake-up protocol requires.
-                target
-                    .mapping()
-                    .atomic::<AtomicU64>(header)
-                    .swap(m + 1, Ordering::SeqCst);
-                target.wake_watchers(header, data + moved);
-                dp.traffic
-                    .count(Traffic::PutSignal, pe, moved + SLOT_HEADER);
-            }
-            Route::Remote => {
-                // The header's last three words and the data lie end to end: one put of
-                // both, then the first word as its signal.
-                let mut message = Vec::with_capacity(SLOT_HEADER - 8 + moved);
-                message.extend_from_slice(bytemuck::cast_slice(&words));
-                match from {
-                    Ok(at) => {
-                        let start = message.len();
-                        message.resize(start + moved, 0);
-                        dp.own_segment().mapping().read(at, &mut message[start..]);
-                    }
-                    Err(src) => message.extend_from_slice(bytemuck::cast_slice(src)),
-                }
-                let rest = self.view::<u8>(slot + 8, message.len());
-                let signal = self.view::<u64>(slot, 1);
-                dp.put_signal_nbi(rest, &message, signal, m + 1, SignalOp::Set, pe)?;
-            }
-        }
+        self.dp().post_message(
+            self.pe(to),
+            self.view::<u64>(slot, 4),
+            [length, stamp.desc, op.recvd(to)],
+            payload,
+            self.view::<T>(slot + SLOT_HEADER, len),
+            m + 1,
+        )?;
         op.set_sent(to, m + 1);
         Ok(())
     }

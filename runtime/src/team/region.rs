@@ -25,7 +25,6 @@ use crate::data_plane::DataPlane;
 use crate::error::Result;
 use crate::heap::SymSlice;
 use crate::segment::HEADER_SIZE;
-use crate::signal::SignalOp;
 use crate::wait::Wait;
 
 use super::calls::{Watch, RECORD_BYTES, RING};
@@ -184,8 +183,7 @@ impl Team {
     /// Posts to member `to`: stores `words` at region offset `words_at` there, then sets its
     /// word at `offset` to `v` with one atomic swap, which publishes the stores (a reader
     /// that sees `v` sees them), and wakes a sleeper watching any of it. Through the data
-    /// plane's `put_signal` (or signal), so on any route; to a PE on another node the post
-    /// is started here and completes at the next `quiet`.
+    /// plane's posts (`crate::post`), so on any route.
     pub(crate) fn post(
         &self,
         to: usize,
@@ -194,15 +192,13 @@ impl Team {
         words_at: usize,
         words: &[u64],
     ) -> Result<()> {
-        let dp = self.dp();
-        let pe = self.pe(to);
-        let signal = self.view::<u64>(offset, 1);
-        if words.is_empty() {
-            dp.signal_op_nbi(signal, v, SignalOp::Set, pe)
-        } else {
-            let at = self.view::<u64>(words_at, words.len());
-            dp.put_signal_nbi(at, words, signal, v, SignalOp::Set, pe)
-        }
+        self.dp().post(
+            self.pe(to),
+            self.view::<u64>(words_at, words.len()),
+            words,
+            self.view::<u64>(offset, 1),
+            v,
+        )
     }
 
     /// Sets the word at `offset` on member `to` to `v`, waking a sleeper there.
