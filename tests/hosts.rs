@@ -29,6 +29,9 @@ fn pe_entry() {
             let me = pe.my_pe();
             let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
             println!("PE {me} runs on {}", host.trim());
+            if let "kill-remote" | "cut-link" = scenario.as_str() {
+                return lose_one(&pe, &scenario).await;
+            }
             // `all`, `collectives`, one scenario, or `c:NAME` for one collective scenario.
             let names: Vec<&str> = match scenario.as_str() {
                 "all" => common::scenarios::ALL.to_vec(),
@@ -65,6 +68,44 @@ fn pe_entry() {
             std::process::exit(1);
         }
     }
+}
+
+/// The last PE (on the last host) is lost after a barrier: killed, or its host's link cut by
+/// the test once every PE printed `ready`. PE 0, which outlives the launcher's SIGTERM (the
+/// job stops when the victim's process ends), reports what its next barrier ended with.
+async fn lose_one(pe: &ferroshmem::Pe, how: &str) -> ferroshmem::Result<()> {
+    let mut stop = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| Error::os("SIGTERM handler", e))?;
+    let (me, victim) = (pe.my_pe(), pe.n_pes() - 1);
+    let flag = pe.calloc::<u64>(1).await?;
+    pe.barrier_all().await?;
+    println!("PE {me} ready");
+    if me == victim {
+        if how == "kill-remote" {
+            let _ = rustix::process::kill_process(
+                rustix::process::getpid(),
+                rustix::process::Signal::KILL,
+            );
+        }
+        // Cut off meanwhile: this put never arrives, and this PE, which loses the root,
+        // stays until the launcher stops it, so that PE 0 learns of the loss from the root.
+        tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+        let _ = pe.p(&flag, 1, 0).await;
+    }
+    if me != 0 {
+        let _ = stop.recv().await;
+        return Ok(());
+    }
+    let started = Instant::now();
+    match pe.wait_until(&flag, ferroshmem::Cmp::Eq, 1).await {
+        Err(Error::PeerLost { pe: lost, .. }) => println!(
+            "PE {me}: PeerLost of PE {lost} after {} ms",
+            started.elapsed().as_millis()
+        ),
+        other => println!("PE {me}: the wait ended with {other:?}"),
+    }
+    std::mem::forget(flag);
+    Ok(())
 }
 
 fn fabric_available() -> bool {
@@ -149,4 +190,127 @@ fn every_collective_scenario_passes_on_two_hosts_of_two_pes() {
 #[test]
 fn every_collective_scenario_passes_on_three_hosts_of_one_pe() {
     scenarios_pass(3, 1, "collectives");
+}
+
+/// Starts `scenario` on `per_host` PEs of each host, output piped.
+fn spawn_job(
+    hosts: &Hosts,
+    per_host: usize,
+    scenario: &str,
+    env: &[(&str, &str)],
+) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_ferroshmem"))
+        .args([
+            "run",
+            "--grace",
+            "30s",
+            "--hosts",
+            &hosts.hosts_arg(per_host),
+            "--rsh",
+        ])
+        .arg(&hosts.agent)
+        .arg("--")
+        .arg(std::env::current_exe().expect("test binary"))
+        .args(["pe_entry", "--exact", "--nocapture", "--test-threads=1"])
+        .env(SCENARIO, scenario)
+        .env("FERROSHMEM_SYMMETRIC_SIZE", "64M")
+        .env("RUST_BACKTRACE", "0")
+        .envs(env.iter().copied())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the launcher starts")
+}
+
+/// Reads the job's stdout lines as they come; `on_ready` runs once `ready_lines` PEs said
+/// `ready`. Returns every line, with when PE 0's report came (after `on_ready`). Kills the
+/// job if it runs past a minute (the test then fails on the missing report).
+fn watch_job(
+    mut child: std::process::Child,
+    ready_lines: usize,
+    on_ready: impl FnOnce(),
+) -> (
+    String,
+    Option<std::time::Duration>,
+    std::process::ExitStatus,
+) {
+    use std::io::BufRead;
+    let stdout = child.stdout.take().expect("stdout");
+    let stderr = child.stderr.take().expect("stderr");
+    let errors = std::thread::spawn(move || std::io::read_to_string(stderr).unwrap_or_default());
+    let pid = child.id();
+    let guard = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_secs(60));
+        let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+    });
+    let (mut all, mut ready, mut on_ready, mut since, mut report) =
+        (String::new(), 0, Some(on_ready), None, None);
+    for line in std::io::BufReader::new(stdout)
+        .lines()
+        .map_while(|l| l.ok())
+    {
+        if line.contains(" ready") {
+            ready += 1;
+            if ready == ready_lines {
+                if let Some(f) = on_ready.take() {
+                    f();
+                    since = Some(Instant::now());
+                }
+            }
+        }
+        if line.contains("[pe 0] PE 0:") && report.is_none() {
+            report = since.map(|t| t.elapsed());
+        }
+        all.push_str(&line);
+        all.push('\n');
+    }
+    let status = child.wait().expect("the launcher ends");
+    drop(guard);
+    all.push_str(&errors.join().unwrap_or_default());
+    (all, report, status)
+}
+
+#[test]
+fn a_killed_remote_pe_ends_every_wait_with_peer_lost() {
+    if !fabric_available() {
+        return;
+    }
+    let Some(hosts) = Hosts::make(2) else {
+        return;
+    };
+    let (all, after, status) = watch_job(spawn_job(&hosts, 2, "kill-remote", &[]), 4, || {});
+    assert!(!status.success(), "the launcher exits non-zero:\n{all}");
+    assert!(
+        all.contains("PE 0: PeerLost of PE 3"),
+        "PE 0 names the killed PE:\n{all}"
+    );
+    let after = after.expect("PE 0 reported");
+    eprintln!("PeerLost reached PE 0 {after:?} after the PEs were ready (target: within 2 s)");
+    assert!(
+        after < std::time::Duration::from_secs(10),
+        "{after:?}:\n{all}"
+    );
+}
+
+#[test]
+fn a_cut_link_ends_every_wait_with_peer_lost_within_the_peer_timeout() {
+    if !fabric_available() {
+        return;
+    }
+    let Some(hosts) = Hosts::make(2) else {
+        return;
+    };
+    let child = spawn_job(&hosts, 1, "cut-link", &[("FERROSHMEM_PEER_TIMEOUT", "3s")]);
+    let (all, after, status) = watch_job(child, 2, || hosts.cut(1).expect("cut the link"));
+    assert!(!status.success(), "the launcher exits non-zero:\n{all}");
+    assert!(
+        all.contains("PE 0: PeerLost of PE 1"),
+        "PE 0 names the cut-off PE:\n{all}"
+    );
+    let after = after.expect("PE 0 reported");
+    eprintln!("PeerLost reached PE 0 {after:?} after the cut (FERROSHMEM_PEER_TIMEOUT=3s)");
+    assert!(
+        after < std::time::Duration::from_secs(20),
+        "{after:?}:\n{all}"
+    );
 }

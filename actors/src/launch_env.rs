@@ -38,7 +38,13 @@ pub mod vars {
     pub const SECRET: &str = "FERROSHMEM_SECRET";
     /// Bootstrap timeout (`30`, `30s`, `500ms`).
     pub const BOOTSTRAP_TIMEOUT: &str = "FERROSHMEM_BOOTSTRAP_TIMEOUT";
+    /// How long a silent control connection (a host whose link was cut) lasts before its
+    /// PE counts as lost.
+    pub const PEER_TIMEOUT: &str = "FERROSHMEM_PEER_TIMEOUT";
 }
+
+/// How long a silent control connection lasts by default.
+pub const DEFAULT_PEER_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Where this process finds the bootstrap root.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -144,6 +150,17 @@ pub fn bootstrap_timeout() -> Result<Duration> {
         .map(|v| parse_duration(&v))
         .transpose()
         .map(|t| t.unwrap_or(DEFAULT_BOOTSTRAP_TIMEOUT))
+}
+
+/// The peer timeout from the environment (at least one second).
+pub fn peer_timeout() -> Result<Duration> {
+    env_var(&[vars::PEER_TIMEOUT])?
+        .map(|v| parse_duration(&v))
+        .transpose()
+        .map(|t| {
+            t.unwrap_or(DEFAULT_PEER_TIMEOUT)
+                .max(Duration::from_secs(1))
+        })
 }
 
 fn root_address() -> Result<Option<SocketAddr>> {

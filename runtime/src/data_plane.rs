@@ -311,7 +311,8 @@ impl DataPlane {
 
     /// Starts `remote` at mapping offset `at` of PE `pe` on the remote transport, counted
     /// there as one operation `op` of `bytes` payload bytes. After a `fence` with `_nbi`
-    /// operations outstanding, it starts once those have completed. Never inlined, and the
+    /// operations outstanding, it starts once those have completed. Its completion fails
+    /// with the job's failure (a peer lost) if that comes first. Never inlined, and the
     /// operation is built here, so that the mapped arm beside it stays small.
     #[inline(never)]
     pub(crate) fn remote(
@@ -324,8 +325,21 @@ impl DataPlane {
     ) -> Completion {
         match &self.remotes {
             Some(r) => {
+                if let Err(failed) = self.health.check() {
+                    return Box::pin(std::future::ready(Err(failed)));
+                }
                 r.traffic.count(op, pe, bytes);
-                r.start(pe, at, remote())
+                let completion = r.start(pe, at, remote());
+                // A peer lost (or the job failed otherwise) ends the operations still in
+                // flight, which the fabric might never complete.
+                let health = self.health.clone();
+                Box::pin(async move {
+                    tokio::select! {
+                        biased;
+                        done = completion => done,
+                        failed = health.failed() => Err(failed),
+                    }
+                })
             }
             // `new` refuses remote routes without a transport.
             None => Box::pin(std::future::ready(Err(Error::NotMapped { pe }))),

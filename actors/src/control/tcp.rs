@@ -22,6 +22,7 @@ use tokio::task::JoinHandle;
 use super::hub::{run_hub, HubConfig, HubEvent, HubReport, Losses};
 use super::link::Link;
 use super::wire::{read_frame, write_frame, FromPe, Hello, ToPe, MAX_FRAME};
+use crate::launch_env::{peer_timeout, DEFAULT_PEER_TIMEOUT};
 
 /// How long a new connection has to present its hello.
 pub const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
@@ -114,6 +115,7 @@ async fn accept_loop(listener: TcpListener, events: UnboundedSender<HubEvent>, s
             continue;
         };
         let _ = stream.set_nodelay(true);
+        heartbeat(&stream);
         tokio::spawn(serve_connection(
             stream,
             peer,
@@ -233,9 +235,33 @@ pub async fn connect(
     Ok(link_over(stream, address.to_string(), root_pe))
 }
 
+/// Has the kernel check a control connection that carries nothing (TCP keepalive), and fail
+/// one whose data stays unacknowledged, within `FERROSHMEM_PEER_TIMEOUT`: a host whose link
+/// is cut then ends its connections to the root with an error, and its PEs count as lost,
+/// instead of waiting forever on a silent peer. Best effort: a setting the kernel refuses
+/// is logged.
+fn heartbeat(stream: &TcpStream) {
+    use rustix::net::sockopt;
+    let timeout = peer_timeout().unwrap_or(DEFAULT_PEER_TIMEOUT);
+    let idle = (timeout / 2).max(Duration::from_secs(1));
+    let interval = (timeout / 6).max(Duration::from_secs(1));
+    let set = sockopt::set_socket_keepalive(stream, true)
+        .and_then(|()| sockopt::set_tcp_keepidle(stream, idle))
+        .and_then(|()| sockopt::set_tcp_keepintvl(stream, interval))
+        .and_then(|()| sockopt::set_tcp_keepcnt(stream, 3))
+        .and_then(|()| {
+            let ms = u32::try_from(timeout.as_millis()).unwrap_or(u32::MAX);
+            sockopt::set_tcp_user_timeout(stream, ms)
+        });
+    if let Err(e) = set {
+        tracing::warn!("control connection heartbeat: {e}");
+    }
+}
+
 /// Wraps a connected stream in a [`Link`].
 fn link_over(stream: TcpStream, root_address: String, root_pe: Option<usize>) -> Link {
     let _ = stream.set_nodelay(true);
+    heartbeat(&stream);
     let (mut reader, mut writer) = stream.into_split();
     let (to_root, mut outgoing) = unbounded_channel::<FromPe>();
     let (incoming, from_root) = unbounded_channel::<ToPe>();
