@@ -63,6 +63,11 @@ impl Hosts {
         };
         match hosts.build(n, subnet) {
             Ok(()) => Some(hosts),
+            // Root without CAP_SYS_ADMIN/CAP_NET_ADMIN (a restricted container): say so.
+            Err(e) if e.contains("Operation not permitted") => {
+                eprintln!("skipped: namespace hosts cannot be made here: {e}");
+                None
+            }
             Err(e) => panic!("making namespace hosts: {e}"),
         }
     }
