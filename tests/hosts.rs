@@ -183,6 +183,78 @@ fn every_scenario_passes_on_three_hosts_of_one_pe() {
 }
 
 #[test]
+fn every_scenario_passes_under_mpirun_across_hosts() {
+    if !fabric_available() {
+        return;
+    }
+    if Command::new("mpirun").arg("--version").output().is_err() {
+        eprintln!("skipped: mpirun (openmpi-bin) is not installed");
+        return;
+    }
+    let Some(hosts) = Hosts::make(2) else {
+        return;
+    };
+    // PE 0's rendezvous socket is node-local: the root's address and secret come from the
+    // environment, as the README says to do under mpirun across hosts.
+    let port = 20_000 + std::process::id() % 40_000;
+    let root = format!("{}:{port}", hosts.addresses[0]);
+    let secret: String = (0..32)
+        .map(|i| format!("{:02x}", (i * 37 + port) % 256))
+        .collect();
+    let subnet = format!(
+        "{}.0/24",
+        hosts.bridge_address.rsplit_once('.').expect("ipv4").0
+    );
+    let started = Instant::now();
+    let out = Command::new("mpirun")
+        .args([
+            "--allow-run-as-root",
+            "--oversubscribe",
+            "--bind-to",
+            "none",
+        ])
+        .arg("--mca")
+        .arg("plm_rsh_agent")
+        .arg(&hosts.agent)
+        .args(["--mca", "oob_tcp_if_include", &subnet])
+        .args(["--mca", "btl_tcp_if_include", &subnet])
+        .args(["-H", &hosts.hosts_arg(2), "-np", "4"])
+        .args([
+            "-x",
+            "FERROSHMEM_ROOT",
+            "-x",
+            "FERROSHMEM_SECRET",
+            "-x",
+            SCENARIO,
+        ])
+        .args(["-x", "FERROSHMEM_SYMMETRIC_SIZE", "-x", "RUST_BACKTRACE"])
+        .arg(std::env::current_exe().expect("test binary"))
+        .args(["pe_entry", "--exact", "--nocapture", "--test-threads=1"])
+        .env("FERROSHMEM_ROOT", &root)
+        .env("FERROSHMEM_SECRET", &secret)
+        .env(SCENARIO, "all")
+        .env("FERROSHMEM_SYMMETRIC_SIZE", "64M")
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .expect("mpirun starts");
+    let all = text(&out);
+    eprintln!(
+        "mpirun, 2 hosts x 2 PEs: {:?} in {:?}",
+        out.status,
+        started.elapsed()
+    );
+    assert!(out.status.success(), "{all}");
+    assert_eq!(all.matches("every scenario passed").count(), 4, "{all}");
+    for address in &hosts.addresses {
+        assert_eq!(
+            all.matches(&format!("runs on h-{address}")).count(),
+            2,
+            "{all}"
+        );
+    }
+}
+
+#[test]
 fn every_collective_scenario_passes_on_two_hosts_of_two_pes() {
     scenarios_pass(2, 2, "collectives");
 }
