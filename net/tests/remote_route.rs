@@ -2,7 +2,8 @@
 //! `DataPlane` whose route to the other is `Remote` over a `FabricRemote`: every RMA, atomic
 //! and signal operation lands with the right values, a remote write wakes a sleeping waiter
 //! by its notice, the world barrier meets, fabric atomics are atomic with the target's own
-//! CPU atomics, and a bad key fails typed at the initiator while the target lives on.
+//! CPU atomics, a bad key fails typed at the initiator while the target lives on, and stray
+//! connections to an endpoint's port (garbage, half-open, abrupt close) change nothing.
 //! Skipped, saying so, where libfabric is not installed; `.ci/run` installs it.
 
 use std::sync::atomic::Ordering;
@@ -25,6 +26,8 @@ const HANG: Duration = Duration::from_secs(20);
 struct Node {
     dp: Arc<DataPlane>,
     segment: Arc<Segment>,
+    /// Its fabric endpoint's name.
+    name: Vec<u8>,
 }
 
 fn available() -> bool {
@@ -99,6 +102,7 @@ fn two_nodes(key_of: impl Fn(Registered) -> Registered) -> [Node; 2] {
             Node {
                 dp: Arc::new(dp),
                 segment: segments[me].clone(),
+                name: names[me].clone(),
             }
         })
         .collect();
@@ -481,4 +485,64 @@ async fn a_signal_is_never_seen_before_its_data_nor_overtaken_by_a_later_one() {
     })
     .await;
     std::mem::forget((sig, data));
+}
+
+/// The IPv4 address in a tcp provider's endpoint name (a `sockaddr_in`), if it is one.
+fn endpoint_address(name: &[u8]) -> Option<std::net::SocketAddr> {
+    let family = u16::from_ne_bytes([*name.first()?, *name.get(1)?]);
+    if family != 2 || name.len() < 8 {
+        return None;
+    }
+    let port = u16::from_be_bytes([name[2], name[3]]);
+    let ip = std::net::Ipv4Addr::new(name[4], name[5], name[6], name[7]);
+    Some(std::net::SocketAddr::from((ip, port)))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stray_connections_to_an_endpoint_change_nothing() {
+    if !available() {
+        return;
+    }
+    let [a, b] = two_nodes(|r| r);
+    let words = view::<u64>(0, 4);
+    within("before", a.dp.put(&words, &[1u64, 2, 3, 4], 1))
+        .await
+        .expect("put");
+    let address = endpoint_address(&b.name).expect("a tcp endpoint");
+    // Garbage, a half-open connection, and an abrupt close, to PE 1's fabric port.
+    let mut reached = 0;
+    for junk in [
+        &b"GET / HTTP/1.0\r\n\r\n"[..],
+        &[0u8; 0][..],
+        &[0xffu8; 4096][..],
+    ] {
+        if let Ok(mut s) = std::net::TcpStream::connect(address) {
+            use std::io::Write;
+            reached += 1;
+            let _ = s.write_all(junk);
+            if junk.is_empty() {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+    assert_eq!(reached, 3, "the stray connections reached {address}");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    within("after", async {
+        a.dp.put(&words, &[5u64, 6, 7, 8], 1)
+            .await
+            .expect("put after");
+        let mut got = [0u64; 4];
+        b.dp.get(&mut got, &words, 1).await.expect("own get");
+        assert_eq!(
+            got,
+            [5, 6, 7, 8],
+            "PE 1's memory holds what PE 0 wrote, nothing else"
+        );
+        assert_eq!(a.dp.atomic_fetch_add(words.at(0), 1u64, 1).await, Ok(5));
+        b.dp.put(&words, &[9u64], 0)
+            .await
+            .expect("PE 1 still reaches PE 0");
+    })
+    .await;
+    std::mem::forget(words);
 }
