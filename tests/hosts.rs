@@ -342,47 +342,45 @@ fn watch_job(
     (all, report, status)
 }
 
+/// Runs `scenario` on `per_host` PEs of 2 hosts, `lose` acting once every PE is ready, and
+/// checks that the launcher fails and PE 0 names `lost` within `bound`; returns how long
+/// PE 0's report took after `lose`.
+fn loss_is_reported(
+    per_host: usize,
+    scenario: &str,
+    env: &[(&str, &str)],
+    lost: usize,
+    bound: std::time::Duration,
+    lose: impl FnOnce(&Hosts),
+) -> Option<std::time::Duration> {
+    if !fabric_available() {
+        return None;
+    }
+    let hosts = Hosts::make(2)?;
+    let child = spawn_job(&hosts, per_host, scenario, env);
+    let (all, after, status) = watch_job(child, 2 * per_host, || lose(&hosts));
+    assert!(!status.success(), "the launcher exits non-zero:\n{all}");
+    let named = format!("PE 0: PeerLost of PE {lost}");
+    assert!(all.contains(&named), "PE 0 names the lost PE:\n{all}");
+    let after = after.expect("PE 0 reported");
+    assert!(after < bound, "{after:?}:\n{all}");
+    Some(after)
+}
+
 #[test]
 fn a_killed_remote_pe_ends_every_wait_with_peer_lost() {
-    if !fabric_available() {
-        return;
+    let bound = std::time::Duration::from_secs(10);
+    if let Some(after) = loss_is_reported(2, "kill-remote", &[], 3, bound, |_| {}) {
+        eprintln!("PeerLost reached PE 0 {after:?} after the PEs were ready (target: within 2 s)");
     }
-    let Some(hosts) = Hosts::make(2) else {
-        return;
-    };
-    let (all, after, status) = watch_job(spawn_job(&hosts, 2, "kill-remote", &[]), 4, || {});
-    assert!(!status.success(), "the launcher exits non-zero:\n{all}");
-    assert!(
-        all.contains("PE 0: PeerLost of PE 3"),
-        "PE 0 names the killed PE:\n{all}"
-    );
-    let after = after.expect("PE 0 reported");
-    eprintln!("PeerLost reached PE 0 {after:?} after the PEs were ready (target: within 2 s)");
-    assert!(
-        after < std::time::Duration::from_secs(10),
-        "{after:?}:\n{all}"
-    );
 }
 
 #[test]
 fn a_cut_link_ends_every_wait_with_peer_lost_within_the_peer_timeout() {
-    if !fabric_available() {
-        return;
+    let env = [("FERROSHMEM_PEER_TIMEOUT", "3s")];
+    let bound = std::time::Duration::from_secs(20);
+    let cut = |hosts: &Hosts| hosts.cut(1).expect("cut the link");
+    if let Some(after) = loss_is_reported(1, "cut-link", &env, 1, bound, cut) {
+        eprintln!("PeerLost reached PE 0 {after:?} after the cut (FERROSHMEM_PEER_TIMEOUT=3s)");
     }
-    let Some(hosts) = Hosts::make(2) else {
-        return;
-    };
-    let child = spawn_job(&hosts, 1, "cut-link", &[("FERROSHMEM_PEER_TIMEOUT", "3s")]);
-    let (all, after, status) = watch_job(child, 2, || hosts.cut(1).expect("cut the link"));
-    assert!(!status.success(), "the launcher exits non-zero:\n{all}");
-    assert!(
-        all.contains("PE 0: PeerLost of PE 1"),
-        "PE 0 names the cut-off PE:\n{all}"
-    );
-    let after = after.expect("PE 0 reported");
-    eprintln!("PeerLost reached PE 0 {after:?} after the cut (FERROSHMEM_PEER_TIMEOUT=3s)");
-    assert!(
-        after < std::time::Duration::from_secs(20),
-        "{after:?}:\n{all}"
-    );
 }

@@ -188,7 +188,7 @@ impl PeerRoutes {
 }
 
 /// The local address this host sends from towards `to` (no packet is sent).
-fn source_towards(to: SocketAddr) -> Option<IpAddr> {
+pub fn source_towards(to: SocketAddr) -> Option<IpAddr> {
     let any: SocketAddr = if to.is_ipv4() {
         SocketAddr::from(([0, 0, 0, 0], 0))
     } else {

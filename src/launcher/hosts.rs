@@ -12,7 +12,7 @@
 //! `sh -c`.
 
 use std::ffi::{OsStr, OsString};
-use std::net::{IpAddr, SocketAddr, ToSocketAddrs, UdpSocket};
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::os::unix::ffi::OsStrExt;
 
 use crate::{Error, Result};
@@ -132,14 +132,7 @@ pub fn root_address(placements: &[Placement], chosen: Option<IpAddr>) -> Result<
 
 fn source_towards(host: &str) -> Option<IpAddr> {
     let to: SocketAddr = (host, 9).to_socket_addrs().ok()?.next()?;
-    let any = if to.is_ipv4() {
-        SocketAddr::from(([0, 0, 0, 0], 0))
-    } else {
-        SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, 0))
-    };
-    let socket = UdpSocket::bind(any).ok()?;
-    socket.connect(to).ok()?;
-    socket.local_addr().ok().map(|a| a.ip())
+    ferroshmem_actors::routes::source_towards(to)
 }
 
 /// The words after `RSH HOST` that start `program args` with `env` on another host.
