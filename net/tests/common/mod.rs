@@ -1,0 +1,120 @@
+//! What the fabric tests share: two PEs, each a `DataPlane` whose only route to the other is
+//! the fabric (`tcp;ofi_rxm` on loopback), and small helpers.
+
+#![allow(dead_code)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferroshmem_net::{
+    wake_on_notice, Fabric, FabricOptions, FabricRemote, Library, Registered, Target,
+};
+use ferroshmem_runtime::heap::{Allocation, HeapId, SymBuffer};
+use ferroshmem_runtime::route::Route;
+use ferroshmem_runtime::{DataPlane, DataPlaneParts, Health, Segment};
+
+pub const HEAP: usize = 1 << 20;
+pub const HEAP_ID: HeapId = HeapId(7);
+/// How long any single wait of these tests may take before it counts as a hang.
+pub const HANG: Duration = Duration::from_secs(20);
+
+/// One PE: its data plane and its own segment.
+pub struct Node {
+    /// Its data plane.
+    pub dp: Arc<DataPlane>,
+    /// Its own segment.
+    pub segment: Arc<Segment>,
+    /// Its fabric endpoint's name.
+    pub name: Vec<u8>,
+}
+
+pub fn available() -> bool {
+    match Library::load() {
+        Ok(_) => true,
+        Err(e) => {
+            eprintln!("skipped: {e}");
+            false
+        }
+    }
+}
+
+pub fn fabric_for(segment: &Arc<Segment>) -> Fabric {
+    let own = segment.clone();
+    Fabric::open(
+        &FabricOptions {
+            provider: Some("tcp;ofi_rxm".into()),
+            node: Some("127.0.0.1".into()),
+        },
+        move |notice| wake_on_notice(&own, notice),
+    )
+    .expect("a tcp;ofi_rxm endpoint on loopback")
+}
+
+/// Two PEs, each reaching the other through the fabric; `key_of` may falsify the key PE 0
+/// uses for PE 1.
+pub fn two_nodes(key_of: impl Fn(Registered) -> Registered) -> [Node; 2] {
+    let segments: Vec<Arc<Segment>> = (0..2)
+        .map(|pe| Arc::new(Segment::create(pe, HEAP).expect("segment")))
+        .collect();
+    let fabrics: Vec<Arc<Fabric>> = segments.iter().map(|s| Arc::new(fabric_for(s))).collect();
+    let registered: Vec<Registered> = fabrics
+        .iter()
+        .zip(&segments)
+        .enumerate()
+        .map(|(pe, (f, s))| f.register(s.clone(), 500 + pe as u64).expect("register"))
+        .collect();
+    let names: Vec<Vec<u8>> = fabrics.iter().map(|f| f.name().expect("name")).collect();
+    let nodes: Vec<Node> = (0..2)
+        .map(|me| {
+            let peers = fabrics[me].connect(&names).expect("connect");
+            let targets = (0..2)
+                .map(|pe| {
+                    (pe != me).then(|| Target {
+                        peer: peers[pe],
+                        registered: if me == 0 {
+                            key_of(registered[pe])
+                        } else {
+                            registered[pe]
+                        },
+                    })
+                })
+                .collect();
+            let routes = (0..2)
+                .map(|pe| {
+                    if pe == me {
+                        Route::Mapped(segments[me].clone())
+                    } else {
+                        Route::Remote
+                    }
+                })
+                .collect();
+            let dp = DataPlane::new(DataPlaneParts {
+                my_pe: me,
+                heap: HEAP_ID,
+                routes,
+                remote: Some(Arc::new(FabricRemote::new(fabrics[me].clone(), targets))),
+                health: Arc::new(Health::new()),
+                spin: Duration::from_micros(20),
+            })
+            .expect("data plane");
+            Node {
+                dp: Arc::new(dp),
+                segment: segments[me].clone(),
+                name: names[me].clone(),
+            }
+        })
+        .collect();
+    nodes.try_into().map_err(|_| ()).expect("two nodes")
+}
+
+/// A view of `len` elements of `T` at heap byte `offset` (the same on every PE).
+pub fn view<T: bytemuck::Pod>(offset: usize, len: usize) -> SymBuffer<T> {
+    let bytes = len * std::mem::size_of::<T>();
+    SymBuffer::from_allocation(Allocation::new(HEAP_ID, offset, bytes), len).expect("view")
+}
+
+pub async fn within<T>(what: &str, f: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(HANG, f)
+        .await
+        .unwrap_or_else(|_| panic!("{what} did not end within {HANG:?}"))
+}
