@@ -5,6 +5,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use ferroshmem_net::FabricRemote;
 use ferroshmem_runtime::config::{node_key, spin_from_env, symmetric_size_from_env};
 use ferroshmem_runtime::heap::HeapAllocator;
 use ferroshmem_runtime::{DataPlane, DataPlaneParts, Error, Health, HeapId, Result, Segment};
@@ -292,6 +293,59 @@ async fn init_launched(env: LaunchEnv) -> Result<Pe> {
     bootstrap(env).instrument(span).await
 }
 
+/// Maps the segments of this node's PEs (`local`), exchanged over Unix sockets between two
+/// job-wide allgathers (numbers 0 and 1); `None` for the PEs of other nodes.
+async fn map_node_segments(
+    link: &mut Link,
+    (rank, n_pes): (usize, usize),
+    job: u64,
+    own: Arc<Segment>,
+    local: &[bool],
+    secret: &[u8],
+    settings: &JobSettings,
+) -> Result<Vec<Option<Arc<Segment>>>> {
+    let server = SegmentServer::start(job, rank, own.clone(), secret.to_vec())?;
+    let timeout = settings.timeout;
+    bootstrap_allgather(link, rank, n_pes, 0, b"serving".to_vec(), timeout).await?;
+    let fetches = (0..n_pes).filter(|&r| r != rank && local[r]).map(|r| {
+        let (secret, heap_size) = (secret.to_vec(), settings.heap_size);
+        async move {
+            fetch(job, r, secret, heap_size, timeout)
+                .await
+                .map(|s| (r, s))
+        }
+    });
+    let mut segments: Vec<Option<Arc<Segment>>> = vec![None; n_pes];
+    for fetched in futures::future::join_all(fetches).await {
+        let (r, s) = fetched?;
+        segments[r] = Some(Arc::new(s));
+    }
+    segments[rank] = Some(own);
+    bootstrap_allgather(link, rank, n_pes, 1, b"mapped".to_vec(), timeout).await?;
+    drop(server);
+    tracing::debug!("this node's segments mapped");
+    Ok(segments)
+}
+
+/// Reaches the PEs of other nodes through the fabric `joining` opened, from everyone's
+/// contacts (allgather number 2); returns the transport and the next allgather's number.
+async fn reach_other_nodes(
+    link: &mut Link,
+    (rank, n_pes): (usize, usize),
+    joining: Option<routes::Joining>,
+    local: &[bool],
+    timeout: Duration,
+) -> Result<(Option<Arc<FabricRemote>>, u64)> {
+    let Some(joining) = joining else {
+        return Ok((None, 2));
+    };
+    let contact = joining.contact().encode();
+    let contacts = bootstrap_allgather(link, rank, n_pes, 2, contact, timeout).await?;
+    let remote = joining.connect(&contacts, local)?;
+    tracing::debug!(provider = %remote.fabric().provider(), "the other nodes reached through the fabric");
+    Ok((Some(remote), 3))
+}
+
 async fn bootstrap(env: LaunchEnv) -> Result<Pe> {
     let started = Instant::now();
     start_metrics(env.local_rank)?;
@@ -326,53 +380,18 @@ async fn bootstrap(env: LaunchEnv) -> Result<Pe> {
     } else {
         Some(routes::Joining::open(&own, link.root_address.parse().ok())?)
     };
-    let server = SegmentServer::start(welcome.job, rank, own.clone(), secret.clone())?;
-    bootstrap_allgather(
+    let segments = map_node_segments(
         &mut link,
-        rank,
-        n_pes,
-        0,
-        b"serving".to_vec(),
-        settings.timeout,
+        (rank, n_pes),
+        welcome.job,
+        own,
+        &local,
+        &secret,
+        &settings,
     )
     .await?;
-    let fetches = (0..n_pes).filter(|&r| r != rank && local[r]).map(|r| {
-        let secret = secret.clone();
-        let (job, heap_size, timeout) = (welcome.job, settings.heap_size, settings.timeout);
-        async move {
-            fetch(job, r, secret, heap_size, timeout)
-                .await
-                .map(|s| (r, s))
-        }
-    });
-    let mut segments: Vec<Option<Arc<Segment>>> = vec![None; n_pes];
-    for fetched in futures::future::join_all(fetches).await {
-        let (r, s) = fetched?;
-        segments[r] = Some(Arc::new(s));
-    }
-    segments[rank] = Some(own);
-    bootstrap_allgather(
-        &mut link,
-        rank,
-        n_pes,
-        1,
-        b"mapped".to_vec(),
-        settings.timeout,
-    )
-    .await?;
-    drop(server);
-    tracing::debug!("this node's segments mapped");
-    let (remote, next_seq) = match joining {
-        None => (None, 2),
-        Some(joining) => {
-            let contact = joining.contact().encode();
-            let contacts =
-                bootstrap_allgather(&mut link, rank, n_pes, 2, contact, settings.timeout).await?;
-            let remote = joining.connect(&contacts, &local)?;
-            tracing::debug!(provider = %remote.fabric().provider(), "the other nodes reached through the fabric");
-            (Some(remote), 3)
-        }
-    };
+    let (remote, next_seq) =
+        reach_other_nodes(&mut link, (rank, n_pes), joining, &local, settings.timeout).await?;
     let pe = start_pe(
         rank,
         welcome.job,
