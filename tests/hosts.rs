@@ -126,19 +126,33 @@ fn fabric_available() -> bool {
     }
 }
 
+/// `ferroshmem run` of this test binary's PE entry as `scenario`, `per_host` PEs on each of
+/// `hosts`, with `grace` between SIGTERM and SIGKILL.
+fn ferroshmem_run(hosts: &Hosts, per_host: usize, scenario: &str, grace: &str) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ferroshmem"));
+    cmd.args([
+        "run",
+        "--grace",
+        grace,
+        "--hosts",
+        &hosts.hosts_arg(per_host),
+        "--rsh",
+    ])
+    .arg(&hosts.agent)
+    .arg("--")
+    .arg(std::env::current_exe().expect("test binary"))
+    .args(["pe_entry", "--exact", "--nocapture", "--test-threads=1"])
+    .env(SCENARIO, scenario)
+    .env("FERROSHMEM_SYMMETRIC_SIZE", "64M")
+    .env("RUST_BACKTRACE", "0");
+    cmd
+}
+
 /// Runs `scenario` as a job of `per_host` PEs on each of `hosts`.
 fn job(hosts: &Hosts, per_host: usize, scenario: &str) -> Output {
     let started = Instant::now();
-    let out = Command::new(env!("CARGO_BIN_EXE_ferroshmem"))
-        .args(["run", "--hosts", &hosts.hosts_arg(per_host), "--rsh"])
-        .arg(&hosts.agent)
-        .arg("--")
-        .arg(std::env::current_exe().expect("test binary"))
-        .args(["pe_entry", "--exact", "--nocapture", "--test-threads=1"])
-        .env(SCENARIO, scenario)
-        .env("FERROSHMEM_SYMMETRIC_SIZE", "64M")
+    let out = ferroshmem_run(hosts, per_host, scenario, "2s")
         .env("FERROSHMEM_BOOTSTRAP_TIMEOUT", "60s")
-        .env("RUST_BACKTRACE", "0")
         .output()
         .expect("the launcher starts");
     eprintln!(
@@ -279,22 +293,7 @@ fn spawn_job(
     scenario: &str,
     env: &[(&str, &str)],
 ) -> std::process::Child {
-    Command::new(env!("CARGO_BIN_EXE_ferroshmem"))
-        .args([
-            "run",
-            "--grace",
-            "30s",
-            "--hosts",
-            &hosts.hosts_arg(per_host),
-            "--rsh",
-        ])
-        .arg(&hosts.agent)
-        .arg("--")
-        .arg(std::env::current_exe().expect("test binary"))
-        .args(["pe_entry", "--exact", "--nocapture", "--test-threads=1"])
-        .env(SCENARIO, scenario)
-        .env("FERROSHMEM_SYMMETRIC_SIZE", "64M")
-        .env("RUST_BACKTRACE", "0")
+    ferroshmem_run(hosts, per_host, scenario, "30s")
         .envs(env.iter().copied())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
