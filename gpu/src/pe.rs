@@ -18,7 +18,7 @@ use crate::collective::GPU_GROUP;
 use crate::context::{device_for_local_rank, ordinal_of, GpuDevice};
 use crate::cq::{Completion, Cq};
 use crate::driver::{self, Physical};
-use crate::fd_share::{fetch, FdServer, TOKEN_LEN};
+use crate::fd_share::{fetch, serve, TOKEN_LEN};
 use crate::heap::{gpu_heap_id, HeapView, GPU_HEADER};
 use crate::module::{DeviceState, InternalKernels, REPORT_OFFSET};
 
@@ -176,7 +176,7 @@ impl GpuPe {
             let physical = Physical::create(device.ordinal(), stride)?;
             let fd = physical.export_fd()?;
             let token: [u8; TOKEN_LEN] = random_token()?;
-            let server = FdServer::start(my_pe, token, fd, stride.to_le_bytes().to_vec())?;
+            let server = serve(my_pe, token, fd, stride.to_le_bytes().to_vec())?;
             Ok((device, gran, stride, physical, token, server))
         });
         let mut msg = Vec::new();
