@@ -4,12 +4,13 @@
 
 use std::sync::Arc;
 
-use ferroshmem_gpu::{Exchange, ExchangeFuture, GpuPe};
-use ferroshmem_runtime::Result;
+use ferroshmem_gpu::GpuPe;
+use ferroshmem_runtime::{Exchange, ExchangeFuture, Result};
 
 use crate::pe::Pe;
 
 /// The control plane of one PE, as the GPU layer sees it.
+#[derive(Debug)]
 struct PeExchange(Pe);
 
 impl Exchange for PeExchange {

@@ -4,8 +4,7 @@
 
 use std::sync::Arc;
 
-use ferroshmem_runtime::team::ExchangeFuture;
-use ferroshmem_runtime::{DataPlane, Error, Result, Team, TeamControl, Teams};
+use ferroshmem_runtime::{DataPlane, Error, Exchange, ExchangeFuture, Result, Team, Teams};
 use tokio::sync::mpsc::{UnboundedSender, WeakUnboundedSender};
 use tokio::sync::oneshot;
 
@@ -19,7 +18,7 @@ struct ActorControl {
     mailbox: WeakUnboundedSender<Command>,
 }
 
-impl TeamControl for ActorControl {
+impl Exchange for ActorControl {
     fn exchange(
         &self,
         group: u64,

@@ -26,7 +26,7 @@ pub use cudarc;
 pub use driver::{Graph, LaunchDims};
 pub use heap::{GpuBuffer, GPU_HEADER};
 pub use module::{CompileOptions, GpuModule, KernelArg, DEVICE_HEADER};
-pub use pe::{Exchange, ExchangeFuture, GpuPe};
+pub use pe::GpuPe;
 
 #[cfg(test)]
 mod tests {

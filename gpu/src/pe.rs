@@ -12,7 +12,7 @@ use cudarc::driver::{CudaContext, CudaStream};
 use ferroshmem_observability::{HeapMemory, Traffic};
 use ferroshmem_runtime::config::{node_key, spin_from_env, symmetric_size_from_env};
 use ferroshmem_runtime::heap::HeapAllocator;
-use ferroshmem_runtime::{DataPlane, Error, HeapId, Result, SymSlice};
+use ferroshmem_runtime::{DataPlane, Error, Exchange, HeapId, Result, SymSlice};
 
 use crate::collective::GPU_GROUP;
 use crate::context::{device_for_local_rank, ordinal_of, GpuDevice};
@@ -21,24 +21,6 @@ use crate::driver::{self, Physical};
 use crate::fd_share::{fetch, serve, TOKEN_LEN};
 use crate::heap::{gpu_heap_id, HeapView, GPU_HEADER};
 use crate::module::{DeviceState, InternalKernels, REPORT_OFFSET};
-
-/// How a GPU PE reaches the job's control plane: an allgather among a group of PEs (the
-/// actors crate implements it over its bootstrap root).
-pub trait Exchange: Send + Sync + 'static {
-    /// Gathers every member's payload, in member-index order; this PE is member `index` of
-    /// the `size` members of `group`. Collective, in the same order on every member.
-    fn exchange(
-        &self,
-        group: u64,
-        index: usize,
-        size: usize,
-        payload: Vec<u8>,
-    ) -> ExchangeFuture<'_>;
-}
-
-/// What [`Exchange::exchange`] returns: every member's payload, in member-index order.
-pub type ExchangeFuture<'a> =
-    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Vec<Vec<u8>>>> + Send + 'a>>;
 
 /// A PE's GPU: its context, its view of the symmetric GPU heap, its copy stream and
 /// completion queue. Cheap to clone, `Send + Sync`.

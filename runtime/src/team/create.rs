@@ -1,7 +1,7 @@
 //! Creating and destroying teams: `split_strided`, `split_2d`, `destroy`.
 //!
 //! A split is collective over the parent team. Its members run two allgathers through the
-//! control plane ([`TeamControl::exchange`]) in a group whose id every member derives alike
+//! control plane ([`Exchange::exchange`]) in a group whose id every member derives alike
 //! from the parent's id and the parent's split counter:
 //!
 //! 1. each sends its arguments, the configuration, and its team pool's free ranges; all check
@@ -12,8 +12,6 @@
 //!    not (a concurrent creation on another parent took the range in between), all release
 //!    and start over with fresh free lists.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::Ordering;
 
 use super::pool::{carve, decode_free_list, encode_free_list, first_fit, intersect, FreeList};
@@ -21,24 +19,8 @@ use super::region::{Layout, MAX_TEAM_PES};
 use super::{Team, TeamConfig};
 use crate::collectives::Descriptor;
 use crate::error::{Error, Result};
-
-/// The future of an exchange.
-pub type ExchangeFuture<'a> = Pin<Box<dyn Future<Output = Result<Vec<Vec<u8>>>> + Send + 'a>>;
-
-/// The control plane as teams need it: allgathers among any group of PEs (implemented by the
-/// actors crate over its bootstrap root).
-pub trait TeamControl: Send + Sync + std::fmt::Debug {
-    /// Exchanges `payload` among the `size` members of group `group` (this PE being member
-    /// `index`); resolves to every member's payload in member order. Collective within the
-    /// group, in the same order on every member.
-    fn exchange(
-        &self,
-        group: u64,
-        index: usize,
-        size: usize,
-        payload: Vec<u8>,
-    ) -> ExchangeFuture<'_>;
-}
+#[cfg(doc)]
+use crate::exchange::Exchange;
 
 /// How often a creation retries when concurrent creations keep taking its pool ranges.
 const MAX_ATTEMPTS: usize = 16;

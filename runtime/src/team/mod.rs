@@ -23,10 +23,10 @@ use std::sync::{Arc, Mutex};
 
 use crate::data_plane::DataPlane;
 use crate::error::{Error, Result};
+use crate::exchange::Exchange;
 use crate::heap::{Allocation, SymBuffer};
 
 pub use calls::MISMATCH_GRACE;
-pub use create::{ExchangeFuture, TeamControl};
 pub use pool::PoolLayout;
 use pool::TeamPool;
 use region::Layout;
@@ -182,7 +182,7 @@ const DESTROYED: u8 = 3;
 #[derive(Debug)]
 pub(crate) struct TeamHome {
     pub dp: Arc<DataPlane>,
-    pub control: Arc<dyn TeamControl>,
+    pub control: Arc<dyn Exchange>,
     pub pool: Mutex<TeamPool>,
 }
 
@@ -472,7 +472,7 @@ impl Teams {
     /// The predefined teams of the PE of `dp`: the world, and the node (the PEs whose memory
     /// this PE reaches by loads and stores: NVSHMEM's `TEAM_SHARED`). `control` carries the
     /// exchanges of later team creations.
-    pub fn new(dp: Arc<DataPlane>, control: Arc<dyn TeamControl>) -> Result<Teams> {
+    pub fn new(dp: Arc<DataPlane>, control: Arc<dyn Exchange>) -> Result<Teams> {
         let n = dp.n_pes();
         let me = dp.my_pe();
         let layout = Self::pool_layout(dp.heap_size(), n)?;
