@@ -40,7 +40,7 @@ use std::time::Instant;
 
 use ferroshmem::gpu::cudarc::driver::{sys::CUevent_flags, CudaEvent, CudaStream};
 use ferroshmem::gpu::{CompileOptions, DeviceBuffer, GpuModule, GpuPe, HostBuffer, LaunchDims};
-use ferroshmem::{Error, Pe, Result};
+use ferroshmem::{Error, GpuError, Pe, Result};
 
 const KERNELS: &str = r#"
 extern "C" __global__ void put_bw(char* dst, const char* src, fsh_u64 bytes, int iters, int peer) {
@@ -129,7 +129,7 @@ fn figure(pe: &GpuPe, name: &str, value: f64, unit: &str) {
 fn event(g: &GpuPe) -> Result<CudaEvent> {
     g.context()
         .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-        .map_err(|e| Error::Cuda(format!("timing event: {e}")))
+        .map_err(|e| Error::cuda(format!("timing event: {e}")))
 }
 
 /// Milliseconds between two recorded events once `stream` has completed.
@@ -137,7 +137,7 @@ async fn elapsed_ms(g: &GpuPe, stream: &CudaStream, a: &CudaEvent, b: &CudaEvent
     g.wait_stream(stream).await?;
     a.elapsed_ms(b)
         .map(f64::from)
-        .map_err(|e| Error::Cuda(format!("elapsed time: {e}")))
+        .map_err(|e| Error::cuda(format!("elapsed time: {e}")))
 }
 
 /// Runs `launch` once to warm up, then once between events; returns milliseconds.
@@ -149,9 +149,9 @@ async fn timed(
     launch()?;
     g.wait_stream(stream).await?;
     let (a, b) = (event(g)?, event(g)?);
-    a.record(stream).map_err(|e| Error::Cuda(e.to_string()))?;
+    a.record(stream).map_err(|e| Error::cuda(e.to_string()))?;
     launch()?;
-    b.record(stream).map_err(|e| Error::Cuda(e.to_string()))?;
+    b.record(stream).map_err(|e| Error::cuda(e.to_string()))?;
     elapsed_ms(g, stream, &a, &b).await
 }
 
@@ -263,7 +263,7 @@ async fn device_figures(
         for round in 0..2 {
             g.barrier_all().await?;
             let (a, b) = (event(g)?, event(g)?);
-            a.record(stream).map_err(|e| Error::Cuda(e.to_string()))?;
+            a.record(stream).map_err(|e| Error::cuda(e.to_string()))?;
             let args = [
                 data_p.into(),
                 sig_p.into(),
@@ -274,7 +274,7 @@ async fn device_figures(
             ];
             // SAFETY: pingpong takes (u64* data, u64* sig, iters, peer, first, base), symmetric.
             unsafe { m.launch("pingpong", dims1(), stream, &args)? };
-            b.record(stream).map_err(|e| Error::Cuda(e.to_string()))?;
+            b.record(stream).map_err(|e| Error::cuda(e.to_string()))?;
             let t = elapsed_ms(g, stream, &a, &b).await?;
             if round == 1 {
                 ms = t;
@@ -380,7 +380,7 @@ async fn bench(pe: Pe, started: Instant, host_ms: f64) -> Result<()> {
     }
     let g = match pe.init_gpu().await {
         Ok(g) => g,
-        Err(Error::NoGpu(why)) => {
+        Err(Error::Gpu(GpuError::NoGpu(why))) => {
             println!("gpu_pt2pt: nothing to measure, no GPU: {why}");
             return Ok(());
         }

@@ -11,7 +11,7 @@
 #![allow(unsafe_code)]
 
 use ferroshmem::gpu::{CompileOptions, LaunchDims};
-use ferroshmem::Error;
+use ferroshmem::{Error, GpuError};
 
 const SIMPLE_SHIFT: &str = r#"
 extern "C" __global__ void simple_shift(int* destination) {
@@ -37,7 +37,7 @@ async fn main() -> ferroshmem::Result<()> {
     let results = ferroshmem::run(gpus, |pe| async move {
         let gpu = match pe.init_gpu().await {
             Ok(g) => g,
-            Err(Error::NoGpu(why)) => {
+            Err(Error::Gpu(GpuError::NoGpu(why))) => {
                 println!("PE {}: nothing to run, no GPU: {why}", pe.my_pe());
                 return Ok(());
             }

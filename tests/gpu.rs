@@ -16,7 +16,7 @@ mod gpu_scenarios;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use ferroshmem::{Error, Pe, Result};
+use ferroshmem::{Error, GpuError, Pe, Result};
 
 const SCENARIO: &str = "FSH_GPU_SCENARIO";
 
@@ -139,7 +139,7 @@ fn without_a_gpu_init_gpu_says_so() {
         }))
         .unwrap();
     for o in outcomes {
-        assert!(matches!(o, Err(Error::NoGpu(_))), "{o:?}");
+        assert!(matches!(o, Err(Error::Gpu(GpuError::NoGpu(_)))), "{o:?}");
     }
 }
 

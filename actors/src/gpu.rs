@@ -32,8 +32,8 @@ impl Pe {
     /// Collective: every PE of the job calls it once.
     ///
     /// # Errors
-    /// [`ferroshmem_runtime::Error::NoGpu`] on every PE when any PE has no usable GPU (a
-    /// normal answer on machines without CUDA); [`ferroshmem_runtime::Error::Cuda`] when two
+    /// [`ferroshmem_runtime::GpuError::NoGpu`] on every PE when any PE has no usable GPU (a
+    /// normal answer on machines without CUDA); [`ferroshmem_runtime::GpuError::Unreachable`] when two
     /// GPUs cannot reach each other peer-to-peer or the driver fails.
     pub async fn init_gpu(&self) -> Result<GpuPe> {
         GpuPe::init(self.data_plane(), Arc::new(PeExchange(self.clone()))).await

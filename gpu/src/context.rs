@@ -17,18 +17,18 @@ pub struct GpuInventory {
     pub devices: usize,
 }
 
-/// Looks for the CUDA driver and counts devices. `Err(Error::NoGpu)` when there is none.
+/// Looks for the CUDA driver and counts devices. [`GpuError::NoGpu`](ferroshmem_runtime::GpuError::NoGpu) when there is none.
 pub fn detect() -> Result<GpuInventory> {
     if !driver::driver_present() {
-        return Err(Error::NoGpu(
-            "the CUDA driver library (libcuda) is not installed".into(),
+        return Err(Error::no_gpu(
+            "the CUDA driver library (libcuda) is not installed",
         ));
     }
     let count = std::panic::catch_unwind(CudaContext::device_count)
-        .map_err(|_| Error::NoGpu("the CUDA driver library could not be used".into()))?
-        .map_err(|e| Error::NoGpu(format!("the CUDA driver did not start: {e}")))?;
+        .map_err(|_| Error::no_gpu("the CUDA driver library could not be used"))?
+        .map_err(|e| Error::no_gpu(format!("the CUDA driver did not start: {e}")))?;
     if count <= 0 {
-        return Err(Error::NoGpu("the CUDA driver sees no device".into()));
+        return Err(Error::no_gpu("the CUDA driver sees no device"));
     }
     Ok(GpuInventory {
         devices: count as usize,
@@ -53,38 +53,38 @@ impl GpuDevice {
     pub fn open(ordinal: usize) -> Result<Self> {
         let inventory = detect()?;
         if ordinal >= inventory.devices {
-            return Err(Error::NoGpu(format!(
+            return Err(Error::no_gpu(format!(
                 "device {ordinal} asked for, but the driver sees {}",
                 inventory.devices
             )));
         }
         let ctx = std::panic::catch_unwind(|| CudaContext::new(ordinal))
-            .map_err(|_| Error::NoGpu(format!("opening GPU {ordinal} panicked in the driver")))?
-            .map_err(|e| Error::Cuda(format!("opening GPU {ordinal}: {e}")))?;
+            .map_err(|_| Error::no_gpu(format!("opening GPU {ordinal} panicked in the driver")))?
+            .map_err(|e| Error::cuda(format!("opening GPU {ordinal}: {e}")))?;
         let attr = |a: Attr| {
             ctx.attribute(a)
-                .map_err(|e| Error::Cuda(format!("reading {a:?} of GPU {ordinal}: {e}")))
+                .map_err(|e| Error::cuda(format!("reading {a:?} of GPU {ordinal}: {e}")))
         };
         if attr(Attr::CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED)? != 1 {
-            return Err(Error::Cuda(format!(
+            return Err(Error::cuda(format!(
                 "GPU {ordinal} does not support CUDA virtual memory management"
             )));
         }
         if attr(Attr::CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED)? != 1 {
-            return Err(Error::Cuda(format!(
+            return Err(Error::cuda(format!(
                 "GPU {ordinal} cannot export memory as POSIX file descriptors"
             )));
         }
         // Host RMA completes through 64-bit stream memory writes, and stream barriers and
         // signal waits are made of them.
         if attr(Attr::CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS)? != 1 {
-            return Err(Error::Cuda(format!(
+            return Err(Error::cuda(format!(
                 "GPU {ordinal} does not offer 64-bit stream memory operations (cuStreamWriteValue64), which ferroshmem needs"
             )));
         }
         let compute_capability = ctx
             .compute_capability()
-            .map_err(|e| Error::Cuda(format!("compute capability of GPU {ordinal}: {e}")))?;
+            .map_err(|e| Error::cuda(format!("compute capability of GPU {ordinal}: {e}")))?;
         let multiprocessors = attr(Attr::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
         let name = ctx.name().unwrap_or_else(|_| "unknown GPU".into());
         let uuid = driver::device_uuid(ordinal)?;

@@ -78,7 +78,7 @@ impl OpState {
                 .lock()
                 .expect("op error lock")
                 .clone()
-                .unwrap_or_else(|| Error::Cuda("a GPU operation failed".into())))),
+                .unwrap_or_else(|| Error::cuda("a GPU operation failed")))),
         }
     }
 }

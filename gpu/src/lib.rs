@@ -4,7 +4,7 @@
 //! [`GpuPe::compile`] use (`ferroshmem_device.cuh`).
 //!
 //! Everything builds without CUDA (the driver is loaded at run time); where no GPU or driver
-//! exists, [`detect`] and [`GpuPe::init`] answer [`Error::NoGpu`](ferroshmem_runtime::Error)
+//! exists, [`detect`] and [`GpuPe::init`] answer [`GpuError::NoGpu`](ferroshmem_runtime::GpuError::NoGpu)
 //! instead of panicking. `ferroshmem-actors` sets a GPU PE up from a PE (`Pe::init_gpu`).
 
 mod buffers;

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 
 use bytemuck::{Pod, Zeroable};
 use cudarc::driver::CudaStream;
-use ferroshmem_runtime::{Error, Result};
+use ferroshmem_runtime::{Error, GpuError, Result};
 
 use crate::driver::{self, Function, LaunchDims, Module};
 use crate::pe::GpuPe;
@@ -81,13 +81,15 @@ fn nvrtc(source: &str, cc: (i32, i32), extra: &[String]) -> Result<String> {
         ..Default::default()
     };
     match std::panic::catch_unwind(|| cudarc::nvrtc::compile_ptx_with_opts(source, opts)) {
-        Err(_) => Err(Error::NoGpu(
-            "the NVRTC library (libnvrtc) could not be loaded".into(),
+        Err(_) => Err(Error::no_gpu(
+            "the NVRTC library (libnvrtc) could not be loaded",
         )),
-        Ok(Err(cudarc::nvrtc::CompileError::CompileError { log, .. })) => Err(Error::Cuda(
-            format!("NVRTC compilation failed:\n{}", log.to_string_lossy()),
-        )),
-        Ok(Err(e)) => Err(Error::Cuda(format!("NVRTC: {e}"))),
+        Ok(Err(cudarc::nvrtc::CompileError::CompileError { log, .. })) => {
+            Err(Error::Gpu(GpuError::Compile {
+                log: log.to_string_lossy().into_owned(),
+            }))
+        }
+        Ok(Err(e)) => Err(Error::cuda(format!("NVRTC: {e}"))),
         Ok(Ok(ptx)) => Ok(ptx.to_src()),
     }
 }
@@ -122,7 +124,7 @@ impl GpuPe {
         let (at, bytes) = module.global("fsh_state")?;
         let state = self.device_state();
         if bytes != std::mem::size_of::<DeviceState>() {
-            return Err(Error::Cuda(format!(
+            return Err(Error::cuda(format!(
                 "the module's fsh_state has {bytes} bytes, ferroshmem expects {}: was it compiled with this version's device library?",
                 std::mem::size_of::<DeviceState>()
             )));
@@ -207,7 +209,7 @@ impl GpuModule {
     pub fn check(&self) -> Result<()> {
         driver::bind(&self.ctx)?;
         match take_report(self.report)? {
-            Some(text) => Err(Error::InvalidArgument(text)),
+            Some(text) => Err(Error::Gpu(GpuError::DeviceCheck(text))),
             None => Ok(()),
         }
     }

@@ -12,7 +12,7 @@ use cudarc::driver::{CudaContext, CudaStream};
 use ferroshmem_observability::{HeapMemory, Traffic};
 use ferroshmem_runtime::config::{node_key, spin_from_env, symmetric_size_from_env};
 use ferroshmem_runtime::heap::HeapAllocator;
-use ferroshmem_runtime::{DataPlane, Error, Exchange, HeapId, Result, SymSlice};
+use ferroshmem_runtime::{DataPlane, Error, Exchange, GpuError, HeapId, Result, SymSlice};
 
 use crate::collective::GPU_GROUP;
 use crate::context::{device_for_local_rank, ordinal_of, GpuDevice};
@@ -108,8 +108,8 @@ impl GpuPe {
     /// rounded up to the GPU's granularity.
     ///
     /// # Errors
-    /// [`Error::NoGpu`] without a usable GPU (on any PE: the others fail with it too, since
-    /// the set-up exchange carries it), [`Error::Cuda`] when two GPUs cannot reach each other
+    /// [`GpuError::NoGpu`](ferroshmem_runtime::GpuError::NoGpu) without a usable GPU (on any PE: the others fail with it too, since
+    /// the set-up exchange carries it), [`GpuError::Unreachable`](ferroshmem_runtime::GpuError::Unreachable) when two GPUs cannot reach each other
     /// (no peer-to-peer path: the proxy transport is not built yet) or a driver call fails.
     pub async fn init(host: Arc<DataPlane>, exchange: Arc<dyn Exchange>) -> Result<GpuPe> {
         let (my_pe, n_pes) = (host.my_pe(), host.n_pes());
@@ -135,7 +135,7 @@ impl GpuPe {
                 device_for_local_rank(local_rank).and_then(GpuDevice::open)
             })
             .await
-            .map_err(|e| Error::Cuda(format!("opening the GPU panicked: {e}")))?;
+            .map_err(|e| Error::cuda(format!("opening the GPU panicked: {e}")))?;
             tracing::debug!(pe = my_pe, elapsed = ?started.elapsed(), "GPU context open");
             Ok::<_, Error>(opened)
         }
@@ -188,7 +188,7 @@ impl GpuPe {
                 .ok_or_else(|| Error::Bootstrap("empty GPU set-up message".into()))?;
             if *ok == 0 {
                 let why = String::from_utf8_lossy(take_bytes(&mut rest)?).into_owned();
-                return Err(Error::NoGpu(format!("PE {pe} has no usable GPU: {why}")));
+                return Err(Error::no_gpu(format!("PE {pe} has no usable GPU: {why}")));
             }
             let uuid: [u8; 16] = take_bytes(&mut rest)?
                 .try_into()
@@ -302,16 +302,12 @@ impl GpuPe {
         for (pe, (uuid, _)) in peers.iter().enumerate() {
             if let Some(theirs) = ordinal_of(uuid)? {
                 if !driver::can_access_peer(device.ordinal(), theirs)? {
-                    return Err(Error::Cuda(format!(
-                        "GPU {} of PE {my_pe} cannot reach GPU {theirs} of PE {pe} peer-to-peer (no NVLink/PCIe P2P path); ferroshmem's proxy transport for such pairs is not built yet",
-                        device.ordinal()
-                    )));
+                    return Err(unreachable(my_pe, device.ordinal(), pe, theirs,
+                        "no NVLink/PCIe peer-to-peer path (ferroshmem's proxy transport for such pairs is not built yet)"));
                 }
                 if !driver::peer_atomics_native(device.ordinal(), theirs)? {
-                    return Err(Error::Cuda(format!(
-                        "GPU {} of PE {my_pe} reaches GPU {theirs} of PE {pe} peer-to-peer, but its atomics there are not atomic with that GPU's own (a PCIe link without native peer atomics); ferroshmem's proxy transport for such pairs is not built yet",
-                        device.ordinal()
-                    )));
+                    return Err(unreachable(my_pe, device.ordinal(), pe, theirs,
+                        "its atomics there are not atomic with that GPU's own (a PCIe link without native peer atomics; ferroshmem's proxy transport for such pairs is not built yet)"));
                 }
             }
         }
@@ -320,7 +316,7 @@ impl GpuPe {
         let copy_stream = device
             .context()
             .new_stream()
-            .map_err(|e| Error::Cuda(format!("creating the copy stream: {e}")))?;
+            .map_err(|e| Error::cuda(format!("creating the copy stream: {e}")))?;
         driver::zero_async(view.pe_base(my_pe), GPU_HEADER, copy_stream.cu_stream())?;
         driver::stream_synchronize(copy_stream.cu_stream())?;
         let fetches =
@@ -336,7 +332,7 @@ impl GpuPe {
             device.bind()?;
             let physical = Physical::import(fd, size as usize)?;
             view.map(pe, physical, device.ordinal()).map_err(|e| {
-                Error::Cuda(format!(
+                Error::cuda(format!(
                     "mapping the GPU heap of PE {pe} into PE {my_pe}'s view: {e}"
                 ))
             })?;
@@ -368,7 +364,7 @@ impl GpuPe {
     pub fn new_stream(&self) -> Result<Arc<CudaStream>> {
         self.context()
             .new_stream()
-            .map_err(|e| Error::Cuda(format!("creating a stream: {e}")))
+            .map_err(|e| Error::cuda(format!("creating a stream: {e}")))
     }
 
     /// The host data plane of this PE.
@@ -531,11 +527,22 @@ impl GpuPe {
         tokio::task::spawn_blocking(move || {
             driver::bind(&ctx)?;
             ctx.synchronize()
-                .map_err(|e| Error::Cuda(format!("synchronizing the GPU: {e}")))
+                .map_err(|e| Error::cuda(format!("synchronizing the GPU: {e}")))
         })
         .await
-        .map_err(|e| Error::Cuda(format!("GPU synchronize task failed: {e}")))?
+        .map_err(|e| Error::cuda(format!("GPU synchronize task failed: {e}")))?
     }
+}
+
+/// [`GpuError::Unreachable`]: PE `pe`'s GPU `gpu` cannot reach PE `peer`'s GPU `peer_gpu`.
+fn unreachable(pe: usize, gpu: usize, peer: usize, peer_gpu: usize, why: &'static str) -> Error {
+    Error::Gpu(GpuError::Unreachable {
+        pe,
+        gpu,
+        peer,
+        peer_gpu,
+        why,
+    })
 }
 
 fn random_token() -> Result<[u8; TOKEN_LEN]> {

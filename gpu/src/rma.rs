@@ -178,7 +178,7 @@ impl GpuPe {
     /// # Errors
     /// [`Error::PeOutOfRange`], [`Error::NotSymmetric`] (a view of another heap),
     /// [`Error::OutOfBounds`] when `dest` holds fewer than `src.len()` elements, or
-    /// [`Error::Cuda`] when the copy fails on the GPU.
+    /// [`GpuError::Driver`](ferroshmem_runtime::GpuError::Driver) when the copy fails on the GPU.
     pub async fn put<T: Pod>(
         &self,
         dest: impl Into<SymSlice<'_, T>>,

@@ -1,4 +1,8 @@
-//! The one error type of ferroshmem: every fallible call, on every layer, returns [`Error`].
+//! The error type of ferroshmem: every fallible call of the runtime, the actors and the GPU
+//! layer returns [`Error`]. Errors of one kind of cause are variants (a PE out of range, a
+//! lost peer, a team in the wrong state), so that callers can match them; the GPU layer's own
+//! causes are grouped in [`GpuError`], one variant of [`Error`]. (The launcher's errors, which
+//! no PE sees, are the facade's `LaunchError`.)
 
 use std::time::Duration;
 
@@ -97,12 +101,9 @@ pub enum Error {
         /// The OS error text.
         message: String,
     },
-    /// No GPU or no usable CUDA driver where one was required.
-    #[error("no GPU: {0}")]
-    NoGpu(String),
-    /// A CUDA driver or NVRTC call failed.
-    #[error("CUDA: {0}")]
-    Cuda(String),
+    /// The GPU layer failed (`ferroshmem-gpu`): no GPU, a driver call, a kernel's source.
+    #[error(transparent)]
+    Gpu(#[from] GpuError),
     /// A team used after [`destroy`](crate::Team::destroy).
     #[error("the team has been destroyed")]
     TeamDestroyed,
@@ -126,7 +127,67 @@ pub enum Error {
     },
 }
 
+/// What went wrong in the GPU layer: the [`Error::Gpu`] variant.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum GpuError {
+    /// No GPU, or no usable CUDA driver or NVRTC library, where one was required: a normal
+    /// answer on machines without one.
+    #[error("no GPU: {0}")]
+    NoGpu(String),
+    /// A CUDA driver call failed: what was being done and the driver's answer.
+    #[error("CUDA: {0}")]
+    Driver(String),
+    /// NVRTC refused a kernel's source.
+    #[error("NVRTC compilation failed:\n{log}")]
+    Compile {
+        /// NVRTC's log.
+        log: String,
+    },
+    /// Two PEs' GPUs that must reach each other peer to peer cannot.
+    #[error("GPU {gpu} of PE {pe} cannot reach GPU {peer_gpu} of PE {peer}: {why}")]
+    Unreachable {
+        /// The PE that found out.
+        pe: usize,
+        /// Its GPU's ordinal.
+        gpu: usize,
+        /// The PE it cannot reach.
+        peer: usize,
+        /// That PE's GPU's ordinal.
+        peer_gpu: usize,
+        /// What is missing.
+        why: &'static str,
+    },
+    /// A kernel compiled with the device library's checks (`FERROSHMEM_DEVICE_DEBUG=1`)
+    /// reported a bad call: the operation, PE, address, block and thread.
+    #[error("device check failed: {0}")]
+    DeviceCheck(String),
+}
+
+impl GpuError {
+    /// A short stable name of the variant, used as a metric label.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            GpuError::NoGpu(_) => "no_gpu",
+            GpuError::Driver(_) => "cuda",
+            GpuError::Compile { .. } => "compile",
+            GpuError::Unreachable { .. } => "gpu_unreachable",
+            GpuError::DeviceCheck(_) => "device_check",
+        }
+    }
+}
+
 impl Error {
+    /// [`GpuError::NoGpu`], saying why.
+    pub fn no_gpu(why: impl Into<String>) -> Self {
+        Error::Gpu(GpuError::NoGpu(why.into()))
+    }
+
+    /// [`GpuError::Driver`], saying what failed.
+    pub fn cuda(what: impl Into<String>) -> Self {
+        Error::Gpu(GpuError::Driver(what.into()))
+    }
+
     /// Wraps an OS error with what was being done.
     pub fn os(context: &'static str, err: impl std::fmt::Display) -> Self {
         Error::Os {
@@ -152,8 +213,7 @@ impl Error {
             Error::InvalidArgument(_) => "invalid_argument",
             Error::Shutdown => "shutdown",
             Error::Os { .. } => "os",
-            Error::NoGpu(_) => "no_gpu",
-            Error::Cuda(_) => "cuda",
+            Error::Gpu(gpu) => gpu.kind(),
             Error::TeamDestroyed => "team_destroyed",
             Error::NotMapped { .. } => "not_mapped",
             Error::Polled => "polled",

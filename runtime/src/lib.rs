@@ -30,7 +30,7 @@ pub mod wait;
 pub use amo::AtomicInt;
 pub use collectives::{BitwiseReducible, ReduceOp, Reducible};
 pub use data_plane::{DataPlane, DataPlaneParts};
-pub use error::{Error, Result};
+pub use error::{Error, GpuError, Result};
 pub use exchange::{Exchange, ExchangeFuture};
 pub use health::Health;
 pub use heap::{Allocation, HeapAllocator, HeapId, SymBuffer, SymSlice};

@@ -35,7 +35,7 @@ impl Module {
     /// Loads PTX text into `ctx`.
     pub fn load(ctx: &Arc<CudaContext>, ptx: &str) -> Result<Self> {
         bind(ctx)?;
-        let text = CString::new(ptx).map_err(|_| Error::Cuda("PTX contains a NUL byte".into()))?;
+        let text = CString::new(ptx).map_err(|_| Error::cuda("PTX contains a NUL byte"))?;
         let mut module = std::ptr::null_mut();
         check(
             // SAFETY: NUL-terminated PTX; valid out-pointer; context bound.

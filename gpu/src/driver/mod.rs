@@ -20,14 +20,14 @@ pub(crate) fn check(status: sys::CUresult, what: &str) -> Result<()> {
     if status == sys::CUresult::CUDA_SUCCESS {
         Ok(())
     } else {
-        Err(Error::Cuda(format!("{what} failed: {status:?}")))
+        Err(Error::cuda(format!("{what} failed: {status:?}")))
     }
 }
 
 /// Makes `ctx` current on this thread.
 pub(crate) fn bind(ctx: &CudaContext) -> Result<()> {
     ctx.bind_to_thread()
-        .map_err(|e| Error::Cuda(format!("binding the CUDA context: {e}")))
+        .map_err(|e| Error::cuda(format!("binding the CUDA context: {e}")))
 }
 
 /// Whether the CUDA driver library can be loaded (no panic when it cannot).
