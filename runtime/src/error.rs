@@ -104,6 +104,13 @@ pub enum Error {
     /// The GPU layer failed (`ferroshmem-gpu`): no GPU, a driver call, a kernel's source.
     #[error(transparent)]
     Gpu(#[from] GpuError),
+    /// `set_lock`/`test_lock` on a lock this PE already holds or waits for (from another
+    /// task).
+    #[error("this PE already holds this lock or is waiting for it")]
+    LockHeld,
+    /// `clear_lock` on a lock this PE does not hold.
+    #[error("this PE does not hold the lock it was asked to release")]
+    LockNotHeld,
     /// A team used after [`destroy`](crate::Team::destroy).
     #[error("the team has been destroyed")]
     TeamDestroyed,
@@ -214,6 +221,8 @@ impl Error {
             Error::Shutdown => "shutdown",
             Error::Os { .. } => "os",
             Error::Gpu(gpu) => gpu.kind(),
+            Error::LockHeld => "lock_held",
+            Error::LockNotHeld => "lock_not_held",
             Error::TeamDestroyed => "team_destroyed",
             Error::NotMapped { .. } => "not_mapped",
             Error::Polled => "polled",

@@ -55,11 +55,7 @@ impl DataPlane {
         let node: &AtomicU32 = self.own_segment().mapping().atomic(at);
         node.compare_exchange(0, QUEUED, Ordering::SeqCst, Ordering::SeqCst)
             .map(|_| ())
-            .map_err(|_| {
-                Error::InvalidArgument(
-                    "this PE already holds this lock or is waiting for it".into(),
-                )
-            })
+            .map_err(|_| Error::LockHeld)
     }
 
     /// Acquires the lock `lock[0]` (`shmem_set_lock`), waiting in line behind the PEs that
@@ -75,8 +71,8 @@ impl DataPlane {
     /// ```
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] when this PE already holds the lock or waits for it (from
-    /// another task); the view errors of atomics.
+    /// [`Error::LockHeld`] when this PE already holds the lock or waits for it (from another
+    /// task); the view errors of atomics.
     ///
     /// Cancel safety: not cancel safe: once in line, dropping the future leaves the lock to
     /// this PE when its turn comes, and it is never released.
@@ -96,6 +92,10 @@ impl DataPlane {
 
     /// Acquires the lock if it is free (`shmem_test_lock`); resolves to whether it did.
     /// Never waits.
+    ///
+    /// # Errors
+    /// [`Error::LockHeld`] when this PE already holds the lock or waits for it; the view
+    /// errors of atomics.
     ///
     /// Cancel safety: cancel safe.
     pub async fn test_lock<'a>(&self, lock: impl Into<SymSlice<'a, u64>>) -> Result<bool> {
@@ -118,7 +118,7 @@ impl DataPlane {
     /// operations (as `quiet`), handing it to the next PE in line.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] when this PE does not hold the lock.
+    /// [`Error::LockNotHeld`] when this PE does not hold the lock.
     ///
     /// Cancel safety: not cancel safe: dropped while it waits for a successor to finish
     /// joining the line, it leaves the lock held.
@@ -127,9 +127,7 @@ impl DataPlane {
         let me_pe = self.my_pe();
         let node = self.atomic_fetch(lock.node, me_pe).await?;
         if node & GRANTED == 0 {
-            return Err(Error::InvalidArgument(
-                "clear_lock: this PE does not hold the lock".into(),
-            ));
+            return Err(Error::LockNotHeld);
         }
         self.quiet().await?;
         let me = me_pe as u32 + 1;

@@ -273,7 +273,7 @@ pub async fn locks(pe: &Pe, rounds: u64) -> Result<()> {
     // Misuse: releasing a lock not held, taking one twice.
     let r = pe.clear_lock(lock.at(2)).await;
     ensure!(
-        matches!(r, Err(Error::InvalidArgument(_))),
+        matches!(r, Err(Error::LockNotHeld)),
         "clear without holding: {r:?}"
     );
     pe.barrier_all().await?;
@@ -281,7 +281,7 @@ pub async fn locks(pe: &Pe, rounds: u64) -> Result<()> {
         ensure!(pe.test_lock(lock.at(2)).await?, "test_lock on a free lock");
         let r = pe.set_lock(lock.at(2)).await;
         ensure!(
-            matches!(r, Err(Error::InvalidArgument(_))),
+            matches!(r, Err(Error::LockHeld)),
             "set_lock while holding: {r:?}"
         );
     }
