@@ -24,6 +24,7 @@ fn pe_entry() {
     let Ok(scenario) = std::env::var(SCENARIO) else {
         return;
     };
+    ferroshmem::observability::init_tracing();
     let rt = common::runtime();
     let results = rt.block_on(ferroshmem::run(1, move |pe| {
         let scenario = scenario.clone();
@@ -204,67 +205,64 @@ fn every_scenario_passes_on_three_hosts_of_one_pe() {
     every_scenario_passes(3, 1);
 }
 
-#[test]
-fn every_scenario_passes_under_mpirun_across_hosts() {
-    if !fabric_available() {
-        return;
-    }
+/// `mpirun` of this test binary's PE entry as `scenario`, 2 PEs on each of `hosts` (started
+/// there through the hosts' agent), with `env` passed to every PE; returns its output, or
+/// `None` (saying why) where mpirun is not installed.
+fn mpirun_job(hosts: &Hosts, scenario: &str, env: &[(&str, &str)]) -> Option<Output> {
     if Command::new("mpirun").arg("--version").output().is_err() {
         eprintln!("skipped: mpirun (openmpi-bin) is not installed");
-        return;
+        return None;
     }
-    let Some(hosts) = Hosts::make(2) else {
-        return;
-    };
-    // PE 0's rendezvous socket is node-local: the root's address and secret come from the
-    // environment, as the README says to do under mpirun across hosts.
-    let port = 20_000 + std::process::id() % 40_000;
-    let root = format!("{}:{port}", hosts.addresses[0]);
-    let secret: String = (0..32)
-        .map(|i| format!("{:02x}", (i * 37 + port) % 256))
-        .collect();
     let subnet = format!(
         "{}.0/24",
         hosts.bridge_address.rsplit_once('.').expect("ipv4").0
     );
+    let mut cmd = Command::new("mpirun");
+    cmd.args([
+        "--allow-run-as-root",
+        "--oversubscribe",
+        "--bind-to",
+        "none",
+    ])
+    .arg("--mca")
+    .arg("plm_rsh_agent")
+    .arg(&hosts.agent)
+    .args(["--mca", "oob_tcp_if_include", &subnet])
+    .args(["--mca", "btl_tcp_if_include", &subnet])
+    .args(["-H", &hosts.hosts_arg(2), "-np", "4"]);
+    let passed = [
+        SCENARIO,
+        "FERROSHMEM_SYMMETRIC_SIZE",
+        "RUST_BACKTRACE",
+        "RUST_LOG",
+    ];
+    for name in passed.iter().chain(env.iter().map(|(k, _)| k)) {
+        cmd.args(["-x", name]);
+    }
     let started = Instant::now();
-    let out = Command::new("mpirun")
-        .args([
-            "--allow-run-as-root",
-            "--oversubscribe",
-            "--bind-to",
-            "none",
-        ])
-        .arg("--mca")
-        .arg("plm_rsh_agent")
-        .arg(&hosts.agent)
-        .args(["--mca", "oob_tcp_if_include", &subnet])
-        .args(["--mca", "btl_tcp_if_include", &subnet])
-        .args(["-H", &hosts.hosts_arg(2), "-np", "4"])
-        .args([
-            "-x",
-            "FERROSHMEM_ROOT",
-            "-x",
-            "FERROSHMEM_SECRET",
-            "-x",
-            SCENARIO,
-        ])
-        .args(["-x", "FERROSHMEM_SYMMETRIC_SIZE", "-x", "RUST_BACKTRACE"])
+    let out = cmd
         .arg(std::env::current_exe().expect("test binary"))
         .args(["pe_entry", "--exact", "--nocapture", "--test-threads=1"])
-        .env("FERROSHMEM_ROOT", &root)
-        .env("FERROSHMEM_SECRET", &secret)
-        .env(SCENARIO, "all")
+        .env(SCENARIO, scenario)
         .env("FERROSHMEM_SYMMETRIC_SIZE", "64M")
         .env("RUST_BACKTRACE", "0")
+        // Each PE logs how it found the bootstrap root when it joins.
+        .env("RUST_LOG", "ferroshmem_actors=info")
+        .envs(env.iter().copied())
         .output()
         .expect("mpirun starts");
-    let all = text(&out);
     eprintln!(
-        "mpirun, 2 hosts x 2 PEs: {:?} in {:?}",
+        "mpirun, 2 hosts x 2 PEs, {scenario}: {:?} in {:?}",
         out.status,
         started.elapsed()
     );
+    Some(out)
+}
+
+/// Checks that every PE of an mpirun job passed, 2 on each host, and found the root through
+/// `rendezvous`.
+fn mpirun_job_passed(hosts: &Hosts, out: &Output, rendezvous: &str) {
+    let all = text(out);
     assert!(out.status.success(), "{all}");
     assert_eq!(all.matches("every scenario passed").count(), 4, "{all}");
     for address in &hosts.addresses {
@@ -273,6 +271,55 @@ fn every_scenario_passes_under_mpirun_across_hosts() {
             2,
             "{all}"
         );
+    }
+    // The log line may be coloured: its words are matched apart.
+    let joined = all
+        .lines()
+        .filter(|l| l.contains("PE joined its job") && l.contains("rendezvous"))
+        .filter(|l| l.ends_with(rendezvous))
+        .count();
+    assert_eq!(
+        joined, 4,
+        "every PE found the root through {rendezvous}:\n{all}"
+    );
+}
+
+/// PE 0's root address and the job's secret travel through mpirun's PMIx key-value store:
+/// nothing is given to the PEs, and PE 0's rendezvous socket (node-local) cannot reach the
+/// other host.
+#[test]
+fn every_scenario_passes_under_mpirun_across_hosts_through_pmix() {
+    if !fabric_available() {
+        return;
+    }
+    let Some(hosts) = Hosts::make(2) else {
+        return;
+    };
+    if let Some(out) = mpirun_job(&hosts, "all", &[]) {
+        mpirun_job_passed(&hosts, &out, "Pmix");
+    }
+}
+
+/// The root's address and secret given to every PE, as where the launcher offers no PMIx.
+#[test]
+fn a_scenario_passes_under_mpirun_across_hosts_with_the_root_given() {
+    if !fabric_available() {
+        return;
+    }
+    let Some(hosts) = Hosts::make(2) else {
+        return;
+    };
+    let port = 20_000 + std::process::id() % 40_000;
+    let root = format!("{}:{port}", hosts.addresses[0]);
+    let secret: String = (0..32)
+        .map(|i| format!("{:02x}", (i * 37 + port) % 256))
+        .collect();
+    let env = [
+        ("FERROSHMEM_ROOT", root.as_str()),
+        ("FERROSHMEM_SECRET", secret.as_str()),
+    ];
+    if let Some(out) = mpirun_job(&hosts, "rma", &env) {
+        mpirun_job_passed(&hosts, &out, "Environment");
     }
 }
 

@@ -1,5 +1,6 @@
-//! Under `mpirun`, PE 0 hands the root's address and the job's secret to the other PEs on a
-//! rendezvous socket with no file: a job stopped before it forms (PE 0 waiting for PEs that
+//! Under `mpirun` without PMIx on one node, PE 0 hands the root's address and the job's
+//! secret to the other PEs on a rendezvous socket with no file (here, PMIx is taken from PE
+//! 0 by removing `PMIX_RANK` from its environment): a job stopped before it forms (PE 0 waiting for PEs that
 //! never come, `mpirun` sent SIGTERM) leaves nothing behind, in the temporary directory or
 //! among the node's sockets. One test in this binary, so that no other job's socket shows.
 
@@ -40,6 +41,7 @@ fn a_job_stopped_before_it_forms_leaves_nothing_behind() {
             "none",
         ])
         .args(["-x", PE_MODE, "-x", "TMPDIR", "-np", "1"])
+        .args(["env", "-u", "PMIX_RANK"])
         .arg(&exe)
         .args([
             "--exact",
