@@ -106,7 +106,10 @@ fn every_launcher_is_recognised() {
     // loopback), no socket; or the one given.
     let head = [
         ("OMPI_COMM_WORLD_LOCAL_SIZE", "2"),
-        ("OMPI_MCA_orte_hnp_uri", "5.0;tcp://127.0.0.1,198.51.100.7:4000"),
+        (
+            "OMPI_MCA_orte_hnp_uri",
+            "5.0;tcp://127.0.0.1,198.51.100.7:4000",
+        ),
     ];
     let across = [&mpirun[..], &head[..]].concat();
     let facing = ferroshmem_actors::routes::source_towards("198.51.100.7:4000".parse().unwrap());
