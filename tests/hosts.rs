@@ -73,30 +73,27 @@ fn pe_entry() {
     }
 }
 
-/// The last PE (on the last host) is lost after a barrier: killed, or its host's link cut by
-/// the test once every PE printed `ready`. PE 0, which outlives the launcher's SIGTERM (the
-/// job stops when the victim's process ends), reports what its next barrier ended with.
+/// The last PE (on the last host) is lost once every PE has said `ready` after a barrier:
+/// the test kills its process (by the pid it printed) or cuts its host's link. PE 0, which
+/// outlives the launcher's SIGTERM (the job stops when the victim's process ends), reports
+/// what its wait ended with.
 async fn lose_one(pe: &ferroshmem::Pe, how: &str) -> ferroshmem::Result<()> {
     let mut stop = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| Error::os("SIGTERM handler", e))?;
     let (me, victim) = (pe.my_pe(), pe.n_pes() - 1);
     let flag = pe.calloc::<u64>(1).await?;
     pe.barrier_all().await?;
-    println!("PE {me} ready");
-    if me == victim {
-        if how == "kill-remote" {
-            let _ = rustix::process::kill_process(
-                rustix::process::getpid(),
-                rustix::process::Signal::KILL,
-            );
-        }
+    println!("PE {me} ready, pid {}", std::process::id());
+    if me == victim && how == "cut-link" {
         // Cut off meanwhile: this put never arrives, and this PE, which loses the root,
         // stays until the launcher stops it, so that PE 0 learns of the loss from the root.
         tokio::time::sleep(std::time::Duration::from_secs(2)).await;
         let _ = pe.p(&flag, 1, 0).await;
     }
     if me != 0 {
+        // The launcher stops the job: this PE's own handler keeps it to say so.
         let _ = stop.recv().await;
+        println!("PE {me} stopped by SIGTERM");
         return Ok(());
     }
     let started = Instant::now();
@@ -348,13 +345,13 @@ fn spawn_job(
         .expect("the launcher starts")
 }
 
-/// Reads the job's stdout lines as they come; `on_ready` runs once `ready_lines` PEs said
-/// `ready`. Returns every line, with when PE 0's report came (after `on_ready`). Kills the
+/// Reads the job's stdout lines as they come; `on_ready` runs, with the lines so far, once
+/// `ready_lines` PEs said `ready`. Returns every line, with when PE 0's report came (after `on_ready`). Kills the
 /// job if it runs past a minute (the test then fails on the missing report).
 fn watch_job(
     mut child: std::process::Child,
     ready_lines: usize,
-    on_ready: impl FnOnce(),
+    on_ready: impl FnOnce(&str),
 ) -> (
     String,
     Option<std::time::Duration>,
@@ -375,11 +372,13 @@ fn watch_job(
         .lines()
         .map_while(|l| l.ok())
     {
+        all.push_str(&line);
+        all.push('\n');
         if line.contains(" ready") {
             ready += 1;
             if ready == ready_lines {
                 if let Some(f) = on_ready.take() {
-                    f();
+                    f(&all);
                     since = Some(Instant::now());
                 }
             }
@@ -387,8 +386,6 @@ fn watch_job(
         if line.contains("[pe 0] PE 0:") && report.is_none() {
             report = since.map(|t| t.elapsed());
         }
-        all.push_str(&line);
-        all.push('\n');
     }
     let status = child.wait().expect("the launcher ends");
     drop(guard);
@@ -396,16 +393,19 @@ fn watch_job(
     (all, report, status)
 }
 
-/// Runs `scenario` on `per_host` PEs of 2 hosts, `lose` acting once every PE is ready, and
-/// checks that the launcher fails and PE 0 names one of the PEs `lost` within `bound`;
+/// Runs `scenario` on `per_host` PEs of 2 hosts, `lose` acting once every PE is ready (given
+/// the hosts and the job's output so far), and
+/// checks that the launcher fails, that PE 0 names one of the PEs `lost` within `bound`, and
+/// that `stopped` PEs said they were stopped by the launcher's SIGTERM (their own handler);
 /// returns how long PE 0's report took after `lose`.
 fn loss_is_reported(
     per_host: usize,
     scenario: &str,
     env: &[(&str, &str)],
     lost: std::ops::Range<usize>,
+    stopped: usize,
     bound: std::time::Duration,
-    lose: impl FnOnce(&Hosts),
+    lose: impl FnOnce(&Hosts, &str),
 ) -> Option<std::time::Duration> {
     if !fabric_available() {
         return None;
@@ -417,7 +417,7 @@ fn loss_is_reported(
     let mut env = env.to_vec();
     env.push((REPORT, path.as_str()));
     let child = spawn_job(&hosts, per_host, scenario, &env);
-    let (all, _, status) = watch_job(child, 2 * per_host, || lose(&hosts));
+    let (all, _, status) = watch_job(child, 2 * per_host, |ready| lose(&hosts, ready));
     assert!(!status.success(), "the launcher exits non-zero:\n{all}");
     let said = std::fs::read_to_string(&report).unwrap_or_default();
     let _ = std::fs::remove_file(&report);
@@ -432,13 +432,30 @@ fn loss_is_reported(
             panic!("PE 0 names one of PEs {lost:?}; it reported {said:?}:\n{all}")
         }));
     assert!(after < bound, "{after:?}:\n{all}");
+    assert_eq!(all.matches("stopped by SIGTERM").count(), stopped, "{all}");
     Some(after)
+}
+
+/// Kills PE 3's process (on the second host), by the pid its `ready` line gave.
+fn kill_pe_3(_: &Hosts, ready: &str) {
+    let pid = ready
+        .lines()
+        .find_map(|l| {
+            l.split_once("PE 3 ready, pid ")?
+                .1
+                .trim()
+                .parse::<i32>()
+                .ok()
+        })
+        .and_then(rustix::process::Pid::from_raw)
+        .unwrap_or_else(|| panic!("PE 3 said its pid:\n{ready}"));
+    rustix::process::kill_process(pid, rustix::process::Signal::KILL).expect("kill PE 3");
 }
 
 #[test]
 fn a_killed_remote_pe_ends_every_wait_with_peer_lost() {
     let bound = std::time::Duration::from_secs(10);
-    if let Some(after) = loss_is_reported(2, "kill-remote", &[], 3..4, bound, |_| {}) {
+    if let Some(after) = loss_is_reported(2, "kill-remote", &[], 3..4, 2, bound, kill_pe_3) {
         eprintln!("PeerLost reached PE 0 {after:?} after its wait began (target: within 2 s)");
     }
 }
@@ -447,9 +464,9 @@ fn a_killed_remote_pe_ends_every_wait_with_peer_lost() {
 fn a_cut_link_ends_every_wait_with_peer_lost_within_the_peer_timeout() {
     let env = [("FERROSHMEM_PEER_TIMEOUT", "3s")];
     let bound = std::time::Duration::from_secs(20);
-    let cut = |hosts: &Hosts| hosts.cut(1).expect("cut the link");
+    let cut = |hosts: &Hosts, _: &str| hosts.cut(1).expect("cut the link");
     // Either PE of the cut host may be found silent first.
-    if let Some(after) = loss_is_reported(2, "cut-link", &env, 2..4, bound, cut) {
+    if let Some(after) = loss_is_reported(2, "cut-link", &env, 2..4, 3, bound, cut) {
         eprintln!("PeerLost reached PE 0 {after:?} after its wait began, cut then (FERROSHMEM_PEER_TIMEOUT=3s)");
     }
 }
