@@ -19,7 +19,9 @@
 //! # Blocking
 //! Every call blocks the calling thread (PMIx hands the work to its own progress thread and
 //! waits for it): async code runs them with `spawn_blocking`. [`Client::lookup`] waits at most
-//! the time it is given, which PMIx enforces at its server (`PMIX_TIMEOUT`).
+//! the time it is given, which PMIx enforces at its server (`PMIX_TIMEOUT`). A server may
+//! answer "not found" at once when the process asked has not stored the key yet (Open MPI's
+//! does for a process of its own node): the caller asks again.
 
 // The audited layer of the PMIx library: the only module of this crate allowed `unsafe`.
 #![allow(unsafe_code)]
@@ -40,6 +42,8 @@ const MAX_NSLEN: usize = 255;
 const MAX_KEYLEN: usize = 511;
 /// `PMIX_SUCCESS`.
 const SUCCESS: c_int = 0;
+/// `PMIX_ERR_NOT_FOUND`.
+const ERR_NOT_FOUND: c_int = -46;
 /// `PMIX_GLOBAL`: the value is visible to every process of the job, on every node.
 const SCOPE_GLOBAL: u8 = 3;
 /// `PMIX_STRING`.
@@ -281,11 +285,12 @@ impl Client {
     }
 
     /// The string that the process of rank `rank` in this namespace stored under `key`,
-    /// waiting up to `timeout` for it to be stored (blocks).
+    /// waiting up to `timeout` for it to be stored (blocks); `None` when the server says it
+    /// is not there (yet).
     ///
     /// # Errors
     /// [`Error::Bootstrap`] when it is not there in time, or is not a string.
-    pub fn lookup(&self, rank: u32, name: &str, timeout: Duration) -> Result<String> {
+    pub fn lookup(&self, rank: u32, name: &str, timeout: Duration) -> Result<Option<String>> {
         let key = key(name)?;
         let target = Proc { rank, ..self.me };
         let wait = Info::timeout(timeout.as_secs_f64().ceil() as u64);
@@ -293,6 +298,9 @@ impl Client {
         // SAFETY: `target`, `key` and the one directive live across the call; on success
         // PMIx_Get stores in `found` a value it allocated, which is released below.
         let rc = unsafe { (self.functions.get)(&target, key.as_ptr(), &wait, 1, &mut found) };
+        if rc == ERR_NOT_FOUND {
+            return Ok(None);
+        }
         if rc != SUCCESS || found.is_null() {
             return Err(Error::Bootstrap(format!(
                 "PMIx_Get of {name} from rank {rank} failed: {}",
@@ -315,7 +323,7 @@ impl Client {
             (self.functions.value_destruct)(found);
             libc::free(found.cast());
         }
-        text.ok_or_else(|| {
+        text.map(Some).ok_or_else(|| {
             Error::Bootstrap(format!("PMIx value {name} of rank {rank} is not a string"))
         })
     }

@@ -272,13 +272,7 @@ async fn via_pmix(env: &LaunchEnv, client: pmix::Client, listen: IpAddr) -> Resu
         .await?;
         (address, secret, Some(hosted), client)
     } else {
-        let timeout = env.timeout;
-        let (line, client) = blocking("PMIx_Get", timeout + Duration::from_secs(2), move || {
-            client
-                .lookup(0, PMIX_KEY, timeout)
-                .map(|line| (line, client))
-        })
-        .await?;
+        let (line, client) = read_pmix(env, client).await?;
         let (address, secret) = parse_published(&line).ok_or_else(|| {
             Error::Bootstrap(format!(
                 "PE {rank}: PE 0's PMIx value {PMIX_KEY} is not `ADDRESS SECRET`: {line:?}"
@@ -296,6 +290,31 @@ async fn via_pmix(env: &LaunchEnv, client: pmix::Client, listen: IpAddr) -> Resu
         published: None,
         pmix: Some(client),
     })
+}
+
+/// Reads PE 0's `ADDRESS SECRET` from PMIx, asking again while the server says it is not
+/// there yet, until the bootstrap timeout.
+async fn read_pmix(env: &LaunchEnv, client: pmix::Client) -> Result<(String, pmix::Client)> {
+    let deadline = tokio::time::Instant::now() + env.timeout;
+    let mut client = client;
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let (found, back) = blocking("PMIx_Get", left + Duration::from_secs(2), move || {
+            client.lookup(0, PMIX_KEY, left).map(|line| (line, client))
+        })
+        .await?;
+        client = back;
+        if let Some(line) = found {
+            return Ok((line, client));
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(Error::Bootstrap(format!(
+                "PE {}: PE 0 did not store the bootstrap root's address in PMIx ({PMIX_KEY}) within {:?}",
+                env.rank, env.timeout
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// PE 0 hosts the root on loopback and serves its address on the rendezvous socket `name`;
