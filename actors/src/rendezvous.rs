@@ -4,8 +4,8 @@
 //!
 //! # PMIx
 //! PE 0 stores `ADDRESS SECRET` under [`PMIX_KEY`] (global scope) and commits it; the other
-//! PEs get it from rank 0, which PMIx's server fetches from PE 0's node when they are elsewhere
-//! and holds until PE 0 has committed, up to the bootstrap timeout. Every PE stays a PMIx
+//! PEs get it from rank 0, which the PMIx servers fetch from PE 0's node. A server that
+//! answers "not found" before PE 0 has stored it is asked again, until the bootstrap timeout. Every PE stays a PMIx
 //! client until the job has formed (every PE has read the key) or its bootstrap has failed.
 //! The secret still guards every connection to the root.
 //!
