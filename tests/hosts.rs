@@ -203,9 +203,14 @@ fn every_scenario_passes_on_three_hosts_of_one_pe() {
 }
 
 /// `mpirun` of this test binary's PE entry as `scenario`, 2 PEs on each of `hosts` (started
-/// there through the hosts' agent), with `env` passed to every PE; returns its output, or
-/// `None` (saying why) where mpirun is not installed.
-fn mpirun_job(hosts: &Hosts, scenario: &str, env: &[(&str, &str)]) -> Option<Output> {
+/// there through the hosts' agent, each after the words `before`), with `env` passed to every
+/// PE; returns its output, or `None` (saying why) where mpirun is not installed.
+fn mpirun_job(
+    hosts: &Hosts,
+    scenario: &str,
+    env: &[(&str, &str)],
+    before: &[&str],
+) -> Option<Output> {
     if Command::new("mpirun").arg("--version").output().is_err() {
         eprintln!("skipped: mpirun (openmpi-bin) is not installed");
         return None;
@@ -238,6 +243,7 @@ fn mpirun_job(hosts: &Hosts, scenario: &str, env: &[(&str, &str)]) -> Option<Out
     }
     let started = Instant::now();
     let out = cmd
+        .args(before)
         .arg(std::env::current_exe().expect("test binary"))
         .args(["pe_entry", "--exact", "--nocapture", "--test-threads=1"])
         .env(SCENARIO, scenario)
@@ -292,7 +298,7 @@ fn every_scenario_passes_under_mpirun_across_hosts_through_pmix() {
     let Some(hosts) = Hosts::make(2) else {
         return;
     };
-    if let Some(out) = mpirun_job(&hosts, "all", &[]) {
+    if let Some(out) = mpirun_job(&hosts, "all", &[], &[]) {
         mpirun_job_passed(&hosts, &out, "Pmix");
     }
 }
@@ -315,9 +321,33 @@ fn a_scenario_passes_under_mpirun_across_hosts_with_the_root_given() {
         ("FERROSHMEM_ROOT", root.as_str()),
         ("FERROSHMEM_SECRET", secret.as_str()),
     ];
-    if let Some(out) = mpirun_job(&hosts, "rma", &env) {
+    if let Some(out) = mpirun_job(&hosts, "rma", &env, &[]) {
         mpirun_job_passed(&hosts, &out, "Environment");
     }
+}
+
+/// Without PMIx (taken from the PEs' environment) and without the root given, a job across
+/// hosts cannot hand the root out: every PE fails at init with a configuration error saying
+/// what to give, instead of waiting for a root it cannot find.
+#[test]
+fn a_job_across_hosts_without_pmix_fails_at_init_saying_what_to_give() {
+    if !fabric_available() {
+        return;
+    }
+    let Some(hosts) = Hosts::make(2) else {
+        return;
+    };
+    let Some(out) = mpirun_job(&hosts, "rma", &[], &["env", "-u", "PMIX_RANK"]) else {
+        return;
+    };
+    let all = text(&out);
+    assert!(!out.status.success(), "{all}");
+    let refused = all
+        .lines()
+        .filter(|l| l.contains("Config(") && l.contains("FERROSHMEM_ROOT"))
+        .count();
+    assert!(refused >= 1, "a PE says what to give:\n{all}");
+    assert_eq!(all.matches("every scenario passed").count(), 0, "{all}");
 }
 
 #[test]
