@@ -24,6 +24,7 @@ fn pe_entry() {
     let Ok(scenario) = std::env::var(SCENARIO) else {
         return;
     };
+    ferroshmem::observability::init_tracing();
     let rt = common::runtime();
     let results = rt.block_on(ferroshmem::run(1, move |pe| {
         let scenario = scenario.clone();
@@ -72,30 +73,27 @@ fn pe_entry() {
     }
 }
 
-/// The last PE (on the last host) is lost after a barrier: killed, or its host's link cut by
-/// the test once every PE printed `ready`. PE 0, which outlives the launcher's SIGTERM (the
-/// job stops when the victim's process ends), reports what its next barrier ended with.
+/// The last PE (on the last host) is lost once every PE has said `ready` after a barrier:
+/// the test kills its process (by the pid it printed) or cuts its host's link. PE 0, which
+/// outlives the launcher's SIGTERM (the job stops when the victim's process ends), reports
+/// what its wait ended with.
 async fn lose_one(pe: &ferroshmem::Pe, how: &str) -> ferroshmem::Result<()> {
     let mut stop = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| Error::os("SIGTERM handler", e))?;
     let (me, victim) = (pe.my_pe(), pe.n_pes() - 1);
     let flag = pe.calloc::<u64>(1).await?;
     pe.barrier_all().await?;
-    println!("PE {me} ready");
-    if me == victim {
-        if how == "kill-remote" {
-            let _ = rustix::process::kill_process(
-                rustix::process::getpid(),
-                rustix::process::Signal::KILL,
-            );
-        }
+    println!("PE {me} ready, pid {}", std::process::id());
+    if me == victim && how == "cut-link" {
         // Cut off meanwhile: this put never arrives, and this PE, which loses the root,
         // stays until the launcher stops it, so that PE 0 learns of the loss from the root.
         tokio::time::sleep(std::time::Duration::from_secs(2)).await;
         let _ = pe.p(&flag, 1, 0).await;
     }
     if me != 0 {
+        // The launcher stops the job: this PE's own handler keeps it to say so.
         let _ = stop.recv().await;
+        println!("PE {me} stopped by SIGTERM");
         return Ok(());
     }
     let started = Instant::now();
@@ -204,67 +202,70 @@ fn every_scenario_passes_on_three_hosts_of_one_pe() {
     every_scenario_passes(3, 1);
 }
 
-#[test]
-fn every_scenario_passes_under_mpirun_across_hosts() {
-    if !fabric_available() {
-        return;
-    }
+/// `mpirun` of this test binary's PE entry as `scenario`, 2 PEs on each of `hosts` (started
+/// there through the hosts' agent, each after the words `before`), with `env` passed to every
+/// PE; returns its output, or `None` (saying why) where mpirun is not installed.
+fn mpirun_job(
+    hosts: &Hosts,
+    scenario: &str,
+    env: &[(&str, &str)],
+    before: &[&str],
+) -> Option<Output> {
     if Command::new("mpirun").arg("--version").output().is_err() {
         eprintln!("skipped: mpirun (openmpi-bin) is not installed");
-        return;
+        return None;
     }
-    let Some(hosts) = Hosts::make(2) else {
-        return;
-    };
-    // PE 0's rendezvous socket is node-local: the root's address and secret come from the
-    // environment, as the README says to do under mpirun across hosts.
-    let port = 20_000 + std::process::id() % 40_000;
-    let root = format!("{}:{port}", hosts.addresses[0]);
-    let secret: String = (0..32)
-        .map(|i| format!("{:02x}", (i * 37 + port) % 256))
-        .collect();
     let subnet = format!(
         "{}.0/24",
         hosts.bridge_address.rsplit_once('.').expect("ipv4").0
     );
+    let mut cmd = Command::new("mpirun");
+    cmd.args([
+        "--allow-run-as-root",
+        "--oversubscribe",
+        "--bind-to",
+        "none",
+    ])
+    .arg("--mca")
+    .arg("plm_rsh_agent")
+    .arg(&hosts.agent)
+    .args(["--mca", "oob_tcp_if_include", &subnet])
+    .args(["--mca", "btl_tcp_if_include", &subnet])
+    .args(["-H", &hosts.hosts_arg(2), "-np", "4"]);
+    let passed = [
+        SCENARIO,
+        "FERROSHMEM_SYMMETRIC_SIZE",
+        "RUST_BACKTRACE",
+        "RUST_LOG",
+    ];
+    for name in passed.iter().chain(env.iter().map(|(k, _)| k)) {
+        cmd.args(["-x", name]);
+    }
     let started = Instant::now();
-    let out = Command::new("mpirun")
-        .args([
-            "--allow-run-as-root",
-            "--oversubscribe",
-            "--bind-to",
-            "none",
-        ])
-        .arg("--mca")
-        .arg("plm_rsh_agent")
-        .arg(&hosts.agent)
-        .args(["--mca", "oob_tcp_if_include", &subnet])
-        .args(["--mca", "btl_tcp_if_include", &subnet])
-        .args(["-H", &hosts.hosts_arg(2), "-np", "4"])
-        .args([
-            "-x",
-            "FERROSHMEM_ROOT",
-            "-x",
-            "FERROSHMEM_SECRET",
-            "-x",
-            SCENARIO,
-        ])
-        .args(["-x", "FERROSHMEM_SYMMETRIC_SIZE", "-x", "RUST_BACKTRACE"])
+    let out = cmd
+        .args(before)
         .arg(std::env::current_exe().expect("test binary"))
         .args(["pe_entry", "--exact", "--nocapture", "--test-threads=1"])
-        .env("FERROSHMEM_ROOT", &root)
-        .env("FERROSHMEM_SECRET", &secret)
-        .env(SCENARIO, "all")
+        .env(SCENARIO, scenario)
         .env("FERROSHMEM_SYMMETRIC_SIZE", "64M")
         .env("RUST_BACKTRACE", "0")
+        // Each PE logs how it found the bootstrap root when it joins.
+        .env("RUST_LOG", "ferroshmem_actors=info")
+        .envs(env.iter().copied())
         .output()
         .expect("mpirun starts");
-    let all = text(&out);
     eprintln!(
-        "mpirun, 2 hosts x 2 PEs: {:?} in {:?}",
+        "mpirun, 2 hosts x 2 PEs, {scenario}: {:?} in {:?}",
         out.status,
         started.elapsed()
     );
+    Some(out)
+}
+
+/// Checks that every PE of an mpirun job passed, 2 on each host, and found the root through
+/// `rendezvous`.
+fn mpirun_job_passed(hosts: &Hosts, out: &Output, rendezvous: &str) {
+    let all = text(out);
     assert!(out.status.success(), "{all}");
     assert_eq!(all.matches("every scenario passed").count(), 4, "{all}");
     for address in &hosts.addresses {
@@ -274,6 +275,79 @@ fn every_scenario_passes_under_mpirun_across_hosts() {
             "{all}"
         );
     }
+    // The log line may be coloured: its words are matched apart.
+    let joined = all
+        .lines()
+        .filter(|l| l.contains("PE joined its job") && l.contains("rendezvous"))
+        .filter(|l| l.ends_with(rendezvous))
+        .count();
+    assert_eq!(
+        joined, 4,
+        "every PE found the root through {rendezvous}:\n{all}"
+    );
+}
+
+/// PE 0's root address and the job's secret travel through mpirun's PMIx key-value store:
+/// nothing is given to the PEs, and PE 0's rendezvous socket (node-local) cannot reach the
+/// other host.
+#[test]
+fn every_scenario_passes_under_mpirun_across_hosts_through_pmix() {
+    if !fabric_available() {
+        return;
+    }
+    let Some(hosts) = Hosts::make(2) else {
+        return;
+    };
+    if let Some(out) = mpirun_job(&hosts, "all", &[], &[]) {
+        mpirun_job_passed(&hosts, &out, "Pmix");
+    }
+}
+
+/// The root's address and secret given to every PE, as where the launcher offers no PMIx.
+#[test]
+fn a_scenario_passes_under_mpirun_across_hosts_with_the_root_given() {
+    if !fabric_available() {
+        return;
+    }
+    let Some(hosts) = Hosts::make(2) else {
+        return;
+    };
+    let port = 20_000 + std::process::id() % 40_000;
+    let root = format!("{}:{port}", hosts.addresses[0]);
+    let secret: String = (0..32)
+        .map(|i| format!("{:02x}", (i * 37 + port) % 256))
+        .collect();
+    let env = [
+        ("FERROSHMEM_ROOT", root.as_str()),
+        ("FERROSHMEM_SECRET", secret.as_str()),
+    ];
+    if let Some(out) = mpirun_job(&hosts, "rma", &env, &[]) {
+        mpirun_job_passed(&hosts, &out, "Environment");
+    }
+}
+
+/// Without PMIx (taken from the PEs' environment) and without the root given, a job across
+/// hosts cannot hand the root out: every PE fails at init with a configuration error saying
+/// what to give, instead of waiting for a root it cannot find.
+#[test]
+fn a_job_across_hosts_without_pmix_fails_at_init_saying_what_to_give() {
+    if !fabric_available() {
+        return;
+    }
+    let Some(hosts) = Hosts::make(2) else {
+        return;
+    };
+    let Some(out) = mpirun_job(&hosts, "rma", &[], &["env", "-u", "PMIX_RANK"]) else {
+        return;
+    };
+    let all = text(&out);
+    assert!(!out.status.success(), "{all}");
+    let refused = all
+        .lines()
+        .filter(|l| l.contains("Config(") && l.contains("FERROSHMEM_ROOT"))
+        .count();
+    assert!(refused >= 1, "a PE says what to give:\n{all}");
+    assert_eq!(all.matches("every scenario passed").count(), 0, "{all}");
 }
 
 #[test]
@@ -301,13 +375,13 @@ fn spawn_job(
         .expect("the launcher starts")
 }
 
-/// Reads the job's stdout lines as they come; `on_ready` runs once `ready_lines` PEs said
-/// `ready`. Returns every line, with when PE 0's report came (after `on_ready`). Kills the
+/// Reads the job's stdout lines as they come; `on_ready` runs, with the lines so far, once
+/// `ready_lines` PEs said `ready`. Returns every line, with when PE 0's report came (after `on_ready`). Kills the
 /// job if it runs past a minute (the test then fails on the missing report).
 fn watch_job(
     mut child: std::process::Child,
     ready_lines: usize,
-    on_ready: impl FnOnce(),
+    on_ready: impl FnOnce(&str),
 ) -> (
     String,
     Option<std::time::Duration>,
@@ -328,11 +402,13 @@ fn watch_job(
         .lines()
         .map_while(|l| l.ok())
     {
+        all.push_str(&line);
+        all.push('\n');
         if line.contains(" ready") {
             ready += 1;
             if ready == ready_lines {
                 if let Some(f) = on_ready.take() {
-                    f();
+                    f(&all);
                     since = Some(Instant::now());
                 }
             }
@@ -340,8 +416,6 @@ fn watch_job(
         if line.contains("[pe 0] PE 0:") && report.is_none() {
             report = since.map(|t| t.elapsed());
         }
-        all.push_str(&line);
-        all.push('\n');
     }
     let status = child.wait().expect("the launcher ends");
     drop(guard);
@@ -349,16 +423,19 @@ fn watch_job(
     (all, report, status)
 }
 
-/// Runs `scenario` on `per_host` PEs of 2 hosts, `lose` acting once every PE is ready, and
-/// checks that the launcher fails and PE 0 names `lost` within `bound`; returns how long
-/// PE 0's report took after `lose`.
+/// Runs `scenario` on `per_host` PEs of 2 hosts, `lose` acting once every PE is ready (given
+/// the hosts and the job's output so far), and
+/// checks that the launcher fails, that PE 0 names one of the PEs `lost` within `bound`, and
+/// that `stopped` PEs said they were stopped by the launcher's SIGTERM (their own handler);
+/// returns how long PE 0's report took after `lose`.
 fn loss_is_reported(
     per_host: usize,
     scenario: &str,
     env: &[(&str, &str)],
-    lost: usize,
+    lost: std::ops::Range<usize>,
+    stopped: usize,
     bound: std::time::Duration,
-    lose: impl FnOnce(&Hosts),
+    lose: impl FnOnce(&Hosts, &str),
 ) -> Option<std::time::Duration> {
     if !fabric_available() {
         return None;
@@ -370,26 +447,45 @@ fn loss_is_reported(
     let mut env = env.to_vec();
     env.push((REPORT, path.as_str()));
     let child = spawn_job(&hosts, per_host, scenario, &env);
-    let (all, _, status) = watch_job(child, 2 * per_host, || lose(&hosts));
+    let (all, _, status) = watch_job(child, 2 * per_host, |ready| lose(&hosts, ready));
     assert!(!status.success(), "the launcher exits non-zero:\n{all}");
     let said = std::fs::read_to_string(&report).unwrap_or_default();
     let _ = std::fs::remove_file(&report);
-    let named = format!("PE 0: PeerLost of PE {lost} after ");
     let ms = said
-        .strip_prefix(&named)
+        .strip_prefix("PE 0: PeerLost of PE ")
         .and_then(|rest| rest.strip_suffix(" ms"))
-        .and_then(|ms| ms.parse::<u64>().ok());
-    let after = std::time::Duration::from_millis(
-        ms.unwrap_or_else(|| panic!("PE 0 names the lost PE; it reported {said:?}:\n{all}")),
-    );
+        .and_then(|rest| rest.split_once(" after "))
+        .filter(|(pe, _)| pe.parse().is_ok_and(|pe| lost.contains(&pe)))
+        .and_then(|(_, ms)| ms.parse::<u64>().ok());
+    let after =
+        std::time::Duration::from_millis(ms.unwrap_or_else(|| {
+            panic!("PE 0 names one of PEs {lost:?}; it reported {said:?}:\n{all}")
+        }));
     assert!(after < bound, "{after:?}:\n{all}");
+    assert_eq!(all.matches("stopped by SIGTERM").count(), stopped, "{all}");
     Some(after)
+}
+
+/// Kills PE 3's process (on the second host), by the pid its `ready` line gave.
+fn kill_pe_3(_: &Hosts, ready: &str) {
+    let pid = ready
+        .lines()
+        .find_map(|l| {
+            l.split_once("PE 3 ready, pid ")?
+                .1
+                .trim()
+                .parse::<i32>()
+                .ok()
+        })
+        .and_then(rustix::process::Pid::from_raw)
+        .unwrap_or_else(|| panic!("PE 3 said its pid:\n{ready}"));
+    rustix::process::kill_process(pid, rustix::process::Signal::KILL).expect("kill PE 3");
 }
 
 #[test]
 fn a_killed_remote_pe_ends_every_wait_with_peer_lost() {
     let bound = std::time::Duration::from_secs(10);
-    if let Some(after) = loss_is_reported(1, "kill-remote", &[], 1, bound, |_| {}) {
+    if let Some(after) = loss_is_reported(2, "kill-remote", &[], 3..4, 2, bound, kill_pe_3) {
         eprintln!("PeerLost reached PE 0 {after:?} after its wait began (target: within 2 s)");
     }
 }
@@ -398,8 +494,9 @@ fn a_killed_remote_pe_ends_every_wait_with_peer_lost() {
 fn a_cut_link_ends_every_wait_with_peer_lost_within_the_peer_timeout() {
     let env = [("FERROSHMEM_PEER_TIMEOUT", "3s")];
     let bound = std::time::Duration::from_secs(20);
-    let cut = |hosts: &Hosts| hosts.cut(1).expect("cut the link");
-    if let Some(after) = loss_is_reported(1, "cut-link", &env, 1, bound, cut) {
+    let cut = |hosts: &Hosts, _: &str| hosts.cut(1).expect("cut the link");
+    // Either PE of the cut host may be found silent first.
+    if let Some(after) = loss_is_reported(2, "cut-link", &env, 2..4, 3, bound, cut) {
         eprintln!("PeerLost reached PE 0 {after:?} after its wait began, cut then (FERROSHMEM_PEER_TIMEOUT=3s)");
     }
 }

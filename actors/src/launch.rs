@@ -362,6 +362,7 @@ async fn bootstrap(env: LaunchEnv) -> Result<Pe> {
         Err(e) => return Err(root.failed(e).await),
     };
     root.formed();
+    let rendezvous = root.rendezvous;
     tracing::debug!(job = welcome.job, root = %root.link.root_address, "job formed");
     let rendezvous::Root {
         mut link,
@@ -402,7 +403,7 @@ async fn bootstrap(env: LaunchEnv) -> Result<Pe> {
         hosted,
     )?;
     pe.metrics().bootstrap(started.elapsed());
-    tracing::info!(took = ?started.elapsed(), "PE joined its job");
+    tracing::info!(took = ?started.elapsed(), ?rendezvous, "PE joined its job");
     Ok(pe)
 }
 

@@ -7,13 +7,22 @@
 //! | `mpirun` (Open MPI) | `OMPI_COMM_WORLD_RANK`, `_SIZE`, `_LOCAL_RANK` | PE 0's process |
 //! | `srun` (Slurm) | `SLURM_PROCID`, `SLURM_NTASKS`, `SLURM_LOCALID` | PE 0's process |
 //!
-//! Under `mpirun`/`srun`, PE 0 listens on `FERROSHMEM_ROOT` if set (the other PEs then need
-//! `FERROSHMEM_SECRET` too), else on a free loopback port that it hands out, with a fresh
-//! secret, to the user's own processes on a rendezvous socket: an abstract Unix socket named
-//! after the user and the launcher's job id, which has no file and goes away with PE 0's
-//! process, served until the job has formed or its bootstrap has failed.
+//! Under `mpirun`/`srun`, PE 0 hosts the root. It listens on `FERROSHMEM_ROOT` if set (the
+//! other PEs then need `FERROSHMEM_SECRET` too). Otherwise it picks a free port and a fresh
+//! secret and hands both out:
+//!
+//! - through the launcher's PMIx key-value store when the launcher offers PMIx (`PMIX_RANK`
+//!   and `PMIX_NAMESPACE` set: `mpirun`, `srun --mpi=pmix`), which reaches every host. PE 0
+//!   then listens on loopback when every PE runs on its node, else on `FERROSHMEM_ROOT_ADDRESS`
+//!   or the address its host sends from towards the launcher's head node (`mpirun`'s
+//!   `OMPI_MCA_orte_hnp_uri`, `srun`'s `SLURM_LAUNCH_NODE_IPADDR`);
+//! - else, or when PMIx cannot be loaded, on one node only: on loopback, and the address and
+//!   secret go to the user's own processes on a rendezvous socket, an abstract Unix socket
+//!   named after the user and the launcher's job id, which has no file and goes away with PE
+//!   0's process, served until the job has formed or its bootstrap has failed. A job that
+//!   spans hosts without PMIx is a configuration error.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use ferroshmem_runtime::config::env_var;
@@ -36,6 +45,9 @@ pub mod vars {
     pub const ROOT: &str = "FERROSHMEM_ROOT";
     /// The job's secret (hex).
     pub const SECRET: &str = "FERROSHMEM_SECRET";
+    /// Under `mpirun`/`srun` across hosts: the address of PE 0's host that the others reach
+    /// its root on (an IP address; the port is picked free).
+    pub const ROOT_ADDRESS: &str = "FERROSHMEM_ROOT_ADDRESS";
     /// Bootstrap timeout (`30`, `30s`, `500ms`).
     pub const BOOTSTRAP_TIMEOUT: &str = "FERROSHMEM_BOOTSTRAP_TIMEOUT";
     /// How long a silent control connection (a host whose link was cut) lasts before its
@@ -65,6 +77,15 @@ pub enum RootSource {
     },
     /// Hosted by PE 0's process and handed out on the abstract Unix socket of this name.
     Pe0ViaSocket(String),
+    /// Hosted by PE 0's process on `listen` and handed out through the launcher's PMIx
+    /// key-value store; when PMIx cannot be used, on the rendezvous socket `socket` instead,
+    /// which only a job on one node has.
+    Pe0ViaPmix {
+        /// The address PE 0 listens on (the port is picked free).
+        listen: IpAddr,
+        /// The rendezvous socket to fall back on, when every PE runs on one node.
+        socket: Option<String>,
+    },
 }
 
 /// How this process was launched.
@@ -183,6 +204,128 @@ fn rendezvous_name(job_key: &str) -> String {
     format!("ferroshmem-rendezvous-{uid}-{key}")
 }
 
+/// A PE started by `mpirun` or `srun`, as its environment says.
+struct PeLaunch {
+    launcher: &'static str,
+    rank: usize,
+    size: usize,
+    local_rank: usize,
+    /// The launcher's id of the job, for the rendezvous socket's name.
+    job_key: String,
+    /// Whether the job's PEs run on more than one node, when the launcher says.
+    spans_hosts: Option<bool>,
+    /// Where the launcher's head node is (the address PE 0's root should face), when known.
+    head: Option<SocketAddr>,
+}
+
+/// The first address of an ORTE contact URI (`JOB;tcp://A,B:PORT;…`), with its port.
+fn first_uri_address(uri: &str) -> Option<SocketAddr> {
+    let tcp = uri
+        .split(';')
+        .find_map(|part| part.strip_prefix("tcp://"))?;
+    let (addresses, port) = tcp.rsplit_once(':')?;
+    let port = port.parse().ok()?;
+    addresses
+        .split(',')
+        .filter_map(|a| a.trim_matches(['[', ']']).parse::<IpAddr>().ok())
+        .find(|a| !a.is_loopback())
+        .map(|ip| SocketAddr::new(ip, port))
+}
+
+impl PeLaunch {
+    fn detect() -> Result<Option<PeLaunch>> {
+        if let Some(rank) = number("OMPI_COMM_WORLD_RANK")? {
+            let size = number("OMPI_COMM_WORLD_SIZE")?
+                .ok_or_else(|| Error::Config("OMPI_COMM_WORLD_SIZE is not set".into()))?;
+            let job = env_var(&["PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid"])?
+                .ok_or_else(|| Error::Config("mpirun set no job id (PMIX_NAMESPACE)".into()))?;
+            let head = env_var(&["OMPI_MCA_orte_hnp_uri"])?;
+            return Ok(Some(PeLaunch {
+                launcher: "mpirun",
+                rank,
+                size,
+                local_rank: number("OMPI_COMM_WORLD_LOCAL_RANK")?.unwrap_or(rank),
+                job_key: format!("ompi-{job}"),
+                spans_hosts: number("OMPI_COMM_WORLD_LOCAL_SIZE")?.map(|local| local < size),
+                head: head.as_deref().and_then(first_uri_address),
+            }));
+        }
+        let (Some(rank), Some(size), Some(step)) = (
+            number("SLURM_PROCID")?,
+            number("SLURM_NTASKS")?,
+            env_var(&["SLURM_STEP_ID"])?,
+        ) else {
+            return Ok(None);
+        };
+        let job = env_var(&["SLURM_JOB_ID"])?.unwrap_or_default();
+        let nodes = number("SLURM_STEP_NUM_NODES")?.or(number("SLURM_NNODES")?);
+        let head = env_var(&["SLURM_LAUNCH_NODE_IPADDR"])?;
+        Ok(Some(PeLaunch {
+            launcher: "srun",
+            rank,
+            size,
+            local_rank: number("SLURM_LOCALID")?.unwrap_or(rank),
+            job_key: format!("slurm-{job}.{step}"),
+            spans_hosts: nodes.map(|n| n > 1),
+            head: head.and_then(|a| a.trim().parse().ok().map(|ip| SocketAddr::new(ip, 9))),
+        }))
+    }
+
+    /// Where PE 0 hosts the root and how the others learn of it, when the environment does
+    /// not name its address.
+    fn root_source(&self) -> Result<RootSource> {
+        let socket = rendezvous_name(&self.job_key);
+        let pmix = env_var(&["PMIX_RANK"])?.is_some() && env_var(&["PMIX_NAMESPACE"])?.is_some();
+        let spans_hosts = self.spans_hosts == Some(true);
+        if !pmix {
+            if spans_hosts {
+                return Err(Error::Config(format!(
+                    "the job spans hosts and {} offers no PMIx (PMIX_RANK is not set{}): PE 0 \
+                     cannot hand out the bootstrap root's address; give {} (host:port of PE \
+                     0's host) and {} (hex) to every PE",
+                    self.launcher,
+                    if self.launcher == "srun" {
+                        "; use srun --mpi=pmix"
+                    } else {
+                        ""
+                    },
+                    vars::ROOT,
+                    vars::SECRET
+                )));
+            }
+            return Ok(RootSource::Pe0ViaSocket(socket));
+        }
+        let chosen = env_var(&[vars::ROOT_ADDRESS])?
+            .map(|v| {
+                v.trim().parse::<IpAddr>().map_err(|_| {
+                    Error::Config(format!("{}={v:?} is not an IP address", vars::ROOT_ADDRESS))
+                })
+            })
+            .transpose()?;
+        let loopback = IpAddr::from([127, 0, 0, 1]);
+        let listen = match (chosen, self.spans_hosts) {
+            (Some(ip), _) => ip,
+            (None, Some(false)) => loopback,
+            (None, spans) => match self.head.and_then(crate::routes::source_towards) {
+                Some(ip) => ip,
+                None if spans.is_none() => loopback,
+                None => {
+                    return Err(Error::Config(format!(
+                        "the job spans hosts and PE 0 cannot tell which of its addresses the \
+                         others reach (no route to {}'s head node is known): set {}",
+                        self.launcher,
+                        vars::ROOT_ADDRESS
+                    )))
+                }
+            },
+        };
+        Ok(RootSource::Pe0ViaPmix {
+            listen,
+            socket: (!spans_hosts).then_some(socket),
+        })
+    }
+}
+
 impl LaunchEnv {
     /// Reads the environment; `Ok(None)` when no launcher started this process.
     pub fn detect() -> Result<Option<LaunchEnv>> {
@@ -206,25 +349,7 @@ impl LaunchEnv {
                 timeout,
             });
         }
-        let found = if let Some(rank) = number("OMPI_COMM_WORLD_RANK")? {
-            let size = number("OMPI_COMM_WORLD_SIZE")?
-                .ok_or_else(|| Error::Config("OMPI_COMM_WORLD_SIZE is not set".into()))?;
-            let job = env_var(&["PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid"])?
-                .ok_or_else(|| Error::Config("mpirun set no job id (PMIX_NAMESPACE)".into()))?;
-            let local = number("OMPI_COMM_WORLD_LOCAL_RANK")?.unwrap_or(rank);
-            Some(("mpirun", rank, size, local, format!("ompi-{job}")))
-        } else if let (Some(rank), Some(size), Some(step)) = (
-            number("SLURM_PROCID")?,
-            number("SLURM_NTASKS")?,
-            env_var(&["SLURM_STEP_ID"])?,
-        ) {
-            let job = env_var(&["SLURM_JOB_ID"])?.unwrap_or_default();
-            let local = number("SLURM_LOCALID")?.unwrap_or(rank);
-            Some(("srun", rank, size, local, format!("slurm-{job}.{step}")))
-        } else {
-            None
-        };
-        let Some((launcher, rank, size, local_rank, job_key)) = found else {
+        let Some(found) = PeLaunch::detect()? else {
             return Ok(None);
         };
         let root = match root_address()? {
@@ -238,8 +363,15 @@ impl LaunchEnv {
                     ))
                 })?)?,
             },
-            None => RootSource::Pe0ViaSocket(rendezvous_name(&job_key)),
+            None => found.root_source()?,
         };
+        let PeLaunch {
+            launcher,
+            rank,
+            size,
+            local_rank,
+            ..
+        } = found;
         Self::checked(LaunchEnv {
             launcher,
             rank,

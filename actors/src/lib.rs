@@ -8,6 +8,7 @@ mod gpu;
 mod launch;
 pub mod launch_env;
 mod pe;
+mod pmix;
 mod rendezvous;
 pub mod routes;
 mod segment_exchange;

@@ -1,14 +1,22 @@
 //! Reaching the job's bootstrap root from a launched PE: at the launcher's address, at an
-//! address PE 0 listens on, or through the rendezvous socket PE 0 serves (see
-//! [`crate::launch_env`]).
+//! address PE 0 listens on, through the launcher's PMIx key-value store, or through the
+//! rendezvous socket PE 0 serves (see [`crate::launch_env`]).
 //!
+//! # PMIx
+//! PE 0 stores `ADDRESS SECRET` under [`PMIX_KEY`] (global scope) and commits it; the other
+//! PEs get it from rank 0, which the PMIx servers fetch from PE 0's node. A server that
+//! answers "not found" before PE 0 has stored it is asked again, until the bootstrap timeout. Every PE stays a PMIx
+//! client until the job has formed (every PE has read the key) or its bootstrap has failed.
+//! The secret still guards every connection to the root.
+//!
+//! # Rendezvous socket
 //! The rendezvous socket is an abstract Unix socket: it has a name but no file, so it goes
 //! away with PE 0's process however that ends (SIGKILL included) and leaves nothing behind.
 //! Both ends check that the other runs as the same user (`SO_PEERCRED`): only the user's own
 //! processes learn the job's secret, and a process of another user that took the name first
 //! cannot hand the PEs a root of its own.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::os::linux::net::SocketAddrExt;
 use std::time::Duration;
 
@@ -19,6 +27,21 @@ use tokio::task::JoinHandle;
 
 use crate::control::{connect, HubReport, Link, RootServer};
 use crate::launch_env::{decode_secret, encode_hex, random_bytes, LaunchEnv, RootSource};
+use crate::pmix;
+
+/// The PMIx key under which PE 0 stores the root's address and the job's secret.
+pub const PMIX_KEY: &str = "ferroshmem.root";
+
+/// How a PE found the root: said in its bootstrap's log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rendezvous {
+    /// The environment named the root (`ferroshmem run`, or `FERROSHMEM_ROOT`).
+    Environment,
+    /// The launcher's PMIx key-value store.
+    Pmix,
+    /// PE 0's rendezvous socket, on one node.
+    Socket,
+}
 
 /// A PE's way to the root, once found.
 #[derive(Debug)]
@@ -29,15 +52,20 @@ pub struct Root {
     pub secret: Vec<u8>,
     /// The root's task, when this process hosts it (PE 0 under mpirun/srun).
     pub hosted: Option<JoinHandle<Result<HubReport>>>,
+    /// How this PE found the root.
+    pub rendezvous: Rendezvous,
     /// The rendezvous socket this process serves, closed once the job has formed, or when
     /// this is dropped, whichever comes first.
     published: Option<Published>,
+    /// This process as a PMIx client, finalized at the same moments.
+    pmix: Option<pmix::Client>,
 }
 
 impl Root {
-    /// The job has formed: the rendezvous socket is no longer needed.
+    /// The job has formed: the rendezvous socket and the PMIx client are no longer needed.
     pub fn formed(&mut self) {
         self.published = None;
+        self.pmix = None;
     }
 
     /// The job failed to form with `error`. When this process hosts the root, it waits
@@ -101,7 +129,7 @@ fn publish(name: &str, address: SocketAddr, secret: &[u8]) -> Result<Published> 
         .map_err(|e| Error::os("rendezvous socket", e))?;
     let listener =
         UnixListener::from_std(listener).map_err(|e| Error::os("rendezvous socket", e))?;
-    let line = format!("{address} {}\n", encode_hex(secret));
+    let line = published_line(address, secret) + "\n";
     Ok(Published(tokio::spawn(async move {
         loop {
             let Ok((mut stream, _)) = listener.accept().await else {
@@ -137,71 +165,192 @@ async fn read_published(name: &str) -> Option<(SocketAddr, Vec<u8>)> {
         .await
         .ok()?
         .ok()?;
+    parse_published(&text)
+}
+
+/// `ADDRESS SECRET`, as PE 0 hands them out.
+fn published_line(address: SocketAddr, secret: &[u8]) -> String {
+    format!("{address} {}", encode_hex(secret))
+}
+
+fn parse_published(text: &str) -> Option<(SocketAddr, Vec<u8>)> {
     let mut parts = text.split_whitespace();
     let address = parts.next()?.parse().ok()?;
     let secret = decode_secret(parts.next()?).ok()?;
     Some((address, secret))
 }
 
+/// A root reached without a rendezvous of PE 0's.
+fn plain(link: Link, secret: Vec<u8>, hosted: Option<JoinHandle<Result<HubReport>>>) -> Root {
+    Root {
+        link,
+        secret,
+        hosted,
+        rendezvous: Rendezvous::Environment,
+        published: None,
+        pmix: None,
+    }
+}
+
 /// Finds (and for PE 0 under mpirun/srun, starts) the root and connects to it.
 pub async fn reach_root(env: &LaunchEnv) -> Result<Root> {
     let rank = env.rank;
     match &env.root {
-        RootSource::Launcher { address, secret } => Ok(Root {
-            link: connect(*address, rank, None, env.timeout).await?,
-            secret: secret.clone(),
-            hosted: None,
-            published: None,
-        }),
+        RootSource::Launcher { address, secret } => Ok(plain(
+            connect(*address, rank, None, env.timeout).await?,
+            secret.clone(),
+            None,
+        )),
         RootSource::Pe0AtAddress { address, secret } => {
             let hosted = if rank == 0 {
                 Some(host_root(env, *address, secret.clone()).await?.1)
             } else {
                 None
             };
-            Ok(Root {
-                link: connect(*address, rank, Some(0), env.timeout).await?,
-                secret: secret.clone(),
-                hosted,
-                published: None,
-            })
+            let link = connect(*address, rank, Some(0), env.timeout).await?;
+            Ok(plain(link, secret.clone(), hosted))
         }
-        RootSource::Pe0ViaSocket(name) if rank == 0 => {
-            let secret = random_bytes::<32>()?.to_vec();
-            let (address, hosted) =
-                host_root(env, ([127, 0, 0, 1], 0).into(), secret.clone()).await?;
-            let published = publish(name, address, &secret)?;
-            Ok(Root {
-                link: connect(address, rank, Some(0), env.timeout).await?,
-                secret,
-                hosted: Some(hosted),
-                published: Some(published),
-            })
+        RootSource::Pe0ViaSocket(name) => via_socket(env, name).await,
+        RootSource::Pe0ViaPmix { listen, socket } => match pmix_client(env).await {
+            Ok(client) => via_pmix(env, client, *listen).await,
+            Err(e) => match socket {
+                Some(name) => {
+                    tracing::debug!("PMIx not used ({e}): the rendezvous socket instead");
+                    via_socket(env, name).await
+                }
+                None => Err(Error::Config(format!(
+                    "PE {rank}: the job spans hosts and PE 0 hands out the bootstrap root \
+                     through PMIx, which failed: {e}"
+                ))),
+            },
+        },
+    }
+}
+
+/// Runs `call` on a blocking thread, giving up after `timeout` (the thread is then left to
+/// finish on its own).
+async fn blocking<T: Send + 'static>(
+    what: &str,
+    timeout: Duration,
+    call: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<T> {
+    match tokio::time::timeout(timeout, tokio::task::spawn_blocking(call)).await {
+        Ok(Ok(done)) => done,
+        Ok(Err(join)) => Err(Error::Bootstrap(format!("{what}: {join}"))),
+        Err(_) => Err(Error::Timeout {
+            operation: "PMIx bootstrap",
+            after: timeout,
+        }),
+    }
+}
+
+/// This process as a client of the launcher's PMIx server, checked to be PE `env.rank`.
+async fn pmix_client(env: &LaunchEnv) -> Result<pmix::Client> {
+    let client = blocking("PMIx_Init", env.timeout, pmix::Client::init).await?;
+    if client.rank() as usize != env.rank {
+        return Err(Error::Bootstrap(format!(
+            "PMIx says this process is rank {}, {} says PE {}",
+            client.rank(),
+            env.launcher,
+            env.rank
+        )));
+    }
+    Ok(client)
+}
+
+/// PE 0 hosts the root on `listen` and stores its address with the secret in PMIx; the
+/// others read them from there.
+async fn via_pmix(env: &LaunchEnv, client: pmix::Client, listen: IpAddr) -> Result<Root> {
+    let rank = env.rank;
+    let (address, secret, hosted, client) = if rank == 0 {
+        let secret = random_bytes::<32>()?.to_vec();
+        let (address, hosted) = host_root(env, (listen, 0).into(), secret.clone()).await?;
+        let line = published_line(address, &secret);
+        let client = blocking("PMIx_Put", env.timeout, move || {
+            client.publish(PMIX_KEY, &line).map(|()| client)
+        })
+        .await?;
+        (address, secret, Some(hosted), client)
+    } else {
+        let (line, client) = read_pmix(env, client).await?;
+        let (address, secret) = parse_published(&line).ok_or_else(|| {
+            Error::Bootstrap(format!(
+                "PE {rank}: PE 0's PMIx value {PMIX_KEY} is not `ADDRESS SECRET`: {line:?}"
+            ))
+        })?;
+        (address, secret, None, client)
+    };
+    let link = connect(address, rank, Some(0), env.timeout).await?;
+    tracing::debug!(root = %address, "the root's address came through PMIx");
+    Ok(Root {
+        link,
+        secret,
+        hosted,
+        rendezvous: Rendezvous::Pmix,
+        published: None,
+        pmix: Some(client),
+    })
+}
+
+/// Reads PE 0's `ADDRESS SECRET` from PMIx, asking again while the server says it is not
+/// there yet, until the bootstrap timeout.
+async fn read_pmix(env: &LaunchEnv, client: pmix::Client) -> Result<(String, pmix::Client)> {
+    let deadline = tokio::time::Instant::now() + env.timeout;
+    let mut client = client;
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let (found, back) = blocking("PMIx_Get", left + Duration::from_secs(2), move || {
+            client.lookup(0, PMIX_KEY, left).map(|line| (line, client))
+        })
+        .await?;
+        client = back;
+        if let Some(line) = found {
+            return Ok((line, client));
         }
-        RootSource::Pe0ViaSocket(name) => {
-            let deadline = tokio::time::Instant::now() + env.timeout;
-            loop {
-                if let Some((address, secret)) = read_published(name).await {
-                    if let Ok(link) =
-                        connect(address, rank, Some(0), Duration::from_millis(200)).await
-                    {
-                        return Ok(Root {
-                            link,
-                            secret,
-                            hosted: None,
-                            published: None,
-                        });
-                    }
-                }
-                if tokio::time::Instant::now() >= deadline {
-                    return Err(Error::Bootstrap(format!(
-                        "PE {rank} found no bootstrap root: PE 0 did not serve the rendezvous socket @{name} within {:?}",
-                        env.timeout
-                    )));
-                }
-                tokio::time::sleep(Duration::from_millis(10)).await;
+        if tokio::time::Instant::now() >= deadline {
+            return Err(Error::Bootstrap(format!(
+                "PE {}: PE 0 did not store the bootstrap root's address in PMIx ({PMIX_KEY}) within {:?}",
+                env.rank, env.timeout
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// PE 0 hosts the root on loopback and serves its address on the rendezvous socket `name`;
+/// the others read it from there.
+async fn via_socket(env: &LaunchEnv, name: &str) -> Result<Root> {
+    let rank = env.rank;
+    if rank == 0 {
+        let secret = random_bytes::<32>()?.to_vec();
+        let (address, hosted) = host_root(env, ([127, 0, 0, 1], 0).into(), secret.clone()).await?;
+        let published = publish(name, address, &secret)?;
+        return Ok(Root {
+            link: connect(address, rank, Some(0), env.timeout).await?,
+            secret,
+            hosted: Some(hosted),
+            rendezvous: Rendezvous::Socket,
+            published: Some(published),
+            pmix: None,
+        });
+    }
+    let deadline = tokio::time::Instant::now() + env.timeout;
+    loop {
+        if let Some((address, secret)) = read_published(name).await {
+            if let Ok(link) = connect(address, rank, Some(0), Duration::from_millis(200)).await {
+                return Ok(Root {
+                    rendezvous: Rendezvous::Socket,
+                    ..plain(link, secret, None)
+                });
             }
         }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(Error::Bootstrap(format!(
+                "PE {rank} found no bootstrap root: PE 0 did not serve the rendezvous socket @{name} within {:?}",
+                env.timeout
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
 

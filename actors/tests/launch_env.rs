@@ -1,7 +1,7 @@
 //! How each launcher's environment is read. One test function, so that no other test of this
 //! binary sees the environment change under it.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 
 use ferroshmem_actors::launch_env::{LaunchEnv, RootSource};
 use ferroshmem_runtime::Error;
@@ -15,6 +15,10 @@ const ALL: &[&str] = &[
     "OMPI_COMM_WORLD_RANK",
     "OMPI_COMM_WORLD_SIZE",
     "OMPI_COMM_WORLD_LOCAL_RANK",
+    "OMPI_COMM_WORLD_LOCAL_SIZE",
+    "OMPI_MCA_orte_hnp_uri",
+    "FERROSHMEM_ROOT_ADDRESS",
+    "PMIX_RANK",
     "PMIX_NAMESPACE",
     "OMPI_MCA_ess_base_jobid",
     "SLURM_PROCID",
@@ -22,6 +26,9 @@ const ALL: &[&str] = &[
     "SLURM_LOCALID",
     "SLURM_STEP_ID",
     "SLURM_JOB_ID",
+    "SLURM_STEP_NUM_NODES",
+    "SLURM_NNODES",
+    "SLURM_LAUNCH_NODE_IPADDR",
 ];
 
 fn with_env(vars: &[(&str, &str)]) -> Result<Option<LaunchEnv>, Error> {
@@ -77,6 +84,74 @@ fn every_launcher_is_recognised() {
         other => panic!("expected a rendezvous socket, got {other:?}"),
     }
 
+    // With PMIx on one node: loopback, and the rendezvous socket to fall back on.
+    let mpirun = [
+        ("OMPI_COMM_WORLD_RANK", "0"),
+        ("OMPI_COMM_WORLD_SIZE", "4"),
+        ("PMIX_NAMESPACE", "prterun-x-1@1"),
+        ("PMIX_RANK", "0"),
+    ];
+    let one_node = [&mpirun[..], &[("OMPI_COMM_WORLD_LOCAL_SIZE", "4")]].concat();
+    match with_env(&one_node).unwrap().unwrap().root {
+        RootSource::Pe0ViaPmix {
+            listen,
+            socket: Some(name),
+        } => {
+            assert_eq!(listen, IpAddr::from([127, 0, 0, 1]));
+            assert!(name.starts_with("ferroshmem-rendezvous-"), "{name}");
+        }
+        other => panic!("expected PMIx with a socket to fall back on, got {other:?}"),
+    }
+    // Across hosts: the address that faces mpirun's head node (its first address that is not
+    // loopback), no socket; or the one given.
+    let head = [
+        ("OMPI_COMM_WORLD_LOCAL_SIZE", "2"),
+        (
+            "OMPI_MCA_orte_hnp_uri",
+            "5.0;tcp://127.0.0.1,198.51.100.7:4000",
+        ),
+    ];
+    let across = [&mpirun[..], &head[..]].concat();
+    let facing = ferroshmem_actors::routes::source_towards("198.51.100.7:4000".parse().unwrap());
+    match (with_env(&across), facing) {
+        (Ok(Some(env)), Some(ip)) => assert_eq!(
+            env.root,
+            RootSource::Pe0ViaPmix {
+                listen: ip,
+                socket: None
+            }
+        ),
+        // No route out of this machine: PE 0 cannot tell, and says what to set.
+        (Err(Error::Config(why)), None) => assert!(why.contains("FERROSHMEM_ROOT_ADDRESS")),
+        other => panic!("expected PMIx only, facing {facing:?}: {other:?}"),
+    }
+    let chosen = [&across[..], &[("FERROSHMEM_ROOT_ADDRESS", "10.1.2.3")]].concat();
+    assert_eq!(
+        with_env(&chosen).unwrap().unwrap().root,
+        RootSource::Pe0ViaPmix {
+            listen: IpAddr::from([10, 1, 2, 3]),
+            socket: None
+        }
+    );
+    let srun = [
+        ("SLURM_PROCID", "0"),
+        ("SLURM_NTASKS", "2"),
+        ("SLURM_STEP_ID", "0"),
+        ("SLURM_STEP_NUM_NODES", "2"),
+        ("SLURM_LAUNCH_NODE_IPADDR", "127.0.0.3"),
+        ("PMIX_NAMESPACE", "slurm.pmix.7.0"),
+        ("PMIX_RANK", "0"),
+    ];
+    // srun's head node: the node srun ran on.
+    let towards = ferroshmem_actors::routes::source_towards("127.0.0.3:9".parse().unwrap());
+    assert_eq!(
+        with_env(&srun).unwrap().unwrap().root,
+        RootSource::Pe0ViaPmix {
+            listen: towards.expect("a route to loopback"),
+            socket: None
+        }
+    );
+
     let env = with_env(&[
         ("SLURM_PROCID", "5"),
         ("SLURM_NTASKS", "8"),
@@ -130,6 +205,28 @@ fn every_launcher_is_recognised() {
             ("OMPI_COMM_WORLD_SIZE", "2"),
             ("PMIX_NAMESPACE", "n"),
             ("FERROSHMEM_ROOT", "127.0.0.1:1"),
+        ],
+        // Across hosts without PMIx: no way to hand the root out.
+        vec![
+            ("OMPI_COMM_WORLD_RANK", "0"),
+            ("OMPI_COMM_WORLD_SIZE", "2"),
+            ("OMPI_COMM_WORLD_LOCAL_SIZE", "1"),
+            ("PMIX_NAMESPACE", "n"),
+        ],
+        // Across hosts with PMIx, and no way to tell which address faces the others.
+        vec![
+            ("OMPI_COMM_WORLD_RANK", "0"),
+            ("OMPI_COMM_WORLD_SIZE", "2"),
+            ("OMPI_COMM_WORLD_LOCAL_SIZE", "1"),
+            ("PMIX_NAMESPACE", "n"),
+            ("PMIX_RANK", "0"),
+        ],
+        vec![
+            ("OMPI_COMM_WORLD_RANK", "0"),
+            ("OMPI_COMM_WORLD_SIZE", "2"),
+            ("PMIX_NAMESPACE", "n"),
+            ("PMIX_RANK", "0"),
+            ("FERROSHMEM_ROOT_ADDRESS", "somewhere"),
         ],
     ] {
         assert!(

@@ -38,6 +38,21 @@ fn is_root() -> bool {
     rustix::process::geteuid().is_root()
 }
 
+/// A subnet 198.18.K.0/24 (K in 1..=250, tried from `seed` on) that no interface of this
+/// machine has an address in: other sets of hosts, of other test processes, may exist at the
+/// same time, and two bridges on one subnet would take each other's traffic.
+fn free_subnet(seed: u32) -> u32 {
+    let taken = Command::new("ip")
+        .args(["-4", "-o", "addr", "show"])
+        .output()
+        .map(|out| String::from_utf8_lossy(&out.stdout).into_owned())
+        .unwrap_or_default();
+    (0..250)
+        .map(|i| 1 + seed.wrapping_add(i) % 250)
+        .find(|k| !taken.contains(&format!(" 198.18.{k}.")))
+        .unwrap_or(1 + seed % 250)
+}
+
 impl Hosts {
     /// Makes `n` hosts, or says why it cannot and returns `None`.
     pub fn make(n: usize) -> Option<Hosts> {
@@ -54,7 +69,7 @@ impl Hosts {
         let made = MADE.fetch_add(1, Ordering::Relaxed);
         let pid = std::process::id();
         let tag = format!("f{:x}{made:x}", pid % 0xffff);
-        let subnet = 1 + (pid.wrapping_mul(7).wrapping_add(made.wrapping_mul(31))) % 250;
+        let subnet = free_subnet(pid.wrapping_mul(7).wrapping_add(made.wrapping_mul(31)));
         let mut hosts = Hosts {
             tag: tag.clone(),
             addresses: Vec::new(),

@@ -8,6 +8,14 @@
 //! call through an object's ops table. So this module loads those six with `dlopen` and calls
 //! the rest through the tables, checking each table's size before it calls an entry.
 //!
+//! # Signals
+//! Loading libfabric loads the libraries of all its providers, and one of them (PSM's
+//! `libinfinipath`) installs, in its initializer, handlers for SIGTERM, SIGINT, SIGSEGV,
+//! SIGBUS, SIGILL and SIGABRT that end the process with status 1. Programs' own SIGTERM
+//! handlers (tokio's chains to the handler it found) would then never keep a PE alive, and a
+//! PE told to stop would vanish without a word. [`Library::load`] puts back every signal
+//! disposition the loading changed.
+//!
 //! # Operations
 //! An operation owns its buffers in a [`Pending`] record whose address is the context libfabric
 //! returns at completion; the record lives in the endpoint's table of outstanding operations
@@ -50,6 +58,45 @@ pub struct Library {
     version: unsafe extern "C" fn() -> u32,
 }
 
+/// The signals a process may handle (all but SIGKILL and SIGSTOP, below the real-time ones).
+fn catchable_signals() -> impl Iterator<Item = c_int> {
+    (1..libc::SIGRTMIN()).filter(|&s| s != libc::SIGKILL && s != libc::SIGSTOP)
+}
+
+/// The current disposition of `signal`, if it can be read.
+fn disposition(signal: c_int) -> Option<libc::sigaction> {
+    // SAFETY: an all-zero `sigaction` is a valid value of the plain C struct.
+    let mut now: libc::sigaction = unsafe { std::mem::zeroed() };
+    // SAFETY: a null new action only reads the disposition into `now`, which lives across
+    // the call.
+    (unsafe { libc::sigaction(signal, std::ptr::null(), &mut now) } == 0).then_some(now)
+}
+
+/// Runs `load` (a `dlopen`), then puts back the disposition of every signal that the loaded
+/// libraries' initializers changed (see the module's documentation). A handler another
+/// thread of the process installed while `load` runs would be undone too.
+fn keeping_signal_dispositions<T>(load: impl FnOnce() -> T) -> T {
+    let before: Vec<(c_int, libc::sigaction)> = catchable_signals()
+        .filter_map(|s| Some((s, disposition(s)?)))
+        .collect();
+    let loaded = load();
+    for (signal, old) in before {
+        let Some(now) = disposition(signal) else {
+            continue;
+        };
+        if now.sa_sigaction != old.sa_sigaction || now.sa_flags != old.sa_flags {
+            // SAFETY: `old` is the disposition this process had for `signal` just before,
+            // read by `sigaction` itself; putting it back installs no new code.
+            unsafe { libc::sigaction(signal, &old, std::ptr::null_mut()) };
+            tracing::debug!(
+                signal,
+                "put back the signal handler that loading libfabric replaced"
+            );
+        }
+    }
+    loaded
+}
+
 impl std::fmt::Debug for Library {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Library").finish_non_exhaustive()
@@ -84,9 +131,10 @@ impl Library {
         };
         let mut last = String::new();
         for name in &names {
-            // SAFETY: loading libfabric runs its initializers, which only set up its own state
-            // (providers are loaded lazily by fi_getinfo).
-            match unsafe { libloading::Library::new(name) } {
+            // SAFETY: loading libfabric runs its initializers and those of the provider
+            // libraries it links, which set up their own state and signal handlers; the
+            // handlers are put back as they were.
+            match keeping_signal_dispositions(|| unsafe { libloading::Library::new(name) }) {
                 Ok(lib) => return Self::bind(lib).map_err(missing),
                 Err(e) => last = e.to_string(),
             }
