@@ -50,9 +50,15 @@ pub fn fabric_for(segment: &Arc<Segment>) -> Fabric {
     .expect("a tcp;ofi_rxm endpoint on loopback")
 }
 
-/// Two PEs, each reaching the other through the fabric; `key_of` may falsify the key PE 0
-/// uses for PE 1.
+/// Two PEs of the job whose heap is [`HEAP_ID`], each reaching the other through the fabric;
+/// `key_of` may falsify the key PE 0 uses for PE 1.
 pub fn two_nodes(key_of: impl Fn(Registered) -> Registered) -> [Node; 2] {
+    two_nodes_in(HEAP_ID, key_of)
+}
+
+/// [`two_nodes`] of the job whose heap (and metrics' `job_id`) is `heap`: tests of one binary
+/// that read the process-wide metrics keep their series apart this way.
+pub fn two_nodes_in(heap: HeapId, key_of: impl Fn(Registered) -> Registered) -> [Node; 2] {
     let segments: Vec<Arc<Segment>> = (0..2)
         .map(|pe| Arc::new(Segment::create(pe, HEAP).expect("segment")))
         .collect();
@@ -90,7 +96,7 @@ pub fn two_nodes(key_of: impl Fn(Registered) -> Registered) -> [Node; 2] {
                 .collect();
             let dp = DataPlane::new(DataPlaneParts {
                 my_pe: me,
-                heap: HEAP_ID,
+                heap,
                 routes,
                 remote: Some(Arc::new(FabricRemote::new(fabrics[me].clone(), targets))),
                 health: Arc::new(Health::new()),
@@ -109,8 +115,13 @@ pub fn two_nodes(key_of: impl Fn(Registered) -> Registered) -> [Node; 2] {
 
 /// A view of `len` elements of `T` at heap byte `offset` (the same on every PE).
 pub fn view<T: bytemuck::Pod>(offset: usize, len: usize) -> SymBuffer<T> {
+    view_in(HEAP_ID, offset, len)
+}
+
+/// [`view`] in the heap `heap` (see [`two_nodes_in`]).
+pub fn view_in<T: bytemuck::Pod>(heap: HeapId, offset: usize, len: usize) -> SymBuffer<T> {
     let bytes = len * std::mem::size_of::<T>();
-    SymBuffer::from_allocation(Allocation::new(HEAP_ID, offset, bytes), len).expect("view")
+    SymBuffer::from_allocation(Allocation::new(heap, offset, bytes), len).expect("view")
 }
 
 pub async fn within<T>(what: &str, f: impl std::future::Future<Output = T>) -> T {
