@@ -11,14 +11,14 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::prometheus::{
-    dashboard_queries, free_ports, node_pair_totals, pairs, panel_query, query, start_prometheus,
+    dashboard_queries, eventually, free_ports, node_pair_totals, pairs, panel_query, query,
+    scratch, start_prometheus, wait_for, Job, STEP,
 };
 use ferroshmem::{Error, SignalOp};
 
@@ -26,8 +26,6 @@ use ferroshmem::{Error, SignalOp};
 const DIR: &str = "FSH_PROM_DIR";
 /// PEs of the job.
 const PES: usize = 3;
-/// How long any one step may take.
-const STEP: Duration = Duration::from_secs(30);
 
 /// Not a test of its own: the PE program of [`prometheus_counts_match_the_traffic`], run by
 /// the launcher with `FSH_PROM_DIR` set. Without it, it does nothing.
@@ -149,63 +147,6 @@ fn expected() -> BTreeMap<Series, u64> {
     want
 }
 
-/// The job under its launcher. Dropped, it releases the PEs and stops the launcher with
-/// SIGTERM, which stops the PEs; SIGKILL follows if that takes too long.
-struct Job {
-    launcher: Child,
-    release: PathBuf,
-}
-
-impl Job {
-    /// Releases the PEs and waits for the job's end: its exit status and the launcher's
-    /// standard error.
-    fn finish(mut self) -> (std::process::ExitStatus, String) {
-        std::fs::write(&self.release, b"").expect("release file");
-        let deadline = Instant::now() + STEP;
-        let status = loop {
-            if let Some(status) = self.launcher.try_wait().expect("waiting for the job") {
-                break status;
-            }
-            assert!(Instant::now() < deadline, "the job did not end");
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        let mut stderr = String::new();
-        if let Some(mut pipe) = self.launcher.stderr.take() {
-            let _ = pipe.read_to_string(&mut stderr);
-        }
-        (status, stderr)
-    }
-}
-
-impl Drop for Job {
-    fn drop(&mut self) {
-        if matches!(self.launcher.try_wait(), Ok(Some(_))) {
-            return;
-        }
-        let _ = std::fs::write(&self.release, b"");
-        if let Some(pid) = rustix::process::Pid::from_raw(self.launcher.id() as i32) {
-            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
-        }
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if matches!(self.launcher.try_wait(), Ok(Some(_))) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.launcher.kill();
-        let _ = self.launcher.wait();
-    }
-}
-
-/// A fresh directory for one run.
-fn scratch() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("fsh-prometheus-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("scratch directory");
-    dir
-}
-
 /// The series of ferroshmem's counters as Prometheus stores them, keyed as in [`expected`].
 fn scraped(server: SocketAddr) -> Option<BTreeMap<Series, u64>> {
     let series = query(
@@ -230,18 +171,10 @@ fn scraped(server: SocketAddr) -> Option<BTreeMap<Series, u64>> {
     Some(got)
 }
 
-fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + STEP;
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 #[test]
 fn prometheus_counts_match_the_traffic() {
     let started = Instant::now();
-    let dir = scratch();
+    let dir = scratch("prometheus");
     let base = free_ports(PES as u16);
     let server = SocketAddr::from(([127, 0, 0, 1], free_ports(1)));
     let targets: Vec<String> = (0..PES)
@@ -267,12 +200,7 @@ fn prometheus_counts_match_the_traffic() {
         (0..PES).all(|pe| dir.join(format!("ready.{pe}")).exists())
     });
     let want = expected();
-    let deadline = Instant::now() + STEP;
-    let mut got = scraped(server);
-    while got.as_ref() != Some(&want) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(200));
-        got = scraped(server);
-    }
+    let got = eventually(|| scraped(server), |got| got.as_ref() == Some(&want));
     assert_eq!(
         got.as_ref(),
         Some(&want),
@@ -327,12 +255,7 @@ fn prometheus_counts_match_the_traffic() {
             .map(|(from, to, _)| (from, to))
             .collect::<Vec<_>>()
     };
-    let mut rated = rate_pairs();
-    let deadline = Instant::now() + STEP;
-    while rated.is_empty() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(200));
-        rated = rate_pairs();
-    }
+    let rated = eventually(rate_pairs, |pairs| !pairs.is_empty());
     assert_eq!(rated, vec![(host.to_string(), host.to_string())]);
     let pe_info = query(server, "ferroshmem_pe_info == 1").expect("pe info");
     assert_eq!(pe_info.len(), PES, "every PE names its node: {pe_info:?}");

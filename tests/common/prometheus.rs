@@ -1,13 +1,16 @@
 //! A real Prometheus for the tests that check ferroshmem's metrics end to end: Debian's
 //! `prometheus` server started on a scratch directory to scrape given endpoints every second,
-//! instant queries through its HTTP API, and the Grafana dashboard's queries with its
-//! variables filled in as Grafana would.
+//! instant queries through its HTTP API, the Grafana dashboard's queries with its variables
+//! filled in as Grafana would, and a launched job that stays up while it is scraped.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// How long any one step may take.
+pub const STEP: Duration = Duration::from_secs(30);
 
 /// Kills and reaps a child process when dropped, so that a failing test leaves nothing
 /// running.
@@ -172,4 +175,84 @@ pub fn start_prometheus(dir: &Path, server: SocketAddr, targets: &[String]) -> R
             .spawn()
             .expect("starting prometheus"),
     )
+}
+
+/// The job under its launcher. Dropped, it releases the PEs and stops the launcher with
+/// SIGTERM, which stops the PEs; SIGKILL follows if that takes too long.
+pub struct Job {
+    /// The launcher's process.
+    pub launcher: Child,
+    /// The file whose creation releases the PEs.
+    pub release: PathBuf,
+}
+
+impl Job {
+    /// Releases the PEs and waits for the job's end: its exit status and the launcher's
+    /// standard error.
+    pub fn finish(mut self) -> (std::process::ExitStatus, String) {
+        std::fs::write(&self.release, b"").expect("release file");
+        let deadline = Instant::now() + STEP;
+        let status = loop {
+            if let Some(status) = self.launcher.try_wait().expect("waiting for the job") {
+                break status;
+            }
+            assert!(Instant::now() < deadline, "the job did not end");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let mut stderr = String::new();
+        if let Some(mut pipe) = self.launcher.stderr.take() {
+            let _ = pipe.read_to_string(&mut stderr);
+        }
+        (status, stderr)
+    }
+}
+
+impl Drop for Job {
+    fn drop(&mut self) {
+        if matches!(self.launcher.try_wait(), Ok(Some(_))) {
+            return;
+        }
+        let _ = std::fs::write(&self.release, b"");
+        if let Some(pid) = rustix::process::Pid::from_raw(self.launcher.id() as i32) {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if matches!(self.launcher.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.launcher.kill();
+        let _ = self.launcher.wait();
+    }
+}
+
+/// A fresh directory for one run of the test `name`.
+pub fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("fsh-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch directory");
+    dir
+}
+
+/// Waits until `done`, failing after [`STEP`].
+pub fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + STEP;
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Runs `look` until it returns what `good` accepts, at most for [`STEP`]; returns the last
+/// value it returned.
+pub fn eventually<T>(mut look: impl FnMut() -> T, good: impl Fn(&T) -> bool) -> T {
+    let deadline = Instant::now() + STEP;
+    let mut seen = look();
+    while !good(&seen) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+        seen = look();
+    }
+    seen
 }
