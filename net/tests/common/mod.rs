@@ -26,6 +26,50 @@ pub struct Node {
     pub segment: Arc<Segment>,
     /// Its fabric endpoint's name.
     pub name: Vec<u8>,
+    /// Its fabric endpoint.
+    pub fabric: Arc<Fabric>,
+    /// Where it reaches each PE through the fabric (`None` for itself).
+    pub targets: Vec<Option<Target>>,
+}
+
+impl Node {
+    /// Another data plane of this PE, over the same fabric endpoint and targets, in the job
+    /// whose heap is `heap`: made after the metrics exporter is installed, it records while
+    /// one made before does not. Its own segment is a new one (a segment serves one data
+    /// plane: its doorbell); its operations on the other PE are the same.
+    pub fn another_data_plane(&self, me: usize, heap: HeapId) -> DataPlane {
+        let own = Arc::new(Segment::create(me, HEAP).expect("segment"));
+        data_plane(me, heap, &own, &self.fabric, self.targets.clone())
+    }
+}
+
+/// PE `me`'s data plane (of 2 PEs) in the job of heap `heap`: `own` mapped, the other PE
+/// through `fabric` at `targets`.
+pub fn data_plane(
+    me: usize,
+    heap: HeapId,
+    own: &Arc<Segment>,
+    fabric: &Arc<Fabric>,
+    targets: Vec<Option<Target>>,
+) -> DataPlane {
+    let routes = (0..2)
+        .map(|pe| {
+            if pe == me {
+                Route::Mapped(own.clone())
+            } else {
+                Route::Remote
+            }
+        })
+        .collect();
+    DataPlane::new(DataPlaneParts {
+        my_pe: me,
+        heap,
+        routes,
+        remote: Some(Arc::new(FabricRemote::new(fabric.clone(), targets))),
+        health: Arc::new(Health::new()),
+        spin: Duration::from_micros(20),
+    })
+    .expect("data plane")
 }
 
 pub fn available() -> bool {
@@ -73,7 +117,7 @@ pub fn two_nodes_in(heap: HeapId, key_of: impl Fn(Registered) -> Registered) -> 
     let nodes: Vec<Node> = (0..2)
         .map(|me| {
             let peers = fabrics[me].connect(&names).expect("connect");
-            let targets = (0..2)
+            let targets: Vec<Option<Target>> = (0..2)
                 .map(|pe| {
                     (pe != me).then(|| Target {
                         peer: peers[pe],
@@ -85,28 +129,18 @@ pub fn two_nodes_in(heap: HeapId, key_of: impl Fn(Registered) -> Registered) -> 
                     })
                 })
                 .collect();
-            let routes = (0..2)
-                .map(|pe| {
-                    if pe == me {
-                        Route::Mapped(segments[me].clone())
-                    } else {
-                        Route::Remote
-                    }
-                })
-                .collect();
-            let dp = DataPlane::new(DataPlaneParts {
-                my_pe: me,
-                heap,
-                routes,
-                remote: Some(Arc::new(FabricRemote::new(fabrics[me].clone(), targets))),
-                health: Arc::new(Health::new()),
-                spin: Duration::from_micros(20),
-            })
-            .expect("data plane");
             Node {
-                dp: Arc::new(dp),
+                dp: Arc::new(data_plane(
+                    me,
+                    heap,
+                    &segments[me],
+                    &fabrics[me],
+                    targets.clone(),
+                )),
                 segment: segments[me].clone(),
                 name: names[me].clone(),
+                fabric: fabrics[me].clone(),
+                targets,
             }
         })
         .collect();
