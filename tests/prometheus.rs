@@ -8,21 +8,24 @@
 //! The PE program is this test binary: [`pe_entry`] acts as a PE when `FSH_PROM_DIR` is set.
 //! Needs `/usr/bin/prometheus` (Debian's `prometheus` package, installed by `.ci/run`).
 
+mod common;
+
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::prometheus::{
+    dashboard_queries, eventually, free_ports, node_pair_totals, pairs, panel_query, query,
+    scratch, start_prometheus, wait_for, Job, STEP,
+};
 use ferroshmem::{Error, SignalOp};
 
 /// Where the PEs and the test meet: the PEs write `ready.<pe>` there, the test `release`.
 const DIR: &str = "FSH_PROM_DIR";
 /// PEs of the job.
 const PES: usize = 3;
-/// How long any one step may take.
-const STEP: Duration = Duration::from_secs(30);
 
 /// Not a test of its own: the PE program of [`prometheus_counts_match_the_traffic`], run by
 /// the launcher with `FSH_PROM_DIR` set. Without it, it does nothing.
@@ -144,119 +147,6 @@ fn expected() -> BTreeMap<Series, u64> {
     want
 }
 
-/// Kills and reaps a child process when dropped, so that a failing test leaves nothing
-/// running.
-struct Reaped(Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// The job under its launcher. Dropped, it releases the PEs and stops the launcher with
-/// SIGTERM, which stops the PEs; SIGKILL follows if that takes too long.
-struct Job {
-    launcher: Child,
-    release: PathBuf,
-}
-
-impl Job {
-    /// Releases the PEs and waits for the job's end: its exit status and the launcher's
-    /// standard error.
-    fn finish(mut self) -> (std::process::ExitStatus, String) {
-        std::fs::write(&self.release, b"").expect("release file");
-        let deadline = Instant::now() + STEP;
-        let status = loop {
-            if let Some(status) = self.launcher.try_wait().expect("waiting for the job") {
-                break status;
-            }
-            assert!(Instant::now() < deadline, "the job did not end");
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        let mut stderr = String::new();
-        if let Some(mut pipe) = self.launcher.stderr.take() {
-            let _ = pipe.read_to_string(&mut stderr);
-        }
-        (status, stderr)
-    }
-}
-
-impl Drop for Job {
-    fn drop(&mut self) {
-        if matches!(self.launcher.try_wait(), Ok(Some(_))) {
-            return;
-        }
-        let _ = std::fs::write(&self.release, b"");
-        if let Some(pid) = rustix::process::Pid::from_raw(self.launcher.id() as i32) {
-            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
-        }
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if matches!(self.launcher.try_wait(), Ok(Some(_))) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.launcher.kill();
-        let _ = self.launcher.wait();
-    }
-}
-
-/// A fresh directory for one run.
-fn scratch() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("fsh-prometheus-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("scratch directory");
-    dir
-}
-
-/// A loopback port nothing listens on, and the `count - 1` after it.
-fn free_ports(count: u16) -> u16 {
-    for _ in 0..100 {
-        let base = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        if base.checked_add(count).is_some()
-            && (0..count).all(|i| TcpListener::bind(("127.0.0.1", base + i)).is_ok())
-        {
-            return base;
-        }
-    }
-    panic!("no {count} consecutive free loopback ports");
-}
-
-/// Percent-encodes a query parameter.
-fn encode(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
-/// Runs an instant query against the Prometheus at `server`; `None` while it cannot answer.
-fn query(server: SocketAddr, promql: &str) -> Option<Vec<serde_json::Value>> {
-    let mut stream = TcpStream::connect_timeout(&server, Duration::from_secs(2)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(
-        stream,
-        "GET /api/v1/query?query={} HTTP/1.0\r\nHost: {server}\r\n\r\n",
-        encode(promql)
-    )
-    .ok()?;
-    let mut reply = String::new();
-    stream.read_to_string(&mut reply).ok()?;
-    let body = reply.split_once("\r\n\r\n")?.1;
-    let json: serde_json::Value = serde_json::from_str(body).ok()?;
-    (json["status"] == "success").then(|| json["data"]["result"].as_array().cloned())?
-}
-
 /// The series of ferroshmem's counters as Prometheus stores them, keyed as in [`expected`].
 fn scraped(server: SocketAddr) -> Option<BTreeMap<Series, u64>> {
     let series = query(
@@ -281,78 +171,10 @@ fn scraped(server: SocketAddr) -> Option<BTreeMap<Series, u64>> {
     Some(got)
 }
 
-/// The Grafana dashboard's panel queries, with its variables filled in as Grafana would.
-fn dashboard_queries() -> Vec<String> {
-    fn exprs(v: &serde_json::Value, out: &mut Vec<String>) {
-        match v {
-            serde_json::Value::Object(map) => map.iter().for_each(|(k, child)| match child {
-                serde_json::Value::String(e) if k == "expr" => out.push(e.clone()),
-                _ => exprs(child, out),
-            }),
-            serde_json::Value::Array(items) => items.iter().for_each(|i| exprs(i, out)),
-            _ => {}
-        }
-    }
-    let dashboard =
-        serde_json::from_str(include_str!("../observability/dashboards/ferroshmem.json"))
-            .expect("the dashboard is JSON");
-    let mut out = Vec::new();
-    exprs(&dashboard, &mut out);
-    assert!(!out.is_empty());
-    out.iter()
-        .map(|e| {
-            e.replace("$__rate_interval", "1m")
-                .replace("$job_id", ".*")
-                .replace("$node", ".*")
-        })
-        .collect()
-}
-
-fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + STEP;
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-fn start_prometheus(dir: &Path, server: SocketAddr, targets: &[String]) -> Reaped {
-    let config = dir.join("prometheus.yml");
-    let targets: Vec<String> = targets.iter().map(|t| format!("'{t}'")).collect();
-    std::fs::write(
-        &config,
-        format!(
-            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: ferroshmem\n    static_configs:\n      - targets: [{}]\n",
-            targets.join(", ")
-        ),
-    )
-    .expect("prometheus.yml");
-    let binary = ["/usr/bin/prometheus", "/usr/local/bin/prometheus"]
-        .into_iter()
-        .find(|p| Path::new(p).exists())
-        .expect("Prometheus is not installed: `apt-get install prometheus` (.ci/run does)");
-    let log = std::fs::File::create(dir.join("prometheus.log")).expect("log file");
-    Reaped(
-        Command::new(binary)
-            .arg(format!("--config.file={}", config.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.join("data").display()
-            ))
-            .arg(format!("--web.listen-address={server}"))
-            .arg("--log.level=warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("starting prometheus"),
-    )
-}
-
 #[test]
 fn prometheus_counts_match_the_traffic() {
     let started = Instant::now();
-    let dir = scratch();
+    let dir = scratch("prometheus");
     let base = free_ports(PES as u16);
     let server = SocketAddr::from(([127, 0, 0, 1], free_ports(1)));
     let targets: Vec<String> = (0..PES)
@@ -378,15 +200,10 @@ fn prometheus_counts_match_the_traffic() {
         (0..PES).all(|pe| dir.join(format!("ready.{pe}")).exists())
     });
     let want = expected();
-    let deadline = Instant::now() + STEP;
-    let mut got = scraped(server);
-    while got.as_ref() != Some(&want) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(200));
-        got = scraped(server);
-    }
+    let got = eventually(|| scraped(server), |got| got.as_ref() == Some(&want));
     assert_eq!(
-        got,
-        Some(want),
+        got.as_ref(),
+        Some(&want),
         "Prometheus's counters against the pattern's totals"
     );
     let up = query(server, r#"up{job="ferroshmem"} == 1"#).expect("up");
@@ -416,6 +233,32 @@ fn prometheus_counts_match_the_traffic() {
             "Prometheus cannot evaluate the dashboard's query `{expr}`"
         );
     }
+    // The node traffic matrix: every PE is on this node, so one pair, which carries every
+    // byte the pattern sent.
+    let host = labels[0]["metric"]["node"].as_str().expect("node label");
+    let sent: u64 = want
+        .iter()
+        .filter(|(series, _)| series.0 == "ferroshmem_bytes_total")
+        .map(|(_, bytes)| bytes)
+        .sum();
+    let totals = query(server, &node_pair_totals()).expect("node pair totals");
+    assert_eq!(
+        pairs(&totals, "node", "target_node"),
+        vec![(host.to_string(), host.to_string(), sent as f64)],
+        "bytes from node to node"
+    );
+    // A rate needs two scrapes of each series.
+    let rate_pairs = || {
+        let rates = query(server, &panel_query("Node traffic matrix")).expect("node pair rates");
+        pairs(&rates, "node", "target_node")
+            .into_iter()
+            .map(|(from, to, _)| (from, to))
+            .collect::<Vec<_>>()
+    };
+    let rated = eventually(rate_pairs, |pairs| !pairs.is_empty());
+    assert_eq!(rated, vec![(host.to_string(), host.to_string())]);
+    let pe_info = query(server, "ferroshmem_pe_info == 1").expect("pe info");
+    assert_eq!(pe_info.len(), PES, "every PE names its node: {pe_info:?}");
 
     let (status, stderr) = job.finish();
     assert!(status.success(), "job failed: {status:?}\n{stderr}");

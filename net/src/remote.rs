@@ -27,10 +27,21 @@
 //! once the target placed it). So a put-with-signal's signal follows its data, and a later
 //! signal to the same word follows the earlier one. An atomic's notice is posted once the
 //! atomic was applied.
+//!
+//! # Metrics
+//! The data plane counts the operations (`ferroshmem_ops_total{transport="fabric"}`). Given
+//! the PE's fabric traffic block ([`Remote::record_into`]), this transport keeps
+//! `ferroshmem_ops_in_flight{transport="fabric"}`: each operation counts from [`Remote::start`]
+//! until every fabric operation it posted has ended (completed or failed; for an atomic,
+//! until it was applied and its notice posted), whether or not its future is awaited, so an
+//! `_nbi` operation counts until it completes, not until `quiet`. The endpoint names its
+//! provider and keeps the CQ depth ([`Fabric::record_into`]). With metrics off, recording
+//! costs one load per operation.
 
 use std::sync::atomic::{fence, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
+use ferroshmem_observability::Traffic;
 use ferroshmem_runtime::route::{Amo, Completion, Remote, RemoteOp};
 use ferroshmem_runtime::{Error, Segment};
 
@@ -81,6 +92,25 @@ pub struct Target {
 pub struct FabricRemote {
     fabric: Arc<Fabric>,
     targets: Vec<Option<(Target, Lane)>>,
+    /// The PE's fabric traffic block, once given, if metrics are on.
+    traffic: OnceLock<Traffic>,
+}
+
+/// One operation counted in `ferroshmem_ops_in_flight` until dropped: moved into the hooks
+/// that run when its fabric operations end (or are dropped unposted).
+struct InFlight(Traffic);
+
+impl InFlight {
+    fn start(traffic: &Traffic) -> InFlight {
+        traffic.in_flight(1);
+        InFlight(traffic.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight(-1);
+    }
 }
 
 impl FabricRemote {
@@ -90,7 +120,11 @@ impl FabricRemote {
             .into_iter()
             .map(|t| t.map(|t| (t, Lane::default())))
             .collect();
-        FabricRemote { fabric, targets }
+        FabricRemote {
+            fabric,
+            targets,
+            traffic: OnceLock::new(),
+        }
     }
 
     /// The fabric it posts to.
@@ -130,14 +164,22 @@ impl FabricRemote {
     }
 
     /// Posts atomic `op` on the word of `width` bytes at `at`; once it was applied, the
-    /// notice of its write, if it writes.
-    fn atomic(&self, peer: &(Target, Lane), at: usize, op: Amo, width: usize) -> Completion {
+    /// notice of its write, if it writes; then runs `then`.
+    fn atomic(
+        &self,
+        peer: &(Target, Lane),
+        at: usize,
+        op: Amo,
+        width: usize,
+        then: impl FnOnce() + Send + 'static,
+    ) -> Completion {
         let fabric = Arc::downgrade(&self.fabric);
         let target = peer.0;
         self.post(peer, Class::Atomic, at, fetching(op, width), move || {
             if let (true, Some(fabric)) = (op != Amo::Fetch, fabric.upgrade()) {
                 announce(&fabric, target, at, width);
             }
+            then();
         })
     }
 }
@@ -177,14 +219,17 @@ impl Remote for FabricRemote {
         let Some(peer) = self.targets.get(pe).and_then(Option::as_ref) else {
             return Box::pin(std::future::ready(Err(Error::NotMapped { pe })));
         };
+        // Counted until the hooks holding it run: when the operation has ended.
+        let in_flight = self.traffic.get().map(InFlight::start);
+        let ended = move || drop(in_flight);
         match op {
             RemoteOp::Put(data) => {
                 let len = data.len();
                 let write = Operation::WriteData(data, notice(at, len));
-                self.post(peer, Class::Rma, at, write, || {})
+                self.post(peer, Class::Rma, at, write, ended)
             }
-            RemoteOp::Get(len) => self.post(peer, Class::Rma, at, Operation::Read(len), || {}),
-            RemoteOp::Amo { op, width } => self.atomic(peer, at, op, width),
+            RemoteOp::Get(len) => self.post(peer, Class::Rma, at, Operation::Read(len), ended),
+            RemoteOp::Amo { op, width } => self.atomic(peer, at, op, width, ended),
             RemoteOp::PutSignal {
                 data,
                 signal_at,
@@ -192,8 +237,11 @@ impl Remote for FabricRemote {
             } => {
                 let len = data.len();
                 let write = Operation::WriteData(data, notice(at, len));
-                let written = self.post(peer, Class::Rma, at, write, || {});
-                let signalled = self.atomic(peer, signal_at, signal, 8);
+                // It has ended once both its parts have (the last of them drops `ended`).
+                let ended = Arc::new(ended);
+                let data_ended = ended.clone();
+                let written = self.post(peer, Class::Rma, at, write, move || drop(data_ended));
+                let signalled = self.atomic(peer, signal_at, signal, 8, move || drop(ended));
                 Box::pin(async move {
                     let (written, signalled) = futures::join!(written, signalled);
                     written?;
@@ -202,5 +250,12 @@ impl Remote for FabricRemote {
                 })
             }
         }
+    }
+
+    fn record_into(&self, traffic: &Traffic) {
+        if traffic.is_enabled() {
+            let _ = self.traffic.set(traffic.clone());
+        }
+        self.fabric.record_into(traffic);
     }
 }

@@ -1,11 +1,20 @@
 //! [`Fabric`]: one PE's endpoint, its registered segment, and the progress thread that ends
 //! its operations and hands on the data of peers' writes.
+//!
+//! # Metrics
+//! Once given the PE's fabric traffic block ([`Fabric::record_into`]), the endpoint names its
+//! provider there and the progress thread keeps `ferroshmem_cq_depth{transport="fabric"}`:
+//! the number of entries its latest read of the completion queue found (its operations'
+//! completions and peers' notices; a read takes at most 32, so 32 means at least as many were
+//! waiting), 0 once a read waited [`PROGRESS_WAIT_MS`] and found none. It is stored only when
+//! it changes: one relaxed store per read at most, none per operation.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use ferroshmem_observability::Traffic;
 use ferroshmem_runtime::{Error, Result, Segment};
 use futures::future::Either;
 use tokio::sync::oneshot;
@@ -46,6 +55,8 @@ pub struct Fabric {
     regions: std::sync::Mutex<Vec<MemoryRegion>>,
     stop: Arc<AtomicBool>,
     progress: Option<JoinHandle<()>>,
+    /// The PE's fabric traffic block, once given (shared with the progress thread).
+    traffic: Arc<OnceLock<Traffic>>,
 }
 
 impl std::fmt::Debug for Fabric {
@@ -74,11 +85,12 @@ impl Fabric {
         let domain = Domain::open(&lib, info)?;
         let endpoint = Arc::new(Endpoint::open(&domain)?);
         let stop = Arc::new(AtomicBool::new(false));
+        let traffic = Arc::new(OnceLock::new());
         let progress = std::thread::Builder::new()
             .name("fsh-fabric".into())
             .spawn({
-                let (endpoint, stop) = (endpoint.clone(), stop.clone());
-                move || progress_loop(&endpoint, &stop, &on_data)
+                let (endpoint, stop, traffic) = (endpoint.clone(), stop.clone(), traffic.clone());
+                move || progress_loop(&endpoint, &stop, &on_data, &traffic)
             })
             .map_err(|e| Error::os("starting the fabric progress thread", e))?;
         Ok(Fabric {
@@ -87,7 +99,17 @@ impl Fabric {
             regions: Default::default(),
             stop,
             progress: Some(progress),
+            traffic,
         })
+    }
+
+    /// Records this endpoint's metrics into `traffic`, the PE's fabric traffic block: names
+    /// the provider (`ferroshmem_transport_info`) and keeps the CQ depth (see the module
+    /// documentation). The first block given is kept; a disabled one records nothing.
+    pub fn record_into(&self, traffic: &Traffic) {
+        if traffic.is_enabled() && self.traffic.set(traffic.clone()).is_ok() {
+            traffic.set_provider(&self.provider());
+        }
     }
 
     /// The provider in use.
@@ -285,11 +307,25 @@ impl Drop for OnDrop {
     }
 }
 
-/// Ends operations and hands on peers' data until `stop` is set.
-fn progress_loop(endpoint: &Endpoint, stop: &AtomicBool, on_data: &(dyn Fn(u64) + Send)) {
+/// Ends operations and hands on peers' data until `stop` is set; keeps the CQ depth in
+/// `traffic` once it is given.
+fn progress_loop(
+    endpoint: &Endpoint,
+    stop: &AtomicBool,
+    on_data: &(dyn Fn(u64) + Send),
+    traffic: &OnceLock<Traffic>,
+) {
+    let mut depth = 0;
     while !stop.load(Ordering::Acquire) {
         match endpoint.progress(PROGRESS_WAIT_MS) {
-            Ok(found) => found.remote.into_iter().for_each(on_data),
+            Ok(found) => {
+                let read = found.ended + found.remote.len();
+                if let (true, Some(traffic)) = (read != depth, traffic.get()) {
+                    depth = read;
+                    traffic.set_cq_depth(read as u64);
+                }
+                found.remote.into_iter().for_each(on_data);
+            }
             Err(e) => {
                 tracing::warn!("fabric progress: {e}");
                 std::thread::sleep(Duration::from_millis(10));

@@ -20,10 +20,13 @@ pub const MEMORY: &str = "memory";
 /// Label: the kind of operation (`put`, `get`, … for traffic; `barrier`, `malloc`, … for
 /// collectives).
 pub const OP: &str = "op";
-/// Label: the transport that carried the operation: `shm` (host PEs' shared memory) or `cuda`
-/// (GPU PEs' host-initiated and on-stream operations: copy engines and stream memory
-/// operations).
+/// Label: the transport that carried the operation: `shm` (host PEs' shared memory), `fabric`
+/// (PEs on other nodes, through the fabric library) or `cuda` (GPU PEs' host-initiated and
+/// on-stream operations: copy engines and stream memory operations).
 pub const TRANSPORT: &str = "transport";
+/// Label: the fabric library's provider that carries a transport (`tcp;ofi_rxm`, `verbs;ofi_rxm`,
+/// `efa`, `cxi`, …), on [`TRANSPORT_INFO`].
+pub const PROVIDER: &str = "provider";
 /// Label: the PE whose memory an operation reached.
 pub const TARGET_PE: &str = "target_pe";
 /// Label: an error's kind (`ferroshmem::Error::kind()`: `peer_lost`, `timeout`, …).
@@ -40,6 +43,12 @@ pub const OP_DURATION_SECONDS: &str = "ferroshmem_op_duration_seconds";
 pub const OPS_IN_FLIGHT: &str = "ferroshmem_ops_in_flight";
 /// Completion-queue entries waiting to be polled.
 pub const CQ_DEPTH: &str = "ferroshmem_cq_depth";
+/// Info metric (always 1): what carries a transport of this PE, as labels (the fabric's
+/// provider).
+pub const TRANSPORT_INFO: &str = "ferroshmem_transport_info";
+/// Info metric (always 1): that this PE of this job runs on this node. Joined on `pe` (as
+/// `target_pe`) and `job_id`, it names the node of an operation's target.
+pub const PE_INFO: &str = "ferroshmem_pe_info";
 /// Symmetric-heap bytes in live allocations.
 pub const HEAP_USED_BYTES: &str = "ferroshmem_heap_used_bytes";
 /// Symmetric-heap bytes not allocated.
@@ -121,14 +130,28 @@ pub const ALL: &[MetricDef] = &[
         kind: Kind::Gauge,
         unit: Unit::Count,
         labels: &[TRANSPORT],
-        help: "Operations issued and not yet complete (always 0 on shm, which completes inline).",
+        help: "Operations issued and not yet complete (fabric: from when the transport takes them until their completion, _nbi ones included; always 0 on shm, which completes inline).",
     },
     MetricDef {
         name: CQ_DEPTH,
         kind: Kind::Gauge,
         unit: Unit::Count,
         labels: &[TRANSPORT],
-        help: "Completion-queue entries waiting for the poller (always 0 on shm, which has no CQ).",
+        help: "Completion-queue entries waiting for the poller (fabric: entries the progress thread's latest read of the completion queue found, at most 32 per read; always 0 on shm, which has no CQ).",
+    },
+    MetricDef {
+        name: TRANSPORT_INFO,
+        kind: Kind::Gauge,
+        unit: Unit::Count,
+        labels: &[TRANSPORT, PROVIDER],
+        help: "Always 1: the fabric library provider that carries this PE's transport (fabric: tcp;ofi_rxm, verbs;ofi_rxm, efa, cxi, ...).",
+    },
+    MetricDef {
+        name: PE_INFO,
+        kind: Kind::Gauge,
+        unit: Unit::Count,
+        labels: &[],
+        help: "Always 1: this PE of this job runs on this node; join target_pe to pe (and job_id) to name a target's node.",
     },
     MetricDef {
         name: HEAP_USED_BYTES,
@@ -216,6 +239,9 @@ mod tests {
                 (_, Unit::Seconds) => assert!(m.name.ends_with("_seconds"), "{}", m.name),
                 (_, Unit::Bytes) => assert!(m.name.ends_with("_bytes"), "{}", m.name),
                 _ => {}
+            }
+            if m.name.ends_with("_info") {
+                assert_eq!(m.kind, Kind::Gauge, "{}: info metrics are gauges", m.name);
             }
             assert!(ALL.iter().filter(|o| o.name == m.name).count() == 1);
         }

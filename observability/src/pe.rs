@@ -102,7 +102,8 @@ pub struct PeMetrics {
 }
 
 impl PeMetrics {
-    /// The metrics of PE `pe` of job `job_id`: enabled if the exporter is installed.
+    /// The metrics of PE `pe` of job `job_id`: enabled if the exporter is installed, and then
+    /// announced by `ferroshmem_pe_info` (which names the PE's node for others' traffic).
     pub fn new(pe: usize, job_id: u64) -> PeMetrics {
         let Some(exporter) = installed() else {
             return PeMetrics::disabled();
@@ -113,6 +114,9 @@ impl PeMetrics {
         ];
         let key = |name| Key::from_parts(name, labels.to_vec());
         let recorder = exporter.recorder();
+        recorder
+            .register_gauge(&key(names::PE_INFO), &METADATA)
+            .set(1.0);
         let shared = PeShared {
             exporter,
             pe,

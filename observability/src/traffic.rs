@@ -22,7 +22,8 @@
 //!
 //! Layers whose operations complete later (a CQ poller, a GPU proxy) use [`Traffic::count`],
 //! [`Traffic::observe`], [`Traffic::in_flight`] and [`Traffic::set_cq_depth`] instead of
-//! [`Traffic::start`], [`Traffic::done`] and [`Traffic::failed`].
+//! [`Traffic::start`], [`Traffic::done`] and [`Traffic::failed`], and name what carries them
+//! with [`Traffic::set_provider`].
 
 use std::cell::Cell as ThreadCell;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::Relaxed};
@@ -471,6 +472,19 @@ impl Traffic {
     pub fn set_cq_depth(&self, depth: u64) {
         if let Some(active) = &self.active {
             active.cq_depth.store(depth, Relaxed);
+        }
+    }
+
+    /// Names the fabric library provider that carries this block's transport, in the info
+    /// metric `ferroshmem_transport_info{transport, provider}` (set to 1). Call it once, when
+    /// the transport is set up: it registers a series.
+    pub fn set_provider(&self, provider: &str) {
+        if let Some(active) = &self.active {
+            let labels = [
+                Label::new(names::TRANSPORT, active.transport),
+                Label::new(names::PROVIDER, provider.to_string()),
+            ];
+            active.pe.gauge(names::TRANSPORT_INFO, &labels).set(1.0);
         }
     }
 

@@ -85,6 +85,7 @@ fn the_dashboard_is_well_formed() {
     let titles: Vec<&str> = panels.iter().filter_map(|p| p["title"].as_str()).collect();
     for wanted in [
         "Traffic matrix",
+        "Node traffic matrix",
         "Operations/s by kind",
         "Operation latency",
         "Heap used",

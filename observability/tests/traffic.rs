@@ -1,7 +1,8 @@
 //! The recording API against the exporter's rendering: counts from many threads (more than
 //! there are shards) add up exactly, errors are counted by kind, latencies are sampled one in
 //! `OP_SAMPLE_EVERY`, every series carries the PE's labels, and counts made after the last
-//! scrape are still published when their block is dropped.
+//! scrape are still published when their block is dropped, and the info metrics name a PE's
+//! node and a transport's provider.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -256,4 +257,31 @@ fn blocks_with_the_same_labels_add_up() {
     let text = exporter.render();
     assert_eq!(sample(&text, names::OPS_TOTAL, &labels), 19.0);
     assert_eq!(sample(&text, names::OPS_IN_FLIGHT, &gauge), 3.0);
+}
+
+#[test]
+fn info_metrics_name_the_pe_node_and_the_provider() {
+    let exporter = install_exporter().expect("exporter");
+    let pe = PeMetrics::new(3, 0x1f0);
+    pe.traffic("fabric", 4).set_provider("tcp;ofi_rxm");
+    Traffic::disabled().set_provider("verbs;ofi_rxm");
+    let text = exporter.render();
+    let me = [(names::PE, "3"), (names::JOB_ID, "00000000000001f0")];
+    assert_eq!(sample(&text, names::PE_INFO, &me), 1.0);
+    let provider = [
+        me[0],
+        me[1],
+        (names::TRANSPORT, "fabric"),
+        (names::PROVIDER, "tcp;ofi_rxm"),
+    ];
+    assert_eq!(sample(&text, names::TRANSPORT_INFO, &provider), 1.0);
+    assert!(
+        samples(
+            &text,
+            names::TRANSPORT_INFO,
+            &[(names::PROVIDER, "verbs;ofi_rxm")]
+        )
+        .is_empty(),
+        "a disabled block names nothing: {text}"
+    );
 }

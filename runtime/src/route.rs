@@ -95,6 +95,13 @@ pub trait Remote: Send + Sync + std::fmt::Debug {
     fn name(&self) -> &'static str {
         "fabric"
     }
+
+    /// Takes this PE's traffic block for the transport, handed over once when the data plane
+    /// is built (the data plane counts the operations; the transport keeps the gauges only it
+    /// can see: operations in flight, CQ depth, its provider). Does nothing by default.
+    fn record_into(&self, traffic: &Traffic) {
+        let _ = traffic;
+    }
 }
 
 /// How many deferred completions make the first pruning.
@@ -153,6 +160,7 @@ impl std::fmt::Debug for Remotes {
 
 impl Remotes {
     pub fn new(transport: Arc<dyn Remote>, traffic: Traffic) -> Remotes {
+        transport.record_into(&traffic);
         Remotes {
             transport,
             traffic,

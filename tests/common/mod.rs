@@ -4,6 +4,7 @@
 
 pub mod collective_scenarios;
 pub mod netns;
+pub mod prometheus;
 pub mod scenarios;
 
 /// A multi-thread tokio runtime of 4 workers, for tests that drive jobs themselves.

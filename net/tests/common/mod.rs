@@ -26,6 +26,50 @@ pub struct Node {
     pub segment: Arc<Segment>,
     /// Its fabric endpoint's name.
     pub name: Vec<u8>,
+    /// Its fabric endpoint.
+    pub fabric: Arc<Fabric>,
+    /// Where it reaches each PE through the fabric (`None` for itself).
+    pub targets: Vec<Option<Target>>,
+}
+
+impl Node {
+    /// Another data plane of this PE, over the same fabric endpoint and targets, in the job
+    /// whose heap is `heap`: made after the metrics exporter is installed, it records while
+    /// one made before does not. Its own segment is a new one (a segment serves one data
+    /// plane: its doorbell); its operations on the other PE are the same.
+    pub fn another_data_plane(&self, me: usize, heap: HeapId) -> DataPlane {
+        let own = Arc::new(Segment::create(me, HEAP).expect("segment"));
+        data_plane(me, heap, &own, &self.fabric, self.targets.clone())
+    }
+}
+
+/// PE `me`'s data plane (of 2 PEs) in the job of heap `heap`: `own` mapped, the other PE
+/// through `fabric` at `targets`.
+pub fn data_plane(
+    me: usize,
+    heap: HeapId,
+    own: &Arc<Segment>,
+    fabric: &Arc<Fabric>,
+    targets: Vec<Option<Target>>,
+) -> DataPlane {
+    let routes = (0..2)
+        .map(|pe| {
+            if pe == me {
+                Route::Mapped(own.clone())
+            } else {
+                Route::Remote
+            }
+        })
+        .collect();
+    DataPlane::new(DataPlaneParts {
+        my_pe: me,
+        heap,
+        routes,
+        remote: Some(Arc::new(FabricRemote::new(fabric.clone(), targets))),
+        health: Arc::new(Health::new()),
+        spin: Duration::from_micros(20),
+    })
+    .expect("data plane")
 }
 
 pub fn available() -> bool {
@@ -50,9 +94,15 @@ pub fn fabric_for(segment: &Arc<Segment>) -> Fabric {
     .expect("a tcp;ofi_rxm endpoint on loopback")
 }
 
-/// Two PEs, each reaching the other through the fabric; `key_of` may falsify the key PE 0
-/// uses for PE 1.
+/// Two PEs of the job whose heap is [`HEAP_ID`], each reaching the other through the fabric;
+/// `key_of` may falsify the key PE 0 uses for PE 1.
 pub fn two_nodes(key_of: impl Fn(Registered) -> Registered) -> [Node; 2] {
+    two_nodes_in(HEAP_ID, key_of)
+}
+
+/// [`two_nodes`] of the job whose heap (and metrics' `job_id`) is `heap`: tests of one binary
+/// that read the process-wide metrics keep their series apart this way.
+pub fn two_nodes_in(heap: HeapId, key_of: impl Fn(Registered) -> Registered) -> [Node; 2] {
     let segments: Vec<Arc<Segment>> = (0..2)
         .map(|pe| Arc::new(Segment::create(pe, HEAP).expect("segment")))
         .collect();
@@ -67,7 +117,7 @@ pub fn two_nodes(key_of: impl Fn(Registered) -> Registered) -> [Node; 2] {
     let nodes: Vec<Node> = (0..2)
         .map(|me| {
             let peers = fabrics[me].connect(&names).expect("connect");
-            let targets = (0..2)
+            let targets: Vec<Option<Target>> = (0..2)
                 .map(|pe| {
                     (pe != me).then(|| Target {
                         peer: peers[pe],
@@ -79,28 +129,18 @@ pub fn two_nodes(key_of: impl Fn(Registered) -> Registered) -> [Node; 2] {
                     })
                 })
                 .collect();
-            let routes = (0..2)
-                .map(|pe| {
-                    if pe == me {
-                        Route::Mapped(segments[me].clone())
-                    } else {
-                        Route::Remote
-                    }
-                })
-                .collect();
-            let dp = DataPlane::new(DataPlaneParts {
-                my_pe: me,
-                heap: HEAP_ID,
-                routes,
-                remote: Some(Arc::new(FabricRemote::new(fabrics[me].clone(), targets))),
-                health: Arc::new(Health::new()),
-                spin: Duration::from_micros(20),
-            })
-            .expect("data plane");
             Node {
-                dp: Arc::new(dp),
+                dp: Arc::new(data_plane(
+                    me,
+                    heap,
+                    &segments[me],
+                    &fabrics[me],
+                    targets.clone(),
+                )),
                 segment: segments[me].clone(),
                 name: names[me].clone(),
+                fabric: fabrics[me].clone(),
+                targets,
             }
         })
         .collect();
@@ -109,8 +149,13 @@ pub fn two_nodes(key_of: impl Fn(Registered) -> Registered) -> [Node; 2] {
 
 /// A view of `len` elements of `T` at heap byte `offset` (the same on every PE).
 pub fn view<T: bytemuck::Pod>(offset: usize, len: usize) -> SymBuffer<T> {
+    view_in(HEAP_ID, offset, len)
+}
+
+/// [`view`] in the heap `heap` (see [`two_nodes_in`]).
+pub fn view_in<T: bytemuck::Pod>(heap: HeapId, offset: usize, len: usize) -> SymBuffer<T> {
     let bytes = len * std::mem::size_of::<T>();
-    SymBuffer::from_allocation(Allocation::new(HEAP_ID, offset, bytes), len).expect("view")
+    SymBuffer::from_allocation(Allocation::new(heap, offset, bytes), len).expect("view")
 }
 
 pub async fn within<T>(what: &str, f: impl std::future::Future<Output = T>) -> T {
