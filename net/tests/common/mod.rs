@@ -93,6 +93,7 @@ pub fn two_nodes(key_of: impl Fn(Registered) -> Registered) -> [Node; 2] {
                 heap: HEAP_ID,
                 routes,
                 remote: Some(Arc::new(FabricRemote::new(fabrics[me].clone(), targets))),
+                nodes: vec![0, 1],
                 health: Arc::new(Health::new()),
                 spin: Duration::from_micros(20),
             })
