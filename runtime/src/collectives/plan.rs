@@ -233,6 +233,9 @@ mod tests {
         }
         let no_slots = Plan::new(&[0, 0, 1, 1], TeamConfig::default(), false);
         assert_eq!(no_slots.reduce(8), ReduceAlgorithm::Tree(Shape::Nodes));
-        assert_eq!(no_slots.broadcast(8), BroadcastAlgorithm::Tree(Shape::Nodes));
+        assert_eq!(
+            no_slots.broadcast(8),
+            BroadcastAlgorithm::Tree(Shape::Nodes)
+        );
     }
 }

@@ -17,8 +17,8 @@
 use std::sync::atomic::Ordering;
 
 use super::eager::{agree, Arrived, Payload, Senders, Stamp, DISAGREED};
-use super::reduce_ops::{BitwiseReducible, ReduceOp, Reducible};
 use super::plan::{MoveAlgorithm, ReduceAlgorithm};
+use super::reduce_ops::{BitwiseReducible, ReduceOp, Reducible};
 use super::shapes::{Shape, Tree};
 use super::{bytes_of, disjoint, holds, Descriptor, Kind};
 use crate::error::{Error, Result};

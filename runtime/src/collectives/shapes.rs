@@ -92,7 +92,11 @@ impl<'a> Tree<'a> {
                 }
                 let mut out = Vec::new();
                 if m == self.root {
-                    out.extend((0..self.nodes.nodes()).filter(|&h| h != g).map(|h| self.head(h)));
+                    out.extend(
+                        (0..self.nodes.nodes())
+                            .filter(|&h| h != g)
+                            .map(|h| self.head(h)),
+                    );
                 }
                 out.extend(self.nodes.members(g).iter().filter(|&&j| j != m));
                 out
@@ -154,7 +158,10 @@ mod tests {
             }
         }
         let one = NodeShape::new(&[0; 6]);
-        assert_eq!(Tree::new(Shape::Binomial, 0, &one).children(0), vec![4, 2, 1]);
+        assert_eq!(
+            Tree::new(Shape::Binomial, 0, &one).children(0),
+            vec![4, 2, 1]
+        );
         assert_eq!(Tree::new(Shape::Binomial, 0, &one).children(4), vec![5]);
         assert_eq!(Tree::new(Shape::Binomial, 2, &one).children(0), vec![1]);
     }

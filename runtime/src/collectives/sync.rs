@@ -63,8 +63,7 @@ impl Team {
             SyncAlgorithm::Nodes => self.sync_by_node(epoch, desc).await?,
             SyncAlgorithm::Flat | SyncAlgorithm::Dissemination => {
                 let (n, me) = (self.n_pes(), self.my_pe());
-                self.sync_among((n, |j| j), me, epoch, (desc, desc))
-                    .await?
+                self.sync_among((n, |j| j), me, epoch, (desc, desc)).await?
             }
         };
         self.dp().health().check()?;
@@ -142,7 +141,13 @@ impl Team {
             )
         };
         if me != leader {
-            self.post(leader, layout.up(me), epoch, layout.up(me) + 8, &[desc, desc])?;
+            self.post(
+                leader,
+                layout.up(me),
+                epoch,
+                layout.up(me) + 8,
+                &[desc, desc],
+            )?;
             self.wait_word("team sync", layout.down(), epoch).await?;
             return Ok(pair_at(layout.down()));
         }
