@@ -130,7 +130,8 @@ impl Team {
     ) -> Result<()> {
         let (n, me) = (self.n_pes(), self.my_pe());
         let bytes = bytes_of::<T>(nelems);
-        let eager = self.inner.plan.alltoall(bytes) == MoveAlgorithm::Eager;
+        let algorithm = self.inner.plan.alltoall(bytes, strides.is_some());
+        let eager = algorithm == MoveAlgorithm::Eager;
         let mut buf = vec![T::zeroed(); if strides.is_some() { nelems } else { 0 }];
         if n == 1 || bytes == 0 || !eager {
             self.move_block(dest, source, nelems, strides, me, &mut buf)
@@ -180,6 +181,12 @@ impl Team {
                 self.eager_done(op, j, true)?;
             }
             return Ok(());
+        }
+        if algorithm == MoveAlgorithm::Push {
+            let block = |j: usize| j * nelems..(j + 1) * nelems;
+            let push = |j| (dest.slice(block(me)), source.slice(block(j)));
+            let pull = |j| (dest.slice(block(j)), source.slice(block(me)));
+            return self.move_across_nodes(op, desc, push, pull).await;
         }
         self.sync_in(op, desc).await?;
         if op.rejected() {

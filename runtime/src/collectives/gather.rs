@@ -129,8 +129,14 @@ impl Team {
         if n == 1 || bytes == 0 {
             return Ok(());
         }
-        if algorithm == MoveAlgorithm::Ring {
-            return self.ring(op, dest, blocks).await;
+        match algorithm {
+            MoveAlgorithm::Ring => return self.ring(op, dest, blocks).await,
+            MoveAlgorithm::Push => {
+                let push = |_| (dest.slice(blocks.range(me)), source);
+                let pull = |j| (dest.slice(blocks.range(j)), source);
+                return self.move_across_nodes(op, desc, push, pull).await;
+            }
+            MoveAlgorithm::Eager | MoveAlgorithm::Flat => {}
         }
         self.sync_in(op, desc).await?;
         if op.rejected() {

@@ -58,6 +58,7 @@ mod broadcast;
 mod eager;
 mod gather;
 pub(crate) mod plan;
+mod push;
 mod reduce;
 mod reduce_ops;
 mod shapes;

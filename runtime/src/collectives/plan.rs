@@ -18,8 +18,13 @@
 //! - Eager sizes keep the eager algorithms: they are already push-only (every message a put
 //!   with its signal, no fabric round trip), and take one one-way latency; the two-level
 //!   form would add a node-local hop on each side to save fabric messages.
-//! - `fcollect`, `collect`, `alltoall(s)` and `reducescatter` keep their flat forms above
-//!   the eager sizes: a per-node aggregation is not built yet.
+//!
+//! # Teams that span nodes
+//! - `fcollect` and `alltoall` above the eager sizes push each block for another node into
+//!   its receiver with a put-with-signal, between two syncs, rather than reading it with a
+//!   fabric get (`push.rs`); blocks of the same node are read in place. Not aggregated per
+//!   node yet (see `push.rs`).
+//! - `collect`, `alltoalls` and `reducescatter` keep their flat forms above the eager sizes.
 
 use crate::team::region::FLAT_SYNC_MAX;
 use crate::team::shape::NodeShape;
@@ -67,6 +72,9 @@ pub(crate) enum MoveAlgorithm {
     Flat,
     /// Along a ring (fcollect of large blocks in large teams).
     Ring,
+    /// Sync, put each block for another node into its receiver with a signal, read this
+    /// node's blocks in place, sync (`push.rs`).
+    Push,
 }
 
 /// A team's choices, fixed at its creation.
@@ -155,6 +163,8 @@ impl Plan {
     pub fn fcollect(&self, bytes: usize) -> MoveAlgorithm {
         if self.eager_copy(bytes) {
             MoveAlgorithm::Eager
+        } else if self.nodes.nodes() > 1 {
+            MoveAlgorithm::Push
         } else if !self.flat() && self.large(bytes) {
             MoveAlgorithm::Ring
         } else {
@@ -162,10 +172,13 @@ impl Plan {
         }
     }
 
-    /// An alltoall of `bytes` bytes per block.
-    pub fn alltoall(&self, bytes: usize) -> MoveAlgorithm {
+    /// An alltoall of `bytes` bytes per block (contiguous: `alltoalls` never pushes, its
+    /// strided blocks would cross the fabric element by element).
+    pub fn alltoall(&self, bytes: usize, strided: bool) -> MoveAlgorithm {
         if self.eager_copy(bytes) {
             MoveAlgorithm::Eager
+        } else if self.nodes.nodes() > 1 && !strided {
+            MoveAlgorithm::Push
         } else {
             MoveAlgorithm::Flat
         }
@@ -200,7 +213,8 @@ mod tests {
         assert_eq!(four.reduce(16 << 10), ReduceAlgorithm::Tree(Shape::Star));
         assert_eq!(four.reduce(1 << 20), ReduceAlgorithm::ScatterGather);
         assert_eq!(four.fcollect(1 << 20), MoveAlgorithm::Flat);
-        assert_eq!(four.alltoall(8), MoveAlgorithm::Eager);
+        assert_eq!(four.alltoall(8, false), MoveAlgorithm::Eager);
+        assert_eq!(four.alltoall(4096, false), MoveAlgorithm::Flat);
         let big = plan(&[0; 16]);
         assert_eq!(big.sync(), SyncAlgorithm::Dissemination);
         assert_eq!(big.broadcast(8), BroadcastAlgorithm::Tree(Shape::Binomial));
@@ -215,6 +229,7 @@ mod tests {
         assert_eq!(three.sync(), SyncAlgorithm::Flat);
         assert_eq!(three.broadcast(4096), BroadcastAlgorithm::Tree(Shape::Star));
         assert_eq!(three.reduce(16 << 10), ReduceAlgorithm::Tree(Shape::Star));
+        assert_eq!(three.fcollect(1 << 20), MoveAlgorithm::Push, "no fabric reads");
     }
 
     #[test]
@@ -228,8 +243,10 @@ mod tests {
             // Eager sizes stay eager (push-only already), block moves stay flat.
             assert_eq!(p.broadcast(8), BroadcastAlgorithm::Eager);
             assert_eq!(p.reduce(8), ReduceAlgorithm::Eager);
-            assert_eq!(p.fcollect(4096), MoveAlgorithm::Flat);
-            assert_eq!(p.alltoall(4096), MoveAlgorithm::Flat);
+            assert_eq!(p.fcollect(4096), MoveAlgorithm::Push);
+            assert_eq!(p.alltoall(4096, false), MoveAlgorithm::Push);
+            assert_eq!(p.alltoall(4096, true), MoveAlgorithm::Flat);
+            assert_eq!(p.fcollect(8), MoveAlgorithm::Eager);
         }
         let no_slots = Plan::new(&[0, 0, 1, 1], TeamConfig::default(), false);
         assert_eq!(no_slots.reduce(8), ReduceAlgorithm::Tree(Shape::Nodes));
