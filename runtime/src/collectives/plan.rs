@@ -229,7 +229,11 @@ mod tests {
         assert_eq!(three.sync(), SyncAlgorithm::Flat);
         assert_eq!(three.broadcast(4096), BroadcastAlgorithm::Tree(Shape::Star));
         assert_eq!(three.reduce(16 << 10), ReduceAlgorithm::Tree(Shape::Star));
-        assert_eq!(three.fcollect(1 << 20), MoveAlgorithm::Push, "no fabric reads");
+        assert_eq!(
+            three.fcollect(1 << 20),
+            MoveAlgorithm::Push,
+            "no fabric reads"
+        );
     }
 
     #[test]

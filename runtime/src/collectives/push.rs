@@ -47,7 +47,10 @@ impl Team {
         let mine = nodes.group_of(me);
         let signal = value(op.next_seq(), 0);
         let others = (1..n).map(|k| (me + k) % n);
-        let away: Vec<usize> = others.clone().filter(|&j| nodes.group_of(j) != mine).collect();
+        let away: Vec<usize> = others
+            .clone()
+            .filter(|&j| nodes.group_of(j) != mine)
+            .collect();
         let mut landings = Vec::with_capacity(away.len());
         let dp = self.dp();
         for &j in &away {
