@@ -45,8 +45,10 @@
 //! Teams that span nodes with several members on some node sync by node (each node's
 //! members through their leader, the leaders among themselves), and run broadcasts and
 //! reductions above the eager sizes down a two-level tree whose only fabric edges join the
-//! root to the other nodes' leaders (see `plan.rs`); syncs and trees carry descriptors
-//! through the leaders, so mismatches are found as on one node.
+//! root to the other nodes' leaders; teams that span nodes move `fcollect` and `alltoall`
+//! blocks across nodes by puts with signals, never by fabric reads (see `plan.rs` and
+//! `push.rs`). Syncs and trees carry descriptors through the leaders, so mismatches are
+//! found as on one node.
 //!
 //! Calls whose algorithms never meet (an eager reduction against a reduce-scatter, two roots
 //! of a tree broadcast) and members waiting for one that gave the team up are caught by the
