@@ -464,3 +464,26 @@ fn check_nodes(my_pe: usize, routes: &[Route], nodes: &[usize]) -> Result<()> {
         None => Ok(()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_numbers_must_name_every_pe_and_agree_with_the_routes() {
+        let own = Arc::new(Segment::create(0, 1 << 16).expect("segment"));
+        let routes = vec![
+            Route::Mapped(own.clone()),
+            Route::Mapped(own),
+            Route::Remote,
+        ];
+        assert!(check_nodes(0, &routes, &[0, 0, 1]).is_ok());
+        assert!(check_nodes(0, &routes, &[3, 3, 2]).is_ok(), "any numbering");
+        for bad in [&[0, 0][..], &[0, 0, 0], &[0, 1, 1]] {
+            assert!(
+                matches!(check_nodes(0, &routes, bad), Err(Error::Config(_))),
+                "{bad:?}"
+            );
+        }
+    }
+}

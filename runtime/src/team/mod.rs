@@ -531,7 +531,7 @@ impl Teams {
     }
 
     /// The node team (`SHMEM_TEAM_SHARED`, `NVSHMEMX_TEAM_NODE`): the PEs that share memory
-    /// with this one. Today every PE of a job shares one node, so it has the world's members.
+    /// with this one, those of its node (every PE of a job that runs on one node).
     pub fn node(&self) -> &Team {
         &self.node
     }
