@@ -80,10 +80,10 @@ impl Team {
         Ok(())
     }
 
-    /// Syncs the `n` members `group.1(0) .. group.1(n − 1)` of `group` (this member being
-    /// the one at position `at`) over the sync lines,
-    /// numbered by position in the group: flat for up to [`FLAT_SYNC_MAX`], dissemination
-    /// otherwise. Resolves to the lowest and highest descriptor seen, `(lo, hi)` included.
+    /// Syncs a group of `n` members, the one at position `p` being member `member(p)` and
+    /// this one at position `at`, over the sync lines numbered by position: flat for up to
+    /// [`FLAT_SYNC_MAX`], dissemination otherwise. Resolves to the lowest and highest
+    /// descriptor seen, `(lo, hi)` (this member's) included.
     async fn sync_among(
         &self,
         (n, member): (usize, impl Fn(usize) -> usize),
