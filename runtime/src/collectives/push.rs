@@ -6,7 +6,9 @@
 //! into that member's `dest` with a put-with-signal (one one-way trip across the fabric, all
 //! of them in flight at once), reads its own node's blocks in place over mapped memory, waits
 //! for the signals of the members on other nodes, and ends with a sync (its node-mates may
-//! still be reading its `source`). The flat form would read every block of another node with
+//! still be reading its `source`). A team with one member per node needs no second sync:
+//! once a member's puts are delivered and every signal for it has come, its buffers are
+//! done with. The flat form would read every block of another node with
 //! a fabric get, one round trip each, one after the other.
 //!
 //! Not built: aggregation per node (each node pair exchanging one message through the
@@ -71,6 +73,12 @@ impl Team {
         }
         self.wait_words("block move", Layout::sig, &away, signal)
             .await?;
+        if !nodes.layered() {
+            // One member per node (alike on every member): every block for this member has
+            // landed and every one of its own has been delivered, so nobody reads or writes
+            // its buffers for this call any more.
+            return Ok(());
+        }
         self.sync_in(op, Descriptor::END).await
     }
 }
