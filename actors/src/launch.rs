@@ -56,6 +56,7 @@ fn start_pe(
         heap: HeapId(job),
         routes: peers.routes,
         remote: peers.remote,
+        nodes: peers.nodes,
         health: Arc::new(Health::new()),
         spin: settings.spin,
     })?);
@@ -396,7 +397,7 @@ async fn bootstrap(env: LaunchEnv) -> Result<Pe> {
     let pe = start_pe(
         rank,
         welcome.job,
-        PeerRoutes::new(segments, remote),
+        PeerRoutes::new(segments, remote, routes::node_numbers(&welcome.nodes)),
         &settings,
         link,
         next_seq,

@@ -163,21 +163,29 @@ pub struct PeerRoutes {
     pub routes: Vec<Route>,
     /// The transport of the `Remote` routes.
     pub remote: Option<Arc<dyn Remote>>,
+    /// The node of every PE (see [`node_numbers`]).
+    pub nodes: Vec<usize>,
 }
 
 impl PeerRoutes {
     /// Every PE mapped: `segments`, indexed by PE.
     pub fn mapped(segments: Vec<Arc<Segment>>) -> PeerRoutes {
         PeerRoutes {
+            nodes: vec![0; segments.len()],
             routes: segments.into_iter().map(Route::Mapped).collect(),
             remote: None,
         }
     }
 
-    /// The segments mapped here (indexed by PE, `None` elsewhere) and the fabric that
-    /// reaches the others.
-    pub fn new(segments: Vec<Option<Arc<Segment>>>, remote: Option<Arc<FabricRemote>>) -> Self {
+    /// The segments mapped here (indexed by PE, `None` elsewhere), the fabric that
+    /// reaches the others, and every PE's node.
+    pub fn new(
+        segments: Vec<Option<Arc<Segment>>>,
+        remote: Option<Arc<FabricRemote>>,
+        nodes: Vec<usize>,
+    ) -> Self {
         PeerRoutes {
+            nodes,
             routes: segments
                 .into_iter()
                 .map(|s| s.map_or(Route::Remote, Route::Mapped))
@@ -185,6 +193,21 @@ impl PeerRoutes {
             remote: remote.map(|r| r as Arc<dyn Remote>),
         }
     }
+}
+
+/// Numbers the nodes of a job from every PE's node key (indexed by PE): the node of PE 0 is
+/// 0, the next key not seen before 1, and so on, alike on every PE.
+pub fn node_numbers(keys: &[String]) -> Vec<usize> {
+    let mut seen: Vec<&str> = Vec::new();
+    keys.iter()
+        .map(|key| match seen.iter().position(|k| *k == key.as_str()) {
+            Some(node) => node,
+            None => {
+                seen.push(key);
+                seen.len() - 1
+            }
+        })
+        .collect()
 }
 
 /// The local address this host sends from towards `to` (no packet is sent).
@@ -220,5 +243,12 @@ mod tests {
             assert!(Contact::decode(3, &bytes[..cut]).is_err(), "cut at {cut}");
         }
         assert!(Contact::decode(3, &[bytes.as_slice(), &[0]].concat()).is_err());
+    }
+
+    #[test]
+    fn nodes_are_numbered_by_first_appearance() {
+        let keys: Vec<String> = ["b", "a", "b", "c", "a"].map(String::from).to_vec();
+        assert_eq!(node_numbers(&keys), vec![0, 1, 0, 2, 1]);
+        assert_eq!(node_numbers(&[]), Vec::<usize>::new());
     }
 }

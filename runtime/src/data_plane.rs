@@ -30,6 +30,10 @@ pub struct DataPlaneParts {
     pub routes: Vec<Route>,
     /// The transport of the `Remote` routes (`None` when every PE is mapped).
     pub remote: Option<Arc<dyn Remote>>,
+    /// The node of every PE, indexed by PE: a number every PE of the job gives alike to the
+    /// PEs of one node (the first node of the job's PE order is 0, the next new one 1, …).
+    /// The PEs whose route is `Mapped` are exactly those on this PE's node.
+    pub nodes: Vec<usize>,
     /// The job's failure state as this PE sees it.
     pub health: Arc<Health>,
     /// How long waits spin before sleeping.
@@ -49,6 +53,8 @@ pub struct DataPlane {
     /// pool, the pool at the end of the heap.
     area_ends: [usize; 2],
     pub(crate) routes: Vec<Route>,
+    /// The node of every PE (see [`DataPlaneParts::nodes`]).
+    nodes: Box<[usize]>,
     /// This PE's own segment (also its own route).
     own: Arc<Segment>,
     /// The transport of the `Remote` routes, if any.
@@ -87,6 +93,7 @@ impl DataPlane {
                 })
             }
         };
+        check_nodes(parts.my_pe, &parts.routes, &parts.nodes)?;
         let remote_routes = parts.routes.iter().any(|r| matches!(r, Route::Remote));
         if remote_routes && parts.remote.is_none() {
             return Err(Error::Config(
@@ -107,6 +114,7 @@ impl DataPlane {
             area_ends: [pool.user_heap_bytes(), heap_size],
             doorbell: Doorbell::start(parts.my_pe, own.clone())?,
             routes: parts.routes,
+            nodes: parts.nodes.into_boxed_slice(),
             own,
             remotes,
             health: parts.health,
@@ -262,6 +270,12 @@ impl DataPlane {
     /// PEs of this node.
     pub fn is_mapped(&self, pe: usize) -> bool {
         matches!(self.routes.get(pe), Some(Route::Mapped(_)))
+    }
+
+    /// The node of every PE, indexed by PE: equal numbers for the PEs of one node, alike
+    /// on every PE of the job.
+    pub fn nodes(&self) -> &[usize] {
+        &self.nodes
     }
 
     /// The route to `pe`, or a typed error.
@@ -424,5 +438,52 @@ impl DataPlane {
             });
         }
         Ok(offset)
+    }
+}
+
+/// Checks that `nodes` names a node for every PE and agrees with the routes: the PEs on this
+/// PE's node are exactly the mapped ones.
+fn check_nodes(my_pe: usize, routes: &[Route], nodes: &[usize]) -> Result<()> {
+    if nodes.len() != routes.len() {
+        return Err(Error::Config(format!(
+            "{} node numbers for {} PEs",
+            nodes.len(),
+            routes.len()
+        )));
+    }
+    let mine = nodes[my_pe];
+    match routes
+        .iter()
+        .zip(nodes)
+        .position(|(route, &node)| matches!(route, Route::Mapped(_)) != (node == mine))
+    {
+        Some(pe) => Err(Error::Config(format!(
+            "PE {pe} is said to be on node {} (this PE's is {mine}) but its route disagrees",
+            nodes[pe]
+        ))),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_numbers_must_name_every_pe_and_agree_with_the_routes() {
+        let own = Arc::new(Segment::create(0, 1 << 16).expect("segment"));
+        let routes = vec![
+            Route::Mapped(own.clone()),
+            Route::Mapped(own),
+            Route::Remote,
+        ];
+        assert!(check_nodes(0, &routes, &[0, 0, 1]).is_ok());
+        assert!(check_nodes(0, &routes, &[3, 3, 2]).is_ok(), "any numbering");
+        for bad in [&[0, 0][..], &[0, 0, 0], &[0, 1, 1]] {
+            assert!(
+                matches!(check_nodes(0, &routes, bad), Err(Error::Config(_))),
+                "{bad:?}"
+            );
+        }
     }
 }

@@ -26,6 +26,7 @@ fn pes(n: usize) -> Vec<Arc<DataPlane>> {
                     heap: HeapId(1),
                     routes: segments.iter().cloned().map(Route::Mapped).collect(),
                     remote: None,
+                    nodes: vec![0; n],
                     health: Arc::new(Health::new()),
                     spin: Duration::from_micros(50),
                 })

@@ -19,6 +19,7 @@ fn one_pe() -> Arc<DataPlane> {
             heap: HeapId(1),
             routes: vec![Route::Mapped(seg)],
             remote: None,
+            nodes: vec![0],
             health: Arc::new(Health::new()),
             spin: Duration::from_micros(50),
         })

@@ -15,6 +15,7 @@ fn one_pe() -> (DataPlane, SymBuffer<u64>) {
         heap: HeapId(1),
         routes: vec![Route::Mapped(seg)],
         remote: None,
+        nodes: vec![0],
         health: Arc::new(Health::new()),
         spin: Duration::from_micros(50),
     })

@@ -66,6 +66,7 @@ pub fn data_plane(
         heap,
         routes,
         remote: Some(Arc::new(FabricRemote::new(fabric.clone(), targets))),
+        nodes: (0..2).collect(),
         health: Arc::new(Health::new()),
         spin: Duration::from_micros(20),
     })

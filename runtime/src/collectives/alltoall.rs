@@ -9,6 +9,7 @@
 use bytemuck::Pod;
 
 use super::eager::{agree, Payload, Senders, Stamp};
+use super::plan::MoveAlgorithm;
 use super::{bytes_of, disjoint, holds, Descriptor, Kind};
 use crate::error::{Error, Result};
 use crate::heap::SymSlice;
@@ -129,15 +130,17 @@ impl Team {
     ) -> Result<()> {
         let (n, me) = (self.n_pes(), self.my_pe());
         let bytes = bytes_of::<T>(nelems);
+        let algorithm = self.inner.plan.alltoall(bytes, strides.is_some());
+        let eager = algorithm == MoveAlgorithm::Eager;
         let mut buf = vec![T::zeroed(); if strides.is_some() { nelems } else { 0 }];
-        if n == 1 || bytes == 0 || !self.eager_copy(bytes) {
+        if n == 1 || bytes == 0 || !eager {
             self.move_block(dest, source, nelems, strides, me, &mut buf)
                 .await?;
         }
         if n == 1 || bytes == 0 {
             return Ok(());
         }
-        if self.eager_copy(bytes) {
+        if eager {
             let stamp = Stamp::new(op, desc);
             for k in 1..n {
                 let j = (me + k) % n;
@@ -178,6 +181,12 @@ impl Team {
                 self.eager_done(op, j, true)?;
             }
             return Ok(());
+        }
+        if algorithm == MoveAlgorithm::Push {
+            let block = |j: usize| j * nelems..(j + 1) * nelems;
+            let push = |j| (dest.slice(block(me)), source.slice(block(j)));
+            let pull = |j| (dest.slice(block(j)), source.slice(block(me)));
+            return self.move_across_nodes(op, desc, push, pull).await;
         }
         self.sync_in(op, desc).await?;
         if op.rejected() {

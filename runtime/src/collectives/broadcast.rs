@@ -13,7 +13,8 @@ use std::sync::atomic::Ordering;
 use bytemuck::Pod;
 
 use super::eager::{agree, Payload, Senders, Stamp, DISAGREED};
-use super::shapes::Shape;
+use super::plan::BroadcastAlgorithm;
+use super::shapes::{Shape, Tree};
 use super::{bytes_of, disjoint, holds, Descriptor, Kind};
 use crate::error::{Error, Result};
 use crate::heap::SymSlice;
@@ -96,32 +97,44 @@ impl Team {
                 Ok(())
             };
         }
-        if self.eager_copy(bytes) {
-            let stamp = Stamp::new(op, desc);
-            if me == root {
-                self.eager_none_pending(op, stamp)?;
-                for k in 1..n {
-                    let to = (root + k) % n;
-                    self.eager_send(op, to, Payload::Sym(source), bytes, stamp)
-                        .await?;
-                }
-                return self.copy_local(dest, source);
+        let shape = match self.inner.plan.broadcast(bytes) {
+            BroadcastAlgorithm::Tree(shape) => shape,
+            BroadcastAlgorithm::Eager => {
+                return self.eager_broadcast(op, dest, source, root, desc).await
             }
-            self.eager_wait(op, Senders::One(root)).await?;
-            let got = self.eager_peek(op, root, stamp)?;
-            match agree(desc, got.desc, root) {
-                Ok(()) => self.copy_local(dest, self.view::<T>(got.data, dest.len()))?,
-                Err(e) => op.reject(e),
-            }
-            return self.eager_done(op, root, false);
-        }
-        let shape = if self.flat() || self.large(bytes) {
-            Shape::Star
-        } else {
-            Shape::Binomial
         };
         self.tree_broadcast(op, shape, dest, source, root, desc)
             .await
+    }
+
+    /// The root writes `source` into every other member's eager slot.
+    async fn eager_broadcast<T: Pod>(
+        &self,
+        op: &mut Op<'_>,
+        dest: SymSlice<'_, T>,
+        source: SymSlice<'_, T>,
+        root: usize,
+        desc: u64,
+    ) -> Result<()> {
+        let (n, me) = (self.n_pes(), self.my_pe());
+        let bytes = bytes_of::<T>(source.len());
+        let stamp = Stamp::new(op, desc);
+        if me == root {
+            self.eager_none_pending(op, stamp)?;
+            for k in 1..n {
+                let to = (root + k) % n;
+                self.eager_send(op, to, Payload::Sym(source), bytes, stamp)
+                    .await?;
+            }
+            return self.copy_local(dest, source);
+        }
+        self.eager_wait(op, Senders::One(root)).await?;
+        let got = self.eager_peek(op, root, stamp)?;
+        match agree(desc, got.desc, root) {
+            Ok(()) => self.copy_local(dest, self.view::<T>(got.data, dest.len()))?,
+            Err(e) => op.reject(e),
+        }
+        self.eager_done(op, root, false)
     }
 
     /// Copies `src` into `dest`, both in this PE's symmetric memory (nothing when they are
@@ -148,21 +161,19 @@ impl Team {
         root: usize,
         desc: u64,
     ) -> Result<()> {
-        let (n, me) = (self.n_pes(), self.my_pe());
+        let me = self.my_pe();
         let layout = self.inner.layout;
         let seq = op.next_seq();
         let (ready, done) = (value(seq, 0), value(seq, 0));
-        let rank = (me + n - root) % n;
-        let member = |r: usize| (root + r) % n;
+        let tree = Tree::new(shape, root, &self.inner.plan.nodes);
         let mut forward = desc;
-        if let Some(p) = shape.parent(rank) {
-            let parent = member(p);
+        if let Some(parent) = tree.parent(me) {
             self.wait_word("broadcast", layout.sig(parent), ready)
                 .await?;
             let theirs = self.local(layout.sig(parent) + 8).load(Ordering::Acquire);
             match agree(desc, theirs, parent) {
                 Ok(()) => {
-                    let from = if p == 0 { source } else { dest };
+                    let from = if parent == root { source } else { dest };
                     self.dp().get_into(dest, from, self.pe(parent)).await?;
                 }
                 Err(e) => {
@@ -172,11 +183,11 @@ impl Team {
             }
             self.post(parent, layout.ack(me), done, layout.ack(me) + 8, &[forward])?;
         }
-        let children: Vec<usize> = shape.children(rank, n).into_iter().map(member).collect();
+        let children = tree.children(me);
         for &c in &children {
             self.post(c, layout.sig(me), ready, layout.sig(me) + 8, &[forward])?;
         }
-        if rank == 0 {
+        if me == root {
             // The children read the root's source, so its own copy can wait until now.
             self.copy_local(dest, source)?;
         }

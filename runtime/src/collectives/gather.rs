@@ -14,6 +14,7 @@ use std::sync::atomic::Ordering;
 use bytemuck::Pod;
 
 use super::eager::{agree, Payload, Senders, Stamp};
+use super::plan::MoveAlgorithm;
 use super::{bytes_of, disjoint, holds, Descriptor, Kind};
 use crate::error::{Error, Result};
 use crate::heap::SymSlice;
@@ -113,7 +114,8 @@ impl Team {
     ) -> Result<()> {
         let (n, me) = (self.n_pes(), self.my_pe());
         let bytes = bytes_of::<T>(source.len());
-        if n > 1 && bytes > 0 && self.eager_copy(bytes) {
+        let algorithm = self.inner.plan.fcollect(bytes);
+        if n > 1 && bytes > 0 && algorithm == MoveAlgorithm::Eager {
             let stamp = Stamp::new(op, desc);
             for k in 1..n {
                 let to = (me + k) % n;
@@ -127,8 +129,14 @@ impl Team {
         if n == 1 || bytes == 0 {
             return Ok(());
         }
-        if !self.flat() && self.large(bytes) {
-            return self.ring(op, dest, blocks).await;
+        match algorithm {
+            MoveAlgorithm::Ring => return self.ring(op, dest, blocks).await,
+            MoveAlgorithm::Push => {
+                let push = |_| (dest.slice(blocks.range(me)), source);
+                let pull = |j| (dest.slice(blocks.range(j)), source);
+                return self.move_across_nodes(op, desc, push, pull).await;
+            }
+            MoveAlgorithm::Eager | MoveAlgorithm::Flat => {}
         }
         self.sync_in(op, desc).await?;
         if op.rejected() {

@@ -4,8 +4,9 @@
 //!
 //! They are built from the data plane's own operations on symmetric memory (puts, gets,
 //! signals, waits), never from a second transport, so the same algorithms serve any PE the
-//! data plane reaches. Each picks its algorithm from the message size and the team's size
-//! and [`TeamConfig`](crate::TeamConfig):
+//! data plane reaches. Each picks its algorithm from the message size, the team's shape
+//! (its size, and how its members are spread over nodes) and [`TeamConfig`](crate::TeamConfig),
+//! in one place (`plan.rs`). On one node, or with one member per node:
 //!
 //! | collective | small messages | medium | large (≥ `large_bytes`) |
 //! |---|---|---|---|
@@ -41,6 +42,14 @@
 //! receives nothing, catches only the messages that have already reached it (see
 //! [`Team::broadcast`]).
 //!
+//! Teams that span nodes with several members on some node sync by node (each node's
+//! members through their leader, the leaders among themselves), and run broadcasts and
+//! reductions above the eager sizes down a two-level tree whose only fabric edges join the
+//! root to the other nodes' leaders; teams that span nodes move `fcollect` and `alltoall`
+//! blocks across nodes by puts with signals, never by fabric reads (see `plan.rs` and
+//! `push.rs`). Syncs and trees carry descriptors through the leaders, so mismatches are
+//! found as on one node.
+//!
 //! Calls whose algorithms never meet (an eager reduction against a reduce-scatter, two roots
 //! of a tree broadcast) and members waiting for one that gave the team up are caught by the
 //! members' call records, which every sleeping wait checks: every member fails with
@@ -50,6 +59,8 @@ mod alltoall;
 mod broadcast;
 mod eager;
 mod gather;
+pub(crate) mod plan;
+mod push;
 mod reduce;
 mod reduce_ops;
 mod shapes;
@@ -175,24 +186,19 @@ pub(crate) fn bytes_of<T>(n: usize) -> usize {
 }
 
 impl Team {
-    /// Whether reductions of `bytes` bytes per destination take the eager path.
-    pub(crate) fn eager(&self, bytes: usize) -> bool {
-        self.inner.layout.eager_bytes > 0 && bytes <= self.inner.config.eager_bytes
-    }
-
     /// Whether collectives that only move data take the eager path for `bytes` bytes per
     /// destination.
     pub(crate) fn eager_copy(&self, bytes: usize) -> bool {
-        self.eager(bytes) && bytes <= self.inner.config.eager_copy_bytes
+        self.inner.plan.eager_copy(bytes)
     }
 
     /// Whether the team is small enough for flat algorithms.
     pub(crate) fn flat(&self) -> bool {
-        self.n_pes() <= self.inner.config.flat_max_pes
+        self.inner.plan.flat()
     }
 
     /// Whether `bytes` is a large message for this team.
     pub(crate) fn large(&self, bytes: usize) -> bool {
-        bytes >= self.inner.config.large_bytes
+        self.inner.plan.large(bytes)
     }
 }

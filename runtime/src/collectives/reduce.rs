@@ -17,8 +17,9 @@
 use std::sync::atomic::Ordering;
 
 use super::eager::{agree, Arrived, Payload, Senders, Stamp, DISAGREED};
+use super::plan::{MoveAlgorithm, ReduceAlgorithm};
 use super::reduce_ops::{BitwiseReducible, ReduceOp, Reducible};
-use super::shapes::Shape;
+use super::shapes::{Shape, Tree};
 use super::{bytes_of, disjoint, holds, Descriptor, Kind};
 use crate::error::{Error, Result};
 use crate::heap::SymSlice;
@@ -112,20 +113,16 @@ impl Team {
         if bytes == 0 {
             return Ok(());
         }
-        if self.eager(bytes) {
-            return self.eager_reduce(state, op, dest, |_| source, desc).await;
+        match self.inner.plan.reduce(bytes) {
+            ReduceAlgorithm::Eager => self.eager_reduce(state, op, dest, |_| source, desc).await,
+            ReduceAlgorithm::ScatterGather => {
+                self.reduce_scatter_allgather(state, op, dest, source, desc)
+                    .await
+            }
+            ReduceAlgorithm::Tree(shape) => {
+                self.tree_reduce(state, shape, op, dest, source, desc).await
+            }
         }
-        if self.large(bytes) {
-            return self
-                .reduce_scatter_allgather(state, op, dest, source, desc)
-                .await;
-        }
-        let shape = if self.flat() {
-            Shape::Star
-        } else {
-            Shape::Binomial
-        };
-        self.tree_reduce(state, shape, op, dest, source, desc).await
     }
 
     /// Stores in `dest` the combination of the `count` inputs `input(0)`, `input(1)`, …, in
@@ -271,11 +268,12 @@ impl Team {
         source: SymSlice<'_, T>,
         desc: u64,
     ) -> Result<()> {
-        let (n, me) = (self.n_pes(), self.my_pe());
+        let me = self.my_pe();
         let layout = self.inner.layout;
         let seq = state.next_seq();
         let (up, down) = (value(seq, 0), value(seq, 1));
-        let children = shape.children(me, n);
+        let tree = Tree::new(shape, 0, &self.inner.plan.nodes);
+        let children = tree.children(me);
         self.wait_words("reduce", Layout::sig, &children, up)
             .await?;
         let mut forward = desc;
@@ -290,14 +288,14 @@ impl Team {
                 0 => (source, me_pe),
                 _ => {
                     let c = children[k - 1];
-                    let leaf = shape.children(c, n).is_empty();
+                    let leaf = tree.children(c).is_empty();
                     (if leaf { source } else { dest }, self.pe(c))
                 }
             };
             self.combine_into(op, dest, children.len() + 1, input)
                 .await?;
         }
-        if let Some(p) = shape.parent(me) {
+        if let Some(p) = tree.parent(me) {
             self.post(p, layout.sig(me), up, layout.sig(me) + 8, &[forward])?;
             self.wait_word("reduce", layout.sig(p), down).await?;
             let verdict = self.local(layout.sig(p) + 8).load(Ordering::Acquire);
@@ -388,7 +386,7 @@ impl Team {
             self.copy_local(dest, block(0))
         } else if bytes == 0 {
             Ok(())
-        } else if self.eager(bytes) {
+        } else if self.inner.plan.reducescatter(bytes) == MoveAlgorithm::Eager {
             self.eager_reduce(&mut state, op, dest, block, desc).await
         } else {
             self.flat_reducescatter(&mut state, op, dest, block(me), desc)

@@ -16,11 +16,13 @@ mod create;
 mod pool;
 pub(crate) mod region;
 mod remote_records;
+pub(crate) mod shape;
 
 use std::mem::ManuallyDrop;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::collectives::plan::Plan;
 use crate::data_plane::DataPlane;
 use crate::error::{Error, Result};
 use crate::exchange::Exchange;
@@ -196,6 +198,8 @@ pub(crate) struct TeamInner {
     pub me: usize,
     pub config: TeamConfig,
     pub layout: Layout,
+    /// The algorithms its collectives run, from its shape.
+    pub plan: Plan,
     /// Heap offset of the control region.
     pub base: usize,
     /// The control region (never freed through `free`: it belongs to the team pool).
@@ -333,6 +337,8 @@ impl Team {
             Allocation::in_team_pool(home.dp.heap_id(), base, layout.bytes),
             layout.bytes,
         )?;
+        let nodes: Vec<usize> = members.iter().map(|&pe| home.dp.nodes()[pe]).collect();
+        let plan = Plan::new(&nodes, config, layout.eager_bytes > 0);
         Ok(Team {
             inner: Arc::new(TeamInner {
                 home,
@@ -341,6 +347,7 @@ impl Team {
                 me,
                 config,
                 layout,
+                plan,
                 base,
                 region: ManuallyDrop::new(region),
                 predefined,
@@ -524,7 +531,7 @@ impl Teams {
     }
 
     /// The node team (`SHMEM_TEAM_SHARED`, `NVSHMEMX_TEAM_NODE`): the PEs that share memory
-    /// with this one. Today every PE of a job shares one node, so it has the world's members.
+    /// with this one, those of its node (every PE of a job that runs on one node).
     pub fn node(&self) -> &Team {
         &self.node
     }

@@ -12,6 +12,8 @@
 //! | n | `ack[j]`: acknowledgement from member `j` (value, verdict) | member `j` |
 //! | n | `credit[j]`: eager messages of this member that `j` has consumed | member `j` |
 //! | 2n slots | eager slot `(j, parity)`: a header (message number + 1, length with the call's number in its top 24 bits, descriptor, credit), then up to `eager_bytes` of data, in the same lines | member `j` |
+//! | n | `up[j]`: member `j`'s arrival at its node's leader in a sync by node (epoch, lowest and highest descriptor) | member `j` |
+//! | 1 | `down`: the release of this member's node leader in a sync by node (epoch, lowest and highest descriptor) | the leader |
 //! | 1 | records of this member's last calls on the team (`calls.rs`) | the member itself |
 //!
 //! Signal and acknowledgement values are [`value`]`(seq, step)`: they only grow, so a waiter
@@ -51,16 +53,18 @@ pub(crate) fn rounds(n: usize) -> usize {
     n.next_power_of_two().trailing_zeros() as usize
 }
 
-/// Teams of up to this many members sync flat (every member tells every other) rather than
-/// by dissemination: one wait instead of ⌈log₂ n⌉ in a row, for at most three writes.
+/// Teams (or groups of node leaders) of up to this many members sync flat (every member
+/// tells every other) rather than by dissemination: one wait instead of ⌈log₂ n⌉ in a row,
+/// for at most three writes.
 pub(crate) const FLAT_SYNC_MAX: usize = 4;
 
-/// Number of sync lines of a team of `n` members.
+/// Number of sync lines of a team of `n` members: enough for a flat or dissemination sync
+/// among all of them or among any of them (node leaders).
 fn sync_lines(n: usize) -> usize {
     if n <= FLAT_SYNC_MAX {
         n
     } else {
-        rounds(n)
+        rounds(n).max(FLAT_SYNC_MAX)
     }
 }
 
@@ -74,6 +78,8 @@ pub(crate) struct Layout {
     ack: usize,
     credit: usize,
     slots: usize,
+    up: usize,
+    down: usize,
     /// Bytes from one eager slot to the next.
     slot_stride: usize,
     /// Bytes one eager slot holds after its header; 0 when the team has no eager slots.
@@ -97,8 +103,10 @@ impl Layout {
         };
         let eager_bytes = slot_stride.saturating_sub(SLOT_HEADER);
         let slots = credit + if eager { n * LINE } else { 0 };
+        let up = slots + 2 * n * slot_stride;
+        let down = up + n * LINE;
         // Last, so that the lines the collectives exchange keep their places.
-        let calls = slots + 2 * n * slot_stride;
+        let calls = down + LINE;
         Layout {
             n,
             calls,
@@ -107,6 +115,8 @@ impl Layout {
             ack,
             credit,
             slots,
+            up,
+            down,
             slot_stride,
             eager_bytes,
             bytes: calls + LINE,
@@ -146,6 +156,16 @@ impl Layout {
     /// The header of eager slot `(j, parity)`; its data follows it.
     pub fn slot(&self, j: usize, parity: u64) -> usize {
         self.slots + (2 * j + parity as usize) * self.slot_stride
+    }
+
+    /// The arrival line from member `j` (at its node's leader).
+    pub fn up(&self, j: usize) -> usize {
+        self.up + j * LINE
+    }
+
+    /// The release line from this member's node leader.
+    pub fn down(&self) -> usize {
+        self.down
     }
 
     /// The bytes of the lines of `what(0) .. what(n)`.
@@ -271,7 +291,7 @@ mod tests {
         let config = TeamConfig::default();
         let l = Layout::new(5, &config);
         assert_eq!(rounds(5), 3);
-        assert_eq!(l.sig(0), LINE + 3 * LINE);
+        assert_eq!(l.sig(0), LINE + 4 * LINE, "room for 4 leaders syncing flat");
         assert_eq!(l.call(RING as u64 - 1) + RECORD_BYTES, l.bytes);
         assert_eq!(l.call(RING as u64), l.call(0));
         assert_eq!(
@@ -280,12 +300,16 @@ mod tests {
             "flat syncs"
         );
         assert_eq!(l.ack(0), l.sig(4) + LINE);
-        assert_eq!(l.slot(4, 1) + SLOT_HEADER + l.eager_bytes + LINE, l.bytes);
+        assert_eq!(l.slot(4, 1) + SLOT_HEADER + l.eager_bytes, l.up(0));
+        assert_eq!(l.up(4) + LINE, l.down());
+        assert_eq!(l.down() + LINE + LINE, l.bytes);
         assert_eq!(l.eager_bytes, 4096 + LINE - SLOT_HEADER);
         assert_eq!(l.span(Layout::sig), l.sig(0)..l.sig(4) + LINE);
         let big = Layout::new(100, &config);
         assert_eq!(big.eager_bytes, 0, "large teams have no eager slots");
-        assert_eq!(big.bytes, big.credit(0) + LINE);
+        assert_eq!(big.up(0), big.credit(0));
+        assert_eq!(big.bytes, big.down() + 2 * LINE);
+        assert_eq!(Layout::new(64, &config).sig(0), LINE + 6 * LINE);
         assert_eq!(rounds(1), 0);
         assert!(value(1, 0) > value(0, MAX_TEAM_PES - 1));
     }

@@ -3,6 +3,7 @@
 //! reference computed locally, on every member, with a guard element after each destination
 //! so that writes past the end show.
 
+mod nodes;
 mod teams;
 
 use ferroshmem::{Error, Pe, ReduceOp, Reducible, Result, SymBuffer, SymSlice, Team, TeamConfig};
@@ -28,6 +29,7 @@ pub async fn run(name: &str, pe: Pe) -> Result<()> {
         "big" => big(&pe).await,
         "locks" => teams::locks(&pe, 200).await,
         "small-heap" => small_heap(&pe).await,
+        "across-nodes" => nodes::across_nodes(&pe).await,
         other => Err(Error::InvalidArgument(format!("no scenario {other}"))),
     }
 }

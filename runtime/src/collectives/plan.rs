@@ -1,0 +1,262 @@
+//! Which algorithm each collective runs on a team: picked in one place, from the team's
+//! shape (its members grouped by node, `team/shape.rs`), the message size and the team's
+//! [`TeamConfig`], as data that the collectives match on.
+//!
+//! # One node, or one member per node
+//! Today's algorithms: eager messages for small sizes, flat (every member reads every other
+//! in place) in small teams, trees and rings in large ones, reduce-scatter then allgather for
+//! large reductions.
+//!
+//! # Teams that span nodes with several members on a node
+//! - `sync`/`barrier` (and the syncs inside the flat algorithms): each node's members report
+//!   to their leader over mapped memory, the leaders exchange over the fabric (flat, or by
+//!   dissemination among many nodes), and each leader releases its node.
+//! - `broadcast` and reductions above the eager sizes run down (and up) a two-level tree:
+//!   the root (member 0 for reductions) has its own node's members and the other nodes'
+//!   leaders as children, each leader its node's members. One transfer crosses the fabric
+//!   per node, not one per member.
+//! - Eager sizes keep the eager algorithms: they are already push-only (every message a put
+//!   with its signal, no fabric round trip), and take one one-way latency; the two-level
+//!   form would add a node-local hop on each side to save fabric messages.
+//!
+//! # Teams that span nodes
+//! - `fcollect` and `alltoall` above the eager sizes push each block for another node into
+//!   its receiver with a put-with-signal, between two syncs, rather than reading it with a
+//!   fabric get (`push.rs`); blocks of the same node are read in place. Not aggregated per
+//!   node yet (see `push.rs`).
+//! - `collect`, `alltoalls` and `reducescatter` keep their flat forms above the eager sizes.
+
+use crate::team::region::FLAT_SYNC_MAX;
+use crate::team::shape::NodeShape;
+use crate::team::TeamConfig;
+
+use super::shapes::Shape;
+
+/// How a team syncs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SyncAlgorithm {
+    /// Every member tells every other; one wait.
+    Flat,
+    /// ⌈log₂ n⌉ rounds.
+    Dissemination,
+    /// Gather at each node's leader, leaders among themselves, release each node.
+    Nodes,
+}
+
+/// How a broadcast runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BroadcastAlgorithm {
+    /// The root writes into every member's eager slot.
+    Eager,
+    /// Members pull from their parent down a tree.
+    Tree(Shape),
+}
+
+/// How a reduction runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ReduceAlgorithm {
+    /// Every member sends its contribution to every other.
+    Eager,
+    /// Up a tree into member 0, then down.
+    Tree(Shape),
+    /// Reduce-scatter, then allgather.
+    ScatterGather,
+}
+
+/// How a collective that moves blocks (fcollect, alltoall, reducescatter) runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum MoveAlgorithm {
+    /// Through the receivers' eager slots.
+    Eager,
+    /// Sync, read every other member's block in place, sync.
+    Flat,
+    /// Along a ring (fcollect of large blocks in large teams).
+    Ring,
+    /// Sync, put each block for another node into its receiver with a signal, read this
+    /// node's blocks in place, sync (`push.rs`).
+    Push,
+}
+
+/// A team's choices, fixed at its creation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Plan {
+    n: usize,
+    config: TeamConfig,
+    /// Whether the team has eager slots.
+    slots: bool,
+    /// The members grouped by node.
+    pub nodes: NodeShape,
+}
+
+impl Plan {
+    /// The plan of a team of `nodes.len()` members, member `m` on node `nodes[m]`, with
+    /// `config`; `slots` says whether its region has eager slots.
+    pub fn new(nodes: &[usize], config: TeamConfig, slots: bool) -> Plan {
+        Plan {
+            n: nodes.len(),
+            config,
+            slots,
+            nodes: NodeShape::new(nodes),
+        }
+    }
+
+    /// Whether reductions of `bytes` bytes go through the eager slots.
+    pub fn eager(&self, bytes: usize) -> bool {
+        self.slots && bytes <= self.config.eager_bytes
+    }
+
+    /// Whether collectives that only move data go through the eager slots for `bytes`.
+    pub fn eager_copy(&self, bytes: usize) -> bool {
+        self.eager(bytes) && bytes <= self.config.eager_copy_bytes
+    }
+
+    /// Whether the team is small enough for flat algorithms.
+    pub fn flat(&self) -> bool {
+        self.n <= self.config.flat_max_pes
+    }
+
+    /// Whether `bytes` is a large message.
+    pub fn large(&self, bytes: usize) -> bool {
+        bytes >= self.config.large_bytes
+    }
+
+    /// The team's sync.
+    pub fn sync(&self) -> SyncAlgorithm {
+        if self.nodes.layered() {
+            SyncAlgorithm::Nodes
+        } else if self.n <= FLAT_SYNC_MAX {
+            SyncAlgorithm::Flat
+        } else {
+            SyncAlgorithm::Dissemination
+        }
+    }
+
+    /// A broadcast of `bytes` bytes.
+    pub fn broadcast(&self, bytes: usize) -> BroadcastAlgorithm {
+        if self.eager_copy(bytes) {
+            BroadcastAlgorithm::Eager
+        } else if self.nodes.layered() {
+            BroadcastAlgorithm::Tree(Shape::Nodes)
+        } else if self.flat() || self.large(bytes) {
+            BroadcastAlgorithm::Tree(Shape::Star)
+        } else {
+            BroadcastAlgorithm::Tree(Shape::Binomial)
+        }
+    }
+
+    /// A reduction of `bytes` bytes.
+    pub fn reduce(&self, bytes: usize) -> ReduceAlgorithm {
+        if self.eager(bytes) {
+            ReduceAlgorithm::Eager
+        } else if self.nodes.layered() {
+            ReduceAlgorithm::Tree(Shape::Nodes)
+        } else if self.large(bytes) {
+            ReduceAlgorithm::ScatterGather
+        } else if self.flat() {
+            ReduceAlgorithm::Tree(Shape::Star)
+        } else {
+            ReduceAlgorithm::Tree(Shape::Binomial)
+        }
+    }
+
+    /// An fcollect of `bytes` bytes per member.
+    pub fn fcollect(&self, bytes: usize) -> MoveAlgorithm {
+        if self.eager_copy(bytes) {
+            MoveAlgorithm::Eager
+        } else if self.nodes.nodes() > 1 {
+            MoveAlgorithm::Push
+        } else if !self.flat() && self.large(bytes) {
+            MoveAlgorithm::Ring
+        } else {
+            MoveAlgorithm::Flat
+        }
+    }
+
+    /// An alltoall of `bytes` bytes per block (contiguous: `alltoalls` never pushes, its
+    /// strided blocks would cross the fabric element by element).
+    pub fn alltoall(&self, bytes: usize, strided: bool) -> MoveAlgorithm {
+        if self.eager_copy(bytes) {
+            MoveAlgorithm::Eager
+        } else if self.nodes.nodes() > 1 && !strided {
+            MoveAlgorithm::Push
+        } else {
+            MoveAlgorithm::Flat
+        }
+    }
+
+    /// A reducescatter of `bytes` bytes per block.
+    pub fn reducescatter(&self, bytes: usize) -> MoveAlgorithm {
+        if self.eager(bytes) {
+            MoveAlgorithm::Eager
+        } else {
+            MoveAlgorithm::Flat
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(nodes: &[usize]) -> Plan {
+        let config = TeamConfig::default();
+        Plan::new(nodes, config, nodes.len() <= config.flat_max_pes)
+    }
+
+    #[test]
+    fn one_node_keeps_todays_algorithms() {
+        let four = plan(&[0; 4]);
+        assert_eq!(four.sync(), SyncAlgorithm::Flat);
+        assert_eq!(four.broadcast(8), BroadcastAlgorithm::Eager);
+        assert_eq!(four.broadcast(4096), BroadcastAlgorithm::Tree(Shape::Star));
+        assert_eq!(four.reduce(8), ReduceAlgorithm::Eager);
+        assert_eq!(four.reduce(16 << 10), ReduceAlgorithm::Tree(Shape::Star));
+        assert_eq!(four.reduce(1 << 20), ReduceAlgorithm::ScatterGather);
+        assert_eq!(four.fcollect(1 << 20), MoveAlgorithm::Flat);
+        assert_eq!(four.alltoall(8, false), MoveAlgorithm::Eager);
+        assert_eq!(four.alltoall(4096, false), MoveAlgorithm::Flat);
+        let big = plan(&[0; 16]);
+        assert_eq!(big.sync(), SyncAlgorithm::Dissemination);
+        assert_eq!(big.broadcast(8), BroadcastAlgorithm::Tree(Shape::Binomial));
+        assert_eq!(big.reduce(8), ReduceAlgorithm::Tree(Shape::Binomial));
+        assert_eq!(big.fcollect(1 << 20), MoveAlgorithm::Ring);
+    }
+
+    #[test]
+    fn one_member_per_node_keeps_the_flat_forms() {
+        let three = plan(&[0, 1, 2]);
+        assert!(!three.nodes.layered());
+        assert_eq!(three.sync(), SyncAlgorithm::Flat);
+        assert_eq!(three.broadcast(4096), BroadcastAlgorithm::Tree(Shape::Star));
+        assert_eq!(three.reduce(16 << 10), ReduceAlgorithm::Tree(Shape::Star));
+        assert_eq!(
+            three.fcollect(1 << 20),
+            MoveAlgorithm::Push,
+            "no fabric reads"
+        );
+    }
+
+    #[test]
+    fn teams_across_crowded_nodes_go_through_their_leaders() {
+        for nodes in [&[0, 0, 1, 1][..], &[0, 0, 0, 1], &[3, 1, 3, 1, 3]] {
+            let p = plan(nodes);
+            assert_eq!(p.sync(), SyncAlgorithm::Nodes, "{nodes:?}");
+            assert_eq!(p.broadcast(4096), BroadcastAlgorithm::Tree(Shape::Nodes));
+            assert_eq!(p.reduce(16 << 10), ReduceAlgorithm::Tree(Shape::Nodes));
+            assert_eq!(p.reduce(1 << 20), ReduceAlgorithm::Tree(Shape::Nodes));
+            // Eager sizes stay eager (push-only already), block moves stay flat.
+            assert_eq!(p.broadcast(8), BroadcastAlgorithm::Eager);
+            assert_eq!(p.reduce(8), ReduceAlgorithm::Eager);
+            assert_eq!(p.fcollect(4096), MoveAlgorithm::Push);
+            assert_eq!(p.alltoall(4096, false), MoveAlgorithm::Push);
+            assert_eq!(p.alltoall(4096, true), MoveAlgorithm::Flat);
+            assert_eq!(p.fcollect(8), MoveAlgorithm::Eager);
+        }
+        let no_slots = Plan::new(&[0, 0, 1, 1], TeamConfig::default(), false);
+        assert_eq!(no_slots.reduce(8), ReduceAlgorithm::Tree(Shape::Nodes));
+        assert_eq!(
+            no_slots.broadcast(8),
+            BroadcastAlgorithm::Tree(Shape::Nodes)
+        );
+    }
+}

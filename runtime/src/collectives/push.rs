@@ -1,0 +1,84 @@
+//! Block moves across nodes without fabric reads: `fcollect` and `alltoall` above the eager
+//! sizes on teams that span nodes.
+//!
+//! After a sync (every member has entered the call, so its `dest` may be written, and the
+//! descriptors agree), each member puts its block for every member on another node straight
+//! into that member's `dest` with a put-with-signal (one one-way trip across the fabric, all
+//! of them in flight at once), reads its own node's blocks in place over mapped memory, waits
+//! for the signals of the members on other nodes, and ends with a sync (its node-mates may
+//! still be reading its `source`). A team with one member per node needs no second sync:
+//! once a member's puts are delivered and every signal for it has come, its buffers are
+//! done with. The flat form would read every block of another node with
+//! a fabric get, one round trip each, one after the other.
+//!
+//! Not built: aggregation per node (each node pair exchanging one message through the
+//! leaders). For `alltoall` it needs staging room for a node's blocks at the receiving
+//! leader that no buffer of the call has; for `fcollect` it would save fabric messages, not
+//! latency.
+
+use bytemuck::Pod;
+
+use super::Descriptor;
+use crate::error::Result;
+use crate::heap::SymSlice;
+use crate::signal::SignalOp;
+use crate::team::region::{value, Layout};
+use crate::team::{Op, Team};
+
+/// The views of one block move: where it lands (on the receiver, or here) and where it is
+/// read (here, or on the sender).
+pub(crate) type Move<'a, T> = (SymSlice<'a, T>, SymSlice<'a, T>);
+
+impl Team {
+    /// Moves every member's blocks: `push(j)` gives, for member `j` on another node, where
+    /// its block from this member lands there and where it is here; `pull(j)` gives, for
+    /// member `j` on this node, where its block lands here and where it is there.
+    pub(crate) async fn move_across_nodes<'a, T: Pod>(
+        &self,
+        op: &mut Op<'_>,
+        desc: u64,
+        push: impl Fn(usize) -> Move<'a, T>,
+        pull: impl Fn(usize) -> Move<'a, T>,
+    ) -> Result<()> {
+        let (n, me) = (self.n_pes(), self.my_pe());
+        self.sync_in(op, desc).await?;
+        if op.rejected() {
+            return Ok(());
+        }
+        let nodes = &self.inner.plan.nodes;
+        let mine = nodes.group_of(me);
+        let signal = value(op.next_seq(), 0);
+        let others = (1..n).map(|k| (me + k) % n);
+        let away: Vec<usize> = others
+            .clone()
+            .filter(|&j| nodes.group_of(j) != mine)
+            .collect();
+        let mut landings = Vec::with_capacity(away.len());
+        let dp = self.dp();
+        for &j in &away {
+            let (there, here) = push(j);
+            let mut block = vec![T::zeroed(); here.len()];
+            dp.get(&mut block, here, dp.my_pe()).await?;
+            let sig = self.view::<u64>(self.inner.layout.sig(me), 1);
+            landings.push(dp.put_signal(there, &block, sig, signal, SignalOp::Set, self.pe(j)));
+        }
+        for j in others.filter(|&j| nodes.group_of(j) == mine) {
+            let (here, there) = pull(j);
+            if !here.is_empty() {
+                dp.get_into(here, there, self.pe(j)).await?;
+            }
+        }
+        for landing in landings {
+            landing.await?;
+        }
+        self.wait_words("block move", Layout::sig, &away, signal)
+            .await?;
+        if !nodes.layered() {
+            // One member per node (alike on every member): every block for this member has
+            // landed and every one of its own has been delivered, so nobody reads or writes
+            // its buffers for this call any more.
+            return Ok(());
+        }
+        self.sync_in(op, Descriptor::END).await
+    }
+}

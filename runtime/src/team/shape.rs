@@ -1,0 +1,100 @@
+//! A team's shape: its members grouped by node, computed once when the team is made, from
+//! the node of every PE that the data plane knows. Every member computes the same shape (the
+//! node numbers are alike on every PE), so every member picks the same algorithms from it
+//! (`collectives/plan.rs`).
+//!
+//! Groups are numbered by their lowest member, and each group's lowest member is its
+//! leader: the member that speaks for the group across nodes.
+
+/// The members of a team grouped by node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct NodeShape {
+    /// The group of each member.
+    group_of: Box<[usize]>,
+    /// The members of each group, ascending; groups ordered by their lowest member.
+    groups: Box<[Box<[usize]>]>,
+    /// The leader of each group (its lowest member).
+    leaders: Box<[usize]>,
+}
+
+impl NodeShape {
+    /// The shape of a team whose member `m` lives on node `nodes[m]` (any numbering that
+    /// gives the members of one node the same number).
+    pub fn new(nodes: &[usize]) -> NodeShape {
+        let mut keys: Vec<usize> = Vec::new();
+        let mut groups: Vec<Vec<usize>> = Vec::new();
+        let group_of = nodes
+            .iter()
+            .enumerate()
+            .map(|(member, node)| {
+                let g = match keys.iter().position(|k| k == node) {
+                    Some(g) => g,
+                    None => {
+                        keys.push(*node);
+                        groups.push(Vec::new());
+                        groups.len() - 1
+                    }
+                };
+                groups[g].push(member);
+                g
+            })
+            .collect();
+        NodeShape {
+            group_of,
+            leaders: groups.iter().map(|g| g[0]).collect(),
+            groups: groups.into_iter().map(Vec::into_boxed_slice).collect(),
+        }
+    }
+
+    /// The number of nodes the team spans.
+    pub fn nodes(&self) -> usize {
+        self.groups.len()
+    }
+
+    /// The group of member `m`.
+    pub fn group_of(&self, m: usize) -> usize {
+        self.group_of[m]
+    }
+
+    /// The members of group `g`, ascending (its leader first).
+    pub fn members(&self, g: usize) -> &[usize] {
+        &self.groups[g]
+    }
+
+    /// The leader of every group, by group.
+    pub fn leaders(&self) -> &[usize] {
+        &self.leaders
+    }
+
+    /// The most members any node holds.
+    pub fn widest(&self) -> usize {
+        self.groups.iter().map(|g| g.len()).max().unwrap_or(0)
+    }
+
+    /// Whether the team spans nodes and some node holds more than one of its members: the
+    /// shapes where a node-aware algorithm can take work off the fabric.
+    pub fn layered(&self) -> bool {
+        self.nodes() > 1 && self.widest() > 1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn members_group_by_node_with_the_lowest_as_leader() {
+        let shape = NodeShape::new(&[5, 2, 5, 9, 2]);
+        assert_eq!(shape.nodes(), 3);
+        assert_eq!(shape.members(0), &[0, 2]);
+        assert_eq!(shape.members(1), &[1, 4]);
+        assert_eq!(shape.members(2), &[3]);
+        assert_eq!(shape.leaders(), &[0, 1, 3]);
+        assert_eq!(shape.group_of(4), 1);
+        assert_eq!(shape.widest(), 2);
+        assert!(shape.layered());
+        assert!(!NodeShape::new(&[0, 1, 2]).layered(), "one member per node");
+        assert!(!NodeShape::new(&[3, 3, 3]).layered(), "one node");
+        assert!(NodeShape::new(&[0, 0, 0, 1]).layered(), "3 + 1");
+    }
+}
