@@ -216,12 +216,9 @@ fn collectives_across_an_uneven_three_and_one() {
     scenarios_pass(&[3, 1], "across-nodes,collectives");
 }
 
-/// Ignored: the defect noted for tests/hosts.rs's loss tests shows here too. In 3 runs of
-/// 8 (with the remote shells ignoring SIGTERM) both survivors, which share a host, ended
-/// without a word at the victim's death, before their syncs returned; in the other runs
-/// both reported `PeerLost` of the victim (8–112 ms after). Run it with `--ignored`.
+/// A PE killed during a sync by node (2 + 1 PEs): both survivors' syncs end in `PeerLost`
+/// naming it, and the launcher exits non-zero.
 #[test]
-#[ignore = "survivors that share a host can end silently when a PE is killed (see above)"]
 fn a_pe_killed_during_a_sync_by_node_ends_every_survivors_sync_in_peer_lost() {
     if !fabric_available() {
         return;
@@ -231,10 +228,9 @@ fn a_pe_killed_during_a_sync_by_node_ends_every_survivors_sync_in_peer_lost() {
     };
     let report = std::env::temp_dir().join(format!("fsh-hc-report-{}", std::process::id()));
     let path = report.to_str().expect("a UTF-8 temporary path");
-    // The remote shells, and so the PEs, ignore the launcher's SIGTERM (sent once the
-    // victim's process has ended) and stay until its SIGKILL: the survivors' reports are
-    // written by then. Stopped by the SIGTERM, a PE's remote shell ends and takes the PE
-    // with it, which was seen to cut reports short here as in tests/hosts.rs's loss tests.
+    // The remote shells, and so the PEs, ignore the launcher's SIGTERM (sent at once when
+    // the victim's process has ended) and stay until its SIGKILL after the grace period,
+    // so that a survivor's report is not cut short by the stop that the loss itself set off.
     let rsh = std::env::temp_dir().join(format!("fsh-hc-rsh-{}", std::process::id()));
     let script = format!(
         "#!/bin/sh\ntrap '' TERM\nexec '{}' \"$@\"\n",
