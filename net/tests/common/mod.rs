@@ -26,6 +26,8 @@ pub struct Node {
     pub segment: Arc<Segment>,
     /// Its fabric endpoint's name.
     pub name: Vec<u8>,
+    /// Its registered segment, as its peers reach it.
+    pub registered: Registered,
 }
 
 pub fn available() -> bool {
@@ -101,6 +103,7 @@ pub fn two_nodes(key_of: impl Fn(Registered) -> Registered) -> [Node; 2] {
                 dp: Arc::new(dp),
                 segment: segments[me].clone(),
                 name: names[me].clone(),
+                registered: registered[me],
             }
         })
         .collect();
