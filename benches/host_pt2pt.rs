@@ -31,7 +31,9 @@
 //! Options: `--iters N` (timed operations per batch of a latency figure, default 100000),
 //! `--warmup N` (untimed operations first, default 10000), `--reps N` (timed batches, default
 //! 5), `--bw-mib N` (MiB moved per bandwidth batch, default 256), `--workers N` (tokio worker
-//! threads; default 1 per PE of this process). Other arguments (cargo's `--bench`) are ignored.
+//! threads; default 1 per PE of this process), `--only barrier_all` (only that figure, on any
+//! number of PEs from 2: e.g. 4 PEs on 2 hosts). Other arguments (cargo's `--bench`) are
+//! ignored.
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -66,6 +68,8 @@ struct Config {
     reps: usize,
     bw_bytes: usize,
     workers: Option<usize>,
+    /// `--only barrier_all`: time the world barrier alone, on any number of PEs.
+    barrier_only: bool,
 }
 
 impl Config {
@@ -77,6 +81,7 @@ impl Config {
             reps: 5,
             bw_bytes: 256 << 20,
             workers: None,
+            barrier_only: false,
         };
         let mut args = std::env::args().skip(1);
         while let Some(arg) = args.next() {
@@ -86,13 +91,22 @@ impl Config {
             };
             if !matches!(
                 key.as_str(),
-                "--iters" | "--warmup" | "--reps" | "--bw-mib" | "--workers"
+                "--iters" | "--warmup" | "--reps" | "--bw-mib" | "--workers" | "--only"
             ) {
                 continue;
             }
             let value = inline
                 .or_else(|| args.next())
                 .ok_or_else(|| format!("{key} needs a value"))?;
+            if key == "--only" {
+                if value != "barrier_all" {
+                    return Err(format!(
+                        "--only {value:?}: only barrier_all can be run alone"
+                    ));
+                }
+                cfg.barrier_only = true;
+                continue;
+            }
             let n: u64 = value
                 .parse()
                 .map_err(|_| format!("{key} {value:?}: expected a whole number"))?;
@@ -181,8 +195,28 @@ fn check(what: &str, got: u64, want: u64) -> Result<()> {
     }
 }
 
+/// `--only barrier_all`: the world barrier of however many PEs there are; PE 0 returns it.
+async fn barrier_alone(pe: Pe, cfg: Config) -> Result<Vec<Figure>> {
+    let plan = Plan {
+        warmup: cfg.warmup,
+        iters: cfg.iters,
+        reps: cfg.reps,
+    };
+    pe.barrier_all().await?;
+    let t = per_op!(plan, |_i| pe.barrier_all().await);
+    let figure = Figure::latency("barrier_all", 0, t);
+    Ok(if pe.my_pe() == 0 {
+        vec![figure]
+    } else {
+        Vec::new()
+    })
+}
+
 /// The benchmark as one PE runs it; PE 0 returns the figures.
 async fn bench(pe: Pe, cfg: Config) -> Result<Vec<Figure>> {
+    if cfg.barrier_only && pe.n_pes() >= PES {
+        return barrier_alone(pe, cfg).await;
+    }
     if pe.n_pes() != PES {
         return Err(Error::InvalidArgument(format!(
             "host_pt2pt needs exactly {PES} PEs, not {}",
@@ -279,8 +313,13 @@ async fn bench(pe: Pe, cfg: Config) -> Result<Vec<Figure>> {
 
 /// Prints the figures as perftests-style tables, then as `RESULT` lines.
 fn report(mode: &str, cfg: &Config, figures: &[Figure]) {
+    let pes = if cfg.barrier_only {
+        "the job's".to_string()
+    } else {
+        PES.to_string()
+    };
     println!(
-        "# ferroshmem host_pt2pt: {PES} PEs, {mode}; median of {} batches ({} latency iterations, {} MiB per bandwidth batch)",
+        "# ferroshmem host_pt2pt: {pes} PEs, {mode}; median of {} batches ({} latency iterations, {} MiB per bandwidth batch)",
         cfg.reps,
         cfg.iters,
         cfg.bw_bytes >> 20

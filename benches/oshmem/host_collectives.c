@@ -23,8 +23,8 @@
  *   oshrun --allow-run-as-root --oversubscribe --mca osc ^rdma -np 2 target/oshmem/host_collectives
  *
  * Options: --iters N (calls per batch of a latency size, default 2000), --warmup N (default
- * 200), --reps N (default 5), --bw-mib N (MiB moved per batch of a bandwidth size, default 64);
- * other arguments are ignored.
+ * 200), --reps N (default 5), --bw-mib N (MiB moved per batch of a bandwidth size, default 64),
+ * --only barrier (the barrier alone); other arguments are ignored.
  */
 #include <shmem.h>
 #include <stdio.h>
@@ -169,6 +169,16 @@ static void fill(enum op op, long size, int me, int npes)
     }
 }
 
+/* Whether --only barrier was given: the barrier alone (OSHMEM's other collectives across hosts
+ * take minutes). */
+static int only_barrier(int argc, char **argv)
+{
+    for (int a = 1; a + 1 < argc; a++)
+        if (strcmp(argv[a], "--only") == 0 && strcmp(argv[a + 1], "barrier") == 0)
+            return 1;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     long iters = parse_option(argc, argv, "--iters", 2000, 1);
@@ -202,7 +212,8 @@ int main(int argc, char **argv)
         printf("# OSHMEM host_collectives: %d PEs; per call, mean over PEs of each PE's median "
                "of %ld batches\n",
                npes, reps);
-    for (int op = BARRIER; op <= REDUCE; op++) {
+    int last = only_barrier(argc, argv) ? BARRIER : REDUCE;
+    for (int op = BARRIER; op <= last; op++) {
         for (int s = 0; s < N_SIZES; s++) {
             long size = op == BARRIER ? 0 : sizes[s];
             if (op == BARRIER && s > 0)

@@ -10,9 +10,13 @@
 //! # Loading
 //! Nothing is linked at build time: [`Fabric::open`] loads `libfabric.so.1` and fails with
 //! [`Error::Config`](ferroshmem_runtime::Error::Config), saying what to install, where it is
-//! missing. The provider is asked for reliable datagrams, RMA, 64-bit atomics, thread safety
-//! and automatic progress, so that a PE's memory is served while it sleeps, with no core
-//! spinning.
+//! missing. The provider is asked for reliable datagrams, RMA, 64-bit atomics and thread
+//! safety, with progress driven by the endpoint's own thread: it sleeps in the completion
+//! queue's wait (on the provider's sockets, for `tcp;ofi_rxm`) and serves peers' operations
+//! as they arrive, so that a PE's memory is served while it sleeps, with no core spinning.
+//! (The provider's automatic progress adds a thread of its own, and a thread wake-up, to
+//! every message: in one alternating run on a loaded 2-vCPU machine, a world barrier of 2 PEs
+//! on two hosts took about 1.6 times as long with it.)
 //!
 //! # The runtime's remote route
 //! [`FabricRemote`] is the runtime's `Remote` transport over a [`Fabric`]: the data plane's

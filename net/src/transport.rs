@@ -25,6 +25,18 @@ use crate::ffi::{Domain, Endpoint, Hints, Info, Library, MemoryRegion, Operation
 /// How long the progress thread waits on the completion queue before it looks at its stop
 /// flag again.
 const PROGRESS_WAIT_MS: i32 = 100;
+/// The same while an operation waits for room in the provider's queue: a queue full of
+/// operations in flight frees room as they complete, which ends the wait at once, but one
+/// refused while its connection is being made frees none.
+const ROOM_WAIT_MS: i32 = 1;
+
+/// Room in the provider's queue: operations it refused (queue full, or connection not yet
+/// made) wait here for the progress thread's next pass instead of retrying on a busy core.
+#[derive(Debug, Default)]
+struct Room {
+    freed: tokio::sync::Notify,
+    waiting: std::sync::atomic::AtomicUsize,
+}
 
 /// Where and how a PE's fabric endpoint is opened.
 #[derive(Debug, Clone, Default)]
@@ -54,6 +66,7 @@ pub struct Fabric {
     domain: Arc<Domain>,
     regions: std::sync::Mutex<Vec<MemoryRegion>>,
     stop: Arc<AtomicBool>,
+    room: Arc<Room>,
     progress: Option<JoinHandle<()>>,
     /// The PE's fabric traffic block, once given (shared with the progress thread).
     traffic: Arc<OnceLock<Traffic>>,
@@ -86,11 +99,17 @@ impl Fabric {
         let endpoint = Arc::new(Endpoint::open(&domain)?);
         let stop = Arc::new(AtomicBool::new(false));
         let traffic = Arc::new(OnceLock::new());
+        let room = Arc::new(Room::default());
         let progress = std::thread::Builder::new()
             .name("fsh-fabric".into())
             .spawn({
-                let (endpoint, stop, traffic) = (endpoint.clone(), stop.clone(), traffic.clone());
-                move || progress_loop(&endpoint, &stop, &on_data, &traffic)
+                let (endpoint, stop, room, traffic) = (
+                    endpoint.clone(),
+                    stop.clone(),
+                    room.clone(),
+                    traffic.clone(),
+                );
+                move || progress_loop(&endpoint, &stop, &room, &on_data, &traffic)
             })
             .map_err(|e| Error::os("starting the fabric progress thread", e))?;
         Ok(Fabric {
@@ -98,6 +117,7 @@ impl Fabric {
             domain,
             regions: Default::default(),
             stop,
+            room,
             progress: Some(progress),
             traffic,
         })
@@ -215,22 +235,31 @@ impl Fabric {
         let remote = target.base + offset;
         let first = self.endpoint.post(&op, peer.0, remote, target.key, done);
         let endpoint = self.endpoint.clone();
+        let room = self.room.clone();
         let queue_full = matches!(first, Err(Refused::Full(_)));
         if !queue_full {
             left_queue.run();
         }
         let finish = async move {
             let mut posted = first;
+            let mut waiting = None;
             loop {
-                match posted {
+                let back = match posted {
                     Ok(()) => break,
-                    Err(Refused::Full(back)) => {
-                        tokio::task::yield_now().await;
-                        posted = endpoint.post(&op, peer.0, remote, target.key, back);
-                    }
+                    Err(Refused::Full(back)) => back,
                     Err(Refused::Failed(e)) => return Err(e),
+                };
+                // Armed before the retry, so that room freed between the two is not missed.
+                let freed = room.freed.notified();
+                tokio::pin!(freed);
+                freed.as_mut().enable();
+                posted = endpoint.post(&op, peer.0, remote, target.key, back);
+                if matches!(posted, Err(Refused::Full(_))) {
+                    waiting.get_or_insert_with(|| Waiting::new(&room, &endpoint));
+                    freed.await;
                 }
             }
+            drop(waiting);
             left_queue.run();
             match rx.await {
                 Ok(Ok(bytes)) => Ok(bytes),
@@ -290,6 +319,25 @@ impl std::fmt::Debug for Hooks {
     }
 }
 
+/// An operation waiting for room, counted while it exists so that the progress thread
+/// passes often meanwhile; the first one wakes it from its long wait.
+struct Waiting(Arc<Room>);
+
+impl Waiting {
+    fn new(room: &Arc<Room>, endpoint: &Endpoint) -> Waiting {
+        if room.waiting.fetch_add(1, Ordering::AcqRel) == 0 {
+            endpoint.interrupt();
+        }
+        Waiting(room.clone())
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        self.0.waiting.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 /// Runs its function once: when asked, or when dropped.
 struct OnDrop(Option<Box<dyn FnOnce() + Send>>);
 
@@ -307,17 +355,26 @@ impl Drop for OnDrop {
     }
 }
 
-/// Ends operations and hands on peers' data until `stop` is set; keeps the CQ depth in
+/// Ends operations and hands on peers' data until `stop` is set; after each pass, tells the
+/// operations waiting for room in the provider's queue to try again; keeps the CQ depth in
 /// `traffic` once it is given.
 fn progress_loop(
     endpoint: &Endpoint,
     stop: &AtomicBool,
+    room: &Room,
     on_data: &(dyn Fn(u64) + Send),
     traffic: &OnceLock<Traffic>,
 ) {
     let mut depth = 0;
     while !stop.load(Ordering::Acquire) {
-        match endpoint.progress(PROGRESS_WAIT_MS) {
+        let wait = if room.waiting.load(Ordering::Acquire) > 0 {
+            ROOM_WAIT_MS
+        } else {
+            PROGRESS_WAIT_MS
+        };
+        let progressed = endpoint.progress(wait);
+        room.freed.notify_waiters();
+        match progressed {
             Ok(found) => {
                 let read = found.ended + found.remote.len();
                 if let (true, Some(traffic)) = (read != depth, traffic.get()) {

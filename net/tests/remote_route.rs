@@ -2,8 +2,9 @@
 //! `DataPlane` whose route to the other is `Remote` over a `FabricRemote`: every RMA, atomic
 //! and signal operation lands with the right values, a remote write wakes a sleeping waiter
 //! by its notice, the world barrier meets, fabric atomics are atomic with the target's own
-//! CPU atomics, a bad key fails typed at the initiator while the target lives on, and stray
-//! connections to an endpoint's port (garbage, half-open, abrupt close) change nothing.
+//! CPU atomics, a bad key fails typed at the initiator while the target lives on, stray
+//! connections to an endpoint's port (garbage, half-open, abrupt close) change nothing, and an
+//! endpoint outside the job, without the segment's key, neither writes nor wakes anything.
 //! Skipped, saying so, where libfabric is not installed; `.ci/run` installs it.
 
 mod common;
@@ -11,10 +12,13 @@ mod common;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use common::{available, two_nodes, view, within, Node};
+use std::sync::Arc;
 
-use ferroshmem_net::Registered;
-use ferroshmem_runtime::{Cmp, Error, SignalOp};
+use common::{available, fabric_for, two_nodes, view, within, Node, HEAP};
+
+use ferroshmem_net::{notice, Operation, Registered};
+use ferroshmem_runtime::segment::HEADER_SIZE;
+use ferroshmem_runtime::{Cmp, Error, Segment, SignalOp};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_operation_reaches_a_pe_on_another_node() {
@@ -439,5 +443,95 @@ async fn stray_connections_to_an_endpoint_change_nothing() {
             .expect("PE 1 still reaches PE 0");
     })
     .await;
+    std::mem::forget(words);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endpoint_outside_the_job_without_the_key_neither_writes_nor_wakes() {
+    if !available() {
+        return;
+    }
+    let [a, b] = two_nodes(|r| r);
+    let words = view::<u64>(0, 4);
+    within("before", a.dp.put(&words, &[1u64, 2, 3, 4], 1))
+        .await
+        .expect("put");
+    // PE 1 sleeps on its first word.
+    let waiter = {
+        let dp = b.dp.clone();
+        tokio::spawn(async move {
+            let word = view::<u64>(0, 1);
+            let got = dp.wait_until(&word, Cmp::Eq, 7).await;
+            std::mem::forget(word);
+            got
+        })
+    };
+    within("the waiter to sleep", async {
+        while !b.segment.has_sleepers() {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await;
+    // A stranger: an endpoint of its own, in no PE's address vector, that learnt PE 1's
+    // address (it is on the wire) and its segment's base, but not its key. `tcp;ofi_rxm`
+    // accepts its connection and cannot say where a write came from (with FI_SOURCE it
+    // names PE 1's first peer as the source of the stranger's writes too), so the random
+    // 64-bit key each PE registers its heap under is what guards the memory and the
+    // notices: a write with data under the wrong key is refused before it lands or rings.
+    let scratch = Arc::new(Segment::create(9, HEAP).expect("segment"));
+    let stranger = fabric_for(&scratch);
+    let to_b = stranger
+        .connect(std::slice::from_ref(&b.name))
+        .expect("insert")[0];
+    let guessed = Registered {
+        key: b.registered.key ^ 0xdead,
+        ..b.registered
+    };
+    let rings = b.segment.wake_seq().load(Ordering::SeqCst);
+    for _ in 0..3 {
+        let bare = Operation::WriteData(Vec::new(), notice(HEADER_SIZE, 8));
+        let sent = within(
+            "a bare notice",
+            stranger.run(bare, to_b, guessed, HEADER_SIZE as u64),
+        )
+        .await;
+        assert!(
+            matches!(sent, Err(Error::Os { .. })),
+            "bare notice: {sent:?}"
+        );
+    }
+    let forged = Operation::WriteData(vec![0xff; 32], notice(HEADER_SIZE, 32));
+    let wrote = within(
+        "the forged write",
+        stranger.run(forged, to_b, guessed, HEADER_SIZE as u64),
+    )
+    .await;
+    assert!(
+        matches!(wrote, Err(Error::Os { .. })),
+        "forged write: {wrote:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        b.segment.wake_seq().load(Ordering::SeqCst),
+        rings,
+        "a stranger's notice rang PE 1's doorbell"
+    );
+    assert!(
+        !waiter.is_finished(),
+        "the waiter woke with its word unchanged"
+    );
+    within("after", async {
+        let mut got = [0u64; 4];
+        b.dp.get(&mut got, &words, 1).await.expect("own get");
+        assert_eq!(
+            got,
+            [1, 2, 3, 4],
+            "PE 1's memory holds what PE 0 wrote, nothing else"
+        );
+        a.dp.p(&words, 7u64, 1).await.expect("a member's put");
+    })
+    .await;
+    let woke = within("the waiter", waiter).await.expect("waiter task");
+    assert_eq!(woke, Ok(7), "a member's put still wakes the waiter");
     std::mem::forget(words);
 }

@@ -2,6 +2,12 @@
 //! ⌈log₂ n⌉ rounds; in round k PE i signals PE (i + 2^k) mod n and waits for PE
 //! (i − 2^k) mod n. Flags are monotonic counters, so no reset is needed between barriers.
 //!
+//! A signal to a PE on another node is a write of the barrier's number into the flag, which
+//! wakes the target as it lands (see [`arrived`] for why reading it is sound), and the barrier
+//! goes on without waiting for the write to be acknowledged: n PEs meet after ⌈log₂ n⌉
+//! one-way trips, not round trips. The writes' completions are checked by later barriers
+//! and awaited by the PE's final one.
+//!
 //! A PE numbers its barriers in its data plane's barrier word, and every PE must reach the
 //! same numbers in step. A barrier left unfinished (its future dropped, or a failure midway)
 //! has signalled some peers but not waited for them, so its PE is out of step for good: the
@@ -22,7 +28,7 @@ use ferroshmem_observability::Op;
 
 use crate::data_plane::DataPlane;
 use crate::error::{Error, Result};
-use crate::route::{Amo, Completion, RemoteOp, Route};
+use crate::route::{RemoteOp, Route};
 use crate::segment::Segment;
 use crate::wait::Wait;
 
@@ -61,6 +67,23 @@ impl Drop for InProgress<'_> {
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Whether barrier flag value `seen` says world barrier `epoch` was signalled.
+///
+/// A mapped signaller adds one atomically, so any value from `epoch` on will do. A remote
+/// one writes `epoch` over `epoch − 1`, and the fabric may place those 8 bytes in pieces, so
+/// a read can see a mix of the two; the signaller writes `epoch + 1` only after `epoch` was
+/// placed (writes to a peer land in order), and never `epoch + 2` before this PE has passed
+/// barrier `epoch`. So only `epoch` and `epoch + 1` are accepted: no mix of the bytes of
+/// `epoch − 1` and `epoch` equals `epoch + 1` (its lowest byte differs from both) or
+/// `epoch` unless it is `epoch`, written whole.
+fn arrived(seen: u64, epoch: u64, remote: bool) -> bool {
+    if remote {
+        seen.wrapping_sub(epoch) <= 1
+    } else {
+        seen >= epoch
+    }
 }
 
 /// Why the PE of segment `peer` (PE `pe`) will never signal this PE's world barrier `epoch`,
@@ -164,7 +187,7 @@ impl DataPlane {
         let mut round = 0;
         while distance < n {
             let at = Segment::barrier_flag_offset(round);
-            let signal = self.signal_barrier((self.my_pe + distance) % n, at);
+            self.signal_barrier((self.my_pe + distance) % n, at, epoch);
             let flag = own.barrier_flag(round);
             let from = (self.my_pe + n - distance) % n;
             // A PE on another node tells nothing in a header this PE can read: a lost one is
@@ -183,27 +206,29 @@ impl DataPlane {
                     _ => Ok(()),
                 }
             };
+            let remote = peer.is_none();
             Wait::new(
                 self,
                 "barrier",
                 at..at + 8,
-                Ok(move || (flag.load(Ordering::Acquire) >= epoch).then_some(())),
+                Ok(move || arrived(flag.load(Ordering::Acquire), epoch, remote).then_some(())),
             )
             .on_stall(&mut stalled)
             .await?;
-            if let Some(remote) = signal {
-                remote.await?;
-            }
             distance *= 2;
             round += 1;
         }
-        Ok(())
+        self.barrier_signals_ended(epoch).await
     }
 
-    /// Adds one to the barrier flag at mapping offset `at` of PE `to`: at once on a mapped
-    /// route (waking a sleeper there), else started on the remote one, whose completion is
-    /// returned.
-    fn signal_barrier(&self, to: usize, at: usize) -> Option<Completion> {
+    /// Signals world barrier `epoch` in the barrier flag at mapping offset `at` of PE `to`:
+    /// adds one to it on a mapped route (waking a sleeper there); on a remote one, writes
+    /// `epoch` into it (a write wakes the target's sleepers as it lands, where an atomic would
+    /// need a notice after it) and keeps the write's completion for later barriers to check.
+    ///
+    /// Either way the flag ends up holding `epoch`: each flag has a single signaller (in
+    /// round k, PE i is signalled by PE i − 2^k only), which signals every barrier once.
+    fn signal_barrier(&self, to: usize, at: usize, epoch: u64) {
         match &self.routes[to] {
             Route::Mapped(target) => {
                 target
@@ -211,16 +236,33 @@ impl DataPlane {
                     .atomic::<AtomicU64>(at)
                     .fetch_add(1, Ordering::SeqCst);
                 target.wake_watchers(at, at + 8);
-                None
             }
             Route::Remote => {
-                let add = || RemoteOp::Amo {
-                    op: Amo::Add(1),
-                    width: 8,
-                };
-                Some(self.remote(Op::Signal, to, 8, at, add))
+                let write = || RemoteOp::Put(epoch.to_ne_bytes().to_vec());
+                let completion = self.remote(Op::Signal, to, 8, at, write);
+                if let Some(remotes) = &self.remotes {
+                    remotes.keep_signal(completion);
+                }
             }
         }
+    }
+
+    /// Ends world barrier `epoch` with the first error of its earlier remote signals that has
+    /// come back, if any; this PE's final barrier (see [`DataPlane::mark_finalizing`]) waits
+    /// for all of them, so that none is lost when the PE closes its endpoint.
+    async fn barrier_signals_ended(&self, epoch: u64) -> Result<()> {
+        let Some(remotes) = &self.remotes else {
+            return Ok(());
+        };
+        if let Some(failed) = remotes.signal_failure() {
+            return Err(failed);
+        }
+        if self.own_segment().finalizing().load(Ordering::Acquire) == epoch {
+            if let Some(landed) = remotes.signals_landed() {
+                landed.await?;
+            }
+        }
+        Ok(())
     }
 
     /// Tells the other PEs that this PE has begun to finalize: it will make no more collective

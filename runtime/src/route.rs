@@ -123,6 +123,21 @@ impl Deferred {
     /// Drops the completions that have ended, keeping the first error among them as a
     /// completion of its own; prunes next when the survivors have doubled.
     fn prune(&mut self) {
+        if let Some(e) = self.failure() {
+            self.pending.insert(0, Box::pin(std::future::ready(Err(e))));
+        }
+    }
+
+    /// Keeps `completion`, pruning the ended ones from time to time.
+    fn keep(&mut self, completion: Completion) {
+        self.pending.push(completion);
+        if self.pending.len() >= self.prune_at {
+            self.prune();
+        }
+    }
+
+    /// Drops the completions that have ended; returns the first error among them, if any.
+    fn failure(&mut self) -> Option<Error> {
         let mut cx = Context::from_waker(std::task::Waker::noop());
         let mut failed = None;
         self.pending.retain_mut(|c| match c.as_mut().poll(&mut cx) {
@@ -133,19 +148,34 @@ impl Deferred {
                 false
             }
         });
-        if let Some(e) = failed {
-            self.pending.insert(0, Box::pin(std::future::ready(Err(e))));
-        }
         self.prune_at = (2 * self.pending.len()).max(PRUNE_FIRST);
+        failed
     }
 }
 
-/// A data plane's remote transport, its traffic, and the completions of its `_nbi`
-/// operations that `quiet` has not yet awaited.
+/// The completion of every one of `pending`: it ends once all have, with the first error.
+fn all_of(pending: Vec<Completion>) -> Completion {
+    Box::pin(async move {
+        let mut first = Ok(Vec::new());
+        for completion in pending {
+            if let (Err(e), Ok(_)) = (completion.await, &first) {
+                first = Err(e);
+            }
+        }
+        first
+    })
+}
+
+/// A data plane's remote transport, its traffic, the completions of its `_nbi`
+/// operations that `quiet` has not yet awaited, and those of its world barriers' signals.
 pub(crate) struct Remotes {
     transport: Arc<dyn Remote>,
     pub traffic: Traffic,
     deferred: Mutex<Deferred>,
+    /// The world barriers' remote signals: a barrier does not wait for its signals to be
+    /// acknowledged (its peers' own signals tell it all it needs), so their completions are
+    /// kept here, their errors reported by a later barrier.
+    signals: Mutex<Deferred>,
     /// Set by `fence`: the next operation waits for the deferred ones first.
     fenced: AtomicBool,
 }
@@ -165,6 +195,10 @@ impl Remotes {
             transport,
             traffic,
             deferred: Mutex::new(Deferred {
+                pending: Vec::new(),
+                prune_at: PRUNE_FIRST,
+            }),
+            signals: Mutex::new(Deferred {
                 pending: Vec::new(),
                 prune_at: PRUNE_FIRST,
             }),
@@ -211,32 +245,37 @@ impl Remotes {
         self.deferred.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    fn signals(&self) -> std::sync::MutexGuard<'_, Deferred> {
+        self.signals.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Keeps the completion of a world barrier's signal.
+    pub fn keep_signal(&self, completion: Completion) {
+        self.signals().keep(completion);
+    }
+
+    /// The first error of the world barriers' signals that have ended since the last call.
+    pub fn signal_failure(&self) -> Option<Error> {
+        self.signals().failure()
+    }
+
+    /// The completion of every world barrier signal kept (taken now), or `None`.
+    pub fn signals_landed(&self) -> Option<Completion> {
+        let pending = self.signals().take();
+        (!pending.is_empty()).then(|| all_of(pending))
+    }
+
     /// Keeps the completion of an `_nbi` operation for the next `quiet`. Completions that
     /// have ended are dropped from time to time (the first error kept), so that a PE that
     /// rarely calls `quiet` does not hoard them.
     pub fn defer(&self, completion: Completion) {
-        let mut deferred = self.lock();
-        deferred.pending.push(completion);
-        if deferred.pending.len() >= deferred.prune_at {
-            deferred.prune();
-        }
+        self.lock().keep(completion);
     }
 
     /// The completion of every operation deferred so far (taken now), or `None` when there
     /// are none: it ends once all have, with the first error, if any.
     pub fn quiet(&self) -> Option<Completion> {
         let pending = self.lock().take();
-        if pending.is_empty() {
-            return None;
-        }
-        Some(Box::pin(async move {
-            let mut first = Ok(Vec::new());
-            for completion in pending {
-                if let (Err(e), Ok(_)) = (completion.await, &first) {
-                    first = Err(e);
-                }
-            }
-            first
-        }))
+        (!pending.is_empty()).then(|| all_of(pending))
     }
 }

@@ -227,8 +227,9 @@ fn owned_c(text: &str, what: &str) -> Result<CString> {
 
 impl Info {
     /// Asks libfabric for a provider with reliable-datagram endpoints, RMA and atomics,
-    /// remote CQ data, thread safety and automatic data progress (so that a target's memory
-    /// is served while it sleeps).
+    /// remote CQ data and thread safety, with manual progress: the endpoint's progress thread
+    /// drives it from its wait on the completion queue, which also serves a sleeping
+    /// target's memory.
     ///
     /// # Errors
     /// [`Error::Config`] when no provider offers that.
@@ -261,7 +262,7 @@ impl Info {
             let domain = &mut *(*h).domain_attr;
             domain.mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
             domain.threading = FI_THREAD_SAFE;
-            domain.data_progress = FI_PROGRESS_AUTO;
+            domain.data_progress = FI_PROGRESS_MANUAL;
             // Writes land in order, and a get sees the writes posted before it; atomics
             // likewise among themselves. Across the two classes nothing is ordered (rxm
             // offers no more): the transport waits for one before it posts the other.
@@ -287,7 +288,7 @@ impl Info {
         if rc != 0 || found.is_null() {
             return Err(Error::Config(format!(
                 "no fabric provider offers what ferroshmem needs (reliable datagrams, RMA, \
-                 64-bit atomics, automatic progress) for provider {:?}: {} (set \
+                 64-bit atomics, thread safety) for provider {:?}: {} (set \
                  FERROSHMEM_FABRIC_PROVIDER, e.g. 'tcp;ofi_rxm', 'verbs;ofi_rxm', 'efa', 'cxi')",
                 hints.provider.as_deref().unwrap_or("any"),
                 lib.strerror(-(rc as isize))

@@ -541,7 +541,8 @@ pub const FI_AV_TABLE: u32 = 2;
 pub const FI_CQ_FORMAT_DATA: u32 = 3;
 pub const FI_WAIT_UNSPEC: u32 = 1;
 pub const FI_THREAD_SAFE: u32 = 1;
-pub const FI_PROGRESS_AUTO: u32 = 1;
+/// The application drives progress by reading the completion queue (`FI_PROGRESS_MANUAL`).
+pub const FI_PROGRESS_MANUAL: u32 = 2;
 
 /// `fi_control` commands.
 pub const FI_ENABLE: c_int = 6;

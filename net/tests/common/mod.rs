@@ -30,6 +30,8 @@ pub struct Node {
     pub fabric: Arc<Fabric>,
     /// Where it reaches each PE through the fabric (`None` for itself).
     pub targets: Vec<Option<Target>>,
+    /// Its registered segment, as its peers reach it.
+    pub registered: Registered,
 }
 
 impl Node {
@@ -142,6 +144,7 @@ pub fn two_nodes_in(heap: HeapId, key_of: impl Fn(Registered) -> Registered) -> 
                 name: names[me].clone(),
                 fabric: fabrics[me].clone(),
                 targets,
+                registered: registered[me],
             }
         })
         .collect();
