@@ -106,7 +106,7 @@ async fn judge(
                 ));
             }
         }
-        Outcome::Failed(Error::CollectiveMismatch { .. } | Error::InvalidArgument(_))
+        Outcome::Failed(Error::CollectiveMismatch { .. } | Error::Desynchronized { .. })
         | Outcome::TimedOut => *failures += 1,
         Outcome::Failed(other) => problems.push(format!("{what}: unexpected {other:?}")),
     }
@@ -285,7 +285,7 @@ fn expect_mismatch(what: String, outcome: Outcome, problems: &mut Vec<String>) {
 /// Expects the team to refuse further calls at once, after this PE gave a call up.
 async fn expect_unusable(what: String, team: &Team, problems: &mut Vec<String>) {
     match bounded(team.sync()).await {
-        Outcome::Failed(Error::InvalidArgument(_)) => {}
+        Outcome::Failed(Error::Desynchronized { .. }) => {}
         Outcome::Ok => problems.push(format!("{what}: the team still syncs")),
         Outcome::TimedOut => problems.push(format!("{what}: the next sync was left waiting")),
         Outcome::Failed(e) => problems.push(format!("{what}: the next sync gave {e:?}")),

@@ -121,13 +121,13 @@ impl DataPlane {
     /// [`Error::PeerLost`] (or the job's other failure) when the job has failed;
     /// [`Error::Shutdown`] once this PE has finalized; at once, when an earlier `sync_all`
     /// or `barrier_all` of this PE was left unfinished, the error that one failed with, or
-    /// [`Error::InvalidArgument`] if it was cancelled;
+    /// [`Error::Desynchronized`] if it was cancelled;
     /// [`Error::CollectiveMismatch`] when a PE whose signal it waits for left one unfinished
     /// or finalized at an earlier barrier (it will never signal again).
     ///
     /// Cancel safety: not cancel safe; dropped midway (or failing midway), it leaves this PE
     /// out of step with the others, so every later `sync_all` and `barrier_all` of the PE
-    /// fails (with [`Error::InvalidArgument`] after a cancellation).
+    /// fails (with [`Error::Desynchronized`] after a cancellation).
     pub async fn sync_all(&self) -> Result<()> {
         let started = self.traffic.barrier_start();
         let result = self.dissemination().await;
@@ -170,13 +170,11 @@ impl DataPlane {
     /// (a lost peer stays a lost peer), or its cancellation.
     #[cold]
     fn broken_barrier(&self) -> Error {
-        lock(&self.barrier_failure).clone().unwrap_or_else(|| {
-            Error::InvalidArgument(
-                "a barrier of this PE was cancelled midway, so the PEs no longer agree: this \
-                 PE's world barrier cannot be used"
-                    .into(),
-            )
-        })
+        lock(&self.barrier_failure)
+            .clone()
+            .unwrap_or(Error::Desynchronized {
+                what: "this PE's world barrier",
+            })
     }
 
     /// The rounds of world barrier `epoch`.
@@ -289,7 +287,7 @@ impl DataPlane {
     ///
     /// Cancel safety: not cancel safe; dropped midway (or failing midway), it leaves this PE
     /// out of step with the others, so every later `sync_all` and `barrier_all` of the PE
-    /// fails (with [`Error::InvalidArgument`] after a cancellation).
+    /// fails (with [`Error::Desynchronized`] after a cancellation).
     pub async fn barrier_all(&self) -> Result<()> {
         self.quiet().await?;
         self.sync_all().await

@@ -111,6 +111,16 @@ pub enum Error {
     /// `clear_lock` on a lock this PE does not hold.
     #[error("this PE does not hold the lock it was asked to release")]
     LockNotHeld,
+    /// A collective called on a team while another collective of this PE runs on it.
+    #[error("another collective is already running on this team on this PE")]
+    TeamBusy,
+    /// A team or this PE's world barrier after one of its calls was given up midway (its
+    /// future dropped): its members no longer agree on where they are, so it cannot be used.
+    #[error("a call on {what} was given up midway, so its PEs no longer agree: it cannot be used")]
+    Desynchronized {
+        /// What cannot be used: `this team` or `this PE's world barrier`.
+        what: &'static str,
+    },
     /// A team used after [`destroy`](crate::Team::destroy).
     #[error("the team has been destroyed")]
     TeamDestroyed,
@@ -223,6 +233,8 @@ impl Error {
             Error::Gpu(gpu) => gpu.kind(),
             Error::LockHeld => "lock_held",
             Error::LockNotHeld => "lock_not_held",
+            Error::TeamBusy => "team_busy",
+            Error::Desynchronized { .. } => "desynchronized",
             Error::TeamDestroyed => "team_destroyed",
             Error::NotMapped { .. } => "not_mapped",
             Error::Polled => "polled",

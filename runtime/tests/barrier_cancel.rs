@@ -39,7 +39,9 @@ fn pes(n: usize) -> Vec<Arc<DataPlane>> {
 /// Awaits `barrier`, which must fail at once because a barrier of its PE was cancelled.
 async fn assert_broken(barrier: impl Future<Output = Result<()>>, what: &str) {
     match timeout(BOUND, barrier).await {
-        Ok(Err(Error::InvalidArgument(why))) => assert!(why.contains("cancelled"), "{why}"),
+        Ok(Err(Error::Desynchronized { what })) => {
+            assert!(what.contains("world barrier"), "{what}")
+        }
         Ok(other) => panic!("{what} after a cancelled barrier returned {other:?}"),
         Err(_) => panic!("{what} after a cancelled barrier hung"),
     }

@@ -375,25 +375,20 @@ impl Team {
 
     /// [`Team::begin`], recording the call as refused when `refused`.
     pub(crate) fn begin_recorded(&self, desc: u64, refused: bool) -> Result<Op<'_>> {
-        match self.inner.status.compare_exchange(
-            IDLE,
-            BUSY,
-            Ordering::Acquire,
-            Ordering::Acquire,
-        ) {
+        match self
+            .inner
+            .status
+            .compare_exchange(IDLE, BUSY, Ordering::Acquire, Ordering::Acquire)
+        {
             Ok(_) => Ok(Op {
                 call: self.record_call(desc, refused),
                 team: self,
                 verdict: None,
                 finished: false,
             }),
-            Err(BUSY) => Err(Error::InvalidArgument(
-                "another collective is already running on this team on this PE".into(),
-            )),
+            Err(BUSY) => Err(Error::TeamBusy),
             Err(DESTROYED) => Err(Error::TeamDestroyed),
-            Err(_) => Err(Error::InvalidArgument(
-                "a collective on this team was cancelled midway, so its members no longer agree: the team cannot be used".into(),
-            )),
+            Err(_) => Err(Error::Desynchronized { what: "this team" }),
         }
     }
 

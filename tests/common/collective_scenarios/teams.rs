@@ -230,14 +230,24 @@ async fn mismatches(pe: &Pe) -> Result<()> {
     // fail with it).
     let t = world.split_strided(0, 1, n).await?.ok_or(Error::Shutdown)?;
     if me != 0 {
-        let r = tokio::time::timeout(Duration::from_millis(20), t.sync()).await;
+        let mut first = Box::pin(t.sync());
+        let r = tokio::time::timeout(Duration::from_millis(20), &mut first).await;
         ensure!(
             matches!(r, Err(_) | Ok(Err(Error::CollectiveMismatch { .. }))),
             "a sync without PE 0 finished: {r:?}"
         );
+        if r.is_err() {
+            // The first sync is still running on this PE: a second call on the team is busy.
+            let busy = t.sync().await;
+            ensure!(
+                matches!(busy, Err(Error::TeamBusy)),
+                "a second sync: {busy:?}"
+            );
+        }
+        drop(first);
         let r = t.sync().await;
         ensure!(
-            matches!(r, Err(Error::InvalidArgument(_))),
+            matches!(r, Err(Error::Desynchronized { .. })),
             "team after a cancelled sync: {r:?}"
         );
     }
