@@ -1,5 +1,5 @@
 //! Choosing each peer's route at bootstrap: PEs of this node are mapped (their segments
-//! exchanged over Unix sockets, see [`crate::segment_exchange`]), PEs of other nodes are
+//! exchanged over Unix sockets, see `segment_exchange`), PEs of other nodes are
 //! reached through the fabric, whose endpoint names and heap keys every PE contributes to one
 //! allgather here.
 //!
