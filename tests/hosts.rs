@@ -12,7 +12,7 @@ mod common;
 use std::process::{Command, Output};
 use std::time::Instant;
 
-use common::netns::Hosts;
+use common::netns::{self, Hosts};
 use ferroshmem::Error;
 
 const SCENARIO: &str = "FSH_TEST_SCENARIO";
@@ -114,16 +114,6 @@ async fn lose_one(pe: &ferroshmem::Pe, how: &str) -> ferroshmem::Result<()> {
     Ok(())
 }
 
-fn fabric_available() -> bool {
-    match ferroshmem_net::Library::load() {
-        Ok(_) => true,
-        Err(e) => {
-            eprintln!("skipped: {e}");
-            false
-        }
-    }
-}
-
 /// `ferroshmem run` of this test binary's PE entry as `scenario`, `per_host` PEs on each of
 /// `hosts`, with `grace` between SIGTERM and SIGKILL.
 fn ferroshmem_run(hosts: &Hosts, per_host: usize, scenario: &str, grace: &str) -> Command {
@@ -175,7 +165,7 @@ fn every_scenario_passes(n_hosts: usize, per_host: usize) {
 }
 
 fn scenarios_pass(n_hosts: usize, per_host: usize, set: &str) {
-    if !fabric_available() {
+    if !netns::fabric_available() {
         return;
     }
     let Some(hosts) = Hosts::make(n_hosts) else {
@@ -292,7 +282,7 @@ fn mpirun_job_passed(hosts: &Hosts, out: &Output, rendezvous: &str) {
 /// other host.
 #[test]
 fn every_scenario_passes_under_mpirun_across_hosts_through_pmix() {
-    if !fabric_available() {
+    if !netns::fabric_available() {
         return;
     }
     let Some(hosts) = Hosts::make(2) else {
@@ -306,7 +296,7 @@ fn every_scenario_passes_under_mpirun_across_hosts_through_pmix() {
 /// The root's address and secret given to every PE, as where the launcher offers no PMIx.
 #[test]
 fn a_scenario_passes_under_mpirun_across_hosts_with_the_root_given() {
-    if !fabric_available() {
+    if !netns::fabric_available() {
         return;
     }
     let Some(hosts) = Hosts::make(2) else {
@@ -331,7 +321,7 @@ fn a_scenario_passes_under_mpirun_across_hosts_with_the_root_given() {
 /// what to give, instead of waiting for a root it cannot find.
 #[test]
 fn a_job_across_hosts_without_pmix_fails_at_init_saying_what_to_give() {
-    if !fabric_available() {
+    if !netns::fabric_available() {
         return;
     }
     let Some(hosts) = Hosts::make(2) else {
@@ -437,7 +427,7 @@ fn loss_is_reported(
     bound: std::time::Duration,
     lose: impl FnOnce(&Hosts, &str),
 ) -> Option<std::time::Duration> {
-    if !fabric_available() {
+    if !netns::fabric_available() {
         return None;
     }
     let hosts = Hosts::make(2)?;

@@ -21,7 +21,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::netns::Hosts;
+use common::netns::{self, Hosts};
 use ferroshmem::Error;
 
 /// The collective scenarios a PE runs, comma-separated.
@@ -112,16 +112,6 @@ async fn lose_one_in_sync(pe: &ferroshmem::Pe) -> ferroshmem::Result<()> {
     Ok(())
 }
 
-fn fabric_available() -> bool {
-    match ferroshmem_net::Library::load() {
-        Ok(_) => true,
-        Err(e) => {
-            eprintln!("skipped: {e}");
-            false
-        }
-    }
-}
-
 /// Runs `scenarios` as a job with `per_host[i]` PEs on `hosts[i]`, with `env` added, each
 /// host's PEs started through `rsh` (the hosts' agent, or a wrapper of it); returns whether
 /// it succeeded and its output.
@@ -185,7 +175,7 @@ fn job(
 /// Runs `scenarios` as a job with `per_host[i]` PEs on host `i`, and checks that every PE
 /// passed, on the host it was meant for.
 fn scenarios_pass(per_host: &[usize], scenarios: &str) {
-    if !fabric_available() {
+    if !netns::fabric_available() {
         return;
     }
     let Some(hosts) = Hosts::make(per_host.len()) else {
@@ -220,7 +210,7 @@ fn collectives_across_an_uneven_three_and_one() {
 /// naming it, and the launcher exits non-zero.
 #[test]
 fn a_pe_killed_during_a_sync_by_node_ends_every_survivors_sync_in_peer_lost() {
-    if !fabric_available() {
+    if !netns::fabric_available() {
         return;
     }
     let Some(hosts) = Hosts::make(2) else {

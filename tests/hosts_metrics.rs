@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::netns::Hosts;
+use common::netns::{self, Hosts};
 use common::prometheus::{
     eventually, free_ports, node_pair_totals, pairs, panel_query, query, scratch, start_prometheus,
     wait_for, Job, STEP,
@@ -112,19 +112,9 @@ fn by_node(
     sent.into_iter().map(|((a, b), v)| (a, b, v)).collect()
 }
 
-fn fabric_available() -> bool {
-    match ferroshmem_net::Library::load() {
-        Ok(_) => true,
-        Err(e) => {
-            eprintln!("skipped: {e}");
-            false
-        }
-    }
-}
-
 #[test]
 fn the_node_traffic_matrix_shows_the_bytes_between_hosts() {
-    if !fabric_available() {
+    if !netns::fabric_available() {
         return;
     }
     let Some(hosts) = Hosts::make(HOSTS) else {

@@ -7,6 +7,18 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+/// Whether libfabric can be loaded, which jobs across these hosts need; says why not (the
+/// test is then skipped) when it cannot.
+pub fn fabric_available() -> bool {
+    match ferroshmem_net::Library::load() {
+        Ok(_) => true,
+        Err(e) => {
+            eprintln!("skipped: {e}");
+            false
+        }
+    }
+}
+
 /// A set of namespace hosts and the remote-shell agent that starts commands in them.
 pub struct Hosts {
     tag: String,
