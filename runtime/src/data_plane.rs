@@ -55,6 +55,8 @@ pub struct DataPlane {
     pub(crate) routes: Vec<Route>,
     /// The node of every PE (see [`DataPlaneParts::nodes`]).
     nodes: Box<[usize]>,
+    /// How many PEs of the job share this PE's node (this one included).
+    node_pes: usize,
     /// This PE's own segment (also its own route).
     own: Arc<Segment>,
     /// The transport of the `Remote` routes, if any.
@@ -114,6 +116,11 @@ impl DataPlane {
             area_ends: [pool.user_heap_bytes(), heap_size],
             doorbell: Doorbell::start(parts.my_pe, own.clone())?,
             routes: parts.routes,
+            node_pes: parts
+                .nodes
+                .iter()
+                .filter(|&&node| Some(&node) == parts.nodes.get(parts.my_pe))
+                .count(),
             nodes: parts.nodes.into_boxed_slice(),
             own,
             remotes,
@@ -270,6 +277,11 @@ impl DataPlane {
     /// PEs of this node.
     pub fn is_mapped(&self, pe: usize) -> bool {
         matches!(self.routes.get(pe), Some(Route::Mapped(_)))
+    }
+
+    /// How many PEs of the job share this PE's node, this one included.
+    pub(crate) fn node_pes(&self) -> usize {
+        self.node_pes
     }
 
     /// The node of every PE, indexed by PE: equal numbers for the PEs of one node, alike

@@ -2,9 +2,9 @@
 //! `test` forms, and the wait engine that signals and barriers share.
 //!
 //! A wait spins on the variable for a while (`FERROSHMEM_SPIN_US`, yielding to the executor
-//! and the OS every few microseconds, or after every check when the job has more PEs than
-//! the machine has CPUs), then sleeps until a writer rings the PE's doorbell
-//! ([`crate::doorbell`]), so an idle waiter holds no core. A wait returns early with the job's
+//! and the OS every few microseconds, or after every round of checks when this node runs
+//! more of the job's PEs than this process may use CPUs), then sleeps until a writer rings
+//! the PE's doorbell ([`crate::doorbell`]), so an idle waiter holds no core. A wait returns early with the job's
 //! failure (a peer lost) and, given [`Wait::timeout`], with [`Error::Timeout`]. While it
 //! sleeps, the timeout and the job's health are checked at least every 10 ms.
 
@@ -26,15 +26,17 @@ use crate::shared_memory::SharedMapping;
 /// How long one poll of a spinning wait may spin before yielding (to the executor, and its
 /// thread to the OS).
 const SPIN_SLICE: Duration = Duration::from_micros(4);
-/// The same when the job has more PEs than this machine has CPUs: one round of checks.
+/// The same when this node runs more of the job's PEs than the process may use CPUs: one
+/// round of checks.
 const CROWDED_SPIN_SLICE: Duration = Duration::ZERO;
 
-/// The spin slice for a job of `n_pes` PEs: none when the PEs outnumber the CPUs, since
-/// the PE a wait depends on may then need this CPU to make progress.
-fn spin_slice(n_pes: usize) -> Duration {
+/// The spin slice of a PE whose node runs `node_pes` PEs of its job: none when they
+/// outnumber the CPUs this process may run on (its affinity mask and CPU quota), since the
+/// PE a wait depends on may then need this CPU to make progress.
+fn spin_slice(node_pes: usize) -> Duration {
     static CPUS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     let cpus = *CPUS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    if n_pes > cpus {
+    if node_pes > cpus {
         CROWDED_SPIN_SLICE
     } else {
         SPIN_SLICE
@@ -236,7 +238,7 @@ where
         }
         if this.sleeping.is_none() {
             if now.duration_since(started) < this.dp.spin {
-                let slice_end = now + spin_slice(this.dp.n_pes());
+                let slice_end = now + spin_slice(this.dp.node_pes());
                 loop {
                     for _ in 0..32 {
                         std::hint::spin_loop();

@@ -14,7 +14,9 @@
 
 use std::sync::atomic::Ordering;
 
-use super::pool::{carve, decode_free_list, encode_free_list, first_fit, intersect, FreeList};
+use super::pool::{
+    carve, decode_free_list, encode_free_list, first_fit, intersect, picked_fit, FreeList,
+};
 use super::region::{Layout, MAX_TEAM_PES};
 use super::{Team, TeamConfig};
 use crate::collectives::Descriptor;
@@ -107,12 +109,17 @@ fn mix(x: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// The region of each new team: the same answer on every member, from the same payloads.
+/// The region of each new team: the same answer on every member, from the same payloads
+/// and the same `pick`. The first fit when `pick` is `None` (a first attempt); on a retry,
+/// a fit picked by `pick` among all that fit, which every member of this creation derives
+/// alike but a concurrent creation (another group) derives otherwise, so two creations that
+/// took each other's first fits do not collide again on every retry.
 fn place(
     children: &[Vec<usize>],
     lists: &mut [FreeList],
     config: &TeamConfig,
     heap_size: usize,
+    pick: Option<u64>,
 ) -> Result<Vec<usize>> {
     children
         .iter()
@@ -124,7 +131,11 @@ fn place(
                 .fold(lists[members[0]].clone(), |acc, &m| {
                     intersect(&acc, &lists[m])
                 });
-            let at = first_fit(&common, bytes).ok_or_else(|| Error::HeapExhausted {
+            let fit = match pick {
+                None => first_fit(&common, bytes),
+                Some(pick) => picked_fit(&common, bytes, pick),
+            };
+            let at = fit.ok_or_else(|| Error::HeapExhausted {
                 requested: bytes,
                 available: common.iter().map(|r| r.1).max().unwrap_or(0),
                 heap_size,
@@ -218,7 +229,8 @@ impl Team {
         let mut args = Vec::with_capacity(ARGS_BYTES);
         split.encode(&mut args);
         config.encode(&mut args);
-        for _ in 0..MAX_ATTEMPTS {
+        for attempt in 0..MAX_ATTEMPTS as u64 {
+            let pick = (attempt > 0).then(|| mix(group ^ mix(attempt)));
             let mut payload = args.clone();
             let free = home
                 .pool
@@ -229,7 +241,7 @@ impl Team {
             let all = self
                 .watching(home.control.exchange(group, me, n, payload))
                 .await?;
-            let verdict = self.agree(&all, &args, split, &config);
+            let verdict = self.agree(&all, &args, split, &config, pick);
             let (children, offsets) = match verdict {
                 Ok(v) => v,
                 Err(e) => {
@@ -287,6 +299,7 @@ impl Team {
         args: &[u8],
         split: Split,
         config: &TeamConfig,
+        pick: Option<u64>,
     ) -> Result<(Vec<Vec<usize>>, Vec<usize>)> {
         if let Some(pe) = all.iter().position(|p| p.get(..ARGS_BYTES) != Some(args)) {
             return Err(Error::CollectiveMismatch {
@@ -313,7 +326,7 @@ impl Team {
                 operation: "team split",
                 detail: "a member's free list could not be read".into(),
             })?;
-        let offsets = place(&children, &mut lists, config, self.dp().heap_size())?;
+        let offsets = place(&children, &mut lists, config, self.dp().heap_size(), pick)?;
         Ok((children, offsets))
     }
 
@@ -424,16 +437,34 @@ mod tests {
             vec![(bytes, 3 * bytes)],
             vec![(0, bytes), (2 * bytes, 2 * bytes)],
         ];
-        let at = place(&[vec![0, 1], vec![1, 2]], &mut lists, &config, 0).unwrap();
+        let at = place(&[vec![0, 1], vec![1, 2]], &mut lists, &config, 0, None).unwrap();
         assert_eq!(at, vec![bytes, 2 * bytes]);
         let pair = vec![vec![0, 2], vec![0, 2]];
         assert_eq!(
-            place(&pair, &mut lists, &config, 0).unwrap(),
+            place(&pair, &mut lists, &config, 0, None).unwrap(),
             vec![0, 3 * bytes]
         );
         assert!(matches!(
-            place(&pair[..1], &mut lists, &config, 0),
+            place(&pair[..1], &mut lists, &config, 0, None),
             Err(Error::HeapExhausted { .. })
         ));
+    }
+
+    #[test]
+    fn retries_of_colliding_creations_place_their_teams_apart() {
+        let config = TeamConfig::default();
+        let bytes = Layout::new(3, &config).bytes;
+        let lists = vec![vec![(0, 64 * bytes)]; 3];
+        let world = [vec![0, 1, 2]];
+        let at = |pick| place(&world, &mut lists.clone(), &config, 0, pick).unwrap()[0];
+        assert_eq!(at(None), 0, "a first attempt takes the first fit");
+        // Two concurrent creations (two groups) on their second attempt.
+        let (x, y) = (mix(11 ^ mix(1)), mix(12 ^ mix(1)));
+        let (ax, ay) = (at(Some(x)), at(Some(y)));
+        assert!(
+            ax.abs_diff(ay) >= bytes,
+            "regions at {ax} and {ay} of {bytes} bytes overlap"
+        );
+        assert_eq!(at(Some(x)), ax, "every member places alike");
     }
 }

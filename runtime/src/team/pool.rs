@@ -153,6 +153,36 @@ pub fn first_fit(free: &[(usize, usize)], len: usize) -> Option<usize> {
     })
 }
 
+/// The aligned offsets where `len` bytes fit in the free range `(s, l)`: the first one and
+/// how many there are, `MIN_ALIGN` apart.
+fn fits_in((s, l): (usize, usize), len: usize) -> Option<(usize, usize)> {
+    let at = s.checked_next_multiple_of(MIN_ALIGN)?;
+    let room = (s + l).checked_sub(at.checked_add(len)?)?;
+    Some((at, room / MIN_ALIGN + 1))
+}
+
+/// One of all the aligned offsets where `len` bytes fit in `free`, picked by `pick` (the
+/// `pick mod count`-th in offset order): creations whose first fits collided use it on their
+/// retries, so that each lands elsewhere instead of colliding again.
+pub fn picked_fit(free: &[(usize, usize)], len: usize, pick: u64) -> Option<usize> {
+    let count: u64 = free
+        .iter()
+        .filter_map(|&r| fits_in(r, len))
+        .map(|(_, k)| k as u64)
+        .sum();
+    let mut left = pick.checked_rem(count)?;
+    free.iter()
+        .filter_map(|&r| fits_in(r, len))
+        .find_map(|(at, k)| {
+            if left < k as u64 {
+                Some(at + left as usize * MIN_ALIGN)
+            } else {
+                left -= k as u64;
+                None
+            }
+        })
+}
+
 /// Removes `[offset, offset + len)` from the sorted list `free` (which must contain it).
 pub fn carve(free: &mut FreeList, offset: usize, len: usize) {
     let end = offset + len;
@@ -237,5 +267,19 @@ mod tests {
         encode_free_list(&common, &mut bytes);
         assert_eq!(decode_free_list(&bytes), Some(common));
         assert_eq!(decode_free_list(&bytes[..12]), None);
+    }
+
+    #[test]
+    fn picked_fits_cover_every_aligned_place_that_fits() {
+        // Fits of 128 bytes: 64 and 128 in the first range, 1024 in the second.
+        let free = vec![(10, 246), (1024, 128)];
+        let picks: Vec<_> = (0..6).map(|p| picked_fit(&free, 128, p)).collect();
+        assert_eq!(
+            picks,
+            [64, 128, 1024, 64, 128, 1024].map(Some).to_vec(),
+            "every fit, in offset order, then round again"
+        );
+        assert_eq!(picked_fit(&free, 256, 7), None, "nothing fits");
+        assert_eq!(picked_fit(&[], 64, 0), None);
     }
 }
