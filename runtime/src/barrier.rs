@@ -19,6 +19,8 @@
 //! one-way trips, not round trips. The writes' completions are checked by later barriers
 //! and awaited by the PE's final one.
 //!
+//! # Broken and finalized barriers
+//!
 //! A PE numbers its barriers in its data plane's barrier word, and every PE must reach the
 //! same numbers in step. A barrier left unfinished (its future dropped, or a failure midway)
 //! has signalled some peers but not waited for them, so its PE is out of step for good: the
