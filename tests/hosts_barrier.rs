@@ -24,10 +24,13 @@ fn pe_entry() {
     let Ok(rounds) = std::env::var(ROUNDS) else {
         return;
     };
-    let rounds: u64 = rounds.parse().expect("a number of rounds");
+    let rounds: Option<u64> = rounds.parse().ok();
     let rt = common::runtime();
     let results = rt.block_on(ferroshmem::run(1, move |pe| async move {
-        let outcome = barriers_meet(&pe, rounds).await;
+        let outcome = match rounds {
+            Some(rounds) => barriers_meet(&pe, rounds).await,
+            None => one_barrier_more(&pe).await,
+        };
         match &outcome {
             Ok(()) => println!("PE {}: every barrier met", pe.my_pe()),
             Err(e) => println!("PE {}: {e}", pe.my_pe()),
@@ -69,6 +72,29 @@ async fn barriers_meet(pe: &Pe, rounds: u64) -> Result<()> {
     Ok(())
 }
 
+/// PE 1 makes two barriers more than the others, which finalize: its first meets their
+/// final barrier, its second waits for PEs that have left, and must fail saying so instead
+/// of waiting for ever (bounded here, so that a wait without end shows as a failure).
+async fn one_barrier_more(pe: &Pe) -> Result<()> {
+    for _ in 0..5 {
+        pe.barrier_all().await?;
+    }
+    if pe.my_pe() != 1 {
+        return Ok(());
+    }
+    pe.barrier_all().await?;
+    let extra = tokio::time::timeout(Duration::from_secs(20), pe.barrier_all()).await;
+    match extra {
+        Ok(Err(Error::CollectiveMismatch { detail, .. })) => {
+            println!("PE 1: the barrier no other PE made failed: {detail}");
+            Ok(())
+        }
+        other => Err(Error::InvalidArgument(format!(
+            "the barrier no other PE made ended with {other:?}"
+        ))),
+    }
+}
+
 fn fabric_available() -> bool {
     match ferroshmem_net::Library::load() {
         Ok(_) => true,
@@ -79,8 +105,9 @@ fn fabric_available() -> bool {
     }
 }
 
-/// Runs the PE entry on `counts[i]` PEs of host `i` of `hosts`.
-fn job(hosts: &Hosts, counts: &[usize]) -> Output {
+/// Runs the PE entry on `counts[i]` PEs of host `i` of `hosts`, making `rounds` barriers
+/// (a number) or one barrier more on PE 1 (`extra`).
+fn job(hosts: &Hosts, counts: &[usize], rounds: &str) -> Output {
     Command::new(env!("CARGO_BIN_EXE_ferroshmem"))
         .args([
             "run",
@@ -94,27 +121,34 @@ fn job(hosts: &Hosts, counts: &[usize]) -> Output {
         .arg("--")
         .arg(std::env::current_exe().expect("test binary"))
         .args(["pe_entry", "--exact", "--nocapture", "--test-threads=1"])
-        .env(ROUNDS, "40")
+        .env(ROUNDS, rounds)
         .env("FERROSHMEM_BOOTSTRAP_TIMEOUT", "60s")
         .env("RUST_BACKTRACE", "0")
         .output()
         .expect("the launcher starts")
 }
 
-fn barriers_meet_on(counts: &[usize]) {
+/// Runs `rounds` (see [`job`]) on `counts[i]` PEs of host `i`: whether the job succeeded,
+/// and its output; `None` where the hosts cannot be made (said why).
+fn run_job(counts: &[usize], rounds: &str) -> Option<(bool, String)> {
     if !fabric_available() {
-        return;
+        return None;
     }
-    let Some(hosts) = Hosts::make(counts.len()) else {
-        return;
-    };
-    let out = job(&hosts, counts);
+    let hosts = Hosts::make(counts.len())?;
+    let out = job(&hosts, counts, rounds);
     let all = format!(
         "--- stdout\n{}\n--- stderr\n{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(out.status.success(), "{all}");
+    Some((out.status.success(), all))
+}
+
+fn barriers_meet_on(counts: &[usize]) {
+    let Some((succeeded, all)) = run_job(counts, "40") else {
+        return;
+    };
+    assert!(succeeded, "{all}");
     let met = all.matches("every barrier met").count();
     assert_eq!(met, counts.iter().sum::<usize>(), "{all}");
 }
@@ -127,4 +161,18 @@ fn the_world_barrier_meets_on_three_pes_and_one() {
 #[test]
 fn the_world_barrier_meets_on_three_hosts_of_two_pes() {
     barriers_meet_on(&[2, 2, 2]);
+}
+
+/// PE 1's barrier past the others' final one fails with the mismatch (its finalize then
+/// fails too, since its world barrier is broken, so the job ends non-zero).
+#[test]
+fn a_barrier_past_the_others_final_one_fails_on_a_node_with_its_leader_gone() {
+    let Some((succeeded, all)) = run_job(&[3, 1], "extra") else {
+        return;
+    };
+    assert!(!succeeded, "{all}");
+    assert!(
+        all.contains("PE 1: the barrier no other PE made failed"),
+        "{all}"
+    );
 }
