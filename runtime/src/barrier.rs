@@ -2,11 +2,24 @@
 //! ⌈log₂ n⌉ rounds; in round k PE i signals PE (i + 2^k) mod n and waits for PE
 //! (i − 2^k) mod n. Flags are monotonic counters, so no reset is needed between barriers.
 //!
+//! # By node
+//!
+//! A job that spans nodes with more than one PE on some node syncs by node instead: each
+//! PE adds one to its node leader's gather flag (mapped memory) and waits for the leader's
+//! release; each leader (its node's lowest PE) waits until its gather flag counts every
+//! other PE of its node, runs the dissemination above among the leaders only (⌈log₂
+//! nodes⌉ rounds across the fabric), then releases its node. One-node jobs, and jobs of
+//! one PE per node, keep the flat dissemination.
+//!
+//! # Across nodes
+//!
 //! A signal to a PE on another node is a write of the barrier's number into the flag, which
 //! wakes the target as it lands (see [`arrived`] for why reading it is sound), and the barrier
 //! goes on without waiting for the write to be acknowledged: n PEs meet after ⌈log₂ n⌉
 //! one-way trips, not round trips. The writes' completions are checked by later barriers
 //! and awaited by the PE's final one.
+//!
+//! # Broken and finalized barriers
 //!
 //! A PE numbers its barriers in its data plane's barrier word, and every PE must reach the
 //! same numbers in step. A barrier left unfinished (its future dropped, or a failure midway)
@@ -29,12 +42,21 @@ use ferroshmem_observability::Op;
 use crate::data_plane::DataPlane;
 use crate::error::{Error, Result};
 use crate::route::{RemoteOp, Route};
-use crate::segment::Segment;
+use crate::segment::{Segment, BARRIER_ROUNDS};
+use crate::team::shape::NodeShape;
 use crate::wait::Wait;
 
 /// The bit of a PE's barrier word set once one of its barriers was left unfinished; the
 /// other bits count the barriers begun.
 const BROKEN: u64 = 1 << 63;
+
+/// The barrier flag where a node's leader counts its node's arrivals, in a barrier by node;
+/// the leaders' dissemination needs ⌈log₂ nodes⌉ < 62 flags, from round 0 up.
+const GATHER: usize = BARRIER_ROUNDS - 1;
+
+/// The barrier flag where a node's leader signals each PE of its node that it may leave,
+/// in a barrier by node.
+const RELEASE: usize = BARRIER_ROUNDS - 2;
 
 /// A barrier in progress on this PE. Dropped before [`InProgress::finish`] (an error midway,
 /// or a cancelled future), it marks the PE's world barrier broken.
@@ -111,6 +133,20 @@ fn never_signals(peer: &Segment, pe: usize, epoch: u64) -> Result<()> {
     })
 }
 
+/// Fails when the PE of segment `peer` (PE `pe`) has not `signalled` world barrier `epoch`
+/// and never will (see [`never_signals`]). A PE may signal and break or finalize
+/// afterwards, so the signal is looked for again after its header was read: only a missing
+/// signal is final.
+fn missed(peer: &Segment, pe: usize, epoch: u64, signalled: impl Fn() -> bool) -> Result<()> {
+    if signalled() {
+        return Ok(());
+    }
+    match never_signals(peer, pe, epoch) {
+        Err(_) if signalled() => Ok(()),
+        other => other,
+    }
+}
+
 impl DataPlane {
     /// Waits until every PE has called `sync_all` (`shmem_sync_all`): a pure synchronization,
     /// it completes no outstanding operation.
@@ -177,46 +213,117 @@ impl DataPlane {
             })
     }
 
-    /// The rounds of world barrier `epoch`.
+    /// The protocol of world barrier `epoch`: by node when the job's shape asks for it, the
+    /// dissemination among all PEs otherwise.
     async fn rounds(&self, epoch: u64) -> Result<()> {
-        let n = self.n_pes();
-        let own = self.own_segment();
+        match &self.world_nodes {
+            Some(shape) => self.by_node(shape, epoch).await?,
+            None => {
+                let n = self.n_pes();
+                self.disseminate((n, |i| i), self.my_pe, epoch).await?;
+            }
+        }
+        self.barrier_signals_ended(epoch).await
+    }
+
+    /// The dissemination among a group of `n` PEs, the one at position `p` being PE
+    /// `pe(p)` and this one at position `at`, over the barrier flags of rounds
+    /// 0..⌈log₂ n⌉.
+    async fn disseminate(
+        &self,
+        (n, pe): (usize, impl Fn(usize) -> usize),
+        at: usize,
+        epoch: u64,
+    ) -> Result<()> {
         let mut distance = 1;
         let mut round = 0;
         while distance < n {
-            let at = Segment::barrier_flag_offset(round);
-            self.signal_barrier((self.my_pe + distance) % n, at, epoch);
-            let flag = own.barrier_flag(round);
-            let from = (self.my_pe + n - distance) % n;
-            // A PE on another node tells nothing in a header this PE can read: a lost one is
-            // reported by the control plane.
-            let peer = match self.route(from)? {
-                Route::Mapped(peer) => Some(&**peer),
-                Route::Remote => None,
-            };
-            let mut stalled = || {
-                // A PE may signal and break or finalize afterwards: only a missing signal is
-                // final.
-                match peer {
-                    Some(peer) if flag.load(Ordering::Acquire) < epoch => {
-                        never_signals(peer, from, epoch)
-                    }
-                    _ => Ok(()),
-                }
-            };
-            let remote = peer.is_none();
-            Wait::new(
-                self,
-                "barrier",
-                at..at + 8,
-                Ok(move || arrived(flag.load(Ordering::Acquire), epoch, remote).then_some(())),
-            )
-            .on_stall(&mut stalled)
-            .await?;
+            let offset = Segment::barrier_flag_offset(round);
+            self.signal_barrier(pe((at + distance) % n), offset, epoch);
+            self.await_signal(round, pe((at + n - distance) % n), epoch)
+                .await?;
             distance *= 2;
             round += 1;
         }
-        self.barrier_signals_ended(epoch).await
+        Ok(())
+    }
+
+    /// The barrier by node: every PE but its node's leader signals the leader's gather flag
+    /// and waits for its release; the leader waits for its node, runs the dissemination
+    /// among the leaders (across the fabric), then releases its node.
+    async fn by_node(&self, shape: &NodeShape, epoch: u64) -> Result<()> {
+        let group = shape.group_of(self.my_pe);
+        let members = shape.members(group);
+        let leader = members[0];
+        if self.my_pe != leader {
+            self.signal_barrier(leader, Segment::barrier_flag_offset(GATHER), epoch);
+            return self.await_signal(RELEASE, leader, epoch).await;
+        }
+        let others = &members[1..];
+        self.await_gather(others, epoch).await?;
+        let leaders = shape.leaders();
+        self.disseminate((leaders.len(), |g| leaders[g]), group, epoch)
+            .await?;
+        for &member in others {
+            self.signal_barrier(member, Segment::barrier_flag_offset(RELEASE), epoch);
+        }
+        Ok(())
+    }
+
+    /// Waits for PE `from`'s signal of world barrier `epoch` in this PE's barrier flag
+    /// `slot`, of which it is the only signaller.
+    async fn await_signal(&self, slot: usize, from: usize, epoch: u64) -> Result<()> {
+        let flag = self.own_segment().barrier_flag(slot);
+        // A PE on another node tells nothing in a header this PE can read: a lost one is
+        // reported by the control plane.
+        let peer = match self.route(from)? {
+            Route::Mapped(peer) => Some(&**peer),
+            Route::Remote => None,
+        };
+        let remote = peer.is_none();
+        let signalled = move || arrived(flag.load(Ordering::Acquire), epoch, remote);
+        let mut stalled = || match peer {
+            Some(peer) => missed(peer, from, epoch, signalled),
+            None => Ok(()),
+        };
+        let at = Segment::barrier_flag_offset(slot);
+        Wait::new(
+            self,
+            "barrier",
+            at..at + 8,
+            Ok(|| signalled().then_some(())),
+        )
+        .on_stall(&mut stalled)
+        .await
+    }
+
+    /// Waits until every PE of `others` (this PE's node, which this PE leads) has signalled
+    /// world barrier `epoch` in this PE's gather flag: each adds one per barrier.
+    async fn await_gather(&self, others: &[usize], epoch: u64) -> Result<()> {
+        if others.is_empty() {
+            return Ok(());
+        }
+        let flag = self.own_segment().barrier_flag(GATHER);
+        let all = epoch.wrapping_mul(others.len() as u64);
+        let mut stalled = || {
+            for &pe in others {
+                if let Route::Mapped(peer) = self.route(pe)? {
+                    // A member signals right after counting the barrier as begun.
+                    let begun = || peer.barriers_begun().load(Ordering::Acquire) >= epoch;
+                    missed(peer, pe, epoch, begun)?;
+                }
+            }
+            Ok(())
+        };
+        let at = Segment::barrier_flag_offset(GATHER);
+        Wait::new(
+            self,
+            "barrier",
+            at..at + 8,
+            Ok(|| (flag.load(Ordering::Acquire) >= all).then_some(())),
+        )
+        .on_stall(&mut stalled)
+        .await
     }
 
     /// Signals world barrier `epoch` in the barrier flag at mapping offset `at` of PE `to`:
@@ -224,8 +331,10 @@ impl DataPlane {
     /// `epoch` into it (a write wakes the target's sleepers as it lands, where an atomic would
     /// need a notice after it) and keeps the write's completion for later barriers to check.
     ///
-    /// Either way the flag ends up holding `epoch`: each flag has a single signaller (in
-    /// round k, PE i is signalled by PE i − 2^k only), which signals every barrier once.
+    /// Either way a dissemination or release flag ends up holding `epoch`: it has a single
+    /// signaller (in round k, PE i is signalled by PE i − 2^k only; a PE by its leader),
+    /// which signals every barrier once. A gather flag, signalled by every other PE of the
+    /// node (all mapped), ends up holding `epoch` times their number.
     fn signal_barrier(&self, to: usize, at: usize, epoch: u64) {
         match &self.routes[to] {
             Route::Mapped(target) => {

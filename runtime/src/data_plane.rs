@@ -17,6 +17,7 @@ use crate::health::Health;
 use crate::heap::{Area, HeapId, Span, SymSlice};
 use crate::route::{Completion, Remote, RemoteOp, Remotes, Route};
 use crate::segment::{Segment, HEADER_SIZE};
+use crate::team::shape::NodeShape;
 use crate::team::Teams;
 
 /// What a PE's data plane is built from.
@@ -57,6 +58,9 @@ pub struct DataPlane {
     nodes: Box<[usize]>,
     /// How many PEs of the job share this PE's node (this one included).
     node_pes: usize,
+    /// The job's PEs grouped by node, when the world barrier syncs by node (the job spans
+    /// nodes and some node holds more than one PE); `None` for the flat dissemination.
+    pub(crate) world_nodes: Option<NodeShape>,
     /// This PE's own segment (also its own route).
     own: Arc<Segment>,
     /// The transport of the `Remote` routes, if any.
@@ -121,6 +125,7 @@ impl DataPlane {
                 .iter()
                 .filter(|&&node| Some(&node) == parts.nodes.get(parts.my_pe))
                 .count(),
+            world_nodes: Some(NodeShape::new(&parts.nodes)).filter(NodeShape::layered),
             nodes: parts.nodes.into_boxed_slice(),
             own,
             remotes,

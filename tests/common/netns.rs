@@ -154,6 +154,16 @@ impl Hosts {
             .join(",")
     }
 
+    /// `--hosts` for `counts[i]` PEs on host `i`.
+    pub fn hosts_arg_of(&self, counts: &[usize]) -> String {
+        self.addresses
+            .iter()
+            .zip(counts)
+            .map(|(a, n)| format!("{a}:{n}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
     /// Runs `command` (shell words) inside host `i`'s namespace, as the agent does.
     pub fn on(&self, i: usize, line: &str) -> Command {
         let mut cmd = Command::new(&self.agent);
