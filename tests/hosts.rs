@@ -177,7 +177,9 @@ fn scenarios_pass(n_hosts: usize, per_host: usize, set: &str) {
     let passed = all.matches("every scenario passed").count();
     assert_eq!(passed, n_hosts * per_host, "{all}");
     for address in &hosts.addresses {
-        let here = all.matches(&format!("runs on h-{address}")).count();
+        let here = all
+            .matches(&format!("runs on {}", netns::host_name(address)))
+            .count();
         assert_eq!(here, per_host, "PEs on host {address}:\n{all}");
     }
 }
@@ -260,7 +262,8 @@ fn mpirun_job_passed(hosts: &Hosts, out: &Output, rendezvous: &str) {
     assert_eq!(all.matches("every scenario passed").count(), 4, "{all}");
     for address in &hosts.addresses {
         assert_eq!(
-            all.matches(&format!("runs on h-{address}")).count(),
+            all.matches(&format!("runs on {}", netns::host_name(address)))
+                .count(),
             2,
             "{all}"
         );

@@ -186,7 +186,9 @@ fn scenarios_pass(per_host: &[usize], scenarios: &str) {
     let n: usize = per_host.iter().sum();
     assert_eq!(all.matches("every scenario passed").count(), n, "{all}");
     for (address, &k) in hosts.addresses.iter().zip(per_host) {
-        let here = all.matches(&format!("runs on h-{address}")).count();
+        let here = all
+            .matches(&format!("runs on {}", netns::host_name(address)))
+            .count();
         assert_eq!(here, k, "PEs on host {address}:\n{all}");
     }
 }

@@ -19,6 +19,14 @@ pub fn fabric_available() -> bool {
     }
 }
 
+/// The host name of the host at `address`: `h-` and the address with dashes for dots. A
+/// name without dots, because Open MPI names its session directories (in `/tmp`, which every
+/// namespace host shares) after the host name up to its first dot: with dots, the daemons
+/// of concurrent tests' jobs shared them and crashed.
+pub fn host_name(address: &str) -> String {
+    format!("h-{}", address.replace('.', "-"))
+}
+
 /// A set of namespace hosts and the remote-shell agent that starts commands in them.
 pub struct Hosts {
     tag: String,
@@ -138,7 +146,7 @@ impl Hosts {
             inside(&["link", "set", "lo", "up"])?;
         }
         let script = format!(
-            "#!/bin/sh\n# AGENT HOST COMMAND-LINE: runs the line in HOST's namespace, under its own host name.\nhost=$1; shift\nexec ip netns exec \"{}-$host\" unshare --uts sh -c 'hostname \"h-$1\"; exec sh -c \"$2\"' sh \"$host\" \"$*\"\n",
+            "#!/bin/sh\n# AGENT HOST COMMAND-LINE: runs the line in HOST's namespace, under its own host name.\nhost=$1; shift\nexec ip netns exec \"{}-$host\" unshare --uts sh -c 'hostname \"h-$(echo \"$1\" | tr . -)\"; exec sh -c \"$2\"' sh \"$host\" \"$*\"\n",
             self.tag
         );
         std::fs::write(&self.agent, script).map_err(|e| e.to_string())?;
