@@ -86,7 +86,7 @@ pub struct Target {
 }
 
 /// The runtime's remote transport over one PE's [`Fabric`]: a [`Target`] per PE reached
-/// through it (`None` for the PEs mapped here), and the [`Lane`] that orders this PE's
+/// through it (`None` for the PEs mapped here), and the lane that orders this PE's
 /// operations to it.
 #[derive(Debug)]
 pub struct FabricRemote {
