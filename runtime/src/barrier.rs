@@ -14,7 +14,7 @@
 //! # Across nodes
 //!
 //! A signal to a PE on another node is a write of the barrier's number into the flag, which
-//! wakes the target as it lands (see [`arrived`] for why reading it is sound), and the barrier
+//! wakes the target as it lands (see `arrived` for why reading it is sound), and the barrier
 //! goes on without waiting for the write to be acknowledged: n PEs meet after ⌈log₂ n⌉
 //! one-way trips, not round trips. The writes' completions are checked by later barriers
 //! and awaited by the PE's final one.
