@@ -1,8 +1,8 @@
 //! GPU PEs end to end: every device-library function, the host futures, the on-stream
-//! operations and CUDA-graph capture, debug reports, in one-process jobs (`run_local`, one GPU
-//! per PE; more PEs than GPUs in one process is refused with a clear error) and in
-//! multi-process jobs (`ferroshmem run -n N`: one process per GPU, and one process more than
-//! GPUs, so that two processes share a GPU).
+//! operations and CUDA-graph capture, debug reports, in one-process jobs (`run_local`: one
+//! GPU per PE, and 2 and 4 PEs per GPU sharing its context) and in multi-process jobs
+//! (`ferroshmem run -n N`: one process per GPU, and one process more than GPUs, so that two
+//! processes share a GPU, side by side under CUDA MPS where it runs, taking turns without).
 //!
 //! Where no GPU exists each test says so and passes at once, except
 //! `without_a_gpu_init_gpu_says_so`, which checks that answer on every PE.
@@ -48,6 +48,7 @@ async fn run_scenarios(pe: Pe, only: &[&str]) -> Result<()> {
     let gpu = pe.init_gpu().await.inspect_err(|e| {
         eprintln!("PE {}: init_gpu failed: {e}", pe.my_pe());
     })?;
+    check_sharing(&pe, &gpu)?;
     for (name, scenario) in gpu_scenarios::all() {
         if !only.is_empty() && !only.contains(&name) {
             continue;
@@ -66,6 +67,38 @@ async fn run_scenarios(pe: Pe, only: &[&str]) -> Result<()> {
                 started.elapsed()
             );
         }
+    }
+    Ok(())
+}
+
+/// The sharing a PE reports is the one its job has: PE `i` of `n` on GPU `i mod devices`,
+/// sharing it with the other PEs there (of this process under `run_local`, of other
+/// processes under the launcher).
+fn check_sharing(pe: &Pe, gpu: &ferroshmem::gpu::GpuPe) -> Result<()> {
+    use ferroshmem::gpu::GpuSharing;
+    let devices = ferroshmem::gpu::detect()?.devices;
+    let (me, n) = (pe.my_pe(), pe.n_pes());
+    let with: Vec<usize> = (0..n)
+        .filter(|&p| p != me && p % devices == me % devices)
+        .collect();
+    let one_process = std::env::var_os(SCENARIO).is_none();
+    let ok = match gpu.sharing() {
+        GpuSharing::Alone => with.is_empty(),
+        GpuSharing::InProcess { with: theirs } => one_process && *theirs == with,
+        GpuSharing::Processes {
+            with: theirs,
+            in_process,
+            mps,
+        } => {
+            eprintln!("PE {me}: GPU shared with PEs {theirs:?} of other processes, MPS: {mps}");
+            !one_process && !in_process && *theirs == with
+        }
+    };
+    if !ok {
+        return Err(Error::Config(format!(
+            "PE {me}: reported sharing {:?}, expected the PEs {with:?}",
+            gpu.sharing()
+        )));
     }
     Ok(())
 }
@@ -94,32 +127,26 @@ fn one_process_one_gpu_per_pe() {
     local_job(devices.clamp(1, 8), &[]);
 }
 
+/// Two PEs per GPU in one process: they share its context, each with its own heap,
+/// streams and device state; kernels of the two wait for each other (the device scenarios'
+/// barriers and signal waits).
 #[test]
-fn one_process_more_pes_than_gpus_is_refused() {
+fn one_process_two_pes_per_gpu() {
     let _turn = exclusive();
-    let Some(devices) = gpus("one_process_more_pes_than_gpus_is_refused") else {
+    let Some(devices) = gpus("one_process_two_pes_per_gpu") else {
         return;
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let outcomes = rt
-        .block_on(ferroshmem::run_local(devices * 2, |pe| async move {
-            pe.init_gpu().await.map(|_| ())
-        }))
-        .unwrap();
-    for (pe, o) in outcomes.iter().enumerate() {
-        match o {
-            Err(e)
-                if e.to_string().contains("share GPU")
-                    || e.to_string().contains("could not map") =>
-            {
-                eprintln!("PE {pe}: refused as expected: {e}");
-            }
-            other => panic!("PE {pe}: {other:?}"),
-        }
-    }
+    local_job(devices.clamp(1, 4) * 2, &[]);
+}
+
+/// Four PEs per GPU in one process.
+#[test]
+fn one_process_four_pes_per_gpu() {
+    let _turn = exclusive();
+    let Some(devices) = gpus("one_process_four_pes_per_gpu") else {
+        return;
+    };
+    local_job(devices.clamp(1, 2) * 4, &[]);
 }
 
 #[test]

@@ -26,8 +26,9 @@ impl Exchange for PeExchange {
 }
 
 impl Pe {
-    /// Sets this PE up on its GPU (the GPU of its node-local rank; PE processes beyond the
-    /// node's GPU count share GPUs, two PEs of one process never do) and returns the handle of its GPU side: the symmetric GPU heap,
+    /// Sets this PE up on its GPU (the GPU of its node-local rank; PEs beyond the node's GPU
+    /// count share GPUs, see [`ferroshmem_gpu::GpuSharing`]) and returns the handle of its
+    /// GPU side: the symmetric GPU heap,
     /// host-initiated and on-stream operations, and kernels with the device library.
     /// Collective: every PE of the job calls it once.
     ///

@@ -43,6 +43,7 @@ pub struct GpuDevice {
     name: String,
     compute_capability: (i32, i32),
     multiprocessors: u32,
+    mps: bool,
     uuid: [u8; 16],
 }
 
@@ -86,6 +87,8 @@ impl GpuDevice {
             .compute_capability()
             .map_err(|e| Error::cuda(format!("compute capability of GPU {ordinal}: {e}")))?;
         let multiprocessors = attr(Attr::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
+        // Drivers before CUDA 12.3 do not know the attribute: no MPS as far as we can tell.
+        let mps = attr(Attr::CU_DEVICE_ATTRIBUTE_MPS_ENABLED).is_ok_and(|v| v == 1);
         let name = ctx.name().unwrap_or_else(|_| "unknown GPU".into());
         let uuid = driver::device_uuid(ordinal)?;
         Ok(GpuDevice {
@@ -94,8 +97,15 @@ impl GpuDevice {
             name,
             compute_capability,
             multiprocessors,
+            mps,
             uuid,
         })
+    }
+
+    /// Whether CUDA MPS serves this device (contexts of several processes on it run side
+    /// by side).
+    pub fn mps_enabled(&self) -> bool {
+        self.mps
     }
 
     /// The primary context (`bind_to_thread` it before raw driver calls).

@@ -18,6 +18,7 @@ mod heap_calls;
 mod module;
 mod pe;
 mod rma;
+mod sharing;
 mod stream;
 
 pub use buffers::{DeviceBuffer, HostBuffer, LocalMem};
@@ -27,6 +28,7 @@ pub use driver::{Graph, LaunchDims};
 pub use heap::{GpuBuffer, GPU_HEADER};
 pub use module::{CompileOptions, GpuModule, KernelArg, DEVICE_HEADER};
 pub use pe::GpuPe;
+pub use sharing::GpuSharing;
 
 #[cfg(test)]
 mod tests {

@@ -21,6 +21,7 @@ use crate::driver::{self, Physical};
 use crate::fd_share::{fetch, serve, TOKEN_LEN};
 use crate::heap::{gpu_heap_id, HeapView, GPU_HEADER};
 use crate::module::{DeviceState, InternalKernels, REPORT_OFFSET};
+use crate::sharing::GpuSharing;
 
 /// A PE's GPU: its context, its view of the symmetric GPU heap, its copy stream and
 /// completion queue. Cheap to clone, `Send + Sync`.
@@ -48,11 +49,39 @@ pub(crate) struct Inner {
     pub debug: bool,
     /// The PE's host-initiated and on-stream operations, transport [`TRANSPORT`].
     pub traffic: Traffic,
+    /// Who else uses this PE's GPU.
+    pub sharing: GpuSharing,
+    /// The streams [`GpuPe::new_stream`] made (what [`GpuPe::synchronize`] waits for when
+    /// the context is shared with another PE of this process).
+    pub streams: std::sync::Mutex<Vec<std::sync::Weak<CudaStream>>>,
 }
 
 /// The `transport` label of GPU PEs' traffic: copy engines and stream memory operations
 /// between GPU heaps (over NVLink between GPUs).
 pub const TRANSPORT: &str = "cuda";
+
+impl Inner {
+    /// Waits for this PE's work: the whole context when the PE has it to itself, else the
+    /// PE's own streams (its copy stream and those [`GpuPe::new_stream`] made).
+    fn synchronize_own(&self) -> Result<()> {
+        if !self.sharing.shares_context() {
+            return self
+                .device
+                .context()
+                .synchronize()
+                .map_err(|e| Error::cuda(format!("synchronizing the GPU: {e}")));
+        }
+        let streams: Vec<Arc<CudaStream>> = {
+            let mut made = self.streams.lock().unwrap_or_else(|p| p.into_inner());
+            made.retain(|s| s.strong_count() > 0);
+            made.iter().filter_map(std::sync::Weak::upgrade).collect()
+        };
+        for stream in std::iter::once(&self.copy_stream).chain(&streams) {
+            driver::stream_synchronize(stream.cu_stream())?;
+        }
+        Ok(())
+    }
+}
 
 impl std::fmt::Debug for Inner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -68,7 +97,7 @@ impl Drop for Inner {
     fn drop(&mut self) {
         // Nothing of ours may still run when the mappings go away.
         if self.device.bind().is_ok() {
-            let _ = self.device.context().synchronize();
+            let _ = self.synchronize_own();
         }
     }
 }
@@ -178,10 +207,9 @@ impl GpuPe {
         let all = exchange.exchange(GPU_GROUP, my_pe, n_pes, msg).await?;
         let (device, gran, stride, physical, _token, server) = prepared?;
         let mut peers = Vec::with_capacity(n_pes);
-        // Two PEs of one process on one GPU would share its context: a synchronizing driver
-        // call of one (freeing memory, say) would wait for the other's kernels, which may be
-        // waiting for the first. Such jobs are refused (start one process per GPU instead).
-        let mut sharing_with = None;
+        // The other PEs on this GPU, and whether each is of this process (then they share
+        // its context).
+        let mut same_gpu = Vec::new();
         for (pe, m) in all.iter().enumerate() {
             let (ok, mut rest) = m
                 .split_first()
@@ -207,8 +235,8 @@ impl GpuPe {
                 )));
             }
             let pid = take_bytes(&mut rest)?;
-            if pid == std::process::id().to_le_bytes() && pe != my_pe && uuid == device.uuid() {
-                sharing_with.get_or_insert(pe);
+            if pe != my_pe && uuid == device.uuid() {
+                same_gpu.push((pe, pid == std::process::id().to_le_bytes()));
             }
             peers.push((uuid, token));
         }
@@ -217,24 +245,21 @@ impl GpuPe {
         // instead of leaving them waiting.
         let started = std::time::Instant::now();
         let traffic = host.metrics().traffic(TRANSPORT, n_pes);
-        let mapped = match sharing_with {
-            Some(other) => Err(Error::Config(format!(
-                "PEs {my_pe} and {other} of this process would share GPU {}: run at most one GPU PE per GPU in a process (start one process per GPU, e.g. ferroshmem run -n N)",
-                device.ordinal()
-            ))),
-            None => Self::map_all(&device, &peers, my_pe, n_pes, stride, gran, physical).await,
-        }
-        .and_then(|(view, copy_stream)| {
-            let cq = Cq::start(
-                my_pe,
-                device.context().clone(),
-                spin_from_env()?,
-                copy_stream.clone(),
-                traffic.clone(),
-            )?;
-            let staging = crate::rma::Staging::new(device.context())?;
-            Ok((view, copy_stream, cq, staging))
-        });
+        let sharing = GpuSharing::from_peers(&same_gpu, device.mps_enabled());
+        sharing.report(my_pe, device.ordinal());
+        let mapped = Self::map_all(&device, &peers, my_pe, n_pes, stride, gran, physical)
+            .await
+            .and_then(|(view, copy_stream)| {
+                let cq = Cq::start(
+                    my_pe,
+                    device.context().clone(),
+                    spin_from_env()?,
+                    copy_stream.clone(),
+                    traffic.clone(),
+                )?;
+                let staging = crate::rma::Staging::new(device.context())?;
+                Ok((view, copy_stream, cq, staging))
+            });
         let status = match &mapped {
             Ok(_) => b"mapped".to_vec(),
             Err(e) => format!("failed: {e}").into_bytes(),
@@ -271,6 +296,8 @@ impl GpuPe {
             host,
             debug: debug_from_env(),
             traffic,
+            sharing,
+            streams: Default::default(),
         };
         tracing::debug!(
             pe = my_pe,
@@ -361,10 +388,23 @@ impl GpuPe {
     }
 
     /// A new non-blocking stream on the PE's GPU, for on-stream operations and kernels.
+    /// Where PEs of this process share the GPU, [`GpuPe::synchronize`] waits for the
+    /// streams made here (and the PE's own copy stream), not for other streams of the
+    /// context.
     pub fn new_stream(&self) -> Result<Arc<CudaStream>> {
-        self.context()
+        let stream = self
+            .context()
             .new_stream()
-            .map_err(|e| Error::cuda(format!("creating a stream: {e}")))
+            .map_err(|e| Error::cuda(format!("creating a stream: {e}")))?;
+        let mut made = self.inner.streams.lock().unwrap_or_else(|p| p.into_inner());
+        made.retain(|s| s.strong_count() > 0);
+        made.push(Arc::downgrade(&stream));
+        Ok(stream)
+    }
+
+    /// Who else uses this PE's GPU (found at set-up).
+    pub fn sharing(&self) -> &GpuSharing {
+        &self.inner.sharing
     }
 
     /// The host data plane of this PE.
@@ -520,14 +560,16 @@ impl GpuPe {
         Ok(self.inner.internal.get().expect("set just above"))
     }
 
-    /// Waits until every piece of work queued on this PE's GPU has finished (off the async
-    /// workers).
+    /// Waits until every piece of work this PE queued on its GPU has finished (off the
+    /// async workers): all of the context's work when the PE has the GPU's context to
+    /// itself; where other PEs of this process share it ([`GpuPe::sharing`]), the work on
+    /// this PE's streams (its copy stream and those [`GpuPe::new_stream`] made), so that
+    /// it never waits for another PE's kernels, which may be waiting for this PE.
     pub async fn synchronize(&self) -> Result<()> {
-        let ctx = self.context().clone();
+        let pe = self.clone();
         tokio::task::spawn_blocking(move || {
-            driver::bind(&ctx)?;
-            ctx.synchronize()
-                .map_err(|e| Error::cuda(format!("synchronizing the GPU: {e}")))
+            pe.bind()?;
+            pe.inner.synchronize_own()
         })
         .await
         .map_err(|e| Error::cuda(format!("GPU synchronize task failed: {e}")))?
