@@ -84,7 +84,7 @@ fn check_sharing(pe: &Pe, gpu: &ferroshmem::gpu::GpuPe) -> Result<()> {
     let one_process = std::env::var_os(SCENARIO).is_none();
     let ok = match gpu.sharing() {
         GpuSharing::Alone => with.is_empty(),
-        GpuSharing::InProcess { with: theirs } => one_process && *theirs == with,
+        GpuSharing::InProcess { with: theirs, .. } => one_process && *theirs == with,
         GpuSharing::Processes {
             with: theirs,
             in_process,
@@ -110,8 +110,8 @@ fn local_job(n: usize, only: &'static [&'static str]) {
         .unwrap();
     let job = ferroshmem::run_local(n, move |pe| run_scenarios(pe, only));
     let results = rt
-        .block_on(async { tokio::time::timeout(Duration::from_secs(60), job).await })
-        .unwrap_or_else(|_| panic!("the {n}-PE GPU job did not finish within 60 s"))
+        .block_on(async { tokio::time::timeout(Duration::from_secs(120), job).await })
+        .unwrap_or_else(|_| panic!("the {n}-PE GPU job did not finish within 120 s"))
         .unwrap();
     for r in results {
         r.unwrap();

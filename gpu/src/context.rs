@@ -52,6 +52,16 @@ impl GpuDevice {
     /// ferroshmem needs (virtual memory management, POSIX-fd handles, 64-bit stream memory
     /// operations).
     pub fn open(ordinal: usize) -> Result<Self> {
+        Self::open_with(ordinal, false)
+    }
+
+    /// Opens device `ordinal` as [`GpuDevice::open`] does, in a new context of its own
+    /// instead of the primary one (for PEs of one process that share a GPU).
+    pub fn open_own_context(ordinal: usize) -> Result<Self> {
+        Self::open_with(ordinal, true)
+    }
+
+    fn open_with(ordinal: usize, own_context: bool) -> Result<Self> {
         let inventory = detect()?;
         if ordinal >= inventory.devices {
             return Err(Error::no_gpu(format!(
@@ -59,9 +69,12 @@ impl GpuDevice {
                 inventory.devices
             )));
         }
-        let ctx = std::panic::catch_unwind(|| CudaContext::new(ordinal))
-            .map_err(|_| Error::no_gpu(format!("opening GPU {ordinal} panicked in the driver")))?
-            .map_err(|e| Error::cuda(format!("opening GPU {ordinal}: {e}")))?;
+        let ctx = std::panic::catch_unwind(|| match own_context {
+            true => CudaContext::new_non_primary(ordinal, 0),
+            false => CudaContext::new(ordinal),
+        })
+        .map_err(|_| Error::no_gpu(format!("opening GPU {ordinal} panicked in the driver")))?
+        .map_err(|e| Error::cuda(format!("opening GPU {ordinal}: {e}")))?;
         let attr = |a: Attr| {
             ctx.attribute(a)
                 .map_err(|e| Error::cuda(format!("reading {a:?} of GPU {ordinal}: {e}")))

@@ -15,7 +15,7 @@ use ferroshmem_runtime::heap::HeapAllocator;
 use ferroshmem_runtime::{DataPlane, Error, Exchange, GpuError, HeapId, Result, SymSlice};
 
 use crate::collective::GPU_GROUP;
-use crate::context::{device_for_local_rank, ordinal_of, GpuDevice};
+use crate::context::{detect, device_for_local_rank, ordinal_of, GpuDevice};
 use crate::cq::{Completion, Cq};
 use crate::driver::{self, Physical};
 use crate::fd_share::{fetch, serve, TOKEN_LEN};
@@ -51,37 +51,11 @@ pub(crate) struct Inner {
     pub traffic: Traffic,
     /// Who else uses this PE's GPU.
     pub sharing: GpuSharing,
-    /// The streams [`GpuPe::new_stream`] made (what [`GpuPe::synchronize`] waits for when
-    /// the context is shared with another PE of this process).
-    pub streams: std::sync::Mutex<Vec<std::sync::Weak<CudaStream>>>,
 }
 
 /// The `transport` label of GPU PEs' traffic: copy engines and stream memory operations
 /// between GPU heaps (over NVLink between GPUs).
 pub const TRANSPORT: &str = "cuda";
-
-impl Inner {
-    /// Waits for this PE's work: the whole context when the PE has it to itself, else the
-    /// PE's own streams (its copy stream and those [`GpuPe::new_stream`] made).
-    fn synchronize_own(&self) -> Result<()> {
-        if !self.sharing.shares_context() {
-            return self
-                .device
-                .context()
-                .synchronize()
-                .map_err(|e| Error::cuda(format!("synchronizing the GPU: {e}")));
-        }
-        let streams: Vec<Arc<CudaStream>> = {
-            let mut made = self.streams.lock().unwrap_or_else(|p| p.into_inner());
-            made.retain(|s| s.strong_count() > 0);
-            made.iter().filter_map(std::sync::Weak::upgrade).collect()
-        };
-        for stream in std::iter::once(&self.copy_stream).chain(&streams) {
-            driver::stream_synchronize(stream.cu_stream())?;
-        }
-        Ok(())
-    }
-}
 
 impl std::fmt::Debug for Inner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -97,7 +71,7 @@ impl Drop for Inner {
     fn drop(&mut self) {
         // Nothing of ours may still run when the mappings go away.
         if self.device.bind().is_ok() {
-            let _ = self.synchronize_own();
+            let _ = self.device.context().synchronize();
         }
     }
 }
@@ -121,6 +95,26 @@ fn take_bytes<'a>(input: &mut &'a [u8]) -> Result<&'a [u8]> {
     let (field, rest) = input[4..].split_at(n);
     *input = rest;
     Ok(field)
+}
+
+/// From the first set-up round (each PE's node key and process id): this PE's node-local
+/// rank, and the node-local ranks of the other PEs of this process.
+fn node_ranks(all: &[Vec<u8>], my_pe: usize, key: &[u8]) -> Result<(usize, Vec<usize>)> {
+    let pid = std::process::id().to_le_bytes();
+    let (mut local_rank, mut in_process, mut rank) = (0, Vec::new(), 0);
+    for (pe, m) in all.iter().enumerate() {
+        let mut rest = m.as_slice();
+        if take_bytes(&mut rest)? != key {
+            continue;
+        }
+        if pe == my_pe {
+            local_rank = rank;
+        } else if take_bytes(&mut rest)? == pid {
+            in_process.push(rank);
+        }
+        rank += 1;
+    }
+    Ok((local_rank, in_process))
 }
 
 /// `FERROSHMEM_DEVICE_DEBUG=1` turns the device library's checks on for every module.
@@ -147,21 +141,25 @@ impl GpuPe {
         // so, so that every PE fails alike instead of waiting for it.
         let key = node_key();
         let opened = async {
-            let local_rank = {
+            let (local_rank, in_process) = {
                 let mut msg = Vec::new();
                 put_bytes(&mut msg, key.as_bytes());
+                put_bytes(&mut msg, &std::process::id().to_le_bytes());
                 let all = exchange.exchange(GPU_GROUP, my_pe, n_pes, msg).await?;
-                let mut same = 0;
-                for m in all.iter().take(my_pe) {
-                    if take_bytes(&mut m.as_slice())? == key.as_bytes() {
-                        same += 1;
-                    }
-                }
-                same
+                node_ranks(&all, my_pe, key.as_bytes())?
             };
             let started = std::time::Instant::now();
             let opened = tokio::task::spawn_blocking(move || {
-                device_for_local_rank(local_rank).and_then(GpuDevice::open)
+                let ordinal = device_for_local_rank(local_rank)?;
+                // PEs of this process on one GPU get a context each: a synchronizing call
+                // of one (a free, a module load) then never waits for another's kernels,
+                // which may be waiting for it.
+                let devices = detect()?.devices;
+                let shared = in_process.iter().any(|r| r % devices == ordinal);
+                match shared {
+                    true => GpuDevice::open_own_context(ordinal),
+                    false => GpuDevice::open(ordinal),
+                }
             })
             .await
             .map_err(|e| Error::cuda(format!("opening the GPU panicked: {e}")))?;
@@ -297,7 +295,6 @@ impl GpuPe {
             debug: debug_from_env(),
             traffic,
             sharing,
-            streams: Default::default(),
         };
         tracing::debug!(
             pe = my_pe,
@@ -388,18 +385,10 @@ impl GpuPe {
     }
 
     /// A new non-blocking stream on the PE's GPU, for on-stream operations and kernels.
-    /// Where PEs of this process share the GPU, [`GpuPe::synchronize`] waits for the
-    /// streams made here (and the PE's own copy stream), not for other streams of the
-    /// context.
     pub fn new_stream(&self) -> Result<Arc<CudaStream>> {
-        let stream = self
-            .context()
+        self.context()
             .new_stream()
-            .map_err(|e| Error::cuda(format!("creating a stream: {e}")))?;
-        let mut made = self.inner.streams.lock().unwrap_or_else(|p| p.into_inner());
-        made.retain(|s| s.strong_count() > 0);
-        made.push(Arc::downgrade(&stream));
-        Ok(stream)
+            .map_err(|e| Error::cuda(format!("creating a stream: {e}")))
     }
 
     /// Who else uses this PE's GPU (found at set-up).
@@ -560,16 +549,15 @@ impl GpuPe {
         Ok(self.inner.internal.get().expect("set just above"))
     }
 
-    /// Waits until every piece of work this PE queued on its GPU has finished (off the
-    /// async workers): all of the context's work when the PE has the GPU's context to
-    /// itself; where other PEs of this process share it ([`GpuPe::sharing`]), the work on
-    /// this PE's streams (its copy stream and those [`GpuPe::new_stream`] made), so that
-    /// it never waits for another PE's kernels, which may be waiting for this PE.
+    /// Waits until every piece of work queued in this PE's context has finished (off the
+    /// async workers). PEs of one process on one GPU have a context each, so this never
+    /// waits for another PE's kernels.
     pub async fn synchronize(&self) -> Result<()> {
-        let pe = self.clone();
+        let ctx = self.context().clone();
         tokio::task::spawn_blocking(move || {
-            pe.bind()?;
-            pe.inner.synchronize_own()
+            driver::bind(&ctx)?;
+            ctx.synchronize()
+                .map_err(|e| Error::cuda(format!("synchronizing the GPU: {e}")))
         })
         .await
         .map_err(|e| Error::cuda(format!("GPU synchronize task failed: {e}")))?

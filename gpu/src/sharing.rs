@@ -1,18 +1,22 @@
-//! [`GpuSharing`]: who else uses a PE's GPU — nobody, other PEs of the same process (one
-//! shared context), or PEs of other processes (separate contexts: side by side under CUDA
-//! MPS, taking turns without it) — found when the PE sets its GPU up, and reported then.
+//! [`GpuSharing`]: who else uses a PE's GPU — nobody, other PEs of the same process, or PEs
+//! of other processes — found when the PE sets its GPU up, and reported then. Every PE that
+//! shares a GPU has a context of its own, so their kernels run side by side under CUDA MPS
+//! and take turns without it.
 
 /// Who else uses a PE's GPU, as found at set-up.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GpuSharing {
     /// No other PE of the node uses this GPU.
     Alone,
-    /// Other PEs of this process use it (they share its context: each PE has its own heap,
-    /// streams and device state, and [`GpuPe::synchronize`](crate::GpuPe::synchronize) waits only for the PE's own
-    /// streams, so that one PE's synchronization never waits for another's kernels).
+    /// Other PEs of this process use it. Each PE has a context of its own (and its own
+    /// heap, streams and device state), so that a synchronizing call of one never waits
+    /// for another's kernels; like PEs of different processes, their kernels run side by
+    /// side under CUDA MPS and take turns without it.
     InProcess {
         /// The other PEs of this process on this GPU.
         with: Vec<usize>,
+        /// Whether CUDA MPS serves this GPU.
+        mps: bool,
     },
     /// PEs of other processes use it too (and maybe of this one).
     Processes {
@@ -28,15 +32,6 @@ pub enum GpuSharing {
 }
 
 impl GpuSharing {
-    /// Whether another PE of this process uses the same context.
-    pub fn shares_context(&self) -> bool {
-        match self {
-            GpuSharing::Alone => false,
-            GpuSharing::InProcess { .. } => true,
-            GpuSharing::Processes { in_process, .. } => *in_process,
-        }
-    }
-
     /// Works out the sharing from the PEs found on this PE's GPU (`same_gpu`, each with
     /// whether it lives in this process) and whether MPS serves the GPU.
     pub(crate) fn from_peers(same_gpu: &[(usize, bool)], mps: bool) -> GpuSharing {
@@ -45,7 +40,7 @@ impl GpuSharing {
         if with.is_empty() {
             GpuSharing::Alone
         } else if same_gpu.iter().all(|(_, here)| *here) {
-            GpuSharing::InProcess { with }
+            GpuSharing::InProcess { with, mps }
         } else {
             GpuSharing::Processes {
                 with,
@@ -60,11 +55,17 @@ impl GpuSharing {
     pub(crate) fn report(&self, my_pe: usize, ordinal: usize) {
         match self {
             GpuSharing::Alone => {}
-            GpuSharing::InProcess { with } => tracing::info!(
+            GpuSharing::InProcess { with, mps: true } => tracing::info!(
                 pe = my_pe,
                 gpu = ordinal,
                 ?with,
-                "PEs of this process share the GPU: one context, each PE its own heap, streams and device state"
+                "PEs of this process share the GPU under CUDA MPS, a context each"
+            ),
+            GpuSharing::InProcess { with, mps: false } => tracing::warn!(
+                pe = my_pe,
+                gpu = ordinal,
+                ?with,
+                "PEs of this process share GPU {ordinal} without CUDA MPS, a context each: their kernels take turns, so a kernel waiting for another PE's kernel waits for the driver to switch (start nvidia-cuda-mps-control -d for side-by-side kernels)"
             ),
             GpuSharing::Processes { with, mps: true, .. } => tracing::info!(
                 pe = my_pe,
@@ -90,8 +91,13 @@ mod tests {
     fn sharing_is_told_from_the_pes_on_the_gpu() {
         assert_eq!(GpuSharing::from_peers(&[], true), GpuSharing::Alone);
         let in_process = GpuSharing::from_peers(&[(1, true), (3, true)], false);
-        assert_eq!(in_process, GpuSharing::InProcess { with: vec![1, 3] });
-        assert!(in_process.shares_context());
+        assert_eq!(
+            in_process,
+            GpuSharing::InProcess {
+                with: vec![1, 3],
+                mps: false
+            }
+        );
         let processes = GpuSharing::from_peers(&[(2, false)], true);
         assert_eq!(
             processes,
@@ -101,7 +107,13 @@ mod tests {
                 in_process: false
             }
         );
-        assert!(!processes.shares_context());
-        assert!(GpuSharing::from_peers(&[(0, true), (2, false)], false).shares_context());
+        let both = GpuSharing::from_peers(&[(0, true), (2, false)], false);
+        assert!(matches!(
+            both,
+            GpuSharing::Processes {
+                in_process: true,
+                ..
+            }
+        ));
     }
 }
