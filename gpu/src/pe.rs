@@ -51,6 +51,8 @@ pub(crate) struct Inner {
     pub traffic: Traffic,
     /// Who else uses this PE's GPU.
     pub sharing: GpuSharing,
+    /// Per PE: whether it lives on another node (its GPU heap is not mapped here).
+    pub network: Vec<bool>,
 }
 
 /// The `transport` label of GPU PEs' traffic: copy engines and stream memory operations
@@ -233,10 +235,12 @@ impl GpuPe {
                 )));
             }
             let pid = take_bytes(&mut rest)?;
-            if pe != my_pe && uuid == device.uuid() {
+            if pe != my_pe && uuid == device.uuid() && host.nodes()[pe] == host.nodes()[my_pe] {
                 same_gpu.push((pe, pid == std::process::id().to_le_bytes()));
             }
-            peers.push((uuid, token));
+            // PEs of other nodes are reached through the NIC handler, not mapped.
+            let mapped = host.nodes()[pe] == host.nodes()[my_pe];
+            peers.push(mapped.then_some((uuid, token)));
         }
         // Map every PE's allocation and start the completion queue; round 3 tells everyone
         // whether every PE managed, so that a PE that failed here fails the others too
@@ -276,6 +280,9 @@ impl GpuPe {
             )));
         }
         tracing::debug!(pe = my_pe, elapsed = ?started.elapsed(), "GPU heap mapped");
+        let network = (0..n_pes)
+            .map(|pe| host.nodes()[pe] != host.nodes()[my_pe])
+            .collect();
         let inner = Inner {
             cq,
             internal: OnceLock::new(),
@@ -295,6 +302,7 @@ impl GpuPe {
             debug: debug_from_env(),
             traffic,
             sharing,
+            network,
         };
         tracing::debug!(
             pe = my_pe,
@@ -315,7 +323,7 @@ impl GpuPe {
     /// from its handle server) into a new view, and zeroes this PE's header.
     async fn map_all(
         device: &GpuDevice,
-        peers: &[([u8; 16], [u8; TOKEN_LEN])],
+        peers: &[Option<([u8; 16], [u8; TOKEN_LEN])>],
         my_pe: usize,
         n_pes: usize,
         stride: usize,
@@ -323,7 +331,11 @@ impl GpuPe {
         physical: Physical,
     ) -> Result<(HeapView, Arc<CudaStream>)> {
         device.bind()?;
-        for (pe, (uuid, _)) in peers.iter().enumerate() {
+        for (pe, (uuid, _)) in peers
+            .iter()
+            .enumerate()
+            .filter_map(|(pe, p)| Some((pe, p.as_ref()?)))
+        {
             if let Some(theirs) = ordinal_of(uuid)? {
                 if !driver::can_access_peer(device.ordinal(), theirs)? {
                     return Err(unreachable(my_pe, device.ordinal(), pe, theirs,
@@ -343,10 +355,12 @@ impl GpuPe {
             .map_err(|e| Error::cuda(format!("creating the copy stream: {e}")))?;
         driver::zero_async(view.pe_base(my_pe), GPU_HEADER, copy_stream.cu_stream())?;
         driver::stream_synchronize(copy_stream.cu_stream())?;
-        let fetches =
-            peers.iter().enumerate().filter(|(pe, _)| *pe != my_pe).map(
-                |(pe, (_, token))| async move { (pe, fetch(pe, *token, FETCH_TIMEOUT).await) },
-            );
+        let fetches = peers
+            .iter()
+            .enumerate()
+            .filter(|(pe, _)| *pe != my_pe)
+            .filter_map(|(pe, peer)| Some((pe, peer.as_ref()?.1)))
+            .map(|(pe, token)| async move { (pe, fetch(pe, token, FETCH_TIMEOUT).await) });
         for (pe, fetched) in futures::future::join_all(fetches).await {
             let (payload, fd) = fetched?;
             let size = payload
@@ -468,6 +482,12 @@ impl GpuPe {
         Ok(())
     }
 
+    /// Whether PE `pe` lives on another node: its GPU heap is not mapped here and is reached
+    /// through the NIC handler.
+    pub fn is_remote(&self, pe: usize) -> bool {
+        self.inner.network.get(pe).copied().unwrap_or(false)
+    }
+
     /// Checks a view that must hold `needed` elements; returns its address on PE `pe`.
     pub(crate) fn locate<T: Pod>(
         &self,
@@ -477,6 +497,15 @@ impl GpuPe {
         pe: usize,
     ) -> Result<u64> {
         self.check_pe(pe)?;
+        if self.is_remote(pe) {
+            return Err(unreachable(
+                self.my_pe(),
+                self.device().ordinal(),
+                pe,
+                self.device().ordinal(),
+                "it lives on another node: its GPU heap is not mapped here",
+            ));
+        }
         let span = view.span(self.inner.heap)?;
         // A handle made by hand may claim any range: it must lie inside the GPU heap.
         if view.reach().1 > self.heap_size() {
