@@ -20,6 +20,7 @@ struct fsh_state_t {
     int n_pes;
     int debug;
     int reserved;
+    fsh_u64 net;       // per-PE send queues of the network path (fsh_qp_t[n_pes]), 0 if none
 };
 
 __constant__ fsh_state_t fsh_state;
@@ -35,7 +36,7 @@ enum { FSH_TEAM_WORLD = 0 };
 // Operation codes of debug reports (ferroshmem's Rust side names them).
 enum {
     FSH_OP_PTR = 1, FSH_OP_P, FSH_OP_G, FSH_OP_PUT, FSH_OP_GET, FSH_OP_PUT_SIGNAL,
-    FSH_OP_SIGNAL_OP, FSH_OP_ATOMIC, FSH_OP_WAIT, FSH_OP_SIGNAL_WAIT
+    FSH_OP_SIGNAL_OP, FSH_OP_ATOMIC, FSH_OP_WAIT, FSH_OP_SIGNAL_WAIT, FSH_OP_NETWORK
 };
 
 // Header layout (offsets from the start of each PE's heap), as in gpu/src/heap.rs.
@@ -189,8 +190,22 @@ __device__ __forceinline__ void* fsh__peer(const void* p, int pe, int op, fsh_si
     return (void*)((const char*)p + ((fsh_i64)pe - fsh_state.my_pe) * (fsh_i64)fsh_state.stride);
 }
 
-// nvshmem_ptr: a load/store address of symmetric `p` on PE `pe` (every PE is reachable).
-__device__ __forceinline__ void* fsh_ptr(const void* p, int pe) { return fsh__peer(p, pe, FSH_OP_PTR, 1); }
+// The network path (network.cuh, after this file): PEs on other nodes, reached through their
+// send queues instead of a mapping.
+struct fsh_qp_t;
+__device__ __forceinline__ fsh_qp_t* fsh__qp(int pe);
+__device__ __noinline__ void fsh__net_rdma(int pe, bool write, void* local, const void* remote, fsh_size_t bytes, bool wait);
+__device__ __noinline__ fsh_u64 fsh__net_g(int pe, const void* remote, fsh_u32 bytes);
+__device__ __noinline__ fsh_u64 fsh__net_amo(int pe, const void* remote, fsh_u32 family, fsh_u32 width, fsh_u64 value, fsh_u64 compare, bool fetch);
+__device__ __noinline__ void fsh__net_quiet();
+template <typename T> __device__ __forceinline__ fsh_u64 fsh__net_word(T v);
+
+// nvshmem_ptr: a load/store address of symmetric `p` on PE `pe`, or null for a PE on
+// another node (no mapping: reach it through the RMA and atomic functions).
+__device__ __forceinline__ void* fsh_ptr(const void* p, int pe) {
+    if (fsh__qp(pe)) return 0;
+    return fsh__peer(p, pe, FSH_OP_PTR, 1);
+}
 
 // ---------------------------------------------------------------- copies
 
@@ -223,24 +238,48 @@ __device__ __forceinline__ void fsh__copy(void* dst, const void* src, fsh_size_t
 // ---------------------------------------------------------------- RMA
 
 template <typename T> __device__ __forceinline__ void fsh_p(T* dest, T value, int pe) {
+    if (fsh__qp(pe)) { if (fsh__check(FSH_OP_P, pe, dest, sizeof(T))) fsh__net_rdma(pe, true, &value, dest, sizeof(T), false); return; }
     T* r = (T*)fsh__peer(dest, pe, FSH_OP_P, sizeof(T));
     if (r) *(volatile T*)r = value;
 }
 template <typename T> __device__ __forceinline__ T fsh_g(const T* src, int pe) {
+    if (fsh__qp(pe)) {
+        if (!fsh__check(FSH_OP_G, pe, src, sizeof(T))) return T();
+        fsh_u64 bits = fsh__net_g(pe, src, sizeof(T));
+        T v;
+        unsigned char* b = (unsigned char*)&v;
+        for (unsigned i = 0; i < sizeof(T); ++i) b[i] = (unsigned char)(bits >> (8 * i));
+        return v;
+    }
     const T* r = (const T*)fsh__peer(src, pe, FSH_OP_G, sizeof(T));
     return r ? *(const volatile T*)r : T();
 }
 
+// A put or get to a PE on another node, by this thread: `wait` for its completion (blocking
+// forms) or leave it to fsh_quiet (`_nbi`).
+__device__ __forceinline__ void fsh__net_xfer(bool write, void* local, const void* remote, fsh_size_t bytes, int pe, bool wait) {
+    if (fsh__check(write ? FSH_OP_PUT : FSH_OP_GET, pe, remote, bytes)) fsh__net_rdma(pe, write, local, remote, bytes, wait);
+}
+
 __device__ __forceinline__ void fsh_putmem(void* dest, const void* src, fsh_size_t bytes, int pe) {
+    if (fsh__qp(pe)) { fsh__net_xfer(true, (void*)src, dest, bytes, pe, true); return; }
     void* r = fsh__peer(dest, pe, FSH_OP_PUT, bytes);
     if (r) fsh__copy(r, src, bytes, 0, 1);
 }
-__device__ __forceinline__ void fsh_putmem_nbi(void* dest, const void* src, fsh_size_t bytes, int pe) { fsh_putmem(dest, src, bytes, pe); }
+__device__ __forceinline__ void fsh_putmem_nbi(void* dest, const void* src, fsh_size_t bytes, int pe) {
+    if (fsh__qp(pe)) { fsh__net_xfer(true, (void*)src, dest, bytes, pe, false); return; }
+    fsh_putmem(dest, src, bytes, pe);
+}
 // Warp and block forms: every thread of the group calls them with the same arguments. The
 // group meets first (what its threads wrote to `src`, or waited for, is then seen by all) and
 // after the copy.
 __device__ __forceinline__ void fsh_putmem_warp(void* dest, const void* src, fsh_size_t bytes, int pe) {
     __syncwarp(fsh__warp_mask());
+    if (fsh__qp(pe)) {
+        if (fsh__lane() == 0) fsh__net_xfer(true, (void*)src, dest, bytes, pe, true);
+        __syncwarp(fsh__warp_mask());
+        return;
+    }
     void* r = fsh__peer(dest, pe, FSH_OP_PUT, bytes);
     if (r) fsh__copy(r, src, bytes, fsh__lane(), fsh__warp_size());
     __syncwarp(fsh__warp_mask());
@@ -248,6 +287,11 @@ __device__ __forceinline__ void fsh_putmem_warp(void* dest, const void* src, fsh
 __device__ __forceinline__ void fsh_putmem_nbi_warp(void* dest, const void* src, fsh_size_t bytes, int pe) { fsh_putmem_warp(dest, src, bytes, pe); }
 __device__ __forceinline__ void fsh_putmem_block(void* dest, const void* src, fsh_size_t bytes, int pe) {
     __syncthreads();
+    if (fsh__qp(pe)) {
+        if (fsh__thread_rank() == 0) fsh__net_xfer(true, (void*)src, dest, bytes, pe, true);
+        __syncthreads();
+        return;
+    }
     void* r = fsh__peer(dest, pe, FSH_OP_PUT, bytes);
     if (r) fsh__copy(r, src, bytes, fsh__thread_rank(), fsh__block_threads());
     __syncthreads();
@@ -255,12 +299,21 @@ __device__ __forceinline__ void fsh_putmem_block(void* dest, const void* src, fs
 __device__ __forceinline__ void fsh_putmem_nbi_block(void* dest, const void* src, fsh_size_t bytes, int pe) { fsh_putmem_block(dest, src, bytes, pe); }
 
 __device__ __forceinline__ void fsh_getmem(void* dest, const void* src, fsh_size_t bytes, int pe) {
+    if (fsh__qp(pe)) { fsh__net_xfer(false, dest, src, bytes, pe, true); return; }
     const void* r = fsh__peer(src, pe, FSH_OP_GET, bytes);
     if (r) fsh__copy(dest, r, bytes, 0, 1);
 }
-__device__ __forceinline__ void fsh_getmem_nbi(void* dest, const void* src, fsh_size_t bytes, int pe) { fsh_getmem(dest, src, bytes, pe); }
+__device__ __forceinline__ void fsh_getmem_nbi(void* dest, const void* src, fsh_size_t bytes, int pe) {
+    if (fsh__qp(pe)) { fsh__net_xfer(false, dest, src, bytes, pe, false); return; }
+    fsh_getmem(dest, src, bytes, pe);
+}
 __device__ __forceinline__ void fsh_getmem_warp(void* dest, const void* src, fsh_size_t bytes, int pe) {
     __syncwarp(fsh__warp_mask());
+    if (fsh__qp(pe)) {
+        if (fsh__lane() == 0) fsh__net_xfer(false, dest, src, bytes, pe, true);
+        __syncwarp(fsh__warp_mask());
+        return;
+    }
     const void* r = fsh__peer(src, pe, FSH_OP_GET, bytes);
     if (r) fsh__copy(dest, r, bytes, fsh__lane(), fsh__warp_size());
     __syncwarp(fsh__warp_mask());
@@ -268,6 +321,11 @@ __device__ __forceinline__ void fsh_getmem_warp(void* dest, const void* src, fsh
 __device__ __forceinline__ void fsh_getmem_nbi_warp(void* dest, const void* src, fsh_size_t bytes, int pe) { fsh_getmem_warp(dest, src, bytes, pe); }
 __device__ __forceinline__ void fsh_getmem_block(void* dest, const void* src, fsh_size_t bytes, int pe) {
     __syncthreads();
+    if (fsh__qp(pe)) {
+        if (fsh__thread_rank() == 0) fsh__net_xfer(false, dest, src, bytes, pe, true);
+        __syncthreads();
+        return;
+    }
     const void* r = fsh__peer(src, pe, FSH_OP_GET, bytes);
     if (r) fsh__copy(dest, r, bytes, fsh__thread_rank(), fsh__block_threads());
     __syncthreads();
@@ -299,7 +357,11 @@ FSH__TYPED(fsh_get_nbi_block, fsh_getmem_nbi_block)
 __device__ __forceinline__ void fsh_fence() { fsh__fence_sys(); }
 // Completes this thread's puts, AMOs and signals: visible everywhere after it, and before
 // any later access of this thread (nvshmem_quiet; sequentially consistent, as NVSHMEM's).
-__device__ __forceinline__ void fsh_quiet() { fsh__fence_sc_sys(); }
+// Operations to PEs on other nodes complete when their CQEs come back.
+__device__ __forceinline__ void fsh_quiet() {
+    fsh__fence_sc_sys();
+    if (fsh_state.net) fsh__net_quiet();
+}
 
 // ---------------------------------------------------------------- signals
 
@@ -311,21 +373,41 @@ __device__ __forceinline__ void fsh__signal_update(fsh_u64* r, fsh_u64 value, in
 }
 
 __device__ __forceinline__ void fsh_signal_op(fsh_u64* sig, fsh_u64 value, int op, int pe) {
+    if (fsh__qp(pe)) {
+        if (fsh__check(FSH_OP_SIGNAL_OP, pe, sig, 8))
+            fsh__net_amo(pe, sig, op == FSH_SIGNAL_ADD ? FSH_IBGDA_AMO_SIGNAL_ADD : FSH_IBGDA_AMO_SIGNAL_SET, 8, value, 0, false);
+        return;
+    }
     fsh_u64* r = (fsh_u64*)fsh__peer(sig, pe, FSH_OP_SIGNAL_OP, 8);
     if (r) fsh__signal_update(r, value, op);
 }
 
+// A put-with-signal to a PE on another node: the write, then the signal on the same queue
+// (executed in order); a blocking form waits for the write.
+__device__ __forceinline__ void fsh__net_put_signal(void* dest, const void* src, fsh_size_t bytes, fsh_u64* sig, fsh_u64 signal, int sig_op, int pe, bool wait) {
+    if (!fsh__check(FSH_OP_PUT_SIGNAL, pe, dest, bytes)) return;
+    fsh__net_rdma(pe, true, (void*)src, dest, bytes, wait);
+    fsh_signal_op(sig, signal, sig_op, pe);
+}
+
 __device__ __forceinline__ void fsh_putmem_signal(void* dest, const void* src, fsh_size_t bytes, fsh_u64* sig, fsh_u64 signal, int sig_op, int pe) {
+    if (fsh__qp(pe)) { fsh__net_put_signal(dest, src, bytes, sig, signal, sig_op, pe, true); return; }
     void* r = fsh__peer(dest, pe, FSH_OP_PUT_SIGNAL, bytes);
     if (!r) return;
     fsh__copy(r, src, bytes, 0, 1);
     fsh_signal_op(sig, signal, sig_op, pe);
 }
 __device__ __forceinline__ void fsh_putmem_signal_nbi(void* dest, const void* src, fsh_size_t bytes, fsh_u64* sig, fsh_u64 signal, int sig_op, int pe) {
+    if (fsh__qp(pe)) { fsh__net_put_signal(dest, src, bytes, sig, signal, sig_op, pe, false); return; }
     fsh_putmem_signal(dest, src, bytes, sig, signal, sig_op, pe);
 }
 __device__ __forceinline__ void fsh_putmem_signal_warp(void* dest, const void* src, fsh_size_t bytes, fsh_u64* sig, fsh_u64 signal, int sig_op, int pe) {
     __syncwarp(fsh__warp_mask());
+    if (fsh__qp(pe)) {
+        if (fsh__lane() == 0) fsh__net_put_signal(dest, src, bytes, sig, signal, sig_op, pe, true);
+        __syncwarp(fsh__warp_mask());
+        return;
+    }
     void* r = fsh__peer(dest, pe, FSH_OP_PUT_SIGNAL, bytes);
     if (r) fsh__copy(r, src, bytes, fsh__lane(), fsh__warp_size());
     fsh__fence_sys();
@@ -338,6 +420,11 @@ __device__ __forceinline__ void fsh_putmem_signal_nbi_warp(void* dest, const voi
 }
 __device__ __forceinline__ void fsh_putmem_signal_block(void* dest, const void* src, fsh_size_t bytes, fsh_u64* sig, fsh_u64 signal, int sig_op, int pe) {
     __syncthreads();
+    if (fsh__qp(pe)) {
+        if (fsh__thread_rank() == 0) fsh__net_put_signal(dest, src, bytes, sig, signal, sig_op, pe, true);
+        __syncthreads();
+        return;
+    }
     void* r = fsh__peer(dest, pe, FSH_OP_PUT_SIGNAL, bytes);
     if (r) fsh__copy(r, src, bytes, fsh__thread_rank(), fsh__block_threads());
     fsh__fence_sys();
@@ -437,29 +524,44 @@ template <> struct fsh__is_integer<double> { enum { value = 0 }; };
 #define FSH__INTEGER_ONLY(NAME) \
     static_assert(fsh__is_integer<T>::value, NAME " takes integer types only (as in NVSHMEM)");
 
-#define FSH__AMO_PEER(dest, pe) \
+// An atomic on a PE on another node: the WQE of `family`, the old value back as T.
+template <typename T> __device__ __forceinline__ T fsh__net_atomic(const T* dest, int pe, fsh_u32 family, T value, T compare, bool fetch) {
+    typedef typename fsh__bits_of<T>::U U;
+    if (!fsh__check(FSH_OP_ATOMIC, pe, dest, sizeof(T))) return T();
+    fsh_u64 old = fsh__net_amo(pe, dest, family, sizeof(T), fsh__net_word(value), fsh__net_word(compare), fetch);
+    return fsh__bitcast<T>((U)old);
+}
+
+#define FSH__AMO_PEER(dest, pe, FAMILY, VALUE, COMPARE) \
     typedef typename fsh__bits_of<T>::U U; \
+    if (fsh__qp(pe)) return fsh__net_atomic(dest, pe, FAMILY, VALUE, COMPARE, true); \
     U* r = (U*)fsh__peer(dest, pe, FSH_OP_ATOMIC, sizeof(T)); \
     if (!r) return T();
 
 template <typename T> __device__ __forceinline__ T fsh_atomic_fetch(const T* dest, int pe) {
-    FSH__AMO_PEER(dest, pe)
+    FSH__AMO_PEER(dest, pe, FSH_IBGDA_AMO_FETCH, T(), T())
     return fsh__bitcast<T>(fsh__ld_relaxed(r));
 }
 template <typename T> __device__ __forceinline__ T fsh_atomic_swap(T* dest, T value, int pe) {
-    FSH__AMO_PEER(dest, pe)
+    FSH__AMO_PEER(dest, pe, FSH_IBGDA_AMO_SWAP, value, T())
     return fsh__bitcast<T>(fsh__atom_exch(r, fsh__bitcast<U>(value)));
 }
-template <typename T> __device__ __forceinline__ void fsh_atomic_set(T* dest, T value, int pe) { fsh_atomic_swap(dest, value, pe); }
+template <typename T> __device__ __forceinline__ void fsh_atomic_set(T* dest, T value, int pe) {
+    if (fsh__qp(pe)) { fsh__net_atomic(dest, pe, FSH_IBGDA_AMO_SET, value, T(), false); return; }
+    fsh_atomic_swap(dest, value, pe);
+}
 template <typename T> __device__ __forceinline__ T fsh_atomic_compare_swap(T* dest, T cond, T value, int pe) {
-    FSH__AMO_PEER(dest, pe)
+    FSH__AMO_PEER(dest, pe, FSH_IBGDA_AMO_COMPARE_SWAP, value, cond)
     return fsh__bitcast<T>(fsh__atom_cas(r, fsh__bitcast<U>(cond), fsh__bitcast<U>(value)));
 }
 template <typename T> __device__ __forceinline__ T fsh_atomic_fetch_add(T* dest, T value, int pe) {
-    FSH__AMO_PEER(dest, pe)
+    FSH__AMO_PEER(dest, pe, FSH_IBGDA_AMO_FETCH_ADD, value, T())
     return fsh__bitcast<T>(fsh__atom_add(r, fsh__bitcast<U>(value)));
 }
-template <typename T> __device__ __forceinline__ void fsh_atomic_add(T* dest, T value, int pe) { fsh_atomic_fetch_add(dest, value, pe); }
+template <typename T> __device__ __forceinline__ void fsh_atomic_add(T* dest, T value, int pe) {
+    if (fsh__qp(pe)) { fsh__net_atomic(dest, pe, FSH_IBGDA_AMO_ADD, value, T(), false); return; }
+    fsh_atomic_fetch_add(dest, value, pe);
+}
 template <typename T> __device__ __forceinline__ T fsh_atomic_fetch_inc(T* dest, int pe) {
     FSH__INTEGER_ONLY("fsh_atomic_fetch_inc")
     return fsh_atomic_fetch_add(dest, (T)1, pe);
@@ -467,31 +569,51 @@ template <typename T> __device__ __forceinline__ T fsh_atomic_fetch_inc(T* dest,
 template <typename T> __device__ __forceinline__ void fsh_atomic_inc(T* dest, int pe) { fsh_atomic_fetch_inc(dest, pe); }
 template <typename T> __device__ __forceinline__ T fsh_atomic_fetch_and(T* dest, T value, int pe) {
     FSH__INTEGER_ONLY("fsh_atomic_fetch_and")
-    FSH__AMO_PEER(dest, pe)
+    FSH__AMO_PEER(dest, pe, FSH_IBGDA_AMO_FETCH_AND, value, T())
     return fsh__bitcast<T>(fsh__atom_and(r, fsh__bitcast<U>(value)));
 }
-template <typename T> __device__ __forceinline__ void fsh_atomic_and(T* dest, T value, int pe) { fsh_atomic_fetch_and(dest, value, pe); }
+template <typename T> __device__ __forceinline__ void fsh_atomic_and(T* dest, T value, int pe) {
+    if (fsh__qp(pe)) { fsh__net_atomic(dest, pe, FSH_IBGDA_AMO_AND, value, T(), false); return; }
+    fsh_atomic_fetch_and(dest, value, pe);
+}
 template <typename T> __device__ __forceinline__ T fsh_atomic_fetch_or(T* dest, T value, int pe) {
     FSH__INTEGER_ONLY("fsh_atomic_fetch_or")
-    FSH__AMO_PEER(dest, pe)
+    FSH__AMO_PEER(dest, pe, FSH_IBGDA_AMO_FETCH_OR, value, T())
     return fsh__bitcast<T>(fsh__atom_or(r, fsh__bitcast<U>(value)));
 }
-template <typename T> __device__ __forceinline__ void fsh_atomic_or(T* dest, T value, int pe) { fsh_atomic_fetch_or(dest, value, pe); }
+template <typename T> __device__ __forceinline__ void fsh_atomic_or(T* dest, T value, int pe) {
+    if (fsh__qp(pe)) { fsh__net_atomic(dest, pe, FSH_IBGDA_AMO_OR, value, T(), false); return; }
+    fsh_atomic_fetch_or(dest, value, pe);
+}
 template <typename T> __device__ __forceinline__ T fsh_atomic_fetch_xor(T* dest, T value, int pe) {
     FSH__INTEGER_ONLY("fsh_atomic_fetch_xor")
-    FSH__AMO_PEER(dest, pe)
+    FSH__AMO_PEER(dest, pe, FSH_IBGDA_AMO_FETCH_XOR, value, T())
     return fsh__bitcast<T>(fsh__atom_xor(r, fsh__bitcast<U>(value)));
 }
-template <typename T> __device__ __forceinline__ void fsh_atomic_xor(T* dest, T value, int pe) { fsh_atomic_fetch_xor(dest, value, pe); }
+template <typename T> __device__ __forceinline__ void fsh_atomic_xor(T* dest, T value, int pe) {
+    if (fsh__qp(pe)) { fsh__net_atomic(dest, pe, FSH_IBGDA_AMO_XOR, value, T(), false); return; }
+    fsh_atomic_fetch_xor(dest, value, pe);
+}
 #undef FSH__AMO_PEER
 #undef FSH__INTEGER_ONLY
 
-// Floating-point add (nvshmemx_float_atomic_fetch_add and friends).
+// Floating-point add (nvshmemx_float_atomic_fetch_add and friends). A PE on another node
+// has no floating-point atomic on the wire: a compare-and-swap loop over it.
+template <typename T> __device__ __forceinline__ T fsh__net_fadd(T* dest, T value, int pe) {
+    T seen = fsh__net_atomic(dest, pe, FSH_IBGDA_AMO_FETCH, T(), T(), true);
+    for (;;) {
+        T was = fsh__net_atomic(dest, pe, FSH_IBGDA_AMO_COMPARE_SWAP, (T)(seen + value), seen, true);
+        if (fsh__net_word(was) == fsh__net_word(seen)) return seen;
+        seen = was;
+    }
+}
 __device__ __forceinline__ float fsh_atomic_fetch_add(float* dest, float value, int pe) {
+    if (fsh__qp(pe)) return fsh__net_fadd(dest, value, pe);
     float* r = (float*)fsh__peer(dest, pe, FSH_OP_ATOMIC, 4);
     return r ? fsh__atom_fadd(r, value) : 0.0f;
 }
 __device__ __forceinline__ double fsh_atomic_fetch_add(double* dest, double value, int pe) {
+    if (fsh__qp(pe)) return fsh__net_fadd(dest, value, pe);
     double* r = (double*)fsh__peer(dest, pe, FSH_OP_ATOMIC, 8);
     return r ? fsh__atom_fadd(r, value) : 0.0;
 }
@@ -512,7 +634,8 @@ __device__ __noinline__ void fsh__sync_all_thread() {
     for (int dist = 1; dist < n; dist <<= 1, ++round) {
         int to = (me + dist) % n;
         fsh_u64 flag = base + FSH_SYNC_FLAGS + 64ull * round;
-        fsh__st_release((fsh_u64*)(flag + ((fsh_i64)to - me) * (fsh_i64)fsh_state.stride), epoch);
+        if (fsh__qp(to)) fsh__net_amo(to, (const void*)flag, FSH_IBGDA_AMO_SIGNAL_SET, 8, epoch, 0, false);
+        else fsh__st_release((fsh_u64*)(flag + ((fsh_i64)to - me) * (fsh_i64)fsh_state.stride), epoch);
         while (fsh__ld_acquire((const fsh_u64*)flag) < epoch) {}
     }
 }
