@@ -15,6 +15,7 @@ mod driver;
 mod fd_share;
 mod heap;
 mod heap_calls;
+pub mod ibgda;
 mod module;
 mod pe;
 mod rma;
