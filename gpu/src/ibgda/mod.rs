@@ -80,3 +80,10 @@ pub const INLINE_SEG: u32 = 0x8000_0000;
 pub const EXT_AMO_OPMOD_4: u8 = 0x08;
 /// Extended-atomic opmod for 8-byte operands.
 pub const EXT_AMO_OPMOD_8: u8 = 0x09;
+
+#[cfg(test)]
+mod amo_cqe_tests;
+#[cfg(test)]
+mod queue_tests;
+#[cfg(test)]
+mod wqe_tests;
