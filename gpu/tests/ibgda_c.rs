@@ -64,74 +64,68 @@ fn atomic(op: AtomicOp, width: Width) -> WorkRequest {
     }
 }
 
-/// The request the driver's case `k` means.
+/// The request the driver's case `k` means (0..=8: NOP, RDMA and inline; the rest atomics).
 fn case(k: usize) -> WorkRequest {
-    let rdma = |len| (LADDR, LKEY, RADDR, RKEY, len);
+    let (local, lkey, remote, rkey) = (LADDR, LKEY, RADDR, RKEY);
     match k {
         0 => WorkRequest::Nop,
-        1 => {
-            let (local, lkey, remote, rkey, len) = rdma(4096);
-            WorkRequest::Write {
-                local,
-                lkey,
-                remote,
-                rkey,
-                len,
-            }
-        }
-        2 => {
-            let (local, lkey, remote, rkey, len) = rdma(1);
-            WorkRequest::WriteImm {
-                local,
-                lkey,
-                remote,
-                rkey,
-                len,
-                imm: 0xdead_beef,
-            }
-        }
-        3 => {
-            let (local, lkey, remote, rkey, len) = rdma(0x7fff_ffff);
-            WorkRequest::Read {
-                local,
-                lkey,
-                remote,
-                rkey,
-                len,
-            }
-        }
+        1 => WorkRequest::Write {
+            local,
+            lkey,
+            remote,
+            rkey,
+            len: 4096,
+        },
+        2 => WorkRequest::WriteImm {
+            local,
+            lkey,
+            remote,
+            rkey,
+            len: 1,
+            imm: 0xdead_beef,
+        },
+        3 => WorkRequest::Read {
+            local,
+            lkey,
+            remote,
+            rkey,
+            len: 0x7fff_ffff,
+        },
         4..=8 => {
             let len = [1usize, 12, 13, 60, 220][k - 4];
             let data = (0..len).map(|i| (i * 7 + 1) as u8).collect();
-            WorkRequest::WriteInline {
-                data,
-                remote: RADDR,
-                rkey: RKEY,
-            }
+            WorkRequest::WriteInline { data, remote, rkey }
         }
-        9 => atomic(AtomicOp::FetchAdd { add: u64::MAX }, Width::W8),
-        10 => atomic(
+        _ => atomic_case(k),
+    }
+}
+
+/// The atomic of case `k` (9..=14: each mlx5 atomic; then every AMO family at 4 and 8 bytes).
+fn atomic_case(k: usize) -> WorkRequest {
+    let (op, width) = match k {
+        9 => (AtomicOp::FetchAdd { add: u64::MAX }, Width::W8),
+        10 => (
             AtomicOp::CompareSwap {
                 compare: 2,
                 swap: 1,
             },
             Width::W8,
         ),
-        11 => atomic(
+        11 => (
             AtomicOp::MaskedFetchAdd {
                 add: 5,
                 field_boundary: 0x8080_8080,
             },
             Width::W4,
         ),
-        12 => atomic(
+        12 => (
             AtomicOp::MaskedFetchAdd {
                 add: 5,
                 field_boundary: u64::MAX,
             },
             Width::W8,
         ),
-        13 => atomic(
+        13 => (
             AtomicOp::MaskedCompareSwap {
                 swap: 1,
                 compare: 2,
@@ -140,7 +134,7 @@ fn case(k: usize) -> WorkRequest {
             },
             Width::W4,
         ),
-        14 => atomic(
+        14 => (
             AtomicOp::MaskedCompareSwap {
                 swap: 0x0102_0304_0506_0708,
                 compare: 9,
@@ -161,9 +155,10 @@ fn case(k: usize) -> WorkRequest {
                 value: 0x1234_5678,
                 compare: 0x9abc,
             };
-            atomic(amo.op().expect("maps"), width)
+            (amo.op().expect("maps"), width)
         }
-    }
+    };
+    atomic(op, width)
 }
 
 /// Compiles the driver with `compiler` (as `lang`), or `None` when there is no such compiler.

@@ -387,6 +387,80 @@ pub fn atomic_segs(b: &mut [u8], op: &AtomicOp, width: Width) {
     }
 }
 
+/// Writes an atomic's segments after the control segment; returns (opmod, opcode, ds).
+fn atomic_body(
+    b: &mut [u8],
+    (op, width): (&AtomicOp, &Width),
+    (remote, rkey): (&u64, &u32),
+    (result, lkey): (&u64, &u32),
+) -> Result<(u8, u8, u8), WqeError> {
+    if remote % u64::from(width.bytes()) != 0 {
+        return Err(WqeError::MisalignedAtomic { remote: *remote });
+    }
+    let (opmod, opc, ds) = atomic_shape(op, *width)?;
+    raddr_seg(&mut b[SEG..], *remote, *rkey);
+    atomic_segs(&mut b[2 * SEG..], op, *width);
+    // The data segment follows the operands: segment 3, or the second WQEBB after two.
+    let data_at = if ds == 5 { WQEBB } else { 3 * SEG };
+    data_seg(&mut b[data_at..], width.bytes(), *lkey, *result);
+    Ok((opmod, opc, ds))
+}
+
+/// Writes the segments after the control segment; returns (opmod, opcode, ds, imm).
+fn body(b: &mut [u8], req: &WorkRequest) -> Result<(u8, u8, u8, u32), WqeError> {
+    let rdma = |b: &mut [u8], local, lkey, remote, rkey, len| {
+        check_len(len)?;
+        raddr_seg(&mut b[SEG..], remote, rkey);
+        data_seg(&mut b[2 * SEG..], len, lkey, local);
+        Ok::<(), WqeError>(())
+    };
+    match req {
+        WorkRequest::Nop => Ok((0, opcode::NOP, 2, 0)),
+        WorkRequest::Write {
+            local,
+            lkey,
+            remote,
+            rkey,
+            len,
+        } => rdma(b, *local, *lkey, *remote, *rkey, *len).map(|_| (0, opcode::RDMA_WRITE, 3, 0)),
+        WorkRequest::Read {
+            local,
+            lkey,
+            remote,
+            rkey,
+            len,
+        } => rdma(b, *local, *lkey, *remote, *rkey, *len).map(|_| (0, opcode::RDMA_READ, 3, 0)),
+        WorkRequest::WriteImm {
+            local,
+            lkey,
+            remote,
+            rkey,
+            len,
+            imm,
+        } => rdma(b, *local, *lkey, *remote, *rkey, *len)
+            .map(|_| (0, opcode::RDMA_WRITE_IMM, 3, *imm)),
+        WorkRequest::WriteInline { data, remote, rkey } => {
+            if data.is_empty() || data.len() > MAX_INLINE {
+                return Err(WqeError::BadInlineLength { len: data.len() });
+            }
+            raddr_seg(&mut b[SEG..], *remote, *rkey);
+            put32(b, 2 * SEG, data.len() as u32 | INLINE_SEG);
+            b[2 * SEG + 4..2 * SEG + 4 + data.len()].copy_from_slice(data);
+            let ds = 2 + (4 + data.len()).div_ceil(SEG);
+            Ok((0, opcode::RDMA_WRITE, ds as u8, 0))
+        }
+        WorkRequest::Atomic {
+            op,
+            width,
+            remote,
+            rkey,
+            result,
+            lkey,
+        } => atomic_body(b, (op, width), (remote, rkey), (result, lkey))
+            .map(|(opmod, opc, ds)| (opmod, opc, ds, 0)),
+    }
+}
+
 /// Encodes `req` as WQE number `index` of QP `qpn`, linearly.
 pub fn encode_linear(
     req: &WorkRequest,
@@ -398,77 +472,8 @@ pub fn encode_linear(
         return Err(WqeError::QpnTooLarge { qpn });
     }
     let mut b = [0u8; MAX_WQEBBS * WQEBB];
-    let fm = flags.fm_ce_se();
-    let (head, ds, imm) = match req {
-        WorkRequest::Nop => ((0, index, opcode::NOP), 2, 0),
-        WorkRequest::Write {
-            local,
-            lkey,
-            remote,
-            rkey,
-            len,
-        }
-        | WorkRequest::Read {
-            local,
-            lkey,
-            remote,
-            rkey,
-            len,
-        } => {
-            check_len(*len)?;
-            raddr_seg(&mut b[SEG..], *remote, *rkey);
-            data_seg(&mut b[2 * SEG..], *len, *lkey, *local);
-            let opc = if matches!(req, WorkRequest::Read { .. }) {
-                opcode::RDMA_READ
-            } else {
-                opcode::RDMA_WRITE
-            };
-            ((0, index, opc), 3, 0)
-        }
-        WorkRequest::WriteImm {
-            local,
-            lkey,
-            remote,
-            rkey,
-            len,
-            imm,
-        } => {
-            check_len(*len)?;
-            raddr_seg(&mut b[SEG..], *remote, *rkey);
-            data_seg(&mut b[2 * SEG..], *len, *lkey, *local);
-            ((0, index, opcode::RDMA_WRITE_IMM), 3, *imm)
-        }
-        WorkRequest::WriteInline { data, remote, rkey } => {
-            if data.is_empty() || data.len() > MAX_INLINE {
-                return Err(WqeError::BadInlineLength { len: data.len() });
-            }
-            raddr_seg(&mut b[SEG..], *remote, *rkey);
-            put32(&mut b, 2 * SEG, data.len() as u32 | INLINE_SEG);
-            b[2 * SEG + 4..2 * SEG + 4 + data.len()].copy_from_slice(data);
-            let ds = 2 + (4 + data.len()).div_ceil(SEG);
-            ((0, index, opcode::RDMA_WRITE), ds as u8, 0)
-        }
-        WorkRequest::Atomic {
-            op,
-            width,
-            remote,
-            rkey,
-            result,
-            lkey,
-        } => {
-            if remote % u64::from(width.bytes()) != 0 {
-                return Err(WqeError::MisalignedAtomic { remote: *remote });
-            }
-            let (opmod, opc, ds) = atomic_shape(op, *width)?;
-            raddr_seg(&mut b[SEG..], *remote, *rkey);
-            atomic_segs(&mut b[2 * SEG..], op, *width);
-            let data_at = usize::from(ds - 1) * SEG;
-            let data_at = if ds == 5 { WQEBB } else { data_at };
-            data_seg(&mut b[data_at..], width.bytes(), *lkey, *result);
-            ((opmod, index, opc), ds, 0)
-        }
-    };
-    ctrl_seg(&mut b, head, qpn, ds, fm, imm);
+    let (opmod, opc, ds, imm) = body(&mut b, req)?;
+    ctrl_seg(&mut b, (opmod, index, opc), qpn, ds, flags.fm_ce_se(), imm);
     Ok(Encoded {
         bytes: b,
         wqebbs: wqebbs_of(ds),
