@@ -16,7 +16,7 @@
 //! - Completions are 64-byte CQEs (`mlx5_cqe64`): `wqe_counter` names the first WQEBB of the
 //!   completed WQE, `op_own` carries the CQE opcode and the owner bit ([`cqe`]).
 //!
-//! [`decode`] reads a WQE back byte for byte and validates every field, which is what a CPU NIC
+//! [`decode()`] reads a WQE back byte for byte and validates every field, which is what a CPU NIC
 //! handler needs; `device/ibgda.cuh` is the same encoder in C for the device library.
 
 pub mod amo;
