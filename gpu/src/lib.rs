@@ -16,6 +16,7 @@ mod fd_share;
 mod heap;
 mod heap_calls;
 mod module;
+pub mod nic;
 mod pe;
 mod rma;
 mod stream;
