@@ -111,6 +111,12 @@ impl Shared {
                 batch.clear();
                 start = link.request_head;
             }
+            if link.request_head % capacity == 0 && !batch.is_empty() {
+                // The ring turns here: the batch's bytes end at the ring's end.
+                self.send_requests(peer, start, &batch, link.request_head)?;
+                batch.clear();
+                start = link.request_head;
+            }
             link.reply_head += reply_skip;
             let mut header = chunk.header;
             header.seq = link.seq;

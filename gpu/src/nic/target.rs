@@ -114,7 +114,8 @@ impl Shared {
             self.read_own(at + BLOCK, &mut payload)?;
             let outcome = self.perform(&header, &payload);
             *cursor += blocks;
-            if replies.start.is_some() && header.reply_at != replies.end {
+            let turns = header.reply_at % self.layout.blocks as u64 == 0;
+            if replies.start.is_some() && (header.reply_at != replies.end || turns) {
                 self.send_replies(i, &mut replies)?;
             }
             replies.start.get_or_insert(header.reply_at);
