@@ -5,7 +5,7 @@
 //! Every PE creates an [`Agent`] collectively. An initiator [`Agent::submit`]s a
 //! [`Request`] (a write, a read, an atomic, as a decoded mlx5 WQE gives it, with the remote
 //! address and key) to a peer: it travels as a record in that pair's request ring in the
-//! host symmetric heap, written with a put-with-signal ([`wire`] has the layout). The peer's
+//! host symmetric heap, written with a put-with-signal (the private `wire` module has the layout). The peer's
 //! service thread wakes on the signal (a wait on its signal words, woken by the write: no
 //! core spins once idle), checks the key and bounds, performs the request on its
 //! [`HeapMemory`], and writes the [`Reply`] (a status a handler maps to a CQE syndrome, a
