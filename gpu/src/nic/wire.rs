@@ -408,6 +408,18 @@ mod tests {
             Ok(Action::Atomic(Width::W4, AmoOp::MaskedCompareSwap { swap_mask: 4, .. })) => {}
             other => panic!("{other:?}"),
         }
+        let write = chunks(
+            Request::Write {
+                addr: 8,
+                rkey: 0xDEAD_BEEF,
+                data: vec![1; 150],
+            },
+            100,
+        );
+        let mut bytes = Vec::new();
+        write[1].header.encode(&mut bytes);
+        assert_eq!(Header::decode(&bytes), write[1].header);
+        assert_eq!(Header::decode(&bytes).span, (8, 158));
         let mut reply = Vec::new();
         encode_reply(99, Status::RemoteAccess, 5, &[1, 2, 3], &mut reply);
         assert_eq!(reply.len(), 2 * BLOCK);
