@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use common::netns::{self, Hosts};
 use ferroshmem::gpu::nic::{Agent, AgentConfig, HostMemory, Request, Status};
 use ferroshmem::{Error, Pe};
-use nic_scenarios::{make, scenarios, small, Check, Ctx, PeExchange, BASE, HEAP};
+use nic_scenarios::{default_rings, make, scenarios, small, Check, Ctx, PeExchange, BASE, HEAP};
 
 const SCENARIO: &str = "FSH_NIC_SCENARIO";
 
@@ -42,7 +42,7 @@ fn every_scenario_passes_locally_on_four_pes_with_small_rings() {
 
 #[test]
 fn every_scenario_passes_locally_on_two_pes_with_the_default_rings() {
-    local(2, AgentConfig::default(), 3000);
+    local(2, default_rings(), 3000);
 }
 
 /// A request to a PE whose agent has stopped times out; one still waiting when its own
@@ -116,7 +116,7 @@ fn pe_entry() {
             println!("PE {} runs on {}", pe.my_pe(), host.trim());
             match scenario.as_str() {
                 "small" => scenarios(pe, small(), 1000).await,
-                "default" => scenarios(pe, AgentConfig::default(), 1000).await,
+                "default" => scenarios(pe, default_rings(), 1000).await,
                 _ => lose_target(pe).await,
             }
         }

@@ -45,9 +45,21 @@ pub fn small() -> AgentConfig {
     AgentConfig {
         ring_blocks: 256,
         max_chunk: 4096,
-        timeout: None,
+        timeout: Some(PATIENCE),
     }
 }
+
+/// The default rings.
+pub fn default_rings() -> AgentConfig {
+    AgentConfig {
+        timeout: Some(PATIENCE),
+        ..AgentConfig::default()
+    }
+}
+
+/// How long a request of these tests may take before it fails the test (instead of
+/// hanging it).
+pub const PATIENCE: Duration = Duration::from_secs(60);
 
 /// A PE with its agent and heap.
 pub struct Ctx {
@@ -456,8 +468,19 @@ async fn unharmed(c: &Ctx) -> Check {
     )
 }
 
-/// Every scenario, in order, on agents made with `config`.
+/// Every scenario, in order, on agents made with `config`. A failure panics, so that the
+/// job fails at once (the other PEs learn that this one was lost) instead of leaving them in
+/// a barrier.
 pub async fn scenarios(pe: Pe, config: AgentConfig, per_peer: u64) -> Check {
+    let me = pe.my_pe();
+    if let Err(e) = every_scenario(pe, config, per_peer).await {
+        panic!("PE {me}: {e}");
+    }
+    println!("PE {me}: every NIC agent scenario passed");
+    Ok(())
+}
+
+async fn every_scenario(pe: Pe, config: AgentConfig, per_peer: u64) -> Check {
     let c = make(&pe, config).await.map_err(|e| e.to_string())?;
     rma(&c).await.map_err(|e| format!("rma: {e}"))?;
     atomics(&c).await.map_err(|e| format!("atomics: {e}"))?;
@@ -470,7 +493,5 @@ pub async fn scenarios(pe: Pe, config: AgentConfig, per_peer: u64) -> Check {
     unharmed(&c).await.map_err(|e| format!("unharmed: {e}"))?;
     c.barrier().await?;
     let rings = c.agent.shutdown().await.ok_or("the rings come back")?;
-    pe.free(rings).await.map_err(|e| e.to_string())?;
-    println!("PE {}: every NIC agent scenario passed", pe.my_pe());
-    Ok(())
+    pe.free(rings).await.map_err(|e| e.to_string())
 }

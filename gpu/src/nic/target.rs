@@ -26,14 +26,18 @@ type Outcome = (Status, u64, Vec<u8>);
 
 impl Shared {
     /// Serves the service's rings until the agent stops or the job fails; then fails every
-    /// request of this PE still waiting.
+    /// request of this PE still waiting. A failure of its own (its rings broken) fails the
+    /// PE's job.
     pub(crate) async fn serve(&self) {
         let error = match self.serve_until_stopped().await {
             Ok(()) => Error::Shutdown,
             Err(e) => e,
         };
         if !matches!(error, Error::Shutdown | Error::PeerLost { .. }) {
-            tracing::warn!(pe = self.me, %error, "the NIC agent's service stopped");
+            // Its rings are broken (a bug, or memory overwritten): peers' requests would wait
+            // for it forever, so this PE's job fails, as a NIC's queue pair goes to error.
+            tracing::error!(pe = self.me, %error, "the NIC agent's service failed");
+            self.dp.health().fail(error.clone());
         }
         for peer in 0..self.layout.n {
             self.link(peer).close(error.clone());
