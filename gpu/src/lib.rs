@@ -1,7 +1,8 @@
 //! ferroshmem's GPU layer: a PE's GPU ([`GpuPe`]), its symmetric heap in GPU memory (CUDA
 //! VMM allocations mapped into every PE's view over NVLink), host-initiated operations as
 //! futures, on-stream operations, and the device library that kernels compiled through
-//! [`GpuPe::compile`] use (`ferroshmem_device.cuh`).
+//! [`GpuPe::compile`] use (`ferroshmem_device.cuh`), and the `cpu` NIC handler's remote agent
+//! ([`nic`]), which performs GPU-heap operations for PEs on other hosts.
 //!
 //! Everything builds without CUDA (the driver is loaded at run time); where no GPU or driver
 //! exists, [`detect`] and [`GpuPe::init`] answer [`GpuError::NoGpu`](ferroshmem_runtime::GpuError::NoGpu)
@@ -15,7 +16,9 @@ mod driver;
 mod fd_share;
 mod heap;
 mod heap_calls;
+pub mod ibgda;
 mod module;
+pub mod nic;
 mod pe;
 mod rma;
 mod sharing;

@@ -1,0 +1,229 @@
+//! The target side of the agent and its service: the thread that waits, with no core
+//! spinning once idle, for any request or reply signal of this PE to move, performs the
+//! requests that landed on this PE's [`HeapMemory`](super::HeapMemory) in ring order (key,
+//! bounds and alignment checked first), writes their replies into each initiator's reply
+//! ring, and hands the replies that landed here to this PE's waiting requests.
+
+use std::sync::atomic::Ordering;
+
+use ferroshmem_runtime::segment::HEADER_SIZE;
+use ferroshmem_runtime::{Error, Result, SignalOp, Wait};
+use futures::FutureExt;
+
+use super::request::Status;
+use super::wire::{action, encode_reply, record_blocks, Action, Header, BLOCK};
+use super::Shared;
+
+/// A run of reply records for one initiator, contiguous in its reply ring.
+struct Replies {
+    start: Option<u64>,
+    end: u64,
+    bytes: Vec<u8>,
+}
+
+/// What a request did: its status, an atomic's old value, a read's bytes.
+type Outcome = (Status, u64, Vec<u8>);
+
+impl Shared {
+    /// Serves the service's rings until the agent stops or the job fails; then fails every
+    /// request of this PE still waiting. A failure of its own (its rings broken) fails the
+    /// PE's job.
+    pub(crate) async fn serve(&self) {
+        let error = match self.serve_until_stopped().await {
+            Ok(()) => Error::Shutdown,
+            Err(e) => e,
+        };
+        if !matches!(error, Error::Shutdown | Error::PeerLost { .. }) {
+            // Its rings are broken (a bug, or memory overwritten): peers' requests would wait
+            // for it forever, so this PE's job fails, as a NIC's queue pair goes to error.
+            tracing::error!(pe = self.me, %error, "the NIC agent's service failed");
+            self.dp.health().fail(error.clone());
+        }
+        for peer in 0..self.layout.n {
+            self.link(peer).close(error.clone());
+        }
+    }
+
+    async fn serve_until_stopped(&self) -> Result<()> {
+        let n = self.layout.n;
+        let mut cursors = vec![0u64; n];
+        let mut replies_seen = vec![0u64; n];
+        let start = HEADER_SIZE + self.rings.offset();
+        loop {
+            if self.stop.load(Ordering::Acquire) {
+                return Ok(());
+            }
+            for (i, cursor) in cursors.iter_mut().enumerate() {
+                let landed = self.signal(self.layout.request_signal(i))?;
+                if landed != *cursor {
+                    self.serve_ring(i, cursor, landed)?;
+                }
+            }
+            for (t, seen) in replies_seen.iter_mut().enumerate() {
+                let landed = self.signal(self.layout.reply_signal(t))?;
+                if landed != *seen {
+                    self.take_replies(t, landed)?;
+                    *seen = landed;
+                }
+            }
+            let (requests, replies) = (cursors.clone(), replies_seen.clone());
+            let moved = move || {
+                let stop = self.stop.load(Ordering::Acquire);
+                let now = |word| self.signal(word).ok();
+                let moved = (0..n).any(|i| {
+                    now(self.layout.request_signal(i)) != Some(requests[i])
+                        || now(self.layout.reply_signal(i)) != Some(replies[i])
+                });
+                (stop || moved).then_some(())
+            };
+            Wait::new(
+                &self.dp,
+                "the NIC agent's service",
+                start..start + 16 * n,
+                Ok(moved),
+            )
+            .await?;
+        }
+    }
+
+    /// A signal word of this PE's agent buffer.
+    fn signal(&self, word: usize) -> Result<u64> {
+        self.dp.signal_fetch(self.rings.at(word))
+    }
+
+    /// Performs the requests from initiator `i` between running block `cursor` and `landed`
+    /// of its ring here, in order, and sends their replies.
+    fn serve_ring(&self, i: usize, cursor: &mut u64, landed: u64) -> Result<()> {
+        let mut replies = Replies {
+            start: None,
+            end: 0,
+            bytes: Vec::new(),
+        };
+        let mut head = [0; BLOCK];
+        while *cursor < landed {
+            let at = self.layout.request_byte(i, *cursor);
+            self.read_own(at, &mut head)?;
+            let header = Header::decode(&head);
+            if header.is_skip() {
+                *cursor = self.layout.next_turn(*cursor);
+                continue;
+            }
+            let blocks = header.blocks() as u64;
+            if header.payload() > self.config.max_chunk.max(BLOCK) || *cursor + blocks > landed {
+                return Err(Error::InvalidArgument(format!(
+                    "PE {i} wrote a request record of {blocks} blocks at {cursor}, past {landed}"
+                )));
+            }
+            let mut payload = vec![0; header.payload()];
+            self.read_own(at + BLOCK, &mut payload)?;
+            let outcome = self.perform(&header, &payload);
+            *cursor += blocks;
+            let turns = header.reply_at % self.layout.blocks as u64 == 0;
+            if replies.start.is_some() && (header.reply_at != replies.end || turns) {
+                self.send_replies(i, &mut replies)?;
+            }
+            replies.start.get_or_insert(header.reply_at);
+            let first = replies.bytes.len();
+            encode_reply(
+                header.seq,
+                outcome.0,
+                outcome.1,
+                &outcome.2,
+                &mut replies.bytes,
+            );
+            // The place the initiator reserved, whatever the outcome brought back.
+            let reserved = record_blocks(header.reply_len());
+            replies.bytes.resize(first + reserved * BLOCK, 0);
+            replies.end = header.reply_at + reserved as u64;
+        }
+        self.send_replies(i, &mut replies)
+    }
+
+    /// Writes a run of replies into initiator `i`'s reply ring for this PE and sets this
+    /// PE's reply signal there to the run's end.
+    fn send_replies(&self, i: usize, replies: &mut Replies) -> Result<()> {
+        let Some(start) = replies.start.take() else {
+            return Ok(());
+        };
+        let _runtime = self.runtime.enter();
+        let at = self.layout.reply_byte(self.me, start);
+        let dest = self
+            .rings
+            .all()
+            .as_bytes()
+            .slice(at..at + replies.bytes.len());
+        let signal = self.rings.at(self.layout.reply_signal(self.me));
+        let landing =
+            self.dp
+                .put_signal(dest, &replies.bytes, signal, replies.end, SignalOp::Set, i);
+        replies.bytes.clear();
+        match landing.now_or_never() {
+            Some(Err(e)) => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    /// Performs one request record on this PE's memory.
+    fn perform(&self, header: &Header, payload: &[u8]) -> Outcome {
+        let action = match action(header, payload) {
+            Ok(Action::Nop) => return (Status::Ok, 0, Vec::new()),
+            Ok(_) if header.rkey != self.rkey => return (Status::RemoteAccess, 0, Vec::new()),
+            Ok(action) => action,
+            Err(status) => return (status, 0, Vec::new()),
+        };
+        let memory = &self.memory;
+        let (addr, len) = match &action {
+            Action::Write(data) => (header.addr, data.len()),
+            Action::Read(len) => (header.addr, *len),
+            Action::Atomic(width, _) => (header.addr, width.bytes()),
+            Action::Nop => (0, 0),
+        };
+        if let Err(status) = self.check_range(header, addr, len) {
+            return (status, 0, Vec::new());
+        }
+        let done = match action {
+            Action::Write(data) => memory.write(addr, data).map(|()| (0, Vec::new())),
+            Action::Read(len) => {
+                let mut data = vec![0; len];
+                memory.read(addr, &mut data).map(|()| (0, data))
+            }
+            Action::Atomic(width, op) => {
+                if addr % width.bytes() as u64 != 0 {
+                    return (Status::RemoteInvalidRequest, 0, Vec::new());
+                }
+                memory.atomic(addr, width, op).map(|old| (old, Vec::new()))
+            }
+            Action::Nop => Ok((0, Vec::new())),
+        };
+        match done {
+            Ok((value, data)) => (Status::Ok, value, data),
+            Err(error) => {
+                tracing::debug!(pe = self.me, %error, "a NIC agent request failed on its memory");
+                (Status::RemoteOperation, 0, Vec::new())
+            }
+        }
+    }
+
+    /// Checks that the request (all of it, for a chunk of a larger one) and the chunk's
+    /// `len` bytes at `addr` lie in this PE's heap.
+    fn check_range(&self, header: &Header, addr: u64, len: usize) -> Result<(), Status> {
+        let base = self.memory.base();
+        let end = base.checked_add(self.memory.size() as u64);
+        let (span_start, span_end) = match header.span {
+            (s, e) if s == e => (addr, addr.checked_add(len as u64)),
+            (s, e) => (s, Some(e).filter(|&e| e > s)),
+        };
+        let chunk_end = addr.checked_add(len as u64);
+        let inside = match (span_end, chunk_end, end) {
+            (Some(span_end), Some(chunk_end), Some(end)) => {
+                base <= span_start && span_end <= end && span_start <= addr && chunk_end <= span_end
+            }
+            _ => false,
+        };
+        if inside {
+            Ok(())
+        } else {
+            Err(Status::RemoteAccess)
+        }
+    }
+}

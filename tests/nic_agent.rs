@@ -1,0 +1,301 @@
+//! The `cpu` NIC handler's remote agent (`gpu::nic`): writes, reads, every atomic, chunked
+//! transfers, per-peer ordering, thousands of requests in flight, refused keys and ranges,
+//! timeouts and shutdown, in `run_local` jobs (every peer mapped) and across namespace
+//! hosts (2 × 1 and 2 × 2 PEs, peers of the other host over the fabric), and a killed
+//! target failing its initiator's requests with `PeerLost`. The heaps are host memory
+//! (`HostMemory`); the protocol between the agents is what is tested.
+//!
+//! The PE program of the host jobs is this test binary itself: [`pe_entry`] acts as a PE when
+//! `FSH_NIC_SCENARIO` is set, and does nothing otherwise. Host tests need root and
+//! libfabric, and say so and skip without them.
+
+mod common;
+mod nic_scenarios;
+
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::netns::{self, Hosts};
+use ferroshmem::gpu::nic::{Agent, AgentConfig, HostMemory, Request, Status};
+use ferroshmem::{Error, Pe};
+use nic_scenarios::{default_rings, make, scenarios, small, Check, Ctx, PeExchange, BASE, HEAP};
+
+const SCENARIO: &str = "FSH_NIC_SCENARIO";
+
+fn local(n: usize, config: AgentConfig, per_peer: u64) {
+    std::env::set_var("FERROSHMEM_SYMMETRIC_SIZE", "64M");
+    let results = common::runtime()
+        .block_on(ferroshmem::run_local(n, move |pe| {
+            scenarios(pe, config.clone(), per_peer)
+        }))
+        .expect("the job runs");
+    for (pe, r) in results.into_iter().enumerate() {
+        r.unwrap_or_else(|e| panic!("{n} PEs, PE {pe}: {e}"));
+    }
+}
+
+#[test]
+fn every_scenario_passes_locally_on_four_pes_with_small_rings() {
+    local(4, small(), 3000);
+}
+
+#[test]
+fn every_scenario_passes_locally_on_two_pes_with_the_default_rings() {
+    local(2, default_rings(), 3000);
+}
+
+/// A request to a PE whose agent has stopped times out; one still waiting when its own
+/// agent stops fails with `Shutdown`; bad configs and PEs are refused.
+#[test]
+fn timeouts_shutdown_and_bad_arguments_end_requests_with_typed_errors() {
+    std::env::set_var("FERROSHMEM_SYMMETRIC_SIZE", "64M");
+    let results = common::runtime()
+        .block_on(ferroshmem::run_local(2, |pe| async move {
+            let bad = AgentConfig {
+                ring_blocks: 64,
+                max_chunk: 4096,
+                timeout: None,
+            };
+            let rings = pe.malloc::<u64>(bad.ring_words(2)).await?;
+            let memory = Arc::new(HostMemory::new(BASE, HEAP)?);
+            let refused = Agent::new(
+                pe.data_plane(),
+                Arc::new(PeExchange(pe.clone())),
+                rings,
+                memory,
+                bad,
+            )
+            .await;
+            assert!(matches!(refused, Err(Error::Config(_))), "{refused:?}");
+            let config = AgentConfig {
+                timeout: Some(Duration::from_millis(300)),
+                ..small()
+            };
+            let c = make(&pe, config).await?;
+            let out_of_range = c.agent.submit(7, Request::Nop).await;
+            assert!(
+                matches!(out_of_range, Err(Error::PeOutOfRange { pe: 7, .. })),
+                "{out_of_range:?}"
+            );
+            assert_eq!(c.agent.submit(1, Request::Nop).await?.status, Status::Ok);
+            pe.barrier_all().await?;
+            if pe.my_pe() == 1 {
+                c.agent.shutdown().await;
+                pe.barrier_all().await?;
+                return Ok::<(), Error>(());
+            }
+            pe.barrier_all().await?;
+            let started = Instant::now();
+            let late = c.write(1, c.addr(1, 0, 0), vec![1; 8]).await;
+            assert!(matches!(late, Err(Error::Timeout { .. })), "{late:?}");
+            assert!(started.elapsed() >= Duration::from_millis(300));
+            let waiting = c.write(1, c.addr(1, 0, 0), vec![1; 8]);
+            let Ctx { agent, .. } = c;
+            agent.shutdown().await;
+            let ended = waiting.await;
+            assert!(matches!(ended, Err(Error::Shutdown)), "{ended:?}");
+            Ok::<(), Error>(())
+        }))
+        .expect("the job runs");
+    for r in results {
+        r.expect("every PE");
+    }
+}
+
+#[test]
+fn pe_entry() {
+    let Ok(scenario) = std::env::var(SCENARIO) else {
+        return;
+    };
+    let rt = common::runtime();
+    let results = rt.block_on(ferroshmem::run(1, move |pe| {
+        let scenario = scenario.clone();
+        async move {
+            let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+            println!("PE {} runs on {}", pe.my_pe(), host.trim());
+            match scenario.as_str() {
+                "small" => scenarios(pe, small(), 1000).await,
+                "default" => scenarios(pe, default_rings(), 1000).await,
+                _ => lose_target(pe).await,
+            }
+        }
+    }));
+    match results {
+        Ok(r) if r.iter().all(|r| r.is_ok()) => {}
+        other => {
+            eprintln!("{other:?}");
+            std::process::exit(1);
+        }
+    }
+}
+
+/// PE 0 keeps 32 writes in flight to the last PE (on the other host) until they fail; the
+/// test kills the last PE's process once every PE said `ready`. PE 0 says what its requests
+/// ended with; the others wait for the launcher's SIGTERM.
+async fn lose_target(pe: Pe) -> Check {
+    let mut stop = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| e.to_string())?;
+    let c = make(&pe, small()).await.map_err(|e| e.to_string())?;
+    let (me, victim) = (pe.my_pe(), pe.n_pes() - 1);
+    c.barrier().await?;
+    println!("PE {me} ready, pid {}", std::process::id());
+    if me != 0 {
+        let _ = stop.recv().await;
+        println!("PE {me} stopped by SIGTERM");
+        std::mem::forget(c);
+        return Ok(());
+    }
+    let mut served = 0u64;
+    let outcome = loop {
+        let window: Vec<_> = (0..32)
+            .map(|_| c.write(victim, c.addr(victim, 0, 0), vec![1; 512]))
+            .collect();
+        let mut failed = None;
+        for w in window {
+            match w.await {
+                Ok(_) => served += 1,
+                Err(e) => failed = failed.or(Some(e)),
+            }
+        }
+        if let Some(e) = failed {
+            break e;
+        }
+    };
+    match outcome {
+        Error::PeerLost { pe: lost, .. } => {
+            println!("PE 0: requests failed with PeerLost of PE {lost} after {served} served")
+        }
+        other => println!("PE 0: requests failed with {other:?}"),
+    }
+    std::mem::forget(c);
+    Ok(())
+}
+
+/// `ferroshmem run` of [`pe_entry`] as `scenario`, `per_host` PEs on each of `hosts`.
+fn job(hosts: &Hosts, per_host: usize, scenario: &str) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ferroshmem"));
+    cmd.args([
+        "run",
+        "--grace",
+        "30s",
+        "--hosts",
+        &hosts.hosts_arg(per_host),
+        "--rsh",
+    ])
+    .arg(&hosts.agent)
+    .arg("--")
+    .arg(std::env::current_exe().expect("test binary"))
+    .args(["pe_entry", "--exact", "--nocapture", "--test-threads=1"])
+    .env(SCENARIO, scenario)
+    .env("FERROSHMEM_SYMMETRIC_SIZE", "64M")
+    .env("FERROSHMEM_BOOTSTRAP_TIMEOUT", "60s")
+    .env("RUST_BACKTRACE", "0");
+    cmd
+}
+
+fn across_hosts(per_host: usize, scenario: &str) {
+    if !netns::fabric_available() {
+        return;
+    }
+    let Some(hosts) = Hosts::make(2) else {
+        return;
+    };
+    let started = Instant::now();
+    let out = job(&hosts, per_host, scenario)
+        .output()
+        .expect("the launcher starts");
+    let all = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!(
+        "2 hosts x {per_host} PEs, {scenario}: {:?} in {:?}",
+        out.status,
+        started.elapsed()
+    );
+    assert!(out.status.success(), "{all}");
+    assert_eq!(
+        all.matches("every NIC agent scenario passed").count(),
+        2 * per_host,
+        "{all}"
+    );
+    for address in &hosts.addresses {
+        let here = all
+            .matches(&format!("runs on {}", netns::host_name(address)))
+            .count();
+        assert_eq!(here, per_host, "{all}");
+    }
+}
+
+#[test]
+fn every_scenario_passes_across_two_hosts_of_one_pe() {
+    across_hosts(1, "default");
+}
+
+#[test]
+fn every_scenario_passes_across_two_hosts_of_two_pes() {
+    across_hosts(2, "small");
+}
+
+/// Kills the last PE (on the second host) while PE 0 has requests in flight to it: they
+/// fail with `PeerLost` within the job's loss-detection bound.
+#[test]
+fn a_killed_target_fails_the_requests_waiting_for_it_with_peer_lost() {
+    use std::io::BufRead;
+    if !netns::fabric_available() {
+        return;
+    }
+    let Some(hosts) = Hosts::make(2) else {
+        return;
+    };
+    let mut child = job(&hosts, 2, "kill")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("the launcher starts");
+    let stdout = child.stdout.take().expect("stdout");
+    let pid = child.id();
+    let guard = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(90));
+        let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+    });
+    let (mut all, mut ready, mut killed, mut report) = (String::new(), 0, None, None);
+    for line in std::io::BufReader::new(stdout)
+        .lines()
+        .map_while(|l| l.ok())
+    {
+        all.push_str(&line);
+        all.push('\n');
+        if line.contains(" ready, pid ") {
+            ready += 1;
+            if ready == 4 {
+                let victim = all
+                    .lines()
+                    .find_map(|l| {
+                        l.split_once("PE 3 ready, pid ")?
+                            .1
+                            .trim()
+                            .parse::<i32>()
+                            .ok()
+                    })
+                    .and_then(rustix::process::Pid::from_raw)
+                    .unwrap_or_else(|| panic!("PE 3 said its pid:\n{all}"));
+                rustix::process::kill_process(victim, rustix::process::Signal::KILL)
+                    .expect("kill PE 3");
+                killed = Some(Instant::now());
+            }
+        }
+        if line.contains("PE 0: requests failed with") && report.is_none() {
+            report = killed.map(|k| (k.elapsed(), line.clone()));
+        }
+    }
+    let status = child.wait().expect("the launcher ends");
+    drop(guard);
+    assert!(!status.success(), "the job fails:\n{all}");
+    let (after, line) = report.unwrap_or_else(|| panic!("PE 0 reported its requests' end:\n{all}"));
+    assert!(line.contains("PeerLost of PE 3"), "{line}\n{all}");
+    assert!(after < Duration::from_secs(10), "{after:?}:\n{all}");
+    eprintln!("PE 0's requests failed with PeerLost {after:?} after the kill");
+}
