@@ -37,6 +37,17 @@ impl Pe {
     /// normal answer on machines without CUDA); [`ferroshmem_runtime::GpuError::Unreachable`] when two
     /// GPUs cannot reach each other peer-to-peer or the driver fails.
     pub async fn init_gpu(&self) -> Result<GpuPe> {
-        GpuPe::init(self.data_plane(), Arc::new(PeExchange(self.clone()))).await
+        let dp = self.data_plane();
+        // A job that spans nodes reaches the GPU heaps of other nodes through the network
+        // path, which runs over rings in the host symmetric heap.
+        let spans_nodes = dp.nodes().iter().any(|n| *n != dp.nodes()[0]);
+        let rings = match spans_nodes {
+            true => Some(
+                self.malloc::<u64>(GpuPe::network_ring_words(self.n_pes()))
+                    .await?,
+            ),
+            false => None,
+        };
+        GpuPe::init(dp, Arc::new(PeExchange(self.clone())), rings).await
     }
 }

@@ -19,7 +19,13 @@ use crate::driver::{self, Function, LaunchDims, Module};
 use crate::pe::GpuPe;
 
 /// The device library's source, as prepended to every module.
-pub const DEVICE_HEADER: &str = include_str!("device/ferroshmem_device.cuh");
+pub const DEVICE_HEADER: &str = concat!(
+    "#define FSH_IBGDA_FN __device__ __forceinline__\n",
+    "#define FSH_IBGDA_ACQUIRE() asm volatile(\"fence.acq_rel.sys;\" ::: \"memory\")\n",
+    include_str!("device/ibgda.cuh"),
+    include_str!("device/ferroshmem_device.cuh"),
+    include_str!("device/network.cuh"),
+);
 const INTERNAL_SOURCE: &str = include_str!("device/internal.cu");
 
 /// Header offset of each PE's debug report (`FSH_SYNC_REPORT` in the device library).
@@ -39,6 +45,7 @@ pub(crate) struct DeviceState {
     pub n_pes: i32,
     pub debug: i32,
     pub reserved: i32,
+    pub net: u64,
 }
 
 /// How [`GpuPe::compile`] builds a module.
@@ -203,6 +210,36 @@ impl GpuModule {
         unsafe { driver::launch(f, dims, stream.cu_stream(), &mut params, cooperative) }
     }
 
+    /// Runs the internal kernel `fsh_k_amo` of this module (one of [`InternalKernels`]) on
+    /// `stream`: atomic `kind` with `operands` (`device/internal.cu` says which) on the
+    /// `width`-byte word at `addr`, its old value into `old`. The caller has checked that
+    /// `addr` is a word of this PE's GPU heap aligned to `width`, and keeps `old` to itself
+    /// until the stream has run the kernel.
+    pub(crate) fn launch_amo(
+        &self,
+        stream: &CudaStream,
+        word: (u64, i32),
+        kind: i32,
+        operands: [u64; 4],
+        old: &crate::driver::Pinned,
+    ) -> Result<()> {
+        let [a, b, c, d] = operands;
+        let args: [KernelArg; 8] = [
+            word.0.into(),
+            word.1.into(),
+            kind.into(),
+            a.into(),
+            b.into(),
+            c.into(),
+            d.into(),
+            old.addr().into(),
+        ];
+        // SAFETY: fsh_k_amo takes (u64, int, int, u64 × 4, u64) as passed; the word lies in
+        // the PE's heap, aligned, and `old` is pinned device-mapped memory no one else uses
+        // until the stream has run the kernel (the caller's contract above).
+        unsafe { self.launch("fsh_k_amo", LaunchDims::linear(1, 1), stream, &args) }
+    }
+
     /// The debug report of this PE's device-library checks since the last call, cleared:
     /// `Err` describing the first bad call (operation, PE, address, block and thread), or
     /// `Ok` when none failed. Call it after the kernels have completed.
@@ -215,7 +252,7 @@ impl GpuModule {
     }
 }
 
-const OPS: [&str; 10] = [
+const OPS: [&str; 11] = [
     "fsh_ptr",
     "fsh_p",
     "fsh_g",
@@ -226,7 +263,11 @@ const OPS: [&str; 10] = [
     "an atomic",
     "fsh_wait_until/fsh_test",
     "fsh_signal_wait_until/fsh_signal_fetch",
+    "a network operation",
 ];
+
+/// `FSH_OP_NETWORK`: a WQE to a PE on another node completed in error.
+const OP_NETWORK: u64 = 11;
 
 /// Reads and clears the debug report at device address `at`.
 fn take_report(at: u64) -> Result<Option<String>> {
@@ -244,6 +285,13 @@ fn take_report(at: u64) -> Result<Option<String>> {
     let thread = |w: u64| (w & 0x1f_ffff, (w >> 21) & 0x1f_ffff, w >> 42);
     let (b, t) = (block(word(4)), thread(word(5)));
     let name = OPS.get(op as usize - 1).copied().unwrap_or("a device call");
+    if op == OP_NETWORK {
+        return Ok(Some(format!(
+            "{name} to PE {pe} completed in error (block ({}, {}, {}), thread ({}, {}, {})): CQE syndrome {bytes:#04x} {}",
+            b.0, b.1, b.2, t.0, t.1, t.2,
+            crate::ibgda::Syndrome::name(bytes as u8)
+        )));
+    }
     Ok(Some(format!(
         "device-library check failed in {name} (block ({}, {}, {}), thread ({}, {}, {})): PE {pe}, address {addr:#x}, {bytes} bytes: the PE is out of range, the address is not in this PE's symmetric GPU heap, or an atomic, signal or wait word is misaligned",
         b.0, b.1, b.2, t.0, t.1, t.2

@@ -12,7 +12,9 @@ use cudarc::driver::{CudaContext, CudaStream};
 use ferroshmem_observability::{HeapMemory, Traffic};
 use ferroshmem_runtime::config::{node_key, spin_from_env, symmetric_size_from_env};
 use ferroshmem_runtime::heap::HeapAllocator;
-use ferroshmem_runtime::{DataPlane, Error, Exchange, GpuError, HeapId, Result, SymSlice};
+use ferroshmem_runtime::{
+    DataPlane, Error, Exchange, GpuError, HeapId, Result, SymBuffer, SymSlice,
+};
 
 use crate::collective::GPU_GROUP;
 use crate::context::{detect, device_for_local_rank, ordinal_of, GpuDevice};
@@ -21,6 +23,7 @@ use crate::driver::{self, Physical};
 use crate::fd_share::{fetch, serve, TOKEN_LEN};
 use crate::heap::{gpu_heap_id, HeapView, GPU_HEADER};
 use crate::module::{DeviceState, InternalKernels, REPORT_OFFSET};
+use crate::network::{Network, NetworkParts};
 use crate::sharing::GpuSharing;
 
 /// A PE's GPU: its context, its view of the symmetric GPU heap, its copy stream and
@@ -52,7 +55,9 @@ pub(crate) struct Inner {
     /// Who else uses this PE's GPU.
     pub sharing: GpuSharing,
     /// Per PE: whether it lives on another node (its GPU heap is not mapped here).
-    pub network: Vec<bool>,
+    pub remote: Vec<bool>,
+    /// The network path to those PEs (set once at init, when the job spans nodes).
+    pub network: OnceLock<Network>,
 }
 
 /// The `transport` label of GPU PEs' traffic: copy engines and stream memory operations
@@ -136,7 +141,15 @@ impl GpuPe {
     /// [`GpuError::NoGpu`](ferroshmem_runtime::GpuError::NoGpu) without a usable GPU (on any PE: the others fail with it too, since
     /// the set-up exchange carries it), [`GpuError::Unreachable`](ferroshmem_runtime::GpuError::Unreachable) when two GPUs cannot reach each other
     /// (no peer-to-peer path: the proxy transport is not built yet) or a driver call fails.
-    pub async fn init(host: Arc<DataPlane>, exchange: Arc<dyn Exchange>) -> Result<GpuPe> {
+    ///
+    /// A job whose PEs span nodes needs `rings` ([`GpuPe::network_ring_words`] words of the
+    /// host symmetric heap, the same buffer on every PE): the network path to the PEs of
+    /// other nodes runs over them. Without them such peers are unreachable from kernels.
+    pub async fn init(
+        host: Arc<DataPlane>,
+        exchange: Arc<dyn Exchange>,
+        rings: Option<SymBuffer<u64>>,
+    ) -> Result<GpuPe> {
         let (my_pe, n_pes) = (host.my_pe(), host.n_pes());
         let heap_size = symmetric_size_from_env()?;
         // Round 1: who shares the node (node-local rank → device). A PE without a GPU says
@@ -169,7 +182,38 @@ impl GpuPe {
             Ok::<_, Error>(opened)
         }
         .await?;
-        Self::setup(host, exchange, opened, heap_size).await
+        let pe = Self::setup(host, exchange, opened, heap_size).await?;
+        if let Some(rings) = rings {
+            pe.start_network(rings).await?;
+        }
+        Ok(pe)
+    }
+
+    /// The words of host symmetric memory [`GpuPe::init`] needs for the network path of a
+    /// job of `n_pes` PEs spanning nodes.
+    pub fn network_ring_words(n_pes: usize) -> usize {
+        crate::network::ring_words(n_pes)
+    }
+
+    /// Starts the network path to the PEs of other nodes (collective).
+    async fn start_network(&self, rings: SymBuffer<u64>) -> Result<()> {
+        let pe = self.clone();
+        let kernels = tokio::task::spawn_blocking(move || InternalKernels::load(&pe))
+            .await
+            .map_err(|e| Error::cuda(format!("loading the NIC agent's kernels panicked: {e}")))??;
+        let network = Network::start(NetworkParts {
+            ctx: self.context().clone(),
+            kernels: kernels.module,
+            heap_base: self.inner.view.pe_base(self.my_pe()),
+            heap_size: self.inner.stride,
+            remote: self.inner.remote.clone(),
+            host: self.inner.host.clone(),
+            exchange: self.inner.exchange.clone(),
+            rings,
+        })
+        .await?;
+        let _ = self.inner.network.set(network);
+        Ok(())
     }
 
     async fn setup(
@@ -280,7 +324,7 @@ impl GpuPe {
             )));
         }
         tracing::debug!(pe = my_pe, elapsed = ?started.elapsed(), "GPU heap mapped");
-        let network = (0..n_pes)
+        let remote: Vec<bool> = (0..n_pes)
             .map(|pe| host.nodes()[pe] != host.nodes()[my_pe])
             .collect();
         let inner = Inner {
@@ -302,7 +346,8 @@ impl GpuPe {
             debug: debug_from_env(),
             traffic,
             sharing,
-            network,
+            remote,
+            network: OnceLock::new(),
         };
         tracing::debug!(
             pe = my_pe,
@@ -485,7 +530,7 @@ impl GpuPe {
     /// Whether PE `pe` lives on another node: its GPU heap is not mapped here and is reached
     /// through the NIC handler.
     pub fn is_remote(&self, pe: usize) -> bool {
-        self.inner.network.get(pe).copied().unwrap_or(false)
+        self.inner.remote.get(pe).copied().unwrap_or(false)
     }
 
     /// Checks a view that must hold `needed` elements; returns its address on PE `pe`.
@@ -562,6 +607,7 @@ impl GpuPe {
             n_pes: self.inner.n_pes as i32,
             debug: i32::from(self.inner.debug),
             reserved: 0,
+            net: self.inner.network.get().map_or(0, Network::device_addr),
         }
     }
 
@@ -589,7 +635,11 @@ impl GpuPe {
                 .map_err(|e| Error::cuda(format!("synchronizing the GPU: {e}")))
         })
         .await
-        .map_err(|e| Error::cuda(format!("GPU synchronize task failed: {e}")))?
+        .map_err(|e| Error::cuda(format!("GPU synchronize task failed: {e}")))??;
+        match self.inner.network.get().and_then(Network::take_failure) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
     }
 }
 

@@ -96,7 +96,11 @@ async fn device_functions(_pe: Pe, g: GpuPe) -> Result<()> {
     let want: &[(usize, i64, &str)] = &[
         (0, me_i, "fsh_my_pe"),
         (1, n_i, "fsh_n_pes"),
-        (2, 1, "fsh_ptr non-null"),
+        (
+            2,
+            i64::from(!g.is_remote(next)),
+            "fsh_ptr non-null (null on another node)",
+        ),
         (3, me_i, "fsh_team_my_pe(world)"),
         (4, n_i, "fsh_team_n_pes(world)"),
         (5, prev_i + 100, "fsh_p from the previous PE"),

@@ -370,6 +370,20 @@ pub(crate) fn copy_device_async(
     )
 }
 
+/// Copy of the device (or host-mapped) bytes at `src` into `dst` on `stream`, after the
+/// stream's earlier work; done when this returns.
+pub(crate) fn copy_to_host_on(dst: &mut [u8], src: u64, stream: sys::CUstream) -> Result<()> {
+    check(
+        // SAFETY: `dst` is a live, exclusively borrowed slice, waited for below before the
+        // borrow ends; `src` is a valid range of that size.
+        unsafe {
+            sys::cuMemcpyDtoHAsync_v2(dst.as_mut_ptr().cast::<c_void>(), src, dst.len(), stream)
+        },
+        "cuMemcpyDtoHAsync",
+    )?;
+    stream_synchronize(stream)
+}
+
 /// Asynchronous copy from pageable host memory: the driver stages `src` before returning.
 pub(crate) fn copy_from_host_async(dst: u64, src: &[u8], stream: sys::CUstream) -> Result<()> {
     // SAFETY: `src` is read before the call returns (pageable source); `dst` is valid.
@@ -583,6 +597,16 @@ impl Pinned {
     pub fn bytes_mut(&mut self) -> &mut [u8] {
         // SAFETY: a live allocation, borrowed exclusively through `&mut self`.
         unsafe { std::slice::from_raw_parts_mut(self.ptr, self.bytes) }
+    }
+
+    /// The memory as 64-bit words (`bytes / 8` of them), every host access atomic: memory a
+    /// host thread shares with kernels and other threads (the network path's send queues).
+    pub fn words(&self) -> &[AtomicU64] {
+        // SAFETY: the allocation is page aligned and holds `bytes / 8` whole words; it lives
+        // as long as `self`; every host access to it goes through these atomics (the GPU's
+        // are its own aligned stores and loads), and no `&[u8]` of it is taken meanwhile by
+        // the owner (the network path never calls `bytes`/`bytes_mut` on it).
+        unsafe { std::slice::from_raw_parts(self.ptr.cast::<AtomicU64>(), self.bytes / 8) }
     }
 
     /// Reads the 64-bit word at byte `offset` (a multiple of 8) atomically, with acquire

@@ -1,0 +1,336 @@
+//! The `cpu` NIC handler: one thread per GPU PE that notices the producer indices its
+//! kernels publish, decodes each WQE byte for byte ([`Consumer::pending`]), performs it
+//! through the NIC agent (the peer's own agent lands it in the peer's GPU heap, over the
+//! fabric for a peer on another host), and writes its CQE in order — an error CQE for a WQE
+//! that does not decode or that the target refused (a bad key, an address outside its heap),
+//! then WR-flush CQEs for the rest; a lost peer fails its queue the same way, so no kernel
+//! waits on it for ever.
+//!
+//! Each queue keeps up to [`IN_FLIGHT`] requests going at once; their replies are taken in
+//! order (the agent runs one peer's requests in order, as an RC queue does). Noticing: the
+//! thread polls while work comes and backs off to sleeps of at most [`MAX_NAP`] when idle.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use ferroshmem_runtime::{Error, Result};
+use futures::FutureExt;
+
+use super::memory::LocalCopies;
+use crate::ibgda::{AtomicOp, Completion, Consumer, DecodedWqe, Syndrome, Width, WorkRequest};
+use crate::nic::{Agent, AmoOp, Reply, Request, Status, Width as WordWidth};
+
+/// Requests one queue keeps going at once.
+const IN_FLIGHT: usize = 64;
+/// The longest sleep between looks at the queues when nothing happens.
+const MAX_NAP: Duration = Duration::from_micros(50);
+
+type ReplyFuture = Pin<Box<dyn Future<Output = Result<Reply>> + Send>>;
+
+/// Where a reply's bytes go on this PE.
+enum Landing {
+    /// Nowhere (a write, a NOP).
+    Nothing,
+    /// A read's bytes, to this address.
+    Bytes(u64),
+    /// An atomic's old value, `width` bytes to this address.
+    Word(u64, usize),
+}
+
+/// A WQE between its decoding and its CQE.
+enum Working {
+    /// Sent to the agent.
+    Sent(u16, ReplyFuture, Landing),
+    /// Refused before it left (a WQE that did not decode, a local copy that failed).
+    Refused(u16, Syndrome),
+}
+
+/// One peer's queue on the handler's side.
+struct PeerQueue {
+    peer: usize,
+    consumer: Consumer,
+    working: VecDeque<Working>,
+}
+
+/// The first failure the handler met, for the host's next synchronization.
+pub(crate) type Failure = Arc<Mutex<Option<Error>>>;
+
+/// The handler thread; stops and is joined on drop.
+pub(crate) struct Handler {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Handler {
+    /// Starts the handler of `consumers` (peer, queue) with `agent`, copying local buffers
+    /// through `copies`; failures are kept in `failure`.
+    pub fn start(
+        pe: usize,
+        consumers: Vec<(usize, Consumer)>,
+        agent: Arc<Agent>,
+        copies: LocalCopies,
+        failure: Failure,
+    ) -> Result<Handler> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let queues = consumers
+            .into_iter()
+            .map(|(peer, consumer)| PeerQueue {
+                peer,
+                consumer,
+                working: VecDeque::new(),
+            })
+            .collect();
+        let thread = std::thread::Builder::new()
+            .name(format!("fsh-nic-{pe}"))
+            .spawn({
+                let stop = stop.clone();
+                move || serve(queues, &agent, &copies, &failure, &stop)
+            })
+            .map_err(|e| Error::os("starting the NIC handler thread", e))?;
+        Ok(Handler {
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for Handler {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The handler's loop: take new WQEs, finish what came back, nap when nothing moved.
+fn serve(
+    mut queues: Vec<PeerQueue>,
+    agent: &Agent,
+    copies: &LocalCopies,
+    failure: &Failure,
+    stop: &AtomicBool,
+) {
+    let mut nap = Duration::ZERO;
+    while !stop.load(Ordering::Acquire) {
+        let mut moved = false;
+        for q in &mut queues {
+            moved |= take_new(q, agent, copies, failure);
+            moved |= finish_done(q, copies, failure);
+        }
+        if moved {
+            nap = Duration::ZERO;
+        } else {
+            nap = (nap * 2).clamp(Duration::from_micros(1), MAX_NAP);
+            std::thread::sleep(nap);
+        }
+    }
+}
+
+/// Keeps the failure (the first one).
+fn remember(failure: &Failure, e: Error) {
+    let mut slot = failure.lock().unwrap_or_else(PoisonError::into_inner);
+    slot.get_or_insert(e);
+}
+
+/// Decodes and sends the WQEs posted since the last look (up to [`IN_FLIGHT`] in flight).
+fn take_new(q: &mut PeerQueue, agent: &Agent, copies: &LocalCopies, failure: &Failure) -> bool {
+    let mut moved = false;
+    while q.working.len() < IN_FLIGHT {
+        let (index, decoded) = match q.consumer.pending() {
+            Ok(Some(taken)) => taken,
+            Ok(None) => break,
+            Err(e) => {
+                remember(
+                    failure,
+                    Error::Config(format!("the send queue to PE {}: {e}", q.peer)),
+                );
+                break;
+            }
+        };
+        moved = true;
+        let working = match decoded {
+            Ok(wqe) => send(q.peer, index, wqe, agent, copies),
+            Err(e) => Working::Refused(index, e.syndrome()),
+        };
+        q.working.push_back(working);
+    }
+    moved
+}
+
+/// Turns a decoded WQE into the agent's request and sends it.
+fn send(peer: usize, index: u16, wqe: DecodedWqe, agent: &Agent, copies: &LocalCopies) -> Working {
+    let (request, landing) = match wqe.request {
+        WorkRequest::Nop => (Request::Nop, Landing::Nothing),
+        WorkRequest::Write {
+            local,
+            remote,
+            rkey,
+            len,
+            ..
+        }
+        | WorkRequest::WriteImm {
+            local,
+            remote,
+            rkey,
+            len,
+            ..
+        } => match copies.read(local, len as usize) {
+            Ok(data) => (
+                Request::Write {
+                    addr: remote,
+                    rkey,
+                    data,
+                },
+                Landing::Nothing,
+            ),
+            Err(_) => return Working::Refused(index, Syndrome::LocalProt),
+        },
+        WorkRequest::WriteInline { data, remote, rkey } => (
+            Request::Write {
+                addr: remote,
+                rkey,
+                data,
+            },
+            Landing::Nothing,
+        ),
+        WorkRequest::Read {
+            local,
+            remote,
+            rkey,
+            len,
+            ..
+        } => (
+            Request::Read {
+                addr: remote,
+                rkey,
+                len: len as usize,
+            },
+            Landing::Bytes(local),
+        ),
+        WorkRequest::Atomic {
+            op,
+            width,
+            remote,
+            rkey,
+            result,
+            ..
+        } => (
+            Request::Atomic {
+                addr: remote,
+                rkey,
+                width: word_width(width),
+                op: amo_of(op),
+            },
+            Landing::Word(result, width.bytes() as usize),
+        ),
+    };
+    Working::Sent(index, Box::pin(agent.submit(peer, request)), landing)
+}
+
+fn word_width(width: Width) -> WordWidth {
+    match width {
+        Width::W4 => WordWidth::W4,
+        Width::W8 => WordWidth::W8,
+    }
+}
+
+/// The agent's form of an mlx5 atomic (the same semantics, field for field).
+fn amo_of(op: AtomicOp) -> AmoOp {
+    match op {
+        AtomicOp::FetchAdd { add } => AmoOp::FetchAdd(add),
+        AtomicOp::CompareSwap { compare, swap } => AmoOp::CompareSwap { compare, swap },
+        AtomicOp::MaskedFetchAdd {
+            add,
+            field_boundary,
+        } => AmoOp::MaskedFetchAdd {
+            add,
+            boundary: field_boundary,
+        },
+        AtomicOp::MaskedCompareSwap {
+            swap,
+            compare,
+            swap_mask,
+            compare_mask,
+        } => AmoOp::MaskedCompareSwap {
+            compare,
+            compare_mask,
+            swap,
+            swap_mask,
+        },
+    }
+}
+
+/// Writes the CQEs of the oldest WQEs whose replies came back, in order.
+fn finish_done(q: &mut PeerQueue, copies: &LocalCopies, failure: &Failure) -> bool {
+    let mut moved = false;
+    while let Some(front) = q.working.front_mut() {
+        let (index, completion) = match front {
+            Working::Refused(index, syndrome) => (*index, Completion::Error(*syndrome, 0)),
+            Working::Sent(index, reply, landing) => match reply.as_mut().now_or_never() {
+                None => break,
+                Some(reply) => (*index, land(q.peer, reply, landing, copies, failure)),
+            },
+        };
+        q.working.pop_front();
+        moved = true;
+        if let Err(e) = q.consumer.complete(index, completion) {
+            remember(
+                failure,
+                Error::Config(format!("the send queue to PE {}: {e}", q.peer)),
+            );
+            q.working.clear();
+            return true;
+        }
+    }
+    moved
+}
+
+/// Lands a reply's bytes where the WQE said, and says how the WQE ended.
+fn land(
+    peer: usize,
+    reply: Result<Reply>,
+    landing: &Landing,
+    copies: &LocalCopies,
+    failure: &Failure,
+) -> Completion {
+    let reply = match reply {
+        Ok(reply) => reply,
+        Err(e) => {
+            let syndrome = match e {
+                Error::PeerLost { .. } => Syndrome::TransportRetryExceeded,
+                _ => Syndrome::WrFlush,
+            };
+            remember(failure, e);
+            return Completion::Error(syndrome, 0);
+        }
+    };
+    if let Some(code) = reply.status.syndrome() {
+        let syndrome = Syndrome::from_code(code).unwrap_or(Syndrome::RemoteOp);
+        remember(failure, refused(peer, reply.status));
+        return Completion::Error(syndrome, 0);
+    }
+    let landed = match landing {
+        Landing::Nothing => Ok(()),
+        Landing::Bytes(at) => copies.write(*at, &reply.data),
+        Landing::Word(at, width) => copies.write(*at, &reply.value.to_le_bytes()[..*width]),
+    };
+    match landed {
+        Ok(()) => Completion::Success,
+        Err(e) => {
+            remember(failure, e);
+            Completion::Error(Syndrome::LocalProt, 0)
+        }
+    }
+}
+
+/// The typed error of a request PE `peer` refused.
+fn refused(peer: usize, status: Status) -> Error {
+    Error::Gpu(ferroshmem_runtime::GpuError::DeviceCheck(format!(
+        "a network operation to PE {peer} was refused there: {status:?} (a key that is not the PE's or an address outside its GPU heap)"
+    )))
+}

@@ -1,0 +1,134 @@
+//! [`GpuHeap`]: a GPU PE's symmetric heap as its NIC agent performs peers' requests on it —
+//! copies on a stream of its own (never waiting for the PE's kernels, which may be waiting
+//! for the very request), atomics by the `fsh_k_amo` kernel, atomic with the PE's own.
+//! [`LocalCopies`]: the initiator side's reads of a WQE's source and writes of what came back.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use cudarc::driver::{CudaContext, CudaStream};
+use ferroshmem_runtime::{Error, Result};
+
+use crate::driver::{self, Pinned};
+use crate::module::GpuModule;
+use crate::nic::{AmoOp, HeapMemory, Width};
+
+/// A PE's GPU heap (its whole allocation, header included) for its NIC agent.
+pub(crate) struct GpuHeap {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    kernels: GpuModule,
+    base: u64,
+    size: usize,
+    /// Where `fsh_k_amo` leaves the old value (one atomic at a time).
+    old: Mutex<Pinned>,
+}
+
+impl GpuHeap {
+    /// The heap at `base`, `size` bytes, of the PE whose context is `ctx` and whose internal
+    /// kernels are `kernels`.
+    pub fn new(ctx: &Arc<CudaContext>, kernels: GpuModule, base: u64, size: usize) -> Result<Self> {
+        driver::bind(ctx)?;
+        let stream = ctx
+            .new_stream()
+            .map_err(|e| Error::cuda(format!("creating the NIC agent's stream: {e}")))?;
+        Ok(GpuHeap {
+            ctx: ctx.clone(),
+            stream,
+            kernels,
+            base,
+            size,
+            old: Mutex::new(Pinned::new(ctx, 8)?),
+        })
+    }
+}
+
+/// An atomic's code and operands as `fsh_k_amo` takes them (internal.cu's order).
+fn amo_operands(op: AmoOp) -> (i32, [u64; 4]) {
+    match op {
+        AmoOp::Fetch => (0, [0; 4]),
+        AmoOp::Swap(v) => (1, [v, 0, 0, 0]),
+        AmoOp::CompareSwap { compare, swap } => (2, [compare, swap, 0, 0]),
+        AmoOp::FetchAdd(v) => (3, [v, 0, 0, 0]),
+        AmoOp::And(v) => (4, [v, 0, 0, 0]),
+        AmoOp::Or(v) => (5, [v, 0, 0, 0]),
+        AmoOp::Xor(v) => (6, [v, 0, 0, 0]),
+        AmoOp::MaskedCompareSwap {
+            compare,
+            compare_mask,
+            swap,
+            swap_mask,
+        } => (7, [compare, compare_mask, swap, swap_mask]),
+        AmoOp::MaskedFetchAdd { add, boundary } => (8, [add, boundary, 0, 0]),
+    }
+}
+
+impl HeapMemory for GpuHeap {
+    fn base(&self) -> u64 {
+        self.base
+    }
+
+    fn size(&self) -> usize {
+        self.size
+    }
+
+    fn read(&self, addr: u64, out: &mut [u8]) -> Result<()> {
+        driver::bind(&self.ctx)?;
+        driver::copy_to_host_on(out, addr, self.stream.cu_stream())
+    }
+
+    fn write(&self, addr: u64, data: &[u8]) -> Result<()> {
+        driver::bind(&self.ctx)?;
+        driver::copy_from_host_async(addr, data, self.stream.cu_stream())?;
+        driver::stream_synchronize(self.stream.cu_stream())
+    }
+
+    fn atomic(&self, addr: u64, width: Width, op: AmoOp) -> Result<u64> {
+        let old = self.old.lock().unwrap_or_else(PoisonError::into_inner);
+        let (kind, operands) = amo_operands(op);
+        self.kernels.launch_amo(
+            &self.stream,
+            (addr, width.bytes() as i32),
+            kind,
+            operands,
+            &old,
+        )?;
+        driver::stream_synchronize(self.stream.cu_stream())?;
+        Ok(old.load_u64(0) & width.mask())
+    }
+}
+
+/// The initiator side of the network path: a WQE's local buffer, read before the request
+/// leaves and written when its reply lands, through copies on a stream of the handler's own.
+pub(crate) struct LocalCopies {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+}
+
+impl LocalCopies {
+    /// Copies on a new stream of `ctx`.
+    pub fn new(ctx: &Arc<CudaContext>) -> Result<Self> {
+        driver::bind(ctx)?;
+        let stream = ctx
+            .new_stream()
+            .map_err(|e| Error::cuda(format!("creating the NIC handler's stream: {e}")))?;
+        Ok(LocalCopies {
+            ctx: ctx.clone(),
+            stream,
+        })
+    }
+
+    /// The `len` bytes at device (or host-mapped) address `addr`.
+    pub fn read(&self, addr: u64, len: usize) -> Result<Vec<u8>> {
+        let mut out = vec![0u8; len];
+        driver::bind(&self.ctx)?;
+        driver::copy_to_host_on(&mut out, addr, self.stream.cu_stream())?;
+        Ok(out)
+    }
+
+    /// Writes `data` at `addr`, done when this returns.
+    pub fn write(&self, addr: u64, data: &[u8]) -> Result<()> {
+        driver::bind(&self.ctx)?;
+        driver::copy_from_host_async(addr, data, self.stream.cu_stream())?;
+        driver::stream_synchronize(self.stream.cu_stream())
+    }
+}

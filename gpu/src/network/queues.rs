@@ -1,0 +1,139 @@
+//! The network path's send queues: one RC send queue per peer on another node, in pinned
+//! host memory mapped into the GPU (the `cpu` NIC handler's placement: SQ ring, CQ ring,
+//! doorbell records and the producer-index cell, laid out by [`QueueLayout`]), and their
+//! descriptors (`fsh_qp_t` of `network.cuh`) in GPU memory for the device library, with each
+//! queue's result slots and WQE ends.
+
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+
+use bytemuck::{Pod, Zeroable};
+use cudarc::driver::CudaContext;
+use ferroshmem_runtime::{Error, Result};
+
+use crate::driver::{self, DeviceAlloc, Pinned};
+use crate::ibgda::{Consumer, QueueLayout, QueueMemory, Words};
+use crate::nic::PeerHeap;
+
+/// WQEBBs per send queue (NVSHMEM's default QP depth).
+pub(crate) const NWQES: usize = 1024;
+/// CQEs per completion queue (twice the WQEBBs: room to spare).
+pub(crate) const NCQES: usize = 2 * NWQES;
+
+/// `fsh_qp_t` of `network.cuh`, field for field.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, Pod, Zeroable)]
+struct QpDesc {
+    sq: u64,
+    cq: u64,
+    dbr: u64,
+    cq_dbr: u64,
+    prod: u64,
+    results: u64,
+    ends: u64,
+    rbase: u64,
+    nwqes: u32,
+    ncqes: u32,
+    qpn: u32,
+    rkey: u32,
+    lkey: u32,
+    lock: u32,
+    error: u32,
+    pad: u32,
+    pi: u64,
+    wqes: u64,
+    cqes: u64,
+    ci: u64,
+}
+
+/// Pinned host memory as a queue's words.
+struct PinnedWords(Pinned);
+
+impl Words for PinnedWords {
+    fn words(&self) -> &[AtomicU64] {
+        self.0.words()
+    }
+}
+
+/// Every send queue of a PE, and their descriptors on its GPU.
+pub(crate) struct Queues {
+    /// Per peer on another node: its number and the handler's side of its queue.
+    pub consumers: Vec<(usize, Consumer)>,
+    descriptors: DeviceAlloc,
+    _slots: DeviceAlloc,
+}
+
+impl Queues {
+    /// Queues to the PEs for which `remote` is true (`peers`: their heaps as their agents
+    /// announced them), made in `ctx`; `lkey` goes into every WQE's local segments.
+    pub fn new(
+        ctx: &Arc<CudaContext>,
+        remote: &[bool],
+        peers: &[PeerHeap],
+        lkey: u32,
+    ) -> Result<Queues> {
+        let layout = QueueLayout::new(NWQES, NCQES)
+            .map_err(|e| Error::Config(format!("the network path's queue layout: {e}")))?;
+        let n_remote = remote.iter().filter(|r| **r).count();
+        let slots = DeviceAlloc::new(ctx, (n_remote * 2 * NWQES * 8).max(8))?;
+        let mut descs = vec![QpDesc::default(); remote.len()];
+        let mut consumers = Vec::with_capacity(n_remote);
+        for (k, pe) in (0..remote.len()).filter(|pe| remote[*pe]).enumerate() {
+            let pinned = Pinned::new(ctx, layout.words() * 8)?;
+            let base = pinned.addr();
+            let qpn = pe as u32 + 1;
+            let memory = QueueMemory::new(layout, qpn, Arc::new(PinnedWords(pinned)))
+                .map_err(|e| Error::Config(format!("the send queue to PE {pe}: {e}")))?;
+            let control = base + (layout.control_at() * 8) as u64;
+            let results = slots.addr() + (k * 2 * NWQES * 8) as u64;
+            let peer = peers.get(pe).ok_or(Error::PeOutOfRange {
+                pe,
+                n_pes: peers.len(),
+            })?;
+            descs[pe] = QpDesc {
+                sq: base,
+                cq: base + (layout.cq_at() * 8) as u64,
+                dbr: control,
+                cq_dbr: control + 8,
+                prod: control + 16,
+                results,
+                ends: results + (NWQES * 8) as u64,
+                rbase: peer.base,
+                nwqes: NWQES as u32,
+                ncqes: NCQES as u32,
+                qpn,
+                rkey: peer.rkey,
+                lkey,
+                ..QpDesc::default()
+            };
+            consumers.push((pe, Consumer::new(memory)));
+        }
+        let descriptors = DeviceAlloc::new(ctx, std::mem::size_of_val(descs.as_slice()).max(8))?;
+        driver::bind(ctx)?;
+        driver::copy_from_host(descriptors.addr(), bytemuck::cast_slice(&descs))?;
+        Ok(Queues {
+            consumers,
+            descriptors,
+            _slots: slots,
+        })
+    }
+
+    /// Where the descriptors lie on the GPU (`fsh_state.net`).
+    pub fn device_addr(&self) -> u64 {
+        self.descriptors.addr()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::QpDesc;
+
+    #[test]
+    fn the_descriptor_is_laid_out_as_the_device_library_declares_it() {
+        // network.cuh: seven pointers, rbase, eight u32, four u64.
+        assert_eq!(std::mem::size_of::<QpDesc>(), 7 * 8 + 8 + 8 * 4 + 4 * 8);
+        assert_eq!(std::mem::offset_of!(QpDesc, nwqes), 64);
+        assert_eq!(std::mem::offset_of!(QpDesc, lock), 84);
+        assert_eq!(std::mem::offset_of!(QpDesc, pi), 96);
+    }
+}
