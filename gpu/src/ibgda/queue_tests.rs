@@ -13,7 +13,7 @@ use super::wqe_tests::all_requests;
 use super::WQEBB;
 
 const QPN: u32 = 0x77;
-const T: Duration = Duration::from_secs(60);
+const T: Duration = Duration::from_secs(20);
 
 fn queue(nwqes: usize, ncqes: usize) -> QueueMemory {
     let layout = QueueLayout::new(nwqes, ncqes).expect("layout");
@@ -195,7 +195,8 @@ fn tag_of(req: &WorkRequest) -> Option<u64> {
     }
 }
 
-/// The handler: decodes everything in order, completes it, until `stop` and nothing is left.
+/// The handler: decodes everything in order, completes it, until `stop` and nothing is left;
+/// it pauses every 512 WQEs so the posters fill the ring and must wait for space.
 /// Returns the tags in decode order, the signaled count and the WQEBBs consumed.
 fn handle(q: QueueMemory, stop: &AtomicBool) -> (Vec<u64>, u64, u64) {
     let mut c = Consumer::new(q);
@@ -209,6 +210,9 @@ fn handle(q: QueueMemory, stop: &AtomicBool) -> (Vec<u64>, u64, u64) {
                 tags.extend(tag_of(&d.request));
                 signaled += u64::from(d.flags.signaled);
                 c.complete(at, Completion::Success).expect("completes");
+                if tags.len() % 512 == 0 {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
             }
             None if stop.load(Ordering::Acquire) => return (tags, signaled, next),
             None => std::thread::yield_now(),
@@ -238,9 +242,11 @@ fn many_threads_post_past_the_16_bit_wrap_without_loss_or_duplication() {
         for h in posters {
             h.join().expect("poster");
         }
-        p.quiet().expect("quiet");
+        let quiet = p.quiet();
         stop.store(true, Ordering::Release);
-        handler.join().expect("handler")
+        let handled = handler.join().expect("handler");
+        quiet.expect("quiet");
+        handled
     });
     assert!(
         wqebbs > 1 << 16,
