@@ -233,18 +233,20 @@ fn many_threads_post_past_the_16_bit_wrap_without_loss_or_duplication() {
             .map(|t| {
                 let p = &p;
                 s.spawn(move || {
-                    for seq in 0..EACH {
-                        p.post(&tagged(t, seq), WqeFlags::default()).expect("posts");
-                    }
+                    (0..EACH).try_for_each(|seq| {
+                        p.post(&tagged(t, seq), WqeFlags::default()).map(|_| ())
+                    })
                 })
             })
             .collect();
-        for h in posters {
-            h.join().expect("poster");
-        }
+        let posted: Vec<_> = posters.into_iter().map(|h| h.join()).collect();
         let quiet = p.quiet();
+        // The handler stops whatever happened, so a failure fails the test instead of hanging it.
         stop.store(true, Ordering::Release);
         let handled = handler.join().expect("handler");
+        for r in posted {
+            r.expect("poster").expect("posts");
+        }
         quiet.expect("quiet");
         handled
     });
