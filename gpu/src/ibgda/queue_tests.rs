@@ -129,6 +129,29 @@ fn a_refused_wqe_stalls_decoding_until_completed_then_fails_the_queue() {
 }
 
 #[test]
+fn a_refused_wqe_completed_as_success_still_fails() {
+    let q = queue(8, 8);
+    let p = Producer::new(q.clone(), T);
+    let mut c = Consumer::new(q.clone());
+    let bad = WorkRequest::Write {
+        local: 0,
+        lkey: 0,
+        remote: 0,
+        rkey: 0,
+        len: 8,
+    };
+    p.post(&bad, WqeFlags::default()).expect("posts");
+    // Turn its opcode into SEND (0x0a), which this NIC does not execute.
+    q.sq()[0].fetch_xor(0x02 << 24, Ordering::Relaxed);
+    let (at, got) = c.pending().expect("reads").expect("pending");
+    assert_eq!(got, Err(WqeError::UnknownOpcode { opcode: 0x0a }));
+    c.complete(at, Completion::Success).expect("completes");
+    assert!(c.in_error());
+    let cqe = read_cqe(q.cq(), 0).expect("error CQE");
+    assert_eq!((cqe.opcode, cqe.syndrome, cqe.wqe_opcode), (13, 0x02, 0x0a));
+}
+
+#[test]
 fn the_doorbell_record_alone_publishes_and_later_posts_are_flushed_in_error() {
     let mem: Arc<Vec<AtomicU64>> =
         Arc::new((0..8 * 8 * 2 + 8).map(|_| AtomicU64::new(0)).collect());
