@@ -240,6 +240,8 @@ struct InFlight {
     opcode: u8,
     signaled: bool,
     byte_cnt: u32,
+    /// Why the WQE was refused at decode, if it was: it can only complete in error.
+    refused: Option<Syndrome>,
 }
 
 /// The NIC handler's side of one send queue (single consumer).
@@ -315,16 +317,18 @@ impl Consumer {
                     opcode: d.opcode,
                     signaled: d.flags.signaled,
                     byte_cnt: byte_count(&d.request),
+                    refused: None,
                 });
                 self.ci = index.wrapping_add(d.wqebbs as u16);
             }
-            Err(_) => {
+            Err(e) => {
                 let (op, step) = self.peek_ctrl(index, available);
                 self.inflight.push_back(InFlight {
                     index,
                     opcode: op,
                     signaled: true,
                     byte_cnt: 0,
+                    refused: Some(e.syndrome()),
                 });
                 self.ci = index.wrapping_add(step);
                 self.stalled = true;
@@ -345,7 +349,8 @@ impl Consumer {
     }
 
     /// Finishes the oldest WQE in flight, which must be `index`: a CQE when it is signaled or
-    /// failed; after a failure, WR-flush CQEs for every other WQE posted.
+    /// failed; after a failure, WR-flush CQEs for every other WQE posted. A WQE refused at
+    /// decode completes in error whatever `status` says.
     pub fn complete(&mut self, index: u16, status: Completion) -> Result<(), WqeError> {
         match self.inflight.front() {
             Some(f) if f.index == index => {}
@@ -354,6 +359,10 @@ impl Consumer {
         self.cq_room()?;
         let Some(f) = self.inflight.pop_front() else {
             return Err(WqeError::NotInFlight { index });
+        };
+        let status = match (status, f.refused) {
+            (Completion::Success, Some(why)) => Completion::Error(why, 0),
+            (status, _) => status,
         };
         match status {
             Completion::Success if f.signaled => {

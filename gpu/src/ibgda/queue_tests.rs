@@ -13,7 +13,7 @@ use super::wqe_tests::all_requests;
 use super::WQEBB;
 
 const QPN: u32 = 0x77;
-const T: Duration = Duration::from_secs(60);
+const T: Duration = Duration::from_secs(20);
 
 fn queue(nwqes: usize, ncqes: usize) -> QueueMemory {
     let layout = QueueLayout::new(nwqes, ncqes).expect("layout");
@@ -129,6 +129,29 @@ fn a_refused_wqe_stalls_decoding_until_completed_then_fails_the_queue() {
 }
 
 #[test]
+fn a_refused_wqe_completed_as_success_still_fails() {
+    let q = queue(8, 8);
+    let p = Producer::new(q.clone(), T);
+    let mut c = Consumer::new(q.clone());
+    let bad = WorkRequest::Write {
+        local: 0,
+        lkey: 0,
+        remote: 0,
+        rkey: 0,
+        len: 8,
+    };
+    p.post(&bad, WqeFlags::default()).expect("posts");
+    // Turn its opcode into SEND (0x0a), which this NIC does not execute.
+    q.sq()[0].fetch_xor(0x02 << 24, Ordering::Relaxed);
+    let (at, got) = c.pending().expect("reads").expect("pending");
+    assert_eq!(got, Err(WqeError::UnknownOpcode { opcode: 0x0a }));
+    c.complete(at, Completion::Success).expect("completes");
+    assert!(c.in_error());
+    let cqe = read_cqe(q.cq(), 0).expect("error CQE");
+    assert_eq!((cqe.opcode, cqe.syndrome, cqe.wqe_opcode), (13, 0x02, 0x0a));
+}
+
+#[test]
 fn the_doorbell_record_alone_publishes_and_later_posts_are_flushed_in_error() {
     let mem: Arc<Vec<AtomicU64>> =
         Arc::new((0..8 * 8 * 2 + 8).map(|_| AtomicU64::new(0)).collect());
@@ -195,7 +218,8 @@ fn tag_of(req: &WorkRequest) -> Option<u64> {
     }
 }
 
-/// The handler: decodes everything in order, completes it, until `stop` and nothing is left.
+/// The handler: decodes everything in order, completes it, until `stop` and nothing is left;
+/// it pauses every 512 WQEs so the posters fill the ring and must wait for space.
 /// Returns the tags in decode order, the signaled count and the WQEBBs consumed.
 fn handle(q: QueueMemory, stop: &AtomicBool) -> (Vec<u64>, u64, u64) {
     let mut c = Consumer::new(q);
@@ -209,6 +233,9 @@ fn handle(q: QueueMemory, stop: &AtomicBool) -> (Vec<u64>, u64, u64) {
                 tags.extend(tag_of(&d.request));
                 signaled += u64::from(d.flags.signaled);
                 c.complete(at, Completion::Success).expect("completes");
+                if tags.len() % 512 == 0 {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
             }
             None if stop.load(Ordering::Acquire) => return (tags, signaled, next),
             None => std::thread::yield_now(),
@@ -229,18 +256,22 @@ fn many_threads_post_past_the_16_bit_wrap_without_loss_or_duplication() {
             .map(|t| {
                 let p = &p;
                 s.spawn(move || {
-                    for seq in 0..EACH {
-                        p.post(&tagged(t, seq), WqeFlags::default()).expect("posts");
-                    }
+                    (0..EACH).try_for_each(|seq| {
+                        p.post(&tagged(t, seq), WqeFlags::default()).map(|_| ())
+                    })
                 })
             })
             .collect();
-        for h in posters {
-            h.join().expect("poster");
-        }
-        p.quiet().expect("quiet");
+        let posted: Vec<_> = posters.into_iter().map(|h| h.join()).collect();
+        let quiet = p.quiet();
+        // The handler stops whatever happened, so a failure fails the test instead of hanging it.
         stop.store(true, Ordering::Release);
-        handler.join().expect("handler")
+        let handled = handler.join().expect("handler");
+        for r in posted {
+            r.expect("poster").expect("posts");
+        }
+        quiet.expect("quiet");
+        handled
     });
     assert!(
         wqebbs > 1 << 16,
