@@ -3,8 +3,9 @@
 //! PEs of different hosts are on different nodes, share the loopback for the fabric, and
 //! reach each other's GPU heaps only through the send queues their kernels write. The device
 //! scenario calls every device-library function on the next PE and checks the values; the
-//! jobs are 2 hosts × 1 PE (every peer remote) and 2 hosts × 2 PEs (NVLink-mapped within a
-//! host, the network between).
+//! host scenario does host-initiated `put`, `p`, `get`, `g` on the next PE (the NIC agent's
+//! path). The jobs are 2 hosts × 1 PE (every peer remote) and 2 hosts × 2 PEs (NVLink-mapped
+//! within a host, the network between).
 //!
 //! Skipped, saying why, without a GPU or without root (namespaces).
 
@@ -71,7 +72,7 @@ fn hosts_job(test: &str, hosts: &str, n: usize) {
             "--nocapture",
             "--test-threads=1",
         ])
-        .env(SCENARIO, "device_functions")
+        .env(SCENARIO, "device_functions,host_ops")
         .env("FERROSHMEM_SYMMETRIC_SIZE", "256M")
         .env("FERROSHMEM_FABRIC_ADDRESS", "127.0.0.1")
         .output()
@@ -87,10 +88,12 @@ fn hosts_job(test: &str, hosts: &str, n: usize) {
         "the GPU job across hosts {hosts} failed in {:?}",
         started.elapsed()
     );
-    assert!(
-        text.contains(&format!("GPU scenario device_functions: ok on {n} PEs")),
-        "the device scenario did not report success"
-    );
+    for name in ["device_functions", "host_ops"] {
+        assert!(
+            text.contains(&format!("GPU scenario {name}: ok on {n} PEs")),
+            "scenario {name} did not report success"
+        );
+    }
 }
 
 #[test]
@@ -116,8 +119,11 @@ fn gpu_hosts_pe_entry() {
     rt.block_on(async {
         let pe = ferroshmem::init().await.unwrap();
         let gpu = pe.init_gpu().await.unwrap();
-        for (name, scenario) in gpu_scenarios::all() {
-            if name != which.to_string_lossy() {
+        let mut all = gpu_scenarios::all();
+        all.push(("host_ops", |p, g| Box::pin(host_ops(p, g))));
+        let which = which.to_string_lossy().into_owned();
+        for (name, scenario) in all {
+            if !which.split(',').any(|w| w == name) {
                 continue;
             }
             let started = Instant::now();
@@ -137,4 +143,33 @@ fn gpu_hosts_pe_entry() {
         drop(gpu);
         pe.finalize().await.unwrap();
     });
+}
+
+/// Host-initiated `put`, `p`, `get` and `g` on the next PE, whatever its route.
+async fn host_ops(pe: ferroshmem::Pe, g: ferroshmem::gpu::GpuPe) -> ferroshmem::Result<()> {
+    use ferroshmem::gpu::HostBuffer;
+    let (me, n) = (g.my_pe(), g.n_pes());
+    let next = (me + 1) % n;
+    let buf = g.calloc::<u64>(64).await?;
+    let data: Vec<u64> = (0..32).map(|i| (me * 1000 + i) as u64).collect();
+    g.put(
+        buf.slice(0..32),
+        &HostBuffer::from_slice(g.context(), &data)?,
+        next,
+    )
+    .await?;
+    g.p(buf.at(40), me as u64 + 7, next).await?;
+    let mut back = HostBuffer::<u64>::new(g.context(), 32)?;
+    g.get(&mut back, buf.slice(0..32), next).await?;
+    let single = g.g(buf.at(40), next).await?;
+    let fine = back.as_slice() == data.as_slice() && single == me as u64 + 7;
+    pe.barrier_all().await?;
+    g.free(buf).await.map_err(|(e, _)| e)?;
+    match fine {
+        true => Ok(()),
+        false => Err(ferroshmem::Error::Config(format!(
+            "PE {me}: read back {:?} and {single} from PE {next}",
+            &back.as_slice()[..4]
+        ))),
+    }
 }

@@ -45,6 +45,20 @@ fn every_scenario_passes_locally_on_two_pes_with_the_default_rings() {
     local(2, default_rings(), 3000);
 }
 
+/// WQEs posted to send queues, performed by the cpu NIC handler through the agents.
+#[test]
+fn the_handler_performs_posted_wqes_locally_on_three_pes() {
+    std::env::set_var("FERROSHMEM_SYMMETRIC_SIZE", "64M");
+    let results = common::runtime()
+        .block_on(ferroshmem::run_local(3, |pe| async move {
+            nic_scenarios::handler::handler(&pe, small()).await
+        }))
+        .expect("the job runs");
+    for (pe, r) in results.into_iter().enumerate() {
+        r.unwrap_or_else(|e| panic!("PE {pe}: {e}"));
+    }
+}
+
 /// A request to a PE whose agent has stopped times out; one still waiting when its own
 /// agent stops fails with `Shutdown`; bad configs and PEs are refused.
 #[test]
@@ -118,6 +132,7 @@ fn pe_entry() {
             match scenario.as_str() {
                 "small" => scenarios(pe, small(), 1000).await,
                 "default" => scenarios(pe, default_rings(), 1000).await,
+                "handler" => nic_scenarios::handler::handler(&pe, small()).await,
                 _ => lose_target(pe).await,
             }
         }
@@ -195,7 +210,8 @@ fn job(hosts: &Hosts, per_host: usize, scenario: &str) -> Command {
     cmd
 }
 
-fn across_hosts(per_host: usize, scenario: &str) {
+/// Runs `scenario` on 2 hosts × `per_host` PEs; each PE must say `passed`.
+fn across_hosts(per_host: usize, scenario: &str, passed: &str) {
     if !netns::fabric_available() {
         return;
     }
@@ -217,11 +233,7 @@ fn across_hosts(per_host: usize, scenario: &str) {
         started.elapsed()
     );
     assert!(out.status.success(), "{all}");
-    assert_eq!(
-        all.matches("every NIC agent scenario passed").count(),
-        2 * per_host,
-        "{all}"
-    );
+    assert_eq!(all.matches(passed).count(), 2 * per_host, "{all}");
     for address in &hosts.addresses {
         let here = all
             .matches(&format!("runs on {}", netns::host_name(address)))
@@ -232,12 +244,17 @@ fn across_hosts(per_host: usize, scenario: &str) {
 
 #[test]
 fn every_scenario_passes_across_two_hosts_of_one_pe() {
-    across_hosts(1, "default");
+    across_hosts(1, "default", "every NIC agent scenario passed");
 }
 
 #[test]
 fn every_scenario_passes_across_two_hosts_of_two_pes() {
-    across_hosts(2, "small");
+    across_hosts(2, "small", "every NIC agent scenario passed");
+}
+
+#[test]
+fn the_handler_performs_posted_wqes_across_two_hosts() {
+    across_hosts(1, "handler", "the NIC handler scenario passed");
 }
 
 /// Kills the last PE (on the second host) while PE 0 has requests in flight to it: they

@@ -186,8 +186,12 @@ impl GpuPe {
         pe: usize,
     ) -> Result<()> {
         let bytes = src.len().saturating_mul(std::mem::size_of::<T>());
+        let dest = dest.into();
         self.counted(Op::Put, pe, bytes, async {
-            let at = self.locate(dest.into(), src.len(), "put destination", pe)?;
+            if self.is_remote(pe) {
+                return self.remote_put(dest, src, pe).await;
+            }
+            let at = self.locate(dest, src.len(), "put destination", pe)?;
             self.bind()?;
             if let Some(word) = src
                 .host_bytes()
@@ -210,8 +214,12 @@ impl GpuPe {
         pe: usize,
     ) -> Result<()> {
         let bytes = dest.len().saturating_mul(std::mem::size_of::<T>());
+        let src = src.into();
         self.counted(Op::Get, pe, bytes, async {
-            let at = self.locate(src.into(), dest.len(), "get source", pe)?;
+            if self.is_remote(pe) {
+                return self.remote_get(dest, src, pe).await;
+            }
+            let at = self.locate(src, dest.len(), "get source", pe)?;
             self.bind()?;
             driver::copy_async(dest.addr(), at, bytes, self.copy_stream_raw())?;
             self.completion_using(&[dest.in_use()])?.await
@@ -261,8 +269,12 @@ impl GpuPe {
         pe: usize,
     ) -> Result<()> {
         let bytes = bytemuck::bytes_of(&value);
+        let dest = dest.into();
         self.counted(Op::Put, pe, bytes.len(), async {
-            let at = self.locate(dest.into(), 1, "p destination", pe)?;
+            if self.is_remote(pe) {
+                return self.remote_p(dest, value, pe).await;
+            }
+            let at = self.locate(dest, 1, "p destination", pe)?;
             self.bind()?;
             if let Some(word) = word_at(at, bytes) {
                 return self.completion(Some(word))?.await;
@@ -281,6 +293,9 @@ impl GpuPe {
     }
 
     async fn g_uncounted<T: Pod>(&self, src: SymSlice<'_, T>, pe: usize) -> Result<T> {
+        if self.is_remote(pe) {
+            return self.remote_g(src, pe).await;
+        }
         let at = self.locate(src, 1, "g source", pe)?;
         let size = std::mem::size_of::<T>();
         let taken = self.inner.staging.free.lock().expect("staging").pop();

@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod handler;
+
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -10,7 +10,7 @@ use ferroshmem_runtime::{Error, Result};
 
 use crate::driver::{self, Pinned};
 use crate::module::GpuModule;
-use crate::nic::{AmoOp, HeapMemory, Width};
+use crate::nic::{AmoOp, HeapMemory, LocalMemory, Width};
 
 /// A PE's GPU heap (its whole allocation, header included) for its NIC agent.
 pub(crate) struct GpuHeap {
@@ -116,17 +116,17 @@ impl LocalCopies {
             stream,
         })
     }
+}
 
-    /// The `len` bytes at device (or host-mapped) address `addr`.
-    pub fn read(&self, addr: u64, len: usize) -> Result<Vec<u8>> {
+impl LocalMemory for LocalCopies {
+    fn read(&self, addr: u64, len: usize) -> Result<Vec<u8>> {
         let mut out = vec![0u8; len];
         driver::bind(&self.ctx)?;
         driver::copy_to_host_on(&mut out, addr, self.stream.cu_stream())?;
         Ok(out)
     }
 
-    /// Writes `data` at `addr`, done when this returns.
-    pub fn write(&self, addr: u64, data: &[u8]) -> Result<()> {
+    fn write(&self, addr: u64, data: &[u8]) -> Result<()> {
         driver::bind(&self.ctx)?;
         driver::copy_from_host_async(addr, data, self.stream.cu_stream())?;
         driver::stream_synchronize(self.stream.cu_stream())

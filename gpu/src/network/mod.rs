@@ -1,6 +1,6 @@
 //! A GPU PE's network path, for peers on other nodes (IBGDA with the `cpu` NIC handler):
 //! the send queues its kernels post mlx5 WQEs to ([`queues`]), the handler thread that
-//! performs them ([`handler`]), and the NIC agent that carries them to the peer, which lands
+//! performs them ([`Handler`]), and the NIC agent that carries them to the peer, which lands
 //! them in its own GPU heap ([`memory`]: the heap's copies and atomics). Set up collectively
 //! by [`GpuPe::init`](crate::GpuPe::init) when the job spans nodes.
 //!
@@ -9,7 +9,7 @@
 //! `auto` (the same here: no ConnectX NIC is driven directly yet), `gpu` is refused at init
 //! with [`Error::Config`] saying what it would need.
 
-mod handler;
+mod host_ops;
 mod memory;
 mod queues;
 
@@ -19,8 +19,7 @@ use cudarc::driver::CudaContext;
 use ferroshmem_runtime::{DataPlane, Error, Exchange, Result, SymBuffer};
 
 use crate::module::GpuModule;
-use crate::nic::{Agent, AgentConfig};
-use handler::{Failure, Handler};
+use crate::nic::{Agent, AgentConfig, Failure, Handler};
 use memory::{GpuHeap, LocalCopies};
 use queues::Queues;
 
@@ -101,7 +100,7 @@ impl Network {
             my_pe,
             std::mem::take(&mut queues.consumers),
             agent.clone(),
-            LocalCopies::new(&parts.ctx)?,
+            Arc::new(LocalCopies::new(&parts.ctx)?),
             failure.clone(),
         )?;
         Ok(Network {

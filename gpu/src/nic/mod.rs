@@ -20,6 +20,7 @@
 //! optional timeout bounds each request; shutdown ends the service without waiting on any
 //! peer.
 
+mod handler;
 mod initiator;
 mod memory;
 mod request;
@@ -34,6 +35,7 @@ use std::time::Duration;
 use ferroshmem_runtime::{DataPlane, Error, Exchange, Health, Result, SymBuffer};
 use tokio::sync::oneshot;
 
+pub use handler::{Failure, Handler, LocalMemory};
 pub use memory::{HeapMemory, HostMemory};
 pub use request::{AmoOp, Reply, Request, Status, Width};
 

@@ -1,10 +1,11 @@
-//! The `cpu` NIC handler: one thread per GPU PE that notices the producer indices its
-//! kernels publish, decodes each WQE byte for byte ([`Consumer::pending`]), performs it
-//! through the NIC agent (the peer's own agent lands it in the peer's GPU heap, over the
-//! fabric for a peer on another host), and writes its CQE in order — an error CQE for a WQE
-//! that does not decode or that the target refused (a bad key, an address outside its heap),
-//! then WR-flush CQEs for the rest; a lost peer fails its queue the same way, so no kernel
-//! waits on it for ever.
+//! [`Handler`], the `cpu` NIC handler: one thread per PE that notices the producer indices
+//! posted to its send queues (by its GPU's kernels, or any producer), decodes each WQE byte
+//! for byte ([`Consumer::pending`]), performs it through the NIC [`Agent`] (the peer's own
+//! agent lands it in the peer's heap, over the fabric for a peer on another host), and writes
+//! its CQE in order — an error CQE for a WQE that does not decode or that the target refused
+//! (a bad key, an address outside its heap), then WR-flush CQEs for the rest; a lost peer
+//! fails its queue the same way, so no producer waits on it for ever. The WQEs' local
+//! buffers are read and written through [`LocalMemory`].
 //!
 //! Each queue keeps up to [`IN_FLIGHT`] requests going at once; their replies are taken in
 //! order (the agent runs one peer's requests in order, as an RC queue does). Noticing: the
@@ -20,9 +21,23 @@ use std::time::Duration;
 use ferroshmem_runtime::{Error, Result};
 use futures::FutureExt;
 
-use super::memory::LocalCopies;
+use super::{Agent, AmoOp, Reply, Request, Status, Width as WordWidth};
 use crate::ibgda::{AtomicOp, Completion, Consumer, DecodedWqe, Syndrome, Width, WorkRequest};
-use crate::nic::{Agent, AmoOp, Reply, Request, Status, Width as WordWidth};
+
+/// The initiator's side of the WQEs' local buffers: a write's source, read before the
+/// request leaves, and a read's or an atomic's destination, written when the reply lands.
+pub trait LocalMemory: Send + Sync + 'static {
+    /// The `len` bytes at local address `addr`.
+    ///
+    /// # Errors
+    /// Whatever the memory reports; the WQE then completes with `LOCAL_PROT_ERR`.
+    fn read(&self, addr: u64, len: usize) -> Result<Vec<u8>>;
+    /// Writes `data` at local address `addr`, done when this returns.
+    ///
+    /// # Errors
+    /// As [`LocalMemory::read`].
+    fn write(&self, addr: u64, data: &[u8]) -> Result<()>;
+}
 
 /// Requests one queue keeps going at once.
 const IN_FLIGHT: usize = 64;
@@ -57,25 +72,38 @@ struct PeerQueue {
 }
 
 /// The first failure the handler met, for the host's next synchronization.
-pub(crate) type Failure = Arc<Mutex<Option<Error>>>;
+pub type Failure = Arc<Mutex<Option<Error>>>;
 
 /// The handler thread; stops and is joined on drop.
-pub(crate) struct Handler {
+pub struct Handler {
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
+    /// The timers of the agent's request timeouts, which the handler's polls check (one
+    /// worker, parked on its driver: the handler thread never blocks it).
+    timers: Option<tokio::runtime::Runtime>,
 }
 
 impl Handler {
-    /// Starts the handler of `consumers` (peer, queue) with `agent`, copying local buffers
-    /// through `copies`; failures are kept in `failure`.
+    /// Starts PE `pe`'s handler of `consumers` (each a peer and the queue to it) with
+    /// `agent`, reaching local buffers through `local`; failures are kept in `failure`.
+    ///
+    /// # Errors
+    /// [`Error::Os`] when the thread cannot start.
     pub fn start(
         pe: usize,
         consumers: Vec<(usize, Consumer)>,
         agent: Arc<Agent>,
-        copies: LocalCopies,
+        local: Arc<dyn LocalMemory>,
         failure: Failure,
     ) -> Result<Handler> {
         let stop = Arc::new(AtomicBool::new(false));
+        let timers = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name(format!("fsh-nic-timers-{pe}"))
+            .enable_time()
+            .build()
+            .map_err(|e| Error::os("starting the NIC handler's timers", e))?;
+        let handle = timers.handle().clone();
         let queues = consumers
             .into_iter()
             .map(|(peer, consumer)| PeerQueue {
@@ -88,12 +116,16 @@ impl Handler {
             .name(format!("fsh-nic-{pe}"))
             .spawn({
                 let stop = stop.clone();
-                move || serve(queues, &agent, &copies, &failure, &stop)
+                move || {
+                    let _timers = handle.enter();
+                    serve(queues, &agent, &*local, &failure, &stop);
+                }
             })
             .map_err(|e| Error::os("starting the NIC handler thread", e))?;
         Ok(Handler {
             stop,
             thread: Some(thread),
+            timers: Some(timers),
         })
     }
 }
@@ -104,6 +136,10 @@ impl Drop for Handler {
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
+        // Without waiting: a handler may be dropped on an async worker.
+        if let Some(timers) = self.timers.take() {
+            timers.shutdown_background();
+        }
     }
 }
 
@@ -111,7 +147,7 @@ impl Drop for Handler {
 fn serve(
     mut queues: Vec<PeerQueue>,
     agent: &Agent,
-    copies: &LocalCopies,
+    copies: &dyn LocalMemory,
     failure: &Failure,
     stop: &AtomicBool,
 ) {
@@ -138,7 +174,7 @@ fn remember(failure: &Failure, e: Error) {
 }
 
 /// Decodes and sends the WQEs posted since the last look (up to [`IN_FLIGHT`] in flight).
-fn take_new(q: &mut PeerQueue, agent: &Agent, copies: &LocalCopies, failure: &Failure) -> bool {
+fn take_new(q: &mut PeerQueue, agent: &Agent, copies: &dyn LocalMemory, failure: &Failure) -> bool {
     let mut moved = false;
     while q.working.len() < IN_FLIGHT {
         let (index, decoded) = match q.consumer.pending() {
@@ -163,7 +199,13 @@ fn take_new(q: &mut PeerQueue, agent: &Agent, copies: &LocalCopies, failure: &Fa
 }
 
 /// Turns a decoded WQE into the agent's request and sends it.
-fn send(peer: usize, index: u16, wqe: DecodedWqe, agent: &Agent, copies: &LocalCopies) -> Working {
+fn send(
+    peer: usize,
+    index: u16,
+    wqe: DecodedWqe,
+    agent: &Agent,
+    copies: &dyn LocalMemory,
+) -> Working {
     let (request, landing) = match wqe.request {
         WorkRequest::Nop => (Request::Nop, Landing::Nothing),
         WorkRequest::Write {
@@ -266,7 +308,7 @@ fn amo_of(op: AtomicOp) -> AmoOp {
 }
 
 /// Writes the CQEs of the oldest WQEs whose replies came back, in order.
-fn finish_done(q: &mut PeerQueue, copies: &LocalCopies, failure: &Failure) -> bool {
+fn finish_done(q: &mut PeerQueue, copies: &dyn LocalMemory, failure: &Failure) -> bool {
     let mut moved = false;
     while let Some(front) = q.working.front_mut() {
         let (index, completion) = match front {
@@ -295,7 +337,7 @@ fn land(
     peer: usize,
     reply: Result<Reply>,
     landing: &Landing,
-    copies: &LocalCopies,
+    copies: &dyn LocalMemory,
     failure: &Failure,
 ) -> Completion {
     let reply = match reply {

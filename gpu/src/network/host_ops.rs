@@ -1,0 +1,118 @@
+//! Host-initiated GPU operations on PEs of other nodes (`put`, `get`, `p`, `g`): the same
+//! futures as on mapped peers, carried by the NIC agent instead of a copy engine. The local
+//! side moves through this PE's copy stream; the peer's agent lands the bytes in its heap.
+
+use bytemuck::Pod;
+use ferroshmem_runtime::{Error, GpuError, Result, SymSlice};
+
+use crate::buffers::LocalMem;
+use crate::driver;
+use crate::heap::GPU_HEADER;
+use crate::nic::{Reply, Request, Status};
+use crate::GpuPe;
+
+impl GpuPe {
+    /// The agent's address and key of `view` on remote PE `pe`, which must hold `needed`
+    /// elements.
+    fn remote_span<T: Pod>(
+        &self,
+        view: SymSlice<'_, T>,
+        needed: usize,
+        what: &'static str,
+        pe: usize,
+    ) -> Result<(u64, u32)> {
+        let network = self.inner.network.get().ok_or_else(|| {
+            Error::Config(format!(
+                "PE {pe} lives on another node and this PE's GPU has no network path"
+            ))
+        })?;
+        let span = view.span(self.inner.heap)?;
+        if view.reach().1 > self.heap_size() {
+            return Err(Error::NotSymmetric);
+        }
+        if needed > span.len {
+            return Err(Error::OutOfBounds {
+                what,
+                needed,
+                available: span.len,
+            });
+        }
+        let peer = network.agent().peer(pe).ok_or(Error::PeOutOfRange {
+            pe,
+            n_pes: self.n_pes(),
+        })?;
+        Ok((peer.base + (GPU_HEADER + span.offset) as u64, peer.rkey))
+    }
+
+    /// Sends `request` to remote PE `pe` and waits for its reply, a refusal being an error.
+    async fn remote(&self, pe: usize, request: Request) -> Result<Reply> {
+        let network = self.inner.network.get().ok_or_else(|| {
+            Error::Config(format!(
+                "PE {pe} lives on another node and this PE's GPU has no network path"
+            ))
+        })?;
+        let reply = network.agent().submit(pe, request).await?;
+        match reply.status {
+            Status::Ok => Ok(reply),
+            refused => Err(Error::Gpu(GpuError::DeviceCheck(format!(
+                "PE {pe} refused a host-initiated operation: {refused:?}"
+            )))),
+        }
+    }
+
+    /// `put` to a PE of another node.
+    pub(crate) async fn remote_put<T: Pod>(
+        &self,
+        dest: SymSlice<'_, T>,
+        src: &impl LocalMem<T>,
+        pe: usize,
+    ) -> Result<()> {
+        let bytes = src.len().saturating_mul(std::mem::size_of::<T>());
+        let (addr, rkey) = self.remote_span(dest, src.len(), "put destination", pe)?;
+        let mut data = vec![0u8; bytes];
+        self.bind()?;
+        driver::copy_to_host_on(&mut data, src.addr(), self.copy_stream_raw())?;
+        self.remote(pe, Request::Write { addr, rkey, data })
+            .await
+            .map(drop)
+    }
+
+    /// `get` from a PE of another node.
+    pub(crate) async fn remote_get<T: Pod>(
+        &self,
+        dest: &mut impl LocalMem<T>,
+        src: SymSlice<'_, T>,
+        pe: usize,
+    ) -> Result<()> {
+        let len = dest.len().saturating_mul(std::mem::size_of::<T>());
+        let (addr, rkey) = self.remote_span(src, dest.len(), "get source", pe)?;
+        let reply = self.remote(pe, Request::Read { addr, rkey, len }).await?;
+        self.bind()?;
+        driver::copy_from_host_async(dest.addr(), &reply.data, self.copy_stream_raw())?;
+        driver::stream_synchronize(self.copy_stream_raw())
+    }
+
+    /// `p` to a PE of another node.
+    pub(crate) async fn remote_p<T: Pod>(
+        &self,
+        dest: SymSlice<'_, T>,
+        value: T,
+        pe: usize,
+    ) -> Result<()> {
+        let (addr, rkey) = self.remote_span(dest, 1, "p destination", pe)?;
+        let data = bytemuck::bytes_of(&value).to_vec();
+        self.remote(pe, Request::Write { addr, rkey, data })
+            .await
+            .map(drop)
+    }
+
+    /// `g` from a PE of another node.
+    pub(crate) async fn remote_g<T: Pod>(&self, src: SymSlice<'_, T>, pe: usize) -> Result<T> {
+        let (addr, rkey) = self.remote_span(src, 1, "g source", pe)?;
+        let len = std::mem::size_of::<T>();
+        let reply = self.remote(pe, Request::Read { addr, rkey, len }).await?;
+        let mut v = T::zeroed();
+        bytemuck::bytes_of_mut(&mut v).copy_from_slice(&reply.data[..len]);
+        Ok(v)
+    }
+}
