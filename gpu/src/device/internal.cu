@@ -39,7 +39,7 @@ __device__ __forceinline__ fsh_u64 fsh__field_add(fsh_u64 old, fsh_u64 add, fsh_
     return sum;
 }
 
-// The word's new value under atomic `kind` with operands a..d (gpu::nic::AmoOp's order:
+// The word's new value under atomic `kind` with operands a..d (gpu::nic::AmoOp's wire code:
 // 0 fetch, 1 swap a, 2 compare a / swap b, 3 add a, 4 and a, 5 or a, 6 xor a, 7 masked CS
 // compare a, compare mask b, swap c, swap mask d, 8 masked FA add a, boundary b).
 __device__ __forceinline__ fsh_u64 fsh__amo_apply(int kind, fsh_u64 old, fsh_u64 a, fsh_u64 b, fsh_u64 c, fsh_u64 d, fsh_u64 mask) {

@@ -49,6 +49,15 @@ impl Width {
         }
     }
 
+    /// The width of `bytes` bytes, if it is one.
+    pub fn of(bytes: usize) -> Option<Width> {
+        match bytes {
+            4 => Some(Width::W4),
+            8 => Some(Width::W8),
+            _ => None,
+        }
+    }
+
     /// All ones at this width.
     pub fn mask(self) -> u64 {
         match self {

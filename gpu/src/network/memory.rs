@@ -42,26 +42,6 @@ impl GpuHeap {
     }
 }
 
-/// An atomic's code and operands as `fsh_k_amo` takes them (internal.cu's order).
-fn amo_operands(op: AmoOp) -> (i32, [u64; 4]) {
-    match op {
-        AmoOp::Fetch => (0, [0; 4]),
-        AmoOp::Swap(v) => (1, [v, 0, 0, 0]),
-        AmoOp::CompareSwap { compare, swap } => (2, [compare, swap, 0, 0]),
-        AmoOp::FetchAdd(v) => (3, [v, 0, 0, 0]),
-        AmoOp::And(v) => (4, [v, 0, 0, 0]),
-        AmoOp::Or(v) => (5, [v, 0, 0, 0]),
-        AmoOp::Xor(v) => (6, [v, 0, 0, 0]),
-        AmoOp::MaskedCompareSwap {
-            compare,
-            compare_mask,
-            swap,
-            swap_mask,
-        } => (7, [compare, compare_mask, swap, swap_mask]),
-        AmoOp::MaskedFetchAdd { add, boundary } => (8, [add, boundary, 0, 0]),
-    }
-}
-
 impl HeapMemory for GpuHeap {
     fn base(&self) -> u64 {
         self.base
@@ -84,11 +64,12 @@ impl HeapMemory for GpuHeap {
 
     fn atomic(&self, addr: u64, width: Width, op: AmoOp) -> Result<u64> {
         let old = self.old.lock().unwrap_or_else(PoisonError::into_inner);
-        let (kind, operands) = amo_operands(op);
+        // fsh_k_amo takes the operation as the agent's wire code and operands.
+        let (kind, operands) = op.encode();
         self.kernels.launch_amo(
             &self.stream,
             (addr, width.bytes() as i32),
-            kind,
+            i32::from(kind),
             operands,
             &old,
         )?;

@@ -21,8 +21,8 @@ use std::time::Duration;
 use ferroshmem_runtime::{Error, Result};
 use futures::FutureExt;
 
-use super::{Agent, AmoOp, Reply, Request, Status, Width as WordWidth};
-use crate::ibgda::{AtomicOp, Completion, Consumer, DecodedWqe, Syndrome, Width, WorkRequest};
+use super::{Agent, AmoOp, Reply, Request, Status};
+use crate::ibgda::{AtomicOp, Completion, Consumer, DecodedWqe, Syndrome, WorkRequest};
 
 /// The initiator's side of the WQEs' local buffers: a write's source, read before the
 /// request leaves, and a read's or an atomic's destination, written when the reply lands.
@@ -265,20 +265,13 @@ fn send(
             Request::Atomic {
                 addr: remote,
                 rkey,
-                width: word_width(width),
+                width,
                 op: amo_of(op),
             },
             Landing::Word(result, width.bytes() as usize),
         ),
     };
     Working::Sent(index, Box::pin(agent.submit(peer, request)), landing)
-}
-
-fn word_width(width: Width) -> WordWidth {
-    match width {
-        Width::W4 => WordWidth::W4,
-        Width::W8 => WordWidth::W8,
-    }
 }
 
 /// The agent's form of an mlx5 atomic (the same semantics, field for field).

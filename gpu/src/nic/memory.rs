@@ -136,7 +136,7 @@ impl HeapMemory for HostMemory {
     }
 
     fn atomic(&self, addr: u64, width: Width, op: AmoOp) -> Result<u64> {
-        let size = width.bytes();
+        let size = width.bytes() as usize;
         let start = self.offset(addr, size)?;
         if start % size != 0 {
             return Err(Error::MisalignedAtomic {

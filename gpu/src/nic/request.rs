@@ -3,41 +3,7 @@
 //! them), the atomic operations of mlx5 ([`AmoOp`], masked forms included) with their exact
 //! semantics, and the [`Reply`] with the [`Status`] a handler turns into a CQE syndrome.
 
-/// The width of an atomic's word: mlx5's extended atomics act on 4 or 8 bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Width {
-    /// A 32-bit word.
-    W4,
-    /// A 64-bit word.
-    W8,
-}
-
-impl Width {
-    /// The word's size in bytes.
-    pub fn bytes(self) -> usize {
-        match self {
-            Width::W4 => 4,
-            Width::W8 => 8,
-        }
-    }
-
-    /// The mask of the word's bits in a `u64`.
-    pub fn mask(self) -> u64 {
-        match self {
-            Width::W4 => u64::from(u32::MAX),
-            Width::W8 => u64::MAX,
-        }
-    }
-
-    /// The width of `bytes` bytes, if it is one.
-    pub fn of(bytes: usize) -> Option<Width> {
-        match bytes {
-            4 => Some(Width::W4),
-            8 => Some(Width::W8),
-            _ => None,
-        }
-    }
-}
+pub use crate::ibgda::Width;
 
 /// An atomic operation on a remote word. Every operation fetches: the old value comes back
 /// in [`Reply::value`]. Operands are taken to the word's width.

@@ -175,7 +175,7 @@ impl Shared {
         let (addr, len) = match &action {
             Action::Write(data) => (header.addr, data.len()),
             Action::Read(len) => (header.addr, *len),
-            Action::Atomic(width, _) => (header.addr, width.bytes()),
+            Action::Atomic(width, _) => (header.addr, width.bytes() as usize),
             Action::Nop => (0, 0),
         };
         if let Err(status) = self.check_range(header, addr, len) {

@@ -257,7 +257,7 @@ pub(crate) fn chunks(request: Request, max: usize) -> Vec<Chunk> {
             op,
         } => {
             let (code, operands) = op.encode();
-            let mut h = header(ATOMIC, rkey, addr, width.bytes(), (addr, addr));
+            let mut h = header(ATOMIC, rkey, addr, width.bytes() as usize, (addr, addr));
             h.width = width.bytes() as u8;
             h.amo = code;
             let payload = operands.iter().flat_map(|w| w.to_le_bytes()).collect();
