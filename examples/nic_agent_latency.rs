@@ -26,23 +26,6 @@ use std::time::{Duration, Instant};
 
 use ferroshmem::gpu::nic::{Agent, AgentConfig, AmoOp, HostMemory, Request, Width};
 use ferroshmem::{Error, Pe, Result, SymBuffer};
-use ferroshmem_runtime::{Exchange, ExchangeFuture};
-
-/// The control plane of one PE, as the agent sees it.
-#[derive(Debug)]
-struct PeExchange(Pe);
-
-impl Exchange for PeExchange {
-    fn exchange(
-        &self,
-        group: u64,
-        index: usize,
-        size: usize,
-        payload: Vec<u8>,
-    ) -> ExchangeFuture<'_> {
-        Box::pin(self.0.exchange(group, index, size, payload))
-    }
-}
 
 /// The options: `--iters`, `--reps`, `--bw-mib`, and the agent's `--ring-blocks` and
 /// `--chunk` (bytes).
@@ -217,7 +200,7 @@ fn main() -> Result<()> {
         let rings = pe.malloc::<u64>(config.ring_words(2)).await?;
         let base = 0x7000_0000_0000 + pe.my_pe() as u64 * (1 << 32);
         let memory = Arc::new(HostMemory::new(base, 32 << 20)?);
-        let exchange = Arc::new(PeExchange(pe.clone()));
+        let exchange = Arc::new(pe.clone());
         let agent = Agent::new(pe.data_plane(), exchange, rings, memory, config).await?;
         let anchors = Anchors {
             word: pe.calloc::<u64>(1).await?,

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use common::netns::{self, Hosts};
 use ferroshmem::gpu::nic::{Agent, AgentConfig, HostMemory, Request, Status};
 use ferroshmem::{Error, Pe};
-use nic_scenarios::{default_rings, make, scenarios, small, Check, Ctx, PeExchange, BASE, HEAP};
+use nic_scenarios::{default_rings, make, scenarios, small, Check, Ctx, BASE, HEAP};
 
 const SCENARIO: &str = "FSH_NIC_SCENARIO";
 
@@ -73,14 +73,8 @@ fn timeouts_shutdown_and_bad_arguments_end_requests_with_typed_errors() {
             };
             let rings = pe.malloc::<u64>(bad.ring_words(2)).await?;
             let memory = Arc::new(HostMemory::new(BASE, HEAP)?);
-            let refused = Agent::new(
-                pe.data_plane(),
-                Arc::new(PeExchange(pe.clone())),
-                rings,
-                memory,
-                bad,
-            )
-            .await;
+            let refused =
+                Agent::new(pe.data_plane(), Arc::new(pe.clone()), rings, memory, bad).await;
             assert!(matches!(refused, Err(Error::Config(_))), "{refused:?}");
             let config = AgentConfig {
                 timeout: Some(Duration::from_millis(300)),

@@ -9,11 +9,9 @@ use ferroshmem_runtime::{Exchange, ExchangeFuture, Result};
 
 use crate::pe::Pe;
 
-/// The control plane of one PE, as the GPU layer sees it.
-#[derive(Debug)]
-struct PeExchange(Pe);
-
-impl Exchange for PeExchange {
+/// The PE's control plane, as the layers below the actors take it (the GPU layer's set-up,
+/// the NIC agent's): its allgathers through the job's root.
+impl Exchange for Pe {
     fn exchange(
         &self,
         group: u64,
@@ -21,7 +19,7 @@ impl Exchange for PeExchange {
         size: usize,
         payload: Vec<u8>,
     ) -> ExchangeFuture<'_> {
-        Box::pin(self.0.exchange(group, index, size, payload))
+        Box::pin(Pe::exchange(self, group, index, size, payload))
     }
 }
 
@@ -48,6 +46,6 @@ impl Pe {
             ),
             false => None,
         };
-        GpuPe::init(dp, Arc::new(PeExchange(self.clone())), rings).await
+        GpuPe::init(dp, Arc::new(self.clone()), rings).await
     }
 }

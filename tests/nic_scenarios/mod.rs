@@ -14,7 +14,6 @@ use ferroshmem::gpu::nic::{
     Agent, AgentConfig, AmoOp, HeapMemory, HostMemory, Reply, Request, Status, Width,
 };
 use ferroshmem::Pe;
-use ferroshmem_runtime::{Exchange, ExchangeFuture};
 
 /// Each PE's heap, and the part of it each initiator uses.
 pub const HEAP: usize = 8 << 20;
@@ -25,22 +24,6 @@ pub const BASE: u64 = 0x7000_0000_0000;
 pub type Check = std::result::Result<(), String>;
 /// A request's reply, to come.
 pub type Pending = std::pin::Pin<Box<dyn Future<Output = ferroshmem::Result<Reply>> + Send>>;
-
-/// The control plane of one PE, as the agent sees it.
-#[derive(Debug)]
-pub struct PeExchange(pub Pe);
-
-impl Exchange for PeExchange {
-    fn exchange(
-        &self,
-        group: u64,
-        index: usize,
-        size: usize,
-        payload: Vec<u8>,
-    ) -> ExchangeFuture<'_> {
-        Box::pin(self.0.exchange(group, index, size, payload))
-    }
-}
 
 /// Rings small enough that records skip to the ring's start and credit runs out.
 pub fn small() -> AgentConfig {
@@ -75,7 +58,7 @@ pub async fn make(pe: &Pe, config: AgentConfig) -> ferroshmem::Result<Ctx> {
     let rings = pe.malloc::<u64>(config.ring_words(pe.n_pes())).await?;
     let base = BASE + pe.my_pe() as u64 * (1 << 32);
     let memory = Arc::new(HostMemory::new(base, HEAP)?);
-    let exchange = Arc::new(PeExchange(pe.clone()));
+    let exchange = Arc::new(pe.clone());
     let agent = Agent::new(
         pe.data_plane(),
         exchange,
