@@ -19,14 +19,17 @@ struct fsh_qp_t {
     fsh_u32* cq_dbr;       // CQ doorbell record: consumer index (be32, 24 bits)
     fsh_u64* prod;         // the producer-index cell the handler watches
     fsh_u64* results;      // fetched values, one word per WQEBB slot (GPU memory)
-    fsh_u64* ends;         // per posted WQE (mod nwqes): the WQEBB index after it (GPU memory)
+    volatile fsh_u64* ends; // per posted WQE (mod nwqes): the WQEBB index after it (GPU memory)
     fsh_u64 rbase;         // the peer's heap base as its agent announced it
     fsh_u32 nwqes, ncqes, qpn, rkey;
-    fsh_u32 lkey, lock, error, pad;
-    fsh_u64 pi;            // next WQEBB index
-    fsh_u64 wqes;          // WQEs posted
-    fsh_u64 cqes;          // CQEs consumed
-    fsh_u64 ci;            // WQEBBs the consumed CQEs free
+    fsh_u32 lkey, lock;
+    volatile fsh_u32 error, pad;
+    // Below: the queue's state, read and written by whichever thread holds the lock, through
+    // volatile accesses (to the GPU's L2, never a stale line of another SM's L1).
+    volatile fsh_u64 pi;   // next WQEBB index
+    volatile fsh_u64 wqes; // WQEs posted
+    volatile fsh_u64 cqes; // CQEs consumed
+    volatile fsh_u64 ci;   // WQEBBs the consumed CQEs free
 };
 
 // The send queue of PE `pe`, or 0 for a mapped peer.
