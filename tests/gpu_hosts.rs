@@ -72,7 +72,7 @@ fn hosts_job(test: &str, hosts: &str, n: usize) {
             "--nocapture",
             "--test-threads=1",
         ])
-        .env(SCENARIO, "device_functions,host_ops")
+        .env(SCENARIO, "network_steps,host_ops,device_functions")
         .env("FERROSHMEM_SYMMETRIC_SIZE", "256M")
         .env("FERROSHMEM_FABRIC_ADDRESS", "127.0.0.1")
         .output()
@@ -88,7 +88,7 @@ fn hosts_job(test: &str, hosts: &str, n: usize) {
         "the GPU job across hosts {hosts} failed in {:?}",
         started.elapsed()
     );
-    for name in ["device_functions", "host_ops"] {
+    for name in ["network_steps", "host_ops", "device_functions"] {
         assert!(
             text.contains(&format!("GPU scenario {name}: ok on {n} PEs")),
             "scenario {name} did not report success"
@@ -112,6 +112,7 @@ fn gpu_hosts_pe_entry() {
     let Some(which) = std::env::var_os(SCENARIO) else {
         return;
     };
+    ferroshmem::observability::init_tracing();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -121,6 +122,7 @@ fn gpu_hosts_pe_entry() {
         let gpu = pe.init_gpu().await.unwrap();
         let mut all = gpu_scenarios::all();
         all.push(("host_ops", |p, g| Box::pin(host_ops(p, g))));
+        all.push(("network_steps", |p, g| Box::pin(network_steps(p, g))));
         let which = which.to_string_lossy().into_owned();
         for (name, scenario) in all {
             if !which.split(',').any(|w| w == name) {
@@ -172,4 +174,105 @@ async fn host_ops(pe: ferroshmem::Pe, g: ferroshmem::gpu::GpuPe) -> ferroshmem::
             &back.as_slice()[..4]
         ))),
     }
+}
+
+/// One device function per kernel on the next PE, each kernel given 20 s: a p, a g, a
+/// gathered put, a fetch-add, a barrier, each checked, so that a failure names its step.
+#[allow(unsafe_code)] // kernel launches take raw arguments
+async fn network_steps(pe: ferroshmem::Pe, g: ferroshmem::gpu::GpuPe) -> ferroshmem::Result<()> {
+    use ferroshmem::gpu::{CompileOptions, LaunchDims};
+    const STEPS: &str = r#"
+extern "C" __global__ void step_p(int* dst, int v, int pe) { fsh_p(dst, v, pe); fsh_quiet(); }
+extern "C" __global__ void step_g(const int* src, int pe, long long* out) { *out = fsh_g(src, pe); }
+extern "C" __global__ void step_put(int* dst, const int* src, int n, int pe) { fsh_put(dst, src, n, pe); fsh_quiet(); }
+extern "C" __global__ void step_amo(unsigned long long* w, int pe, long long* out) { *out = (long long)fsh_atomic_fetch_add(w, 5ull, pe); }
+extern "C" __global__ void step_barrier() { fsh_barrier_all(); }
+"#;
+    let (me, n) = (g.my_pe(), g.n_pes());
+    let next = (me + 1) % n;
+    let fail = |what: String| ferroshmem::Error::Config(format!("PE {me}: {what}"));
+    let module = g.compile(STEPS, &CompileOptions::default())?;
+    let ints = g.calloc::<i32>(8192).await?;
+    let words = g.calloc::<u64>(8).await?;
+    let out = g.calloc::<i64>(8).await?;
+    let src: Vec<i32> = (0..4096).map(|i| me as i32 * 10_000 + i).collect();
+    let staged = ferroshmem::gpu::HostBuffer::from_slice(g.context(), &src)?;
+    g.put(ints.slice(4096..8192), &staged, me).await?;
+    pe.barrier_all().await?;
+    let stream = g.new_stream()?;
+    let (i0, i4096) = (
+        g.local_ptr(ints.at(0))?,
+        g.local_ptr(ints.slice(4096..8192))?,
+    );
+    let (w, o) = (g.local_ptr(&words)?, g.local_ptr(&out)?);
+    let steps: [(&str, Vec<ferroshmem::gpu::KernelArg>); 5] = [
+        (
+            "step_p",
+            vec![i0.into(), (me as i32 + 100).into(), (next as i32).into()],
+        ),
+        ("step_g", vec![i4096.into(), (next as i32).into(), o.into()]),
+        (
+            "step_put",
+            vec![
+                (i0 + 4).into(),
+                i4096.into(),
+                1024i32.into(),
+                (next as i32).into(),
+            ],
+        ),
+        (
+            "step_amo",
+            vec![w.into(), (next as i32).into(), (o + 8).into()],
+        ),
+        ("step_barrier", vec![]),
+    ];
+    for (name, args) in steps {
+        // SAFETY: each step kernel takes exactly these arguments (STEPS above), symmetric
+        // pointers alive until the frees below.
+        unsafe { module.launch(name, LaunchDims::linear(1, 1), &stream, &args)? };
+        match tokio::time::timeout(std::time::Duration::from_secs(20), g.wait_stream(&stream)).await
+        {
+            Ok(done) => done?,
+            Err(_) => return Err(fail(format!("{name} to PE {next} did not finish in 20 s"))),
+        }
+        module.check()?;
+        eprintln!("PE {me}: {name} done");
+    }
+    pe.barrier_all().await?;
+    let prev = (me + n - 1) % n;
+    let mut got = ferroshmem::gpu::HostBuffer::<i32>::new(g.context(), 1025)?;
+    g.get(&mut got, ints.slice(0..1025), me).await?;
+    let mut res = ferroshmem::gpu::HostBuffer::<i64>::new(g.context(), 2)?;
+    g.get(&mut res, out.slice(0..2), me).await?;
+    let want_put: Vec<i32> = (0..1024).map(|i| prev as i32 * 10_000 + i).collect();
+    let checks = [
+        (
+            got.as_slice()[0] == prev as i32 + 100,
+            "fsh_p from the previous PE",
+        ),
+        (
+            res.as_slice()[0] == next as i64 * 10_000,
+            "fsh_g from the next PE",
+        ),
+        (
+            got.as_slice()[1..] == want_put[..],
+            "fsh_put from the previous PE",
+        ),
+        (res.as_slice()[1] == 0, "fsh_atomic_fetch_add's old value"),
+    ];
+    for (ok, what) in checks {
+        if !ok {
+            return Err(fail(format!(
+                "{what} is wrong: {:?} {:?}",
+                &got.as_slice()[..3],
+                res.as_slice()
+            )));
+        }
+    }
+    for b in [ints] {
+        g.free(b).await.map_err(|(e, _)| e)?;
+    }
+    g.free(words).await.map_err(|(e, _)| e)?;
+    g.free(out).await.map_err(|(e, _)| e)?;
+    Ok(())
 }

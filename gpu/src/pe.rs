@@ -213,6 +213,7 @@ impl GpuPe {
         })
         .await?;
         let _ = self.inner.network.set(network);
+        tracing::debug!(pe = self.my_pe(), "network path ready");
         Ok(())
     }
 

@@ -31,14 +31,20 @@ impl GpuHeap {
         let stream = ctx
             .new_stream()
             .map_err(|e| Error::cuda(format!("creating the NIC agent's stream: {e}")))?;
-        Ok(GpuHeap {
+        let heap = GpuHeap {
             ctx: ctx.clone(),
             stream,
             kernels,
             base,
             size,
             old: Mutex::new(Pinned::new(ctx, 8)?),
-        })
+        };
+        // The atomic kernel runs once now, while none of the PE's kernels does: with lazy
+        // module loading its first launch loads its code, which may wait for the whole
+        // context — and a kernel of the PE waiting for this very atomic would never let
+        // that wait end. A fetch of the heap's first word changes nothing.
+        heap.atomic(base, Width::W8, AmoOp::Fetch)?;
+        Ok(heap)
     }
 }
 

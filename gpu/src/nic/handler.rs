@@ -169,6 +169,7 @@ fn serve(
 
 /// Keeps the failure (the first one).
 fn remember(failure: &Failure, e: Error) {
+    tracing::debug!(error = %e, "the NIC handler failed a WQE");
     let mut slot = failure.lock().unwrap_or_else(PoisonError::into_inner);
     slot.get_or_insert(e);
 }
@@ -189,6 +190,7 @@ fn take_new(q: &mut PeerQueue, agent: &Agent, copies: &dyn LocalMemory, failure:
             }
         };
         moved = true;
+        tracing::trace!(peer = q.peer, index, ?decoded, "WQE taken");
         let working = match decoded {
             Ok(wqe) => send(q.peer, index, wqe, agent, copies),
             Err(e) => Working::Refused(index, e.syndrome()),
