@@ -73,7 +73,7 @@ pub fn wake_on_notice(segment: &Segment, notice: u64) {
     // The provider placed the data before it queued the notice; this fence pairs with the
     // waiters' SeqCst registration, as a local writer's does.
     fence(Ordering::SeqCst);
-    segment.wake_watchers(at, end);
+    segment.wake_here(at, end);
 }
 
 /// Where one peer's segment is on the fabric.

@@ -4,13 +4,18 @@
 //! Writers bump that word and wake the futex only when a waiter sleeps on the bytes they wrote
 //! (see [`Segment::wake_watchers`]), so the data path pays one load when nobody sleeps. On
 //! each wake-up the thread notifies the async waiters of the PE, which re-check their
-//! conditions. An idle waiter therefore holds no core. While anyone sleeps, the thread also
-//! wakes every [`TICK`], so that sleeping waits notice timeouts and job failures.
+//! conditions. An idle waiter therefore holds no core. While anyone sleeps, and for a second
+//! after, the thread also wakes every [`TICK`], so that sleeping waits notice timeouts and job
+//! failures (and a waiter that goes to sleep while it ticks need not wake it).
+//!
+//! Writes this PE's own process learns of without the writer's help, the data of fabric
+//! peers' writes, notify the waiters directly instead ([`Segment::wake_here`]): the doorbell
+//! thread's wake-up would be one more thread hop on a remote write's way to its waiter.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::futures::Notified;
 use tokio::sync::Notify;
@@ -34,6 +39,7 @@ impl Doorbell {
     /// Starts the doorbell thread of the PE that owns `segment`.
     pub fn start(pe: usize, segment: Arc<Segment>) -> Result<Self> {
         let notify = Arc::new(Notify::new());
+        segment.set_bell(notify.clone());
         let stop = Arc::new(AtomicBool::new(false));
         let thread = std::thread::Builder::new()
             .name(format!("fsh-doorbell-{pe}"))
@@ -69,19 +75,37 @@ impl Doorbell {
     }
 }
 
+/// How long the doorbell thread keeps ticking after it last saw a sleeper, so that waits
+/// that sleep one after another (a ping-pong) need not ring it awake each time.
+const LINGER: Duration = Duration::from_secs(1);
+
 fn ring_loop(segment: &Segment, notify: &Notify, stop: &AtomicBool) {
     let word = segment.wake_seq();
+    let tick = rustix::time::Timespec {
+        tv_sec: 0,
+        tv_nsec: TICK.as_nanos() as _,
+    };
+    let mut last_sleeper = Instant::now();
     loop {
         let seen = word.load(Ordering::Acquire);
         if stop.load(Ordering::Acquire) {
             return;
         }
         notify.notify_waiters();
-        let tick = rustix::time::Timespec {
-            tv_sec: 0,
-            tv_nsec: TICK.as_nanos() as _,
+        let now = Instant::now();
+        if segment.has_sleepers() {
+            last_sleeper = now;
+        }
+        let ticking = now.duration_since(last_sleeper) < LINGER || {
+            // A sleeper that registers from here on rings; one that registered before this
+            // store is seen by the check after it (see `Segment::watch`).
+            segment.set_dozing(true);
+            segment.has_sleepers()
         };
-        let timeout = segment.has_sleepers().then_some(&tick);
+        if ticking {
+            segment.set_dozing(false);
+        }
+        let timeout = ticking.then_some(&tick);
         // Returns at once if the word moved since `seen` (EAGAIN), so no ring is lost.
         let _ =
             rustix::thread::futex::wait(word, rustix::thread::futex::Flags::empty(), seen, timeout);
