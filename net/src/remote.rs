@@ -42,7 +42,7 @@ use std::sync::atomic::{fence, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use ferroshmem_observability::Traffic;
-use ferroshmem_runtime::route::{Amo, Completion, Remote, RemoteOp};
+use ferroshmem_runtime::route::{Amo, Completion, Drive, Remote, RemoteOp};
 use ferroshmem_runtime::{Error, Segment};
 
 use crate::atomic;
@@ -257,5 +257,11 @@ impl Remote for FabricRemote {
             let _ = self.traffic.set(traffic.clone());
         }
         self.fabric.record_into(traffic);
+    }
+
+    fn drive(&self) -> Option<Box<dyn Drive>> {
+        self.fabric
+            .drive()
+            .map(|driver| Box::new(driver) as Box<dyn Drive>)
     }
 }

@@ -377,6 +377,12 @@ impl DataPlane {
         }
     }
 
+    /// The drive of the remote transport's progress for a waiting task, if the transport
+    /// gives it (see [`crate::route::Remote::drive`]).
+    pub(crate) fn drive(&self) -> Option<Box<dyn crate::route::Drive>> {
+        self.remotes.as_ref().and_then(Remotes::drive)
+    }
+
     /// Keeps the completion of an `_nbi` remote operation for the next `quiet`.
     pub(crate) fn defer(&self, completion: Completion) {
         if let Some(r) = &self.remotes {

@@ -102,6 +102,23 @@ pub trait Remote: Send + Sync + std::fmt::Debug {
     fn record_into(&self, traffic: &Traffic) {
         let _ = traffic;
     }
+
+    /// The drive of the transport's progress for a task that waits for what peers bring
+    /// (see [`Drive`]), where the transport lets tasks drive it: then an arrival wakes the
+    /// waiting task's own thread, with no hop through a progress thread. `None` by default,
+    /// and whenever the transport cannot give it (another task drives).
+    fn drive(&self) -> Option<Box<dyn Drive>> {
+        None
+    }
+}
+
+/// A task's hold on its remote transport's progress while it waits (see [`Remote::drive`]);
+/// released when dropped.
+pub trait Drive: Send + Sync {
+    /// Hands on what has arrived from peers (their writes wake the waiters sleeping on them,
+    /// the operations they complete end) and arranges for `cx` to be woken when more may
+    /// have.
+    fn poll_drive(&mut self, cx: &mut Context<'_>);
 }
 
 /// How many deferred completions make the first pruning.
@@ -204,6 +221,11 @@ impl Remotes {
             }),
             fenced: AtomicBool::new(false),
         }
+    }
+
+    /// The drive of the transport's progress, if it gives it (see [`Remote::drive`]).
+    pub fn drive(&self) -> Option<Box<dyn Drive>> {
+        self.transport.drive()
     }
 
     /// Starts `op`; after a fence with operations outstanding, only once they completed

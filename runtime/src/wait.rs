@@ -20,6 +20,7 @@ use crate::amo::AtomicInt;
 use crate::data_plane::DataPlane;
 use crate::error::{Error, Result};
 use crate::heap::SymSlice;
+use crate::route::Drive;
 use crate::segment::Watch;
 use crate::shared_memory::SharedMapping;
 
@@ -169,11 +170,15 @@ pub struct WaitFuture<'a, C> {
     sleeping: Option<Sleeping<'a>>,
 }
 
-/// A waiter registered as a sleeper on its watched bytes, with an armed doorbell notification.
+/// A waiter registered as a sleeper on its watched bytes, with an armed doorbell notification,
+/// and the drive of the remote transport's progress while it can hold it: a peer's write
+/// that arrives over the fabric then wakes this task's own thread first (see
+/// [`crate::route::Remote::drive`]).
 struct Sleeping<'a> {
     notified: Pin<Box<Notified<'a>>>,
     dp: &'a DataPlane,
     watch: Watch,
+    driver: Option<Box<dyn Drive>>,
 }
 
 impl<'a> Sleeping<'a> {
@@ -185,6 +190,17 @@ impl<'a> Sleeping<'a> {
             notified,
             dp,
             watch,
+            driver: None,
+        }
+    }
+
+    /// Drives the remote transport's progress, taking the drive first if it is free.
+    fn drive(&mut self, cx: &mut Context<'_>) {
+        if self.driver.is_none() {
+            self.driver = self.dp.drive();
+        }
+        if let Some(driver) = self.driver.as_mut() {
+            driver.poll_drive(cx);
         }
     }
 
@@ -264,6 +280,8 @@ where
             }
         }
         let sleeping = this.sleeping.as_mut().expect("entered above");
+        // What the drive hands on (a peer's write) rings the notification polled next.
+        sleeping.drive(cx);
         while sleeping.notified.as_mut().poll(cx).is_ready() {
             sleeping.rearm(this.dp);
             if let Some(r) = check() {

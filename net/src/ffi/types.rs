@@ -58,7 +58,9 @@ pub struct FiOpsFabric {
     pub passive_ep: Unused,
     pub eq_open: Unused,
     pub wait_open: Unused,
-    pub trywait: Unused,
+    pub trywait: Option<
+        unsafe extern "C" fn(fabric: *mut FidFabric, fids: *mut *mut Fid, count: c_int) -> c_int,
+    >,
     pub domain2: Unused,
 }
 
@@ -546,6 +548,8 @@ pub const FI_PROGRESS_MANUAL: u32 = 2;
 
 /// `fi_control` commands.
 pub const FI_ENABLE: c_int = 6;
+/// `fi_control` command: the wait object of a completion queue (`FI_GETWAIT`).
+pub const FI_GETWAIT: c_int = 5;
 
 /// RMA reads after RMA reads, reads after writes and writes after writes go out in the order
 /// posted (`FI_ORDER_RMA_RAR | FI_ORDER_RMA_RAW | FI_ORDER_RMA_WAW`).
