@@ -573,6 +573,10 @@ pub const FI_UINT64: c_int = 7;
 /// Error numbers (negated in return values).
 pub const FI_EAGAIN: isize = 11;
 pub const FI_EAVAIL: isize = 259;
+/// What a wait on a completion queue returns when `fi_cq_signal` interrupted it.
+pub const FI_ECANCELED: isize = 125;
+/// What it returns when its time ran out.
+pub const FI_ETIMEDOUT: isize = 110;
 
 /// `sizeof(struct fi_context2)`: the room a provider may use at the start of an operation's
 /// context when it asks for `FI_CONTEXT`/`FI_CONTEXT2`.

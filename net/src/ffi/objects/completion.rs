@@ -71,7 +71,8 @@ impl Endpoint {
                 (rc, "fi_cq_sread")
             }
         };
-        if rc == -FI_EAGAIN || rc == -110 {
+        // Nothing read: none there, the wait's time ran out, or `interrupt` cut it short.
+        if rc == -FI_EAGAIN || rc == -FI_ETIMEDOUT || rc == -FI_ECANCELED {
             return Ok(found);
         }
         if rc == -FI_EAVAIL {
