@@ -17,13 +17,13 @@
 //! (which would wake it too at every arrival): it reads the queue without waiting every
 //! [`ASIDE_TICK`] instead, so that peers' operations on this PE are still served if the
 //! driver's thread is busy elsewhere, and it takes its place again at the first tick that
-//! finds the drive free. A task that takes the drive while the thread sleeps in the queue
-//! interrupts it.
+//! finds the drive free (or takes it back, see [`Driver`]). A task that takes the drive while
+//! the thread sleeps in the queue interrupts it.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ferroshmem_observability::Traffic;
 use ferroshmem_runtime::route::Drive;
@@ -39,7 +39,10 @@ pub const PROGRESS_WAIT_MS: i32 = 100;
 /// refused while its connection is being made frees none.
 const ROOM_WAIT_MS: i32 = 1;
 /// How often the progress thread reads the queue while a task drives it.
-pub const ASIDE_TICK: Duration = Duration::from_millis(1);
+pub const ASIDE_TICK: Duration = Duration::from_millis(10);
+/// How long a holder of the drive that left arrivals unread may stay unpolled before the
+/// progress thread takes the drive back.
+const TAKE_BACK: Duration = Duration::from_millis(20);
 /// Reads a driver makes in one poll before it lets other tasks run.
 const DRIVE_ROUNDS: usize = 8;
 
@@ -70,8 +73,12 @@ pub struct Core {
     depth: AtomicUsize,
     /// Set when the endpoint closes: the progress thread ends.
     pub stop: AtomicBool,
-    /// Set while a task holds the drive.
-    driven: AtomicBool,
+    /// The number of the drive's holder, 0 while it is free.
+    driver: AtomicU64,
+    /// The number the next holder gets.
+    holders: AtomicU64,
+    /// How many times holders polled the drive.
+    polls: AtomicU64,
     /// Set while the progress thread sleeps in the queue's wait.
     serving: AtomicBool,
 }
@@ -87,7 +94,9 @@ impl Core {
             traffic: OnceLock::new(),
             depth: AtomicUsize::new(0),
             stop: AtomicBool::new(false),
-            driven: AtomicBool::new(false),
+            driver: AtomicU64::new(0),
+            holders: AtomicU64::new(1),
+            polls: AtomicU64::new(0),
             serving: AtomicBool::new(false),
         }
     }
@@ -122,14 +131,32 @@ impl Core {
     pub fn drive(self: &Arc<Core>) -> Option<Driver> {
         let runtime = tokio::runtime::Handle::try_current().ok()?;
         let (id, _) = self.wait.get_or_init(|| self.watch()).as_ref()?;
-        if *id != runtime.id() || self.driven.swap(true, Ordering::SeqCst) {
+        if *id != runtime.id() {
             return None;
         }
-        if self.serving.load(Ordering::SeqCst) {
+        let number = self.holders.fetch_add(1, Ordering::Relaxed);
+        self.take(number).then(|| Driver {
+            core: self.clone(),
+            number,
+        })
+    }
+
+    /// Takes the free drive for holder `number`; tells the progress thread to stand aside.
+    fn take(&self, number: u64) -> bool {
+        let taken = self
+            .driver
+            .compare_exchange(0, number, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok();
+        if taken && self.serving.load(Ordering::SeqCst) {
             // The thread sleeps in the queue's wait: it is to stand aside now.
             self.endpoint.interrupt();
         }
-        Some(Driver(self.clone()))
+        taken
+    }
+
+    /// Whether a task holds the drive.
+    fn driven(&self) -> bool {
+        self.driver.load(Ordering::SeqCst) != 0
     }
 
     /// Registers the queue's wait object with the current runtime's reactor.
@@ -140,14 +167,24 @@ impl Core {
 }
 
 /// A task's hold on the drive of the queue (see the module documentation); released when
-/// dropped.
-pub struct Driver(Arc<Core>);
+/// dropped. The progress thread takes the drive back from a holder that is not polled for
+/// [`TAKE_BACK`] after the thread found arrivals it had left unread (a future polled once and
+/// then kept unpolled); the holder takes it again at its next poll if it is free.
+pub struct Driver {
+    core: Arc<Core>,
+    number: u64,
+}
 
 impl Drive for Driver {
     /// Reads what has arrived, handing it on, and arranges for `cx` to be woken when more
     /// may have.
     fn poll_drive(&mut self, cx: &mut Context<'_>) {
-        let core = &self.0;
+        if !self.holds() {
+            // Taken back, and held by another task now: woken by what that one hands on.
+            return;
+        }
+        let core = &self.core;
+        core.polls.fetch_add(1, Ordering::Relaxed);
         let Some((_, watched)) = core.wait.get().and_then(Option::as_ref) else {
             return;
         };
@@ -174,6 +211,21 @@ impl Drive for Driver {
             }
         }
     }
+
+    fn progress_now(&mut self) {
+        if self.holds() {
+            self.core.polls.fetch_add(1, Ordering::Relaxed);
+            self.core.pass(0);
+        }
+    }
+}
+
+impl Driver {
+    /// Whether this holder has the drive, taking it again if it was taken back and is free.
+    fn holds(&self) -> bool {
+        let core = &self.core;
+        core.driver.load(Ordering::SeqCst) == self.number || core.take(self.number)
+    }
 }
 
 impl std::fmt::Debug for Driver {
@@ -184,22 +236,28 @@ impl std::fmt::Debug for Driver {
 
 impl Drop for Driver {
     fn drop(&mut self) {
-        self.0.driven.store(false, Ordering::SeqCst);
+        let _ =
+            self.core
+                .driver
+                .compare_exchange(self.number, 0, Ordering::SeqCst, Ordering::SeqCst);
     }
 }
 
 /// The progress thread: reads the queue until `stop` is set, sleeping in its wait while no
 /// task drives it and reading it every [`ASIDE_TICK`] while one does.
 pub fn progress_loop(core: &Core) {
+    // A holder that left arrivals unread, and how often holders had polled then.
+    let mut suspect = None;
     while !core.stop.load(Ordering::Acquire) {
-        if core.driven.load(Ordering::SeqCst) {
+        let holder = core.driver.load(Ordering::SeqCst);
+        if holder != 0 {
             std::thread::sleep(ASIDE_TICK);
-            core.pass(0);
+            suspect = stand_aside(core, holder, suspect);
             continue;
         }
         core.serving.store(true, Ordering::SeqCst);
         // A task that took the drive before the store above did not see it: look again.
-        if !core.driven.load(Ordering::SeqCst) {
+        if !core.driven() {
             let wait = if core.room.waiting.load(Ordering::Acquire) > 0 {
                 ROOM_WAIT_MS
             } else {
@@ -209,4 +267,39 @@ pub fn progress_loop(core: &Core) {
         }
         core.serving.store(false, Ordering::SeqCst);
     }
+}
+
+/// One tick of the progress thread standing aside for `holder`: reads the queue, and takes
+/// the drive back from a `suspect` holder that was not polled for [`TAKE_BACK`] since it
+/// became one. Returns the suspect after this tick.
+fn stand_aside(core: &Core, holder: u64, suspect: Option<Suspect>) -> Option<Suspect> {
+    let polls = core.polls.load(Ordering::Relaxed);
+    match suspect {
+        Some(s) if s.holder == holder && s.polls == polls => {
+            if s.since.elapsed() >= TAKE_BACK {
+                // Take the drive back (a holder that is polled takes it again).
+                let _ = core
+                    .driver
+                    .compare_exchange(holder, 0, Ordering::SeqCst, Ordering::SeqCst);
+                return None;
+            }
+            core.pass(0);
+            suspect
+        }
+        // Arrivals read here were the holder's to read: it becomes a suspect until polled.
+        _ => (core.pass(0) > 0).then(|| Suspect {
+            holder,
+            polls,
+            since: Instant::now(),
+        }),
+    }
+}
+
+/// A holder of the drive that left arrivals for the progress thread to read.
+#[derive(Debug, Clone, Copy)]
+struct Suspect {
+    holder: u64,
+    /// How often holders had polled the drive then.
+    polls: u64,
+    since: Instant,
 }

@@ -11,15 +11,11 @@
 //! progress thread's waits last up to [`PROGRESS_WAIT_MS`](crate::progress::PROGRESS_WAIT_MS)). It is stored only when
 //! it changes: one relaxed store per read at most, none per operation.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::task::Poll;
 use std::thread::JoinHandle;
 
 use ferroshmem_observability::Traffic;
-use ferroshmem_runtime::route::Drive;
 use ferroshmem_runtime::{Error, Result, Segment};
 use futures::future::Either;
 use tokio::sync::oneshot;
@@ -249,7 +245,7 @@ impl Fabric {
             }
             drop(waiting);
             left_queue.run();
-            match driven(&core, rx).await {
+            match rx.await {
                 Ok(Ok(bytes)) => Ok(bytes),
                 Ok(Err(why)) => Err(Error::Os {
                     context: "fabric operation",
@@ -287,29 +283,6 @@ impl Fabric {
     pub fn drive(&self) -> Option<Driver> {
         self.core.drive()
     }
-}
-
-/// Awaits `rx`, the outcome of an operation, driving the completion queue meanwhile when
-/// the task can take the drive.
-async fn driven<T>(
-    core: &Arc<Core>,
-    mut rx: oneshot::Receiver<T>,
-) -> std::result::Result<T, oneshot::error::RecvError> {
-    let mut driver = None;
-    std::future::poll_fn(|cx| {
-        if let Poll::Ready(outcome) = Pin::new(&mut rx).poll(cx) {
-            return Poll::Ready(outcome);
-        }
-        if driver.is_none() {
-            driver = core.drive();
-        }
-        let Some(driver) = driver.as_mut() else {
-            return Poll::Pending;
-        };
-        driver.poll_drive(cx);
-        Pin::new(&mut rx).poll(cx)
-    })
-    .await
 }
 
 impl Drop for Fabric {

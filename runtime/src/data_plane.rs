@@ -383,6 +383,15 @@ impl DataPlane {
         self.remotes.as_ref().and_then(Remotes::drive)
     }
 
+    /// `completion`, for the task that awaits it: it drives the remote transport's progress
+    /// meanwhile (see [`Remotes::driven`]).
+    pub(crate) fn awaited(&self, completion: Completion) -> Completion {
+        match &self.remotes {
+            Some(r) => r.driven(completion),
+            None => completion,
+        }
+    }
+
     /// Keeps the completion of an `_nbi` remote operation for the next `quiet`.
     pub(crate) fn defer(&self, completion: Completion) {
         if let Some(r) = &self.remotes {

@@ -119,6 +119,38 @@ pub trait Drive: Send + Sync {
     /// the operations they complete end) and arranges for `cx` to be woken when more may
     /// have.
     fn poll_drive(&mut self, cx: &mut Context<'_>);
+
+    /// Reads what has arrived now, whether or not the event loop has seen it yet: for a task
+    /// that spins, whose thread does not go back to the event loop meanwhile.
+    fn progress_now(&mut self);
+}
+
+/// A completion whose awaiting task drives the transport's progress (see
+/// [`Remotes::driven`]).
+struct Driven {
+    completion: Completion,
+    transport: Arc<dyn Remote>,
+    driver: Option<Box<dyn Drive>>,
+}
+
+impl Future for Driven {
+    type Output = Result<Vec<u8>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<Vec<u8>>> {
+        let this = self.get_mut();
+        if let Poll::Ready(outcome) = this.completion.as_mut().poll(cx) {
+            return Poll::Ready(outcome);
+        }
+        if this.driver.is_none() {
+            this.driver = this.transport.drive();
+        }
+        let Some(driver) = this.driver.as_mut() else {
+            return Poll::Pending;
+        };
+        // What the drive reads may end this operation: look again.
+        driver.poll_drive(cx);
+        this.completion.as_mut().poll(cx)
+    }
 }
 
 /// How many deferred completions make the first pruning.
@@ -226,6 +258,18 @@ impl Remotes {
     /// The drive of the transport's progress, if it gives it (see [`Remote::drive`]).
     pub fn drive(&self) -> Option<Box<dyn Drive>> {
         self.transport.drive()
+    }
+
+    /// `completion`, for a task that awaits it: while it is pending, the task drives the
+    /// transport's progress if it can (see [`Remote::drive`]). Completions that are kept
+    /// (`_nbi`, barrier signals) are not wrapped: a check of them now and then must not hold
+    /// the drive.
+    pub fn driven(&self, completion: Completion) -> Completion {
+        Box::pin(Driven {
+            completion,
+            transport: self.transport.clone(),
+            driver: None,
+        })
     }
 
     /// Starts `op`; after a fence with operations outstanding, only once they completed

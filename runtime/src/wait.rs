@@ -153,6 +153,7 @@ where
             stalled: self.stalled,
             started: None,
             sleeping: None,
+            driver: None,
         }
     }
 }
@@ -168,17 +169,31 @@ pub struct WaitFuture<'a, C> {
     stalled: Option<StallCheck<'a>>,
     started: Option<Instant>,
     sleeping: Option<Sleeping<'a>>,
+    /// The drive of the remote transport's progress, while the wait can hold it: a peer's
+    /// write that arrives over the fabric is then read by this task's own thread, whether the
+    /// wait spins or sleeps (see [`crate::route::Remote::drive`]).
+    driver: Option<Box<dyn Drive>>,
 }
 
-/// A waiter registered as a sleeper on its watched bytes, with an armed doorbell notification,
-/// and the drive of the remote transport's progress while it can hold it: a peer's write
-/// that arrives over the fabric then wakes this task's own thread first (see
-/// [`crate::route::Remote::drive`]).
+/// Drives `dp`'s remote transport's progress through `driver`, taking the drive first if it
+/// is free: reads the transport now while the wait spins (`cx` is `None`: its thread does
+/// not return to the event loop meanwhile), or as the event loop reports arrivals to `cx`.
+fn drive(dp: &DataPlane, driver: &mut Option<Box<dyn Drive>>, cx: Option<&mut Context<'_>>) {
+    if driver.is_none() {
+        *driver = dp.drive();
+    }
+    match (driver.as_mut(), cx) {
+        (Some(driver), Some(cx)) => driver.poll_drive(cx),
+        (Some(driver), None) => driver.progress_now(),
+        (None, _) => {}
+    }
+}
+
+/// A waiter registered as a sleeper on its watched bytes, with an armed doorbell notification.
 struct Sleeping<'a> {
     notified: Pin<Box<Notified<'a>>>,
     dp: &'a DataPlane,
     watch: Watch,
-    driver: Option<Box<dyn Drive>>,
 }
 
 impl<'a> Sleeping<'a> {
@@ -190,17 +205,6 @@ impl<'a> Sleeping<'a> {
             notified,
             dp,
             watch,
-            driver: None,
-        }
-    }
-
-    /// Drives the remote transport's progress, taking the drive first if it is free.
-    fn drive(&mut self, cx: &mut Context<'_>) {
-        if self.driver.is_none() {
-            self.driver = self.dp.drive();
-        }
-        if let Some(driver) = self.driver.as_mut() {
-            driver.poll_drive(cx);
         }
     }
 
@@ -254,6 +258,7 @@ where
         }
         if this.sleeping.is_none() {
             if now.duration_since(started) < this.dp.spin {
+                drive(this.dp, &mut this.driver, None);
                 let slice_end = now + spin_slice(this.dp.node_pes());
                 loop {
                     for _ in 0..32 {
@@ -279,9 +284,9 @@ where
                 return Poll::Ready(Err(this.dp.blame(e)));
             }
         }
-        let sleeping = this.sleeping.as_mut().expect("entered above");
         // What the drive hands on (a peer's write) rings the notification polled next.
-        sleeping.drive(cx);
+        drive(this.dp, &mut this.driver, Some(cx));
+        let sleeping = this.sleeping.as_mut().expect("entered above");
         while sleeping.notified.as_mut().poll(cx).is_ready() {
             sleeping.rearm(this.dp);
             if let Some(r) = check() {
