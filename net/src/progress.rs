@@ -38,11 +38,14 @@ pub const PROGRESS_WAIT_MS: i32 = 100;
 /// operations in flight frees room as they complete, which ends the wait at once, but one
 /// refused while its connection is being made frees none.
 const ROOM_WAIT_MS: i32 = 1;
-/// How often the progress thread reads the queue while a task drives it.
+/// How often the progress thread reads the queue while a task drives it (every
+/// [`ROOM_WAIT_MS`] while operations wait for room).
 pub const ASIDE_TICK: Duration = Duration::from_millis(10);
 /// How long a holder of the drive that left arrivals unread may stay unpolled before the
 /// progress thread takes the drive back.
 const TAKE_BACK: Duration = Duration::from_millis(20);
+/// How many ticks must find arrivals a holder left unread before its drive is taken back.
+const STRIKES: u32 = 3;
 /// Reads a driver makes in one poll before it lets other tasks run.
 const DRIVE_ROUNDS: usize = 8;
 
@@ -167,9 +170,9 @@ impl Core {
 }
 
 /// A task's hold on the drive of the queue (see the module documentation); released when
-/// dropped. The progress thread takes the drive back from a holder that is not polled for
-/// [`TAKE_BACK`] after the thread found arrivals it had left unread (a future polled once and
-/// then kept unpolled); the holder takes it again at its next poll if it is free.
+/// dropped. The progress thread takes the drive back from a holder that stays unpolled while
+/// the thread keeps finding arrivals it left unread (a future polled once and then kept
+/// unpolled, see `stand_aside`); the holder takes it again at its next poll if it is free.
 pub struct Driver {
     core: Arc<Core>,
     number: u64,
@@ -188,26 +191,32 @@ impl Drive for Driver {
         let Some((_, watched)) = core.wait.get().and_then(Option::as_ref) else {
             return;
         };
-        for round in 1..=DRIVE_ROUNDS {
+        let mut busy = false;
+        for _ in 0..DRIVE_ROUNDS {
             let mut ready = match watched.poll_read_ready(cx) {
                 Poll::Ready(Ok(ready)) => ready,
                 // Pending: `cx` is woken when the wait object fires. An error (the reactor
                 // shut down): the progress thread's ticks serve the queue.
                 _ => return,
             };
-            let read = core.pass(0);
+            busy = core.pass(0) > 0;
             if core.endpoint.try_wait() {
-                // Nothing left to read: the next arrival fires the wait object again.
+                // Nothing left to read: the next arrival fires the wait object again (the
+                // next round's poll registers `cx` for it).
                 ready.clear_ready();
-            } else if round == DRIVE_ROUNDS {
-                if read > 0 {
-                    // Still arriving: come back after the other tasks had a turn.
-                    cx.waker().wake_by_ref();
-                } else {
-                    // The provider says to read on, but reads find nothing: leave it to the
-                    // next arrival and the progress thread's ticks rather than spin.
-                    ready.clear_ready();
-                }
+            }
+        }
+        if busy {
+            // Still arriving: come back after the other tasks had a turn.
+            cx.waker().wake_by_ref();
+            return;
+        }
+        // The provider says to read on, but reads find nothing: leave it to the next arrival
+        // (and the progress thread's ticks) rather than spin, with `cx` registered for it.
+        if let Poll::Ready(Ok(mut ready)) = watched.poll_read_ready(cx) {
+            ready.clear_ready();
+            if watched.poll_read_ready(cx).is_ready() {
+                cx.waker().wake_by_ref();
             }
         }
     }
@@ -251,7 +260,11 @@ pub fn progress_loop(core: &Core) {
     while !core.stop.load(Ordering::Acquire) {
         let holder = core.driver.load(Ordering::SeqCst);
         if holder != 0 {
-            std::thread::sleep(ASIDE_TICK);
+            std::thread::sleep(if core.room.waiting.load(Ordering::Acquire) > 0 {
+                Duration::from_millis(ROOM_WAIT_MS as u64)
+            } else {
+                ASIDE_TICK
+            });
             suspect = stand_aside(core, holder, suspect);
             continue;
         }
@@ -270,27 +283,33 @@ pub fn progress_loop(core: &Core) {
 }
 
 /// One tick of the progress thread standing aside for `holder`: reads the queue, and takes
-/// the drive back from a `suspect` holder that was not polled for [`TAKE_BACK`] since it
-/// became one. Returns the suspect after this tick.
+/// the drive back from a holder that left arrivals for it to read at [`STRIKES`] ticks over
+/// at least [`TAKE_BACK`] without being polled in between. Returns the suspect after this
+/// tick.
+///
+/// One arrival read here proves nothing: the thread may read what came a moment before the
+/// holder would have, and the holder's event loop then reports nothing to it.
 fn stand_aside(core: &Core, holder: u64, suspect: Option<Suspect>) -> Option<Suspect> {
     let polls = core.polls.load(Ordering::Relaxed);
+    let read = core.pass(0);
     match suspect {
         Some(s) if s.holder == holder && s.polls == polls => {
-            if s.since.elapsed() >= TAKE_BACK {
+            let strikes = s.strikes + u32::from(read > 0);
+            if strikes >= STRIKES && s.since.elapsed() >= TAKE_BACK {
                 // Take the drive back (a holder that is polled takes it again).
                 let _ = core
                     .driver
                     .compare_exchange(holder, 0, Ordering::SeqCst, Ordering::SeqCst);
                 return None;
             }
-            core.pass(0);
-            suspect
+            Some(Suspect { strikes, ..s })
         }
         // Arrivals read here were the holder's to read: it becomes a suspect until polled.
-        _ => (core.pass(0) > 0).then(|| Suspect {
+        _ => (read > 0).then(|| Suspect {
             holder,
             polls,
             since: Instant::now(),
+            strikes: 1,
         }),
     }
 }
@@ -302,4 +321,6 @@ struct Suspect {
     /// How often holders had polled the drive then.
     polls: u64,
     since: Instant,
+    /// The ticks that found arrivals since.
+    strikes: u32,
 }

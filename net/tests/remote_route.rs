@@ -149,6 +149,44 @@ async fn a_remote_write_wakes_a_sleeping_waiter_by_its_notice() {
     driving.abort();
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_drives_its_fabric_while_it_waits() {
+    if !available() {
+        return;
+    }
+    let [a, b] = two_nodes(|r| r);
+    let flag = view::<u64>(0, 1);
+    let waiter = {
+        let dp = b.dp.clone();
+        tokio::spawn(async move {
+            let flag = view::<u64>(0, 1);
+            let got = dp.wait_until(&flag, Cmp::Eq, 1).await;
+            std::mem::forget(flag);
+            got
+        })
+    };
+    within("the waiter to sleep", async {
+        while !b.segment.has_sleepers() {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await;
+    assert!(
+        b.fabric.drive().is_none(),
+        "a sleeping waiter holds its fabric's drive"
+    );
+    a.dp.p(&flag, 1, 1).await.expect("p");
+    assert_eq!(
+        within("the waiter", waiter).await.expect("waiter task"),
+        Ok(1)
+    );
+    assert!(
+        b.fabric.drive().is_some(),
+        "the drive is free once the wait ended"
+    );
+    std::mem::forget(flag);
+}
+
 /// A task that takes `node`'s fabric drive and reads the queue whenever it fires, until
 /// aborted.
 fn hold_the_drive(node: &Node) -> tokio::task::JoinHandle<()> {

@@ -125,6 +125,7 @@ impl Drop for Doorbell {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::future::Future;
     use std::time::Duration;
 
     #[tokio::test]
@@ -140,5 +141,49 @@ mod tests {
             .await
             .expect("the doorbell rang");
         seg.unwatch(watch);
+    }
+
+    #[test]
+    fn a_write_learned_here_notifies_the_waiters_before_it_returns() {
+        let seg = Arc::new(Segment::create(0, 4096).unwrap());
+        let bell = Doorbell::start(0, seg.clone()).unwrap();
+        let notified = bell.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let watch = seg.watch(64, 72);
+        let rings = seg.wake_seq().load(Ordering::SeqCst);
+        seg.wake_here(64, 72);
+        // Not through the doorbell thread: notified already, and counted as a ring.
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        assert!(notified.as_mut().poll(&mut cx).is_ready());
+        assert!(seg.wake_seq().load(Ordering::SeqCst) > rings);
+        seg.unwatch(watch);
+    }
+
+    #[test]
+    fn a_sleeper_rings_the_doorbell_only_when_it_dozes() {
+        let seg = Arc::new(Segment::create(0, 4096).unwrap());
+        let _bell = Doorbell::start(0, seg.clone()).unwrap();
+        let first = seg.watch(64, 72);
+        seg.unwatch(first);
+        // The thread saw the sleeper (it rang) and ticks for a while after.
+        std::thread::sleep(TICK * 3);
+        let rings = seg.wake_seq().load(Ordering::SeqCst);
+        let again = seg.watch(64, 72);
+        seg.unwatch(again);
+        assert_eq!(
+            seg.wake_seq().load(Ordering::SeqCst),
+            rings,
+            "rang while ticking"
+        );
+        // Past the linger it dozes without a tick: the next sleeper must ring it.
+        std::thread::sleep(LINGER + TICK * 5);
+        let rings = seg.wake_seq().load(Ordering::SeqCst);
+        let late = seg.watch(64, 72);
+        assert!(
+            seg.wake_seq().load(Ordering::SeqCst) > rings,
+            "a dozing doorbell not rung"
+        );
+        seg.unwatch(late);
     }
 }
