@@ -15,7 +15,7 @@ use ferroshmem_runtime::Segment;
 const HEAP: usize = 1 << 20;
 
 /// Held by each test: the CPU-time test measures the whole process.
-static ALONE: Mutex<()> = Mutex::new(());
+static ALONE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// The names of the threads that handed on each notice, in order.
 type Handed = Arc<Mutex<Vec<String>>>;
@@ -88,7 +88,7 @@ async fn drive_until(driver: &mut dyn Drive, done: impl Fn() -> bool) {
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_driving_task_hands_on_peers_data_itself() {
-    let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
+    let _alone = ALONE.lock().await;
     if !available() {
         return;
     }
@@ -130,7 +130,7 @@ async fn a_driving_task_hands_on_peers_data_itself() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_driver_with_nothing_arriving_sleeps() {
-    let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
+    let _alone = ALONE.lock().await;
     if !available() {
         return;
     }

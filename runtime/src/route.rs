@@ -14,7 +14,9 @@
 //! (header words included, for barriers). An operation's future resolves once the operation
 //! is complete at the target: written data and atomic updates are visible there, and the
 //! target's waiters sleeping on the bytes it changed have been woken. Dropping the future
-//! does not recall the operation.
+//! does not recall the operation. A transport may let a task that waits for what peers bring
+//! (a wait, an awaited operation) drive its progress on the task's own thread
+//! ([`Remote::drive`]), so that an arrival wakes that thread and no other.
 
 use std::future::Future;
 use std::pin::Pin;
