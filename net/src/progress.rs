@@ -39,7 +39,7 @@ pub const PROGRESS_WAIT_MS: i32 = 100;
 /// refused while its connection is being made frees none.
 const ROOM_WAIT_MS: i32 = 1;
 /// How often the progress thread reads the queue while a task drives it (every
-/// [`ROOM_WAIT_MS`] while operations wait for room).
+/// millisecond while operations wait for room).
 pub const ASIDE_TICK: Duration = Duration::from_millis(10);
 /// How long a holder of the drive that left arrivals unread may stay unpolled before the
 /// progress thread takes the drive back.
