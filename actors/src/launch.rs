@@ -408,6 +408,25 @@ async fn bootstrap(env: LaunchEnv) -> Result<Pe> {
     Ok(pe)
 }
 
+/// Runs `body` as a task of the current tokio runtime, where there is one, and returns its
+/// output; a panic in it goes on in the caller. A PE's body then runs on a runtime worker,
+/// the thread that sleeps in the runtime's event loop: where it waits for the fabric and
+/// drives it itself (`ferroshmem_runtime::route::Remote::drive`), an arrival wakes that very
+/// thread, whereas the thread of a `block_on` would be woken by the worker in turn.
+async fn on_a_worker<R: Send + 'static>(body: impl Future<Output = R> + Send + 'static) -> R {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return body.await;
+    };
+    match runtime.spawn(body).await {
+        Ok(out) => out,
+        Err(e) => match e.try_into_panic() {
+            Ok(panic) => std::panic::resume_unwind(panic),
+            // Cancelled only when the runtime shuts down, which ends the caller as well.
+            Err(e) => panic!("a PE's task was cancelled: {e}"),
+        },
+    }
+}
+
 /// Runs `f` as every PE of the job, whichever way the program was started: as one PE of a
 /// launched job (`ferroshmem run`, `mpirun`, `srun`) when a launcher is detected, otherwise
 /// as `local_pes` PEs inside this process. Returns the results of the PEs of this process.
@@ -421,7 +440,7 @@ where
         None => run_local(local_pes, f).await,
         Some(env) => {
             let pe = init_launched(env).await?;
-            let out = f(pe.clone()).await;
+            let out = on_a_worker(f(pe.clone())).await;
             pe.finalize().await?;
             Ok(vec![out])
         }

@@ -42,7 +42,7 @@ use std::sync::atomic::{fence, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use ferroshmem_observability::Traffic;
-use ferroshmem_runtime::route::{Amo, Completion, Remote, RemoteOp};
+use ferroshmem_runtime::route::{Amo, Completion, Drive, Remote, RemoteOp};
 use ferroshmem_runtime::{Error, Segment};
 
 use crate::atomic;
@@ -73,7 +73,7 @@ pub fn wake_on_notice(segment: &Segment, notice: u64) {
     // The provider placed the data before it queued the notice; this fence pairs with the
     // waiters' SeqCst registration, as a local writer's does.
     fence(Ordering::SeqCst);
-    segment.wake_watchers(at, end);
+    segment.wake_here(at, end);
 }
 
 /// Where one peer's segment is on the fabric.
@@ -257,5 +257,11 @@ impl Remote for FabricRemote {
             let _ = self.traffic.set(traffic.clone());
         }
         self.fabric.record_into(traffic);
+    }
+
+    fn drive(&self) -> Option<Box<dyn Drive>> {
+        self.fabric
+            .drive()
+            .map(|driver| Box::new(driver) as Box<dyn Drive>)
     }
 }

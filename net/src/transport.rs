@@ -1,18 +1,19 @@
 //! [`Fabric`]: one PE's endpoint, its registered segment, and the progress thread that ends
-//! its operations and hands on the data of peers' writes.
+//! its operations and hands on the data of peers' writes (or stands aside while a waiting
+//! task does, see [`crate::progress`]).
 //!
 //! # Metrics
 //! Once given the PE's fabric traffic block ([`Fabric::record_into`]), the endpoint names its
-//! provider there and the progress thread keeps `ferroshmem_cq_depth{transport="fabric"}`:
-//! the number of entries its latest read of the completion queue found (its operations'
-//! completions and peers' notices; a read takes at most 32, so 32 means at least as many were
-//! waiting), 0 once a read waited [`PROGRESS_WAIT_MS`] and found none. It is stored only when
+//! provider there and whoever reads the completion queue keeps
+//! `ferroshmem_cq_depth{transport="fabric"}`: the number of entries its latest read of the
+//! completion queue found (its operations' completions and peers' notices; a read takes at
+//! most 32, so 32 means at least as many were waiting), 0 once a read found none (the
+//! progress thread's waits last up to [`PROGRESS_WAIT_MS`](crate::progress::PROGRESS_WAIT_MS)). It is stored only when
 //! it changes: one relaxed store per read at most, none per operation.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
 
 use ferroshmem_observability::Traffic;
 use ferroshmem_runtime::{Error, Result, Segment};
@@ -21,22 +22,7 @@ use tokio::sync::oneshot;
 
 use crate::ffi::types::{FI_MR_PROV_KEY, FI_MR_VIRT_ADDR};
 use crate::ffi::{Domain, Endpoint, Hints, Info, Library, MemoryRegion, Operation, Refused};
-
-/// How long the progress thread waits on the completion queue before it looks at its stop
-/// flag again.
-const PROGRESS_WAIT_MS: i32 = 100;
-/// The same while an operation waits for room in the provider's queue: a queue full of
-/// operations in flight frees room as they complete, which ends the wait at once, but one
-/// refused while its connection is being made frees none.
-const ROOM_WAIT_MS: i32 = 1;
-
-/// Room in the provider's queue: operations it refused (queue full, or connection not yet
-/// made) wait here for the progress thread's next pass instead of retrying on a busy core.
-#[derive(Debug, Default)]
-struct Room {
-    freed: tokio::sync::Notify,
-    waiting: std::sync::atomic::AtomicUsize,
-}
+use crate::progress::{progress_loop, Core, Driver};
 
 /// Where and how a PE's fabric endpoint is opened.
 #[derive(Debug, Clone, Default)]
@@ -62,14 +48,11 @@ pub struct Registered {
 
 /// One PE's fabric endpoint; see the crate documentation.
 pub struct Fabric {
-    endpoint: Arc<Endpoint>,
+    /// The endpoint and what its progress thread shares with driving tasks.
+    core: Arc<Core>,
     domain: Arc<Domain>,
     regions: std::sync::Mutex<Vec<MemoryRegion>>,
-    stop: Arc<AtomicBool>,
-    room: Arc<Room>,
     progress: Option<JoinHandle<()>>,
-    /// The PE's fabric traffic block, once given (shared with the progress thread).
-    traffic: Arc<OnceLock<Traffic>>,
 }
 
 impl std::fmt::Debug for Fabric {
@@ -86,7 +69,10 @@ impl Fabric {
     ///
     /// # Errors
     /// [`Error::Config`] when libfabric is missing or no provider offers what is needed.
-    pub fn open(options: &FabricOptions, on_data: impl Fn(u64) + Send + 'static) -> Result<Fabric> {
+    pub fn open(
+        options: &FabricOptions,
+        on_data: impl Fn(u64) + Send + Sync + 'static,
+    ) -> Result<Fabric> {
         let lib = Arc::new(Library::load()?);
         let info = Info::get(
             &lib,
@@ -97,29 +83,19 @@ impl Fabric {
         )?;
         let domain = Domain::open(&lib, info)?;
         let endpoint = Arc::new(Endpoint::open(&domain)?);
-        let stop = Arc::new(AtomicBool::new(false));
-        let traffic = Arc::new(OnceLock::new());
-        let room = Arc::new(Room::default());
+        let core = Arc::new(Core::new(endpoint, Box::new(on_data)));
         let progress = std::thread::Builder::new()
             .name("fsh-fabric".into())
             .spawn({
-                let (endpoint, stop, room, traffic) = (
-                    endpoint.clone(),
-                    stop.clone(),
-                    room.clone(),
-                    traffic.clone(),
-                );
-                move || progress_loop(&endpoint, &stop, &room, &on_data, &traffic)
+                let core = core.clone();
+                move || progress_loop(&core)
             })
             .map_err(|e| Error::os("starting the fabric progress thread", e))?;
         Ok(Fabric {
-            endpoint,
+            core,
             domain,
             regions: Default::default(),
-            stop,
-            room,
             progress: Some(progress),
-            traffic,
         })
     }
 
@@ -127,7 +103,7 @@ impl Fabric {
     /// the provider (`ferroshmem_transport_info`) and keeps the CQ depth (see the module
     /// documentation). The first block given is kept; a disabled one records nothing.
     pub fn record_into(&self, traffic: &Traffic) {
-        if traffic.is_enabled() && self.traffic.set(traffic.clone()).is_ok() {
+        if traffic.is_enabled() && self.core.traffic.set(traffic.clone()).is_ok() {
             traffic.set_provider(&self.provider());
         }
     }
@@ -139,7 +115,7 @@ impl Fabric {
 
     /// This endpoint's address, for peers' [`Fabric::connect`].
     pub fn name(&self) -> Result<Vec<u8>> {
-        self.endpoint.name()
+        self.core.endpoint.name()
     }
 
     /// Registers `segment` for peers' reads, writes and atomics, under `key` where the
@@ -147,7 +123,7 @@ impl Fabric {
     pub fn register(&self, segment: Arc<Segment>, key: u64) -> Result<Registered> {
         let base = segment.mapping().base_addr() as u64;
         let region = self.domain.register(segment, key)?;
-        region.bind(&self.endpoint)?;
+        region.bind(&self.core.endpoint)?;
         let mode = self.domain.info().mr_mode();
         let registered = Registered {
             key: if mode & FI_MR_PROV_KEY != 0 {
@@ -166,14 +142,20 @@ impl Fabric {
 
     /// Inserts peers' addresses; returns their handles in order.
     pub fn connect(&self, names: &[Vec<u8>]) -> Result<Vec<Peer>> {
-        Ok(self.endpoint.insert(names)?.into_iter().map(Peer).collect())
+        Ok(self
+            .core
+            .endpoint
+            .insert(names)?
+            .into_iter()
+            .map(Peer)
+            .collect())
     }
 
     /// Whether the provider carries atomic `op` (see [`crate::atomic`]) on words of `width`
     /// bytes, fetching or not, or compare-and-swap when `op` is `None`.
     pub fn supports(&self, op: Option<std::ffi::c_int>, width: usize, fetching: bool) -> bool {
         let op = op.unwrap_or(crate::ffi::types::FI_CSWAP);
-        self.endpoint.atomic_valid(op, width, fetching)
+        self.core.endpoint.atomic_valid(op, width, fetching)
     }
 
     /// Runs `op` on `peer`'s segment registered as `target`, at byte `offset` of it;
@@ -233,9 +215,11 @@ impl Fabric {
             let _ = tx.send(outcome);
         });
         let remote = target.base + offset;
-        let first = self.endpoint.post(&op, peer.0, remote, target.key, done);
-        let endpoint = self.endpoint.clone();
-        let room = self.room.clone();
+        let first = self
+            .core
+            .endpoint
+            .post(&op, peer.0, remote, target.key, done);
+        let core = self.core.clone();
         let queue_full = matches!(first, Err(Refused::Full(_)));
         if !queue_full {
             left_queue.run();
@@ -250,12 +234,12 @@ impl Fabric {
                     Err(Refused::Failed(e)) => return Err(e),
                 };
                 // Armed before the retry, so that room freed between the two is not missed.
-                let freed = room.freed.notified();
+                let freed = core.room.freed.notified();
                 tokio::pin!(freed);
                 freed.as_mut().enable();
-                posted = endpoint.post(&op, peer.0, remote, target.key, back);
+                posted = core.endpoint.post(&op, peer.0, remote, target.key, back);
                 if matches!(posted, Err(Refused::Full(_))) {
-                    waiting.get_or_insert_with(|| Waiting::new(&room, &endpoint));
+                    waiting.get_or_insert_with(|| Waiting::new(&core));
                     freed.await;
                 }
             }
@@ -290,14 +274,21 @@ impl Fabric {
 
     /// How many operations are in flight.
     pub fn in_flight(&self) -> usize {
-        self.endpoint.in_flight()
+        self.core.endpoint.in_flight()
+    }
+
+    /// The drive of this endpoint's completion queue for the calling task, while it waits
+    /// for what the fabric brings (see [`crate::progress`]): `None` off a tokio runtime,
+    /// where the provider's queue has no wait object, or while another task drives.
+    pub fn drive(&self) -> Option<Driver> {
+        self.core.drive()
     }
 }
 
 impl Drop for Fabric {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Release);
-        self.endpoint.interrupt();
+        self.core.stop.store(true, Ordering::Release);
+        self.core.endpoint.interrupt();
         if let Some(t) = self.progress.take() {
             let _ = t.join();
         }
@@ -321,20 +312,20 @@ impl std::fmt::Debug for Hooks {
 
 /// An operation waiting for room, counted while it exists so that the progress thread
 /// passes often meanwhile; the first one wakes it from its long wait.
-struct Waiting(Arc<Room>);
+struct Waiting(Arc<Core>);
 
 impl Waiting {
-    fn new(room: &Arc<Room>, endpoint: &Endpoint) -> Waiting {
-        if room.waiting.fetch_add(1, Ordering::AcqRel) == 0 {
-            endpoint.interrupt();
+    fn new(core: &Arc<Core>) -> Waiting {
+        if core.room.waiting.fetch_add(1, Ordering::AcqRel) == 0 {
+            core.endpoint.interrupt();
         }
-        Waiting(room.clone())
+        Waiting(core.clone())
     }
 }
 
 impl Drop for Waiting {
     fn drop(&mut self) {
-        self.0.waiting.fetch_sub(1, Ordering::AcqRel);
+        self.0.room.waiting.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -352,41 +343,5 @@ impl OnDrop {
 impl Drop for OnDrop {
     fn drop(&mut self) {
         self.run();
-    }
-}
-
-/// Ends operations and hands on peers' data until `stop` is set; after each pass, tells the
-/// operations waiting for room in the provider's queue to try again; keeps the CQ depth in
-/// `traffic` once it is given.
-fn progress_loop(
-    endpoint: &Endpoint,
-    stop: &AtomicBool,
-    room: &Room,
-    on_data: &(dyn Fn(u64) + Send),
-    traffic: &OnceLock<Traffic>,
-) {
-    let mut depth = 0;
-    while !stop.load(Ordering::Acquire) {
-        let wait = if room.waiting.load(Ordering::Acquire) > 0 {
-            ROOM_WAIT_MS
-        } else {
-            PROGRESS_WAIT_MS
-        };
-        let progressed = endpoint.progress(wait);
-        room.freed.notify_waiters();
-        match progressed {
-            Ok(found) => {
-                let read = found.ended + found.remote.len();
-                if let (true, Some(traffic)) = (read != depth, traffic.get()) {
-                    depth = read;
-                    traffic.set_cq_depth(read as u64);
-                }
-                found.remote.into_iter().for_each(on_data);
-            }
-            Err(e) => {
-                tracing::warn!("fabric progress: {e}");
-                std::thread::sleep(Duration::from_millis(10));
-            }
-        }
     }
 }

@@ -12,6 +12,8 @@ mod common;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use ferroshmem_runtime::route::Drive;
+
 use std::sync::Arc;
 
 use common::{available, fabric_for, two_nodes, view, within, Node, HEAP};
@@ -126,7 +128,9 @@ async fn a_remote_write_wakes_a_sleeping_waiter_by_its_notice() {
     let [a, b] = two_nodes(|r| r);
     // The doorbell also ticks every 10 ms while anyone sleeps, and a tick may find the value
     // before the notice arrives (an atomic's notice leaves once the atomic was applied): each
-    // kind gets a few tries, and must once be woken by its notice.
+    // kind gets a few tries, and must once be woken by its notice. Another task drives PE 1's
+    // fabric meanwhile: a waiter that drove it would wake at the atomic's own arrival too.
+    let driving = hold_the_drive(&b);
     let mut value = 0;
     for how in ["put", "atomic", "put_signal"] {
         let mut rang = false;
@@ -142,6 +146,55 @@ async fn a_remote_write_wakes_a_sleeping_waiter_by_its_notice() {
             "{how}: the waiter never woke by its notice ringing the doorbell"
         );
     }
+    driving.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_drives_its_fabric_while_it_waits() {
+    if !available() {
+        return;
+    }
+    let [a, b] = two_nodes(|r| r);
+    let flag = view::<u64>(0, 1);
+    let waiter = {
+        let dp = b.dp.clone();
+        tokio::spawn(async move {
+            let flag = view::<u64>(0, 1);
+            let got = dp.wait_until(&flag, Cmp::Eq, 1).await;
+            std::mem::forget(flag);
+            got
+        })
+    };
+    within("the waiter to sleep", async {
+        while !b.segment.has_sleepers() {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await;
+    assert!(
+        b.fabric.drive().is_none(),
+        "a sleeping waiter holds its fabric's drive"
+    );
+    a.dp.p(&flag, 1, 1).await.expect("p");
+    assert_eq!(
+        within("the waiter", waiter).await.expect("waiter task"),
+        Ok(1)
+    );
+    assert!(
+        b.fabric.drive().is_some(),
+        "the drive is free once the wait ended"
+    );
+    std::mem::forget(flag);
+}
+
+/// A task that takes `node`'s fabric drive and reads the queue whenever it fires, until
+/// aborted.
+fn hold_the_drive(node: &Node) -> tokio::task::JoinHandle<()> {
+    let mut driver = node.fabric.drive().expect("the drive is free");
+    tokio::spawn(std::future::poll_fn(move |cx| {
+        driver.poll_drive(cx);
+        std::task::Poll::<()>::Pending
+    }))
 }
 
 /// PE 1 sleeps until its word is `value`, PE 0 writes it by `how`: whether a ring (only a

@@ -132,7 +132,7 @@ impl DataPlane {
     ) -> Landing<R> {
         match self.start_amo(dest, pe, op) {
             Ok(Ok(old)) => Landing::ready(Ok(keep(old))),
-            Ok(Err(remote)) => Landing::remote(remote, decode),
+            Ok(Err(remote)) => Landing::remote(self.awaited(remote), decode),
             Err(e) => Landing::ready(Err(e)),
         }
     }

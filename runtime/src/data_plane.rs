@@ -377,6 +377,21 @@ impl DataPlane {
         }
     }
 
+    /// The drive of the remote transport's progress for a waiting task, if the transport
+    /// gives it (see [`crate::route::Remote::drive`]).
+    pub(crate) fn drive(&self) -> Option<Box<dyn crate::route::Drive>> {
+        self.remotes.as_ref().and_then(Remotes::drive)
+    }
+
+    /// `completion`, for the task that awaits it: it drives the remote transport's progress
+    /// meanwhile (see [`Remotes::driven`]).
+    pub(crate) fn awaited(&self, completion: Completion) -> Completion {
+        match &self.remotes {
+            Some(r) => r.driven(completion),
+            None => completion,
+        }
+    }
+
     /// Keeps the completion of an `_nbi` remote operation for the next `quiet`.
     pub(crate) fn defer(&self, completion: Completion) {
         if let Some(r) = &self.remotes {

@@ -4,13 +4,18 @@
 //! Writers bump that word and wake the futex only when a waiter sleeps on the bytes they wrote
 //! (see [`Segment::wake_watchers`]), so the data path pays one load when nobody sleeps. On
 //! each wake-up the thread notifies the async waiters of the PE, which re-check their
-//! conditions. An idle waiter therefore holds no core. While anyone sleeps, the thread also
-//! wakes every [`TICK`], so that sleeping waits notice timeouts and job failures.
+//! conditions. An idle waiter therefore holds no core. While anyone sleeps, and for a second
+//! after, the thread also wakes every [`TICK`], so that sleeping waits notice timeouts and job
+//! failures (and a waiter that goes to sleep while it ticks need not wake it).
+//!
+//! Writes this PE's own process learns of without the writer's help, the data of fabric
+//! peers' writes, notify the waiters directly instead ([`Segment::wake_here`]): the doorbell
+//! thread's wake-up would be one more thread hop on a remote write's way to its waiter.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::futures::Notified;
 use tokio::sync::Notify;
@@ -34,6 +39,7 @@ impl Doorbell {
     /// Starts the doorbell thread of the PE that owns `segment`.
     pub fn start(pe: usize, segment: Arc<Segment>) -> Result<Self> {
         let notify = Arc::new(Notify::new());
+        segment.set_bell(notify.clone());
         let stop = Arc::new(AtomicBool::new(false));
         let thread = std::thread::Builder::new()
             .name(format!("fsh-doorbell-{pe}"))
@@ -69,19 +75,37 @@ impl Doorbell {
     }
 }
 
+/// How long the doorbell thread keeps ticking after it last saw a sleeper, so that waits
+/// that sleep one after another (a ping-pong) need not ring it awake each time.
+const LINGER: Duration = Duration::from_secs(1);
+
 fn ring_loop(segment: &Segment, notify: &Notify, stop: &AtomicBool) {
     let word = segment.wake_seq();
+    let tick = rustix::time::Timespec {
+        tv_sec: 0,
+        tv_nsec: TICK.as_nanos() as _,
+    };
+    let mut last_sleeper = Instant::now();
     loop {
         let seen = word.load(Ordering::Acquire);
         if stop.load(Ordering::Acquire) {
             return;
         }
         notify.notify_waiters();
-        let tick = rustix::time::Timespec {
-            tv_sec: 0,
-            tv_nsec: TICK.as_nanos() as _,
+        let now = Instant::now();
+        if segment.has_sleepers() {
+            last_sleeper = now;
+        }
+        let ticking = now.duration_since(last_sleeper) < LINGER || {
+            // A sleeper that registers from here on rings; one that registered before this
+            // store is seen by the check after it (see `Segment::watch`).
+            segment.set_dozing(true);
+            segment.has_sleepers()
         };
-        let timeout = segment.has_sleepers().then_some(&tick);
+        if ticking {
+            segment.set_dozing(false);
+        }
+        let timeout = ticking.then_some(&tick);
         // Returns at once if the word moved since `seen` (EAGAIN), so no ring is lost.
         let _ =
             rustix::thread::futex::wait(word, rustix::thread::futex::Flags::empty(), seen, timeout);
@@ -101,6 +125,7 @@ impl Drop for Doorbell {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::future::Future;
     use std::time::Duration;
 
     #[tokio::test]
@@ -116,5 +141,49 @@ mod tests {
             .await
             .expect("the doorbell rang");
         seg.unwatch(watch);
+    }
+
+    #[test]
+    fn a_write_learned_here_notifies_the_waiters_before_it_returns() {
+        let seg = Arc::new(Segment::create(0, 4096).unwrap());
+        let bell = Doorbell::start(0, seg.clone()).unwrap();
+        let notified = bell.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let watch = seg.watch(64, 72);
+        let rings = seg.wake_seq().load(Ordering::SeqCst);
+        seg.wake_here(64, 72);
+        // Not through the doorbell thread: notified already, and counted as a ring.
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        assert!(notified.as_mut().poll(&mut cx).is_ready());
+        assert!(seg.wake_seq().load(Ordering::SeqCst) > rings);
+        seg.unwatch(watch);
+    }
+
+    #[test]
+    fn a_sleeper_rings_the_doorbell_only_when_it_dozes() {
+        let seg = Arc::new(Segment::create(0, 4096).unwrap());
+        let _bell = Doorbell::start(0, seg.clone()).unwrap();
+        let first = seg.watch(64, 72);
+        seg.unwatch(first);
+        // The thread saw the sleeper (it rang) and ticks for a while after.
+        std::thread::sleep(TICK * 3);
+        let rings = seg.wake_seq().load(Ordering::SeqCst);
+        let again = seg.watch(64, 72);
+        seg.unwatch(again);
+        assert_eq!(
+            seg.wake_seq().load(Ordering::SeqCst),
+            rings,
+            "rang while ticking"
+        );
+        // Past the linger it dozes without a tick: the next sleeper must ring it.
+        std::thread::sleep(LINGER + TICK * 5);
+        let rings = seg.wake_seq().load(Ordering::SeqCst);
+        let late = seg.watch(64, 72);
+        assert!(
+            seg.wake_seq().load(Ordering::SeqCst) > rings,
+            "a dozing doorbell not rung"
+        );
+        seg.unwatch(late);
     }
 }

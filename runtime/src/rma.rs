@@ -60,7 +60,7 @@ impl DataPlane {
     ) -> Landing<()> {
         match self.start_put(dest.into(), bytemuck::cast_slice(src), src.len(), pe) {
             Ok(None) => Landing::ready(Ok(())),
-            Ok(Some(remote)) => Landing::remote(remote, nothing),
+            Ok(Some(remote)) => Landing::remote(self.awaited(remote), nothing),
             Err(e) => Landing::ready(Err(e)),
         }
     }
@@ -118,7 +118,7 @@ impl DataPlane {
         let dest: &'a mut [u8] = bytemuck::cast_slice_mut(dest);
         match self.start_get(dest, src.into(), pe) {
             Ok(None) => GetLanding::ready(Ok(())),
-            Ok(Some(remote)) => GetLanding::remote(remote, dest),
+            Ok(Some(remote)) => GetLanding::remote(self.awaited(remote), dest),
             Err(e) => GetLanding::ready(Err(e)),
         }
     }
@@ -170,7 +170,7 @@ impl DataPlane {
     ) -> Landing<()> {
         match self.start_get_into(dest, src, pe) {
             Ok(None) => Landing::ready(Ok(())),
-            Ok(Some(remote)) => Landing::remote(remote, nothing),
+            Ok(Some(remote)) => Landing::remote(self.awaited(remote), nothing),
             Err(e) => Landing::ready(Err(e)),
         }
     }
@@ -231,7 +231,7 @@ impl DataPlane {
         let mut v = T::zeroed();
         match self.start_get(bytemuck::bytes_of_mut(&mut v), src.into(), pe) {
             Ok(None) => Landing::ready(Ok(v)),
-            Ok(Some(remote)) => Landing::remote(remote, read_element),
+            Ok(Some(remote)) => Landing::remote(self.awaited(remote), read_element),
             Err(e) => Landing::ready(Err(e)),
         }
     }
@@ -363,7 +363,7 @@ impl DataPlane {
         }
         match self.remote_pending() {
             None => Landing::ready(Ok(())),
-            Some(pending) => Landing::remote(pending, nothing),
+            Some(pending) => Landing::remote(self.awaited(pending), nothing),
         }
     }
 }

@@ -14,7 +14,9 @@
 //! (header words included, for barriers). An operation's future resolves once the operation
 //! is complete at the target: written data and atomic updates are visible there, and the
 //! target's waiters sleeping on the bytes it changed have been woken. Dropping the future
-//! does not recall the operation.
+//! does not recall the operation. A transport may let a task that waits for what peers bring
+//! (a wait, an awaited operation) drive its progress on the task's own thread
+//! ([`Remote::drive`]), so that an arrival wakes that thread and no other.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -101,6 +103,55 @@ pub trait Remote: Send + Sync + std::fmt::Debug {
     /// can see: operations in flight, CQ depth, its provider). Does nothing by default.
     fn record_into(&self, traffic: &Traffic) {
         let _ = traffic;
+    }
+
+    /// The drive of the transport's progress for a task that waits for what peers bring
+    /// (see [`Drive`]), where the transport lets tasks drive it: then an arrival wakes the
+    /// waiting task's own thread, with no hop through a progress thread. `None` by default,
+    /// and whenever the transport cannot give it (another task drives).
+    fn drive(&self) -> Option<Box<dyn Drive>> {
+        None
+    }
+}
+
+/// A task's hold on its remote transport's progress while it waits (see [`Remote::drive`]);
+/// released when dropped.
+pub trait Drive: Send + Sync {
+    /// Hands on what has arrived from peers (their writes wake the waiters sleeping on them,
+    /// the operations they complete end) and arranges for `cx` to be woken when more may
+    /// have.
+    fn poll_drive(&mut self, cx: &mut Context<'_>);
+
+    /// Reads what has arrived now, whether or not the event loop has seen it yet: for a task
+    /// that spins, whose thread does not go back to the event loop meanwhile.
+    fn progress_now(&mut self);
+}
+
+/// A completion whose awaiting task drives the transport's progress (see
+/// [`Remotes::driven`]).
+struct Driven {
+    completion: Completion,
+    transport: Arc<dyn Remote>,
+    driver: Option<Box<dyn Drive>>,
+}
+
+impl Future for Driven {
+    type Output = Result<Vec<u8>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<Vec<u8>>> {
+        let this = self.get_mut();
+        if let Poll::Ready(outcome) = this.completion.as_mut().poll(cx) {
+            return Poll::Ready(outcome);
+        }
+        if this.driver.is_none() {
+            this.driver = this.transport.drive();
+        }
+        let Some(driver) = this.driver.as_mut() else {
+            return Poll::Pending;
+        };
+        // What the drive reads may end this operation: look again.
+        driver.poll_drive(cx);
+        this.completion.as_mut().poll(cx)
     }
 }
 
@@ -204,6 +255,23 @@ impl Remotes {
             }),
             fenced: AtomicBool::new(false),
         }
+    }
+
+    /// The drive of the transport's progress, if it gives it (see [`Remote::drive`]).
+    pub fn drive(&self) -> Option<Box<dyn Drive>> {
+        self.transport.drive()
+    }
+
+    /// `completion`, for a task that awaits it: while it is pending, the task drives the
+    /// transport's progress if it can (see [`Remote::drive`]). Completions that are kept
+    /// (`_nbi`, barrier signals) are not wrapped: a check of them now and then must not hold
+    /// the drive.
+    pub fn driven(&self, completion: Completion) -> Completion {
+        Box::pin(Driven {
+            completion,
+            transport: self.transport.clone(),
+            driver: None,
+        })
     }
 
     /// Starts `op`; after a fence with operations outstanding, only once they completed

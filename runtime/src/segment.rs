@@ -17,7 +17,10 @@
 //! when nobody sleeps.
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use tokio::sync::Notify;
 
 use crate::error::{Error, Result};
 use crate::shared_memory::SharedMapping;
@@ -63,6 +66,12 @@ pub struct Segment {
     fd: OwnedFd,
     map: SharedMapping,
     heap_size: usize,
+    /// The owner's in-process bell, once its doorbell has started (on the owner's own
+    /// segment object only): what the doorbell thread notifies, for [`Segment::wake_here`].
+    bell: OnceLock<Arc<Notify>>,
+    /// Whether the owner's doorbell thread may be asleep without a tick (true until it says
+    /// otherwise): only then must a first sleeper ring it (see [`Segment::watch`]).
+    dozing: AtomicBool,
 }
 
 impl Segment {
@@ -85,7 +94,13 @@ impl Segment {
         map.write(PID_OFFSET, &std::process::id().to_ne_bytes());
         map.atomic::<AtomicU64>(MAGIC_OFFSET)
             .store(MAGIC, Ordering::Release);
-        Ok(Segment { fd, map, heap_size })
+        Ok(Segment {
+            fd,
+            map,
+            heap_size,
+            bell: OnceLock::new(),
+            dozing: AtomicBool::new(true),
+        })
     }
 
     /// Maps a peer's segment from the descriptor it sent, checking its size and header.
@@ -108,7 +123,13 @@ impl Segment {
                 "peer segment does not carry ferroshmem's header".into(),
             ));
         }
-        Ok(Segment { fd, map, heap_size })
+        Ok(Segment {
+            fd,
+            map,
+            heap_size,
+            bell: OnceLock::new(),
+            dozing: AtomicBool::new(true),
+        })
     }
 
     /// The memfd, to send to peers.
@@ -221,12 +242,14 @@ impl Segment {
                 )
             }
         };
-        if before & !OVERFLOW == 0 {
+        if before & !OVERFLOW == 0 && self.dozing.load(Ordering::SeqCst) {
             // Tell the doorbell thread that someone sleeps, so that it ticks for timeouts. It
-            // may sleep without a tick only after `has_sleepers` found no slot in use; every
-            // registration is a SeqCst update of the mask, so the first one after that finds
-            // no slot in use either and rings. The overflow bit says nothing here: it stays
-            // set once any sleeper has watched everything, sleepers or not.
+            // sleeps without a tick only after it set `dozing` and then `has_sleepers` found
+            // no slot in use (both SeqCst): every registration is a SeqCst update of the mask
+            // before its SeqCst load of `dozing`, so either the thread sees the sleeper and
+            // ticks, or the first registration after its check sees `dozing` and rings. The
+            // overflow bit says nothing here: it stays set once any sleeper has watched
+            // everything, sleepers or not.
             self.ring();
         }
         watch
@@ -259,6 +282,36 @@ impl Segment {
         if mask != 0 && self.watched(mask, start as u64, end as u64) {
             self.ring();
         }
+    }
+
+    /// [`Segment::wake_watchers`] for a write that the owner's own process learned of (a
+    /// fabric peer's write, handed on by the owner's endpoint), called on the owner's segment:
+    /// notifies the waiters through the doorbell's bell directly, one thread wake-up fewer
+    /// than through the doorbell thread. It still counts as a ring (the wake sequence moves),
+    /// but wakes no thread sleeping on the futex. Rings as `wake_watchers` does before the
+    /// doorbell has started. The same ordering contract holds.
+    pub fn wake_here(&self, start: usize, end: usize) {
+        let mask = self.watchers().load(Ordering::SeqCst);
+        if mask != 0 && self.watched(mask, start as u64, end as u64) {
+            match self.bell.get() {
+                Some(bell) => {
+                    self.wake_seq().fetch_add(1, Ordering::SeqCst);
+                    bell.notify_waiters();
+                }
+                None => self.ring(),
+            }
+        }
+    }
+
+    /// Called by the owner's doorbell thread before it sleeps: `true` before a sleep without
+    /// a tick (then it checks [`Segment::has_sleepers`] again), `false` before ticking ones.
+    pub(crate) fn set_dozing(&self, dozing: bool) {
+        self.dozing.store(dozing, Ordering::SeqCst);
+    }
+
+    /// Gives the owner's segment the bell its doorbell thread notifies; the first is kept.
+    pub(crate) fn set_bell(&self, bell: Arc<Notify>) {
+        let _ = self.bell.set(bell);
     }
 
     fn watched(&self, mask: u64, start: u64, end: u64) -> bool {

@@ -65,7 +65,7 @@ impl DataPlane {
     ) -> Landing<()> {
         match self.start_put_signal(dest.into(), src, sig.into(), value, op, pe) {
             Ok(None) => Landing::ready(Ok(())),
-            Ok(Some(remote)) => Landing::remote(remote, nothing),
+            Ok(Some(remote)) => Landing::remote(self.awaited(remote), nothing),
             Err(e) => Landing::ready(Err(e)),
         }
     }
@@ -147,7 +147,10 @@ impl DataPlane {
                     op: op.amo(value),
                     width: 8,
                 };
-                Landing::remote(self.remote(Op::Signal, pe, 8, at, remote), nothing)
+                Landing::remote(
+                    self.awaited(self.remote(Op::Signal, pe, 8, at, remote)),
+                    nothing,
+                )
             }
         }
     }

@@ -20,6 +20,7 @@ use crate::amo::AtomicInt;
 use crate::data_plane::DataPlane;
 use crate::error::{Error, Result};
 use crate::heap::SymSlice;
+use crate::route::Drive;
 use crate::segment::Watch;
 use crate::shared_memory::SharedMapping;
 
@@ -152,6 +153,7 @@ where
             stalled: self.stalled,
             started: None,
             sleeping: None,
+            driver: None,
         }
     }
 }
@@ -167,6 +169,24 @@ pub struct WaitFuture<'a, C> {
     stalled: Option<StallCheck<'a>>,
     started: Option<Instant>,
     sleeping: Option<Sleeping<'a>>,
+    /// The drive of the remote transport's progress, while the wait can hold it: a peer's
+    /// write that arrives over the fabric is then read by this task's own thread, whether the
+    /// wait spins or sleeps (see [`crate::route::Remote::drive`]).
+    driver: Option<Box<dyn Drive>>,
+}
+
+/// Drives `dp`'s remote transport's progress through `driver`, taking the drive first if it
+/// is free: reads the transport now while the wait spins (`cx` is `None`: its thread does
+/// not return to the event loop meanwhile), or as the event loop reports arrivals to `cx`.
+fn drive(dp: &DataPlane, driver: &mut Option<Box<dyn Drive>>, cx: Option<&mut Context<'_>>) {
+    if driver.is_none() {
+        *driver = dp.drive();
+    }
+    match (driver.as_mut(), cx) {
+        (Some(driver), Some(cx)) => driver.poll_drive(cx),
+        (Some(driver), None) => driver.progress_now(),
+        (None, _) => {}
+    }
 }
 
 /// A waiter registered as a sleeper on its watched bytes, with an armed doorbell notification.
@@ -238,6 +258,7 @@ where
         }
         if this.sleeping.is_none() {
             if now.duration_since(started) < this.dp.spin {
+                drive(this.dp, &mut this.driver, None);
                 let slice_end = now + spin_slice(this.dp.node_pes());
                 loop {
                     for _ in 0..32 {
@@ -263,6 +284,8 @@ where
                 return Poll::Ready(Err(this.dp.blame(e)));
             }
         }
+        // What the drive hands on (a peer's write) rings the notification polled next.
+        drive(this.dp, &mut this.driver, Some(cx));
         let sleeping = this.sleeping.as_mut().expect("entered above");
         while sleeping.notified.as_mut().poll(cx).is_ready() {
             sleeping.rearm(this.dp);

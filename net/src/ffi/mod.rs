@@ -32,7 +32,7 @@ use std::ffi::{c_char, c_int, c_void, CStr, CString};
 
 use ferroshmem_runtime::{Error, Result};
 
-pub use objects::{Domain, Done, Endpoint, MemoryRegion, Operation, Refused};
+pub use objects::{Domain, Done, Endpoint, MemoryRegion, Operation, Refused, WaitObject};
 use types::*;
 
 /// The functions libfabric exports, loaded at run time.

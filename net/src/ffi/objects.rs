@@ -7,8 +7,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use ferroshmem_runtime::{Error, Result, Segment};
 
+mod completion;
+
 use super::types::*;
 use super::{Info, Library};
+
+pub use completion::WaitObject;
 
 /// Closes the object behind `fid`, reporting (not failing on) an error.
 ///
@@ -301,16 +305,6 @@ impl std::fmt::Debug for Refused {
     }
 }
 
-/// What a read of the completion queue found besides the operations it ended: the data that
-/// peers' writes delivered.
-#[derive(Debug, Default)]
-pub struct Completions {
-    /// Operations ended (successfully or not).
-    pub ended: usize,
-    /// The remote CQ data of peers' writes that arrived, in order.
-    pub remote: Vec<u64>,
-}
-
 impl Endpoint {
     /// Opens an endpoint on `domain`, with an address vector (as a table) and one completion
     /// queue for its operations and for remote CQ data, and enables it.
@@ -581,88 +575,6 @@ impl Endpoint {
         }
     }
 
-    /// Reads the completion queue, waiting up to `timeout_ms` for an entry, and ends the
-    /// operations it reports.
-    pub fn progress(&self, timeout_ms: i32) -> Result<Completions> {
-        let mut entries = [FiCqDataEntry {
-            op_context: std::ptr::null_mut(),
-            flags: 0,
-            len: 0,
-            buf: std::ptr::null_mut(),
-            data: 0,
-        }; 32];
-        let mut found = Completions::default();
-        // SAFETY: the CQ is live; `entries` has room for 32 entries of the format the CQ was
-        // opened with.
-        let rc = unsafe {
-            let ops = &*(*self.cq).ops;
-            let sread = entry(ops.sread, "waiting on a completion queue")?;
-            sread(
-                self.cq,
-                entries.as_mut_ptr().cast(),
-                entries.len(),
-                std::ptr::null(),
-                timeout_ms,
-            )
-        };
-        if rc == -FI_EAGAIN || rc == -110 {
-            return Ok(found);
-        }
-        if rc == -FI_EAVAIL {
-            self.fail_one()?;
-            found.ended = 1;
-            return Ok(found);
-        }
-        check(&self.domain.lib, "fi_cq_sread", rc)?;
-        for e in &entries[..rc as usize] {
-            if e.flags & FI_REMOTE_CQ_DATA != 0 && e.op_context.is_null() {
-                found.remote.push(e.data);
-                continue;
-            }
-            if e.op_context.is_null() {
-                continue;
-            }
-            // SAFETY: a non-null context is the address of a record this endpoint posted,
-            // still in its table (only its completion takes it out).
-            let slot = unsafe { (*e.op_context.cast::<Pending>()).slot };
-            self.end(slot, Ok(()));
-            found.ended += 1;
-        }
-        Ok(found)
-    }
-
-    /// Reads one error completion and fails its operation.
-    fn fail_one(&self) -> Result<()> {
-        // SAFETY: the CQ is live; the error entry is a zeroed C structure the call fills.
-        let (rc, entry_read, message) = unsafe {
-            let ops = &*(*self.cq).ops;
-            let mut err: FiCqErrEntry = std::mem::zeroed();
-            let rc = entry(ops.readerr, "reading completion errors")?(self.cq, &mut err, 0);
-            let message = match ops.strerror {
-                Some(text) if rc > 0 => super::c_text(text(
-                    self.cq,
-                    err.prov_errno,
-                    err.err_data,
-                    std::ptr::null_mut(),
-                    0,
-                )),
-                _ => String::new(),
-            };
-            (rc, err, message)
-        };
-        check(&self.domain.lib, "fi_cq_readerr", rc)?;
-        let why = format!(
-            "{} ({message})",
-            self.domain.lib.strerror(entry_read.err as isize)
-        );
-        if !entry_read.op_context.is_null() {
-            // SAFETY: as in `progress`.
-            let slot = unsafe { (*entry_read.op_context.cast::<Pending>()).slot };
-            self.end(slot, Err(why));
-        }
-        Ok(())
-    }
-
     /// Takes record `slot` out and tells its owner how it ended.
     fn end(&self, slot: usize, outcome: std::result::Result<(), String>) {
         let taken = self
@@ -680,16 +592,6 @@ impl Endpoint {
         });
         if let Some(done) = p.done.take() {
             done(result);
-        }
-    }
-
-    /// Wakes a thread waiting in [`Endpoint::progress`].
-    pub fn interrupt(&self) {
-        // SAFETY: the CQ is live; `signal` only wakes its waiters.
-        unsafe {
-            if let Some(signal) = (*(*self.cq).ops).signal {
-                signal(self.cq);
-            }
         }
     }
 

@@ -58,7 +58,9 @@ pub struct FiOpsFabric {
     pub passive_ep: Unused,
     pub eq_open: Unused,
     pub wait_open: Unused,
-    pub trywait: Unused,
+    pub trywait: Option<
+        unsafe extern "C" fn(fabric: *mut FidFabric, fids: *mut *mut Fid, count: c_int) -> c_int,
+    >,
     pub domain2: Unused,
 }
 
@@ -546,6 +548,8 @@ pub const FI_PROGRESS_MANUAL: u32 = 2;
 
 /// `fi_control` commands.
 pub const FI_ENABLE: c_int = 6;
+/// `fi_control` command: the wait object of a completion queue (`FI_GETWAIT`).
+pub const FI_GETWAIT: c_int = 5;
 
 /// RMA reads after RMA reads, reads after writes and writes after writes go out in the order
 /// posted (`FI_ORDER_RMA_RAR | FI_ORDER_RMA_RAW | FI_ORDER_RMA_WAW`).
@@ -569,6 +573,10 @@ pub const FI_UINT64: c_int = 7;
 /// Error numbers (negated in return values).
 pub const FI_EAGAIN: isize = 11;
 pub const FI_EAVAIL: isize = 259;
+/// What a wait on a completion queue returns when `fi_cq_signal` interrupted it.
+pub const FI_ECANCELED: isize = 125;
+/// What it returns when its time ran out.
+pub const FI_ETIMEDOUT: isize = 110;
 
 /// `sizeof(struct fi_context2)`: the room a provider may use at the start of an operation's
 /// context when it asks for `FI_CONTEXT`/`FI_CONTEXT2`.

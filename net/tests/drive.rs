@@ -1,0 +1,179 @@
+//! A task that waits for what the fabric brings drives the completion queue itself: peers'
+//! data is handed on by the waiting task's own thread, not by the progress thread, and a
+//! driver with nothing arriving sleeps instead of spinning. Over `tcp;ofi_rxm` on loopback;
+//! skipped, saying so, where libfabric is not installed.
+
+use std::sync::{Arc, Mutex};
+use std::task::Poll;
+use std::time::{Duration, Instant};
+
+use ferroshmem_net::{Fabric, FabricOptions, Library, Operation, Registered};
+use ferroshmem_runtime::route::Drive;
+use ferroshmem_runtime::segment::HEADER_SIZE;
+use ferroshmem_runtime::Segment;
+
+const HEAP: usize = 1 << 20;
+
+/// Held by each test: the CPU-time test measures the whole process.
+static ALONE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// The names of the threads that handed on each notice, in order.
+type Handed = Arc<Mutex<Vec<String>>>;
+
+/// One side: its fabric, its registered segment, and who handed on its notices.
+struct Side {
+    fabric: Fabric,
+    registered: Registered,
+    handed: Handed,
+    _segment: Arc<Segment>,
+}
+
+fn side(rank: usize) -> Side {
+    let handed = Handed::default();
+    let record = handed.clone();
+    let fabric = Fabric::open(
+        &FabricOptions {
+            provider: Some("tcp;ofi_rxm".into()),
+            node: Some("127.0.0.1".into()),
+        },
+        move |_| {
+            let name = std::thread::current().name().unwrap_or("").to_string();
+            record.lock().unwrap().push(name);
+        },
+    )
+    .expect("a tcp;ofi_rxm endpoint on loopback");
+    let segment = Arc::new(Segment::create(rank, HEAP).expect("segment"));
+    let registered = fabric
+        .register(segment.clone(), 300 + rank as u64)
+        .expect("register the segment");
+    Side {
+        fabric,
+        registered,
+        handed,
+        _segment: segment,
+    }
+}
+
+fn available() -> bool {
+    match Library::load() {
+        Ok(_) => true,
+        Err(e) => {
+            eprintln!("skipped: {e}");
+            false
+        }
+    }
+}
+
+/// This process's CPU time so far.
+fn cpu() -> Duration {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
+}
+
+/// Drives `driver` until `done` holds, polled only when the driver's own registration wakes
+/// the task; fails after 10 s (a hang, or a driver that stopped being woken).
+async fn drive_until(driver: &mut dyn Drive, done: impl Fn() -> bool) {
+    let driving = std::future::poll_fn(|cx| {
+        driver.poll_drive(cx);
+        if done() {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    });
+    tokio::time::timeout(Duration::from_secs(10), driving)
+        .await
+        .expect("the driver was woken for each arrival within 10 s");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_driving_task_hands_on_peers_data_itself() {
+    let _alone = ALONE.lock().await;
+    if !available() {
+        return;
+    }
+    let (a, b) = (side(0), side(1));
+    let peers = a
+        .fabric
+        .connect(&[b.fabric.name().expect("name")])
+        .expect("connect");
+    let mut driver = b
+        .fabric
+        .drive()
+        .expect("a task on a runtime takes the drive");
+    assert!(b.fabric.drive().is_none(), "one driver at a time");
+    let me = std::thread::current().name().unwrap_or("").to_string();
+    let writes = 20;
+    for i in 0..writes {
+        let write = a.fabric.start(
+            Operation::WriteData(vec![1; 8], i),
+            peers[0],
+            b.registered,
+            HEADER_SIZE as u64,
+        );
+        let handed = b.handed.clone();
+        drive_until(&mut driver, || handed.lock().unwrap().len() > i as usize).await;
+        write.await.expect("the write completes");
+    }
+    let handed = b.handed.lock().unwrap().clone();
+    let by_driver = handed.iter().filter(|name| **name == me).count();
+    // The progress thread, standing aside, still reads the queue every millisecond, and may
+    // now and then find a notice first.
+    assert!(
+        by_driver * 2 > writes as usize,
+        "only {by_driver} of {writes} notices were handed on by the driving task's thread \
+         ({me:?}); the others by {handed:?}"
+    );
+    drop(driver);
+    assert!(b.fabric.drive().is_some(), "the drive is free once dropped");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_driver_with_nothing_arriving_sleeps() {
+    let _alone = ALONE.lock().await;
+    if !available() {
+        return;
+    }
+    let (a, b) = (side(0), side(1));
+    let peers = a
+        .fabric
+        .connect(&[b.fabric.name().expect("name")])
+        .expect("connect");
+    let mut driver = b.fabric.drive().expect("the drive");
+    // One arrival first, so that the wait object has fired and been read.
+    let write = a.fabric.start(
+        Operation::WriteData(vec![1; 8], 7),
+        peers[0],
+        b.registered,
+        HEADER_SIZE as u64,
+    );
+    let handed = b.handed.clone();
+    drive_until(&mut driver, || !handed.lock().unwrap().is_empty()).await;
+    write.await.expect("the write completes");
+    let before = cpu();
+    let started = Instant::now();
+    let mut polls = 0u32;
+    std::future::poll_fn(|cx| {
+        driver.poll_drive(cx);
+        polls += 1;
+        if started.elapsed() >= Duration::from_millis(300) {
+            return Poll::Ready(());
+        }
+        let waker = cx.waker().clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            waker.wake();
+        });
+        Poll::Pending
+    })
+    .await;
+    let used = cpu() - before;
+    assert!(
+        polls < 100,
+        "the driver woke its task {polls} times in 300 ms with nothing arriving"
+    );
+    assert!(
+        used < Duration::from_millis(150),
+        "driving 300 ms with nothing arriving used {used:?} of CPU"
+    );
+}
