@@ -552,6 +552,18 @@ impl GpuPe {
                 "it lives on another node: its GPU heap is not mapped here",
             ));
         }
+        let offset = self.heap_offset(view, needed, what)?;
+        Ok(self.addr_of(pe, offset))
+    }
+
+    /// Checks a view of the GPU heap that must hold `needed` elements; returns its offset in
+    /// the user area.
+    pub(crate) fn heap_offset<T: Pod>(
+        &self,
+        view: SymSlice<'_, T>,
+        needed: usize,
+        what: &'static str,
+    ) -> Result<usize> {
         let span = view.span(self.inner.heap)?;
         // A handle made by hand may claim any range: it must lie inside the GPU heap.
         if view.reach().1 > self.heap_size() {
@@ -564,7 +576,7 @@ impl GpuPe {
                 available: span.len,
             });
         }
-        Ok(self.addr_of(pe, span.offset))
+        Ok(span.offset)
     }
 
     /// [`GpuPe::locate`] for a 64-bit signal word, `view[0]` of PE `pe`, which the GPU

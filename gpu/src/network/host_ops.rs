@@ -26,22 +26,12 @@ impl GpuPe {
                 "PE {pe} lives on another node and this PE's GPU has no network path"
             ))
         })?;
-        let span = view.span(self.inner.heap)?;
-        if view.reach().1 > self.heap_size() {
-            return Err(Error::NotSymmetric);
-        }
-        if needed > span.len {
-            return Err(Error::OutOfBounds {
-                what,
-                needed,
-                available: span.len,
-            });
-        }
+        let offset = self.heap_offset(view, needed, what)?;
         let peer = network.agent().peer(pe).ok_or(Error::PeOutOfRange {
             pe,
             n_pes: self.n_pes(),
         })?;
-        Ok((peer.base + (GPU_HEADER + span.offset) as u64, peer.rkey))
+        Ok((peer.base + (GPU_HEADER + offset) as u64, peer.rkey))
     }
 
     /// Sends `request` to remote PE `pe` and waits for its reply, a refusal being an error.
