@@ -7,6 +7,8 @@
 //! | `fetch_add` | an 8-byte `FetchAdd` request and its reply | `atomic_fetch_add` |
 //! | `write8` | an 8-byte `Write` request and its reply | `put` of 8 bytes, awaited |
 //! | `write_bw` | `Write`s of `--bw-mib` MiB in all, 16 MiB each, all in flight | `put_nbi`s of the same, one `quiet` |
+//! | `wqe_fadd` | an 8-byte fetch-add WQE posted to a send queue, performed by the cpu NIC handler through the agent, and its CQE (`Producer::post`, polled until its CQE) | `atomic_fetch_add` |
+//! | `wqe_write8` | an 8-byte inline write WQE and its CQE, the same way | `put` of 8 bytes |
 //!
 //! `--ring-blocks N` and `--chunk BYTES` size the agents' rings (default: the agent's).
 //! Each latency is the median of `--reps` batches of `--iters` operations, after warm-up; each
@@ -24,7 +26,14 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ferroshmem::gpu::nic::{Agent, AgentConfig, AmoOp, HostMemory, Request, Width};
+use ferroshmem::gpu::ibgda::{
+    AtomicOp, Consumer, Producer, QueueLayout, QueueMemory, Width as WqeWidth, WorkRequest,
+    WqeFlags,
+};
+use ferroshmem::gpu::nic::{
+    Agent, AgentConfig, AmoOp, Failure, Handler, HeapMemory, HostMemory, LocalMemory, Request,
+    Width,
+};
 use ferroshmem::{Error, Pe, Result, SymBuffer};
 
 /// The options: `--iters`, `--reps`, `--bw-mib`, and the agent's `--ring-blocks` and
@@ -100,7 +109,7 @@ struct Anchors {
 const MESSAGE: usize = 16 << 20;
 
 /// PE 0's measurements against PE 1.
-async fn measure(pe: &Pe, agent: &Agent, anchors: &Anchors, o: Options) -> Result<()> {
+async fn measure(pe: &Pe, agent: &Arc<Agent>, anchors: &Anchors, o: Options) -> Result<()> {
     let peer = agent
         .peer(1)
         .ok_or(Error::PeOutOfRange { pe: 1, n_pes: 1 })?;
@@ -134,7 +143,94 @@ async fn measure(pe: &Pe, agent: &Agent, anchors: &Anchors, o: Options) -> Resul
     let a = median(o.reps, || per_op(o.iters, write)).await? * us;
     let d = median(o.reps, || per_op(o.iters, || pe.p(word, 1, 1))).await? * us;
     line("write8", a, d, "us");
+    let (fadd, write8) = through_the_handler(agent, o).await?;
+    let d_fadd = median(o.reps, || {
+        per_op(o.iters, || pe.atomic_fetch_add(word, 1, 1))
+    })
+    .await?
+        * us;
+    line("wqe_fadd", fadd * us, d_fadd, "us");
+    let d_put = median(o.reps, || per_op(o.iters, || pe.p(word, 1, 1))).await? * us;
+    line("wqe_write8", write8 * us, d_put, "us");
     bandwidth(pe, agent, &anchors.dest, o).await
+}
+
+/// Local buffers of the handler's WQEs, in host memory.
+struct Local(HostMemory);
+
+impl LocalMemory for Local {
+    fn read(&self, addr: u64, len: usize) -> Result<Vec<u8>> {
+        let mut out = vec![0; len];
+        self.0.read(addr, &mut out)?;
+        Ok(out)
+    }
+
+    fn write(&self, addr: u64, data: &[u8]) -> Result<()> {
+        self.0.write(addr, data)
+    }
+}
+
+/// Seconds per WQE (posted, performed by a cpu NIC handler through `agent`, its CQE seen):
+/// an 8-byte fetch-add, then an 8-byte inline write, each the median of the batches.
+async fn through_the_handler(agent: &Arc<Agent>, o: Options) -> Result<(f64, f64)> {
+    let peer = agent
+        .peer(1)
+        .ok_or(Error::PeOutOfRange { pe: 1, n_pes: 1 })?;
+    let layout = QueueLayout::new(1024, 2048).map_err(Error::from)?;
+    let queue = QueueMemory::host(layout, 2).map_err(Error::from)?;
+    let local_base = 0x6000_0000_0000;
+    let local = Arc::new(Local(HostMemory::new(local_base, 4096)?));
+    let handler = Handler::start(
+        0,
+        vec![(1, Consumer::new(queue.clone()))],
+        agent.clone(),
+        local,
+        Failure::default(),
+    )?;
+    let producer = Producer::new(queue, Duration::from_secs(60));
+    let fadd = WorkRequest::Atomic {
+        op: AtomicOp::FetchAdd { add: 1 },
+        width: WqeWidth::W8,
+        remote: peer.base + 128,
+        rkey: peer.rkey,
+        result: local_base,
+        lkey: 0,
+    };
+    let write = WorkRequest::WriteInline {
+        data: vec![1; 8],
+        remote: peer.base + 192,
+        rkey: peer.rkey,
+    };
+    let figures = tokio::task::spawn_blocking(move || {
+        let timed = |wqe: &WorkRequest| -> Result<f64> {
+            let mut all = Vec::with_capacity(o.reps);
+            for _ in 0..o.reps {
+                let started = Instant::now();
+                for _ in 0..o.iters {
+                    // The WQE's own CQE (a quiet would add a NOP's round trip).
+                    let seen = producer.cqes();
+                    producer
+                        .post(wqe, WqeFlags::SIGNALED)
+                        .map_err(Error::from)?;
+                    while producer.cqes() == seen {
+                        producer.poll();
+                        std::hint::spin_loop();
+                    }
+                    if let Some(e) = producer.error() {
+                        return Err(e.into());
+                    }
+                }
+                all.push(started.elapsed().as_secs_f64() / o.iters as f64);
+            }
+            all.sort_by(f64::total_cmp);
+            Ok(all[all.len() / 2])
+        };
+        Ok::<_, Error>((timed(&fadd)?, timed(&write)?))
+    })
+    .await
+    .map_err(|e| Error::os("the handler's measurement", e))??;
+    drop(handler);
+    Ok(figures)
 }
 
 /// `write_bw`: GB/s of 16 MiB writes, all in flight, beside `put_nbi` + `quiet`.
@@ -201,7 +297,7 @@ fn main() -> Result<()> {
         let base = 0x7000_0000_0000 + pe.my_pe() as u64 * (1 << 32);
         let memory = Arc::new(HostMemory::new(base, 32 << 20)?);
         let exchange = Arc::new(pe.clone());
-        let agent = Agent::new(pe.data_plane(), exchange, rings, memory, config).await?;
+        let agent = Arc::new(Agent::new(pe.data_plane(), exchange, rings, memory, config).await?);
         let anchors = Anchors {
             word: pe.calloc::<u64>(1).await?,
             dest: pe.malloc::<u8>(MESSAGE).await?,
@@ -213,6 +309,8 @@ fn main() -> Result<()> {
         pe.barrier_all().await?;
         pe.free(anchors.word).await?;
         pe.free(anchors.dest).await?;
+        let agent = Arc::try_unwrap(agent)
+            .map_err(|_| Error::InvalidArgument("the agent is still shared".into()))?;
         if let Some(rings) = agent.shutdown().await {
             pe.free(rings).await?;
         }
