@@ -45,8 +45,18 @@ fn uts_rsh() -> PathBuf {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/uts-rsh"))
 }
 
-/// Runs the device scenario as a job placed by `hosts` (`--hosts` syntax) of `n` PEs.
+/// Runs the device scenarios as a job placed by `hosts` (`--hosts` syntax) of `n` PEs.
 fn hosts_job(test: &str, hosts: &str, n: usize) {
+    hosts_job_of(
+        test,
+        hosts,
+        n,
+        &["network_steps", "host_ops", "device_functions"],
+    );
+}
+
+/// Runs `scenarios` as a job placed by `hosts` of `n` PEs; each must report success.
+fn hosts_job_of(test: &str, hosts: &str, n: usize, scenarios: &[&str]) {
     if let Some(why) = cannot_run() {
         eprintln!("{test}: skipped, {why}");
         return;
@@ -72,7 +82,7 @@ fn hosts_job(test: &str, hosts: &str, n: usize) {
             "--nocapture",
             "--test-threads=1",
         ])
-        .env(SCENARIO, "network_steps,host_ops,device_functions")
+        .env(SCENARIO, scenarios.join(","))
         .env("FERROSHMEM_SYMMETRIC_SIZE", "256M")
         .env("FERROSHMEM_FABRIC_ADDRESS", "127.0.0.1")
         .output()
@@ -88,7 +98,7 @@ fn hosts_job(test: &str, hosts: &str, n: usize) {
         "the GPU job across hosts {hosts} failed in {:?}",
         started.elapsed()
     );
-    for name in ["network_steps", "host_ops", "device_functions"] {
+    for name in scenarios {
         assert!(
             text.contains(&format!("GPU scenario {name}: ok on {n} PEs")),
             "scenario {name} did not report success"
@@ -104,6 +114,18 @@ fn two_hosts_one_pe_each() {
 #[test]
 fn two_hosts_two_pes_each() {
     hosts_job("two_hosts_two_pes_each", "ha:2,hb:2", 4);
+}
+
+/// A device write to an address outside the peer's heap: an error CQE, a typed error from
+/// `module.check()` naming REMOTE_ACCESS_ERR, the handler's failure from `synchronize`.
+#[test]
+fn a_bad_remote_address_is_a_typed_error() {
+    hosts_job_of(
+        "a_bad_remote_address_is_a_typed_error",
+        "ha:1,hb:1",
+        2,
+        &["network_errors"],
+    );
 }
 
 /// A PE of the jobs above (does nothing unless one of them started it).
@@ -123,6 +145,7 @@ fn gpu_hosts_pe_entry() {
         let mut all = gpu_scenarios::all();
         all.push(("host_ops", |p, g| Box::pin(host_ops(p, g))));
         all.push(("network_steps", |p, g| Box::pin(network_steps(p, g))));
+        all.push(("network_errors", |p, g| Box::pin(network_errors(p, g))));
         let which = which.to_string_lossy().into_owned();
         for (name, scenario) in all {
             if !which.split(',').any(|w| w == name) {
@@ -274,5 +297,52 @@ extern "C" __global__ void step_barrier() { fsh_barrier_all(); }
     }
     g.free(words).await.map_err(|(e, _)| e)?;
     g.free(out).await.map_err(|(e, _)| e)?;
+    Ok(())
+}
+
+/// An `fsh_p` to an address past the end of the next PE's heap (it lives on another node):
+/// the target refuses it, the kernel's `fsh_quiet` sees the error CQE, `module.check()`
+/// reports it, and `synchronize` returns the handler's failure; the PEs stay whole (a host
+/// barrier afterwards).
+#[allow(unsafe_code)] // kernel launches take raw arguments
+async fn network_errors(pe: ferroshmem::Pe, g: ferroshmem::gpu::GpuPe) -> ferroshmem::Result<()> {
+    use ferroshmem::gpu::{CompileOptions, LaunchDims};
+    const BAD: &str = r#"
+extern "C" __global__ void bad_p(unsigned long long at, int pe) { fsh_p((int*)at, 7, pe); fsh_quiet(); }
+"#;
+    let (me, n) = (g.my_pe(), g.n_pes());
+    let next = (me + 1) % n;
+    let fail = |what: String| ferroshmem::Error::Config(format!("PE {me}: {what}"));
+    if !g.is_remote(next) {
+        return Err(fail(format!("PE {next} is not on another node")));
+    }
+    let module = g.compile(BAD, &CompileOptions::default())?;
+    let buf = g.calloc::<i32>(16).await?;
+    // Past the end of the heap: the target's bounds check refuses it.
+    let beyond = g.local_ptr(&buf)? + g.heap_size() as u64 + 64;
+    let stream = g.new_stream()?;
+    let args = [beyond.into(), (next as i32).into()];
+    // SAFETY: bad_p takes (u64, int); the address is never dereferenced on this GPU (the
+    // peer is reached through its send queue).
+    unsafe { module.launch("bad_p", LaunchDims::linear(1, 1), &stream, &args)? };
+    match tokio::time::timeout(std::time::Duration::from_secs(20), g.wait_stream(&stream)).await {
+        Ok(done) => done?,
+        Err(_) => {
+            return Err(fail(
+                "the refused write's kernel did not finish in 20 s".into(),
+            ))
+        }
+    }
+    match module.check() {
+        Err(ferroshmem::Error::Gpu(ferroshmem::GpuError::DeviceCheck(text)))
+            if text.contains("REMOTE_ACCESS_ERR") => {}
+        other => return Err(fail(format!("module.check() said {other:?}"))),
+    }
+    if g.synchronize().await.is_ok() {
+        return Err(fail(
+            "synchronize kept the handler's failure to itself".into(),
+        ));
+    }
+    pe.barrier_all().await?;
     Ok(())
 }
