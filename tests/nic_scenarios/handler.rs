@@ -39,6 +39,61 @@ fn fail(what: impl std::fmt::Display) -> String {
     what.to_string()
 }
 
+/// The WQEs of one round: PE `me` writes, reads and updates its region `region` of the next
+/// PE's heap (key `rkey`) from and into its local buffers at `l`.
+fn round(me: usize, region: u64, rkey: u32, l: u64) -> [WorkRequest; 6] {
+    [
+        WorkRequest::WriteInline {
+            data: vec![me as u8 + 1; 8],
+            remote: region,
+            rkey,
+        },
+        WorkRequest::Write {
+            local: l,
+            lkey: 1,
+            remote: region + 64,
+            rkey,
+            len: 4096,
+        },
+        WorkRequest::Atomic {
+            op: AtomicOp::FetchAdd { add: 5 },
+            width: Width::W8,
+            remote: region + 8192,
+            rkey,
+            result: l + 8192,
+            lkey: 1,
+        },
+        WorkRequest::Atomic {
+            op: AtomicOp::CompareSwap {
+                compare: 5,
+                swap: 9,
+            },
+            width: Width::W8,
+            remote: region + 8192,
+            rkey,
+            result: l + 8200,
+            lkey: 1,
+        },
+        WorkRequest::Atomic {
+            op: AtomicOp::MaskedFetchAdd {
+                add: 3,
+                field_boundary: 0,
+            },
+            width: Width::W4,
+            remote: region + 8208,
+            rkey,
+            result: l + 8216,
+            lkey: 1,
+        },
+        WorkRequest::Read {
+            local: l + 16384,
+            lkey: 1,
+            remote: region + 64,
+            rkey,
+            len: 4096,
+        },
+    ]
+}
 /// Runs the handler scenario on this PE (every PE of the job at once).
 pub async fn handler(pe: &ferroshmem::Pe, config: AgentConfig) -> Check {
     let Ctx { agent, memory, .. } = make(pe, config).await.map_err(fail)?;
@@ -66,57 +121,7 @@ pub async fn handler(pe: &ferroshmem::Pe, config: AgentConfig) -> Check {
     let l = LOCAL_BASE + ((me as u64) << 32);
     let pattern: Vec<u8> = (0..4096u32).map(|i| (i * 7 + me as u32) as u8).collect();
     local.write(l, &pattern).map_err(fail)?;
-    let posts = [
-        WorkRequest::WriteInline {
-            data: vec![me as u8 + 1; 8],
-            remote: region,
-            rkey: there.rkey,
-        },
-        WorkRequest::Write {
-            local: l,
-            lkey: 1,
-            remote: region + 64,
-            rkey: there.rkey,
-            len: 4096,
-        },
-        WorkRequest::Atomic {
-            op: AtomicOp::FetchAdd { add: 5 },
-            width: Width::W8,
-            remote: region + 8192,
-            rkey: there.rkey,
-            result: l + 8192,
-            lkey: 1,
-        },
-        WorkRequest::Atomic {
-            op: AtomicOp::CompareSwap {
-                compare: 5,
-                swap: 9,
-            },
-            width: Width::W8,
-            remote: region + 8192,
-            rkey: there.rkey,
-            result: l + 8200,
-            lkey: 1,
-        },
-        WorkRequest::Atomic {
-            op: AtomicOp::MaskedFetchAdd {
-                add: 3,
-                field_boundary: 0,
-            },
-            width: Width::W4,
-            remote: region + 8208,
-            rkey: there.rkey,
-            result: l + 8216,
-            lkey: 1,
-        },
-        WorkRequest::Read {
-            local: l + 16384,
-            lkey: 1,
-            remote: region + 64,
-            rkey: there.rkey,
-            len: 4096,
-        },
-    ];
+    let posts = round(me, region, there.rkey, l);
     let producer = Arc::new(producer);
     let posting = producer.clone();
     tokio::task::spawn_blocking(move || {
