@@ -262,39 +262,8 @@ extern "C" __global__ void step_barrier() { fsh_barrier_all(); }
         eprintln!("PE {me}: {name} done");
     }
     pe.barrier_all().await?;
-    let prev = (me + n - 1) % n;
-    let mut got = ferroshmem::gpu::HostBuffer::<i32>::new(g.context(), 1025)?;
-    g.get(&mut got, ints.slice(0..1025), me).await?;
-    let mut res = ferroshmem::gpu::HostBuffer::<i64>::new(g.context(), 2)?;
-    g.get(&mut res, out.slice(0..2), me).await?;
-    let want_put: Vec<i32> = (0..1024).map(|i| prev as i32 * 10_000 + i).collect();
-    let checks = [
-        (
-            got.as_slice()[0] == prev as i32 + 100,
-            "fsh_p from the previous PE",
-        ),
-        (
-            res.as_slice()[0] == next as i64 * 10_000,
-            "fsh_g from the next PE",
-        ),
-        (
-            got.as_slice()[1..] == want_put[..],
-            "fsh_put from the previous PE",
-        ),
-        (res.as_slice()[1] == 0, "fsh_atomic_fetch_add's old value"),
-    ];
-    for (ok, what) in checks {
-        if !ok {
-            return Err(fail(format!(
-                "{what} is wrong: {:?} {:?}",
-                &got.as_slice()[..3],
-                res.as_slice()
-            )));
-        }
-    }
-    for b in [ints] {
-        g.free(b).await.map_err(|(e, _)| e)?;
-    }
+    check_steps(&g, &ints, &out).await?;
+    g.free(ints).await.map_err(|(e, _)| e)?;
     g.free(words).await.map_err(|(e, _)| e)?;
     g.free(out).await.map_err(|(e, _)| e)?;
     Ok(())
@@ -344,5 +313,48 @@ extern "C" __global__ void bad_p(unsigned long long at, int pe) { fsh_p((int*)at
         ));
     }
     pe.barrier_all().await?;
+    Ok(())
+}
+
+/// What [`network_steps`] must have left in this PE's heap: the previous PE's `fsh_p` and
+/// `fsh_put`, and the next PE's values that `fsh_g` and the fetch-add brought back.
+async fn check_steps(
+    g: &ferroshmem::gpu::GpuPe,
+    ints: &ferroshmem::gpu::GpuBuffer<i32>,
+    out: &ferroshmem::gpu::GpuBuffer<i64>,
+) -> ferroshmem::Result<()> {
+    let (me, n) = (g.my_pe(), g.n_pes());
+    let next = (me + 1) % n;
+    let fail = |what: String| ferroshmem::Error::Config(format!("PE {me}: {what}"));
+    let prev = (me + n - 1) % n;
+    let mut got = ferroshmem::gpu::HostBuffer::<i32>::new(g.context(), 1025)?;
+    g.get(&mut got, ints.slice(0..1025), me).await?;
+    let mut res = ferroshmem::gpu::HostBuffer::<i64>::new(g.context(), 2)?;
+    g.get(&mut res, out.slice(0..2), me).await?;
+    let want_put: Vec<i32> = (0..1024).map(|i| prev as i32 * 10_000 + i).collect();
+    let checks = [
+        (
+            got.as_slice()[0] == prev as i32 + 100,
+            "fsh_p from the previous PE",
+        ),
+        (
+            res.as_slice()[0] == next as i64 * 10_000,
+            "fsh_g from the next PE",
+        ),
+        (
+            got.as_slice()[1..] == want_put[..],
+            "fsh_put from the previous PE",
+        ),
+        (res.as_slice()[1] == 0, "fsh_atomic_fetch_add's old value"),
+    ];
+    for (ok, what) in checks {
+        if !ok {
+            return Err(fail(format!(
+                "{what} is wrong: {:?} {:?}",
+                &got.as_slice()[..3],
+                res.as_slice()
+            )));
+        }
+    }
     Ok(())
 }
