@@ -127,6 +127,7 @@ fn pe_entry() {
                 "small" => scenarios(pe, small(), 1000).await,
                 "default" => scenarios(pe, default_rings(), 1000).await,
                 "handler" => nic_scenarios::handler::handler(&pe, small()).await,
+                "kill-handler" => lose_target_wqes(pe).await,
                 _ => lose_target(pe).await,
             }
         }
@@ -255,6 +256,23 @@ fn the_handler_performs_posted_wqes_across_two_hosts() {
 /// fail with `PeerLost` within the job's loss-detection bound.
 #[test]
 fn a_killed_target_fails_the_requests_waiting_for_it_with_peer_lost() {
+    killed_target("kill", "PE 0: requests failed with", "PeerLost of PE 3");
+}
+
+/// The same through the cpu NIC handler: WQEs in flight to the killed PE end in error CQEs
+/// (TRANSPORT_RETRY_EXC_ERR), so whoever waits on the queue is not left waiting.
+#[test]
+fn a_killed_target_fails_the_wqes_waiting_for_it_with_error_cqes() {
+    killed_target(
+        "kill-handler",
+        "PE 0: WQEs failed with",
+        "TRANSPORT_RETRY_EXC_ERR",
+    );
+}
+
+/// Runs `scenario` on 2 hosts × 2 PEs, kills PE 3 once every PE is ready, and checks that
+/// PE 0's line starting with `reported` says `expected` within 10 s of the kill.
+fn killed_target(scenario: &str, reported: &str, expected: &str) {
     use std::io::BufRead;
     if !netns::fabric_available() {
         return;
@@ -262,7 +280,7 @@ fn a_killed_target_fails_the_requests_waiting_for_it_with_peer_lost() {
     let Some(hosts) = Hosts::make(2) else {
         return;
     };
-    let mut child = job(&hosts, 2, "kill")
+    let mut child = job(&hosts, 2, scenario)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -299,7 +317,7 @@ fn a_killed_target_fails_the_requests_waiting_for_it_with_peer_lost() {
                 killed = Some(Instant::now());
             }
         }
-        if line.contains("PE 0: requests failed with") && report.is_none() {
+        if line.contains(reported) && report.is_none() {
             report = killed.map(|k| (k.elapsed(), line.clone()));
         }
     }
@@ -307,7 +325,67 @@ fn a_killed_target_fails_the_requests_waiting_for_it_with_peer_lost() {
     drop(guard);
     assert!(!status.success(), "the job fails:\n{all}");
     let (after, line) = report.unwrap_or_else(|| panic!("PE 0 reported its requests' end:\n{all}"));
-    assert!(line.contains("PeerLost of PE 3"), "{line}\n{all}");
+    assert!(line.contains(expected), "{line}\n{all}");
     assert!(after < Duration::from_secs(10), "{after:?}:\n{all}");
-    eprintln!("PE 0's requests failed with PeerLost {after:?} after the kill");
+    eprintln!("{line}: {after:?} after the kill");
+}
+
+/// [`lose_target`] through the cpu NIC handler: PE 0 keeps 32 inline-write WQEs in flight to
+/// the last PE and waits for their CQEs until a CQE says they failed.
+async fn lose_target_wqes(pe: Pe) -> Check {
+    use ferroshmem::gpu::ibgda::{
+        Consumer, Producer, QueueLayout, QueueMemory, Syndrome, WorkRequest, WqeError, WqeFlags,
+    };
+    use ferroshmem::gpu::nic::{Failure, Handler};
+    use nic_scenarios::handler::{Local, LOCAL_BASE};
+    let mut stop = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| e.to_string())?;
+    let Ctx { agent, .. } = make(&pe, small()).await.map_err(|e| e.to_string())?;
+    let agent = Arc::new(agent);
+    let (me, victim) = (pe.my_pe(), pe.n_pes() - 1);
+    pe.barrier_all().await.map_err(|e| e.to_string())?;
+    println!("PE {me} ready, pid {}", std::process::id());
+    if me != 0 {
+        let _ = stop.recv().await;
+        std::mem::forget(agent);
+        return Ok(());
+    }
+    let queue = QueueMemory::host(QueueLayout::new(64, 128).map_err(|e| e.to_string())?, 9)
+        .map_err(|e| e.to_string())?;
+    let local = Arc::new(Local(
+        HostMemory::new(LOCAL_BASE, 4096).map_err(|e| e.to_string())?,
+    ));
+    let handler = Handler::start(
+        me,
+        vec![(victim, Consumer::new(queue.clone()))],
+        agent.clone(),
+        local,
+        Failure::default(),
+    )
+    .map_err(|e| e.to_string())?;
+    let there = agent.peer(victim).ok_or("no victim")?;
+    let producer = Producer::new(queue, Duration::from_secs(60));
+    let ended = tokio::task::spawn_blocking(move || loop {
+        for _ in 0..32 {
+            let write = WorkRequest::WriteInline {
+                data: vec![1; 64],
+                remote: there.base + 4096,
+                rkey: there.rkey,
+            };
+            producer.post(&write, WqeFlags::default())?;
+        }
+        producer.quiet()?;
+    })
+    .await
+    .map_err(|e| e.to_string())?;
+    let said = match ended {
+        Err::<(), WqeError>(WqeError::Completion { syndrome, .. }) => {
+            format!("{syndrome:#04x} {}", Syndrome::name(syndrome))
+        }
+        other => format!("{other:?}"),
+    };
+    println!("PE 0: WQEs failed with {said}");
+    std::mem::forget(handler);
+    std::mem::forget(agent);
+    Ok(())
 }

@@ -17,11 +17,11 @@ use super::{make, Check, Ctx, PATIENCE};
 use ferroshmem::gpu::nic::AgentConfig;
 
 /// Where each PE's local buffers claim to be.
-const LOCAL_BASE: u64 = 0x6000_0000_0000;
+pub const LOCAL_BASE: u64 = 0x6000_0000_0000;
 const LOCAL: usize = 1 << 16;
 
 /// Local buffers in host memory, as the handler reaches them.
-struct Local(HostMemory);
+pub struct Local(pub HostMemory);
 
 impl LocalMemory for Local {
     fn read(&self, addr: u64, len: usize) -> ferroshmem::Result<Vec<u8>> {
