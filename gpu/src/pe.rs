@@ -104,6 +104,63 @@ fn take_bytes<'a>(input: &mut &'a [u8]) -> Result<&'a [u8]> {
     Ok(field)
 }
 
+/// A peer's GPU as set-up's second round gives it: its uuid and handle token, where it is
+/// mapped here (on this node); `None` for a PE of another node.
+type PeerGpu = Option<([u8; 16], [u8; TOKEN_LEN])>;
+
+/// Another PE on this PE's GPU, and whether it is of this process.
+type SameGpu = (usize, bool);
+
+/// Reads every PE's message of set-up's second round (`all`; `nodes`: each PE's node): each
+/// PE's [`PeerGpu`], and the other PEs on this PE's GPU (`my_uuid`), each with whether it
+/// is of this process. A PE without a GPU, a malformed message or another heap size is an
+/// error.
+fn read_peers(
+    all: &[Vec<u8>],
+    nodes: &[usize],
+    my_pe: usize,
+    my_uuid: [u8; 16],
+    stride: usize,
+) -> Result<(Vec<PeerGpu>, Vec<SameGpu>)> {
+    let mut peers = Vec::with_capacity(all.len());
+    // The other PEs on this GPU, and whether each is of this process (then they share
+    // its context).
+    let mut same_gpu = Vec::new();
+    for (pe, m) in all.iter().enumerate() {
+        let (ok, mut rest) = m
+            .split_first()
+            .ok_or_else(|| Error::Bootstrap("empty GPU set-up message".into()))?;
+        if *ok == 0 {
+            let why = String::from_utf8_lossy(take_bytes(&mut rest)?).into_owned();
+            return Err(Error::no_gpu(format!("PE {pe} has no usable GPU: {why}")));
+        }
+        let uuid: [u8; 16] = take_bytes(&mut rest)?
+            .try_into()
+            .map_err(|_| Error::Bootstrap("malformed GPU uuid".into()))?;
+        let their_stride = u64::from_le_bytes(
+            take_bytes(&mut rest)?
+                .try_into()
+                .map_err(|_| Error::Bootstrap("malformed GPU heap size".into()))?,
+        ) as usize;
+        let token: [u8; TOKEN_LEN] = take_bytes(&mut rest)?
+            .try_into()
+            .map_err(|_| Error::Bootstrap("malformed GPU handle token".into()))?;
+        if their_stride != stride {
+            return Err(Error::Bootstrap(format!(
+                "PE {pe} has a GPU heap of {their_stride} bytes, PE {my_pe} {stride}: set the same FERROSHMEM_SYMMETRIC_SIZE everywhere"
+            )));
+        }
+        let pid = take_bytes(&mut rest)?;
+        // PEs of other nodes are reached through the NIC handler, not mapped.
+        let mapped = nodes.get(pe) == nodes.get(my_pe);
+        if pe != my_pe && uuid == my_uuid && mapped {
+            same_gpu.push((pe, pid == std::process::id().to_le_bytes()));
+        }
+        peers.push(mapped.then_some((uuid, token)));
+    }
+    Ok((peers, same_gpu))
+}
+
 /// From the first set-up round (each PE's node key and process id): this PE's node-local
 /// rank, and the node-local ranks of the other PEs of this process.
 fn node_ranks(all: &[Vec<u8>], my_pe: usize, key: &[u8]) -> Result<(usize, Vec<usize>)> {
@@ -251,42 +308,7 @@ impl GpuPe {
         }
         let all = exchange.exchange(GPU_GROUP, my_pe, n_pes, msg).await?;
         let (device, gran, stride, physical, _token, server) = prepared?;
-        let mut peers = Vec::with_capacity(n_pes);
-        // The other PEs on this GPU, and whether each is of this process (then they share
-        // its context).
-        let mut same_gpu = Vec::new();
-        for (pe, m) in all.iter().enumerate() {
-            let (ok, mut rest) = m
-                .split_first()
-                .ok_or_else(|| Error::Bootstrap("empty GPU set-up message".into()))?;
-            if *ok == 0 {
-                let why = String::from_utf8_lossy(take_bytes(&mut rest)?).into_owned();
-                return Err(Error::no_gpu(format!("PE {pe} has no usable GPU: {why}")));
-            }
-            let uuid: [u8; 16] = take_bytes(&mut rest)?
-                .try_into()
-                .map_err(|_| Error::Bootstrap("malformed GPU uuid".into()))?;
-            let their_stride = u64::from_le_bytes(
-                take_bytes(&mut rest)?
-                    .try_into()
-                    .map_err(|_| Error::Bootstrap("malformed GPU heap size".into()))?,
-            ) as usize;
-            let token: [u8; TOKEN_LEN] = take_bytes(&mut rest)?
-                .try_into()
-                .map_err(|_| Error::Bootstrap("malformed GPU handle token".into()))?;
-            if their_stride != stride {
-                return Err(Error::Bootstrap(format!(
-                    "PE {pe} has a GPU heap of {their_stride} bytes, PE {my_pe} {stride}: set the same FERROSHMEM_SYMMETRIC_SIZE everywhere"
-                )));
-            }
-            let pid = take_bytes(&mut rest)?;
-            if pe != my_pe && uuid == device.uuid() && host.nodes()[pe] == host.nodes()[my_pe] {
-                same_gpu.push((pe, pid == std::process::id().to_le_bytes()));
-            }
-            // PEs of other nodes are reached through the NIC handler, not mapped.
-            let mapped = host.nodes()[pe] == host.nodes()[my_pe];
-            peers.push(mapped.then_some((uuid, token)));
-        }
+        let (peers, same_gpu) = read_peers(&all, host.nodes(), my_pe, device.uuid(), stride)?;
         // Map every PE's allocation and start the completion queue; round 3 tells everyone
         // whether every PE managed, so that a PE that failed here fails the others too
         // instead of leaving them waiting.
@@ -369,7 +391,7 @@ impl GpuPe {
     /// from its handle server) into a new view, and zeroes this PE's header.
     async fn map_all(
         device: &GpuDevice,
-        peers: &[Option<([u8; 16], [u8; TOKEN_LEN])>],
+        peers: &[PeerGpu],
         my_pe: usize,
         n_pes: usize,
         stride: usize,
@@ -672,3 +694,7 @@ fn random_token() -> Result<[u8; TOKEN_LEN]> {
     getrandom::fill(&mut t).map_err(|e| Error::os("random GPU handle token", e))?;
     Ok(t)
 }
+
+#[cfg(test)]
+#[path = "pe_tests.rs"]
+mod tests;
