@@ -254,6 +254,9 @@ impl GpuPe {
 
     /// Starts the network path to the PEs of other nodes (collective).
     async fn start_network(&self, rings: SymBuffer<u64>) -> Result<()> {
+        // A module of the agent's own, loaded before the network path exists: its device
+        // state has no send queues, which `fsh_k_amo`, all it runs, does not use. The PE's
+        // internal kernels are loaded later, with the queues in their state.
         let pe = self.clone();
         let kernels = tokio::task::spawn_blocking(move || InternalKernels::load(&pe))
             .await

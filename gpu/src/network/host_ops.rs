@@ -12,6 +12,15 @@ use crate::nic::{Reply, Request, Status};
 use crate::GpuPe;
 
 impl GpuPe {
+    /// The network path, which remote PE `pe` needs.
+    fn network_to(&self, pe: usize) -> Result<&super::Network> {
+        self.inner.network.get().ok_or_else(|| {
+            Error::Config(format!(
+                "PE {pe} lives on another node and this PE's GPU has no network path"
+            ))
+        })
+    }
+
     /// The agent's address and key of `view` on remote PE `pe`, which must hold `needed`
     /// elements.
     fn remote_span<T: Pod>(
@@ -21,11 +30,7 @@ impl GpuPe {
         what: &'static str,
         pe: usize,
     ) -> Result<(u64, u32)> {
-        let network = self.inner.network.get().ok_or_else(|| {
-            Error::Config(format!(
-                "PE {pe} lives on another node and this PE's GPU has no network path"
-            ))
-        })?;
+        let network = self.network_to(pe)?;
         let offset = self.heap_offset(view, needed, what)?;
         let peer = network.agent().peer(pe).ok_or(Error::PeOutOfRange {
             pe,
@@ -36,11 +41,7 @@ impl GpuPe {
 
     /// Sends `request` to remote PE `pe` and waits for its reply, a refusal being an error.
     async fn remote(&self, pe: usize, request: Request) -> Result<Reply> {
-        let network = self.inner.network.get().ok_or_else(|| {
-            Error::Config(format!(
-                "PE {pe} lives on another node and this PE's GPU has no network path"
-            ))
-        })?;
+        let network = self.network_to(pe)?;
         let reply = network.agent().submit(pe, request).await?;
         match reply.status {
             Status::Ok => Ok(reply),
@@ -77,8 +78,9 @@ impl GpuPe {
         let len = dest.len().saturating_mul(std::mem::size_of::<T>());
         let (addr, rkey) = self.remote_span(src, dest.len(), "get source", pe)?;
         let reply = self.remote(pe, Request::Read { addr, rkey, len }).await?;
+        let data = reply_bytes(&reply, len, pe)?;
         self.bind()?;
-        driver::copy_from_host_async(dest.addr(), &reply.data, self.copy_stream_raw())?;
+        driver::copy_from_host_async(dest.addr(), data, self.copy_stream_raw())?;
         driver::stream_synchronize(self.copy_stream_raw())
     }
 
@@ -101,8 +103,21 @@ impl GpuPe {
         let (addr, rkey) = self.remote_span(src, 1, "g source", pe)?;
         let len = std::mem::size_of::<T>();
         let reply = self.remote(pe, Request::Read { addr, rkey, len }).await?;
+        let bytes = reply_bytes(&reply, len, pe)?;
         let mut v = T::zeroed();
-        bytemuck::bytes_of_mut(&mut v).copy_from_slice(&reply.data[..len]);
+        bytemuck::bytes_of_mut(&mut v).copy_from_slice(bytes);
         Ok(v)
+    }
+}
+
+/// A read's `len` bytes in `reply` from PE `pe`, or a typed error for a reply of another
+/// length (never copied past the destination).
+fn reply_bytes(reply: &Reply, len: usize, pe: usize) -> Result<&[u8]> {
+    match reply.data.len() == len {
+        true => Ok(&reply.data),
+        false => Err(Error::Bootstrap(format!(
+            "PE {pe} answered a read of {len} bytes with {}",
+            reply.data.len()
+        ))),
     }
 }

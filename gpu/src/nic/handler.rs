@@ -50,8 +50,8 @@ type ReplyFuture = Pin<Box<dyn Future<Output = Result<Reply>> + Send>>;
 enum Landing {
     /// Nowhere (a write, a NOP).
     Nothing,
-    /// A read's bytes, to this address.
-    Bytes(u64),
+    /// A read's bytes, this many to this address.
+    Bytes(u64, usize),
     /// An atomic's old value, `width` bytes to this address.
     Word(u64, usize),
 }
@@ -254,7 +254,7 @@ fn send(
                 rkey,
                 len: len as usize,
             },
-            Landing::Bytes(local),
+            Landing::Bytes(local, len as usize),
         ),
         WorkRequest::Atomic {
             op,
@@ -353,7 +353,11 @@ fn land(
     }
     let landed = match landing {
         Landing::Nothing => Ok(()),
-        Landing::Bytes(at) => copies.write(*at, &reply.data),
+        // Never more than the WQE's buffer holds.
+        Landing::Bytes(_, len) if reply.data.len() != *len => {
+            return Completion::Error(Syndrome::LocalLength, 0);
+        }
+        Landing::Bytes(at, _) => copies.write(*at, &reply.data),
         Landing::Word(at, width) => copies.write(*at, &reply.value.to_le_bytes()[..*width]),
     };
     match landed {
