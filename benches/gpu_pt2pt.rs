@@ -46,13 +46,13 @@ use ferroshmem::gpu::{CompileOptions, DeviceBuffer, GpuModule, GpuPe, HostBuffer
 use ferroshmem::{Error, GpuError, Pe, Result};
 
 const KERNELS: &str = r#"
-extern "C" __global__ void put_bw(char* dst, const char* src, fsh_u64 bytes, int iters, int peer) {
+extern "C" __global__ void __launch_bounds__(1024) put_bw(char* dst, const char* src, fsh_u64 bytes, int iters, int peer) {
     fsh_u64 chunk = bytes / gridDim.x, off = chunk * blockIdx.x;
     fsh_u64 len = blockIdx.x == gridDim.x - 1 ? bytes - off : chunk;
     for (int i = 0; i < iters; ++i) fsh_putmem_nbi_block(dst + off, src + off, len, peer);
     fsh_quiet();
 }
-extern "C" __global__ void get_bw(char* dst, const char* src, fsh_u64 bytes, int iters, int peer) {
+extern "C" __global__ void __launch_bounds__(1024) get_bw(char* dst, const char* src, fsh_u64 bytes, int iters, int peer) {
     fsh_u64 chunk = bytes / gridDim.x, off = chunk * blockIdx.x;
     fsh_u64 len = blockIdx.x == gridDim.x - 1 ? bytes - off : chunk;
     for (int i = 0; i < iters; ++i) fsh_getmem_nbi_block(dst + off, src + off, len, peer);

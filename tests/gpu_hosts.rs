@@ -51,7 +51,12 @@ fn hosts_job(test: &str, hosts: &str, n: usize) {
         test,
         hosts,
         n,
-        &["network_steps", "host_ops", "device_functions"],
+        &[
+            "network_steps",
+            "network_crowd",
+            "host_ops",
+            "device_functions",
+        ],
     );
 }
 
@@ -146,6 +151,7 @@ fn gpu_hosts_pe_entry() {
         all.push(("host_ops", |p, g| Box::pin(host_ops(p, g))));
         all.push(("network_steps", |p, g| Box::pin(network_steps(p, g))));
         all.push(("network_errors", |p, g| Box::pin(network_errors(p, g))));
+        all.push(("network_crowd", |p, g| Box::pin(network_crowd(p, g))));
         let which = which.to_string_lossy().into_owned();
         for (name, scenario) in all {
             if !which.split(',').any(|w| w == name) {
@@ -266,6 +272,88 @@ extern "C" __global__ void step_barrier() { fsh_barrier_all(); }
     g.free(ints).await.map_err(|(e, _)| e)?;
     g.free(words).await.map_err(|(e, _)| e)?;
     g.free(out).await.map_err(|(e, _)| e)?;
+    Ok(())
+}
+
+/// Threads of a kernel at once on the send queue to the next PE, twice its depth of them:
+/// each `fsh_p`s its own slot and fetch-adds one shared counter. Nothing may be lost (every
+/// slot written, the counter at the thread count) and each thread must get back its own
+/// fetch (the old values are a permutation).
+#[allow(unsafe_code)] // kernel launches take raw arguments
+async fn network_crowd(pe: ferroshmem::Pe, g: ferroshmem::gpu::GpuPe) -> ferroshmem::Result<()> {
+    use ferroshmem::gpu::{CompileOptions, HostBuffer, LaunchDims};
+    const CROWD: &str = r#"
+extern "C" __global__ void crowd(int* slots, unsigned long long* counter, unsigned long long* olds, int tag, int pe) {
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    fsh_p(slots + t, tag + t, pe);
+    olds[t] = fsh_atomic_fetch_add(counter, 1ull, pe);
+    fsh_quiet();
+}
+"#;
+    const BLOCKS: u32 = 8;
+    const THREADS: u32 = 256;
+    let total = (BLOCKS * THREADS) as usize;
+    let (me, n) = (g.my_pe(), g.n_pes());
+    let (next, prev) = ((me + 1) % n, (me + n - 1) % n);
+    let fail = |what: String| ferroshmem::Error::Config(format!("PE {me}: {what}"));
+    let module = g.compile(CROWD, &CompileOptions::default())?;
+    let slots = g.calloc::<i32>(total).await?;
+    let counter = g.calloc::<u64>(1).await?;
+    let olds = g.calloc::<u64>(total).await?;
+    pe.barrier_all().await?;
+    let stream = g.new_stream()?;
+    let tag = |pe: usize| (pe as i32 + 1) * 1_000_000;
+    let args = [
+        g.local_ptr(&slots)?.into(),
+        g.local_ptr(&counter)?.into(),
+        g.local_ptr(&olds)?.into(),
+        tag(me).into(),
+        (next as i32).into(),
+    ];
+    // SAFETY: crowd takes (int*, u64*, u64*, int, int): symmetric buffers of `total`, 1 and
+    // `total` elements, alive until the frees below.
+    unsafe { module.launch("crowd", LaunchDims::linear(BLOCKS, THREADS), &stream, &args)? };
+    match tokio::time::timeout(std::time::Duration::from_secs(60), g.wait_stream(&stream)).await {
+        Ok(done) => done?,
+        Err(_) => {
+            return Err(fail(format!(
+                "{total} threads to PE {next} did not finish in 60 s"
+            )))
+        }
+    }
+    module.check()?;
+    pe.barrier_all().await?;
+    let mut got = HostBuffer::<i32>::new(g.context(), total)?;
+    g.get(&mut got, &slots, me).await?;
+    let mut count = HostBuffer::<u64>::new(g.context(), 1)?;
+    g.get(&mut count, &counter, me).await?;
+    let mut fetched = HostBuffer::<u64>::new(g.context(), total)?;
+    g.get(&mut fetched, &olds, me).await?;
+    let want: Vec<i32> = (0..total as i32).map(|t| tag(prev) + t).collect();
+    if got.as_slice() != want.as_slice() {
+        let wrong = (0..total)
+            .filter(|t| got.as_slice()[*t] != want[*t])
+            .count();
+        return Err(fail(format!(
+            "{wrong} of {total} slots from PE {prev} are wrong"
+        )));
+    }
+    if count.as_slice()[0] != total as u64 {
+        return Err(fail(format!(
+            "the counter is {}, not {total}",
+            count.as_slice()[0]
+        )));
+    }
+    let mut olds_seen = fetched.as_slice().to_vec();
+    olds_seen.sort_unstable();
+    if olds_seen != (0..total as u64).collect::<Vec<_>>() {
+        return Err(fail(
+            "the fetched old values are not a permutation of the adds".into(),
+        ));
+    }
+    g.free(slots).await.map_err(|(e, _)| e)?;
+    g.free(counter).await.map_err(|(e, _)| e)?;
+    g.free(olds).await.map_err(|(e, _)| e)?;
     Ok(())
 }
 

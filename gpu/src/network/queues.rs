@@ -37,13 +37,14 @@ struct QpDesc {
     qpn: u32,
     rkey: u32,
     lkey: u32,
-    lock: u32,
+    poll_lock: u32,
+    post_lock: u32,
     error: u32,
-    pad: u32,
-    pi: u64,
-    wqes: u64,
+    resv: u64,
+    ready: u64,
+    cons: u64,
     cqes: u64,
-    ci: u64,
+    rung: u64,
 }
 
 /// Pinned host memory as a queue's words.
@@ -130,10 +131,11 @@ mod tests {
 
     #[test]
     fn the_descriptor_is_laid_out_as_the_device_library_declares_it() {
-        // network.cuh: seven pointers, rbase, eight u32, four u64.
-        assert_eq!(std::mem::size_of::<QpDesc>(), 7 * 8 + 8 + 8 * 4 + 4 * 8);
+        // network.cuh: seven pointers, rbase, eight u32, five u64.
+        assert_eq!(std::mem::size_of::<QpDesc>(), 7 * 8 + 8 + 8 * 4 + 5 * 8);
         assert_eq!(std::mem::offset_of!(QpDesc, nwqes), 64);
-        assert_eq!(std::mem::offset_of!(QpDesc, lock), 84);
-        assert_eq!(std::mem::offset_of!(QpDesc, pi), 96);
+        assert_eq!(std::mem::offset_of!(QpDesc, poll_lock), 84);
+        assert_eq!(std::mem::offset_of!(QpDesc, resv), 96);
+        assert_eq!(std::mem::offset_of!(QpDesc, rung), 128);
     }
 }
