@@ -152,6 +152,7 @@ fn gpu_hosts_pe_entry() {
         all.push(("network_steps", |p, g| Box::pin(network_steps(p, g))));
         all.push(("network_errors", |p, g| Box::pin(network_errors(p, g))));
         all.push(("network_crowd", |p, g| Box::pin(network_crowd(p, g))));
+        all.push(("network_pingpong", |p, g| Box::pin(network_pingpong(p, g))));
         let which = which.to_string_lossy().into_owned();
         for (name, scenario) in all {
             if !which.split(',').any(|w| w == name) {
@@ -354,6 +355,85 @@ extern "C" __global__ void crowd(int* slots, unsigned long long* counter, unsign
     g.free(slots).await.map_err(|(e, _)| e)?;
     g.free(counter).await.map_err(|(e, _)| e)?;
     g.free(olds).await.map_err(|(e, _)| e)?;
+    Ok(())
+}
+
+/// Put-with-signal ping-pong between PEs on different nodes (PE i and PE i + n/2), both
+/// kernels running at once: each waits on its own signal word while the other's writes
+/// reach it through the NIC handler. The kernels leave the last round they reached, named
+/// in the error if they do not finish.
+#[allow(unsafe_code)] // kernel launches take raw arguments
+async fn network_pingpong(pe: ferroshmem::Pe, g: ferroshmem::gpu::GpuPe) -> ferroshmem::Result<()> {
+    use ferroshmem::gpu::{CompileOptions, HostBuffer, LaunchDims};
+    const PINGPONG: &str = r#"
+extern "C" __global__ void pingpong(unsigned long long* data, unsigned long long* sig, int rounds, int peer, int first, volatile unsigned long long* reached) {
+    for (unsigned long long i = 1; i <= (unsigned long long)rounds; ++i) {
+        if (!first) fsh_signal_wait_until(sig, FSH_CMP_GE, i);
+        data[1] = i;
+        fsh_putmem_signal_nbi(data, data + 1, 8, sig, i, FSH_SIGNAL_SET, peer);
+        if (first) fsh_signal_wait_until(sig, FSH_CMP_GE, i);
+        *reached = i;
+    }
+    fsh_quiet();
+}
+"#;
+    const ROUNDS: i32 = 200;
+    let (me, n) = (g.my_pe(), g.n_pes());
+    let peer = (me + n / 2) % n;
+    let fail = |what: String| ferroshmem::Error::Config(format!("PE {me}: {what}"));
+    if !g.is_remote(peer) {
+        return Err(fail(format!("PE {peer} is not on another node")));
+    }
+    let module = g.compile(PINGPONG, &CompileOptions::default())?;
+    let data = g.calloc::<u64>(2).await?;
+    let sig = g.calloc::<u64>(1).await?;
+    let reached = g.calloc::<u64>(1).await?;
+    pe.barrier_all().await?;
+    let stream = g.new_stream()?;
+    let args = [
+        g.local_ptr(&data)?.into(),
+        g.local_ptr(&sig)?.into(),
+        ROUNDS.into(),
+        (peer as i32).into(),
+        i32::from(me < n / 2).into(),
+        g.local_ptr(&reached)?.into(),
+    ];
+    // SAFETY: pingpong takes (u64*, u64*, int, int, int, u64*): symmetric buffers of 2, 1
+    // and 1 words, alive until the frees below.
+    unsafe { module.launch("pingpong", LaunchDims::linear(1, 1), &stream, &args)? };
+    let waited = tokio::time::timeout(std::time::Duration::from_secs(30), g.wait_stream(&stream));
+    if waited.await.is_err() {
+        let mut round = HostBuffer::<u64>::new(g.context(), 1)?;
+        let mut signal = HostBuffer::<u64>::new(g.context(), 1)?;
+        let read = tokio::time::timeout(std::time::Duration::from_secs(5), async {
+            g.get(&mut round, &reached, me).await?;
+            g.get(&mut signal, &sig, me).await
+        });
+        let seen = match read.await {
+            Ok(Ok(())) => format!(
+                "round {} reached, signal {}",
+                round.as_slice()[0],
+                signal.as_slice()[0]
+            ),
+            other => format!("its progress unreadable ({other:?})"),
+        };
+        return Err(fail(format!(
+            "the ping-pong with PE {peer} did not finish in 30 s: {seen}"
+        )));
+    }
+    module.check()?;
+    let mut got = HostBuffer::<u64>::new(g.context(), 2)?;
+    g.get(&mut got, &data, me).await?;
+    if got.as_slice()[0] != ROUNDS as u64 {
+        return Err(fail(format!(
+            "the last round's data is {}, not {ROUNDS}",
+            got.as_slice()[0]
+        )));
+    }
+    pe.barrier_all().await?;
+    for b in [data, sig, reached] {
+        g.free(b).await.map_err(|(e, _)| e)?;
+    }
     Ok(())
 }
 
