@@ -54,6 +54,7 @@ fn hosts_job(test: &str, hosts: &str, n: usize) {
         &[
             "network_steps",
             "network_crowd",
+            "network_pingpong",
             "host_ops",
             "device_functions",
         ],

@@ -51,6 +51,8 @@ pub async fn group_calls(_pe: Pe, g: GpuPe) -> Result<()> {
     let got = read_own(&g, &dest).await?;
     let want: Vec<i32> = (0..1024).map(|i| 5000 + i).collect();
     expect_eq(me, "block put of what the whole block wrote", got, want)?;
+    // Every PE has read its `dest` before the next kernel writes the peers' ones again.
+    g.barrier_all().await?;
     expect_eq(
         me,
         "wait_until_any over nothing",
