@@ -24,6 +24,7 @@ mod pe;
 mod rma;
 mod sharing;
 mod stream;
+mod verbs;
 
 pub use buffers::{DeviceBuffer, HostBuffer, LocalMem};
 pub use context::{detect, device_for_local_rank, GpuDevice, GpuInventory};
