@@ -12,6 +12,7 @@ mod buffers;
 mod collective;
 mod context;
 mod cq;
+mod devx;
 mod driver;
 mod fd_share;
 mod heap;

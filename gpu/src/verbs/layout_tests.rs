@@ -13,9 +13,18 @@ use super::types::*;
 fn layouts() -> Vec<(&'static str, usize)> {
     vec![
         ("sizeof(struct ibv_device_attr)", size_of::<IbvDeviceAttr>()),
-        ("offsetof(struct ibv_device_attr, vendor_id)", offset_of!(IbvDeviceAttr, vendor_id)),
-        ("offsetof(struct ibv_device_attr, vendor_part_id)", offset_of!(IbvDeviceAttr, vendor_part_id)),
-        ("offsetof(struct ibv_device_attr, max_qp)", offset_of!(IbvDeviceAttr, limits)),
+        (
+            "offsetof(struct ibv_device_attr, vendor_id)",
+            offset_of!(IbvDeviceAttr, vendor_id),
+        ),
+        (
+            "offsetof(struct ibv_device_attr, vendor_part_id)",
+            offset_of!(IbvDeviceAttr, vendor_part_id),
+        ),
+        (
+            "offsetof(struct ibv_device_attr, max_qp)",
+            offset_of!(IbvDeviceAttr, limits),
+        ),
         (
             "offsetof(struct ibv_device_attr, max_qp_wr)",
             offset_of!(IbvDeviceAttr, limits) + 4 * LIMIT_MAX_QP_WR,
@@ -24,41 +33,113 @@ fn layouts() -> Vec<(&'static str, usize)> {
             "offsetof(struct ibv_device_attr, atomic_cap)",
             offset_of!(IbvDeviceAttr, limits) + 4 * LIMIT_ATOMIC_CAP,
         ),
-        ("offsetof(struct ibv_device_attr, max_pkeys)", offset_of!(IbvDeviceAttr, max_pkeys)),
-        ("offsetof(struct ibv_device_attr, phys_port_cnt)", offset_of!(IbvDeviceAttr, phys_port_cnt)),
+        (
+            "offsetof(struct ibv_device_attr, max_pkeys)",
+            offset_of!(IbvDeviceAttr, max_pkeys),
+        ),
+        (
+            "offsetof(struct ibv_device_attr, phys_port_cnt)",
+            offset_of!(IbvDeviceAttr, phys_port_cnt),
+        ),
         ("sizeof(struct ibv_port_attr)", size_of::<IbvPortAttr>()),
-        ("offsetof(struct ibv_port_attr, state)", offset_of!(IbvPortAttr, state)),
-        ("offsetof(struct ibv_port_attr, active_mtu)", offset_of!(IbvPortAttr, active_mtu)),
-        ("offsetof(struct ibv_port_attr, gid_tbl_len)", offset_of!(IbvPortAttr, gid_tbl_len)),
-        ("offsetof(struct ibv_port_attr, lid)", offset_of!(IbvPortAttr, lid)),
-        ("offsetof(struct ibv_port_attr, link_layer)", offset_of!(IbvPortAttr, link_layer)),
-        ("offsetof(struct ibv_port_attr, port_cap_flags2)", offset_of!(IbvPortAttr, port_cap_flags2)),
+        (
+            "offsetof(struct ibv_port_attr, state)",
+            offset_of!(IbvPortAttr, state),
+        ),
+        (
+            "offsetof(struct ibv_port_attr, active_mtu)",
+            offset_of!(IbvPortAttr, active_mtu),
+        ),
+        (
+            "offsetof(struct ibv_port_attr, gid_tbl_len)",
+            offset_of!(IbvPortAttr, gid_tbl_len),
+        ),
+        (
+            "offsetof(struct ibv_port_attr, lid)",
+            offset_of!(IbvPortAttr, lid),
+        ),
+        (
+            "offsetof(struct ibv_port_attr, link_layer)",
+            offset_of!(IbvPortAttr, link_layer),
+        ),
+        (
+            "offsetof(struct ibv_port_attr, port_cap_flags2)",
+            offset_of!(IbvPortAttr, port_cap_flags2),
+        ),
         ("sizeof(union ibv_gid)", size_of::<IbvGid>()),
         ("sizeof(struct ibv_mr)", size_of::<IbvMr>()),
         ("offsetof(struct ibv_mr, length)", offset_of!(IbvMr, length)),
         ("offsetof(struct ibv_mr, lkey)", offset_of!(IbvMr, lkey)),
         ("offsetof(struct ibv_mr, rkey)", offset_of!(IbvMr, rkey)),
-        ("sizeof(struct mlx5dv_context_attr)", size_of::<Mlx5dvContextAttr>()),
-        ("offsetof(struct mlx5dv_context_attr, comp_mask)", offset_of!(Mlx5dvContextAttr, comp_mask)),
-        ("MLX5DV_CONTEXT_FLAGS_DEVX", MLX5DV_CONTEXT_FLAGS_DEVX as usize),
+        (
+            "sizeof(struct mlx5dv_context_attr)",
+            size_of::<Mlx5dvContextAttr>(),
+        ),
+        (
+            "offsetof(struct mlx5dv_context_attr, comp_mask)",
+            offset_of!(Mlx5dvContextAttr, comp_mask),
+        ),
+        (
+            "MLX5DV_CONTEXT_FLAGS_DEVX",
+            MLX5DV_CONTEXT_FLAGS_DEVX as usize,
+        ),
         ("sizeof(struct mlx5dv_pd)", size_of::<Mlx5dvPd>()),
         ("sizeof(struct mlx5dv_obj)", size_of::<Mlx5dvObj>()),
-        ("offsetof(struct mlx5dv_obj, pd.in)", offset_of!(Mlx5dvObj, pairs) + 16 * OBJ_PAIR_PD),
-        ("offsetof(struct mlx5dv_obj, pd.out)", offset_of!(Mlx5dvObj, pairs) + 16 * OBJ_PAIR_PD + 8),
+        (
+            "offsetof(struct mlx5dv_obj, pd.in)",
+            offset_of!(Mlx5dvObj, pairs) + 16 * OBJ_PAIR_PD,
+        ),
+        (
+            "offsetof(struct mlx5dv_obj, pd.out)",
+            offset_of!(Mlx5dvObj, pairs) + 16 * OBJ_PAIR_PD + 8,
+        ),
         ("MLX5DV_OBJ_PD", MLX5DV_OBJ_PD as usize),
-        ("sizeof(struct mlx5dv_devx_umem)", size_of::<Mlx5dvDevxUmem>()),
-        ("sizeof(struct mlx5dv_devx_umem_in)", size_of::<Mlx5dvDevxUmemIn>()),
-        ("offsetof(struct mlx5dv_devx_umem_in, size)", offset_of!(Mlx5dvDevxUmemIn, size)),
-        ("offsetof(struct mlx5dv_devx_umem_in, access)", offset_of!(Mlx5dvDevxUmemIn, access)),
-        ("offsetof(struct mlx5dv_devx_umem_in, pgsz_bitmap)", offset_of!(Mlx5dvDevxUmemIn, pgsz_bitmap)),
-        ("offsetof(struct mlx5dv_devx_umem_in, comp_mask)", offset_of!(Mlx5dvDevxUmemIn, comp_mask)),
-        ("offsetof(struct mlx5dv_devx_umem_in, dmabuf_fd)", offset_of!(Mlx5dvDevxUmemIn, dmabuf_fd)),
+        (
+            "sizeof(struct mlx5dv_devx_umem)",
+            size_of::<Mlx5dvDevxUmem>(),
+        ),
+        (
+            "sizeof(struct mlx5dv_devx_umem_in)",
+            size_of::<Mlx5dvDevxUmemIn>(),
+        ),
+        (
+            "offsetof(struct mlx5dv_devx_umem_in, size)",
+            offset_of!(Mlx5dvDevxUmemIn, size),
+        ),
+        (
+            "offsetof(struct mlx5dv_devx_umem_in, access)",
+            offset_of!(Mlx5dvDevxUmemIn, access),
+        ),
+        (
+            "offsetof(struct mlx5dv_devx_umem_in, pgsz_bitmap)",
+            offset_of!(Mlx5dvDevxUmemIn, pgsz_bitmap),
+        ),
+        (
+            "offsetof(struct mlx5dv_devx_umem_in, comp_mask)",
+            offset_of!(Mlx5dvDevxUmemIn, comp_mask),
+        ),
+        (
+            "offsetof(struct mlx5dv_devx_umem_in, dmabuf_fd)",
+            offset_of!(Mlx5dvDevxUmemIn, dmabuf_fd),
+        ),
         ("MLX5DV_UMEM_MASK_DMABUF", MLX5DV_UMEM_MASK_DMABUF as usize),
         ("sizeof(struct mlx5dv_devx_uar)", size_of::<Mlx5dvDevxUar>()),
-        ("offsetof(struct mlx5dv_devx_uar, base_addr)", offset_of!(Mlx5dvDevxUar, base_addr)),
-        ("offsetof(struct mlx5dv_devx_uar, page_id)", offset_of!(Mlx5dvDevxUar, page_id)),
-        ("offsetof(struct mlx5dv_devx_uar, mmap_off)", offset_of!(Mlx5dvDevxUar, mmap_off)),
-        ("offsetof(struct mlx5dv_devx_uar, comp_mask)", offset_of!(Mlx5dvDevxUar, comp_mask)),
+        (
+            "offsetof(struct mlx5dv_devx_uar, base_addr)",
+            offset_of!(Mlx5dvDevxUar, base_addr),
+        ),
+        (
+            "offsetof(struct mlx5dv_devx_uar, page_id)",
+            offset_of!(Mlx5dvDevxUar, page_id),
+        ),
+        (
+            "offsetof(struct mlx5dv_devx_uar, mmap_off)",
+            offset_of!(Mlx5dvDevxUar, mmap_off),
+        ),
+        (
+            "offsetof(struct mlx5dv_devx_uar, comp_mask)",
+            offset_of!(Mlx5dvDevxUar, comp_mask),
+        ),
         ("MLX5DV_UAR_ALLOC_TYPE_BF", UAR_ALLOC_TYPE_BF as usize),
         ("MLX5DV_UAR_ALLOC_TYPE_NC", UAR_ALLOC_TYPE_NC as usize),
         ("IBV_ACCESS_LOCAL_WRITE", ACCESS_LOCAL_WRITE as usize),
@@ -127,6 +208,9 @@ fn the_ffi_structures_match_the_installed_rdma_core_headers() {
         .filter(|((_, rust), c)| *rust != **c)
         .map(|((expr, rust), c)| format!("{expr}: C {c}, Rust {rust}"))
         .collect();
-    assert!(wrong.is_empty(), "layouts differ from the headers: {wrong:#?}");
+    assert!(
+        wrong.is_empty(),
+        "layouts differ from the headers: {wrong:#?}"
+    );
     let _ = std::fs::remove_dir_all(exe.parent().expect("a directory"));
 }

@@ -20,9 +20,9 @@
 // The audited layer of rdma-core calls (with its `objects` submodule): allowed `unsafe`.
 #![allow(unsafe_code)]
 
-mod objects;
 #[cfg(test)]
 mod layout_tests;
+mod objects;
 pub mod types;
 
 use std::ffi::{c_char, c_int, c_void};
@@ -52,8 +52,12 @@ type QueryGid =
     unsafe extern "C" fn(ctx: *mut IbvContext, port: u8, index: c_int, gid: *mut IbvGid) -> c_int;
 type AllocPd = unsafe extern "C" fn(ctx: *mut IbvContext) -> *mut IbvPd;
 type DeallocPd = unsafe extern "C" fn(pd: *mut IbvPd) -> c_int;
-type RegMr =
-    unsafe extern "C" fn(pd: *mut IbvPd, addr: *mut c_void, len: usize, access: c_int) -> *mut IbvMr;
+type RegMr = unsafe extern "C" fn(
+    pd: *mut IbvPd,
+    addr: *mut c_void,
+    len: usize,
+    access: c_int,
+) -> *mut IbvMr;
 type RegDmabufMr = unsafe extern "C" fn(
     pd: *mut IbvPd,
     offset: u64,
@@ -144,7 +148,10 @@ impl std::fmt::Debug for Verbs {
 ///
 /// # Safety
 /// `T` must be the function pointer type rdma-core declares for `name`.
-unsafe fn symbol<T: Copy>(lib: &libloading::Library, name: &[u8]) -> std::result::Result<T, String> {
+unsafe fn symbol<T: Copy>(
+    lib: &libloading::Library,
+    name: &[u8],
+) -> std::result::Result<T, String> {
     // SAFETY: per this function's contract, `T` is the symbol's declared type.
     unsafe { lib.get::<T>(name) }
         .map(|s| *s)
@@ -166,7 +173,8 @@ impl Verbs {
     pub fn load() -> Result<Verbs> {
         let ibverbs = open(LIBRARIES[0])?;
         let mlx5 = open(LIBRARIES[1])?;
-        let missing = |e: String| Error::Config(format!("rdma-core lacks a function ({e}): {INSTALL}"));
+        let missing =
+            |e: String| Error::Config(format!("rdma-core lacks a function ({e}): {INSTALL}"));
         // SAFETY: each symbol is given the type `verbs.h` / `mlx5dv.h` (rdma-core 44) declare
         // for it; both libraries stay loaded in the returned value.
         unsafe {

@@ -27,7 +27,9 @@ unsafe impl Sync for Context {}
 
 impl std::fmt::Debug for Context {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Context").field("name", &self.name).finish_non_exhaustive()
+        f.debug_struct("Context")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
     }
 }
 
@@ -90,7 +92,11 @@ pub fn open_mlx5(verbs: Arc<Verbs>, wanted: Option<&str>) -> Result<Arc<Context>
             std::io::Error::last_os_error()
         )));
     }
-    let devices = DeviceList { verbs: &verbs, list, len: n as usize };
+    let devices = DeviceList {
+        verbs: &verbs,
+        list,
+        len: n as usize,
+    };
     let mut seen = Vec::new();
     for i in 0..devices.len {
         let name = devices.name(i);
@@ -103,7 +109,10 @@ pub fn open_mlx5(verbs: Arc<Verbs>, wanted: Option<&str>) -> Result<Arc<Context>
             seen.push(format!("{name} (not mlx5)"));
             continue;
         }
-        let mut attr = Mlx5dvContextAttr { flags: MLX5DV_CONTEXT_FLAGS_DEVX, comp_mask: 0 };
+        let mut attr = Mlx5dvContextAttr {
+            flags: MLX5DV_CONTEXT_FLAGS_DEVX,
+            comp_mask: 0,
+        };
         // SAFETY: a device of the live list and a valid attribute struct.
         let ctx = unsafe { (verbs.dv_open_device)(devices.get(i), &mut attr) };
         if ctx.is_null() {
@@ -211,7 +220,10 @@ impl Context {
         if pd.is_null() {
             return Err(os_error("ibv_alloc_pd"));
         }
-        Ok(Arc::new(Pd { ctx: self.clone(), pd }))
+        Ok(Arc::new(Pd {
+            ctx: self.clone(),
+            pd,
+        }))
     }
 
     /// Registers `size` bytes at `addr` (host memory, or GPU memory through nvidia-peermem)
@@ -222,7 +234,10 @@ impl Context {
         if umem.is_null() {
             return Err(os_error("mlx5dv_devx_umem_reg"));
         }
-        Ok(Umem { ctx: self.clone(), umem })
+        Ok(Umem {
+            ctx: self.clone(),
+            umem,
+        })
     }
 
     /// Registers `size` bytes at `offset` of dmabuf `fd` (GPU memory) as DevX user memory.
@@ -246,7 +261,10 @@ impl Context {
         if umem.is_null() {
             return Err(os_error("mlx5dv_devx_umem_reg_ex (dmabuf)"));
         }
-        Ok(Umem { ctx: self.clone(), umem })
+        Ok(Umem {
+            ctx: self.clone(),
+            umem,
+        })
     }
 
     /// A doorbell page: a dedicated non-cached one if the device grants it (an 8-byte
@@ -256,14 +274,22 @@ impl Context {
             // SAFETY: a live context.
             let uar = unsafe { (self.verbs.alloc_uar)(self.ctx, kind) };
             if !uar.is_null() {
-                return Ok(Uar { ctx: self.clone(), uar });
+                return Ok(Uar {
+                    ctx: self.clone(),
+                    uar,
+                });
             }
         }
         Err(os_error("mlx5dv_devx_alloc_uar"))
     }
 
     /// Creates a DevX object from command `input`; returns it with the command's output.
-    pub fn obj_create(self: &Arc<Self>, what: &str, input: &[u8], out_len: usize) -> Result<(Obj, Vec<u8>)> {
+    pub fn obj_create(
+        self: &Arc<Self>,
+        what: &str,
+        input: &[u8],
+        out_len: usize,
+    ) -> Result<(Obj, Vec<u8>)> {
         let mut out = vec![0u8; out_len.max(16)];
         // SAFETY: `input` and `out` are live buffers of the lengths passed.
         let obj = unsafe {
@@ -279,7 +305,13 @@ impl Context {
             let e = os_error(what);
             return Err(Error::Config(format!("{e} ({})", command_status(&out))));
         }
-        Ok((Obj { ctx: self.clone(), obj }, out))
+        Ok((
+            Obj {
+                ctx: self.clone(),
+                obj,
+            },
+            out,
+        ))
     }
 }
 
@@ -306,7 +338,10 @@ impl Pd {
     /// The PD number DevX commands name (`mlx5dv_init_obj`).
     pub fn pdn(&self) -> Result<u32> {
         let mut dv = Mlx5dvPd::default();
-        let none = ObjPair { input: std::ptr::null_mut(), output: std::ptr::null_mut() };
+        let none = ObjPair {
+            input: std::ptr::null_mut(),
+            output: std::ptr::null_mut(),
+        };
         let mut obj = Mlx5dvObj { pairs: [none; 7] };
         obj.pairs[OBJ_PAIR_PD] = ObjPair {
             input: self.pd.cast::<c_void>(),
@@ -323,11 +358,15 @@ impl Pd {
     /// Registers `len` bytes of host memory at `addr`.
     pub fn reg_mr(self: &Arc<Self>, addr: u64, len: usize, access: u32) -> Result<Mr> {
         // SAFETY: rdma-core pins and translates the range; it never dereferences it here.
-        let mr = unsafe { (self.ctx.verbs.reg_mr)(self.pd, addr as *mut c_void, len, access as c_int) };
+        let mr =
+            unsafe { (self.ctx.verbs.reg_mr)(self.pd, addr as *mut c_void, len, access as c_int) };
         if mr.is_null() {
             return Err(os_error("ibv_reg_mr"));
         }
-        Ok(Mr { pd: self.clone(), mr })
+        Ok(Mr {
+            pd: self.clone(),
+            mr,
+        })
     }
 
     /// Registers `len` bytes at `offset` of dmabuf `fd` (GPU memory), addressed by the NIC
@@ -347,7 +386,10 @@ impl Pd {
         if mr.is_null() {
             return Err(os_error("ibv_reg_dmabuf_mr"));
         }
-        Ok(Mr { pd: self.clone(), mr })
+        Ok(Mr {
+            pd: self.clone(),
+            mr,
+        })
     }
 }
 
