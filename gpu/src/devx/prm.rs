@@ -124,8 +124,6 @@ pub mod hca_cap {
     pub const ATOMIC: Field = f(0x21e, 1);
     /// `rc`: reliable-connected QPs supported.
     pub const RC: Field = f(0x23f, 1);
-    /// `bf`: BlueFlame supported.
-    pub const BF: Field = f(0x260, 1);
     /// `log_bf_reg_size`: the BlueFlame register's size, log2 of bytes.
     pub const LOG_BF_REG_SIZE: Field = f(0x26b, 5);
 }
@@ -218,8 +216,6 @@ pub mod qpc {
     pub const TS_FORMAT: Field = f(0x58, 2);
     /// `uar_page`: the page whose register rings this QP's doorbell.
     pub const UAR_PAGE: Field = f(0x68, 24);
-    /// `user_index`.
-    pub const USER_INDEX: Field = f(0x88, 24);
     /// `remote_qpn`.
     pub const REMOTE_QPN: Field = f(0xa8, 24);
     /// Where `primary_address_path` starts.

@@ -20,30 +20,30 @@ pub(crate) const NWQES: usize = 1024;
 /// CQEs per completion queue (twice the WQEBBs: room to spare).
 pub(crate) const NCQES: usize = 2 * NWQES;
 
-/// `fsh_qp_t` of `network.cuh`, field for field.
+/// `fsh_qp_t` of `network.cuh`, field for field (the `gpu` handler fills it too).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, Pod, Zeroable)]
-struct QpDesc {
-    sq: u64,
-    cq: u64,
-    dbr: u64,
-    cq_dbr: u64,
-    prod: u64,
-    results: u64,
-    ends: u64,
-    rbase: u64,
-    nwqes: u32,
-    ncqes: u32,
-    qpn: u32,
-    rkey: u32,
-    lkey: u32,
-    lock: u32,
-    error: u32,
-    pad: u32,
-    pi: u64,
-    wqes: u64,
-    cqes: u64,
-    ci: u64,
+pub(crate) struct QpDesc {
+    pub(crate) sq: u64,
+    pub(crate) cq: u64,
+    pub(crate) dbr: u64,
+    pub(crate) cq_dbr: u64,
+    pub(crate) prod: u64,
+    pub(crate) results: u64,
+    pub(crate) ends: u64,
+    pub(crate) rbase: u64,
+    pub(crate) nwqes: u32,
+    pub(crate) ncqes: u32,
+    pub(crate) qpn: u32,
+    pub(crate) rkey: u32,
+    pub(crate) lkey: u32,
+    pub(crate) lock: u32,
+    pub(crate) error: u32,
+    pub(crate) pad: u32,
+    pub(crate) pi: u64,
+    pub(crate) wqes: u64,
+    pub(crate) cqes: u64,
+    pub(crate) ci: u64,
 }
 
 /// Pinned host memory as a queue's words.

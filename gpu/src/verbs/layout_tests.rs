@@ -26,8 +26,8 @@ fn layouts() -> Vec<(&'static str, usize)> {
             offset_of!(IbvDeviceAttr, limits),
         ),
         (
-            "offsetof(struct ibv_device_attr, max_qp_wr)",
-            offset_of!(IbvDeviceAttr, limits) + 4 * LIMIT_MAX_QP_WR,
+            "offsetof(struct ibv_device_attr, max_qp_rd_atom)",
+            offset_of!(IbvDeviceAttr, limits) + 4 * LIMIT_MAX_QP_RD_ATOM,
         ),
         (
             "offsetof(struct ibv_device_attr, atomic_cap)",
@@ -147,7 +147,6 @@ fn layouts() -> Vec<(&'static str, usize)> {
         ("IBV_ACCESS_REMOTE_READ", ACCESS_REMOTE_READ as usize),
         ("IBV_ACCESS_REMOTE_ATOMIC", ACCESS_REMOTE_ATOMIC as usize),
         ("IBV_PORT_ACTIVE", PORT_ACTIVE as usize),
-        ("IBV_LINK_LAYER_INFINIBAND", LINK_LAYER_INFINIBAND as usize),
         ("IBV_LINK_LAYER_ETHERNET", LINK_LAYER_ETHERNET as usize),
     ]
 }

@@ -59,8 +59,8 @@ pub struct IbvDeviceAttr {
     pub phys_port_cnt: u8,
 }
 
-/// Index of `max_qp_wr` in [`IbvDeviceAttr::limits`].
-pub const LIMIT_MAX_QP_WR: usize = 1;
+/// Index of `max_qp_rd_atom` in [`IbvDeviceAttr::limits`].
+pub const LIMIT_MAX_QP_RD_ATOM: usize = 9;
 /// Index of `atomic_cap` (an enum, `int`-sized) in [`IbvDeviceAttr::limits`].
 pub const LIMIT_ATOMIC_CAP: usize = 14;
 
@@ -246,7 +246,5 @@ pub const ACCESS_REMOTE_ATOMIC: u32 = 1 << 3;
 
 /// `IBV_PORT_ACTIVE`.
 pub const PORT_ACTIVE: c_int = 4;
-/// `IBV_LINK_LAYER_INFINIBAND`.
-pub const LINK_LAYER_INFINIBAND: u8 = 1;
 /// `IBV_LINK_LAYER_ETHERNET`.
 pub const LINK_LAYER_ETHERNET: u8 = 2;
