@@ -174,7 +174,6 @@ pub fn create_qp(p: &QpParams) -> Result<Cmd> {
     );
     c.set(qpc::LOG_RQ_SIZE.at(q), 0);
     c.set(qpc::RQ_TYPE.at(q), RQ_TYPE_ZERO_SIZE);
-    c.set(qpc::TS_FORMAT.at(q), 1);
     let cqn = fits(p.cqn.into(), 24, "cqn")?;
     c.set(qpc::CQN_SND.at(q), cqn);
     c.set(qpc::CQN_RCV.at(q), cqn);

@@ -212,8 +212,6 @@ pub mod qpc {
     pub const LOG_RQ_SIZE: Field = f(0x49, 4);
     /// `log_sq_size`: log2 of the send queue's WQEBBs.
     pub const LOG_SQ_SIZE: Field = f(0x51, 4);
-    /// `ts_format`: 1, the device default.
-    pub const TS_FORMAT: Field = f(0x58, 2);
     /// `uar_page`: the page whose register rings this QP's doorbell.
     pub const UAR_PAGE: Field = f(0x68, 24);
     /// `remote_qpn`.

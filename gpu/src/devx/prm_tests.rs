@@ -16,7 +16,6 @@
 //!   and `ModifyQpIn`, whose field widths sum to the same offsets as the C header's.
 //!
 //! Values: `atomic_mode` 3 is NVSHMEM's `IBGDA_MLX5_QPC_ATOMIC_MODE_UP_TO_64BIT`;
-//! `ts_format` 1 is `MLX5_QPC_TIMESTAMP_FORMAT_DEFAULT` (rdma-core `mlx5_ifc.h`);
 //! `pm_state` 3 is `MLX5_QPC_PM_STATE_MIGRATED` (same file).
 
 use super::commands::*;
@@ -111,7 +110,6 @@ fn create_qp_puts_each_field_where_the_prm_has_it() {
             ("qpc.pm_state", q + 0x13, 2, 3),
             ("qpc.pd", q + 0x28, 24, 0x12_3456),
             ("qpc.log_sq_size", q + 0x51, 4, 10),
-            ("qpc.ts_format", q + 0x58, 2, 1),
             ("qpc.uar_page", q + 0x68, 24, 0x65_4321),
             ("qpc.cqn_snd", q + 0x3e8, 24, 0xfe_dcba),
             ("qpc.cqn_rcv", q + 0x4e8, 24, 0xfe_dcba),

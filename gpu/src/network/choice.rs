@@ -94,6 +94,51 @@ mod tests {
     use crate::devx::setup::{probe, NicLayout};
     use crate::network::queues::{NCQES, NWQES};
 
+    /// A control plane whose other members announce `others` (member `me` gets its own).
+    #[derive(Debug)]
+    struct Fixed {
+        others: Vec<Vec<u8>>,
+    }
+
+    impl Exchange for Fixed {
+        fn exchange(
+            &self,
+            _group: u64,
+            index: usize,
+            size: usize,
+            payload: Vec<u8>,
+        ) -> ferroshmem_runtime::ExchangeFuture<'_> {
+            let mut all = self.others.clone();
+            all.insert(index, payload);
+            all.truncate(size);
+            Box::pin(async move { Ok(all) })
+        }
+    }
+
+    fn agreed(wanted: Wanted, can: bool, others: &[u8]) -> Result<bool> {
+        let fixed = Fixed {
+            others: others.iter().map(|b| vec![*b]).collect(),
+        };
+        futures::executor::block_on(agree(wanted, can, &fixed, 0, others.len() + 1))
+    }
+
+    #[test]
+    fn the_gpu_handler_runs_only_where_every_pe_can() {
+        assert!(agreed(Wanted::Auto, true, &[1, 1]).unwrap());
+        assert!(agreed(Wanted::Gpu, true, &[1, 1]).unwrap());
+        assert!(
+            !agreed(Wanted::Auto, true, &[1, 0]).unwrap(),
+            "auto falls back together"
+        );
+        assert!(!agreed(Wanted::Auto, false, &[1, 1]).unwrap());
+        assert!(!agreed(Wanted::Cpu, false, &[0, 0]).unwrap());
+        match agreed(Wanted::Gpu, true, &[1, 0]) {
+            Err(Error::Config(why)) => assert!(why.contains("[2]"), "names the PE: {why}"),
+            other => panic!("expected a configuration error, got {other:?}"),
+        }
+        assert!(agreed(Wanted::Auto, true, &[]).unwrap(), "a one-PE job");
+    }
+
     #[test]
     fn the_variable_s_values_parse_and_others_are_refused() {
         assert_eq!(parse(None).unwrap(), Wanted::Auto);

@@ -99,8 +99,13 @@ impl Network {
         let wanted = choice::wanted()?;
         let my_pe = parts.host.my_pe();
         let n_pes = parts.remote.len();
-        let nic = choice::choose(wanted, nic_queues::probe)?;
-        let use_gpu = choice::agree(wanted, nic.is_some(), &*parts.exchange, my_pe, n_pes).await?;
+        // Every PE joins the agreement, even one whose own `gpu` failed (its error goes
+        // first): none is left waiting in it for a PE that gave up.
+        let local = choice::choose(wanted, nic_queues::probe);
+        let can = matches!(local, Ok(Some(_)));
+        let agreed = choice::agree(wanted, can, &*parts.exchange, my_pe, n_pes).await;
+        let nic = local?;
+        let use_gpu = agreed?;
         tracing::info!(
             pe = my_pe,
             handler = if use_gpu { "gpu" } else { "cpu" },
