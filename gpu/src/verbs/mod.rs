@@ -232,3 +232,28 @@ fn rc_error(what: &str, rc: c_int) -> Error {
         message: format!("{what} failed: {e}"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_library_is_a_config_error_saying_what_to_install() {
+        match open("libferroshmem-absent-verbs.so.1") {
+            Err(Error::Config(why)) => {
+                assert!(why.contains("libferroshmem-absent-verbs.so.1"), "{why}");
+                assert!(why.contains("apt-get install"), "{why}");
+            }
+            other => panic!("expected a configuration error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn loading_never_panics_and_names_what_is_missing() {
+        match Verbs::load() {
+            Ok(verbs) => eprintln!("rdma-core is installed here: {verbs:?}"),
+            Err(Error::Config(why)) => assert!(why.contains("rdma-core"), "{why}"),
+            Err(other) => panic!("expected a configuration error, got {other}"),
+        }
+    }
+}
