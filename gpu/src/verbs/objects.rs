@@ -252,7 +252,8 @@ impl Context {
             addr: offset as *mut c_void,
             size,
             access,
-            pgsz_bitmap: u64::MAX,
+            // As `mlx5dv_devx_umem_reg` asks: any page size of 4 KiB or more.
+            pgsz_bitmap: u64::MAX & !0xfff,
             comp_mask: MLX5DV_UMEM_MASK_DMABUF,
             dmabuf_fd: fd,
         };
