@@ -253,7 +253,7 @@ impl Context {
             size,
             access,
             // As `mlx5dv_devx_umem_reg` asks: any page size of 4 KiB or more.
-            pgsz_bitmap: u64::MAX & !0xfff,
+            pgsz_bitmap: !0xfff,
             comp_mask: MLX5DV_UMEM_MASK_DMABUF,
             dmabuf_fd: fd,
         };
