@@ -162,8 +162,9 @@ impl Context {
     /// `ibv_query_port` of port `port` (1-based).
     pub fn query_port(&self, port: u8) -> Result<IbvPortAttr> {
         let mut attr = IbvPortAttr::default();
-        // SAFETY: a live context and a valid out-pointer of the full `ibv_port_attr`, which
-        // the exported function fills at most.
+        // SAFETY: a live context and a valid out-pointer of the full `ibv_port_attr`; the
+        // exported function fills at most that (its compatible prefix: all but
+        // `port_cap_flags2`, as the header's inline wrapper relies on).
         let rc = unsafe { (self.verbs.query_port)(self.ctx, port, &mut attr) };
         if rc != 0 {
             return Err(rc_error("ibv_query_port", rc));
