@@ -2,7 +2,9 @@
 //! VMM allocations mapped into every PE's view over NVLink), host-initiated operations as
 //! futures, on-stream operations, and the device library that kernels compiled through
 //! [`GpuPe::compile`] use (`ferroshmem_device.cuh`), and the `cpu` NIC handler's remote agent
-//! ([`nic`]), which performs GPU-heap operations for PEs on other hosts.
+//! ([`nic`]), which performs GPU-heap operations for PEs on other hosts. The `gpu` NIC
+//! handler's side of a ConnectX NIC lies in `verbs` (rdma-core loaded at run time, audited)
+//! and `devx` (the mlx5 PRM commands, as data).
 //!
 //! Everything builds without CUDA (the driver is loaded at run time); where no GPU or driver
 //! exists, [`detect`] and [`GpuPe::init`] answer [`GpuError::NoGpu`](ferroshmem_runtime::GpuError::NoGpu)
@@ -12,6 +14,7 @@ mod buffers;
 mod collective;
 mod context;
 mod cq;
+mod devx;
 mod driver;
 mod fd_share;
 mod heap;
@@ -24,6 +27,7 @@ mod pe;
 mod rma;
 mod sharing;
 mod stream;
+mod verbs;
 
 pub use buffers::{DeviceBuffer, HostBuffer, LocalMem};
 pub use context::{detect, device_for_local_rank, GpuDevice, GpuInventory};

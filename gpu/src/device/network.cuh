@@ -36,6 +36,9 @@ struct fsh_qp_t {
     volatile fsh_u64 cons; // WQEBBs completed (written by the poll lock's holder)
     volatile fsh_u64 cqes; // CQEs consumed (poll lock)
     volatile fsh_u64 rung; // the producer index last rung (post lock)
+    fsh_u64* bf;           // the NIC's doorbell register (`gpu` handler); 0: the cpu handler's cell
+    fsh_u32 slot_lkey;     // the key of `results` (fetched values)
+    fsh_u32 pad;
 };
 
 // The send queue of PE `pe`, or 0 for a mapped peer.
@@ -83,7 +86,16 @@ __device__ __noinline__ void fsh__qp_ring(fsh_qp_t* q, fsh_u64 end) {
     if (end > q->rung) {
         q->rung = end;
         *(volatile fsh_u32*)(q->dbr + 1) = fsh_ibgda_dbr_value((fsh_u32)end);
-        *(volatile fsh_u64*)q->prod = end;
+        fsh__fence_sys();
+        if (q->bf) {
+            // The first 8 bytes of a control segment (NVSHMEM's doorbell): the producer
+            // index and the QP number, each big-endian.
+            fsh_u64 ring = (fsh_u64)fsh_ibgda_bswap32(((fsh_u32)end & 0xffffu) << 8) |
+                           ((fsh_u64)fsh_ibgda_bswap32(q->qpn << 8) << 32);
+            *(volatile fsh_u64*)q->bf = ring;
+        } else {
+            *(volatile fsh_u64*)q->prod = end;
+        }
         fsh__fence_sys();
     }
     fsh__atom_exch(&q->post_lock, 0u);
@@ -146,7 +158,7 @@ __device__ __noinline__ fsh_u64 fsh__net_g(int pe, const void* remote, fsh_u32 b
     fsh_u64* slot = q->results + (at & (q->nwqes - 1));
     *(volatile fsh_u64*)slot = 0;
     fsh_ibgda_wqe_rdma(q->sq, q->nwqes - 1, (fsh_u32)at, q->qpn, FSH_IBGDA_CQ_UPDATE, FSH_IBGDA_OP_RDMA_READ, 0,
-                       (fsh_u64)slot, q->lkey, fsh__raddr(q, remote), q->rkey, bytes);
+                       (fsh_u64)slot, q->slot_lkey, fsh__raddr(q, remote), q->rkey, bytes);
     fsh__qp_wait(q, pe, fsh__qp_submit(q, at, 1));
     return *(volatile fsh_u64*)slot;
 }
@@ -172,7 +184,7 @@ __device__ __noinline__ fsh_u64 fsh__net_amo(int pe, const void* remote, fsh_u32
     fsh_u64 at = fsh__qp_reserve(q, pe, nbb);
     fsh_u64* slot = q->results + (at & (q->nwqes - 1));
     fsh_ibgda_wqe_amo(q->sq, q->nwqes - 1, (fsh_u32)at, q->qpn, FSH_IBGDA_CQ_UPDATE, family, width, value, compare,
-                      fsh__raddr(q, remote), q->rkey, (fsh_u64)slot, q->lkey);
+                      fsh__raddr(q, remote), q->rkey, (fsh_u64)slot, q->slot_lkey);
     fsh_u64 end = fsh__qp_submit(q, at, nbb);
     if (!fetch) return 0;
     fsh__qp_wait(q, pe, end);

@@ -683,6 +683,8 @@ impl Drop for DeviceAlloc {
 }
 
 mod kernels;
+mod nic;
 
 pub(crate) use kernels::{begin_capture, end_capture, launch, Function, Module, Owner};
 pub use kernels::{Graph, LaunchDims};
+pub(crate) use nic::{dmabuf_fd, fill, IoMapping};

@@ -5,12 +5,17 @@
 //! by [`GpuPe::init`](crate::GpuPe::init) when the job spans nodes.
 //!
 //! # Handlers
-//! `FERROSHMEM_IBGDA_NIC_HANDLER` picks who services the queues: `cpu` (this module),
-//! `auto` (the same here: no ConnectX NIC is driven directly yet), `gpu` is refused at init
-//! with [`Error::Config`] saying what it would need.
+//! `FERROSHMEM_IBGDA_NIC_HANDLER` picks who services the queues ([`choice`]): `cpu` (the
+//! queues of [`queues`] in pinned host memory, the handler thread and the agent), `gpu` (a
+//! ConnectX NIC reads queues in GPU memory itself: [`nic_queues`]; where it cannot run, init
+//! fails with [`Error::Config`] saying what is missing), `auto` (`gpu` where every PE can,
+//! else `cpu`). Host-initiated operations on peers of other nodes go through the agent
+//! under either handler.
 
+mod choice;
 mod host_ops;
 mod memory;
+mod nic_queues;
 mod queues;
 
 use std::sync::{Arc, PoisonError};
@@ -21,15 +26,26 @@ use ferroshmem_runtime::{DataPlane, Error, Exchange, Result, SymBuffer};
 use crate::module::GpuModule;
 use crate::nic::{Agent, AgentConfig, Failure, Handler};
 use memory::{GpuHeap, LocalCopies};
+use nic_queues::{NicParts, NicQueues};
 use queues::Queues;
 
 /// The network path of one GPU PE; see the module documentation.
 pub(crate) struct Network {
-    // Field order is drop order: the handler thread stops before the queues go.
-    _handler: Handler,
-    queues: Queues,
+    service: Service,
     agent: Arc<Agent>,
     failure: Failure,
+}
+
+/// Who services the device library's queues.
+enum Service {
+    /// The `cpu` handler.
+    Cpu {
+        // Field order is drop order: the handler thread stops before the queues go.
+        _handler: Handler,
+        queues: Queues,
+    },
+    /// The `gpu` handler: the NIC itself.
+    Gpu(NicQueues),
 }
 
 impl std::fmt::Debug for Network {
@@ -76,57 +92,89 @@ pub fn ring_words(n_pes: usize) -> usize {
     agent_config().ring_words(n_pes)
 }
 
-/// Which NIC handler `FERROSHMEM_IBGDA_NIC_HANDLER` asks for: `Ok` for `cpu` and `auto` (or
-/// unset), a configuration error otherwise.
-fn check_handler_choice() -> Result<()> {
-    match std::env::var("FERROSHMEM_IBGDA_NIC_HANDLER").as_deref() {
-        Err(_) | Ok("auto") | Ok("cpu") | Ok("") => Ok(()),
-        Ok("gpu") => Err(Error::Config(
-            "FERROSHMEM_IBGDA_NIC_HANDLER=gpu needs a ConnectX NIC driven through rdma-core's mlx5 direct verbs, which this build does not drive yet: use cpu (or auto)".into(),
-        )),
-        Ok(other) => Err(Error::Config(format!(
-            "FERROSHMEM_IBGDA_NIC_HANDLER={other}: expected auto, cpu or gpu"
-        ))),
-    }
-}
-
 impl Network {
     /// Sets the network path up. Collective: every PE of the job calls it (the agents
     /// exchange their heaps and keys).
     pub async fn start(parts: NetworkParts) -> Result<Network> {
-        check_handler_choice()?;
+        let wanted = choice::wanted()?;
         let my_pe = parts.host.my_pe();
+        let n_pes = parts.remote.len();
+        // Every PE joins the agreement, even one whose own `gpu` failed (its error goes
+        // first): none is left waiting in it for a PE that gave up.
+        let local = choice::choose(wanted, nic_queues::probe);
+        let can = matches!(local, Ok(Some(_)));
+        let agreed = choice::agree(wanted, can, &*parts.exchange, my_pe, n_pes).await;
+        let nic = local?;
+        let use_gpu = agreed?;
+        tracing::info!(
+            pe = my_pe,
+            handler = if use_gpu { "gpu" } else { "cpu" },
+            "network path: NIC handler chosen"
+        );
         let heap = GpuHeap::new(&parts.ctx, parts.kernels, parts.heap_base, parts.heap_size)?;
         let agent = Agent::new(
             parts.host,
-            parts.exchange,
+            parts.exchange.clone(),
             parts.rings,
             Arc::new(heap),
             agent_config(),
         )
         .await?;
-        let peers: Vec<_> = (0..agent.n_pes()).filter_map(|pe| agent.peer(pe)).collect();
-        let mut queues = Queues::new(&parts.ctx, &parts.remote, &peers, agent.heap().rkey)?;
         let agent = Arc::new(agent);
         let failure: Failure = Arc::default();
-        let handler = Handler::start(
-            my_pe,
-            std::mem::take(&mut queues.consumers),
-            agent.clone(),
-            Arc::new(LocalCopies::new(&parts.ctx)?),
-            failure.clone(),
-        )?;
+        let service = match nic.filter(|_| use_gpu) {
+            Some(nic) => Service::Gpu(
+                NicQueues::new(
+                    nic,
+                    NicParts {
+                        ctx: &parts.ctx,
+                        remote: &parts.remote,
+                        heap_base: parts.heap_base,
+                        heap_size: parts.heap_size,
+                        exchange: &*parts.exchange,
+                        me: my_pe,
+                    },
+                )
+                .await?,
+            ),
+            None => Self::cpu_service(&parts.ctx, &parts.remote, my_pe, &agent, &failure)?,
+        };
         Ok(Network {
-            _handler: handler,
-            queues,
+            service,
             agent,
             failure,
         })
     }
 
+    /// The `cpu` handler's queues and thread.
+    fn cpu_service(
+        ctx: &Arc<CudaContext>,
+        remote: &[bool],
+        my_pe: usize,
+        agent: &Arc<Agent>,
+        failure: &Failure,
+    ) -> Result<Service> {
+        let peers: Vec<_> = (0..agent.n_pes()).filter_map(|pe| agent.peer(pe)).collect();
+        let mut queues = Queues::new(ctx, remote, &peers, agent.heap().rkey)?;
+        let handler = Handler::start(
+            my_pe,
+            std::mem::take(&mut queues.consumers),
+            agent.clone(),
+            Arc::new(LocalCopies::new(ctx)?),
+            failure.clone(),
+        )?;
+        Ok(Service::Cpu {
+            _handler: handler,
+            queues,
+        })
+    }
+
     /// Where the queues' descriptors lie on the GPU (`fsh_state.net`).
     pub fn device_addr(&self) -> u64 {
-        self.queues.device_addr()
+        match &self.service {
+            Service::Cpu { queues, .. } => queues.device_addr(),
+            Service::Gpu(queues) => queues.device_addr(),
+        }
     }
 
     /// The agent (host-initiated operations on peers of other nodes go through it).

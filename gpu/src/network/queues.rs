@@ -20,31 +20,36 @@ pub(crate) const NWQES: usize = 1024;
 /// CQEs per completion queue (twice the WQEBBs: room to spare).
 pub(crate) const NCQES: usize = 2 * NWQES;
 
-/// `fsh_qp_t` of `network.cuh`, field for field.
+/// `fsh_qp_t` of `network.cuh`, field for field (the `gpu` handler fills it too).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, Pod, Zeroable)]
-struct QpDesc {
-    sq: u64,
-    cq: u64,
-    dbr: u64,
-    cq_dbr: u64,
-    prod: u64,
-    results: u64,
-    ends: u64,
-    rbase: u64,
-    nwqes: u32,
-    ncqes: u32,
-    qpn: u32,
-    rkey: u32,
-    lkey: u32,
-    poll_lock: u32,
-    post_lock: u32,
-    error: u32,
-    resv: u64,
-    ready: u64,
-    cons: u64,
-    cqes: u64,
-    rung: u64,
+pub(crate) struct QpDesc {
+    pub(crate) sq: u64,
+    pub(crate) cq: u64,
+    pub(crate) dbr: u64,
+    pub(crate) cq_dbr: u64,
+    pub(crate) prod: u64,
+    pub(crate) results: u64,
+    pub(crate) ends: u64,
+    pub(crate) rbase: u64,
+    pub(crate) nwqes: u32,
+    pub(crate) ncqes: u32,
+    pub(crate) qpn: u32,
+    pub(crate) rkey: u32,
+    pub(crate) lkey: u32,
+    pub(crate) poll_lock: u32,
+    pub(crate) post_lock: u32,
+    pub(crate) error: u32,
+    pub(crate) resv: u64,
+    pub(crate) ready: u64,
+    pub(crate) cons: u64,
+    pub(crate) cqes: u64,
+    pub(crate) rung: u64,
+    /// The NIC's doorbell register mapped into the GPU (`gpu` handler); 0 under `cpu`.
+    pub(crate) bf: u64,
+    /// The key of the result slots (the `gpu` handler registers them apart from the heap).
+    pub(crate) slot_lkey: u32,
+    pub(crate) pad: u32,
 }
 
 /// Pinned host memory as a queue's words.
@@ -105,6 +110,7 @@ impl Queues {
                 qpn,
                 rkey: peer.rkey,
                 lkey,
+                slot_lkey: lkey,
                 ..QpDesc::default()
             };
             consumers.push((pe, Consumer::new(memory)));
@@ -131,11 +137,16 @@ mod tests {
 
     #[test]
     fn the_descriptor_is_laid_out_as_the_device_library_declares_it() {
-        // network.cuh: seven pointers, rbase, eight u32, five u64.
-        assert_eq!(std::mem::size_of::<QpDesc>(), 7 * 8 + 8 + 8 * 4 + 5 * 8);
+        // network.cuh: seven pointers, rbase, eight u32, five u64, bf, two u32.
+        assert_eq!(
+            std::mem::size_of::<QpDesc>(),
+            7 * 8 + 8 + 8 * 4 + 5 * 8 + 8 + 2 * 4
+        );
         assert_eq!(std::mem::offset_of!(QpDesc, nwqes), 64);
         assert_eq!(std::mem::offset_of!(QpDesc, poll_lock), 84);
         assert_eq!(std::mem::offset_of!(QpDesc, resv), 96);
         assert_eq!(std::mem::offset_of!(QpDesc, rung), 128);
+        assert_eq!(std::mem::offset_of!(QpDesc, bf), 136);
+        assert_eq!(std::mem::offset_of!(QpDesc, slot_lkey), 144);
     }
 }
