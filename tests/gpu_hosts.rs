@@ -67,17 +67,23 @@ fn hosts_job_of(test: &str, hosts: &str, n: usize, scenarios: &[&str]) {
         eprintln!("{test}: skipped, {why}");
         return;
     }
+    let text = run_job(&["--hosts", hosts], scenarios, true);
+    for name in scenarios {
+        assert!(
+            text.contains(&format!("GPU scenario {name}: ok on {n} PEs")),
+            "scenario {name} did not report success"
+        );
+    }
+}
+
+/// Runs the PE entry over UTS hosts with the launcher's `placement` arguments; returns what
+/// the job printed, once its exit status was as `succeed` says.
+fn run_job(placement: &[&str], scenarios: &[&str], succeed: bool) -> String {
     let started = Instant::now();
     let out = std::process::Command::new(launcher())
-        .args([
-            "run",
-            "--hosts",
-            hosts,
-            "--root-address",
-            "127.0.0.1",
-            "--timeout",
-            "240s",
-        ])
+        .arg("run")
+        .args(placement)
+        .args(["--root-address", "127.0.0.1", "--timeout", "240s"])
         .arg("--rsh")
         .arg(uts_rsh())
         .arg("--")
@@ -99,17 +105,14 @@ fn hosts_job_of(test: &str, hosts: &str, n: usize, scenarios: &[&str]) {
         String::from_utf8_lossy(&out.stderr)
     );
     eprintln!("{text}");
-    assert!(
+    assert_eq!(
         out.status.success(),
-        "the GPU job across hosts {hosts} failed in {:?}",
+        succeed,
+        "the GPU job across hosts {placement:?} ended {:?} in {:?}",
+        out.status,
         started.elapsed()
     );
-    for name in scenarios {
-        assert!(
-            text.contains(&format!("GPU scenario {name}: ok on {n} PEs")),
-            "scenario {name} did not report success"
-        );
-    }
+    text
 }
 
 #[test]
@@ -134,6 +137,27 @@ fn a_bad_remote_address_is_a_typed_error() {
     );
 }
 
+/// PE 1's process killed while PE 0's kernel fetch-adds on it (it lives on another node):
+/// the kernel ends with a TRANSPORT_RETRY_EXC_ERR CQE (`module.check()` names it),
+/// `synchronize` returns the handler's failure, and the launcher exits non-zero.
+#[test]
+fn a_killed_peer_fails_the_kernel_waiting_for_it() {
+    let test = "a_killed_peer_fails_the_kernel_waiting_for_it";
+    if let Some(why) = cannot_run() {
+        eprintln!("{test}: skipped, {why}");
+        return;
+    }
+    let text = run_job(
+        &["--hosts", "ha:1,hb:1", "--grace", "20s"],
+        &["network_peer_killed"],
+        false,
+    );
+    assert!(
+        text.contains("GPU scenario network_peer_killed: ok on PE 0"),
+        "PE 0 did not see the kernel end with the loss"
+    );
+}
+
 /// A PE of the jobs above (does nothing unless one of them started it).
 #[test]
 fn gpu_hosts_pe_entry() {
@@ -154,6 +178,9 @@ fn gpu_hosts_pe_entry() {
         all.push(("network_errors", |p, g| Box::pin(network_errors(p, g))));
         all.push(("network_crowd", |p, g| Box::pin(network_crowd(p, g))));
         all.push(("network_pingpong", |p, g| Box::pin(network_pingpong(p, g))));
+        all.push(("network_peer_killed", |p, g| {
+            Box::pin(network_peer_killed(p, g))
+        }));
         let which = which.to_string_lossy().into_owned();
         for (name, scenario) in all {
             if !which.split(',').any(|w| w == name) {
@@ -436,6 +463,63 @@ extern "C" __global__ void pingpong(unsigned long long* data, unsigned long long
         g.free(b).await.map_err(|(e, _)| e)?;
     }
     Ok(())
+}
+
+/// PE 1 kills its own process while PE 0's kernel fetch-adds on it without end; PE 0's
+/// kernel must end on the error CQEs the lost peer brings (within 20 s; the loss is known in
+/// milliseconds), its module report and `synchronize` must say so. PE 0 ignores the
+/// launcher's SIGTERM until it has reported.
+#[allow(unsafe_code)] // kernel launches take raw arguments
+async fn network_peer_killed(
+    pe: ferroshmem::Pe,
+    g: ferroshmem::gpu::GpuPe,
+) -> ferroshmem::Result<()> {
+    use ferroshmem::gpu::{CompileOptions, LaunchDims};
+    const HAMMER: &str = r#"
+extern "C" __global__ void hammer(unsigned long long* w, int pe, int rounds) {
+    for (int i = 0; i < rounds; ++i) fsh_atomic_fetch_add(w, 1ull, pe);
+    fsh_quiet();
+}
+"#;
+    let me = g.my_pe();
+    let fail = |what: String| ferroshmem::Error::Config(format!("PE {me}: {what}"));
+    let _term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());
+    let module = g.compile(HAMMER, &CompileOptions::default())?;
+    let word = g.calloc::<u64>(1).await?;
+    pe.barrier_all().await?;
+    if me == 1 {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        let _ =
+            rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
+    }
+    if me != 0 {
+        return Ok(());
+    }
+    let stream = g.new_stream()?;
+    let args = [g.local_ptr(&word)?.into(), 1i32.into(), 1_000_000i32.into()];
+    let started = Instant::now();
+    // SAFETY: hammer takes (u64*, int, int); the word is symmetric and never freed here.
+    unsafe { module.launch("hammer", LaunchDims::linear(1, 1), &stream, &args)? };
+    let waited = tokio::time::timeout(std::time::Duration::from_secs(20), g.wait_stream(&stream));
+    if waited.await.is_err() {
+        return Err(fail(
+            "the kernel still waited on the killed PE 1 after 20 s".into(),
+        ));
+    }
+    let ended = started.elapsed();
+    match module.check() {
+        Err(ferroshmem::Error::Gpu(ferroshmem::GpuError::DeviceCheck(text)))
+            if text.contains("TRANSPORT_RETRY_EXC_ERR") => {}
+        other => return Err(fail(format!("module.check() said {other:?}"))),
+    }
+    let handler = g.synchronize().await;
+    if handler.is_ok() {
+        return Err(fail("synchronize kept the lost peer to itself".into()));
+    }
+    eprintln!(
+        "GPU scenario network_peer_killed: ok on PE 0, the kernel ended {ended:?} after its launch (PE 1 killed 300 ms after the barrier); synchronize: {handler:?}"
+    );
+    Err(fail("PE 1 was lost, as the scenario wants".into()))
 }
 
 /// An `fsh_p` to an address past the end of the next PE's heap (it lives on another node):
