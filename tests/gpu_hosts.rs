@@ -223,8 +223,41 @@ async fn host_ops(pe: ferroshmem::Pe, g: ferroshmem::gpu::GpuPe) -> ferroshmem::
     g.get(&mut back, buf.slice(0..32), next).await?;
     let single = g.g(buf.at(40), next).await?;
     let fine = back.as_slice() == data.as_slice() && single == me as u64 + 7;
+    // The `_nbi` forms: this PE's 16 words to the next PE's [16..32), then read back from
+    // there into this PE's [0..16) (zeroed first), each completed by quiet.
+    let nbi = g.calloc::<u64>(32).await?;
+    let mine: Vec<u64> = (0..16).map(|i| (me * 100 + i) as u64).collect();
+    g.put(
+        nbi.slice(0..16),
+        &HostBuffer::from_slice(g.context(), &mine)?,
+        me,
+    )
+    .await?;
+    g.put_nbi(nbi.slice(16..32), nbi.slice(0..16), next)?;
+    g.quiet().await?;
+    g.put(
+        nbi.slice(0..16),
+        &HostBuffer::from_slice(g.context(), &[0u64; 16])?,
+        me,
+    )
+    .await?;
+    g.get_nbi(nbi.slice(0..16), nbi.slice(16..32), next)?;
+    g.quiet().await?;
     pe.barrier_all().await?;
+    let mut landed = HostBuffer::<u64>::new(g.context(), 32)?;
+    g.get(&mut landed, &nbi, me).await?;
+    let prev = (me + n - 1) % n;
+    let from_prev: Vec<u64> = (0..16).map(|i| (prev * 100 + i) as u64).collect();
+    let nbi_fine = landed.as_slice()[..16] == mine[..] && landed.as_slice()[16..] == from_prev[..];
+    pe.barrier_all().await?;
+    g.free(nbi).await.map_err(|(e, _)| e)?;
     g.free(buf).await.map_err(|(e, _)| e)?;
+    if !nbi_fine {
+        return Err(ferroshmem::Error::Config(format!(
+            "PE {me}: put_nbi/get_nbi left {:?}",
+            landed.as_slice()
+        )));
+    }
     match fine {
         true => Ok(()),
         false => Err(ferroshmem::Error::Config(format!(

@@ -134,17 +134,21 @@ impl GpuPe {
         bytes: usize,
         ends: impl FnOnce() -> Result<(u64, u64)>,
     ) -> Result<()> {
+        let queued = ends().and_then(|(to, from)| {
+            self.bind()?;
+            driver::copy_async(to, from, bytes, self.copy_stream_raw())
+        });
+        self.count_nbi(op, pe, bytes, queued)
+    }
+
+    /// Counts an `_nbi` operation that `started` (or failed to) as in flight until `quiet`.
+    fn count_nbi(&self, op: Op, pe: usize, bytes: usize, started: Result<()>) -> Result<()> {
         let traffic = &self.inner.traffic;
-        let queued = ends()
-            .and_then(|(to, from)| {
-                self.bind()?;
-                driver::copy_async(to, from, bytes, self.copy_stream_raw())
-            })
-            .map(|()| {
-                // In flight before `quiet` can see it issued, so the gauge never dips.
-                traffic.in_flight(1);
-                self.note_nbi();
-            });
+        let queued = started.map(|()| {
+            // In flight before `quiet` can see it issued, so the gauge never dips.
+            traffic.in_flight(1);
+            self.note_nbi();
+        });
         traffic.count_outcome(op, pe, bytes, queued)
     }
 
@@ -237,6 +241,10 @@ impl GpuPe {
     ) -> Result<()> {
         let src = src.into();
         let bytes = src.len().saturating_mul(std::mem::size_of::<T>());
+        if self.is_remote(pe) {
+            let started = self.remote_put_nbi(dest.into(), src, pe);
+            return self.count_nbi(Op::Put, pe, bytes, started);
+        }
         self.copy_nbi(Op::Put, pe, bytes, || {
             let from = self.locate(src, src.len(), "put_nbi source", self.my_pe())?;
             let at = self.locate(dest.into(), src.len(), "put_nbi destination", pe)?;
@@ -254,6 +262,10 @@ impl GpuPe {
     ) -> Result<()> {
         let dest = dest.into();
         let bytes = dest.len().saturating_mul(std::mem::size_of::<T>());
+        if self.is_remote(pe) {
+            let started = self.remote_get_nbi(dest, src.into(), pe);
+            return self.count_nbi(Op::Get, pe, bytes, started);
+        }
         self.copy_nbi(Op::Get, pe, bytes, || {
             let to = self.locate(dest, dest.len(), "get_nbi destination", self.my_pe())?;
             let at = self.locate(src.into(), dest.len(), "get_nbi source", pe)?;
@@ -356,18 +368,21 @@ impl GpuPe {
     pub fn fence(&self) {}
 
     /// Completes every `_nbi` operation this PE has issued from the host (`nvshmem_quiet`).
+    /// Those on PEs of other nodes are awaited too, each of them even past a failure; the
+    /// first failure (a refused request, a lost peer) is returned.
     pub async fn quiet(&self) -> Result<()> {
         let staging = &self.inner.staging;
         let issued = staging.issued.load(Ordering::Acquire);
         if issued == staging.quieted.load(Ordering::Acquire) {
             return Ok(());
         }
+        let remote = self.quiet_remote().await;
         self.bind()?;
         self.completion(None)?.await?;
         let before = staging.quieted.fetch_max(issued, Ordering::AcqRel);
         let completed = issued.saturating_sub(before);
         self.inner.traffic.in_flight(-(completed as i64));
-        Ok(())
+        remote
     }
 
     /// Completes this PE's host-initiated operations, then synchronizes every PE on the host

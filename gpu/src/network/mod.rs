@@ -18,7 +18,7 @@ mod memory;
 mod nic_queues;
 mod queues;
 
-use std::sync::{Arc, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use cudarc::driver::CudaContext;
 use ferroshmem_runtime::{DataPlane, Error, Exchange, Result, SymBuffer};
@@ -34,6 +34,8 @@ pub(crate) struct Network {
     service: Service,
     agent: Arc<Agent>,
     failure: Failure,
+    /// Host-initiated `_nbi` operations on remote PEs, completed by `quiet`.
+    pending: Mutex<Vec<host_ops::Pending>>,
 }
 
 /// Who services the device library's queues.
@@ -143,6 +145,7 @@ impl Network {
             service,
             agent,
             failure,
+            pending: Mutex::default(),
         })
     }
 
@@ -180,6 +183,19 @@ impl Network {
     /// The agent (host-initiated operations on peers of other nodes go through it).
     pub fn agent(&self) -> &Arc<Agent> {
         &self.agent
+    }
+
+    /// Keeps a host-initiated `_nbi` operation until `quiet` completes it.
+    pub fn defer(&self, op: host_ops::Pending) {
+        self.pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(op);
+    }
+
+    /// The `_nbi` operations started since the last call.
+    pub fn take_pending(&self) -> Vec<host_ops::Pending> {
+        std::mem::take(&mut *self.pending.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
     /// The first failure the handler met since the last call (a refused request, a lost
