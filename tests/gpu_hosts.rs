@@ -151,7 +151,7 @@ fn a_killed_peer_fails_the_kernel_waiting_for_it() {
         return;
     }
     let text = run_job(
-        &["--hosts", "ha:1,hb:1", "--grace", "20s"],
+        &["--hosts", "ha:1,hb:1", "--grace", "40s"],
         &["network_peer_killed"],
         false,
     );

@@ -15,7 +15,8 @@
 // poster left in `ends`. Fetching operations and blocking forms wait for their own WQE's end;
 // `_nbi` forms are completed by fsh_quiet. An error CQE is written to the debug report
 // (GpuModule::check turns it into a typed error) and the queue stays in error: the handler
-// flushes what follows, so no wait on it hangs.
+// flushes what was posted, so no wait on it hangs, and later operations on the queue return
+// at once (fetching ones with 0) without posting.
 
 struct fsh_qp_t {
     void* sq;              // send queue ring (pinned host memory mapped into the GPU); 0: mapped peer
@@ -130,10 +131,12 @@ __device__ __forceinline__ fsh_u64 fsh__qp_submit(fsh_qp_t* q, fsh_u64 at, fsh_u
     return end;
 }
 
-// An RDMA write of `bytes` from `src` (inline when small), or a read into `dst`.
+// An RDMA write of `bytes` from `src` (inline when small), or a read into `dst`. A queue in
+// error takes nothing more (its failure is in the debug report already): the operations of a
+// kernel on a lost peer end at once instead of each waiting for its flush.
 __device__ __noinline__ void fsh__net_rdma(int pe, bool write, void* local, const void* remote, fsh_size_t bytes, bool wait) {
     fsh_qp_t* q = fsh__qp(pe);
-    if (bytes == 0) return;
+    if (bytes == 0 || q->error) return;
     fsh_u64 raddr = fsh__raddr(q, remote);
     fsh_u64 end;
     if (write && bytes <= 64) {
@@ -154,6 +157,7 @@ __device__ __noinline__ void fsh__net_rdma(int pe, bool write, void* local, cons
 // them (fsh_g): an RDMA read, waited for.
 __device__ __noinline__ fsh_u64 fsh__net_g(int pe, const void* remote, fsh_u32 bytes) {
     fsh_qp_t* q = fsh__qp(pe);
+    if (q->error) return 0;
     fsh_u64 at = fsh__qp_reserve(q, pe, 1);
     fsh_u64* slot = q->results + (at & (q->nwqes - 1));
     *(volatile fsh_u64*)slot = 0;
@@ -180,6 +184,7 @@ __device__ __forceinline__ fsh_u32 fsh__amo_wqebbs(fsh_u32 family, fsh_u32 width
 // returns the old value when `fetch` (waiting for it), else 0 (completed by fsh_quiet).
 __device__ __noinline__ fsh_u64 fsh__net_amo(int pe, const void* remote, fsh_u32 family, fsh_u32 width, fsh_u64 value, fsh_u64 compare, bool fetch) {
     fsh_qp_t* q = fsh__qp(pe);
+    if (q->error) return 0;
     fsh_u32 nbb = fsh__amo_wqebbs(family, width);
     fsh_u64 at = fsh__qp_reserve(q, pe, nbb);
     fsh_u64* slot = q->results + (at & (q->nwqes - 1));
