@@ -56,6 +56,7 @@ extern "C" __global__ void __launch_bounds__(1024) get_bw(char* dst, const char*
     fsh_u64 chunk = bytes / gridDim.x, off = chunk * blockIdx.x;
     fsh_u64 len = blockIdx.x == gridDim.x - 1 ? bytes - off : chunk;
     for (int i = 0; i < iters; ++i) fsh_getmem_nbi_block(dst + off, src + off, len, peer);
+    fsh_quiet();
 }
 extern "C" __global__ void p_lat(int* dst, int iters, int peer) {
     for (int i = 0; i < iters; ++i) { fsh_p(dst, i, peer); fsh_quiet(); }

@@ -272,11 +272,12 @@ __device__ __forceinline__ void fsh_putmem_nbi(void* dest, const void* src, fsh_
 }
 // Warp and block forms: every thread of the group calls them with the same arguments. The
 // group meets first (what its threads wrote to `src`, or waited for, is then seen by all) and
-// after the copy.
-__device__ __forceinline__ void fsh_putmem_warp(void* dest, const void* src, fsh_size_t bytes, int pe) {
+// after the copy. To a peer on another node, one thread of the group posts the transfer; the
+// blocking forms wait for it, the `_nbi` forms leave it to fsh_quiet.
+__device__ __forceinline__ void fsh__putmem_warp(void* dest, const void* src, fsh_size_t bytes, int pe, bool wait) {
     __syncwarp(fsh__warp_mask());
     if (fsh__qp(pe)) {
-        if (fsh__lane() == 0) fsh__net_xfer(true, (void*)src, dest, bytes, pe, true);
+        if (fsh__lane() == 0) fsh__net_xfer(true, (void*)src, dest, bytes, pe, wait);
         __syncwarp(fsh__warp_mask());
         return;
     }
@@ -284,11 +285,12 @@ __device__ __forceinline__ void fsh_putmem_warp(void* dest, const void* src, fsh
     if (r) fsh__copy(r, src, bytes, fsh__lane(), fsh__warp_size());
     __syncwarp(fsh__warp_mask());
 }
-__device__ __forceinline__ void fsh_putmem_nbi_warp(void* dest, const void* src, fsh_size_t bytes, int pe) { fsh_putmem_warp(dest, src, bytes, pe); }
-__device__ __forceinline__ void fsh_putmem_block(void* dest, const void* src, fsh_size_t bytes, int pe) {
+__device__ __forceinline__ void fsh_putmem_warp(void* dest, const void* src, fsh_size_t bytes, int pe) { fsh__putmem_warp(dest, src, bytes, pe, true); }
+__device__ __forceinline__ void fsh_putmem_nbi_warp(void* dest, const void* src, fsh_size_t bytes, int pe) { fsh__putmem_warp(dest, src, bytes, pe, false); }
+__device__ __forceinline__ void fsh__putmem_block(void* dest, const void* src, fsh_size_t bytes, int pe, bool wait) {
     __syncthreads();
     if (fsh__qp(pe)) {
-        if (fsh__thread_rank() == 0) fsh__net_xfer(true, (void*)src, dest, bytes, pe, true);
+        if (fsh__thread_rank() == 0) fsh__net_xfer(true, (void*)src, dest, bytes, pe, wait);
         __syncthreads();
         return;
     }
@@ -296,7 +298,8 @@ __device__ __forceinline__ void fsh_putmem_block(void* dest, const void* src, fs
     if (r) fsh__copy(r, src, bytes, fsh__thread_rank(), fsh__block_threads());
     __syncthreads();
 }
-__device__ __forceinline__ void fsh_putmem_nbi_block(void* dest, const void* src, fsh_size_t bytes, int pe) { fsh_putmem_block(dest, src, bytes, pe); }
+__device__ __forceinline__ void fsh_putmem_block(void* dest, const void* src, fsh_size_t bytes, int pe) { fsh__putmem_block(dest, src, bytes, pe, true); }
+__device__ __forceinline__ void fsh_putmem_nbi_block(void* dest, const void* src, fsh_size_t bytes, int pe) { fsh__putmem_block(dest, src, bytes, pe, false); }
 
 __device__ __forceinline__ void fsh_getmem(void* dest, const void* src, fsh_size_t bytes, int pe) {
     if (fsh__qp(pe)) { fsh__net_xfer(false, dest, src, bytes, pe, true); return; }
@@ -307,10 +310,10 @@ __device__ __forceinline__ void fsh_getmem_nbi(void* dest, const void* src, fsh_
     if (fsh__qp(pe)) { fsh__net_xfer(false, dest, src, bytes, pe, false); return; }
     fsh_getmem(dest, src, bytes, pe);
 }
-__device__ __forceinline__ void fsh_getmem_warp(void* dest, const void* src, fsh_size_t bytes, int pe) {
+__device__ __forceinline__ void fsh__getmem_warp(void* dest, const void* src, fsh_size_t bytes, int pe, bool wait) {
     __syncwarp(fsh__warp_mask());
     if (fsh__qp(pe)) {
-        if (fsh__lane() == 0) fsh__net_xfer(false, dest, src, bytes, pe, true);
+        if (fsh__lane() == 0) fsh__net_xfer(false, dest, src, bytes, pe, wait);
         __syncwarp(fsh__warp_mask());
         return;
     }
@@ -318,11 +321,12 @@ __device__ __forceinline__ void fsh_getmem_warp(void* dest, const void* src, fsh
     if (r) fsh__copy(dest, r, bytes, fsh__lane(), fsh__warp_size());
     __syncwarp(fsh__warp_mask());
 }
-__device__ __forceinline__ void fsh_getmem_nbi_warp(void* dest, const void* src, fsh_size_t bytes, int pe) { fsh_getmem_warp(dest, src, bytes, pe); }
-__device__ __forceinline__ void fsh_getmem_block(void* dest, const void* src, fsh_size_t bytes, int pe) {
+__device__ __forceinline__ void fsh_getmem_warp(void* dest, const void* src, fsh_size_t bytes, int pe) { fsh__getmem_warp(dest, src, bytes, pe, true); }
+__device__ __forceinline__ void fsh_getmem_nbi_warp(void* dest, const void* src, fsh_size_t bytes, int pe) { fsh__getmem_warp(dest, src, bytes, pe, false); }
+__device__ __forceinline__ void fsh__getmem_block(void* dest, const void* src, fsh_size_t bytes, int pe, bool wait) {
     __syncthreads();
     if (fsh__qp(pe)) {
-        if (fsh__thread_rank() == 0) fsh__net_xfer(false, dest, src, bytes, pe, true);
+        if (fsh__thread_rank() == 0) fsh__net_xfer(false, dest, src, bytes, pe, wait);
         __syncthreads();
         return;
     }
@@ -330,7 +334,8 @@ __device__ __forceinline__ void fsh_getmem_block(void* dest, const void* src, fs
     if (r) fsh__copy(dest, r, bytes, fsh__thread_rank(), fsh__block_threads());
     __syncthreads();
 }
-__device__ __forceinline__ void fsh_getmem_nbi_block(void* dest, const void* src, fsh_size_t bytes, int pe) { fsh_getmem_block(dest, src, bytes, pe); }
+__device__ __forceinline__ void fsh_getmem_block(void* dest, const void* src, fsh_size_t bytes, int pe) { fsh__getmem_block(dest, src, bytes, pe, true); }
+__device__ __forceinline__ void fsh_getmem_nbi_block(void* dest, const void* src, fsh_size_t bytes, int pe) { fsh__getmem_block(dest, src, bytes, pe, false); }
 
 // Typed forms: nelems elements of T.
 #define FSH__TYPED(NAME, MEM)                                                                      \
@@ -401,10 +406,10 @@ __device__ __forceinline__ void fsh_putmem_signal_nbi(void* dest, const void* sr
     if (fsh__qp(pe)) { fsh__net_put_signal(dest, src, bytes, sig, signal, sig_op, pe, false); return; }
     fsh_putmem_signal(dest, src, bytes, sig, signal, sig_op, pe);
 }
-__device__ __forceinline__ void fsh_putmem_signal_warp(void* dest, const void* src, fsh_size_t bytes, fsh_u64* sig, fsh_u64 signal, int sig_op, int pe) {
+__device__ __forceinline__ void fsh__putmem_signal_warp(void* dest, const void* src, fsh_size_t bytes, fsh_u64* sig, fsh_u64 signal, int sig_op, int pe, bool wait) {
     __syncwarp(fsh__warp_mask());
     if (fsh__qp(pe)) {
-        if (fsh__lane() == 0) fsh__net_put_signal(dest, src, bytes, sig, signal, sig_op, pe, true);
+        if (fsh__lane() == 0) fsh__net_put_signal(dest, src, bytes, sig, signal, sig_op, pe, wait);
         __syncwarp(fsh__warp_mask());
         return;
     }
@@ -415,13 +420,12 @@ __device__ __forceinline__ void fsh_putmem_signal_warp(void* dest, const void* s
     if (r && fsh__lane() == 0) { fsh__fence_sys(); fsh_signal_op(sig, signal, sig_op, pe); }
     __syncwarp(fsh__warp_mask());
 }
-__device__ __forceinline__ void fsh_putmem_signal_nbi_warp(void* dest, const void* src, fsh_size_t bytes, fsh_u64* sig, fsh_u64 signal, int sig_op, int pe) {
-    fsh_putmem_signal_warp(dest, src, bytes, sig, signal, sig_op, pe);
-}
-__device__ __forceinline__ void fsh_putmem_signal_block(void* dest, const void* src, fsh_size_t bytes, fsh_u64* sig, fsh_u64 signal, int sig_op, int pe) {
+__device__ __forceinline__ void fsh_putmem_signal_warp(void* dest, const void* src, fsh_size_t bytes, fsh_u64* sig, fsh_u64 signal, int sig_op, int pe) { fsh__putmem_signal_warp(dest, src, bytes, sig, signal, sig_op, pe, true); }
+__device__ __forceinline__ void fsh_putmem_signal_nbi_warp(void* dest, const void* src, fsh_size_t bytes, fsh_u64* sig, fsh_u64 signal, int sig_op, int pe) { fsh__putmem_signal_warp(dest, src, bytes, sig, signal, sig_op, pe, false); }
+__device__ __forceinline__ void fsh__putmem_signal_block(void* dest, const void* src, fsh_size_t bytes, fsh_u64* sig, fsh_u64 signal, int sig_op, int pe, bool wait) {
     __syncthreads();
     if (fsh__qp(pe)) {
-        if (fsh__thread_rank() == 0) fsh__net_put_signal(dest, src, bytes, sig, signal, sig_op, pe, true);
+        if (fsh__thread_rank() == 0) fsh__net_put_signal(dest, src, bytes, sig, signal, sig_op, pe, wait);
         __syncthreads();
         return;
     }
@@ -432,9 +436,8 @@ __device__ __forceinline__ void fsh_putmem_signal_block(void* dest, const void* 
     if (r && fsh__thread_rank() == 0) { fsh__fence_sys(); fsh_signal_op(sig, signal, sig_op, pe); }
     __syncthreads();
 }
-__device__ __forceinline__ void fsh_putmem_signal_nbi_block(void* dest, const void* src, fsh_size_t bytes, fsh_u64* sig, fsh_u64 signal, int sig_op, int pe) {
-    fsh_putmem_signal_block(dest, src, bytes, sig, signal, sig_op, pe);
-}
+__device__ __forceinline__ void fsh_putmem_signal_block(void* dest, const void* src, fsh_size_t bytes, fsh_u64* sig, fsh_u64 signal, int sig_op, int pe) { fsh__putmem_signal_block(dest, src, bytes, sig, signal, sig_op, pe, true); }
+__device__ __forceinline__ void fsh_putmem_signal_nbi_block(void* dest, const void* src, fsh_size_t bytes, fsh_u64* sig, fsh_u64 signal, int sig_op, int pe) { fsh__putmem_signal_block(dest, src, bytes, sig, signal, sig_op, pe, false); }
 #define FSH__TYPED_SIG(NAME, MEM)                                                                  \
     template <typename T> __device__ __forceinline__ void NAME(T* dest, const T* src, fsh_size_t nelems, fsh_u64* sig, fsh_u64 signal, int sig_op, int pe) { \
         MEM(dest, src, nelems * sizeof(T), sig, signal, sig_op, pe);                              \
