@@ -76,6 +76,7 @@ extern "C" __global__ void pingpong(fsh_u64* data, fsh_u64* sig, int iters, int 
             fsh_putmem_signal_nbi(data, data + 1, 8, sig, i, FSH_SIGNAL_SET, peer);
         }
     }
+    fsh_quiet();
 }
 "#;
 
@@ -125,9 +126,16 @@ fn size_name(bytes: usize) -> String {
 /// Prints one figure (PE 0 only) as a table row and a machine-readable line.
 fn figure(pe: &GpuPe, name: &str, value: f64, unit: &str) {
     if pe.my_pe() == 0 {
+        eprintln!("# {name} at {:.1} s", process_seconds());
         println!("{name:<36} {value:>12.3} {unit}");
         println!("FIGURE {name} {value:.4} {unit}");
     }
+}
+
+/// Seconds since the first progress line (they show where a stalled step stopped).
+fn process_seconds() -> f64 {
+    static FIRST: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    FIRST.get_or_init(Instant::now).elapsed().as_secs_f64()
 }
 
 fn event(g: &GpuPe) -> Result<CudaEvent> {
@@ -276,6 +284,10 @@ async fn device_figures(
                 i32::from(me == 0).into(),
                 base.into(),
             ];
+            eprintln!(
+                "# PE {me}: ping-pong round {round} launched at {:.1} s",
+                process_seconds()
+            );
             // SAFETY: pingpong takes (u64* data, u64* sig, iters, peer, first, base), symmetric.
             unsafe { m.launch("pingpong", dims1(), stream, &args)? };
             b.record(stream).map_err(|e| Error::cuda(e.to_string()))?;
