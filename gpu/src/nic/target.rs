@@ -7,8 +7,7 @@
 use std::sync::atomic::Ordering;
 
 use ferroshmem_runtime::segment::HEADER_SIZE;
-use ferroshmem_runtime::{Error, Result, SignalOp, Wait};
-use futures::FutureExt;
+use ferroshmem_runtime::{Error, Result, Wait};
 
 use super::request::Status;
 use super::wire::{action, encode_reply, record_blocks, Action, Header, BLOCK};
@@ -23,6 +22,16 @@ struct Replies {
 
 /// What a request did: its status, an atomic's old value, a read's bytes.
 type Outcome = (Status, u64, Vec<u8>);
+
+/// How far the service has read one initiator's request ring.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Cursor {
+    /// The running block of the next record.
+    at: u64,
+    /// The blocks written there that were read (a skip record is one block written, however
+    /// many it skips): what the ring's request signal counts.
+    taken: u64,
+}
 
 impl Shared {
     /// Serves the service's rings until the agent stops or the job fails; then fails every
@@ -46,7 +55,7 @@ impl Shared {
 
     async fn serve_until_stopped(&self) -> Result<()> {
         let n = self.layout.n;
-        let mut cursors = vec![0u64; n];
+        let mut cursors = vec![Cursor::default(); n];
         let mut replies_seen = vec![0u64; n];
         let start = HEADER_SIZE + self.rings.offset();
         loop {
@@ -55,7 +64,7 @@ impl Shared {
             }
             for (i, cursor) in cursors.iter_mut().enumerate() {
                 let landed = self.signal(self.layout.request_signal(i))?;
-                if landed != *cursor {
+                if landed != cursor.taken {
                     self.serve_ring(i, cursor, landed)?;
                 }
             }
@@ -71,7 +80,7 @@ impl Shared {
                 let stop = self.stop.load(Ordering::Acquire);
                 let now = |word| self.signal(word).ok();
                 let moved = (0..n).any(|i| {
-                    now(self.layout.request_signal(i)) != Some(requests[i])
+                    now(self.layout.request_signal(i)) != Some(requests[i].taken)
                         || now(self.layout.reply_signal(i)) != Some(replies[i])
                 });
                 (stop || moved).then_some(())
@@ -91,33 +100,37 @@ impl Shared {
         self.dp.signal_fetch(self.rings.at(word))
     }
 
-    /// Performs the requests from initiator `i` between running block `cursor` and `landed`
-    /// of its ring here, in order, and sends their replies.
-    fn serve_ring(&self, i: usize, cursor: &mut u64, landed: u64) -> Result<()> {
+    /// Performs the requests from initiator `i` from `cursor` up to `landed` blocks written
+    /// into its ring here, in order, and sends their replies.
+    fn serve_ring(&self, i: usize, cursor: &mut Cursor, landed: u64) -> Result<()> {
         let mut replies = Replies {
             start: None,
             end: 0,
             bytes: Vec::new(),
         };
         let mut head = [0; BLOCK];
-        while *cursor < landed {
-            let at = self.layout.request_byte(i, *cursor);
+        while cursor.taken < landed {
+            let at = self.layout.request_byte(i, cursor.at);
             self.read_own(at, &mut head)?;
             let header = Header::decode(&head);
             if header.is_skip() {
-                *cursor = self.layout.next_turn(*cursor);
+                cursor.at = self.layout.next_turn(cursor.at);
+                cursor.taken += 1;
                 continue;
             }
             let blocks = header.blocks() as u64;
-            if header.payload() > self.config.max_chunk.max(BLOCK) || *cursor + blocks > landed {
+            if header.payload() > self.config.max_chunk.max(BLOCK) || cursor.taken + blocks > landed
+            {
                 return Err(Error::InvalidArgument(format!(
-                    "PE {i} wrote a request record of {blocks} blocks at {cursor}, past {landed}"
+                    "PE {i} wrote a request record of {blocks} blocks at {}, past {landed}",
+                    cursor.taken
                 )));
             }
             let mut payload = vec![0; header.payload()];
             self.read_own(at + BLOCK, &mut payload)?;
             let outcome = self.perform(&header, &payload);
-            *cursor += blocks;
+            cursor.at += blocks;
+            cursor.taken += blocks;
             let turns = header.reply_at % self.layout.blocks as u64 == 0;
             if replies.start.is_some() && (header.reply_at != replies.end || turns) {
                 self.send_replies(i, &mut replies)?;
@@ -139,28 +152,18 @@ impl Shared {
         self.send_replies(i, &mut replies)
     }
 
-    /// Writes a run of replies into initiator `i`'s reply ring for this PE and sets this
-    /// PE's reply signal there to the run's end.
+    /// Writes a run of replies into initiator `i`'s reply ring for this PE, counted there in
+    /// this PE's reply signal.
     fn send_replies(&self, i: usize, replies: &mut Replies) -> Result<()> {
         let Some(start) = replies.start.take() else {
             return Ok(());
         };
         let _runtime = self.runtime.enter();
         let at = self.layout.reply_byte(self.me, start);
-        let dest = self
-            .rings
-            .all()
-            .as_bytes()
-            .slice(at..at + replies.bytes.len());
-        let signal = self.rings.at(self.layout.reply_signal(self.me));
-        let landing =
-            self.dp
-                .put_signal(dest, &replies.bytes, signal, replies.end, SignalOp::Set, i);
+        let signal = self.layout.reply_signal(self.me);
+        let sent = self.send_counted(i, at, &replies.bytes, signal);
         replies.bytes.clear();
-        match landing.now_or_never() {
-            Some(Err(e)) => Err(e),
-            _ => Ok(()),
-        }
+        sent
     }
 
     /// Performs one request record on this PE's memory.

@@ -3,8 +3,8 @@
 //! # Layout (one symmetric buffer of `u64` words, the same on every PE of `n`)
 //! | words / bytes | what |
 //! |---|---|
-//! | word `i < n` | requests landed here from initiator `i`, in blocks (a running total) |
-//! | word `n + t` | replies landed here from target `t`, in blocks (a running total) |
+//! | word `i < n` | request blocks written here by initiator `i` that have landed (a count) |
+//! | word `n + t` | reply blocks written here by target `t` that have landed (a count) |
 //! | `n` request rings | ring `i` here: initiator `i`'s requests to this PE |
 //! | `n` reply rings | ring `t` here: target `t`'s replies to this PE |
 //!
@@ -12,9 +12,11 @@
 //! modulo the ring. A record (a header block, then its payload padded to whole blocks) never
 //! wraps: one that would is put at the ring's start, after a skip record (requests) or a gap
 //! the initiator leaves (replies, whose places the initiator chooses and names in the
-//! request). Each side writes the other's ring with a put-with-signal whose signal is set to
-//! the running total after its records, so whoever reads the total sees every record before
-//! it.
+//! request). Each side writes the other's ring in one message that adds the blocks it wrote
+//! to the ring's signal word once they have landed (a counted write, or a put-with-signal
+//! adding them), so whoever reads the count sees every record before it. The count is of
+//! blocks written, not of running blocks: a skip record counts as one block, the gap before
+//! a reply ring's turn as none.
 
 use ferroshmem_runtime::{Error, Result};
 
