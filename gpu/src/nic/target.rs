@@ -31,6 +31,10 @@ struct Cursor {
     /// The blocks written there that were read (a skip record is one block written, however
     /// many it skips): what the ring's request signal counts.
     taken: u64,
+    /// The request signal when the ring was last served. Over the fabric it may stop inside
+    /// a record for a moment: two threads reading the endpoint can add the counts of two
+    /// writes out of order, and a count never runs ahead of the bytes landed.
+    seen: u64,
 }
 
 impl Shared {
@@ -64,8 +68,9 @@ impl Shared {
             }
             for (i, cursor) in cursors.iter_mut().enumerate() {
                 let landed = self.signal(self.layout.request_signal(i))?;
-                if landed != cursor.taken {
+                if landed != cursor.seen {
                     self.serve_ring(i, cursor, landed)?;
+                    cursor.seen = landed;
                 }
             }
             for (t, seen) in replies_seen.iter_mut().enumerate() {
@@ -80,7 +85,7 @@ impl Shared {
                 let stop = self.stop.load(Ordering::Acquire);
                 let now = |word| self.signal(word).ok();
                 let moved = (0..n).any(|i| {
-                    now(self.layout.request_signal(i)) != Some(requests[i].taken)
+                    now(self.layout.request_signal(i)) != Some(requests[i].seen)
                         || now(self.layout.reply_signal(i)) != Some(replies[i])
                 });
                 (stop || moved).then_some(())
@@ -101,7 +106,8 @@ impl Shared {
     }
 
     /// Performs the requests from initiator `i` from `cursor` up to `landed` blocks written
-    /// into its ring here, in order, and sends their replies.
+    /// into its ring here, in order (a record not yet landed whole waits for its rest), and
+    /// sends their replies.
     fn serve_ring(&self, i: usize, cursor: &mut Cursor, landed: u64) -> Result<()> {
         let mut replies = Replies {
             start: None,
@@ -119,12 +125,16 @@ impl Shared {
                 continue;
             }
             let blocks = header.blocks() as u64;
-            if header.payload() > self.config.max_chunk.max(BLOCK) || cursor.taken + blocks > landed
+            if header.payload() > self.config.max_chunk.max(BLOCK)
+                || self.layout.skip(cursor.at, blocks as usize) > 0
             {
                 return Err(Error::InvalidArgument(format!(
-                    "PE {i} wrote a request record of {blocks} blocks at {}, past {landed}",
-                    cursor.taken
+                    "PE {i} wrote a request record of {blocks} blocks at {}, past its ring's end",
+                    cursor.at
                 )));
+            }
+            if cursor.taken + blocks > landed {
+                break;
             }
             let mut payload = vec![0; header.payload()];
             self.read_own(at + BLOCK, &mut payload)?;
