@@ -24,7 +24,7 @@ struct Replies {
 type Outcome = (Status, u64, Vec<u8>);
 
 /// How far the service has read one initiator's request ring.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 struct Cursor {
     /// The running block of the next record.
     at: u64,
@@ -57,47 +57,55 @@ impl Shared {
         }
     }
 
+    /// One wait for the service's whole life, whose check serves what moved: so the service
+    /// keeps the drive of the fabric's completion queue once it took it (see
+    /// `ferroshmem_net::progress`), and a peer's write wakes this thread directly, with no
+    /// hop through another thread that read the queue.
     async fn serve_until_stopped(&self) -> Result<()> {
         let n = self.layout.n;
         let mut cursors = vec![Cursor::default(); n];
         let mut replies_seen = vec![0u64; n];
         let start = HEADER_SIZE + self.rings.offset();
-        loop {
+        let mut failed = None;
+        let serve = || {
             if self.stop.load(Ordering::Acquire) {
-                return Ok(());
+                return Some(());
             }
-            for (i, cursor) in cursors.iter_mut().enumerate() {
-                let landed = self.signal(self.layout.request_signal(i))?;
-                if landed != cursor.seen {
-                    self.serve_ring(i, cursor, landed)?;
-                    cursor.seen = landed;
+            match self.serve_moved(&mut cursors, &mut replies_seen) {
+                Ok(()) => None,
+                Err(e) => {
+                    failed = Some(e);
+                    Some(())
                 }
             }
-            for (t, seen) in replies_seen.iter_mut().enumerate() {
-                let landed = self.signal(self.layout.reply_signal(t))?;
-                if landed != *seen {
-                    self.take_replies(t, landed)?;
-                    *seen = landed;
-                }
+        };
+        Wait::new(
+            &self.dp,
+            "the NIC agent's service",
+            start..start + 16 * n,
+            Ok(serve),
+        )
+        .await?;
+        failed.map_or(Ok(()), Err)
+    }
+
+    /// Serves the requests and takes the replies that landed since the last look.
+    fn serve_moved(&self, cursors: &mut [Cursor], replies_seen: &mut [u64]) -> Result<()> {
+        for (i, cursor) in cursors.iter_mut().enumerate() {
+            let landed = self.signal(self.layout.request_signal(i))?;
+            if landed != cursor.seen {
+                self.serve_ring(i, cursor, landed)?;
+                cursor.seen = landed;
             }
-            let (requests, replies) = (cursors.clone(), replies_seen.clone());
-            let moved = move || {
-                let stop = self.stop.load(Ordering::Acquire);
-                let now = |word| self.signal(word).ok();
-                let moved = (0..n).any(|i| {
-                    now(self.layout.request_signal(i)) != Some(requests[i].seen)
-                        || now(self.layout.reply_signal(i)) != Some(replies[i])
-                });
-                (stop || moved).then_some(())
-            };
-            Wait::new(
-                &self.dp,
-                "the NIC agent's service",
-                start..start + 16 * n,
-                Ok(moved),
-            )
-            .await?;
         }
+        for (t, seen) in replies_seen.iter_mut().enumerate() {
+            let landed = self.signal(self.layout.reply_signal(t))?;
+            if landed != *seen {
+                self.take_replies(t, landed)?;
+                *seen = landed;
+            }
+        }
+        Ok(())
     }
 
     /// A signal word of this PE's agent buffer.
