@@ -11,10 +11,10 @@
 //! order (the agent runs one peer's requests in order, as an RC queue does). Noticing: a
 //! producer's doorbell record is memory that nothing signals, so the thread polls it: at
 //! once again while work comes, yielding its core for [`SPIN_AFTER_WORK`] after the last
-//! work (the next WQE of a kernel that waits for a CQE comes then), and backing off to sleeps
-//! of at most [`MAX_NAP`] after that. While requests are in flight it sleeps until one's reply
-//! wakes it (or [`MAX_NAP`] passes, to look at the doorbells): a reply is never left waiting
-//! for a nap to end.
+//! work (the next WQE of a kernel that waits for a CQE, or a reply, comes then: seen without
+//! a thread wake-up), and backing off to sleeps of at most [`MAX_NAP`] after that. While
+//! requests are in flight it sleeps until one's reply wakes it (or [`MAX_NAP`] passes, to look
+//! at the doorbells): a reply is never left waiting for a nap to end.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -163,9 +163,9 @@ impl Wake for Unpark {
     }
 }
 
-/// The handler's loop: take new WQEs, finish what came back; when nothing moved, sleep until
-/// a reply comes if requests are in flight, else look again (yielding) for a while after the
-/// last work, then nap.
+/// The handler's loop: take new WQEs, finish what came back; when nothing moved, look again
+/// (yielding) for a while after the last work, then sleep until a reply comes if requests
+/// are in flight, else nap.
 fn serve(
     mut queues: Vec<PeerQueue>,
     agent: &Agent,
@@ -186,11 +186,12 @@ fn serve(
         if moved {
             nap = Duration::ZERO;
             worked = Instant::now();
+        } else if worked.elapsed() < SPIN_AFTER_WORK {
+            // A reply or the next WQE soon: seen without a thread wake-up.
+            std::thread::yield_now();
         } else if queues.iter().any(|q| !q.working.is_empty()) {
             // A reply unparks the thread (a wake-up since the last poll returns at once).
             std::thread::park_timeout(MAX_NAP);
-        } else if worked.elapsed() < SPIN_AFTER_WORK {
-            std::thread::yield_now();
         } else {
             nap = (nap * 2).clamp(Duration::from_micros(1), MAX_NAP);
             std::thread::sleep(nap);
