@@ -101,3 +101,33 @@ async fn a_counter_outside_the_heap_or_in_its_range_is_a_typed_error() {
     ));
     std::mem::forget((ring, inside, beyond, counter));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owned_put_lands_on_either_route() {
+    if !available() {
+        return;
+    }
+    let [a, b] = two_nodes(|r| r);
+    let dest = view::<u8>(0, 300);
+    let data: Vec<u8> = (0..300).map(|i| i as u8).collect();
+    a.dp.put_owned(dest.all(), data.clone(), 1)
+        .await
+        .expect("an owned put over the fabric");
+    a.dp.put_owned(dest.all(), data.iter().rev().copied().collect(), 0)
+        .await
+        .expect("an owned put to a mapped PE");
+    let mut there = vec![0u8; 300];
+    b.dp.get(&mut there, dest.all(), 1).await.expect("get");
+    assert_eq!(there, data, "landed on the remote PE");
+    let mut here = vec![0u8; 300];
+    a.dp.get(&mut here, dest.all(), 0).await.expect("get");
+    assert!(
+        here.iter().rev().copied().eq(data.iter().copied()),
+        "landed here"
+    );
+    assert!(matches!(
+        a.dp.put_owned(dest.slice(0..10), vec![0; 11], 1).await,
+        Err(Error::OutOfBounds { .. })
+    ));
+    std::mem::forget(dest);
+}
