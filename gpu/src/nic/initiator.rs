@@ -112,14 +112,12 @@ impl Shared {
             if skip > 0 {
                 Header::skip().encode(&mut batch);
                 link.request_head += skip;
-                self.send_requests(peer, start, &batch)?;
-                batch.clear();
+                self.send_requests(peer, start, std::mem::take(&mut batch))?;
                 start = link.request_head;
             }
             if link.request_head % capacity == 0 && !batch.is_empty() {
                 // The ring turns here: the batch's bytes end at the ring's end.
-                self.send_requests(peer, start, &batch)?;
-                batch.clear();
+                self.send_requests(peer, start, std::mem::take(&mut batch))?;
                 start = link.request_head;
             }
             link.reply_head += reply_skip;
@@ -127,7 +125,7 @@ impl Shared {
             header.seq = link.seq;
             header.reply_at = link.reply_head;
             header.encode(&mut batch);
-            batch.extend_from_slice(&chunk.payload);
+            batch.extend_from_slice(chunk.payload.as_slice());
             pad(&mut batch);
             link.request_head += blocks;
             link.reply_head += reply_blocks;
@@ -145,25 +143,25 @@ impl Shared {
         if batch.is_empty() {
             return Ok(());
         }
-        self.send_requests(peer, start, &batch)
+        self.send_requests(peer, start, batch)
     }
 
     /// Writes `records`, from running block `start` of this PE's request ring on `peer`,
     /// counted there in this PE's request signal.
-    fn send_requests(&self, peer: usize, start: u64, records: &[u8]) -> Result<()> {
+    fn send_requests(&self, peer: usize, start: u64, records: Vec<u8>) -> Result<()> {
         let at = self.layout.request_byte(self.me, start);
         self.send_counted(peer, at, records, self.layout.request_signal(self.me))
     }
 
     /// Writes `bytes` (whole blocks) at byte `at` of `peer`'s agent buffer and adds their
     /// blocks to word `signal` there, in one message: a write whose notice the peer's write
-    /// counter counts (see [`ferroshmem_runtime::landed`]) on the fabric, a put-with-signal
-    /// adding the count on a mapped route.
+    /// counter counts (see [`ferroshmem_runtime::landed`]) on the fabric, taking `bytes` as
+    /// they are, a put-with-signal adding the count on a mapped route.
     pub(crate) fn send_counted(
         &self,
         peer: usize,
         at: usize,
-        bytes: &[u8],
+        bytes: Vec<u8>,
         signal: usize,
     ) -> Result<()> {
         let dest = self.rings.all().as_bytes().slice(at..at + bytes.len());
@@ -171,9 +169,9 @@ impl Shared {
         let landing = if self.dp.is_mapped(peer) {
             let signal = self.rings.at(signal);
             self.dp
-                .put_signal(dest, bytes, signal, blocks, SignalOp::Add, peer)
+                .put_signal(dest, &bytes, signal, blocks, SignalOp::Add, peer)
         } else {
-            self.dp.put(dest, bytes, peer)
+            self.dp.put_owned(dest, bytes, peer)
         };
         // On a mapped route it has landed; a remote one has started, and its failure is the
         // job's (a peer lost), which every waiting request sees.

@@ -20,6 +20,9 @@ struct Replies {
     bytes: Vec<u8>,
 }
 
+/// The bytes a request moves (written or read) from which its reply goes at once.
+const EARLY_REPLY: usize = 16 * 1024;
+
 /// What a request did: its status, an atomic's old value, a read's bytes.
 type Outcome = (Status, u64, Vec<u8>);
 
@@ -65,13 +68,14 @@ impl Shared {
         let n = self.layout.n;
         let mut cursors = vec![Cursor::default(); n];
         let mut replies_seen = vec![0u64; n];
+        let mut scratch = Vec::new();
         let start = HEADER_SIZE + self.rings.offset();
         let mut failed = None;
         let serve = || {
             if self.stop.load(Ordering::Acquire) {
                 return Some(());
             }
-            match self.serve_moved(&mut cursors, &mut replies_seen) {
+            match self.serve_moved(&mut cursors, &mut replies_seen, &mut scratch) {
                 Ok(()) => None,
                 Err(e) => {
                     failed = Some(e);
@@ -89,12 +93,19 @@ impl Shared {
         failed.map_or(Ok(()), Err)
     }
 
-    /// Serves the requests and takes the replies that landed since the last look.
-    fn serve_moved(&self, cursors: &mut [Cursor], replies_seen: &mut [u64]) -> Result<()> {
+    /// Serves the requests and takes the replies that landed since the last look; `scratch`
+    /// holds a payload while it is performed (kept, so that a large one is not allocated
+    /// afresh each time).
+    fn serve_moved(
+        &self,
+        cursors: &mut [Cursor],
+        replies_seen: &mut [u64],
+        scratch: &mut Vec<u8>,
+    ) -> Result<()> {
         for (i, cursor) in cursors.iter_mut().enumerate() {
             let landed = self.signal(self.layout.request_signal(i))?;
             if landed != cursor.seen {
-                self.serve_ring(i, cursor, landed)?;
+                self.serve_ring(i, cursor, landed, scratch)?;
                 cursor.seen = landed;
             }
         }
@@ -115,8 +126,15 @@ impl Shared {
 
     /// Performs the requests from initiator `i` from `cursor` up to `landed` blocks written
     /// into its ring here, in order (a record not yet landed whole waits for its rest), and
-    /// sends their replies.
-    fn serve_ring(&self, i: usize, cursor: &mut Cursor, landed: u64) -> Result<()> {
+    /// sends their replies: together, but at once after a large write or read, so that its
+    /// credit goes back while the next ones are performed.
+    fn serve_ring(
+        &self,
+        i: usize,
+        cursor: &mut Cursor,
+        landed: u64,
+        scratch: &mut Vec<u8>,
+    ) -> Result<()> {
         let mut replies = Replies {
             start: None,
             end: 0,
@@ -144,9 +162,12 @@ impl Shared {
             if cursor.taken + blocks > landed {
                 break;
             }
-            let mut payload = vec![0; header.payload()];
-            self.read_own(at + BLOCK, &mut payload)?;
-            let outcome = self.perform(&header, &payload);
+            if scratch.len() < header.payload() {
+                scratch.resize(header.payload(), 0);
+            }
+            let payload = &mut scratch[..header.payload()];
+            self.read_own(at + BLOCK, payload)?;
+            let outcome = self.perform(&header, payload);
             cursor.at += blocks;
             cursor.taken += blocks;
             let turns = header.reply_at % self.layout.blocks as u64 == 0;
@@ -166,6 +187,9 @@ impl Shared {
             let reserved = record_blocks(header.reply_len());
             replies.bytes.resize(first + reserved * BLOCK, 0);
             replies.end = header.reply_at + reserved as u64;
+            if header.payload() + header.reply_len() >= EARLY_REPLY {
+                self.send_replies(i, &mut replies)?;
+            }
         }
         self.send_replies(i, &mut replies)
     }
@@ -179,8 +203,7 @@ impl Shared {
         let _runtime = self.runtime.enter();
         let at = self.layout.reply_byte(self.me, start);
         let signal = self.layout.reply_signal(self.me);
-        let sent = self.send_counted(i, at, &replies.bytes, signal);
-        replies.bytes.clear();
+        let sent = self.send_counted(i, at, std::mem::take(&mut replies.bytes), signal);
         sent
     }
 
