@@ -203,8 +203,7 @@ impl Shared {
         let _runtime = self.runtime.enter();
         let at = self.layout.reply_byte(self.me, start);
         let signal = self.layout.reply_signal(self.me);
-        let sent = self.send_counted(i, at, std::mem::take(&mut replies.bytes), signal);
-        sent
+        self.send_counted(i, at, std::mem::take(&mut replies.bytes), signal)
     }
 
     /// Performs one request record on this PE's memory.
