@@ -7,7 +7,7 @@
 //! | `fetch_add` | an 8-byte `FetchAdd` request and its reply | `atomic_fetch_add` |
 //! | `write8` | an 8-byte `Write` request and its reply | `put` of 8 bytes, awaited |
 //! | `write_bw` | `Write`s of `--bw-mib` MiB in all, 16 MiB each, all in flight | `put_nbi`s of the same, one `quiet` |
-//! | `wqe_fadd` | an 8-byte fetch-add WQE posted to a send queue, performed by the cpu NIC handler through the agent, and its CQE (`Producer::post`, polled until its CQE) | `atomic_fetch_add` |
+//! | `wqe_fadd` | an 8-byte fetch-add WQE posted to a send queue, performed by the cpu NIC handler through the agent, and its CQE (`Producer::post`, polled, yielding the core, until its CQE) | `atomic_fetch_add` |
 //! | `wqe_write8` | an 8-byte inline write WQE and its CQE, the same way | `put` of 8 bytes |
 //!
 //! `--ring-blocks N` and `--chunk BYTES` size the agents' rings (default: the agent's).
@@ -214,7 +214,9 @@ async fn through_the_handler(agent: &Arc<Agent>, o: Options) -> Result<(f64, f64
                         .map_err(Error::from)?;
                     while producer.cqes() == seen {
                         producer.poll();
-                        std::hint::spin_loop();
+                        // A GPU polls its CQ without a host core: yield this one, so that
+                        // the handler and the agent have the CPUs of a small machine.
+                        std::thread::yield_now();
                     }
                     if let Some(e) = producer.error() {
                         return Err(e.into());

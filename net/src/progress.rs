@@ -9,7 +9,9 @@
 //! wait on a variable peers write, an operation's completion) can instead take the drive
 //! ([`Core::drive`]): it watches the queue's wait object from its own event loop (tokio's
 //! reactor), and reads the queue itself when it fires, so that the arrival wakes the thread
-//! that wants it and no other.
+//! that wants it and no other. Tasks of any runtime may: the wait object is registered with
+//! a runtime's reactor the first time one of its tasks drives (a service thread with a
+//! runtime of its own, as the NIC agent's, drives as well as the application's tasks).
 //!
 //! # One driver, and the thread standing aside
 //! One task drives at a time; others are woken as before, by what the driver's reads hand
@@ -21,7 +23,7 @@
 //! the thread sleeps in the queue interrupts it.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -62,8 +64,10 @@ pub struct Room {
 /// What the progress thread and driving tasks share: the endpoint and what a read of its
 /// queue hands on.
 pub struct Core {
-    /// The queue's wait object on the reactor of the first runtime a task drove from.
-    wait: OnceLock<Option<(tokio::runtime::Id, AsyncFd<WaitObject>)>>,
+    /// The queue's wait object on the reactor of each runtime tasks drove from (`None`
+    /// where the provider has none): a service thread with a runtime of its own drives as
+    /// well as the application's tasks.
+    wait: Mutex<Vec<(tokio::runtime::Id, Option<Watched>)>>,
     /// The endpoint whose queue is read.
     pub endpoint: Arc<Endpoint>,
     /// Room in the provider's queue.
@@ -90,7 +94,7 @@ impl Core {
     /// The shared state of `endpoint`, handing peers' data to `on_data`.
     pub fn new(endpoint: Arc<Endpoint>, on_data: Box<dyn Fn(u64) + Send + Sync>) -> Core {
         Core {
-            wait: OnceLock::new(),
+            wait: Mutex::default(),
             endpoint,
             room: Room::default(),
             on_data,
@@ -128,19 +132,18 @@ impl Core {
         }
     }
 
-    /// The drive of the queue for the calling task, if it can take it: on a tokio runtime
-    /// (the one the first driver ran on), where the provider's queue has a wait object and
-    /// no other task drives.
+    /// The drive of the queue for the calling task, if it can take it: on a tokio runtime,
+    /// where the provider's queue has a wait object and no other task drives.
     pub fn drive(self: &Arc<Core>) -> Option<Driver> {
-        let runtime = tokio::runtime::Handle::try_current().ok()?;
-        let (id, _) = self.wait.get_or_init(|| self.watch()).as_ref()?;
-        if *id != runtime.id() {
+        if self.driven() {
             return None;
         }
+        let watched = self.watched()?;
         let number = self.holders.fetch_add(1, Ordering::Relaxed);
         self.take(number).then(|| Driver {
             core: self.clone(),
             number,
+            watched,
         })
     }
 
@@ -162,10 +165,17 @@ impl Core {
         self.driver.load(Ordering::SeqCst) != 0
     }
 
-    /// Registers the queue's wait object with the current runtime's reactor.
-    fn watch(&self) -> Option<(tokio::runtime::Id, AsyncFd<WaitObject>)> {
-        let runtime = tokio::runtime::Handle::try_current().ok()?;
-        Some((runtime.id(), self.endpoint.watch()?))
+    /// The queue's wait object on the current runtime's reactor, registered there the first
+    /// time.
+    fn watched(&self) -> Option<Watched> {
+        let id = tokio::runtime::Handle::try_current().ok()?.id();
+        let mut wait = self.wait.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((_, watched)) = wait.iter().find(|(on, _)| *on == id) {
+            return watched.clone();
+        }
+        let watched = self.endpoint.watch().map(Arc::new);
+        wait.push((id, watched.clone()));
+        watched
     }
 }
 
@@ -176,7 +186,12 @@ impl Core {
 pub struct Driver {
     core: Arc<Core>,
     number: u64,
+    /// The queue's wait object on the holder's runtime.
+    watched: Watched,
 }
+
+/// A registration of the queue's wait object with one runtime's reactor.
+type Watched = Arc<AsyncFd<WaitObject>>;
 
 impl Drive for Driver {
     /// Reads what has arrived, handing it on, and arranges for `cx` to be woken when more
@@ -188,9 +203,7 @@ impl Drive for Driver {
         }
         let core = &self.core;
         core.polls.fetch_add(1, Ordering::Relaxed);
-        let Some((_, watched)) = core.wait.get().and_then(Option::as_ref) else {
-            return;
-        };
+        let watched = &self.watched;
         let mut busy = false;
         for _ in 0..DRIVE_ROUNDS {
             let mut ready = match watched.poll_read_ready(cx) {

@@ -16,8 +16,12 @@
 //! waiters would not notice before the doorbell's next tick. A write with data delivers a
 //! 64-bit notice to the target's completion queue, which its progress thread hands to
 //! [`wake_on_notice`]: the low 40 bits are the mapping offset written, the high 24 its length
-//! (all ones: up to the end of the segment). A notice is a hint: a lost one costs latency,
-//! never a wrong value, because waiters always re-read the memory.
+//! (all ones: up to the end of the segment). To a waiter a notice is a hint: a lost one
+//! would cost latency, never a wrong value, because waiters always re-read the memory. A
+//! write counter ([`Segment::count_writes`]) counts them instead: it relies on the endpoint
+//! reporting every write's notice once its data is placed, in the order of one peer's writes
+//! (an atomic's notice names its word: one into a counted range counts as a write of 8
+//! bytes).
 //!
 //! # Ordering
 //! Every operation is started when [`Remote::start`] is called, in program order per peer:
@@ -61,7 +65,8 @@ pub fn notice(at: usize, len: usize) -> u64 {
     at | (len << OFFSET_BITS)
 }
 
-/// Wakes `segment`'s waiters sleeping on the bytes a peer's `notice` announces.
+/// Hands the write a peer's `notice` announces to `segment` ([`Segment::landed`]): counted
+/// where a write counter watches it, and its sleeping waiters woken.
 pub fn wake_on_notice(segment: &Segment, notice: u64) {
     let at = (notice & ((1 << OFFSET_BITS) - 1)) as usize;
     let len = notice >> OFFSET_BITS;
@@ -73,7 +78,7 @@ pub fn wake_on_notice(segment: &Segment, notice: u64) {
     // The provider placed the data before it queued the notice; this fence pairs with the
     // waiters' SeqCst registration, as a local writer's does.
     fence(Ordering::SeqCst);
-    segment.wake_here(at, end);
+    segment.landed(at, end);
 }
 
 /// Where one peer's segment is on the fabric.

@@ -177,3 +177,59 @@ async fn a_driver_with_nothing_arriving_sleeps() {
         "driving 300 ms with nothing arriving used {used:?} of CPU"
     );
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_task_of_another_runtime_drives_too() {
+    let _alone = ALONE.lock().await;
+    if !available() {
+        return;
+    }
+    let (a, b) = (side(0), side(1));
+    let peers = a
+        .fabric
+        .connect(&[b.fabric.name().expect("name")])
+        .expect("connect");
+    drop(
+        b.fabric
+            .drive()
+            .expect("a task of this runtime drives first"),
+    );
+    // A service thread with a runtime of its own (as the NIC agent's), while this runtime's
+    // registration stays.
+    let (a, b) = (&a, &b);
+    std::thread::scope(|scope| {
+        std::thread::Builder::new()
+            .name("second-runtime".into())
+            .spawn_scoped(scope, move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("a second runtime");
+                runtime.block_on(async {
+                    let mut driver = b
+                        .fabric
+                        .drive()
+                        .expect("a task of a second runtime takes the free drive");
+                    for i in 0..10u64 {
+                        let write = a.fabric.start(
+                            Operation::WriteData(vec![1; 8], i),
+                            peers[0],
+                            b.registered,
+                            HEADER_SIZE as u64,
+                        );
+                        let handed = b.handed.clone();
+                        drive_until(&mut driver, || handed.lock().unwrap().len() > i as usize)
+                            .await;
+                        write.await.expect("the write completes");
+                    }
+                });
+            })
+            .expect("a thread");
+    });
+    let handed = b.handed.lock().unwrap().clone();
+    let by_driver = handed.iter().filter(|n| *n == "second-runtime").count();
+    assert!(
+        by_driver * 2 > handed.len(),
+        "only {by_driver} of the notices were handed on by the second runtime's driver: {handed:?}"
+    );
+}

@@ -95,16 +95,44 @@ impl DataPlane {
         let (route, at) = self.validate(pe, || self.locate(dest, len, "put destination"))?;
         Ok(match route {
             Route::Mapped(target) => {
-                self.mapped(Op::Put, pe, bytes.len(), || {
-                    target.mapping().write(at, bytes);
-                    publish(target, at, at + bytes.len());
-                });
+                self.put_mapped(target, at, bytes, pe);
                 None
             }
             Route::Remote => Some(self.remote(Op::Put, pe, bytes.len(), at, || {
                 RemoteOp::Put(bytes.to_vec())
             })),
         })
+    }
+
+    /// The mapped arm of a put: copies `bytes` to mapping offset `at` of `target` (PE `pe`).
+    #[inline(always)]
+    fn put_mapped(&self, target: &Segment, at: usize, bytes: &[u8], pe: usize) {
+        self.mapped(Op::Put, pe, bytes.len(), || {
+            target.mapping().write(at, bytes);
+            publish(target, at, at + bytes.len());
+        });
+    }
+
+    /// [`DataPlane::put`] of bytes the caller hands over: to a PE of another node they
+    /// travel as they are, without the copy `put` makes of its source (for large messages
+    /// a caller has just built).
+    ///
+    /// # Errors
+    /// As [`DataPlane::put`].
+    pub fn put_owned(&self, dest: SymSlice<'_, u8>, data: Vec<u8>, pe: usize) -> Landing<()> {
+        let valid = self.validate(pe, || self.locate(dest, data.len(), "put destination"));
+        match valid {
+            Ok((Route::Mapped(target), at)) => {
+                self.put_mapped(target, at, &data, pe);
+                Landing::ready(Ok(()))
+            }
+            Ok((Route::Remote, at)) => {
+                let len = data.len();
+                let remote = self.remote(Op::Put, pe, len, at, || RemoteOp::Put(data));
+                Landing::remote(self.awaited(remote), nothing)
+            }
+            Err(e) => Landing::ready(Err(e)),
+        }
     }
 
     /// Copies `src` on PE `pe` into `dest` (`shmem_get`); `dest.len()` elements are read.

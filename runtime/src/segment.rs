@@ -23,6 +23,7 @@ use std::sync::{Arc, OnceLock};
 use tokio::sync::Notify;
 
 use crate::error::{Error, Result};
+use crate::landed::WriteCounters;
 use crate::shared_memory::SharedMapping;
 
 /// Bytes reserved in front of the heap for control words.
@@ -72,6 +73,8 @@ pub struct Segment {
     /// Whether the owner's doorbell thread may be asleep without a tick (true until it says
     /// otherwise): only then must a first sleeper ring it (see [`Segment::watch`]).
     dozing: AtomicBool,
+    /// The counters of peers' writes (on the owner's segment object, see [`crate::landed`]).
+    pub(crate) counters: WriteCounters,
 }
 
 impl Segment {
@@ -100,6 +103,7 @@ impl Segment {
             heap_size,
             bell: OnceLock::new(),
             dozing: AtomicBool::new(true),
+            counters: WriteCounters::default(),
         })
     }
 
@@ -129,6 +133,7 @@ impl Segment {
             heap_size,
             bell: OnceLock::new(),
             dozing: AtomicBool::new(true),
+            counters: WriteCounters::default(),
         })
     }
 

@@ -8,18 +8,23 @@
 //! buffers are read and written through [`LocalMemory`].
 //!
 //! Each queue keeps up to [`IN_FLIGHT`] requests going at once; their replies are taken in
-//! order (the agent runs one peer's requests in order, as an RC queue does). Noticing: the
-//! thread polls while work comes and backs off to sleeps of at most [`MAX_NAP`] when idle.
+//! order (the agent runs one peer's requests in order, as an RC queue does). Noticing: a
+//! producer's doorbell record is memory that nothing signals, so the thread polls it: at
+//! once again while work comes, yielding its core for [`SPIN_AFTER_WORK`] after the last
+//! work (the next WQE of a kernel that waits for a CQE, or a reply, comes then: seen without
+//! a thread wake-up), and backing off to sleeps of at most [`MAX_NAP`] after that. While
+//! requests are in flight it sleeps until one's reply wakes it (or [`MAX_NAP`] passes, to look
+//! at the doorbells): a reply is never left waiting for a nap to end.
 
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::{Duration, Instant};
 
 use ferroshmem_runtime::{Error, Result};
-use futures::FutureExt;
 
 use super::{Agent, AmoOp, Reply, Request, Status};
 use crate::ibgda::{AtomicOp, Completion, Consumer, DecodedWqe, Syndrome, WorkRequest};
@@ -43,6 +48,8 @@ pub trait LocalMemory: Send + Sync + 'static {
 const IN_FLIGHT: usize = 64;
 /// The longest sleep between looks at the queues when nothing happens.
 const MAX_NAP: Duration = Duration::from_micros(50);
+/// How long after its last work the thread keeps looking at the queues without sleeping.
+const SPIN_AFTER_WORK: Duration = Duration::from_micros(200);
 
 type ReplyFuture = Pin<Box<dyn Future<Output = Result<Reply>> + Send>>;
 
@@ -143,7 +150,22 @@ impl Drop for Handler {
     }
 }
 
-/// The handler's loop: take new WQEs, finish what came back, nap when nothing moved.
+/// Wakes the handler thread when a reply it polled comes.
+struct Unpark(std::thread::Thread);
+
+impl Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// The handler's loop: take new WQEs, finish what came back; when nothing moved, look again
+/// (yielding) for a while after the last work, then sleep until a reply comes if requests
+/// are in flight, else nap.
 fn serve(
     mut queues: Vec<PeerQueue>,
     agent: &Agent,
@@ -151,15 +173,25 @@ fn serve(
     failure: &Failure,
     stop: &AtomicBool,
 ) {
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
     let mut nap = Duration::ZERO;
+    let mut worked = Instant::now();
     while !stop.load(Ordering::Acquire) {
         let mut moved = false;
         for q in &mut queues {
             moved |= take_new(q, agent, copies, failure);
-            moved |= finish_done(q, copies, failure);
+            moved |= finish_done(q, copies, failure, &mut cx);
         }
         if moved {
             nap = Duration::ZERO;
+            worked = Instant::now();
+        } else if worked.elapsed() < SPIN_AFTER_WORK {
+            // A reply or the next WQE soon: seen without a thread wake-up.
+            std::thread::yield_now();
+        } else if queues.iter().any(|q| !q.working.is_empty()) {
+            // A reply unparks the thread (a wake-up since the last poll returns at once).
+            std::thread::park_timeout(MAX_NAP);
         } else {
             nap = (nap * 2).clamp(Duration::from_micros(1), MAX_NAP);
             std::thread::sleep(nap);
@@ -302,15 +334,21 @@ fn amo_of(op: AtomicOp) -> AmoOp {
     }
 }
 
-/// Writes the CQEs of the oldest WQEs whose replies came back, in order.
-fn finish_done(q: &mut PeerQueue, copies: &dyn LocalMemory, failure: &Failure) -> bool {
+/// Writes the CQEs of the oldest WQEs whose replies came back, in order; the first reply
+/// still awaited wakes `cx` when it comes.
+fn finish_done(
+    q: &mut PeerQueue,
+    copies: &dyn LocalMemory,
+    failure: &Failure,
+    cx: &mut Context<'_>,
+) -> bool {
     let mut moved = false;
     while let Some(front) = q.working.front_mut() {
         let (index, completion) = match front {
             Working::Refused(index, syndrome) => (*index, Completion::Error(*syndrome, 0)),
-            Working::Sent(index, reply, landing) => match reply.as_mut().now_or_never() {
-                None => break,
-                Some(reply) => (*index, land(q.peer, reply, landing, copies, failure)),
+            Working::Sent(index, reply, landing) => match reply.as_mut().poll(cx) {
+                Poll::Pending => break,
+                Poll::Ready(reply) => (*index, land(q.peer, reply, landing, copies, failure)),
             },
         };
         q.working.pop_front();

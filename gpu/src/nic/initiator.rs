@@ -3,8 +3,8 @@
 //!
 //! Requests to one peer are placed in the order they were submitted and never overtake one
 //! another: a chunk is placed only once every earlier one has been, and the records of one
-//! batch go out in one put-with-signal, after the batches before it (the data plane orders
-//! one PE's operations to a peer, on the fabric through its lane). Credit is counted in
+//! batch go out in one counted write ([`Shared::send_counted`]), after the batches before it
+//! (the data plane orders one PE's operations to a peer, on the fabric through its lane). Credit is counted in
 //! blocks of both rings: a request is placed only when its record fits in the peer's
 //! request ring beside the records the peer has not yet consumed (a reply says it has), and
 //! its reply fits in this PE's reply ring beside the replies not yet read. So a ring never
@@ -38,6 +38,9 @@ struct Placed {
     request_end: u64,
     reply_at: u64,
     reply_end: u64,
+    /// The reply blocks written to this PE for the link once its reply has landed (the
+    /// count of this PE's reply signal for the peer: gaps before a ring turn not counted).
+    reply_count: u64,
     done: Done,
 }
 
@@ -52,6 +55,8 @@ pub(crate) struct Link {
     /// Running blocks of this PE's reply ring reserved, and read.
     reply_head: u64,
     reply_freed: u64,
+    /// Reply blocks reserved, the gaps left before ring turns not counted.
+    reply_written: u64,
     seq: u64,
     /// Set once the agent stops: nothing more is accepted.
     pub closed: Option<Error>,
@@ -107,14 +112,12 @@ impl Shared {
             if skip > 0 {
                 Header::skip().encode(&mut batch);
                 link.request_head += skip;
-                self.send_requests(peer, start, &batch, link.request_head)?;
-                batch.clear();
+                self.send_requests(peer, start, std::mem::take(&mut batch))?;
                 start = link.request_head;
             }
             if link.request_head % capacity == 0 && !batch.is_empty() {
                 // The ring turns here: the batch's bytes end at the ring's end.
-                self.send_requests(peer, start, &batch, link.request_head)?;
-                batch.clear();
+                self.send_requests(peer, start, std::mem::take(&mut batch))?;
                 start = link.request_head;
             }
             link.reply_head += reply_skip;
@@ -122,34 +125,54 @@ impl Shared {
             header.seq = link.seq;
             header.reply_at = link.reply_head;
             header.encode(&mut batch);
-            batch.extend_from_slice(&chunk.payload);
+            batch.extend_from_slice(chunk.payload.as_slice());
             pad(&mut batch);
             link.request_head += blocks;
             link.reply_head += reply_blocks;
+            link.reply_written += reply_blocks;
             link.seq += 1;
             link.placed.push_back(Placed {
                 seq: header.seq,
                 request_end: link.request_head,
                 reply_at: header.reply_at,
                 reply_end: link.reply_head,
+                reply_count: link.reply_written,
                 done,
             });
         }
         if batch.is_empty() {
             return Ok(());
         }
-        self.send_requests(peer, start, &batch, link.request_head)
+        self.send_requests(peer, start, batch)
     }
 
     /// Writes `records`, from running block `start` of this PE's request ring on `peer`,
-    /// and sets this PE's request signal there to `total`.
-    fn send_requests(&self, peer: usize, start: u64, records: &[u8], total: u64) -> Result<()> {
+    /// counted there in this PE's request signal.
+    fn send_requests(&self, peer: usize, start: u64, records: Vec<u8>) -> Result<()> {
         let at = self.layout.request_byte(self.me, start);
-        let dest = self.rings.all().as_bytes().slice(at..at + records.len());
-        let signal = self.rings.at(self.layout.request_signal(self.me));
-        let landing = self
-            .dp
-            .put_signal(dest, records, signal, total, SignalOp::Set, peer);
+        self.send_counted(peer, at, records, self.layout.request_signal(self.me))
+    }
+
+    /// Writes `bytes` (whole blocks) at byte `at` of `peer`'s agent buffer and adds their
+    /// blocks to word `signal` there, in one message: a write whose notice the peer's write
+    /// counter counts (see [`ferroshmem_runtime::landed`]) on the fabric, taking `bytes` as
+    /// they are, a put-with-signal adding the count on a mapped route.
+    pub(crate) fn send_counted(
+        &self,
+        peer: usize,
+        at: usize,
+        bytes: Vec<u8>,
+        signal: usize,
+    ) -> Result<()> {
+        let dest = self.rings.all().as_bytes().slice(at..at + bytes.len());
+        let blocks = (bytes.len() / BLOCK) as u64;
+        let landing = if self.dp.is_mapped(peer) {
+            let signal = self.rings.at(signal);
+            self.dp
+                .put_signal(dest, &bytes, signal, blocks, SignalOp::Add, peer)
+        } else {
+            self.dp.put_owned(dest, bytes, peer)
+        };
         // On a mapped route it has landed; a remote one has started, and its failure is the
         // job's (a peer lost), which every waiting request sees.
         match landing.now_or_never() {
@@ -158,11 +181,12 @@ impl Shared {
         }
     }
 
-    /// Hands the replies from target `t` that have landed (`landed` running blocks of its
-    /// reply ring) to their requests, frees their credit and places what it allows.
+    /// Hands the replies from target `t` that have landed (`landed` reply blocks written
+    /// here, see [`Placed::reply_count`]) to their requests, frees their credit and places
+    /// what it allows.
     pub(crate) fn take_replies(&self, t: usize, landed: u64) -> Result<()> {
         let mut link = self.link(t);
-        while link.placed.front().is_some_and(|p| p.reply_end <= landed) {
+        while link.placed.front().is_some_and(|p| p.reply_count <= landed) {
             let Some(placed) = link.placed.pop_front() else {
                 break;
             };

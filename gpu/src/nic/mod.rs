@@ -5,12 +5,15 @@
 //! Every PE creates an [`Agent`] collectively. An initiator [`Agent::submit`]s a
 //! [`Request`] (a write, a read, an atomic, as a decoded mlx5 WQE gives it, with the remote
 //! address and key) to a peer: it travels as a record in that pair's request ring in the
-//! host symmetric heap, written with a put-with-signal (the private `wire` module has the layout). The peer's
-//! service thread wakes on the signal (a wait on its signal words, woken by the write: no
-//! core spins once idle), checks the key and bounds, performs the request on its
-//! [`HeapMemory`], and writes the [`Reply`] (a status a handler maps to a CQE syndrome, a
-//! fetched value, read bytes) into the initiator's reply ring the same way. The code is the
-//! same on every route: mapped peers of this node and peers on other hosts over the fabric.
+//! host symmetric heap (the private `wire` module has the layout), in one message: over the
+//! fabric a single write, which the peer's write counter counts in the ring's signal word
+//! once it has landed (see [`ferroshmem_runtime::landed`]); to a mapped peer a
+//! put-with-signal adding the same count. The peer's service thread wakes on the signal (a
+//! wait on its signal words, woken by the write: no core spins once idle), checks the key
+//! and bounds, performs the request on its [`HeapMemory`], and writes the [`Reply`] (a status
+//! a handler maps to a CQE syndrome, a fetched value, read bytes) into the initiator's reply
+//! ring the same way. The code is the same on every route: mapped peers of this node and
+//! peers on other hosts over the fabric.
 //!
 //! Guarantees: requests to one peer execute in submission order (an RC queue's order: a put
 //! then a signal land in that order); credit in both rings means no record is ever lost or
@@ -32,7 +35,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use ferroshmem_runtime::{DataPlane, Error, Exchange, Health, Result, SymBuffer};
+use ferroshmem_runtime::{DataPlane, Error, Exchange, Health, Result, SymBuffer, WriteCounter};
 use tokio::sync::oneshot;
 
 pub use handler::{Failure, Handler, LocalMemory};
@@ -45,10 +48,15 @@ use wire::{chunks, record_blocks, Layout};
 /// The control-plane group of the agents' set-up exchange.
 const NIC_GROUP: u64 = 0x4E49_4341_0000_0001;
 
+/// Rings hold fewer blocks than this: a write of a whole ring must be shorter than the
+/// longest length a fabric write's notice can say (`2^24 - 1` bytes), or it is not counted.
+const MAX_RING_BLOCKS: usize = (1 << 24) / wire::BLOCK;
+
 /// How an agent is sized; every PE must use the same.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AgentConfig {
-    /// Blocks of 64 bytes in each ring (one request and one reply ring per pair of PEs).
+    /// Blocks of 64 bytes in each ring (one request and one reply ring per pair of PEs); a
+    /// ring holds less than 16 MiB (a write's notice must say its length).
     pub ring_blocks: usize,
     /// The largest chunk of a write or read, in bytes; a record of it must fit in half a
     /// ring.
@@ -82,12 +90,13 @@ impl AgentConfig {
     fn check(&self) -> Result<()> {
         let fits = self.max_chunk >= 8
             && self.max_chunk <= u32::MAX as usize
-            && record_blocks(self.max_chunk) * 2 <= self.ring_blocks;
+            && record_blocks(self.max_chunk) * 2 <= self.ring_blocks
+            && self.ring_blocks < MAX_RING_BLOCKS;
         if fits {
             Ok(())
         } else {
             Err(Error::Config(format!(
-                "a NIC agent's chunk of {} bytes must be 8 bytes or more and its record fit in half a ring of {} blocks",
+                "a NIC agent's chunk of {} bytes must be 8 bytes or more and its record fit in half a ring of {} blocks (fewer than {MAX_RING_BLOCKS})",
                 self.max_chunk, self.ring_blocks
             )))
         }
@@ -116,6 +125,8 @@ pub(crate) struct Shared {
     rkey: u32,
     peers: Vec<PeerHeap>,
     links: Vec<Mutex<Link>>,
+    /// The counters of peers' writes into this PE's rings, in their signal words.
+    _counters: Vec<WriteCounter>,
     stop: AtomicBool,
     /// The service thread's runtime.
     runtime: tokio::runtime::Handle,
@@ -220,6 +231,7 @@ impl Agent {
         // Zeroed before the exchange, which no peer passes before this PE has joined it:
         // so no request lands before.
         dp.zero_local(rings.offset(), 16 * n);
+        let counters = count_writes(&dp, &rings, layout)?;
         let mut key = [0; 4];
         getrandom::fill(&mut key).map_err(|e| Error::os("random NIC agent key", e))?;
         let rkey = u32::from_le_bytes(key) | 1;
@@ -237,6 +249,7 @@ impl Agent {
             rkey,
             peers,
             links: (0..n).map(|_| Mutex::default()).collect(),
+            _counters: counters,
             stop: AtomicBool::new(false),
             runtime,
         });
@@ -321,6 +334,27 @@ impl Drop for Agent {
             self.stop();
         }
     }
+}
+
+/// Counts peers' writes into each ring of `rings` in the ring's signal word, in blocks.
+fn count_writes(
+    dp: &DataPlane,
+    rings: &SymBuffer<u64>,
+    layout: Layout,
+) -> Result<Vec<WriteCounter>> {
+    let bytes = rings.all().as_bytes();
+    let ring = layout.blocks * wire::BLOCK;
+    (0..layout.n)
+        .flat_map(|pe| {
+            [
+                (layout.request_byte(pe, 0), layout.request_signal(pe)),
+                (layout.reply_byte(pe, 0), layout.reply_signal(pe)),
+            ]
+        })
+        .map(|(at, signal)| {
+            dp.count_writes(bytes.slice(at..at + ring), rings.at(signal), wire::BLOCK)
+        })
+        .collect()
 }
 
 /// This PE's part of the set-up exchange: its heap and key, then what must agree.

@@ -7,8 +7,7 @@
 use std::sync::atomic::Ordering;
 
 use ferroshmem_runtime::segment::HEADER_SIZE;
-use ferroshmem_runtime::{Error, Result, SignalOp, Wait};
-use futures::FutureExt;
+use ferroshmem_runtime::{Error, Result, Wait};
 
 use super::request::Status;
 use super::wire::{action, encode_reply, record_blocks, Action, Header, BLOCK};
@@ -21,8 +20,25 @@ struct Replies {
     bytes: Vec<u8>,
 }
 
+/// The bytes a request moves (written or read) from which its reply goes at once.
+const EARLY_REPLY: usize = 16 * 1024;
+
 /// What a request did: its status, an atomic's old value, a read's bytes.
 type Outcome = (Status, u64, Vec<u8>);
+
+/// How far the service has read one initiator's request ring.
+#[derive(Debug, Clone, Default)]
+struct Cursor {
+    /// The running block of the next record.
+    at: u64,
+    /// The blocks written there that were read (a skip record is one block written, however
+    /// many it skips): what the ring's request signal counts.
+    taken: u64,
+    /// The request signal when the ring was last served. Over the fabric it may stop inside
+    /// a record for a moment: two threads reading the endpoint can add the counts of two
+    /// writes out of order, and a count never runs ahead of the bytes landed.
+    seen: u64,
+}
 
 impl Shared {
     /// Serves the service's rings until the agent stops or the job fails; then fails every
@@ -44,46 +60,63 @@ impl Shared {
         }
     }
 
+    /// One wait for the service's whole life, whose check serves what moved: so the service
+    /// keeps the drive of the fabric's completion queue once it took it (see
+    /// `ferroshmem_net::progress`), and a peer's write wakes this thread directly, with no
+    /// hop through another thread that read the queue.
     async fn serve_until_stopped(&self) -> Result<()> {
         let n = self.layout.n;
-        let mut cursors = vec![0u64; n];
+        let mut cursors = vec![Cursor::default(); n];
         let mut replies_seen = vec![0u64; n];
+        let mut scratch = Vec::new();
         let start = HEADER_SIZE + self.rings.offset();
-        loop {
+        let mut failed = None;
+        let serve = || {
             if self.stop.load(Ordering::Acquire) {
-                return Ok(());
+                return Some(());
             }
-            for (i, cursor) in cursors.iter_mut().enumerate() {
-                let landed = self.signal(self.layout.request_signal(i))?;
-                if landed != *cursor {
-                    self.serve_ring(i, cursor, landed)?;
+            match self.serve_moved(&mut cursors, &mut replies_seen, &mut scratch) {
+                Ok(()) => None,
+                Err(e) => {
+                    failed = Some(e);
+                    Some(())
                 }
             }
-            for (t, seen) in replies_seen.iter_mut().enumerate() {
-                let landed = self.signal(self.layout.reply_signal(t))?;
-                if landed != *seen {
-                    self.take_replies(t, landed)?;
-                    *seen = landed;
-                }
+        };
+        Wait::new(
+            &self.dp,
+            "the NIC agent's service",
+            start..start + 16 * n,
+            Ok(serve),
+        )
+        .await?;
+        failed.map_or(Ok(()), Err)
+    }
+
+    /// Serves the requests and takes the replies that landed since the last look; `scratch`
+    /// holds a payload while it is performed (kept, so that a large one is not allocated
+    /// afresh each time).
+    fn serve_moved(
+        &self,
+        cursors: &mut [Cursor],
+        replies_seen: &mut [u64],
+        scratch: &mut Vec<u8>,
+    ) -> Result<()> {
+        for (i, cursor) in cursors.iter_mut().enumerate() {
+            let landed = self.signal(self.layout.request_signal(i))?;
+            if landed != cursor.seen {
+                self.serve_ring(i, cursor, landed, scratch)?;
+                cursor.seen = landed;
             }
-            let (requests, replies) = (cursors.clone(), replies_seen.clone());
-            let moved = move || {
-                let stop = self.stop.load(Ordering::Acquire);
-                let now = |word| self.signal(word).ok();
-                let moved = (0..n).any(|i| {
-                    now(self.layout.request_signal(i)) != Some(requests[i])
-                        || now(self.layout.reply_signal(i)) != Some(replies[i])
-                });
-                (stop || moved).then_some(())
-            };
-            Wait::new(
-                &self.dp,
-                "the NIC agent's service",
-                start..start + 16 * n,
-                Ok(moved),
-            )
-            .await?;
         }
+        for (t, seen) in replies_seen.iter_mut().enumerate() {
+            let landed = self.signal(self.layout.reply_signal(t))?;
+            if landed != *seen {
+                self.take_replies(t, landed)?;
+                *seen = landed;
+            }
+        }
+        Ok(())
     }
 
     /// A signal word of this PE's agent buffer.
@@ -91,33 +124,52 @@ impl Shared {
         self.dp.signal_fetch(self.rings.at(word))
     }
 
-    /// Performs the requests from initiator `i` between running block `cursor` and `landed`
-    /// of its ring here, in order, and sends their replies.
-    fn serve_ring(&self, i: usize, cursor: &mut u64, landed: u64) -> Result<()> {
+    /// Performs the requests from initiator `i` from `cursor` up to `landed` blocks written
+    /// into its ring here, in order (a record not yet landed whole waits for its rest), and
+    /// sends their replies: together, but at once after a large write or read, so that its
+    /// credit goes back while the next ones are performed.
+    fn serve_ring(
+        &self,
+        i: usize,
+        cursor: &mut Cursor,
+        landed: u64,
+        scratch: &mut Vec<u8>,
+    ) -> Result<()> {
         let mut replies = Replies {
             start: None,
             end: 0,
             bytes: Vec::new(),
         };
         let mut head = [0; BLOCK];
-        while *cursor < landed {
-            let at = self.layout.request_byte(i, *cursor);
+        while cursor.taken < landed {
+            let at = self.layout.request_byte(i, cursor.at);
             self.read_own(at, &mut head)?;
             let header = Header::decode(&head);
             if header.is_skip() {
-                *cursor = self.layout.next_turn(*cursor);
+                cursor.at = self.layout.next_turn(cursor.at);
+                cursor.taken += 1;
                 continue;
             }
             let blocks = header.blocks() as u64;
-            if header.payload() > self.config.max_chunk.max(BLOCK) || *cursor + blocks > landed {
+            if header.payload() > self.config.max_chunk.max(BLOCK)
+                || self.layout.skip(cursor.at, blocks as usize) > 0
+            {
                 return Err(Error::InvalidArgument(format!(
-                    "PE {i} wrote a request record of {blocks} blocks at {cursor}, past {landed}"
+                    "PE {i} wrote a request record of {blocks} blocks at {}, past its ring's end",
+                    cursor.at
                 )));
             }
-            let mut payload = vec![0; header.payload()];
-            self.read_own(at + BLOCK, &mut payload)?;
-            let outcome = self.perform(&header, &payload);
-            *cursor += blocks;
+            if cursor.taken + blocks > landed {
+                break;
+            }
+            if scratch.len() < header.payload() {
+                scratch.resize(header.payload(), 0);
+            }
+            let payload = &mut scratch[..header.payload()];
+            self.read_own(at + BLOCK, payload)?;
+            let outcome = self.perform(&header, payload);
+            cursor.at += blocks;
+            cursor.taken += blocks;
             let turns = header.reply_at % self.layout.blocks as u64 == 0;
             if replies.start.is_some() && (header.reply_at != replies.end || turns) {
                 self.send_replies(i, &mut replies)?;
@@ -135,32 +187,23 @@ impl Shared {
             let reserved = record_blocks(header.reply_len());
             replies.bytes.resize(first + reserved * BLOCK, 0);
             replies.end = header.reply_at + reserved as u64;
+            if header.payload() + header.reply_len() >= EARLY_REPLY {
+                self.send_replies(i, &mut replies)?;
+            }
         }
         self.send_replies(i, &mut replies)
     }
 
-    /// Writes a run of replies into initiator `i`'s reply ring for this PE and sets this
-    /// PE's reply signal there to the run's end.
+    /// Writes a run of replies into initiator `i`'s reply ring for this PE, counted there in
+    /// this PE's reply signal.
     fn send_replies(&self, i: usize, replies: &mut Replies) -> Result<()> {
         let Some(start) = replies.start.take() else {
             return Ok(());
         };
         let _runtime = self.runtime.enter();
         let at = self.layout.reply_byte(self.me, start);
-        let dest = self
-            .rings
-            .all()
-            .as_bytes()
-            .slice(at..at + replies.bytes.len());
-        let signal = self.rings.at(self.layout.reply_signal(self.me));
-        let landing =
-            self.dp
-                .put_signal(dest, &replies.bytes, signal, replies.end, SignalOp::Set, i);
-        replies.bytes.clear();
-        match landing.now_or_never() {
-            Some(Err(e)) => Err(e),
-            _ => Ok(()),
-        }
+        let signal = self.layout.reply_signal(self.me);
+        self.send_counted(i, at, std::mem::take(&mut replies.bytes), signal)
     }
 
     /// Performs one request record on this PE's memory.

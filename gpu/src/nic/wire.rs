@@ -3,8 +3,8 @@
 //! # Layout (one symmetric buffer of `u64` words, the same on every PE of `n`)
 //! | words / bytes | what |
 //! |---|---|
-//! | word `i < n` | requests landed here from initiator `i`, in blocks (a running total) |
-//! | word `n + t` | replies landed here from target `t`, in blocks (a running total) |
+//! | word `i < n` | request blocks written here by initiator `i` that have landed (a count) |
+//! | word `n + t` | reply blocks written here by target `t` that have landed (a count) |
 //! | `n` request rings | ring `i` here: initiator `i`'s requests to this PE |
 //! | `n` reply rings | ring `t` here: target `t`'s replies to this PE |
 //!
@@ -12,9 +12,14 @@
 //! modulo the ring. A record (a header block, then its payload padded to whole blocks) never
 //! wraps: one that would is put at the ring's start, after a skip record (requests) or a gap
 //! the initiator leaves (replies, whose places the initiator chooses and names in the
-//! request). Each side writes the other's ring with a put-with-signal whose signal is set to
-//! the running total after its records, so whoever reads the total sees every record before
-//! it.
+//! request). Each side writes the other's ring in one message that adds the blocks it wrote
+//! to the ring's signal word once they have landed (a counted write, or a put-with-signal
+//! adding them), so whoever reads the count sees every record before it. The count is of
+//! blocks written, not of running blocks: a skip record counts as one block, the gap before
+//! a reply ring's turn as none.
+
+use std::ops::Range;
+use std::sync::Arc;
 
 use ferroshmem_runtime::{Error, Result};
 
@@ -198,7 +203,31 @@ pub(crate) fn pad(out: &mut Vec<u8>) {
 #[derive(Debug)]
 pub(crate) struct Chunk {
     pub header: Header,
-    pub payload: Vec<u8>,
+    pub payload: Payload,
+}
+
+/// A chunk's payload: its part of the request's bytes, shared by the request's chunks (a
+/// large write is not copied to be split).
+#[derive(Debug, Clone)]
+pub(crate) struct Payload {
+    bytes: Arc<Vec<u8>>,
+    part: Range<usize>,
+}
+
+impl Payload {
+    /// The payload's bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        &self.bytes[self.part.clone()]
+    }
+}
+
+impl From<Vec<u8>> for Payload {
+    fn from(bytes: Vec<u8>) -> Payload {
+        Payload {
+            part: 0..bytes.len(),
+            bytes: Arc::new(bytes),
+        }
+    }
 }
 
 /// Splits `request` into chunks of at most `max` payload (or read) bytes.
@@ -217,21 +246,24 @@ pub(crate) fn chunks(request: Request, max: usize) -> Vec<Chunk> {
     match request {
         Request::Write { addr, rkey, data } => {
             let span = (addr, addr.wrapping_add(data.len() as u64));
-            let pieces: Vec<&[u8]> = if data.is_empty() {
-                vec![&[]]
-            } else {
-                data.chunks(max).collect()
-            };
-            let mut at = addr;
-            let mut out = Vec::with_capacity(pieces.len());
-            for piece in pieces {
+            let len = data.len();
+            let bytes = Arc::new(data);
+            let mut out = Vec::with_capacity(len.div_ceil(max).max(1));
+            let mut from = 0;
+            loop {
+                let to = len.min(from + max);
                 out.push(Chunk {
-                    header: header(WRITE, rkey, at, piece.len(), span),
-                    payload: piece.to_vec(),
+                    header: header(WRITE, rkey, addr.wrapping_add(from as u64), to - from, span),
+                    payload: Payload {
+                        bytes: bytes.clone(),
+                        part: from..to,
+                    },
                 });
-                at = at.wrapping_add(piece.len() as u64);
+                from = to;
+                if from >= len {
+                    break out;
+                }
             }
-            out
         }
         Request::Read { addr, rkey, len } => {
             let span = (addr, addr.wrapping_add(len as u64));
@@ -242,7 +274,7 @@ pub(crate) fn chunks(request: Request, max: usize) -> Vec<Chunk> {
                 let at = addr.wrapping_add(done as u64);
                 out.push(Chunk {
                     header: header(READ, rkey, at, n, span),
-                    payload: Vec::new(),
+                    payload: Vec::new().into(),
                 });
                 done += n;
                 if done >= len {
@@ -260,12 +292,15 @@ pub(crate) fn chunks(request: Request, max: usize) -> Vec<Chunk> {
             let mut h = header(ATOMIC, rkey, addr, width.bytes() as usize, (addr, addr));
             h.width = width.bytes() as u8;
             h.amo = code;
-            let payload = operands.iter().flat_map(|w| w.to_le_bytes()).collect();
-            vec![Chunk { header: h, payload }]
+            let payload = operands.iter().flat_map(|w| w.to_le_bytes());
+            vec![Chunk {
+                header: h,
+                payload: payload.collect::<Vec<u8>>().into(),
+            }]
         }
         Request::Nop => vec![Chunk {
             header: header(NOP, 0, 0, 0, (0, 0)),
-            payload: Vec::new(),
+            payload: Vec::new().into(),
         }],
     }
 }
@@ -355,7 +390,10 @@ mod tests {
         assert_eq!(lens, [100, 100, 50]);
         assert_eq!(parts[2].header.addr, 1200);
         assert!(parts.iter().all(|c| c.header.span == (1000, 1250)));
-        let joined: Vec<u8> = parts.iter().flat_map(|c| c.payload.clone()).collect();
+        let joined: Vec<u8> = parts
+            .iter()
+            .flat_map(|c| c.payload.as_slice().to_vec())
+            .collect();
         assert_eq!(joined, data);
         let reads = chunks(
             Request::Read {
@@ -404,7 +442,7 @@ mod tests {
         let back = Header::decode(&bytes);
         assert_eq!(back, c.header);
         assert_eq!(back.blocks(), 2);
-        match action(&back, &c.payload) {
+        match action(&back, c.payload.as_slice()) {
             Ok(Action::Atomic(Width::W4, AmoOp::MaskedCompareSwap { swap_mask: 4, .. })) => {}
             other => panic!("{other:?}"),
         }
