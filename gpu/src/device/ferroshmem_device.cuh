@@ -108,6 +108,9 @@ __device__ __forceinline__ fsh_u64 fsh__atom_cas(fsh_u64* a, fsh_u64 cmp, fsh_u6
 __device__ __forceinline__ void fsh__fence_sys() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
 __device__ __forceinline__ void fsh__fence_sc_sys() { asm volatile("fence.sc.sys;" ::: "memory"); }
 __device__ __forceinline__ void fsh__fence_gpu() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
+// One turn of a spin loop (nothing on the GPU; a host build of the network path, where
+// threads stand in for GPU threads, gives the CPU away here).
+__device__ __forceinline__ void fsh__spin() {}
 
 __device__ __forceinline__ unsigned fsh__thread_rank() {
     return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);

@@ -40,6 +40,7 @@ struct fsh_qp_t {
     fsh_u64* bf;           // the NIC's doorbell register (`gpu` handler); 0: the cpu handler's cell
     fsh_u32 slot_lkey;     // the key of `results` (fetched values)
     fsh_u32 pad;
+    volatile fsh_u64* holds; // per result slot: nonzero while a fetch's owner has not read it (GPU memory)
 };
 
 // The send queue of PE `pe`, or 0 for a mapped peer.
@@ -82,7 +83,7 @@ __device__ __noinline__ void fsh__qp_poll(fsh_qp_t* q, int pe) {
 
 // Rings the doorbell up to `end` unless a later one already did (the index only grows).
 __device__ __noinline__ void fsh__qp_ring(fsh_qp_t* q, fsh_u64 end) {
-    while (fsh__atom_cas(&q->post_lock, 0u, 1u) != 0u) {}
+    while (fsh__atom_cas(&q->post_lock, 0u, 1u) != 0u) fsh__spin();
     fsh__fence_gpu();
     if (end > q->rung) {
         q->rung = end;
@@ -110,6 +111,7 @@ __device__ __forceinline__ void fsh__qp_wait(fsh_qp_t* q, int pe, fsh_u64 end) {
         fsh_u64 ready = *(volatile fsh_u64*)&q->ready;
         if (ready > q->rung) fsh__qp_ring(q, ready);
         fsh__qp_poll(q, pe);
+        fsh__spin();
     }
     fsh__fence_sys(); // what the completed WQEs wrote (fetched values) after their CQEs
 }
@@ -126,9 +128,28 @@ __device__ __forceinline__ fsh_u64 fsh__qp_submit(fsh_qp_t* q, fsh_u64 at, fsh_u
     fsh_u64 end = at + nbb;
     q->ends[at & (q->nwqes - 1)] = end;
     fsh__fence_sys(); // the WQE's bytes and its end before the index that announces them
-    while (fsh__atom_cas(&q->ready, at, end) != at) {}
+    while (fsh__atom_cas(&q->ready, at, end) != at) fsh__spin();
     if (*(volatile fsh_u64*)&q->resv == end) fsh__qp_ring(q, end);
     return end;
+}
+
+// The result slot of the WQE reserved at `at` (a read's or an atomic's local segment). A
+// slot comes round again after a lap of the ring, possibly before the previous lap's fetch
+// was read by its thread (its completion is what freed the ring space): whoever writes into
+// the slot waits until that read is done, and a fetch (`hold`) marks the slot until its own.
+__device__ __forceinline__ fsh_u64* fsh__qp_slot(fsh_qp_t* q, fsh_u64 at, bool hold) {
+    volatile fsh_u64* h = q->holds + (at & (q->nwqes - 1));
+    while (*h != 0) fsh__spin();
+    if (hold) *h = at + 1;
+    return q->results + (at & (q->nwqes - 1));
+}
+
+// Reads a fetch's value from its slot and lets the slot go.
+__device__ __forceinline__ fsh_u64 fsh__qp_take(fsh_qp_t* q, fsh_u64 at, fsh_u64* slot) {
+    fsh_u64 v = *(volatile fsh_u64*)slot;
+    fsh__fence_gpu();
+    q->holds[at & (q->nwqes - 1)] = 0;
+    return v;
 }
 
 // An RDMA write of `bytes` from `src` (inline when small), or a read into `dst`. A queue in
@@ -159,12 +180,12 @@ __device__ __noinline__ fsh_u64 fsh__net_g(int pe, const void* remote, fsh_u32 b
     fsh_qp_t* q = fsh__qp(pe);
     if (q->error) return 0;
     fsh_u64 at = fsh__qp_reserve(q, pe, 1);
-    fsh_u64* slot = q->results + (at & (q->nwqes - 1));
+    fsh_u64* slot = fsh__qp_slot(q, at, true);
     *(volatile fsh_u64*)slot = 0;
     fsh_ibgda_wqe_rdma(q->sq, q->nwqes - 1, (fsh_u32)at, q->qpn, FSH_IBGDA_CQ_UPDATE, FSH_IBGDA_OP_RDMA_READ, 0,
                        (fsh_u64)slot, q->slot_lkey, fsh__raddr(q, remote), q->rkey, bytes);
     fsh__qp_wait(q, pe, fsh__qp_submit(q, at, 1));
-    return *(volatile fsh_u64*)slot;
+    return fsh__qp_take(q, at, slot);
 }
 
 // WQEBBs of an atomic of `family`: an 8-byte masked compare-and-swap (set, swap, and, or)
@@ -187,13 +208,13 @@ __device__ __noinline__ fsh_u64 fsh__net_amo(int pe, const void* remote, fsh_u32
     if (q->error) return 0;
     fsh_u32 nbb = fsh__amo_wqebbs(family, width);
     fsh_u64 at = fsh__qp_reserve(q, pe, nbb);
-    fsh_u64* slot = q->results + (at & (q->nwqes - 1));
+    fsh_u64* slot = fsh__qp_slot(q, at, fetch);
     fsh_ibgda_wqe_amo(q->sq, q->nwqes - 1, (fsh_u32)at, q->qpn, FSH_IBGDA_CQ_UPDATE, family, width, value, compare,
                       fsh__raddr(q, remote), q->rkey, (fsh_u64)slot, q->slot_lkey);
     fsh_u64 end = fsh__qp_submit(q, at, nbb);
     if (!fetch) return 0;
     fsh__qp_wait(q, pe, end);
-    fsh_u64 old = *(volatile fsh_u64*)slot;
+    fsh_u64 old = fsh__qp_take(q, at, slot);
     return width == 4 ? old & 0xffffffffull : old;
 }
 

@@ -147,7 +147,9 @@ impl NicQueues {
         let ctx = parts.ctx;
         let heap_mr = register(ctx, &nic, parts.heap_base, parts.heap_size)?;
         let n_remote = parts.remote.iter().filter(|r| **r).count();
-        let slots = NicMemory::new(ctx, (n_remote * 2 * NWQES * 8).max(8))?;
+        // Per queue: result slots, WQE ends, holds (which must start at zero).
+        let slots = NicMemory::new(ctx, (n_remote * 3 * NWQES * 8).max(8))?;
+        driver::fill(ctx, slots.base, 0, n_remote * 3 * NWQES * 8)?;
         let slots_mr = register(ctx, &nic, slots.base, slots.bytes)?;
         let mut queues = Vec::with_capacity(n_remote);
         for pe in (0..parts.remote.len()).filter(|pe| parts.remote[*pe]) {
@@ -245,7 +247,7 @@ impl NicQueues {
         let mut descs = vec![QpDesc::default(); n];
         for (k, ((pe, q), peer)) in queues.iter().zip(peers).enumerate() {
             let base = q.memory.base;
-            let results = slots.base + (k * 2 * NWQES * 8) as u64;
+            let results = slots.base + (k * 3 * NWQES * 8) as u64;
             descs[*pe] = QpDesc {
                 sq: base + l.sq_at() as u64,
                 cq: base + l.cq_at() as u64,
@@ -254,6 +256,7 @@ impl NicQueues {
                 prod: base + l.prod_at() as u64,
                 results,
                 ends: results + (NWQES * 8) as u64,
+                holds: results + (2 * NWQES * 8) as u64,
                 rbase: peer.base,
                 nwqes: NWQES as u32,
                 ncqes: NCQES as u32,

@@ -50,6 +50,8 @@ pub(crate) struct QpDesc {
     /// The key of the result slots (the `gpu` handler registers them apart from the heap).
     pub(crate) slot_lkey: u32,
     pub(crate) pad: u32,
+    /// Per result slot: nonzero while a fetch's thread has not read it (zeroed at set-up).
+    pub(crate) holds: u64,
 }
 
 /// Pinned host memory as a queue's words.
@@ -81,7 +83,9 @@ impl Queues {
         let layout = QueueLayout::new(NWQES, NCQES)
             .map_err(|e| Error::Config(format!("the network path's queue layout: {e}")))?;
         let n_remote = remote.iter().filter(|r| **r).count();
-        let slots = DeviceAlloc::new(ctx, (n_remote * 2 * NWQES * 8).max(8))?;
+        // Per queue: result slots, WQE ends, holds (which must start at zero).
+        let slots = DeviceAlloc::new(ctx, (n_remote * 3 * NWQES * 8).max(8))?;
+        driver::fill(ctx, slots.addr(), 0, n_remote * 3 * NWQES * 8)?;
         let mut descs = vec![QpDesc::default(); remote.len()];
         let mut consumers = Vec::with_capacity(n_remote);
         for (k, pe) in (0..remote.len()).filter(|pe| remote[*pe]).enumerate() {
@@ -91,7 +95,7 @@ impl Queues {
             let memory = QueueMemory::new(layout, qpn, Arc::new(PinnedWords(pinned)))
                 .map_err(|e| Error::Config(format!("the send queue to PE {pe}: {e}")))?;
             let control = base + (layout.control_at() * 8) as u64;
-            let results = slots.addr() + (k * 2 * NWQES * 8) as u64;
+            let results = slots.addr() + (k * 3 * NWQES * 8) as u64;
             let peer = peers.get(pe).ok_or(Error::PeOutOfRange {
                 pe,
                 n_pes: peers.len(),
@@ -104,6 +108,7 @@ impl Queues {
                 prod: control + 16,
                 results,
                 ends: results + (NWQES * 8) as u64,
+                holds: results + (2 * NWQES * 8) as u64,
                 rbase: peer.base,
                 nwqes: NWQES as u32,
                 ncqes: NCQES as u32,
@@ -148,5 +153,6 @@ mod tests {
         assert_eq!(std::mem::offset_of!(QpDesc, rung), 128);
         assert_eq!(std::mem::offset_of!(QpDesc, bf), 136);
         assert_eq!(std::mem::offset_of!(QpDesc, slot_lkey), 144);
+        assert_eq!(std::mem::offset_of!(QpDesc, holds), 152);
     }
 }
