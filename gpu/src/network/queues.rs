@@ -142,10 +142,10 @@ mod tests {
 
     #[test]
     fn the_descriptor_is_laid_out_as_the_device_library_declares_it() {
-        // network.cuh: seven pointers, rbase, eight u32, five u64, bf, two u32.
+        // network.cuh: seven pointers, rbase, eight u32, five u64, bf, two u32, holds.
         assert_eq!(
             std::mem::size_of::<QpDesc>(),
-            7 * 8 + 8 + 8 * 4 + 5 * 8 + 8 + 2 * 4
+            7 * 8 + 8 + 8 * 4 + 5 * 8 + 8 + 2 * 4 + 8
         );
         assert_eq!(std::mem::offset_of!(QpDesc, nwqes), 64);
         assert_eq!(std::mem::offset_of!(QpDesc, poll_lock), 84);
