@@ -75,6 +75,7 @@ extern "C" __global__ void pingpong(fsh_u64* data, fsh_u64* sig, int iters, int 
             fsh_signal_wait_until(sig, FSH_CMP_GE, i);
             fsh_putmem_signal_nbi(data, data + 1, 8, sig, i, FSH_SIGNAL_SET, peer);
         }
+        *(volatile fsh_u64*)(data + 2) = i;
     }
     fsh_quiet();
 }
@@ -136,6 +137,35 @@ fn figure(pe: &GpuPe, name: &str, value: f64, unit: &str) {
 fn process_seconds() -> f64 {
     static FIRST: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
     FIRST.get_or_init(Instant::now).elapsed().as_secs_f64()
+}
+
+/// The error of a ping-pong round that did not end in `bound`, after printing the last
+/// iteration the kernel reached and the signal word it waits on (read while it still runs).
+async fn stalled_pingpong(
+    g: &GpuPe,
+    data: &ferroshmem::gpu::GpuBuffer<u64>,
+    sig: &ferroshmem::gpu::GpuBuffer<u64>,
+    round: usize,
+    bound: std::time::Duration,
+) -> Error {
+    let me = g.my_pe();
+    let read = async {
+        let mut reached = HostBuffer::<u64>::new(g.context(), 1)?;
+        let mut signal = HostBuffer::<u64>::new(g.context(), 1)?;
+        g.get(&mut reached, data.slice(2..3), me).await?;
+        g.get(&mut signal, sig.slice(0..1), me).await?;
+        Ok::<_, Error>((reached.as_slice()[0], signal.as_slice()[0]))
+    };
+    match tokio::time::timeout(std::time::Duration::from_secs(5), read).await {
+        Ok(Ok((reached, signal))) => eprintln!(
+            "# PE {me}: ping-pong round {round} stalled: iteration {reached} reached, signal {signal}"
+        ),
+        other => eprintln!("# PE {me}: ping-pong round {round} stalled, progress unreadable: {other:?}"),
+    }
+    Error::Timeout {
+        operation: "the put-signal ping-pong",
+        after: bound,
+    }
 }
 
 fn event(g: &GpuPe) -> Result<CudaEvent> {
@@ -291,7 +321,11 @@ async fn device_figures(
             // SAFETY: pingpong takes (u64* data, u64* sig, iters, peer, first, base), symmetric.
             unsafe { m.launch("pingpong", dims1(), stream, &args)? };
             b.record(stream).map_err(|e| Error::cuda(e.to_string()))?;
-            let t = elapsed_ms(g, stream, &a, &b).await?;
+            let bound = std::time::Duration::from_secs(60);
+            let t = match tokio::time::timeout(bound, elapsed_ms(g, stream, &a, &b)).await {
+                Ok(t) => t?,
+                Err(_) => return Err(stalled_pingpong(g, &data, &sig, round, bound).await),
+            };
             if round == 1 {
                 ms = t;
             }
