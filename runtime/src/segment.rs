@@ -97,14 +97,19 @@ impl Segment {
         map.write(PID_OFFSET, &std::process::id().to_ne_bytes());
         map.atomic::<AtomicU64>(MAGIC_OFFSET)
             .store(MAGIC, Ordering::Release);
-        Ok(Segment {
+        Ok(Segment::mapped(fd, map, heap_size))
+    }
+
+    /// A segment over `map` of `fd`, with no doorbell yet and no write counters.
+    fn mapped(fd: OwnedFd, map: SharedMapping, heap_size: usize) -> Segment {
+        Segment {
             fd,
             map,
             heap_size,
             bell: OnceLock::new(),
             dozing: AtomicBool::new(true),
             counters: WriteCounters::default(),
-        })
+        }
     }
 
     /// Maps a peer's segment from the descriptor it sent, checking its size and header.
@@ -127,14 +132,7 @@ impl Segment {
                 "peer segment does not carry ferroshmem's header".into(),
             ));
         }
-        Ok(Segment {
-            fd,
-            map,
-            heap_size,
-            bell: OnceLock::new(),
-            dozing: AtomicBool::new(true),
-            counters: WriteCounters::default(),
-        })
+        Ok(Segment::mapped(fd, map, heap_size))
     }
 
     /// The memfd, to send to peers.

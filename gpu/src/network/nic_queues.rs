@@ -12,7 +12,7 @@ use std::sync::Arc;
 use cudarc::driver::CudaContext;
 use ferroshmem_runtime::{Error, Exchange, Result};
 
-use super::queues::{QpDesc, NCQES, NWQES};
+use super::queues::{slot_arrays, QpDesc, NCQES, NWQES, SLOT_BYTES};
 use crate::devx::handles::{self, Announce};
 use crate::devx::setup::{self, Nic, NicLayout, NicQueue, NIC_ALIGN};
 use crate::driver::{self, DeviceAlloc, IoMapping};
@@ -148,8 +148,8 @@ impl NicQueues {
         let heap_mr = register(ctx, &nic, parts.heap_base, parts.heap_size)?;
         let n_remote = parts.remote.iter().filter(|r| **r).count();
         // Per queue: result slots, WQE ends, holds (which must start at zero).
-        let slots = NicMemory::new(ctx, (n_remote * 3 * NWQES * 8).max(8))?;
-        driver::fill(ctx, slots.base, 0, n_remote * 3 * NWQES * 8)?;
+        let slots = NicMemory::new(ctx, (n_remote * SLOT_BYTES).max(8))?;
+        driver::fill(ctx, slots.base, 0, n_remote * SLOT_BYTES)?;
         let slots_mr = register(ctx, &nic, slots.base, slots.bytes)?;
         let mut queues = Vec::with_capacity(n_remote);
         for pe in (0..parts.remote.len()).filter(|pe| parts.remote[*pe]) {
@@ -247,7 +247,7 @@ impl NicQueues {
         let mut descs = vec![QpDesc::default(); n];
         for (k, ((pe, q), peer)) in queues.iter().zip(peers).enumerate() {
             let base = q.memory.base;
-            let results = slots.base + (k * 3 * NWQES * 8) as u64;
+            let (results, ends, holds) = slot_arrays(slots.base, k);
             descs[*pe] = QpDesc {
                 sq: base + l.sq_at() as u64,
                 cq: base + l.cq_at() as u64,
@@ -255,8 +255,8 @@ impl NicQueues {
                 cq_dbr: base + l.cq_dbr_at() as u64,
                 prod: base + l.prod_at() as u64,
                 results,
-                ends: results + (NWQES * 8) as u64,
-                holds: results + (2 * NWQES * 8) as u64,
+                ends,
+                holds,
                 rbase: peer.base,
                 nwqes: NWQES as u32,
                 ncqes: NCQES as u32,

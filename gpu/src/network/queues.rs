@@ -20,6 +20,18 @@ pub(crate) const NWQES: usize = 1024;
 /// CQEs per completion queue (twice the WQEBBs: room to spare).
 pub(crate) const NCQES: usize = 2 * NWQES;
 
+/// Bytes of GPU memory each queue's slot arrays take: result slots, WQE ends and holds, one
+/// word per WQEBB each (`fsh_qp_t.results`, `.ends`, `.holds`).
+pub(crate) const SLOT_BYTES: usize = 3 * NWQES * 8;
+
+/// The addresses of queue `k`'s slot arrays in memory of `SLOT_BYTES` per queue at `base`:
+/// (results, ends, holds).
+pub(crate) fn slot_arrays(base: u64, k: usize) -> (u64, u64, u64) {
+    let results = base + (k * SLOT_BYTES) as u64;
+    let word_array = (NWQES * 8) as u64;
+    (results, results + word_array, results + 2 * word_array)
+}
+
 /// `fsh_qp_t` of `network.cuh`, field for field (the `gpu` handler fills it too).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, Pod, Zeroable)]
@@ -84,8 +96,8 @@ impl Queues {
             .map_err(|e| Error::Config(format!("the network path's queue layout: {e}")))?;
         let n_remote = remote.iter().filter(|r| **r).count();
         // Per queue: result slots, WQE ends, holds (which must start at zero).
-        let slots = DeviceAlloc::new(ctx, (n_remote * 3 * NWQES * 8).max(8))?;
-        driver::fill(ctx, slots.addr(), 0, n_remote * 3 * NWQES * 8)?;
+        let slots = DeviceAlloc::new(ctx, (n_remote * SLOT_BYTES).max(8))?;
+        driver::fill(ctx, slots.addr(), 0, n_remote * SLOT_BYTES)?;
         let mut descs = vec![QpDesc::default(); remote.len()];
         let mut consumers = Vec::with_capacity(n_remote);
         for (k, pe) in (0..remote.len()).filter(|pe| remote[*pe]).enumerate() {
@@ -95,7 +107,7 @@ impl Queues {
             let memory = QueueMemory::new(layout, qpn, Arc::new(PinnedWords(pinned)))
                 .map_err(|e| Error::Config(format!("the send queue to PE {pe}: {e}")))?;
             let control = base + (layout.control_at() * 8) as u64;
-            let results = slots.addr() + (k * 3 * NWQES * 8) as u64;
+            let (results, ends, holds) = slot_arrays(slots.addr(), k);
             let peer = peers.get(pe).ok_or(Error::PeOutOfRange {
                 pe,
                 n_pes: peers.len(),
@@ -107,8 +119,8 @@ impl Queues {
                 cq_dbr: control + 8,
                 prod: control + 16,
                 results,
-                ends: results + (NWQES * 8) as u64,
-                holds: results + (2 * NWQES * 8) as u64,
+                ends,
+                holds,
                 rbase: peer.base,
                 nwqes: NWQES as u32,
                 ncqes: NCQES as u32,
