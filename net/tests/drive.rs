@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use ferroshmem_net::{Fabric, FabricOptions, Library, Operation, Registered};
+use ferroshmem_net::{Fabric, FabricOptions, Library, Operation, Peer, Registered};
 use ferroshmem_runtime::route::Drive;
 use ferroshmem_runtime::segment::HEADER_SIZE;
 use ferroshmem_runtime::Segment;
@@ -54,6 +54,16 @@ fn side(rank: usize) -> Side {
     }
 }
 
+/// Two sides, side 0 connected to side 1.
+fn connected() -> (Side, Side, Vec<Peer>) {
+    let (a, b) = (side(0), side(1));
+    let peers = a
+        .fabric
+        .connect(&[b.fabric.name().expect("name")])
+        .expect("connect");
+    (a, b, peers)
+}
+
 fn available() -> bool {
     match Library::load() {
         Ok(_) => true,
@@ -92,11 +102,7 @@ async fn a_driving_task_hands_on_peers_data_itself() {
     if !available() {
         return;
     }
-    let (a, b) = (side(0), side(1));
-    let peers = a
-        .fabric
-        .connect(&[b.fabric.name().expect("name")])
-        .expect("connect");
+    let (a, b, peers) = connected();
     let mut driver = b
         .fabric
         .drive()
@@ -134,11 +140,7 @@ async fn a_driver_with_nothing_arriving_sleeps() {
     if !available() {
         return;
     }
-    let (a, b) = (side(0), side(1));
-    let peers = a
-        .fabric
-        .connect(&[b.fabric.name().expect("name")])
-        .expect("connect");
+    let (a, b, peers) = connected();
     let mut driver = b.fabric.drive().expect("the drive");
     // One arrival first, so that the wait object has fired and been read.
     let write = a.fabric.start(
@@ -184,11 +186,7 @@ async fn a_task_of_another_runtime_drives_too() {
     if !available() {
         return;
     }
-    let (a, b) = (side(0), side(1));
-    let peers = a
-        .fabric
-        .connect(&[b.fabric.name().expect("name")])
-        .expect("connect");
+    let (a, b, peers) = connected();
     drop(
         b.fabric
             .drive()
