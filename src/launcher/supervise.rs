@@ -119,6 +119,22 @@ impl Job {
     }
 }
 
+/// How long a first failed exit waits for the root to tell of a PE it lost: survivors may
+/// learn of a killed peer from their own connections and exit before the root has read the
+/// killed PE's closed connection.
+const LOSS_SETTLE: Duration = Duration::from_millis(50);
+
+/// The first PE the root lost, as `exit` is handled: for the first failed exit of a running
+/// job, once the root had [`LOSS_SETTLE`] to learn of a loss.
+async fn first_lost_by(job: &Job, exit: &Exit, root: &Root) -> Option<usize> {
+    let known = root.first_lost();
+    if known.is_some() || exit.status.success() || job.phase != Phase::Running {
+        return known;
+    }
+    tokio::time::sleep(LOSS_SETTLE).await;
+    root.first_lost()
+}
+
 /// Watches the job until every PE process has exited and returns how it ended.
 pub(crate) async fn supervise(
     pids: Vec<Pid>,
@@ -141,7 +157,10 @@ pub(crate) async fn supervise(
         };
         tokio::select! {
             exit = exits.recv() => match exit {
-                Some(exit) => job.exited(exit, root.first_lost()),
+                Some(exit) => {
+                    let first_lost = first_lost_by(&job, &exit, root).await;
+                    job.exited(exit, first_lost);
+                }
                 None => break,
             },
             signal = interrupts.recv() => job.interrupted(signal),
