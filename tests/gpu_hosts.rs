@@ -60,6 +60,7 @@ fn hosts_job(test: &str, hosts: &str, n: usize) {
             "network_pingpong",
             "host_ops",
             "device_functions",
+            "networkless_module_refused",
         ],
     );
 }

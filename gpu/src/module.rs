@@ -117,8 +117,8 @@ impl GpuPe {
     pub fn compile(&self, source: &str, options: &CompileOptions) -> Result<GpuModule> {
         let debug = options.debug.unwrap_or(self.device_debug());
         let full = format!(
-            "#define FSH_DEBUG {}\n{DEVICE_HEADER}\n#line 1 \"kernel.cu\"\n{source}\n",
-            i32::from(debug)
+            "{}{DEVICE_HEADER}\n#line 1 \"kernel.cu\"\n{source}\n",
+            library_defines(debug, self.spans_nodes())
         );
         let ptx = nvrtc(&full, self.device().compute_capability(), &options.options)?;
         self.load_ptx(&ptx)
@@ -128,6 +128,7 @@ impl GpuPe {
     /// of the same GPU model) and writes this PE's device state into it.
     pub fn load_ptx(&self, ptx: &str) -> Result<GpuModule> {
         let module = Module::load(self.context(), ptx)?;
+        self.check_network_path(&module)?;
         let (at, bytes) = module.global("fsh_state")?;
         let state = self.device_state();
         if bytes != std::mem::size_of::<DeviceState>() {
@@ -144,6 +145,36 @@ impl GpuPe {
             ctx: self.context().clone(),
         })
     }
+
+    /// Refuses a module compiled without the network path (on a PE of a job on one node) on
+    /// this PE, if its job spans nodes: its device functions would treat every peer as mapped.
+    fn check_network_path(&self, module: &Module) -> Result<()> {
+        if !self.spans_nodes() {
+            return Ok(());
+        }
+        let compiled_in = match module.global("fsh_network_path") {
+            Ok((at, 4)) => {
+                let mut word = [0u8; 4];
+                driver::copy_to_host(&mut word, at)?;
+                i32::from_le_bytes(word) != 0
+            }
+            _ => false,
+        };
+        match compiled_in {
+            true => Ok(()),
+            false => Err(Error::Gpu(GpuError::NoNetworkPath { pe: self.my_pe() })),
+        }
+    }
+}
+
+/// The device library's configuration lines, ahead of its source: its debug checks, and
+/// whether the network path is compiled in (only where the job spans nodes).
+fn library_defines(debug: bool, network: bool) -> String {
+    format!(
+        "#define FSH_DEBUG {}\n#define FSH_NETWORK {}\n",
+        i32::from(debug),
+        i32::from(network)
+    )
 }
 
 impl GpuModule {
@@ -309,44 +340,52 @@ pub(crate) struct InternalKernels {
 /// while compiling, so that a caller arriving during a compile waits for it.
 type InternalPtx = Arc<Mutex<Option<String>>>;
 
-fn internal_ptx_slot(cc: (i32, i32)) -> InternalPtx {
-    static SLOTS: std::sync::OnceLock<Mutex<HashMap<(i32, i32), InternalPtx>>> =
+/// What the internal kernels' PTX is compiled for: a compute capability, and whether the
+/// network path is in it.
+type InternalTarget = ((i32, i32), bool);
+
+fn internal_ptx_slot(cc: (i32, i32), network: bool) -> InternalPtx {
+    static SLOTS: std::sync::OnceLock<Mutex<HashMap<InternalTarget, InternalPtx>>> =
         std::sync::OnceLock::new();
     SLOTS
         .get_or_init(Default::default)
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .entry(cc)
+        .entry((cc, network))
         .or_default()
         .clone()
 }
 
-/// The internal kernels' PTX for compute capability `cc`, compiled now if no earlier call
-/// compiled it.
-fn internal_ptx(cc: (i32, i32)) -> Result<String> {
-    let slot = internal_ptx_slot(cc);
+/// The internal kernels' PTX for compute capability `cc`, with the network path or without,
+/// compiled now if no earlier call compiled it.
+fn internal_ptx(cc: (i32, i32), network: bool) -> Result<String> {
+    let slot = internal_ptx_slot(cc, network);
     let mut ptx = slot
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     if let Some(done) = ptx.as_ref() {
         return Ok(done.clone());
     }
-    let full = format!("#define FSH_DEBUG 0\n{DEVICE_HEADER}\n{INTERNAL_SOURCE}\n");
+    let full = format!(
+        "{}{DEVICE_HEADER}\n{INTERNAL_SOURCE}\n",
+        library_defines(false, network)
+    );
     let compiled = nvrtc(&full, cc, &[])?;
     *ptx = Some(compiled.clone());
     Ok(compiled)
 }
 
 impl InternalKernels {
-    /// Starts compiling the internal kernels for compute capability `cc` on a thread of its
-    /// own (NVRTC only: no driver call, so it cannot disturb a stream capture of the
-    /// caller's), so that the first on-stream operation finds them compiled instead of
-    /// compiling on an async worker. A failure here is left for that first use to report.
-    pub fn precompile(cc: (i32, i32)) {
+    /// Starts compiling the internal kernels for compute capability `cc` (with the network
+    /// path where `network`) on a thread of its own (NVRTC only: no driver call, so it cannot
+    /// disturb a stream capture of the caller's), so that the first on-stream operation finds
+    /// them compiled instead of compiling on an async worker. A failure here is left for that
+    /// first use to report.
+    pub fn precompile(cc: (i32, i32), network: bool) {
         let started = std::thread::Builder::new()
             .name("fsh-gpu-nvrtc".into())
             .spawn(move || {
-                if let Err(e) = internal_ptx(cc) {
+                if let Err(e) = internal_ptx(cc, network) {
                     tracing::debug!("compiling the internal GPU kernels ahead failed: {e}");
                 }
             });
@@ -357,7 +396,7 @@ impl InternalKernels {
 
     /// Loads the internal kernels into `pe`'s context (compiling them first if no one has).
     pub fn load(pe: &GpuPe) -> Result<Self> {
-        let ptx = internal_ptx(pe.device().compute_capability())?;
+        let ptx = internal_ptx(pe.device().compute_capability(), pe.spans_nodes())?;
         Ok(InternalKernels {
             module: pe.load_ptx(&ptx)?,
         })

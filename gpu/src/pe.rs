@@ -382,7 +382,10 @@ impl GpuPe {
             granularity = gran,
             "GPU PE ready"
         );
-        InternalKernels::precompile(inner.device.compute_capability());
+        InternalKernels::precompile(
+            inner.device.compute_capability(),
+            inner.remote.iter().any(|&r| r),
+        );
         let pe = GpuPe {
             inner: Arc::new(inner),
         };
@@ -551,6 +554,13 @@ impl GpuPe {
             });
         }
         Ok(())
+    }
+
+    /// Whether this PE's job spans nodes (some PE is reached through the network path):
+    /// modules are then compiled with the network path, and modules compiled without it are
+    /// refused.
+    pub fn spans_nodes(&self) -> bool {
+        self.inner.remote.iter().any(|&r| r)
     }
 
     /// Whether PE `pe` lives on another node: its GPU heap is not mapped here and is reached

@@ -179,6 +179,14 @@ pub enum GpuError {
     /// reported a bad call: the operation, PE, address, block and thread.
     #[error("device check failed: {0}")]
     DeviceCheck(String),
+    /// A module compiled without the device library's network path (by a PE of a job on one
+    /// node) was loaded on a PE whose job spans nodes, where its device functions would take
+    /// every peer for a mapped one.
+    #[error("PE {pe}: the module was compiled without the network path, which this job (spanning nodes) needs: compile it with GpuPe::compile on a PE of this job")]
+    NoNetworkPath {
+        /// The PE that refused it.
+        pe: usize,
+    },
 }
 
 impl GpuError {
@@ -190,6 +198,7 @@ impl GpuError {
             GpuError::Compile { .. } => "compile",
             GpuError::Unreachable { .. } => "gpu_unreachable",
             GpuError::DeviceCheck(_) => "device_check",
+            GpuError::NoNetworkPath { .. } => "no_network_path",
         }
     }
 }

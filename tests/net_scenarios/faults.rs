@@ -138,3 +138,48 @@ extern "C" __global__ void bad_key(unsigned long long at, int pe) {
     pe.barrier_all().await?;
     Ok(())
 }
+
+/// A module compiled without the network path (as `GpuPe::compile` compiles on a PE of a job
+/// on one node) is refused on a PE of this job, which spans nodes, with a typed error; the
+/// same source compiled here loads, and its `fsh_ptr` of the remote peer is null.
+pub async fn networkless_module_refused(
+    _pe: ferroshmem::Pe,
+    g: ferroshmem::gpu::GpuPe,
+) -> ferroshmem::Result<()> {
+    use ferroshmem::gpu::cudarc::nvrtc;
+    use ferroshmem::gpu::{CompileOptions, LaunchDims, DEVICE_HEADER};
+    use ferroshmem::{Error, GpuError};
+    const KERNEL: &str = r#"
+extern "C" __global__ void remote_ptr(unsigned long long p, int pe, unsigned long long* out) { *out = (unsigned long long)fsh_ptr((void*)p, pe); }
+"#;
+    let me = g.my_pe();
+    let fail = |what: String| Error::Config(format!("PE {me}: {what}"));
+    let source = format!("#define FSH_NETWORK 0\n{DEVICE_HEADER}\n{KERNEL}");
+    let ptx = nvrtc::compile_ptx(source).map_err(|e| fail(format!("NVRTC: {e}")))?;
+    match g.load_ptx(&ptx.to_src()) {
+        Err(Error::Gpu(GpuError::NoNetworkPath { pe })) if pe == me => {}
+        Err(e) => return Err(fail(format!("a networkless module: {e}"))),
+        Ok(_) => return Err(fail("a networkless module was loaded".into())),
+    }
+    let module = g.compile(KERNEL, &CompileOptions::default())?;
+    let remote = (0..g.n_pes())
+        .find(|&p| g.is_remote(p))
+        .ok_or_else(|| fail("no PE on another node".into()))?;
+    // Word 0 is the address asked about, word 1 takes the answer (set to non-null first).
+    let words = g.calloc::<u64>(2).await?;
+    let at = g.local_ptr(&words)?;
+    g.p(words.at(1), u64::MAX, me).await?;
+    let stream = g.new_stream()?;
+    let args = [at.into(), (remote as i32).into(), (at + 8).into()];
+    // SAFETY: remote_ptr takes (u64 symmetric address, int pe, u64* out); `words` holds both
+    // and lives until the stream is waited for.
+    unsafe { module.launch("remote_ptr", LaunchDims::linear(1, 1), &stream, &args)? };
+    g.wait_stream(&stream).await?;
+    let got = g.g(words.at(1), me).await?;
+    if got != 0 {
+        return Err(fail(format!(
+            "fsh_ptr of remote PE {remote} is {got:#x}, not null"
+        )));
+    }
+    g.free(words).await.map_err(|(e, _)| e)
+}

@@ -27,6 +27,9 @@ pub fn all() -> Vec<Scenario> {
         ("network_peer_killed", |p, g| {
             Box::pin(faults::network_peer_killed(p, g))
         }),
+        ("networkless_module_refused", |p, g| {
+            Box::pin(faults::networkless_module_refused(p, g))
+        }),
     ]
 }
 

@@ -29,6 +29,16 @@ __constant__ fsh_state_t fsh_state;
 #define FSH_DEBUG 0
 #endif
 
+// Whether the network path (network.cuh) is compiled in. GpuPe::compile sets it to whether
+// the PE's job spans nodes: on one node no device function carries the branch and call of the
+// network path, which cost the mapped path registers (the bandwidth kernels' 32 registers
+// became 74) and about 10 us per launch of 32 x 1024 threads. The host refuses to load a
+// module compiled without it on a PE whose job spans nodes (fsh_network_path says which).
+#ifndef FSH_NETWORK
+#define FSH_NETWORK 1
+#endif
+__constant__ int fsh_network_path = FSH_NETWORK;
+
 enum { FSH_CMP_EQ = 0, FSH_CMP_NE = 1, FSH_CMP_GT = 2, FSH_CMP_LE = 3, FSH_CMP_LT = 4, FSH_CMP_GE = 5 };
 enum { FSH_SIGNAL_SET = 9, FSH_SIGNAL_ADD = 10 };
 enum { FSH_TEAM_WORLD = 0 };
@@ -368,7 +378,7 @@ __device__ __forceinline__ void fsh_fence() { fsh__fence_sys(); }
 // Operations to PEs on other nodes complete when their CQEs come back.
 __device__ __forceinline__ void fsh_quiet() {
     fsh__fence_sc_sys();
-    if (fsh_state.net) fsh__net_quiet();
+    if (FSH_NETWORK && fsh_state.net) fsh__net_quiet();
 }
 
 // ---------------------------------------------------------------- signals

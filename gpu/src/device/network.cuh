@@ -43,9 +43,10 @@ struct fsh_qp_t {
     volatile fsh_u64* holds; // per result slot: nonzero while a fetch's owner has not read it (GPU memory)
 };
 
-// The send queue of PE `pe`, or 0 for a mapped peer.
+// The send queue of PE `pe`, or 0 for a mapped peer (always 0 where the network path is not
+// compiled in: every network branch then folds away).
 __device__ __forceinline__ fsh_qp_t* fsh__qp(int pe) {
-    if (fsh_state.net == 0 || pe < 0 || pe >= fsh_state.n_pes) return 0;
+    if (!FSH_NETWORK || fsh_state.net == 0 || pe < 0 || pe >= fsh_state.n_pes) return 0;
     fsh_qp_t* q = (fsh_qp_t*)fsh_state.net + pe;
     return q->sq ? q : 0;
 }

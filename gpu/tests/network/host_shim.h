@@ -9,6 +9,7 @@
 #define __noinline__ __attribute__((noinline))
 #define FSH_IBGDA_FN static inline
 #define FSH_IBGDA_ACQUIRE() __atomic_thread_fence(__ATOMIC_ACQUIRE)
+#define FSH_NETWORK 1
 
 #include <sched.h>
 
