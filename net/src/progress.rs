@@ -50,6 +50,9 @@ const TAKE_BACK: Duration = Duration::from_millis(20);
 const STRIKES: u32 = 3;
 /// Reads a driver makes in one poll before it lets other tasks run.
 const DRIVE_ROUNDS: usize = 8;
+/// How long one poll of a driver spinning after an arrival reads the queue before it lets
+/// other tasks run.
+const SPIN_SLICE: Duration = Duration::from_micros(4);
 
 /// Room in the provider's queue: operations it refused (queue full, or connection not yet
 /// made) wait here for the next read of the queue instead of retrying on a busy core.
@@ -88,6 +91,9 @@ pub struct Core {
     polls: AtomicU64,
     /// Set while the progress thread sleeps in the queue's wait.
     serving: AtomicBool,
+    /// How long, in nanoseconds, a driving task keeps reading the queue after the last
+    /// arrival before it sleeps until the next (see [`Core::set_spin`]).
+    spin_ns: AtomicU64,
 }
 
 impl Core {
@@ -105,7 +111,17 @@ impl Core {
             holders: AtomicU64::new(1),
             polls: AtomicU64::new(0),
             serving: AtomicBool::new(false),
+            spin_ns: AtomicU64::new(0),
         }
+    }
+
+    /// How long a driving task keeps reading the queue on its own core after the last
+    /// arrival before it sleeps until the next: arrivals that follow each other closely (a
+    /// peer's stream of atomics, each answered before the next comes) are then read without
+    /// a thread wake-up each. Zero (the default): it sleeps at once.
+    pub fn set_spin(&self, spin: Duration) {
+        let ns = u64::try_from(spin.as_nanos()).unwrap_or(u64::MAX);
+        self.spin_ns.store(ns, Ordering::Relaxed);
     }
 
     /// Reads the queue once, waiting up to `timeout_ms` (0: not at all): ends the operations
@@ -144,6 +160,7 @@ impl Core {
             core: self.clone(),
             number,
             watched,
+            last_arrival: None,
         })
     }
 
@@ -188,6 +205,9 @@ pub struct Driver {
     number: u64,
     /// The queue's wait object on the holder's runtime.
     watched: Watched,
+    /// When this holder last read something, while it spins after it (see
+    /// [`Core::set_spin`]).
+    last_arrival: Option<Instant>,
 }
 
 /// A registration of the queue's wait object with one runtime's reactor.
@@ -201,27 +221,39 @@ impl Drive for Driver {
             // Taken back, and held by another task now: woken by what that one hands on.
             return;
         }
-        let core = &self.core;
-        core.polls.fetch_add(1, Ordering::Relaxed);
-        let watched = &self.watched;
-        let mut busy = false;
+        self.core.polls.fetch_add(1, Ordering::Relaxed);
+        if self.spinning() {
+            cx.waker().wake_by_ref();
+            return;
+        }
+        let (core, watched) = (self.core.clone(), self.watched.clone());
+        let (mut arrived, mut busy, mut registered) = (false, false, false);
         for _ in 0..DRIVE_ROUNDS {
             let mut ready = match watched.poll_read_ready(cx) {
                 Poll::Ready(Ok(ready)) => ready,
                 // Pending: `cx` is woken when the wait object fires. An error (the reactor
                 // shut down): the progress thread's ticks serve the queue.
-                _ => return,
+                _ => {
+                    registered = true;
+                    break;
+                }
             };
             busy = core.pass(0) > 0;
+            arrived |= busy;
             if core.endpoint.try_wait() {
                 // Nothing left to read: the next arrival fires the wait object again (the
                 // next round's poll registers `cx` for it).
                 ready.clear_ready();
             }
         }
-        if busy {
-            // Still arriving: come back after the other tasks had a turn.
+        let spinning = arrived && self.start_spin();
+        if busy || spinning {
+            // Still arriving, or spinning for the next arrival: come back after the other
+            // tasks had a turn.
             cx.waker().wake_by_ref();
+            return;
+        }
+        if registered {
             return;
         }
         // The provider says to read on, but reads find nothing: leave it to the next arrival
@@ -243,6 +275,38 @@ impl Drive for Driver {
 }
 
 impl Driver {
+    /// Starts the spin after an arrival (see [`Core::set_spin`]); whether there is one.
+    fn start_spin(&mut self) -> bool {
+        let spin = self.core.spin_ns.load(Ordering::Relaxed);
+        self.last_arrival = (spin > 0).then(Instant::now);
+        self.last_arrival.is_some()
+    }
+
+    /// Within the spin after the last arrival: reads the queue for one slice (a read that
+    /// finds something starts the spin again) and says so. Past it, ends it.
+    fn spinning(&mut self) -> bool {
+        let Some(last) = self.last_arrival else {
+            return false;
+        };
+        let spin = Duration::from_nanos(self.core.spin_ns.load(Ordering::Relaxed));
+        let now = Instant::now();
+        if now >= last + spin {
+            self.last_arrival = None;
+            return false;
+        }
+        let slice_end = now + SPIN_SLICE;
+        while Instant::now() < slice_end {
+            if self.core.pass(0) > 0 {
+                self.last_arrival = Some(Instant::now());
+                return true;
+            }
+            std::hint::spin_loop();
+        }
+        // Let another thread (perhaps a PE this one's peers wait for) have the CPU.
+        std::thread::yield_now();
+        true
+    }
+
     /// Whether this holder has the drive, taking it again if it was taken back and is free.
     fn holds(&self) -> bool {
         let core = &self.core;

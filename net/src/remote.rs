@@ -264,6 +264,10 @@ impl Remote for FabricRemote {
         self.fabric.record_into(traffic);
     }
 
+    fn set_spin(&self, spin: std::time::Duration) {
+        self.fabric.set_spin(spin);
+    }
+
     fn drive(&self) -> Option<Box<dyn Drive>> {
         self.fabric
             .drive()

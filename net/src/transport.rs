@@ -277,6 +277,12 @@ impl Fabric {
         self.core.endpoint.in_flight()
     }
 
+    /// How long a driving task keeps reading the completion queue after the last arrival
+    /// before it sleeps until the next (see [`Core::set_spin`]); zero by default.
+    pub fn set_spin(&self, spin: std::time::Duration) {
+        self.core.set_spin(spin);
+    }
+
     /// The drive of this endpoint's completion queue for the calling task, while it waits
     /// for what the fabric brings (see [`crate::progress`]): `None` off a tokio runtime,
     /// where the provider's queue has no wait object, or while another task drives.

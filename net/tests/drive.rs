@@ -1,6 +1,7 @@
 //! A task that waits for what the fabric brings drives the completion queue itself: peers'
-//! data is handed on by the waiting task's own thread, not by the progress thread, and a
-//! driver with nothing arriving sleeps instead of spinning. Over `tcp;ofi_rxm` on loopback;
+//! data is handed on by the waiting task's own thread, not by the progress thread, a driver
+//! with nothing arriving sleeps instead of spinning, and one given a spin reads on for that
+//! long after an arrival, then sleeps. Over `tcp;ofi_rxm` on loopback;
 //! skipped, saying so, where libfabric is not installed.
 
 use std::sync::{Arc, Mutex};
@@ -229,5 +230,90 @@ async fn a_task_of_another_runtime_drives_too() {
     assert!(
         by_driver * 2 > handed.len(),
         "only {by_driver} of the notices were handed on by the second runtime's driver: {handed:?}"
+    );
+}
+
+/// Counts the wakes of the task it wakes.
+#[derive(Default)]
+struct WakeCount(std::sync::atomic::AtomicUsize);
+
+impl std::task::Wake for WakeCount {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl WakeCount {
+    fn count(&self) -> usize {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_driver_reads_on_for_its_spin_after_an_arrival_then_sleeps() {
+    let _alone = ALONE.lock().await;
+    if !available() {
+        return;
+    }
+    let (a, b, peers) = connected();
+    let spin = Duration::from_millis(300);
+    b.fabric.set_spin(spin);
+    let mut driver = b.fabric.drive().expect("the drive");
+    let write = |data| {
+        a.fabric.start(
+            Operation::WriteData(vec![1; 8], data),
+            peers[0],
+            b.registered,
+            HEADER_SIZE as u64,
+        )
+    };
+    let me = std::thread::current().name().unwrap_or("").to_string();
+    let handed = b.handed.clone();
+    // An arrival the driving task reads itself (the progress thread, standing aside, may
+    // read one first now and then).
+    for data in 1.. {
+        let first = write(data);
+        let seen = handed.lock().unwrap().len();
+        drive_until(&mut driver, || handed.lock().unwrap().len() > seen).await;
+        first.await.expect("the write completes");
+        if handed.lock().unwrap().last() == Some(&me) {
+            break;
+        }
+        assert!(data < 50, "the progress thread read every arrival");
+    }
+    let spin_started = Instant::now();
+    // Within the spin, a poll reads on and wakes its own task instead of sleeping.
+    let wakes = Arc::new(WakeCount::default());
+    let waker = std::task::Waker::from(wakes.clone());
+    let mut cx = std::task::Context::from_waker(&waker);
+    driver.poll_drive(&mut cx);
+    assert_eq!(wakes.count(), 1, "a poll within the spin reads on");
+    // A write that lands during the spin is read by the spinning task's own polls.
+    let before = handed.lock().unwrap().len();
+    let second = write(0);
+    while b.handed.lock().unwrap().len() == before {
+        assert!(
+            spin_started.elapsed() < spin,
+            "the second arrival was not read within the spin"
+        );
+        driver.poll_drive(&mut cx);
+    }
+    assert_eq!(
+        b.handed.lock().unwrap().last(),
+        Some(&me),
+        "the spinning task read it"
+    );
+    second.await.expect("the write completes");
+    // Past the spin (which the second arrival started again), a poll sleeps.
+    tokio::time::sleep(spin + Duration::from_millis(50)).await;
+    let before = wakes.count();
+    driver.poll_drive(&mut cx);
+    assert_eq!(
+        wakes.count(),
+        before,
+        "past the spin, a poll leaves the task asleep"
     );
 }

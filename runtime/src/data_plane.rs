@@ -113,7 +113,7 @@ impl DataPlane {
             .map(|t| Remotes::new(t.clone(), metrics.traffic(t.name(), n_pes)));
         let heap_size = own.heap_size();
         let pool = Teams::pool_layout(heap_size, n_pes)?;
-        Ok(DataPlane {
+        let dp = DataPlane {
             my_pe: parts.my_pe,
             heap: parts.heap,
             open_heap: AtomicU64::new(parts.heap.0),
@@ -135,7 +135,11 @@ impl DataPlane {
             barrier_failure: Mutex::new(None),
             metrics,
             traffic,
-        })
+        };
+        if let Some(remotes) = &dp.remotes {
+            remotes.set_spin(crate::wait::completion_spin(&dp));
+        }
+        Ok(dp)
     }
 
     /// This PE's number (`shmem_my_pe`).
@@ -387,7 +391,7 @@ impl DataPlane {
     /// meanwhile (see [`Remotes::driven`]).
     pub(crate) fn awaited(&self, completion: Completion) -> Completion {
         match &self.remotes {
-            Some(r) => r.driven(completion),
+            Some(r) => r.driven(completion, crate::wait::completion_spin(self)),
             None => completion,
         }
     }

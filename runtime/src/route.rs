@@ -23,6 +23,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
 use ferroshmem_observability::Traffic;
 
@@ -105,6 +106,13 @@ pub trait Remote: Send + Sync + std::fmt::Debug {
         let _ = traffic;
     }
 
+    /// How long a task driving the transport's progress keeps reading it after an arrival
+    /// before it sleeps until the next (zero: at once), told once when the data plane is
+    /// built. Ignored by default.
+    fn set_spin(&self, spin: Duration) {
+        let _ = spin;
+    }
+
     /// The drive of the transport's progress for a task that waits for what peers bring
     /// (see [`Drive`]), where the transport lets tasks drive it: then an arrival wakes the
     /// waiting task's own thread, with no hop through a progress thread. `None` by default,
@@ -128,11 +136,43 @@ pub trait Drive: Send + Sync {
 }
 
 /// A completion whose awaiting task drives the transport's progress (see
-/// [`Remotes::driven`]).
+/// [`Remotes::driven`]): for its first `spin` it reads the transport's queue itself, a short
+/// slice per poll, so that an answer that comes soon is seen without a thread wake-up; then
+/// it sleeps until an arrival wakes it.
 struct Driven {
     completion: Completion,
     transport: Arc<dyn Remote>,
     driver: Option<Box<dyn Drive>>,
+    spin: Duration,
+    /// When the spinning ends (set at the first poll).
+    spin_until: Option<Instant>,
+}
+
+/// How long one poll of a spinning [`Driven`] reads the queue before it lets other tasks run.
+const DRIVEN_SLICE: Duration = Duration::from_micros(4);
+
+impl Driven {
+    /// Reads the queue through `driver` for one slice or until the completion is ready.
+    fn spin_slice(
+        completion: &mut Completion,
+        driver: &mut Box<dyn Drive>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Vec<u8>>> {
+        let slice_end = Instant::now() + DRIVEN_SLICE;
+        loop {
+            driver.progress_now();
+            if let Poll::Ready(outcome) = completion.as_mut().poll(cx) {
+                return Poll::Ready(outcome);
+            }
+            if Instant::now() >= slice_end {
+                // Let another thread (perhaps the PE the answer needs) have the CPU.
+                std::thread::yield_now();
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+            std::hint::spin_loop();
+        }
+    }
 }
 
 impl Future for Driven {
@@ -149,6 +189,10 @@ impl Future for Driven {
         let Some(driver) = this.driver.as_mut() else {
             return Poll::Pending;
         };
+        let now = Instant::now();
+        if now < *this.spin_until.get_or_insert(now + this.spin) {
+            return Driven::spin_slice(&mut this.completion, driver, cx);
+        }
         // What the drive reads may end this operation: look again.
         driver.poll_drive(cx);
         this.completion.as_mut().poll(cx)
@@ -257,20 +301,29 @@ impl Remotes {
         }
     }
 
+    /// Tells the transport how long a driving task spins after an arrival (see
+    /// [`Remote::set_spin`]).
+    pub fn set_spin(&self, spin: Duration) {
+        self.transport.set_spin(spin);
+    }
+
     /// The drive of the transport's progress, if it gives it (see [`Remote::drive`]).
     pub fn drive(&self) -> Option<Box<dyn Drive>> {
         self.transport.drive()
     }
 
     /// `completion`, for a task that awaits it: while it is pending, the task drives the
-    /// transport's progress if it can (see [`Remote::drive`]). Completions that are kept
+    /// transport's progress if it can (see [`Remote::drive`]), reading the queue itself for
+    /// the first `spin` before it sleeps until an arrival wakes it. Completions that are kept
     /// (`_nbi`, barrier signals) are not wrapped: a check of them now and then must not hold
     /// the drive.
-    pub fn driven(&self, completion: Completion) -> Completion {
+    pub fn driven(&self, completion: Completion, spin: Duration) -> Completion {
         Box::pin(Driven {
             completion,
             transport: self.transport.clone(),
             driver: None,
+            spin,
+            spin_until: None,
         })
     }
 

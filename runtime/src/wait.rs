@@ -44,6 +44,16 @@ fn spin_slice(node_pes: usize) -> Duration {
     }
 }
 
+/// How long a task awaiting a remote operation's completion reads the transport's queue
+/// itself before it sleeps: the waits' spin time, none where this node's PEs outnumber the
+/// CPUs (the spinning task would keep the CPU from the PE the answer needs).
+pub(crate) fn completion_spin(dp: &DataPlane) -> Duration {
+    match spin_slice(dp.node_pes()).is_zero() {
+        true => Duration::ZERO,
+        false => dp.spin,
+    }
+}
+
 /// A comparison of a waited-on variable with a value (`SHMEM_CMP_*`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Cmp {
