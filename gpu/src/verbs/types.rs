@@ -112,6 +112,10 @@ pub struct IbvPortAttr {
     pub flags: u8,
     /// More capability flags.
     pub port_cap_flags2: u16,
+    /// The extended active speed, appended by newer rdma-core (the GPU machines' headers
+    /// have it, Debian 12's do not): kept so that a library that writes it writes inside
+    /// this structure; zero where the library predates it.
+    pub active_speed_ex: u32,
 }
 
 /// `union ibv_gid`: 16 raw bytes.
