@@ -42,10 +42,38 @@ impl Module {
             unsafe { sys::cuModuleLoadData(&mut module, text.as_ptr().cast::<c_void>()) },
             "cuModuleLoadData",
         )?;
-        Ok(Module {
+        let loaded = Module {
             module,
             ctx: ctx.clone(),
-        })
+        };
+        loaded.load_every_kernel()?;
+        Ok(loaded)
+    }
+
+    /// Loads the code of every kernel of the module now. With CUDA's lazy loading (the
+    /// default) a kernel's first launch loads it, and that load may wait for the whole
+    /// context: for kernels of this PE, or under MPS of other processes, that may be waiting
+    /// for the very kernel being launched (two PEs' kernels exchanging signals). NVIDIA's
+    /// documentation warns of that deadlock; loading here, at set-up, takes the wait out of
+    /// the launch.
+    fn load_every_kernel(&self) -> Result<()> {
+        let mut count = 0u32;
+        check(
+            // SAFETY: live module, valid out-pointer; context bound by the caller.
+            unsafe { sys::cuModuleGetFunctionCount(&mut count, self.module) },
+            "cuModuleGetFunctionCount",
+        )?;
+        let mut functions = vec![std::ptr::null_mut(); count as usize];
+        check(
+            // SAFETY: `functions` has room for `count` handles.
+            unsafe { sys::cuModuleEnumerateFunctions(functions.as_mut_ptr(), count, self.module) },
+            "cuModuleEnumerateFunctions",
+        )?;
+        for function in functions {
+            // SAFETY: a handle the driver just gave for this live module.
+            check(unsafe { sys::cuFuncLoad(function) }, "cuFuncLoad")?;
+        }
+        Ok(())
     }
 
     /// The kernel named `name` (an `extern "C"` name).

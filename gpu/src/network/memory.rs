@@ -39,10 +39,10 @@ impl GpuHeap {
             size,
             old: Mutex::new(Pinned::new(ctx, 8)?),
         };
-        // The atomic kernel runs once now, while none of the PE's kernels does: with lazy
-        // module loading its first launch loads its code, which may wait for the whole
-        // context — and a kernel of the PE waiting for this very atomic would never let
-        // that wait end. A fetch of the heap's first word changes nothing.
+        // The atomic kernel runs once now, while none of the PE's kernels does, so that
+        // whatever a first launch costs (the module's code is loaded with it, see
+        // `driver::Module::load`) is paid before a kernel of the PE can be waiting for this
+        // very atomic. A fetch of the heap's first word changes nothing.
         heap.atomic(base, Width::W8, AmoOp::Fetch)?;
         Ok(heap)
     }
