@@ -205,6 +205,7 @@ impl Shared {
             self.read_own(at + BLOCK, &mut data)?;
             link.request_freed = placed.request_end;
             link.reply_freed = placed.reply_end;
+            tracing::trace!(from = t, seq, ?status, "NIC agent reply taken");
             let _ = placed.done.send(Ok(Reply {
                 status,
                 value,

@@ -168,6 +168,7 @@ impl Shared {
             let payload = &mut scratch[..header.payload()];
             self.read_own(at + BLOCK, payload)?;
             let outcome = self.perform(&header, payload);
+            tracing::trace!(pe = self.me, from = i, seq = header.seq, status = ?outcome.0, "NIC agent request performed");
             cursor.at += blocks;
             cursor.taken += blocks;
             let turns = header.reply_at % self.layout.blocks as u64 == 0;
