@@ -65,6 +65,7 @@ impl HeapMemory for GpuHeap {
     fn write(&self, addr: u64, data: &[u8]) -> Result<()> {
         driver::bind(&self.ctx)?;
         driver::copy_from_host_async(addr, data, self.stream.cu_stream())?;
+        tracing::trace!(addr, len = data.len(), "NIC agent copy queued");
         driver::stream_synchronize(self.stream.cu_stream())
     }
 
@@ -79,6 +80,7 @@ impl HeapMemory for GpuHeap {
             operands,
             &old,
         )?;
+        tracing::trace!(addr, "NIC agent atomic kernel launched");
         driver::stream_synchronize(self.stream.cu_stream())?;
         Ok(old.load_u64(0) & width.mask())
     }

@@ -167,6 +167,12 @@ impl Shared {
             }
             let payload = &mut scratch[..header.payload()];
             self.read_own(at + BLOCK, payload)?;
+            tracing::trace!(
+                pe = self.me,
+                from = i,
+                seq = header.seq,
+                "NIC agent request performing"
+            );
             let outcome = self.perform(&header, payload);
             tracing::trace!(pe = self.me, from = i, seq = header.seq, status = ?outcome.0, "NIC agent request performed");
             cursor.at += blocks;
