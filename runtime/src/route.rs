@@ -400,3 +400,6 @@ impl Remotes {
         (!pending.is_empty()).then(|| all_of(pending))
     }
 }
+
+#[cfg(test)]
+mod tests;
