@@ -247,13 +247,14 @@ impl Drive for Driver {
             }
         }
         let spinning = arrived && self.start_spin();
-        if busy || spinning {
-            // Still arriving, or spinning for the next arrival: come back after the other
+        if spinning || (busy && !registered) {
+            // Spinning for the next arrival, or still arriving: come back after the other
             // tasks had a turn.
             cx.waker().wake_by_ref();
             return;
         }
         if registered {
+            // `cx` is woken when the wait object fires.
             return;
         }
         // The provider says to read on, but reads find nothing: leave it to the next arrival

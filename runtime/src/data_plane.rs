@@ -108,23 +108,25 @@ impl DataPlane {
         }
         let metrics = PeMetrics::new(parts.my_pe, parts.heap.0);
         let traffic = metrics.traffic("shm", n_pes);
+        let node_pes = parts
+            .nodes
+            .iter()
+            .filter(|&&node| Some(&node) == parts.nodes.get(parts.my_pe))
+            .count();
+        let remote_spin = crate::wait::completion_spin(node_pes, parts.spin);
         let remotes = parts
             .remote
-            .map(|t| Remotes::new(t.clone(), metrics.traffic(t.name(), n_pes)));
+            .map(|t| Remotes::new(t.clone(), metrics.traffic(t.name(), n_pes), remote_spin));
         let heap_size = own.heap_size();
         let pool = Teams::pool_layout(heap_size, n_pes)?;
-        let dp = DataPlane {
+        Ok(DataPlane {
             my_pe: parts.my_pe,
             heap: parts.heap,
             open_heap: AtomicU64::new(parts.heap.0),
             area_ends: [pool.user_heap_bytes(), heap_size],
             doorbell: Doorbell::start(parts.my_pe, own.clone())?,
             routes: parts.routes,
-            node_pes: parts
-                .nodes
-                .iter()
-                .filter(|&&node| Some(&node) == parts.nodes.get(parts.my_pe))
-                .count(),
+            node_pes,
             world_nodes: Some(NodeShape::new(&parts.nodes)).filter(NodeShape::layered),
             nodes: parts.nodes.into_boxed_slice(),
             own,
@@ -135,11 +137,7 @@ impl DataPlane {
             barrier_failure: Mutex::new(None),
             metrics,
             traffic,
-        };
-        if let Some(remotes) = &dp.remotes {
-            remotes.set_spin(crate::wait::completion_spin(&dp));
-        }
-        Ok(dp)
+        })
     }
 
     /// This PE's number (`shmem_my_pe`).
@@ -391,7 +389,7 @@ impl DataPlane {
     /// meanwhile (see [`Remotes::driven`]).
     pub(crate) fn awaited(&self, completion: Completion) -> Completion {
         match &self.remotes {
-            Some(r) => r.driven(completion, crate::wait::completion_spin(self)),
+            Some(r) => r.driven(completion),
             None => completion,
         }
     }

@@ -148,9 +148,6 @@ struct Driven {
     spin_until: Option<Instant>,
 }
 
-/// How long one poll of a spinning [`Driven`] reads the queue before it lets other tasks run.
-const DRIVEN_SLICE: Duration = Duration::from_micros(4);
-
 impl Driven {
     /// Reads the queue through `driver` for one slice or until the completion is ready.
     fn spin_slice(
@@ -158,7 +155,7 @@ impl Driven {
         driver: &mut Box<dyn Drive>,
         cx: &mut Context<'_>,
     ) -> Poll<Result<Vec<u8>>> {
-        let slice_end = Instant::now() + DRIVEN_SLICE;
+        let slice_end = Instant::now() + crate::wait::SPIN_SLICE;
         loop {
             driver.progress_now();
             if let Poll::Ready(outcome) = completion.as_mut().poll(cx) {
@@ -266,6 +263,8 @@ fn all_of(pending: Vec<Completion>) -> Completion {
 pub(crate) struct Remotes {
     transport: Arc<dyn Remote>,
     pub traffic: Traffic,
+    /// How long a task awaiting a completion reads the queue before it sleeps.
+    spin: Duration,
     deferred: Mutex<Deferred>,
     /// The world barriers' remote signals: a barrier does not wait for its signals to be
     /// acknowledged (its peers' own signals tell it all it needs), so their completions are
@@ -284,11 +283,16 @@ impl std::fmt::Debug for Remotes {
 }
 
 impl Remotes {
-    pub fn new(transport: Arc<dyn Remote>, traffic: Traffic) -> Remotes {
+    /// The remote side of a data plane over `transport`, counting into `traffic`; a task
+    /// awaiting a completion, or driving the transport after an arrival, reads its queue for
+    /// `spin` before it sleeps (see [`Remotes::driven`], [`Remote::set_spin`]).
+    pub fn new(transport: Arc<dyn Remote>, traffic: Traffic, spin: Duration) -> Remotes {
         transport.record_into(&traffic);
+        transport.set_spin(spin);
         Remotes {
             transport,
             traffic,
+            spin,
             deferred: Mutex::new(Deferred {
                 pending: Vec::new(),
                 prune_at: PRUNE_FIRST,
@@ -301,12 +305,6 @@ impl Remotes {
         }
     }
 
-    /// Tells the transport how long a driving task spins after an arrival (see
-    /// [`Remote::set_spin`]).
-    pub fn set_spin(&self, spin: Duration) {
-        self.transport.set_spin(spin);
-    }
-
     /// The drive of the transport's progress, if it gives it (see [`Remote::drive`]).
     pub fn drive(&self) -> Option<Box<dyn Drive>> {
         self.transport.drive()
@@ -314,15 +312,15 @@ impl Remotes {
 
     /// `completion`, for a task that awaits it: while it is pending, the task drives the
     /// transport's progress if it can (see [`Remote::drive`]), reading the queue itself for
-    /// the first `spin` before it sleeps until an arrival wakes it. Completions that are kept
-    /// (`_nbi`, barrier signals) are not wrapped: a check of them now and then must not hold
-    /// the drive.
-    pub fn driven(&self, completion: Completion, spin: Duration) -> Completion {
+    /// the first part of it (the spin given to [`Remotes::new`]) before it sleeps until an
+    /// arrival wakes it. Completions that are kept (`_nbi`, barrier signals) are not wrapped:
+    /// a check of them now and then must not hold the drive.
+    pub fn driven(&self, completion: Completion) -> Completion {
         Box::pin(Driven {
             completion,
             transport: self.transport.clone(),
             driver: None,
-            spin,
+            spin: self.spin,
             spin_until: None,
         })
     }

@@ -24,33 +24,37 @@ use crate::route::Drive;
 use crate::segment::Watch;
 use crate::shared_memory::SharedMapping;
 
-/// How long one poll of a spinning wait may spin before yielding (to the executor, and its
-/// thread to the OS).
-const SPIN_SLICE: Duration = Duration::from_micros(4);
+/// How long one poll of a spinning wait (or of a task awaiting a remote completion) may spin
+/// before yielding (to the executor, and its thread to the OS).
+pub(crate) const SPIN_SLICE: Duration = Duration::from_micros(4);
 /// The same when this node runs more of the job's PEs than the process may use CPUs: one
 /// round of checks.
 const CROWDED_SPIN_SLICE: Duration = Duration::ZERO;
 
-/// The spin slice of a PE whose node runs `node_pes` PEs of its job: none when they
-/// outnumber the CPUs this process may run on (its affinity mask and CPU quota), since the
-/// PE a wait depends on may then need this CPU to make progress.
-fn spin_slice(node_pes: usize) -> Duration {
+/// Whether a node running `node_pes` PEs of the job is crowded: they outnumber the CPUs this
+/// process may run on (its affinity mask and CPU quota), so the PE a wait depends on may need
+/// this CPU to make progress.
+fn crowded(node_pes: usize) -> bool {
     static CPUS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    let cpus = *CPUS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    if node_pes > cpus {
-        CROWDED_SPIN_SLICE
-    } else {
-        SPIN_SLICE
+    node_pes > *CPUS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+/// The spin slice of a PE whose node runs `node_pes` PEs of its job (see [`crowded`]).
+fn spin_slice(node_pes: usize) -> Duration {
+    match crowded(node_pes) {
+        true => CROWDED_SPIN_SLICE,
+        false => SPIN_SLICE,
     }
 }
 
 /// How long a task awaiting a remote operation's completion reads the transport's queue
-/// itself before it sleeps: the waits' spin time, none where this node's PEs outnumber the
-/// CPUs (the spinning task would keep the CPU from the PE the answer needs).
-pub(crate) fn completion_spin(dp: &DataPlane) -> Duration {
-    match spin_slice(dp.node_pes()).is_zero() {
+/// itself before it sleeps, on a node running `node_pes` PEs whose waits spin for `spin`:
+/// that spin, none where the node is [`crowded`] (the spinning task would keep the CPU from
+/// the PE the answer needs).
+pub(crate) fn completion_spin(node_pes: usize, spin: Duration) -> Duration {
+    match crowded(node_pes) {
         true => Duration::ZERO,
-        false => dp.spin,
+        false => spin,
     }
 }
 
