@@ -394,6 +394,21 @@ impl InternalKernels {
         }
     }
 
+    /// Loads the internal kernels into `ctx`, a context of `pe`'s GPU other than the PE's own
+    /// (its services' context, see `driver::service_context`), without the PE's device state:
+    /// for `fsh_k_amo`, which uses none.
+    pub fn load_into(pe: &GpuPe, ctx: &Arc<cudarc::driver::CudaContext>) -> Result<Self> {
+        let ptx = internal_ptx(pe.device().compute_capability(), pe.spans_nodes())?;
+        Ok(InternalKernels {
+            module: GpuModule {
+                module: Module::load(ctx, &ptx)?,
+                functions: Mutex::default(),
+                report: pe.report_addr(),
+                ctx: ctx.clone(),
+            },
+        })
+    }
+
     /// Loads the internal kernels into `pe`'s context (compiling them first if no one has).
     pub fn load(pe: &GpuPe) -> Result<Self> {
         let ptx = internal_ptx(pe.device().compute_capability(), pe.spans_nodes())?;

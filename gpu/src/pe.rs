@@ -254,15 +254,19 @@ impl GpuPe {
 
     /// Starts the network path to the PEs of other nodes (collective).
     async fn start_network(&self, rings: SymBuffer<u64>) -> Result<()> {
-        // A module of the agent's own, loaded before the network path exists: its device
-        // state has no send queues, which `fsh_k_amo`, all it runs, does not use. The PE's
-        // internal kernels are loaded later, with the queues in their state.
+        // The services' own context (see `driver::service_context`) and the agent's kernels
+        // in it: `fsh_k_amo`, all it runs, uses no device state.
         let pe = self.clone();
-        let kernels = tokio::task::spawn_blocking(move || InternalKernels::load(&pe))
-            .await
-            .map_err(|e| Error::cuda(format!("loading the NIC agent's kernels panicked: {e}")))??;
+        let (service, kernels) = tokio::task::spawn_blocking(move || {
+            let service = driver::service_context(pe.device().ordinal())?;
+            let kernels = InternalKernels::load_into(&pe, &service)?;
+            Ok::<_, Error>((service, kernels))
+        })
+        .await
+        .map_err(|e| Error::cuda(format!("starting the NIC agent's context panicked: {e}")))??;
         let network = Network::start(NetworkParts {
             ctx: self.context().clone(),
+            service,
             kernels: kernels.module,
             heap_base: self.inner.view.pe_base(self.my_pe()),
             heap_size: self.inner.stride,

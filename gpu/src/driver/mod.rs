@@ -30,6 +30,25 @@ pub(crate) fn bind(ctx: &CudaContext) -> Result<()> {
         .map_err(|e| Error::cuda(format!("binding the CUDA context: {e}")))
 }
 
+/// A context of its own on GPU `ordinal` for the work the PE's services do on its behalf
+/// (the NIC agent's copies into the heap and atomics on it, the NIC handler's copies): work a
+/// kernel of the PE may be waiting for. In the PE's own context that work would share the
+/// context's hardware work queues with the PE's streams, where it can sit behind an operation
+/// queued after the waiting kernel (an event record, the next launch) and never run: seen as
+/// a put-signal ping-pong across nodes that stalled in the agent's copy. A context's queues
+/// are its own (under MPS too: each client owns its share of the pool). Memory of the PE's
+/// heap (virtual memory management, mapped for the device) is reachable from it at the same
+/// addresses.
+pub(crate) fn service_context(ordinal: usize) -> Result<Arc<CudaContext>> {
+    std::panic::catch_unwind(|| CudaContext::new_non_primary(ordinal, 0))
+        .map_err(|_| {
+            Error::cuda(format!(
+                "a service context on GPU {ordinal}: the driver panicked"
+            ))
+        })?
+        .map_err(|e| Error::cuda(format!("creating a service context on GPU {ordinal}: {e}")))
+}
+
 /// Whether the CUDA driver library can be loaded (no panic when it cannot).
 pub(crate) fn driver_present() -> bool {
     // SAFETY: only tries to dlopen libcuda under its usual names and drops what it opened.

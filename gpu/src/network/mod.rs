@@ -60,7 +60,10 @@ impl std::fmt::Debug for Network {
 pub(crate) struct NetworkParts {
     /// The PE's context.
     pub ctx: Arc<CudaContext>,
-    /// Internal kernels loaded for the agent's atomics.
+    /// The context the agent's and the handler's GPU work runs in (see
+    /// `driver::service_context`).
+    pub service: Arc<CudaContext>,
+    /// Internal kernels loaded into `service` for the agent's atomics.
     pub kernels: GpuModule,
     /// The PE's GPU heap (its whole allocation) as peers address it.
     pub heap_base: u64,
@@ -113,7 +116,12 @@ impl Network {
             handler = if use_gpu { "gpu" } else { "cpu" },
             "network path: NIC handler chosen"
         );
-        let heap = GpuHeap::new(&parts.ctx, parts.kernels, parts.heap_base, parts.heap_size)?;
+        let heap = GpuHeap::new(
+            &parts.service,
+            parts.kernels,
+            parts.heap_base,
+            parts.heap_size,
+        )?;
         let agent = Agent::new(
             parts.host,
             parts.exchange.clone(),
@@ -139,7 +147,13 @@ impl Network {
                 )
                 .await?,
             ),
-            None => Self::cpu_service(&parts.ctx, &parts.remote, my_pe, &agent, &failure)?,
+            None => Self::cpu_service(
+                [&parts.ctx, &parts.service],
+                &parts.remote,
+                my_pe,
+                &agent,
+                &failure,
+            )?,
         };
         Ok(Network {
             service,
@@ -149,9 +163,10 @@ impl Network {
         })
     }
 
-    /// The `cpu` handler's queues and thread.
+    /// The `cpu` handler's queues, in the PE's own context `ctx`, and its thread, whose copies
+    /// run in the services' context `service`.
     fn cpu_service(
-        ctx: &Arc<CudaContext>,
+        [ctx, service]: [&Arc<CudaContext>; 2],
         remote: &[bool],
         my_pe: usize,
         agent: &Arc<Agent>,
@@ -163,7 +178,7 @@ impl Network {
             my_pe,
             std::mem::take(&mut queues.consumers),
             agent.clone(),
-            Arc::new(LocalCopies::new(ctx)?),
+            Arc::new(LocalCopies::new(service)?),
             failure.clone(),
         )?;
         Ok(Service::Cpu {
