@@ -258,7 +258,7 @@ impl GpuPe {
         // in it: `fsh_k_amo`, all it runs, uses no device state.
         let pe = self.clone();
         let (service, kernels) = tokio::task::spawn_blocking(move || {
-            let service = driver::service_context(pe.device().ordinal())?;
+            let service = crate::network::service_context_or_own(&pe);
             let kernels = InternalKernels::load_into(&pe, &service)?;
             Ok::<_, Error>((service, kernels))
         })

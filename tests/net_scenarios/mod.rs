@@ -247,8 +247,9 @@ extern "C" __global__ void crowd(int* slots, unsigned long long* counter, unsign
 
 /// Put-with-signal ping-pong between PEs on different nodes (PE i and PE i + n/2), both
 /// kernels running at once: each waits on its own signal word while the other's writes
-/// reach it through the NIC handler. The kernels leave the last round they reached, named
-/// in the error if they do not finish.
+/// reach it through the NIC handler, with an event recorded behind each kernel on its
+/// stream, as a program timing its kernels does. The kernels leave the last round they
+/// reached, named in the error if they do not finish.
 async fn network_pingpong(pe: ferroshmem::Pe, g: ferroshmem::gpu::GpuPe) -> ferroshmem::Result<()> {
     use ferroshmem::gpu::{CompileOptions, HostBuffer, LaunchDims};
     const PINGPONG: &str = r#"
@@ -289,6 +290,13 @@ extern "C" __global__ void pingpong(unsigned long long* data, unsigned long long
     // SAFETY: pingpong takes (u64*, u64*, int, int, int, u64*): symmetric buffers of 2, 1
     // and 1 words, alive until the frees below.
     unsafe { module.launch("pingpong", LaunchDims::linear(1, 1), &stream, &args)? };
+    let behind = g
+        .context()
+        .new_event(None)
+        .map_err(|e| fail(format!("an event: {e}")))?;
+    behind
+        .record(&stream)
+        .map_err(|e| fail(format!("recording an event behind the kernel: {e}")))?;
     let waited = tokio::time::timeout(std::time::Duration::from_secs(60), g.wait_stream(&stream));
     if waited.await.is_err() {
         let mut round = HostBuffer::<u64>::new(g.context(), 1)?;

@@ -222,3 +222,22 @@ impl Network {
             .take()
     }
 }
+
+/// A context of `pe`'s services (see `driver::service_context`), or, where none can be made
+/// (under MPS each context takes connections from a pool the clients share, and
+/// `CUDA_DEVICE_MAX_CONNECTIONS=32` left none for it on an H200), the PE's own context, with
+/// a warning: the network path then works, but its copies can wait behind what the program
+/// queues after a kernel that waits for them.
+pub(crate) fn service_context_or_own(pe: &crate::GpuPe) -> Arc<CudaContext> {
+    match crate::driver::service_context(pe.device().ordinal()) {
+        Ok(service) => service,
+        Err(error) => {
+            tracing::warn!(
+                pe = pe.my_pe(),
+                %error,
+                "no CUDA context for the network path's services: their copies run in the PE's own context, where work queued behind a kernel waiting for them can hold them back"
+            );
+            pe.context().clone()
+        }
+    }
+}
