@@ -35,10 +35,10 @@ pub(crate) fn bind(ctx: &CudaContext) -> Result<()> {
 /// kernel of the PE may be waiting for. In the PE's own context that work would share the
 /// context's hardware work queues with the PE's streams, where it can sit behind an operation
 /// queued after the waiting kernel (an event record, the next launch) and never run: seen as
-/// a put-signal ping-pong across nodes that stalled in the agent's copy. A context's queues
-/// are its own (under MPS too: each client owns its share of the pool). Memory of the PE's
-/// heap (virtual memory management, mapped for the device) is reachable from it at the same
-/// addresses.
+/// a put-signal ping-pong across nodes that stalled in the agent's copy. Another context has
+/// queues of its own; under MPS not in every case (a program that left 40 streams waiting
+/// behind such a kernel still stalled). Memory of the PE's heap (virtual memory management,
+/// mapped for the device) is reachable from it at the same addresses.
 pub(crate) fn service_context(ordinal: usize) -> Result<Arc<CudaContext>> {
     std::panic::catch_unwind(|| CudaContext::new_non_primary(ordinal, 0))
         .map_err(|_| {

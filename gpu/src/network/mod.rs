@@ -148,7 +148,8 @@ impl Network {
                 .await?,
             ),
             None => Self::cpu_service(
-                [&parts.ctx, &parts.service],
+                &parts.ctx,
+                &parts.service,
                 &parts.remote,
                 my_pe,
                 &agent,
@@ -166,7 +167,8 @@ impl Network {
     /// The `cpu` handler's queues, in the PE's own context `ctx`, and its thread, whose copies
     /// run in the services' context `service`.
     fn cpu_service(
-        [ctx, service]: [&Arc<CudaContext>; 2],
+        ctx: &Arc<CudaContext>,
+        service: &Arc<CudaContext>,
         remote: &[bool],
         my_pe: usize,
         agent: &Arc<Agent>,
