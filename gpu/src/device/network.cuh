@@ -24,7 +24,7 @@ struct fsh_qp_t {
     fsh_u32* dbr;          // send doorbell record: [0] receive, [1] send producer index (be32)
     fsh_u32* cq_dbr;       // CQ doorbell record: consumer index (be32, 24 bits)
     fsh_u64* prod;         // the producer-index cell the handler watches
-    fsh_u64* results;      // fetched values, one word per WQEBB slot (GPU memory)
+    fsh_u64* results;      // fetched values, one word per WQEBB slot (GPU memory; pinned host memory under the cpu handler)
     volatile fsh_u64* ends; // per WQEBB slot a WQE starts at: the WQEBB index after it (GPU memory)
     fsh_u64 rbase;         // the peer's heap base as its agent announced it
     fsh_u32 nwqes, ncqes, qpn, rkey;

@@ -3,6 +3,7 @@
 //! for the very request), atomics by the `fsh_k_amo` kernel, atomic with the PE's own.
 //! [`LocalCopies`]: the initiator side's reads of a WQE's source and writes of what came back.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use cudarc::driver::{CudaContext, CudaStream};
@@ -87,15 +88,18 @@ impl HeapMemory for GpuHeap {
 }
 
 /// The initiator side of the network path: a WQE's local buffer, read before the request
-/// leaves and written when its reply lands, through copies on a stream of the handler's own.
+/// leaves and written when its reply lands, through copies on a stream of the handler's own;
+/// a fetched value bound for a result slot of the queues (pinned host memory) is stored
+/// there directly.
 pub(crate) struct LocalCopies {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
+    result_slots: Arc<Pinned>,
 }
 
 impl LocalCopies {
-    /// Copies on a new stream of `ctx`.
-    pub fn new(ctx: &Arc<CudaContext>) -> Result<Self> {
+    /// Copies on a new stream of `ctx`; `result_slots`: the queues' result slots.
+    pub fn new(ctx: &Arc<CudaContext>, result_slots: Arc<Pinned>) -> Result<Self> {
         driver::bind(ctx)?;
         let stream = ctx
             .new_stream()
@@ -103,7 +107,20 @@ impl LocalCopies {
         Ok(LocalCopies {
             ctx: ctx.clone(),
             stream,
+            result_slots,
         })
+    }
+
+    /// The result slot at `addr`, when `len` bytes there are one (at most a word, at a
+    /// slot's start).
+    fn result_slot(&self, addr: u64, len: usize) -> Option<&AtomicU64> {
+        let offset = addr.checked_sub(self.result_slots.addr())?;
+        if offset % 8 != 0 || len > 8 {
+            return None;
+        }
+        self.result_slots
+            .words()
+            .get(usize::try_from(offset / 8).ok()?)
     }
 }
 
@@ -116,6 +133,14 @@ impl LocalMemory for LocalCopies {
     }
 
     fn write(&self, addr: u64, data: &[u8]) -> Result<()> {
+        if let Some(slot) = self.result_slot(addr, data.len()) {
+            // The slot is its WQE's alone: the bytes past a narrower value are its zeros. The
+            // CQE, written after this store, is what the kernel reads first.
+            let mut word = [0u8; 8];
+            word[..data.len()].copy_from_slice(data);
+            slot.store(u64::from_le_bytes(word), Ordering::Release);
+            return Ok(());
+        }
         driver::bind(&self.ctx)?;
         driver::copy_from_host_async(addr, data, self.stream.cu_stream())?;
         driver::stream_synchronize(self.stream.cu_stream())

@@ -180,7 +180,7 @@ impl Network {
             my_pe,
             std::mem::take(&mut queues.consumers),
             agent.clone(),
-            Arc::new(LocalCopies::new(service)?),
+            Arc::new(LocalCopies::new(service, queues.result_slots.clone())?),
             failure.clone(),
         )?;
         Ok(Service::Cpu {

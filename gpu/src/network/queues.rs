@@ -79,6 +79,11 @@ impl Words for PinnedWords {
 pub(crate) struct Queues {
     /// Per peer on another node: its number and the handler's side of its queue.
     pub consumers: Vec<(usize, Consumer)>,
+    /// The queues' result slots (`fsh_qp_t.results`), [`NWQES`] words per queue in queue
+    /// order, in pinned host memory mapped into the GPU: the handler lands a fetched value
+    /// there with one store, where a slot in GPU memory would take a copy and its
+    /// synchronisation on each fetch.
+    pub result_slots: Arc<Pinned>,
     descriptors: DeviceAlloc,
     _slots: DeviceAlloc,
 }
@@ -98,6 +103,7 @@ impl Queues {
         // Per queue: result slots, WQE ends, holds (which must start at zero).
         let slots = DeviceAlloc::new(ctx, (n_remote * SLOT_BYTES).max(8))?;
         driver::fill(ctx, slots.addr(), 0, n_remote * SLOT_BYTES)?;
+        let result_slots = Arc::new(Pinned::new(ctx, (n_remote * NWQES * 8).max(8))?);
         let mut descs = vec![QpDesc::default(); remote.len()];
         let mut consumers = Vec::with_capacity(n_remote);
         for (k, pe) in (0..remote.len()).filter(|pe| remote[*pe]).enumerate() {
@@ -107,7 +113,9 @@ impl Queues {
             let memory = QueueMemory::new(layout, qpn, Arc::new(PinnedWords(pinned)))
                 .map_err(|e| Error::Config(format!("the send queue to PE {pe}: {e}")))?;
             let control = base + (layout.control_at() * 8) as u64;
-            let (results, ends, holds) = slot_arrays(slots.addr(), k);
+            // The device slot arrays' results go unused here: the pinned ones replace them.
+            let (_, ends, holds) = slot_arrays(slots.addr(), k);
+            let results = result_slots.addr() + (k * NWQES * 8) as u64;
             let peer = peers.get(pe).ok_or(Error::PeOutOfRange {
                 pe,
                 n_pes: peers.len(),
@@ -137,6 +145,7 @@ impl Queues {
         driver::copy_from_host(descriptors.addr(), bytemuck::cast_slice(&descs))?;
         Ok(Queues {
             consumers,
+            result_slots,
             descriptors,
             _slots: slots,
         })
