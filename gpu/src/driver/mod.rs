@@ -412,6 +412,18 @@ pub(crate) fn copy_from_host_async(dst: u64, src: &[u8], stream: sys::CUstream) 
     )
 }
 
+/// Copies host bytes (pageable or pinned) to a device address on `stream` and waits for it.
+pub(crate) fn copy_from_host_on(dst: u64, src: &[u8], stream: sys::CUstream) -> Result<()> {
+    check(
+        // SAFETY: `src` is a live slice, borrowed until the wait below has seen the copy read
+        // it (a pinned source is read by the copy engine after this call returns); `dst` is a
+        // valid device range of that size.
+        unsafe { sys::cuMemcpyHtoDAsync_v2(dst, src.as_ptr().cast::<c_void>(), src.len(), stream) },
+        "cuMemcpyHtoDAsync",
+    )?;
+    stream_synchronize(stream)
+}
+
 /// Synchronous copy of host bytes to a device address.
 pub(crate) fn copy_from_host(dst: u64, src: &[u8]) -> Result<()> {
     // SAFETY: `src` is a live slice; `dst` is a valid device range of that size.
