@@ -13,11 +13,13 @@ mod common;
 mod nic_scenarios;
 
 use std::process::Command;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::netns::{self, Hosts};
-use ferroshmem::gpu::nic::{Agent, AgentConfig, HostMemory, Request, Status};
+use ferroshmem::gpu::nic::{
+    Agent, AgentConfig, AmoOp, HeapMemory, HostMemory, Request, Status, Width,
+};
 use ferroshmem::{Error, Pe};
 use nic_scenarios::{default_rings, make, scenarios, small, Check, Ctx, BASE, HEAP};
 
@@ -105,6 +107,110 @@ fn timeouts_shutdown_and_bad_arguments_end_requests_with_typed_errors() {
             let ended = tokio::time::timeout(Duration::from_secs(10), waiting).await;
             assert!(matches!(ended, Ok(Err(Error::Shutdown))), "{ended:?}");
             Ok::<(), Error>(())
+        }))
+        .expect("the job runs");
+    for r in results {
+        r.expect("every PE");
+    }
+}
+
+/// A heap whose deferred writes land only when flushed (as a GPU heap's queued copies do),
+/// each PE's kept where the other PE of the job can look at it.
+struct DeferringMemory {
+    landed: HostMemory,
+    deferred: Mutex<Vec<(u64, Vec<u8>)>>,
+}
+
+impl DeferringMemory {
+    fn apply_deferred(&self) -> ferroshmem::Result<()> {
+        let deferred = std::mem::take(&mut *self.deferred.lock().expect("not poisoned"));
+        for (addr, data) in deferred {
+            self.landed.write(addr, &data)?;
+        }
+        Ok(())
+    }
+}
+
+impl HeapMemory for DeferringMemory {
+    fn base(&self) -> u64 {
+        self.landed.base()
+    }
+    fn size(&self) -> usize {
+        self.landed.size()
+    }
+    fn read(&self, addr: u64, out: &mut [u8]) -> ferroshmem::Result<()> {
+        self.apply_deferred()?;
+        self.landed.read(addr, out)
+    }
+    fn write(&self, addr: u64, data: &[u8]) -> ferroshmem::Result<()> {
+        self.apply_deferred()?;
+        self.landed.write(addr, data)
+    }
+    fn write_deferred(&self, addr: u64, data: &[u8]) -> ferroshmem::Result<()> {
+        let mut deferred = self.deferred.lock().expect("not poisoned");
+        deferred.push((addr, data.to_vec()));
+        Ok(())
+    }
+    fn flush(&self) -> ferroshmem::Result<()> {
+        self.apply_deferred()
+    }
+    fn atomic(&self, addr: u64, width: Width, op: AmoOp) -> ferroshmem::Result<u64> {
+        self.apply_deferred()?;
+        self.landed.atomic(addr, width, op)
+    }
+}
+
+/// A write's reply comes only once the write is visible in the target's heap, however the
+/// heap defers its writes: PE 0 keeps 64 small writes in flight to PE 1 and, as each reply
+/// comes, finds its bytes in PE 1's heap without any further request.
+#[test]
+fn a_write_is_visible_in_the_heap_before_its_reply_comes() {
+    std::env::set_var("FERROSHMEM_SYMMETRIC_SIZE", "64M");
+    let heaps: Arc<Mutex<Vec<Option<Arc<DeferringMemory>>>>> = Arc::new(Mutex::new(vec![None; 2]));
+    let results = common::runtime()
+        .block_on(ferroshmem::run_local(2, move |pe| {
+            let heaps = heaps.clone();
+            async move {
+                let config = small();
+                let rings = pe.malloc::<u64>(config.ring_words(2)).await?;
+                let memory = Arc::new(DeferringMemory {
+                    landed: HostMemory::new(BASE + pe.my_pe() as u64 * (1 << 32), HEAP)?,
+                    deferred: Mutex::default(),
+                });
+                heaps.lock().expect("not poisoned")[pe.my_pe()] = Some(memory.clone());
+                let exchange = Arc::new(pe.clone());
+                let agent = Agent::new(pe.data_plane(), exchange, rings, memory, config).await?;
+                pe.barrier_all().await?;
+                if pe.my_pe() == 0 {
+                    let target = heaps.lock().expect("not poisoned")[1]
+                        .clone()
+                        .expect("PE 1's heap");
+                    let peer = agent.peer(1).expect("PE 1");
+                    let writes: Vec<_> = (0..64u64)
+                        .map(|k| {
+                            let write = Request::Write {
+                                addr: peer.base + 8 * k,
+                                rkey: peer.rkey,
+                                data: (k + 1).to_le_bytes().to_vec(),
+                            };
+                            (k, agent.submit(1, write))
+                        })
+                        .collect();
+                    for (k, reply) in writes {
+                        assert_eq!(reply.await?.status, Status::Ok);
+                        let mut seen = [0; 8];
+                        target.landed.read(peer.base + 8 * k, &mut seen)?;
+                        assert_eq!(
+                            u64::from_le_bytes(seen),
+                            k + 1,
+                            "write {k} replied to before it landed"
+                        );
+                    }
+                }
+                pe.barrier_all().await?;
+                agent.shutdown().await;
+                Ok::<(), Error>(())
+            }
         }))
         .expect("the job runs");
     for r in results {
@@ -352,7 +458,7 @@ async fn lose_target_wqes(pe: Pe) -> Check {
     }
     let queue = QueueMemory::host(QueueLayout::new(64, 128).map_err(|e| e.to_string())?, 9)
         .map_err(|e| e.to_string())?;
-    let local = Arc::new(Local(
+    let local = Arc::new(Local::new(
         HostMemory::new(LOCAL_BASE, 4096).map_err(|e| e.to_string())?,
     ));
     let handler = Handler::start(

@@ -5,7 +5,7 @@
 //! fetch-add with the old values landing in local memory, then a write under a wrong key,
 //! which must end in a REMOTE_ACCESS error CQE and a kept failure while the peer stays whole.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use ferroshmem::gpu::ibgda::{
     AtomicOp, Consumer, Producer, QueueLayout, QueueMemory, Syndrome, Width, WorkRequest, WqeError,
@@ -20,18 +20,46 @@ use ferroshmem::gpu::nic::AgentConfig;
 pub const LOCAL_BASE: u64 = 0x6000_0000_0000;
 const LOCAL: usize = 1 << 16;
 
-/// Local buffers in host memory, as the handler reaches them.
-pub struct Local(pub HostMemory);
+/// Local buffers in host memory, as the handler reaches them; a deferred write lands only
+/// when flushed (as a GPU's queued copies), so a CQE written before its bytes have landed is
+/// caught by the checks that follow it.
+pub struct Local {
+    memory: HostMemory,
+    deferred: Mutex<Vec<(u64, Vec<u8>)>>,
+}
+
+impl Local {
+    pub fn new(memory: HostMemory) -> Local {
+        Local {
+            memory,
+            deferred: Mutex::default(),
+        }
+    }
+}
 
 impl LocalMemory for Local {
     fn read(&self, addr: u64, len: usize) -> ferroshmem::Result<Vec<u8>> {
         let mut out = vec![0; len];
-        self.0.read(addr, &mut out)?;
+        self.memory.read(addr, &mut out)?;
         Ok(out)
     }
 
     fn write(&self, addr: u64, data: &[u8]) -> ferroshmem::Result<()> {
-        self.0.write(addr, data)
+        self.memory.write(addr, data)
+    }
+
+    fn write_deferred(&self, addr: u64, data: &[u8]) -> ferroshmem::Result<()> {
+        let mut deferred = self.deferred.lock().expect("not poisoned");
+        deferred.push((addr, data.to_vec()));
+        Ok(())
+    }
+
+    fn flush(&self) -> ferroshmem::Result<()> {
+        let deferred = std::mem::take(&mut *self.deferred.lock().expect("not poisoned"));
+        for (addr, data) in deferred {
+            self.memory.write(addr, &data)?;
+        }
+        Ok(())
     }
 }
 
@@ -100,7 +128,7 @@ pub async fn handler(pe: &ferroshmem::Pe, config: AgentConfig) -> Check {
     let agent = Arc::new(agent);
     let (me, n) = (pe.my_pe(), pe.n_pes());
     let next = (me + 1) % n;
-    let local = Arc::new(Local(
+    let local = Arc::new(Local::new(
         HostMemory::new(LOCAL_BASE + ((me as u64) << 32), LOCAL).map_err(fail)?,
     ));
     // A small ring, so that 16-bit indices and the ring's end are crossed.

@@ -412,16 +412,44 @@ pub(crate) fn copy_from_host_async(dst: u64, src: &[u8], stream: sys::CUstream) 
     )
 }
 
-/// Copies host bytes (pageable or pinned) to a device address on `stream` and waits for it.
-pub(crate) fn copy_from_host_on(dst: u64, src: &[u8], stream: sys::CUstream) -> Result<()> {
+/// Queues a copy of `len` bytes at byte `at` of pinned memory `src` to device address `dst`
+/// on `stream`, without waiting: the copy engine reads them later. The caller leaves those
+/// bytes unchanged, and `src` alive, until the stream has been synchronized.
+pub(crate) fn copy_pinned_to_device_queued(
+    dst: u64,
+    src: &Pinned,
+    at: usize,
+    len: usize,
+    stream: sys::CUstream,
+) -> Result<()> {
+    assert!(at.checked_add(len).is_some_and(|end| end <= src.bytes));
     check(
-        // SAFETY: `src` is a live slice, borrowed until the wait below has seen the copy read
-        // it (a pinned source is read by the copy engine after this call returns); `dst` is a
+        // SAFETY: the range lies in the live pinned allocation (checked above), which the
+        // caller keeps alive and unchanged until the stream is synchronized; `dst` is a
         // valid device range of that size.
-        unsafe { sys::cuMemcpyHtoDAsync_v2(dst, src.as_ptr().cast::<c_void>(), src.len(), stream) },
+        unsafe { sys::cuMemcpyHtoDAsync_v2(dst, src.ptr.add(at).cast::<c_void>(), len, stream) },
         "cuMemcpyHtoDAsync",
-    )?;
-    stream_synchronize(stream)
+    )
+}
+
+/// Queues a copy of `len` device bytes at `src` into byte `at` of pinned memory `dst` on
+/// `stream`, without waiting. The caller neither reads nor writes those bytes, and keeps
+/// `dst` alive, until the stream has been synchronized.
+pub(crate) fn copy_device_to_pinned_queued(
+    dst: &Pinned,
+    at: usize,
+    len: usize,
+    src: u64,
+    stream: sys::CUstream,
+) -> Result<()> {
+    assert!(at.checked_add(len).is_some_and(|end| end <= dst.bytes));
+    check(
+        // SAFETY: the range lies in the live pinned allocation (checked above), which the
+        // caller keeps alive and does not touch until the stream is synchronized; `src` is a
+        // valid device range of that size.
+        unsafe { sys::cuMemcpyDtoHAsync_v2(dst.ptr.add(at).cast::<c_void>(), src, len, stream) },
+        "cuMemcpyDtoHAsync",
+    )
 }
 
 /// Synchronous copy of host bytes to a device address.
@@ -648,6 +676,17 @@ impl Pinned {
         // aligned); the memory lives as long as `self`, and every access to this word, host or
         // GPU, is an aligned 64-bit one.
         unsafe { AtomicU64::from_ptr(self.ptr.add(offset).cast::<u64>()) }.load(Ordering::Acquire)
+    }
+
+    /// Copies `src` to byte `offset` (bytes no transfer is reading or writing; transfers on
+    /// other bytes of the allocation may be in flight).
+    pub fn write_at(&self, offset: usize, src: &[u8]) {
+        assert!(offset
+            .checked_add(src.len())
+            .is_some_and(|end| end <= self.bytes));
+        // SAFETY: in bounds (checked above); the owner guarantees no transfer touches these
+        // bytes meanwhile; no reference to the whole allocation is created.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.add(offset), src.len()) }
     }
 
     /// Copies `out.len()` bytes at byte `offset` into `out` (memory no transfer is writing).

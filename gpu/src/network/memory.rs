@@ -2,14 +2,15 @@
 //! copies on a stream of its own (never waiting for the PE's kernels, which may be waiting
 //! for the very request), atomics by the `fsh_k_amo` kernel, atomic with the PE's own.
 //! [`LocalCopies`]: the initiator side's reads of a WQE's source and writes of what came back.
-//! Both copy through [`Staged`]: pinned host memory between the callers' bytes and the GPU.
+//! Both copy through [`Staged`] pinned memory, batching what they can.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use cudarc::driver::{CudaContext, CudaStream};
-use ferroshmem_runtime::{Error, Result};
+use cudarc::driver::CudaContext;
+use ferroshmem_runtime::Result;
 
+use super::staged::Staged;
 use crate::driver::{self, Pinned};
 use crate::module::GpuModule;
 use crate::nic::{AmoOp, HeapMemory, LocalMemory, Width};
@@ -62,19 +63,28 @@ impl HeapMemory for GpuHeap {
         self.copies.to_device(addr, data)
     }
 
+    fn write_deferred(&self, addr: u64, data: &[u8]) -> Result<()> {
+        tracing::trace!(addr, len = data.len(), "NIC agent copy deferred");
+        self.copies.to_device_deferred(addr, data)
+    }
+
+    fn flush(&self) -> Result<()> {
+        self.copies.drain()
+    }
+
     fn atomic(&self, addr: u64, width: Width, op: AmoOp) -> Result<u64> {
         let old = self.old.lock().unwrap_or_else(PoisonError::into_inner);
         // fsh_k_amo takes the operation as the agent's wire code and operands.
         let (kind, operands) = op.encode();
         self.kernels.launch_amo(
-            &self.copies.stream,
+            self.copies.stream(),
             (addr, width.bytes() as i32),
             i32::from(kind),
             operands,
             &old,
         )?;
         tracing::trace!(addr, "NIC agent atomic kernel launched");
-        driver::stream_synchronize(self.copies.stream.cu_stream())?;
+        driver::stream_synchronize(self.copies.stream().cu_stream())?;
         Ok(old.load_u64(0) & width.mask())
     }
 }
@@ -117,6 +127,10 @@ impl LocalMemory for LocalCopies {
         Ok(out)
     }
 
+    fn read_many(&self, spans: &[(u64, usize)]) -> Vec<Result<Vec<u8>>> {
+        self.copies.to_host_many(spans)
+    }
+
     fn write(&self, addr: u64, data: &[u8]) -> Result<()> {
         if let Some(slot) = self.result_slot(addr, data.len()) {
             // The slot is its WQE's alone: the bytes past a narrower value are its zeros. The
@@ -128,58 +142,15 @@ impl LocalMemory for LocalCopies {
         }
         self.copies.to_device(addr, data)
     }
-}
 
-/// The bytes of pinned memory copies go through: pageable memory would make the driver
-/// stage them itself, at a fraction of the copy engines' speed (on the H200 machine, 512 KiB
-/// device to pageable host took about 3 times as long as to pinned host memory).
-const STAGING_BYTES: usize = 1 << 20;
-
-/// Copies between host bytes and GPU memory on a stream of their own, through pinned
-/// staging memory, a piece of [`STAGING_BYTES`] at a time; one caller at a time.
-struct Staged {
-    ctx: Arc<CudaContext>,
-    stream: Arc<CudaStream>,
-    staging: Mutex<Pinned>,
-}
-
-impl Staged {
-    /// Copies on a new stream of `ctx`, for `whom` (named in errors).
-    fn new(ctx: &Arc<CudaContext>, whom: &str) -> Result<Self> {
-        driver::bind(ctx)?;
-        let stream = ctx
-            .new_stream()
-            .map_err(|e| Error::cuda(format!("creating {whom} stream: {e}")))?;
-        Ok(Staged {
-            ctx: ctx.clone(),
-            stream,
-            staging: Mutex::new(Pinned::new(ctx, STAGING_BYTES)?),
-        })
+    fn write_deferred(&self, addr: u64, data: &[u8]) -> Result<()> {
+        match self.result_slot(addr, data.len()) {
+            Some(_) => self.write(addr, data),
+            None => self.copies.to_device_deferred(addr, data),
+        }
     }
 
-    /// Copies the GPU bytes at `addr` into `out`, done when this returns.
-    fn to_host(&self, addr: u64, out: &mut [u8]) -> Result<()> {
-        driver::bind(&self.ctx)?;
-        let mut staging = self.staging.lock().unwrap_or_else(PoisonError::into_inner);
-        for (i, piece) in out.chunks_mut(STAGING_BYTES).enumerate() {
-            let stage = &mut staging.bytes_mut()[..piece.len()];
-            let from = addr + (i * STAGING_BYTES) as u64;
-            driver::copy_to_host_on(stage, from, self.stream.cu_stream())?;
-            piece.copy_from_slice(stage);
-        }
-        Ok(())
-    }
-
-    /// Copies `data` to the GPU bytes at `addr`, done when this returns.
-    fn to_device(&self, addr: u64, data: &[u8]) -> Result<()> {
-        driver::bind(&self.ctx)?;
-        let mut staging = self.staging.lock().unwrap_or_else(PoisonError::into_inner);
-        for (i, piece) in data.chunks(STAGING_BYTES).enumerate() {
-            let stage = &mut staging.bytes_mut()[..piece.len()];
-            stage.copy_from_slice(piece);
-            let to = addr + (i * STAGING_BYTES) as u64;
-            driver::copy_from_host_on(to, stage, self.stream.cu_stream())?;
-        }
-        Ok(())
+    fn flush(&self) -> Result<()> {
+        self.copies.drain()
     }
 }

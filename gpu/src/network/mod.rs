@@ -17,6 +17,7 @@ mod host_ops;
 mod memory;
 mod nic_queues;
 mod queues;
+mod staged;
 
 use std::sync::{Arc, Mutex, PoisonError};
 

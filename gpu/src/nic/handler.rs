@@ -37,11 +37,37 @@ pub trait LocalMemory: Send + Sync + 'static {
     /// # Errors
     /// Whatever the memory reports; the WQE then completes with `LOCAL_PROT_ERR`.
     fn read(&self, addr: u64, len: usize) -> Result<Vec<u8>>;
+    /// The bytes of each `(addr, len)` span, as [`LocalMemory::read`] gives them, each with
+    /// its own outcome: the handler reads the sources of the WQEs it took at once together,
+    /// so that a GPU's memory is waited for once per batch. The default reads one by one.
+    fn read_many(&self, spans: &[(u64, usize)]) -> Vec<Result<Vec<u8>>> {
+        spans
+            .iter()
+            .map(|&(addr, len)| self.read(addr, len))
+            .collect()
+    }
     /// Writes `data` at local address `addr`, done when this returns.
     ///
     /// # Errors
     /// As [`LocalMemory::read`].
     fn write(&self, addr: u64, data: &[u8]) -> Result<()>;
+    /// Starts writing `data` at local address `addr`: done once [`LocalMemory::flush`]
+    /// returns (the handler lands the replies it found together, then writes their CQEs).
+    /// `data` is the caller's again at once. The default writes at once.
+    ///
+    /// # Errors
+    /// As [`LocalMemory::read`].
+    fn write_deferred(&self, addr: u64, data: &[u8]) -> Result<()> {
+        self.write(addr, data)
+    }
+    /// Waits for every deferred write.
+    ///
+    /// # Errors
+    /// As [`LocalMemory::read`]; the WQEs whose bytes it was landing then complete with
+    /// `LOCAL_PROT_ERR`.
+    fn flush(&self) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// Requests one queue keeps going at once.
@@ -206,12 +232,13 @@ fn remember(failure: &Failure, e: Error) {
     slot.get_or_insert(e);
 }
 
-/// Decodes and sends the WQEs posted since the last look (up to [`IN_FLIGHT`] in flight).
+/// Decodes and sends the WQEs posted since the last look (up to [`IN_FLIGHT`] in flight),
+/// their local sources read together.
 fn take_new(q: &mut PeerQueue, agent: &Agent, copies: &dyn LocalMemory, failure: &Failure) -> bool {
-    let mut moved = false;
-    while q.working.len() < IN_FLIGHT {
-        let (index, decoded) = match q.consumer.pending() {
-            Ok(Some(taken)) => taken,
+    let mut taken = Vec::new();
+    while q.working.len() + taken.len() < IN_FLIGHT {
+        match q.consumer.pending() {
+            Ok(Some(wqe)) => taken.push(wqe),
             Ok(None) => break,
             Err(e) => {
                 remember(
@@ -220,11 +247,19 @@ fn take_new(q: &mut PeerQueue, agent: &Agent, copies: &dyn LocalMemory, failure:
                 );
                 break;
             }
-        };
-        moved = true;
+        }
+    }
+    let spans: Vec<(u64, usize)> = taken
+        .iter()
+        .filter_map(|(_, decoded)| source_span(decoded))
+        .collect();
+    let mut sources = copies.read_many(&spans).into_iter();
+    let moved = !taken.is_empty();
+    for (index, decoded) in taken {
         tracing::trace!(peer = q.peer, index, ?decoded, "WQE taken");
+        let source = source_span(&decoded).and_then(|_| sources.next());
         let working = match decoded {
-            Ok(wqe) => send(q.peer, index, wqe, agent, copies),
+            Ok(wqe) => send(q.peer, index, wqe, source, agent),
             Err(e) => Working::Refused(index, e.syndrome()),
         };
         q.working.push_back(working);
@@ -232,40 +267,40 @@ fn take_new(q: &mut PeerQueue, agent: &Agent, copies: &dyn LocalMemory, failure:
     moved
 }
 
-/// Turns a decoded WQE into the agent's request and sends it.
+/// Where a WQE's data is read from on this PE, if it carries local data to write.
+fn source_span<E>(decoded: &std::result::Result<DecodedWqe, E>) -> Option<(u64, usize)> {
+    match decoded.as_ref().ok()?.request {
+        WorkRequest::Write { local, len, .. } | WorkRequest::WriteImm { local, len, .. } => {
+            Some((local, len as usize))
+        }
+        _ => None,
+    }
+}
+
+/// Turns a decoded WQE into the agent's request and sends it; `source`: a write's local
+/// bytes, read.
 fn send(
     peer: usize,
     index: u16,
     wqe: DecodedWqe,
+    source: Option<Result<Vec<u8>>>,
     agent: &Agent,
-    copies: &dyn LocalMemory,
 ) -> Working {
     let (request, landing) = match wqe.request {
         WorkRequest::Nop => (Request::Nop, Landing::Nothing),
-        WorkRequest::Write {
-            local,
-            remote,
-            rkey,
-            len,
-            ..
+        WorkRequest::Write { remote, rkey, .. } | WorkRequest::WriteImm { remote, rkey, .. } => {
+            match source {
+                Some(Ok(data)) => (
+                    Request::Write {
+                        addr: remote,
+                        rkey,
+                        data,
+                    },
+                    Landing::Nothing,
+                ),
+                _ => return Working::Refused(index, Syndrome::LocalProt),
+            }
         }
-        | WorkRequest::WriteImm {
-            local,
-            remote,
-            rkey,
-            len,
-            ..
-        } => match copies.read(local, len as usize) {
-            Ok(data) => (
-                Request::Write {
-                    addr: remote,
-                    rkey,
-                    data,
-                },
-                Landing::Nothing,
-            ),
-            Err(_) => return Working::Refused(index, Syndrome::LocalProt),
-        },
         WorkRequest::WriteInline { data, remote, rkey } => (
             Request::Write {
                 addr: remote,
@@ -334,25 +369,49 @@ fn amo_of(op: AtomicOp) -> AmoOp {
     }
 }
 
-/// Writes the CQEs of the oldest WQEs whose replies came back, in order; the first reply
-/// still awaited wakes `cx` when it comes.
+/// Writes the CQEs of the oldest WQEs whose replies came back, in order, once the bytes
+/// their replies brought have landed (together); the first reply still awaited wakes `cx`
+/// when it comes.
 fn finish_done(
     q: &mut PeerQueue,
     copies: &dyn LocalMemory,
     failure: &Failure,
     cx: &mut Context<'_>,
 ) -> bool {
-    let mut moved = false;
+    // Each WQE ended: its index, its completion, and whether it awaits the flush.
+    let mut ended = Vec::new();
     while let Some(front) = q.working.front_mut() {
-        let (index, completion) = match front {
-            Working::Refused(index, syndrome) => (*index, Completion::Error(*syndrome, 0)),
+        let entry = match front {
+            Working::Refused(index, syndrome) => (*index, Completion::Error(*syndrome, 0), false),
             Working::Sent(index, reply, landing) => match reply.as_mut().poll(cx) {
                 Poll::Pending => break,
-                Poll::Ready(reply) => (*index, land(q.peer, reply, landing, copies, failure)),
+                Poll::Ready(reply) => {
+                    let deferred = matches!(landing, Landing::Bytes(..));
+                    (
+                        *index,
+                        land(q.peer, reply, landing, copies, failure),
+                        deferred,
+                    )
+                }
             },
         };
         q.working.pop_front();
-        moved = true;
+        ended.push(entry);
+    }
+    if ended.is_empty() {
+        return false;
+    }
+    let flushed = copies.flush();
+    if let Err(e) = &flushed {
+        remember(failure, e.clone());
+    }
+    for (index, completion, deferred) in ended {
+        let completion = match completion {
+            Completion::Success if deferred && flushed.is_err() => {
+                Completion::Error(Syndrome::LocalProt, 0)
+            }
+            completion => completion,
+        };
         if let Err(e) = q.consumer.complete(index, completion) {
             remember(
                 failure,
@@ -362,7 +421,7 @@ fn finish_done(
             return true;
         }
     }
-    moved
+    true
 }
 
 /// Lands a reply's bytes where the WQE said, and says how the WQE ended.
@@ -395,7 +454,7 @@ fn land(
         Landing::Bytes(_, len) if reply.data.len() != *len => {
             return Completion::Error(Syndrome::LocalLength, 0);
         }
-        Landing::Bytes(at, _) => copies.write(*at, &reply.data),
+        Landing::Bytes(at, _) => copies.write_deferred(*at, &reply.data),
         Landing::Word(at, width) => copies.write(*at, &reply.value.to_le_bytes()[..*width]),
     };
     match landed {

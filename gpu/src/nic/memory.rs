@@ -30,6 +30,25 @@ pub trait HeapMemory: Send + Sync + 'static {
     /// # Errors
     /// As [`HeapMemory::read`].
     fn write(&self, addr: u64, data: &[u8]) -> Result<()>;
+    /// Starts copying `data` to `addr`, visible to the heap's owner once
+    /// [`HeapMemory::flush`] returns; deferred writes land in call order, and a later read or
+    /// atomic sees them. The agent defers the writes of one batch of requests and flushes
+    /// before it replies to any of them, so a GPU heap waits for its copies once per batch.
+    /// `data` is the caller's again once this returns. The default writes at once.
+    ///
+    /// # Errors
+    /// As [`HeapMemory::read`].
+    fn write_deferred(&self, addr: u64, data: &[u8]) -> Result<()> {
+        self.write(addr, data)
+    }
+    /// Waits until every deferred write is visible to the heap's owner.
+    ///
+    /// # Errors
+    /// As [`HeapMemory::read`]: a write that failed here fails the agent's service (its
+    /// requests were taken; the job fails rather than say they were performed).
+    fn flush(&self) -> Result<()> {
+        Ok(())
+    }
     /// Applies `op` atomically to the `width`-byte word at `addr` (aligned to its width),
     /// as [`AmoOp::apply`] defines it, and returns the old value.
     ///

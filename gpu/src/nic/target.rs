@@ -202,11 +202,13 @@ impl Shared {
     }
 
     /// Writes a run of replies into initiator `i`'s reply ring for this PE, counted there in
-    /// this PE's reply signal.
+    /// this PE's reply signal, once the writes they answer are visible (deferred writes are
+    /// flushed first).
     fn send_replies(&self, i: usize, replies: &mut Replies) -> Result<()> {
         let Some(start) = replies.start.take() else {
             return Ok(());
         };
+        self.memory.flush()?;
         let _runtime = self.runtime.enter();
         let at = self.layout.reply_byte(self.me, start);
         let signal = self.layout.reply_signal(self.me);
@@ -232,7 +234,7 @@ impl Shared {
             return (status, 0, Vec::new());
         }
         let done = match action {
-            Action::Write(data) => memory.write(addr, data).map(|()| (0, Vec::new())),
+            Action::Write(data) => memory.write_deferred(addr, data).map(|()| (0, Vec::new())),
             Action::Read(len) => {
                 let mut data = vec![0; len];
                 memory.read(addr, &mut data).map(|()| (0, data))
