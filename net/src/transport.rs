@@ -196,7 +196,7 @@ impl Fabric {
     /// posted), whether or not anyone awaits it.
     pub fn start_then(
         &self,
-        op: Operation,
+        mut op: Operation,
         peer: Peer,
         target: Registered,
         offset: u64,
@@ -218,7 +218,7 @@ impl Fabric {
         let first = self
             .core
             .endpoint
-            .post(&op, peer.0, remote, target.key, done);
+            .post(&mut op, peer.0, remote, target.key, done);
         let core = self.core.clone();
         let queue_full = matches!(first, Err(Refused::Full(_)));
         if !queue_full {
@@ -237,7 +237,7 @@ impl Fabric {
                 let freed = core.room.freed.notified();
                 tokio::pin!(freed);
                 freed.as_mut().enable();
-                posted = core.endpoint.post(&op, peer.0, remote, target.key, back);
+                posted = core.endpoint.post(&mut op, peer.0, remote, target.key, back);
                 if matches!(posted, Err(Refused::Full(_))) {
                     waiting.get_or_insert_with(|| Waiting::new(&core));
                     freed.await;

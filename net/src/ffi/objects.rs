@@ -406,22 +406,25 @@ impl Endpoint {
     }
 
     /// Posts `op` to `peer` at `remote` (an address or offset, as the provider wants) with
-    /// `key`; once posted, `done` is told how it ended, exactly once.
+    /// `key`; once posted, `done` is told how it ended, exactly once. A write's bytes move
+    /// into the operation (no copy): `op` keeps them only if it was not posted.
     ///
     /// # Errors
     /// [`Refused::Full`], handing `done` back, when the provider's queue is full (nothing was
-    /// posted: try again after completions); [`Refused::Failed`] when the provider refused
-    /// the operation (`done` is dropped untold).
+    /// posted, `op` is whole again: try again after completions); [`Refused::Failed`] when
+    /// the provider refused the operation (`done` is dropped untold).
     pub fn post(
         &self,
-        op: &Operation,
+        op: &mut Operation,
         peer: FiAddr,
         remote: u64,
         key: u64,
         done: Done,
     ) -> std::result::Result<(), Refused> {
         let (buffer, compare, returns) = match op {
-            Operation::Write(b) | Operation::WriteData(b, _) => (b.clone(), 0, Returns::Nothing),
+            Operation::Write(b) | Operation::WriteData(b, _) => {
+                (std::mem::take(b), 0, Returns::Nothing)
+            }
             Operation::Read(len) => (vec![0; *len], 0, Returns::Buffer),
             Operation::Atomic { operand, width, .. } => (
                 operand.to_ne_bytes()[..*width].to_vec(),
@@ -463,7 +466,13 @@ impl Endpoint {
         }
         // SAFETY: the provider refused `p`, which is still in the table.
         let slot = unsafe { (*p).slot };
-        let done = table.take(slot).and_then(|mut p| p.done.take());
+        let refused = table.take(slot);
+        let done = refused.and_then(|mut p| {
+            if let Operation::Write(b) | Operation::WriteData(b, _) = op {
+                *b = std::mem::take(&mut p.buffer);
+            }
+            p.done.take()
+        });
         match (rc, done) {
             (Ok(rc), Some(done)) if rc == -FI_EAGAIN => Err(Refused::Full(done)),
             (Ok(rc), _) => Err(Refused::Failed(
