@@ -280,12 +280,39 @@ async fn large(c: &Ctx) -> Check {
 
 /// Write k, read it back, then swap a flag to k, for k = 1..=K, none awaited before the
 /// next is submitted: each read sees its write, each swap fetches the one before, and the
-/// target, watching its own heap meanwhile, never sees a flag ahead of its data.
+/// target, watching its own heap meanwhile, never sees a flag ahead of its data. Every other
+/// k submits its three requests together (`submit_many`).
 async fn ordering(c: &Ctx) -> Check {
     const K: u64 = 120;
     let (q, me, p) = (c.next(), c.me(), c.prev());
-    let mut pending = Vec::new();
+    let mut pending: Vec<Pending> = Vec::new();
     for k in 1..=K {
+        if k % 2 == 0 {
+            // The same three requests placed together (the cpu NIC handler's way).
+            let rkey = c.key(q);
+            let batch = vec![
+                Request::Write {
+                    addr: c.addr(q, me, 8192),
+                    rkey,
+                    data: vec![k as u8; 300],
+                },
+                Request::Read {
+                    addr: c.addr(q, me, 8192),
+                    rkey,
+                    len: 300,
+                },
+                Request::Atomic {
+                    addr: c.addr(q, me, 16),
+                    rkey,
+                    width: Width::W8,
+                    op: AmoOp::Swap(k),
+                },
+            ];
+            for reply in c.agent.submit_many(q, batch) {
+                pending.push(Box::pin(reply));
+            }
+            continue;
+        }
         pending.push(c.write(q, c.addr(q, me, 8192), vec![k as u8; 300]));
         pending.push(c.read(q, c.addr(q, me, 8192), 300));
         pending.push(c.amo(q, c.addr(q, me, 16), Width::W8, AmoOp::Swap(k)));

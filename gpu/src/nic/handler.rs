@@ -255,12 +255,32 @@ fn take_new(q: &mut PeerQueue, agent: &Agent, copies: &dyn LocalMemory, failure:
         .collect();
     let mut sources = copies.read_many(&spans).into_iter();
     let moved = !taken.is_empty();
+    // Each WQE's request (sent together below, in one message where credit allows) or why
+    // it was refused.
+    let mut requests = Vec::new();
+    let mut planned = Vec::with_capacity(taken.len());
     for (index, decoded) in taken {
         tracing::trace!(peer = q.peer, index, ?decoded, "WQE taken");
         let source = source_span(&decoded).and_then(|_| sources.next());
-        let working = match decoded {
-            Ok(wqe) => send(q.peer, index, wqe, source, agent),
-            Err(e) => Working::Refused(index, e.syndrome()),
+        let request = decoded
+            .map_err(|e| e.syndrome())
+            .and_then(|wqe| request_of(wqe, source));
+        planned.push(match request {
+            Ok((request, landing)) => {
+                requests.push(request);
+                Ok((index, landing))
+            }
+            Err(syndrome) => Err((index, syndrome)),
+        });
+    }
+    let mut replies = agent.submit_many(q.peer, requests).into_iter();
+    for plan in planned {
+        let working = match plan {
+            Ok((index, landing)) => match replies.next() {
+                Some(reply) => Working::Sent(index, Box::pin(reply), landing),
+                None => Working::Refused(index, Syndrome::WrFlush),
+            },
+            Err((index, syndrome)) => Working::Refused(index, syndrome),
         };
         q.working.push_back(working);
     }
@@ -277,16 +297,13 @@ fn source_span<E>(decoded: &std::result::Result<DecodedWqe, E>) -> Option<(u64, 
     }
 }
 
-/// Turns a decoded WQE into the agent's request and sends it; `source`: a write's local
-/// bytes, read.
-fn send(
-    peer: usize,
-    index: u16,
+/// The agent's request of a decoded WQE and where its reply lands; `source`: a write's
+/// local bytes, read. A write whose source could not be read is refused.
+fn request_of(
     wqe: DecodedWqe,
     source: Option<Result<Vec<u8>>>,
-    agent: &Agent,
-) -> Working {
-    let (request, landing) = match wqe.request {
+) -> std::result::Result<(Request, Landing), Syndrome> {
+    Ok(match wqe.request {
         WorkRequest::Nop => (Request::Nop, Landing::Nothing),
         WorkRequest::Write { remote, rkey, .. } | WorkRequest::WriteImm { remote, rkey, .. } => {
             match source {
@@ -298,7 +315,7 @@ fn send(
                     },
                     Landing::Nothing,
                 ),
-                _ => return Working::Refused(index, Syndrome::LocalProt),
+                _ => return Err(Syndrome::LocalProt),
             }
         }
         WorkRequest::WriteInline { data, remote, rkey } => (
@@ -339,8 +356,7 @@ fn send(
             },
             Landing::Word(result, width.bytes() as usize),
         ),
-    };
-    Working::Sent(index, Box::pin(agent.submit(peer, request)), landing)
+    })
 }
 
 /// The agent's form of an mlx5 atomic (the same semantics, field for field).

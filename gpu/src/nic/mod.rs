@@ -141,11 +141,11 @@ impl Shared {
 
     /// Queues `request`'s chunks to `peer` and places what the credit allows; returns where
     /// each chunk's outcome will come.
-    fn enqueue(
+    fn enqueue_many(
         &self,
         peer: usize,
-        request: Request,
-    ) -> Result<Vec<oneshot::Receiver<Result<Reply>>>> {
+        requests: Vec<Request>,
+    ) -> Result<Vec<Vec<oneshot::Receiver<Result<Reply>>>>> {
         if peer >= self.layout.n {
             return Err(Error::PeOutOfRange {
                 pe: peer,
@@ -153,22 +153,24 @@ impl Shared {
             });
         }
         self.dp.health().check()?;
-        let mut receivers = Vec::new();
-        let queued: Vec<Queued> = chunks(request, self.config.max_chunk)
-            .into_iter()
-            .map(|chunk| {
+        let mut all = Vec::with_capacity(requests.len());
+        let mut queued = Vec::new();
+        for request in requests {
+            let mut receivers = Vec::new();
+            for chunk in chunks(request, self.config.max_chunk) {
                 let (done, receiver) = oneshot::channel();
                 receivers.push(receiver);
-                Queued { chunk, done }
-            })
-            .collect();
+                queued.push(Queued { chunk, done });
+            }
+            all.push(receivers);
+        }
         let mut link = self.link(peer);
         if let Some(error) = &link.closed {
             return Err(error.clone());
         }
         link.queue(queued);
         self.pump(peer, &mut link);
-        Ok(receivers)
+        Ok(all)
     }
 }
 
@@ -273,7 +275,36 @@ impl Agent {
         peer: usize,
         request: Request,
     ) -> impl Future<Output = Result<Reply>> + Send + 'static {
-        let receivers = self.shared.enqueue(peer, request);
+        let receivers = self
+            .shared
+            .enqueue_many(peer, vec![request])
+            .map(|all| all.into_iter().next().unwrap_or_default());
+        self.replied(receivers)
+    }
+
+    /// [`Agent::submit`] of each of `requests`, in order, placed together: as many of them as
+    /// the rings' credit allows go out in one message (the cpu NIC handler submits the WQEs
+    /// it took at once this way). One future per request, in the same order.
+    ///
+    /// # Errors
+    /// Each future as [`Agent::submit`]'s.
+    pub fn submit_many(
+        &self,
+        peer: usize,
+        requests: Vec<Request>,
+    ) -> Vec<impl Future<Output = Result<Reply>> + Send + 'static> {
+        let n = requests.len();
+        match self.shared.enqueue_many(peer, requests) {
+            Ok(all) => all.into_iter().map(|r| self.replied(Ok(r))).collect(),
+            Err(e) => (0..n).map(|_| self.replied(Err(e.clone()))).collect(),
+        }
+    }
+
+    /// The reply to a request whose chunks' outcomes come through `receivers`.
+    fn replied(
+        &self,
+        receivers: Result<Vec<oneshot::Receiver<Result<Reply>>>>,
+    ) -> impl Future<Output = Result<Reply>> + Send + 'static {
         let health = self.shared.dp.health().clone();
         let timeout = self.shared.config.timeout;
         async move {
