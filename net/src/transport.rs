@@ -237,7 +237,9 @@ impl Fabric {
                 let freed = core.room.freed.notified();
                 tokio::pin!(freed);
                 freed.as_mut().enable();
-                posted = core.endpoint.post(&mut op, peer.0, remote, target.key, back);
+                posted = core
+                    .endpoint
+                    .post(&mut op, peer.0, remote, target.key, back);
                 if matches!(posted, Err(Refused::Full(_))) {
                     waiting.get_or_insert_with(|| Waiting::new(&core));
                     freed.await;
