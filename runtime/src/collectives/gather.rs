@@ -179,14 +179,18 @@ impl Team {
         wanted: impl Fn(usize) -> bool,
     ) -> Result<()> {
         let (n, me) = (self.n_pes(), self.my_pe());
-        for k in 1..n {
-            let j = (me + k) % n;
-            if wanted(j) && blocks.count(j) > 0 {
+        // Every read started first: those from other nodes overlap.
+        let reads: Vec<_> = (1..n)
+            .map(|k| (me + k) % n)
+            .filter(|&j| wanted(j) && blocks.count(j) > 0)
+            .map(|j| {
                 let from = source.resized(blocks.count(j));
                 self.dp()
                     .get_into(dest.slice(blocks.range(j)), from, self.pe(j))
-                    .await?;
-            }
+            })
+            .collect();
+        for read in reads {
+            read.await?;
         }
         Ok(())
     }
@@ -327,16 +331,17 @@ impl Team {
         if op.rejected() {
             return Ok(0);
         }
-        let mut counts = vec![0; n];
-        let mut room = vec![0; n];
-        for j in 0..n {
-            let mut words = [0u64; 2];
-            self.dp()
-                .get(&mut words, self.view::<u64>(count, 2), self.pe(j))
-                .await?;
-            counts[j] = words[0] as usize;
-            room[j] = words[1] as usize;
+        let mut words = vec![[0u64; 2]; n];
+        let reads: Vec<_> = words
+            .iter_mut()
+            .enumerate()
+            .map(|(j, w)| self.dp().get(w, self.view::<u64>(count, 2), self.pe(j)))
+            .collect();
+        for read in reads {
+            read.await?;
         }
+        let counts: Vec<usize> = words.iter().map(|w| w[0] as usize).collect();
+        let room: Vec<usize> = words.iter().map(|w| w[1] as usize).collect();
         let blocks = Blocks::from_counts(counts);
         let total = blocks.total(n);
         if let Some(j) = (0..n).find(|&j| room[j] < total) {

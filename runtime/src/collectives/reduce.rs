@@ -154,8 +154,16 @@ impl Team {
             }
         };
         let me = self.dp().my_pe();
+        let across_nodes = self.inner.plan.nodes.nodes() > 1;
         for start in (0..len).step_by(block) {
             let end = (start + block).min(len);
+            if across_nodes {
+                let combined = self
+                    .combine_overlapped(op, count, start..end, &input)
+                    .await?;
+                self.dp().put(dest.slice(start..end), &combined, me).await?;
+                continue;
+            }
             let (a, t) = (&mut acc[..end - start], &mut tmp[..end - start]);
             for k in 0..count {
                 let (src, pe) = input(k);
@@ -168,6 +176,37 @@ impl Team {
             self.dp().put(dest.slice(start..end), a, me).await?;
         }
         Ok(())
+    }
+
+    /// Elements `range` of the `count` inputs combined in input order, every input read at
+    /// once: on a team that spans nodes, the reads from other nodes overlap instead of taking
+    /// a round trip each.
+    async fn combine_overlapped<'s, T: Reducible>(
+        &self,
+        op: ReduceOp,
+        count: usize,
+        range: std::ops::Range<usize>,
+        input: &impl Fn(usize) -> Input<'s, T>,
+    ) -> Result<Vec<T>> {
+        let len = range.len();
+        let mut parts = vec![T::zeroed(); count * len];
+        let reads: Vec<_> = parts
+            .chunks_mut(len)
+            .enumerate()
+            .map(|(k, part)| {
+                let (src, pe) = input(k);
+                self.dp().get(part, src.slice(range.clone()), pe)
+            })
+            .collect();
+        for read in reads {
+            read.await?;
+        }
+        let (acc, rest) = parts.split_at_mut(len);
+        for other in rest.chunks(len) {
+            T::combine(op, acc, other);
+        }
+        parts.truncate(len);
+        Ok(parts)
     }
 
     /// As [`Team::combine_into`] for inputs that all lie in this PE's own memory (its source
@@ -336,12 +375,14 @@ impl Team {
         self.combine_into(op, dest.slice(mine.clone()), n, input)
             .await?;
         self.sync_in(state, Descriptor::END).await?;
-        for k in 1..n {
-            let j = (me + k) % n;
-            let theirs = dest.slice(part(j, n, len));
-            if !theirs.is_empty() {
-                self.dp().get_into(theirs, theirs, self.pe(j)).await?;
-            }
+        let reads: Vec<_> = (1..n)
+            .map(|k| (me + k) % n)
+            .map(|j| (dest.slice(part(j, n, len)), j))
+            .filter(|(theirs, _)| !theirs.is_empty())
+            .map(|(theirs, j)| self.dp().get_into(theirs, theirs, self.pe(j)))
+            .collect();
+        for read in reads {
+            read.await?;
         }
         self.sync_in(state, Descriptor::END).await
     }
