@@ -73,6 +73,8 @@ impl HeapMemory for GpuHeap {
     }
 
     fn atomic(&self, addr: u64, width: Width, op: AmoOp) -> Result<u64> {
+        // The deferred writes before it land first (they may be to the same word).
+        self.copies.drain()?;
         let old = self.old.lock().unwrap_or_else(PoisonError::into_inner);
         // fsh_k_amo takes the operation as the agent's wire code and operands.
         let (kind, operands) = op.encode();

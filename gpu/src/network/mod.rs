@@ -13,6 +13,7 @@
 //! under either handler.
 
 mod choice;
+mod coalesce;
 mod host_ops;
 mod memory;
 mod nic_queues;

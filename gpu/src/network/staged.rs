@@ -3,25 +3,35 @@
 //!
 //! Pageable host memory would make the driver stage the bytes itself, at a fraction of the
 //! copy engines' speed (on the H200 machine, 512 KiB from the device took about three times
-//! as long into pageable memory as into pinned). Copies can also be queued: writes deferred
-//! until a [`Staged::drain`], reads of many spans waited for together, so that a batch of
-//! small copies costs one synchronisation, not one each.
+//! as long into pageable memory as into pinned). Copies are also batched: writes deferred
+//! until a [`Staged::drain`] and the spans of [`Staged::to_host_many`] go as runs of
+//! adjacent addresses, one copy per run (a kernel's blocks putting adjacent chunks make one
+//! copy, not one each: each copy is a driver call, which under MPS costs tens of
+//! microseconds), and a batch waits for the GPU once.
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use cudarc::driver::{CudaContext, CudaStream};
 use ferroshmem_runtime::{Error, Result};
 
+use super::coalesce::{runs_of, Pending, Run};
 use crate::driver::{self, Pinned};
 
 /// The pinned bytes copies go through; a larger copy goes a piece of this size at a time.
 const STAGING_BYTES: usize = 1 << 20;
 
-/// The staging memory and how much of it queued copies still use.
+/// The staging memory and what uses it.
 struct Staging {
+    /// Deferred writes' bytes, at their staging offsets; reads' bytes.
     pinned: Pinned,
-    /// Bytes from the start in use by copies queued and not yet waited for.
-    queued: usize,
+    /// Runs of adjacent deferred writes, packed for one copy each.
+    packed: Pinned,
+    /// Bytes from the start of `pinned` in use (writes waiting, copies queued).
+    used: usize,
+    /// Deferred writes not yet queued as copies.
+    pending: Pending,
+    /// Whether copies were queued and not yet waited for.
+    queued: bool,
 }
 
 /// Copies between host bytes and GPU memory, one caller at a time.
@@ -30,6 +40,9 @@ pub(crate) struct Staged {
     stream: Arc<CudaStream>,
     staging: Mutex<Staging>,
 }
+
+/// A read queued into the staging memory: the run, and where its bytes land there.
+type QueuedRead = (Run, Result<usize>);
 
 impl Staged {
     /// Copies on a new stream of `ctx`, for `whom` (named in errors).
@@ -43,7 +56,10 @@ impl Staged {
             stream,
             staging: Mutex::new(Staging {
                 pinned: Pinned::new(ctx, STAGING_BYTES)?,
-                queued: 0,
+                packed: Pinned::new(ctx, STAGING_BYTES)?,
+                used: 0,
+                pending: Pending::default(),
+                queued: false,
             }),
         })
     }
@@ -53,7 +69,7 @@ impl Staged {
         &self.stream
     }
 
-    /// The staging memory, every copy queued from it done, with the context bound.
+    /// The staging memory, every deferred write done, with the context bound.
     fn idle(&self) -> Result<MutexGuard<'_, Staging>> {
         driver::bind(&self.ctx)?;
         let mut staging = self.staging.lock().unwrap_or_else(PoisonError::into_inner);
@@ -61,11 +77,38 @@ impl Staged {
         Ok(staging)
     }
 
-    /// Waits for the copies queued from `staging`; all of it is free again.
+    /// Queues the deferred writes and waits for every copy queued; all of the staging
+    /// memory is free again.
     fn wait(&self, staging: &mut Staging) -> Result<()> {
-        if staging.queued > 0 {
-            staging.queued = 0;
+        let issued = self.issue_pending(staging);
+        staging.used = 0;
+        if std::mem::take(&mut staging.queued) {
             driver::stream_synchronize(self.stream.cu_stream())?;
+        }
+        issued
+    }
+
+    /// Queues the deferred writes, a copy per run of adjacent destinations (a run of several
+    /// packed together first).
+    fn issue_pending(&self, staging: &mut Staging) -> Result<()> {
+        let mut packed_at = 0;
+        for run in staging.pending.take_runs() {
+            staging.queued = true;
+            let stream = self.stream.cu_stream();
+            if let [(at, len)] = run.parts[..] {
+                driver::copy_pinned_to_device_queued(run.addr, &staging.pinned, at, len, stream)?;
+                continue;
+            }
+            let start = packed_at;
+            for &(at, len) in &run.parts {
+                // The only copies in flight are this loop's: they read `pinned` (as this does)
+                // and other bytes of `packed`.
+                let bytes = &staging.pinned.bytes()[at..at + len];
+                staging.packed.write_at(packed_at, bytes);
+                packed_at += len;
+            }
+            let len = packed_at - start;
+            driver::copy_pinned_to_device_queued(run.addr, &staging.packed, start, len, stream)?;
         }
         Ok(())
     }
@@ -73,50 +116,71 @@ impl Staged {
     /// Copies the GPU bytes at `addr` into `out`, done when this returns.
     pub fn to_host(&self, addr: u64, out: &mut [u8]) -> Result<()> {
         let mut staging = self.idle()?;
+        self.to_host_idle(&mut staging, addr, out)
+    }
+
+    /// [`Staged::to_host`] with the staging memory already idle.
+    fn to_host_idle(&self, staging: &mut Staging, addr: u64, out: &mut [u8]) -> Result<()> {
         for (i, piece) in out.chunks_mut(STAGING_BYTES).enumerate() {
             let from = addr + (i * STAGING_BYTES) as u64;
-            self.queue_to_host(&mut staging, from, piece.len())?;
-            self.wait(&mut staging)?;
+            self.queue_to_host(staging, from, piece.len())?;
+            self.wait(staging)?;
             piece.copy_from_slice(&staging.pinned.bytes()[..piece.len()]);
         }
         Ok(())
     }
 
-    /// The GPU bytes of each `(addr, len)` span, each with its own outcome, waited for
-    /// together as far as the staging memory holds them.
+    /// The GPU bytes of each `(addr, len)` span, each with its own outcome: adjacent spans
+    /// read by one copy, and as many as the staging memory holds waited for together.
     pub fn to_host_many(&self, spans: &[(u64, usize)]) -> Vec<Result<Vec<u8>>> {
-        let mut out = Vec::with_capacity(spans.len());
-        let mut staging = match self.idle() {
-            Ok(staging) => staging,
-            Err(e) => return spans.iter().map(|_| Err(e.clone())).collect(),
-        };
-        // Spans queued since the last wait: their place in the staging memory, or the error
-        // that kept them from being queued.
-        let mut group: Vec<Result<(usize, usize)>> = Vec::new();
-        for &(addr, len) in spans {
-            if len > STAGING_BYTES || staging.queued + len > STAGING_BYTES {
-                self.finish(&mut staging, &mut group, &mut out);
-            }
-            if len > STAGING_BYTES {
-                drop(staging);
-                let mut bytes = vec![0; len];
-                out.push(self.to_host(addr, &mut bytes).map(|()| bytes));
-                staging = self.staging.lock().unwrap_or_else(PoisonError::into_inner);
-                continue;
-            }
-            let at = staging.queued;
-            group.push(
-                self.queue_to_host(&mut staging, addr, len)
-                    .map(|()| (at, len)),
-            );
+        let mut out: Vec<Option<Result<Vec<u8>>>> = vec![None; spans.len()];
+        match self.idle() {
+            Ok(mut staging) => self.read_runs(&mut staging, spans, &mut out),
+            Err(e) => out.iter_mut().for_each(|o| *o = Some(Err(e.clone()))),
         }
-        self.finish(&mut staging, &mut group, &mut out);
-        out
+        out.into_iter()
+            .map(|o| o.unwrap_or(Err(Error::Shutdown)))
+            .collect()
     }
 
-    /// Queues a copy of `len` GPU bytes at `addr` after those already queued in `staging`.
+    /// Reads `spans` into `out` (by index), run by run.
+    fn read_runs(
+        &self,
+        staging: &mut Staging,
+        spans: &[(u64, usize)],
+        out: &mut [Option<Result<Vec<u8>>>],
+    ) {
+        let mut group: Vec<QueuedRead> = Vec::new();
+        let mut runs = runs_of(spans);
+        // A run longer than the staging memory goes span by span.
+        let long: Vec<Run> = runs
+            .iter()
+            .filter(|r| r.len() > STAGING_BYTES)
+            .cloned()
+            .collect();
+        runs.retain(|r| r.len() <= STAGING_BYTES);
+        for run in long {
+            for (index, len) in run.parts {
+                let mut bytes = vec![0; len];
+                let read = self.to_host_idle(staging, spans[index].0, &mut bytes);
+                out[index] = Some(read.map(|()| bytes));
+            }
+        }
+        for run in runs {
+            if staging.used + run.len() > STAGING_BYTES {
+                self.finish(staging, &mut group, out);
+            }
+            let at = staging.used;
+            let queued = self.queue_to_host(staging, run.addr, run.len());
+            group.push((run, queued.map(|()| at)));
+        }
+        self.finish(staging, &mut group, out);
+    }
+
+    /// Queues a copy of `len` GPU bytes at `addr` after what `staging` already uses.
     fn queue_to_host(&self, staging: &mut Staging, addr: u64, len: usize) -> Result<()> {
-        let at = staging.queued;
+        let at = staging.used;
+        staging.queued = true;
         driver::copy_device_to_pinned_queued(
             &staging.pinned,
             at,
@@ -124,23 +188,32 @@ impl Staged {
             addr,
             self.stream.cu_stream(),
         )?;
-        staging.queued = at + len;
+        staging.used = at + len;
         Ok(())
     }
 
-    /// Waits for the spans of `group` and moves their bytes (or the error) into `out`.
+    /// Waits for the runs of `group` and hands each span its bytes (or the error).
     fn finish(
         &self,
         staging: &mut Staging,
-        group: &mut Vec<Result<(usize, usize)>>,
-        out: &mut Vec<Result<Vec<u8>>>,
+        group: &mut Vec<QueuedRead>,
+        out: &mut [Option<Result<Vec<u8>>>],
     ) {
         let waited = self.wait(staging);
-        for queued in group.drain(..) {
-            out.push(match (&waited, &queued) {
-                (Err(e), _) | (_, Err(e)) => Err(e.clone()),
-                (Ok(()), Ok((at, len))) => Ok(staging.pinned.bytes()[*at..at + len].to_vec()),
-            });
+        for (run, queued) in group.drain(..) {
+            let mut at = match (&waited, &queued) {
+                (Err(e), _) | (_, Err(e)) => {
+                    for (index, _) in run.parts {
+                        out[index] = Some(Err(e.clone()));
+                    }
+                    continue;
+                }
+                (Ok(()), Ok(at)) => *at,
+            };
+            for (index, len) in run.parts {
+                out[index] = Some(Ok(staging.pinned.bytes()[at..at + len].to_vec()));
+                at += len;
+            }
         }
     }
 
@@ -152,30 +225,26 @@ impl Staged {
 
     /// Starts copying `data` to the GPU bytes at `addr`: done once [`Staged::drain`]
     /// returns, or any other copy through this staging memory; `data` is the caller's again
-    /// at once. Copies land in the order they were queued.
+    /// at once. Deferred writes that overlap land in the order they were made.
     pub fn to_device_deferred(&self, addr: u64, data: &[u8]) -> Result<()> {
         driver::bind(&self.ctx)?;
         let mut staging = self.staging.lock().unwrap_or_else(PoisonError::into_inner);
         for (i, piece) in data.chunks(STAGING_BYTES).enumerate() {
-            if staging.queued + piece.len() > STAGING_BYTES {
+            let to = addr + (i * STAGING_BYTES) as u64;
+            if staging.used + piece.len() > STAGING_BYTES
+                || staging.pending.overlaps(to, piece.len())
+            {
                 self.wait(&mut staging)?;
             }
-            let at = staging.queued;
+            let at = staging.used;
             staging.pinned.write_at(at, piece);
-            let to = addr + (i * STAGING_BYTES) as u64;
-            driver::copy_pinned_to_device_queued(
-                to,
-                &staging.pinned,
-                at,
-                piece.len(),
-                self.stream.cu_stream(),
-            )?;
-            staging.queued = at + piece.len();
+            staging.pending.insert(to, at, piece.len());
+            staging.used = at + piece.len();
         }
         Ok(())
     }
 
-    /// Waits until every copy queued is done.
+    /// Waits until every copy queued and every deferred write is done.
     pub fn drain(&self) -> Result<()> {
         self.idle().map(drop)
     }
