@@ -133,6 +133,9 @@ impl Staged {
     /// The GPU bytes of each `(addr, len)` span, each with its own outcome: adjacent spans
     /// read by one copy, and as many as the staging memory holds waited for together.
     pub fn to_host_many(&self, spans: &[(u64, usize)]) -> Vec<Result<Vec<u8>>> {
+        if spans.is_empty() {
+            return Vec::new();
+        }
         let mut out: Vec<Option<Result<Vec<u8>>>> = vec![None; spans.len()];
         match self.idle() {
             Ok(mut staging) => self.read_runs(&mut staging, spans, &mut out),

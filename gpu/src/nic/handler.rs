@@ -249,12 +249,14 @@ fn take_new(q: &mut PeerQueue, agent: &Agent, copies: &dyn LocalMemory, failure:
             }
         }
     }
+    if taken.is_empty() {
+        return false;
+    }
     let spans: Vec<(u64, usize)> = taken
         .iter()
         .filter_map(|(_, decoded)| source_span(decoded))
         .collect();
     let mut sources = copies.read_many(&spans).into_iter();
-    let moved = !taken.is_empty();
     // Each WQE's request (sent together below, in one message where credit allows) or why
     // it was refused.
     let mut requests = Vec::new();
@@ -284,7 +286,7 @@ fn take_new(q: &mut PeerQueue, agent: &Agent, copies: &dyn LocalMemory, failure:
         };
         q.working.push_back(working);
     }
-    moved
+    true
 }
 
 /// Where a WQE's data is read from on this PE, if it carries local data to write.
