@@ -9,6 +9,7 @@
 //! | `write_bw` | `Write`s of `--bw-mib` MiB in all, 16 MiB each, all in flight | `put_nbi`s of the same, one `quiet` |
 //! | `wqe_fadd` | an 8-byte fetch-add WQE posted to a send queue, performed by the cpu NIC handler through the agent, and its CQE (`Producer::post`, polled, yielding the core, until its CQE) | `atomic_fetch_add` |
 //! | `wqe_write8` | an 8-byte inline write WQE and its CQE, the same way | `put` of 8 bytes |
+//! | `wqe_write128_rate` | 128-byte write WQEs (source in local memory) posted back to back, `4 × --iters` of them, then a quiet: µs per WQE, the handler and agent's throughput for small writes | `put_nbi`s of 128 bytes, one `quiet` |
 //!
 //! `--ring-blocks N` and `--chunk BYTES` size the agents' rings (default: the agent's).
 //! Each latency is the median of `--reps` batches of `--iters` operations, after warm-up; each
@@ -107,6 +108,8 @@ struct Anchors {
 
 /// The size of one bandwidth message.
 const MESSAGE: usize = 16 << 20;
+/// The bytes of each write of `wqe_write128_rate`.
+const SMALL: usize = 128;
 
 /// PE 0's measurements against PE 1.
 async fn measure(pe: &Pe, agent: &Arc<Agent>, anchors: &Anchors, o: Options) -> Result<()> {
@@ -143,7 +146,11 @@ async fn measure(pe: &Pe, agent: &Arc<Agent>, anchors: &Anchors, o: Options) -> 
     let a = median(o.reps, || per_op(o.iters, write)).await? * us;
     let d = median(o.reps, || per_op(o.iters, || pe.p(word, 1, 1))).await? * us;
     line("write8", a, d, "us");
-    let (fadd, write8) = through_the_handler(agent, o).await?;
+    let HandlerFigures {
+        fadd,
+        write8,
+        stream128,
+    } = through_the_handler(agent, o).await?;
     let d_fadd = median(o.reps, || {
         per_op(o.iters, || pe.atomic_fetch_add(word, 1, 1))
     })
@@ -152,6 +159,17 @@ async fn measure(pe: &Pe, agent: &Arc<Agent>, anchors: &Anchors, o: Options) -> 
     line("wqe_fadd", fadd * us, d_fadd, "us");
     let d_put = median(o.reps, || per_op(o.iters, || pe.p(word, 1, 1))).await? * us;
     line("wqe_write8", write8 * us, d_put, "us");
+    let d_stream = median(o.reps, || async {
+        let started = Instant::now();
+        for _ in 0..4 * o.iters {
+            pe.put_nbi(anchors.dest.slice(..SMALL), &[1u8; SMALL], 1)?;
+        }
+        pe.quiet().await?;
+        Ok(started.elapsed().as_secs_f64() / (4 * o.iters) as f64)
+    })
+    .await?
+        * us;
+    line("wqe_write128_rate", stream128 * us, d_stream, "us");
     bandwidth(pe, agent, &anchors.dest, o).await
 }
 
@@ -170,9 +188,17 @@ impl LocalMemory for Local {
     }
 }
 
+/// What [`through_the_handler`] measures, in seconds per WQE.
+struct HandlerFigures {
+    fadd: f64,
+    write8: f64,
+    stream128: f64,
+}
+
 /// Seconds per WQE (posted, performed by a cpu NIC handler through `agent`, its CQE seen):
-/// an 8-byte fetch-add, then an 8-byte inline write, each the median of the batches.
-async fn through_the_handler(agent: &Arc<Agent>, o: Options) -> Result<(f64, f64)> {
+/// an 8-byte fetch-add, then an 8-byte inline write, each the median of the batches; then
+/// per WQE of a stream of 128-byte writes ended by a quiet.
+async fn through_the_handler(agent: &Arc<Agent>, o: Options) -> Result<HandlerFigures> {
     let peer = agent
         .peer(1)
         .ok_or(Error::PeOutOfRange { pe: 1, n_pes: 1 })?;
@@ -227,7 +253,30 @@ async fn through_the_handler(agent: &Arc<Agent>, o: Options) -> Result<(f64, f64
             all.sort_by(f64::total_cmp);
             Ok(all[all.len() / 2])
         };
-        Ok::<_, Error>((timed(&fadd)?, timed(&write)?))
+        let stream = WorkRequest::Write {
+            local: local_base + 1024,
+            lkey: 0,
+            remote: peer.base + 1024,
+            rkey: peer.rkey,
+            len: SMALL as u32,
+        };
+        let mut all = Vec::with_capacity(o.reps);
+        for _ in 0..o.reps {
+            let started = Instant::now();
+            for _ in 0..4 * o.iters {
+                producer
+                    .post(&stream, WqeFlags::default())
+                    .map_err(Error::from)?;
+            }
+            producer.quiet().map_err(Error::from)?;
+            all.push(started.elapsed().as_secs_f64() / (4 * o.iters) as f64);
+        }
+        all.sort_by(f64::total_cmp);
+        Ok::<_, Error>(HandlerFigures {
+            fadd: timed(&fadd)?,
+            write8: timed(&write)?,
+            stream128: all[all.len() / 2],
+        })
     })
     .await
     .map_err(|e| Error::os("the handler's measurement", e))??;

@@ -28,6 +28,8 @@ struct Staging {
     packed: Pinned,
     /// Bytes from the start of `pinned` in use (writes waiting, copies queued).
     used: usize,
+    /// Bytes from the start of `packed` in use by copies queued.
+    packed_used: usize,
     /// Deferred writes not yet queued as copies.
     pending: Pending,
     /// Whether copies were queued and not yet waited for.
@@ -58,6 +60,7 @@ impl Staged {
                 pinned: Pinned::new(ctx, STAGING_BYTES)?,
                 packed: Pinned::new(ctx, STAGING_BYTES)?,
                 used: 0,
+                packed_used: 0,
                 pending: Pending::default(),
                 queued: false,
             }),
@@ -82,6 +85,7 @@ impl Staged {
     fn wait(&self, staging: &mut Staging) -> Result<()> {
         let issued = self.issue_pending(staging);
         staging.used = 0;
+        staging.packed_used = 0;
         if std::mem::take(&mut staging.queued) {
             driver::stream_synchronize(self.stream.cu_stream())?;
         }
@@ -89,9 +93,9 @@ impl Staged {
     }
 
     /// Queues the deferred writes, a copy per run of adjacent destinations (a run of several
-    /// packed together first).
+    /// packed together first); their bytes stay in use until the next wait.
     fn issue_pending(&self, staging: &mut Staging) -> Result<()> {
-        let mut packed_at = 0;
+        let mut packed_at = staging.packed_used;
         for run in staging.pending.take_runs() {
             staging.queued = true;
             let stream = self.stream.cu_stream();
@@ -101,12 +105,13 @@ impl Staged {
             }
             let start = packed_at;
             for &(at, len) in &run.parts {
-                // The only copies in flight are this loop's: they read `pinned` (as this does)
-                // and other bytes of `packed`.
+                // The copies in flight read `pinned` (as this does) and other bytes of
+                // `packed` (those before `packed_at`).
                 let bytes = &staging.pinned.bytes()[at..at + len];
                 staging.packed.write_at(packed_at, bytes);
                 packed_at += len;
             }
+            staging.packed_used = packed_at;
             let len = packed_at - start;
             driver::copy_pinned_to_device_queued(run.addr, &staging.packed, start, len, stream)?;
         }
@@ -228,16 +233,17 @@ impl Staged {
 
     /// Starts copying `data` to the GPU bytes at `addr`: done once [`Staged::drain`]
     /// returns, or any other copy through this staging memory; `data` is the caller's again
-    /// at once. Deferred writes that overlap land in the order they were made.
+    /// at once. Deferred writes that overlap land in the order they were made: the writes
+    /// waiting before one that overlaps them are queued first (the stream keeps the order).
     pub fn to_device_deferred(&self, addr: u64, data: &[u8]) -> Result<()> {
         driver::bind(&self.ctx)?;
         let mut staging = self.staging.lock().unwrap_or_else(PoisonError::into_inner);
         for (i, piece) in data.chunks(STAGING_BYTES).enumerate() {
             let to = addr + (i * STAGING_BYTES) as u64;
-            if staging.used + piece.len() > STAGING_BYTES
-                || staging.pending.overlaps(to, piece.len())
-            {
+            if staging.used + piece.len() > STAGING_BYTES {
                 self.wait(&mut staging)?;
+            } else if staging.pending.overlaps(to, piece.len()) {
+                self.issue_pending(&mut staging)?;
             }
             let at = staging.used;
             staging.pinned.write_at(at, piece);
