@@ -9,7 +9,10 @@
 // with an atomic add on `resv`, waits for ring space, writes its WQE, then advances `ready` in
 // reservation order (a compare-and-swap from its first WQEBB to its end). The doorbell is
 // batched: a thread rings it (DBR and the producer cell, under a short lock so the index only
-// grows) only if nobody reserved after it; a later reserver rings for both. CQEs (one per WQE:
+// grows) only if nobody reserved after it, or if the doorbell lags its WQE by FSH_RING_BATCH
+// WQEBBs (threads that post without pause would otherwise always leave a later reserver to
+// ring, and the handler would see nothing until the ring filled); a later reserver rings for
+// both. CQEs (one per WQE:
 // every WQE asks for a CQ update) are consumed by whichever waiting thread takes the poll lock;
 // the others watch `cons`. Each CQE's wqe_counter names its WQE's first WQEBB, whose end the
 // poster left in `ends`. Fetching operations and blocking forms wait for their own WQE's end;
@@ -17,6 +20,9 @@
 // (GpuModule::check turns it into a typed error) and the queue stays in error: the handler
 // flushes what was posted, so no wait on it hangs, and later operations on the queue return
 // at once (fetching ones with 0) without posting.
+
+// WQEBBs the doorbell may lag a submitted WQE before its poster rings anyway.
+#define FSH_RING_BATCH 32
 
 struct fsh_qp_t {
     void* sq;              // send queue ring (pinned host memory mapped into the GPU); 0: mapped peer
@@ -130,7 +136,11 @@ __device__ __forceinline__ fsh_u64 fsh__qp_submit(fsh_qp_t* q, fsh_u64 at, fsh_u
     q->ends[at & (q->nwqes - 1)] = end;
     fsh__fence_sys(); // the WQE's bytes and its end before the index that announces them
     while (fsh__atom_cas(&q->ready, at, end) != at) fsh__spin();
-    if (*(volatile fsh_u64*)&q->resv == end) fsh__qp_ring(q, end);
+    // The last reserver rings; so does one whose WQEs the doorbell lags by a batch, so that
+    // threads posting without pause (a reserver always behind them) are not left unseen
+    // until the ring is full.
+    if (*(volatile fsh_u64*)&q->resv == end || end - *(volatile fsh_u64*)&q->rung >= FSH_RING_BATCH)
+        fsh__qp_ring(q, end);
     return end;
 }
 
