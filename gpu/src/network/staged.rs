@@ -34,6 +34,9 @@ struct Staging {
     pending: Pending,
     /// Whether copies were queued and not yet waited for.
     queued: bool,
+    /// Why deferred writes could not be queued: every later wait fails with it (those
+    /// writes are lost; their requests must not be answered as done).
+    failed: Option<Error>,
 }
 
 /// Copies between host bytes and GPU memory, one caller at a time.
@@ -63,6 +66,7 @@ impl Staged {
                 packed_used: 0,
                 pending: Pending::default(),
                 queued: false,
+                failed: None,
             }),
         })
     }
@@ -92,9 +96,22 @@ impl Staged {
         issued
     }
 
+    /// Queues the deferred writes ([`Staged::queue_runs`]); a failure is kept, so that every
+    /// later wait reports it.
+    fn issue_pending(&self, staging: &mut Staging) -> Result<()> {
+        if let Some(failed) = &staging.failed {
+            return Err(failed.clone());
+        }
+        let queued = self.queue_runs(staging);
+        if let Err(e) = &queued {
+            staging.failed = Some(e.clone());
+        }
+        queued
+    }
+
     /// Queues the deferred writes, a copy per run of adjacent destinations (a run of several
     /// packed together first); their bytes stay in use until the next wait.
-    fn issue_pending(&self, staging: &mut Staging) -> Result<()> {
+    fn queue_runs(&self, staging: &mut Staging) -> Result<()> {
         let mut packed_at = staging.packed_used;
         for run in staging.pending.take_runs() {
             staging.queued = true;
