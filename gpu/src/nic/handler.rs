@@ -8,7 +8,11 @@
 //! buffers are read and written through [`LocalMemory`].
 //!
 //! Each queue keeps up to [`IN_FLIGHT`] requests going at once; their replies are taken in
-//! order (the agent runs one peer's requests in order, as an RC queue does). Noticing: a
+//! order (the agent runs one peer's requests in order, as an RC queue does). What one look
+//! finds goes together: the WQEs' local sources are read at once
+//! ([`LocalMemory::read_many`]), their requests leave in one message
+//! ([`Agent::submit_many`]), and the replies found are landed (deferred writes, one flush)
+//! before their CQEs are written. Noticing: a
 //! producer's doorbell record is memory that nothing signals, so the thread polls it: at
 //! once again while work comes, yielding its core for [`SPIN_AFTER_WORK`] after the last
 //! work (the next WQE of a kernel that waits for a CQE, or a reply, comes then: seen without
