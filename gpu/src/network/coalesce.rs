@@ -76,14 +76,17 @@ pub(crate) fn runs_of(spans: &[(u64, usize)]) -> Vec<Run> {
 /// Groups `(addr, index, len)` items, sorted by address, into runs of adjacent ones.
 fn runs(sorted: impl Iterator<Item = (u64, usize, usize)>) -> Vec<Run> {
     let mut out: Vec<Run> = Vec::new();
+    // Where the last run ends (kept, so that a long run is not summed at each step).
+    let mut end = None;
     for (addr, index, len) in sorted {
         match out.last_mut() {
-            Some(run) if run.addr + run.len() as u64 == addr => run.parts.push((index, len)),
+            Some(run) if end == Some(addr) => run.parts.push((index, len)),
             _ => out.push(Run {
                 addr,
                 parts: vec![(index, len)],
             }),
         }
+        end = Some(addr + len as u64);
     }
     out
 }

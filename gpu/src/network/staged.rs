@@ -176,14 +176,10 @@ impl Staged {
         out: &mut [Option<Result<Vec<u8>>>],
     ) {
         let mut group: Vec<QueuedRead> = Vec::new();
-        let mut runs = runs_of(spans);
         // A run longer than the staging memory goes span by span.
-        let long: Vec<Run> = runs
-            .iter()
-            .filter(|r| r.len() > STAGING_BYTES)
-            .cloned()
-            .collect();
-        runs.retain(|r| r.len() <= STAGING_BYTES);
+        let (long, runs): (Vec<Run>, Vec<Run>) = runs_of(spans)
+            .into_iter()
+            .partition(|r| r.len() > STAGING_BYTES);
         for run in long {
             for (index, len) in run.parts {
                 let mut bytes = vec![0; len];

@@ -423,7 +423,8 @@ fn finish_done(
     if ended.is_empty() {
         return false;
     }
-    let flushed = copies.flush();
+    let deferred = ended.iter().any(|&(_, _, deferred)| deferred);
+    let flushed = if deferred { copies.flush() } else { Ok(()) };
     if let Err(e) = &flushed {
         remember(failure, e.clone());
     }
