@@ -158,9 +158,10 @@ impl Team {
         for start in (0..len).step_by(block) {
             let end = (start + block).min(len);
             if across_nodes {
-                let combined = self
-                    .combine_overlapped(op, count, start..end, &input)
-                    .await?;
+                // Boxed: its reads would otherwise enlarge every reduction's future, the
+                // one-node and eager ones included.
+                let overlapped = self.combine_overlapped(op, count, start..end, &input);
+                let combined = Box::pin(overlapped).await?;
                 self.dp().put(dest.slice(start..end), &combined, me).await?;
                 continue;
             }
