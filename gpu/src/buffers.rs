@@ -1,12 +1,14 @@
 //! Local (non-symmetric) memory that host-initiated GPU operations read from or write to:
 //! [`HostBuffer`] (pinned, device-mapped host memory, zero-initialised) and [`DeviceBuffer`]
-//! (plain device memory of a PE's GPU). Both are typed and freed on drop.
+//! (plain device memory of a PE's GPU). Both are typed and freed on drop. [`HostWords`]: pinned
+//! words the host and running kernels share, accessed atomically from the host.
 //!
 //! Each buffer remembers the transfers queued on it that may still run: reading, writing or
 //! freeing it first waits for them. A future of a transfer that is dropped or leaked before
 //! the transfer completes therefore never lets the memory be touched under the copy.
 
 use std::marker::PhantomData;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use bytemuck::Pod;
@@ -117,6 +119,50 @@ impl<T: Pod> HostBuffer<T> {
         self.in_use.settle();
         let n = self.len * std::mem::size_of::<T>();
         bytemuck::cast_slice_mut(&mut self.mem.bytes_mut()[..n])
+    }
+}
+
+/// Pinned, device-mapped 64-bit words that the host only ever reads and writes atomically,
+/// while kernels poll or write them: abort flags, outcome words.
+#[derive(Debug)]
+pub struct HostWords {
+    mem: Pinned,
+    len: usize,
+}
+
+impl HostWords {
+    /// Allocates `len` zeroed words (pinned for every GPU of the process; `ctx` is made
+    /// current for the allocation).
+    pub fn new(ctx: &Arc<CudaContext>, len: usize) -> Result<Self> {
+        Ok(HostWords {
+            mem: Pinned::new(ctx, bytes_for::<u64>(len)?)?,
+            len,
+        })
+    }
+
+    /// Word `index`'s address, to pass to kernels.
+    ///
+    /// # Panics
+    /// When `index` is out of bounds.
+    pub fn addr(&self, index: usize) -> u64 {
+        assert!(index < self.len, "word {index} of {}", self.len);
+        self.mem.addr() + 8 * index as u64
+    }
+
+    /// Stores `value` into word `index` (release).
+    ///
+    /// # Panics
+    /// When `index` is out of bounds.
+    pub fn store(&self, index: usize, value: u64) {
+        self.mem.words()[..self.len][index].store(value, Ordering::Release);
+    }
+
+    /// Loads word `index` (acquire).
+    ///
+    /// # Panics
+    /// When `index` is out of bounds.
+    pub fn load(&self, index: usize) -> u64 {
+        self.mem.words()[..self.len][index].load(Ordering::Acquire)
     }
 }
 

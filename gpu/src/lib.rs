@@ -29,7 +29,7 @@ mod sharing;
 mod stream;
 mod verbs;
 
-pub use buffers::{DeviceBuffer, HostBuffer, LocalMem};
+pub use buffers::{DeviceBuffer, HostBuffer, HostWords, LocalMem};
 pub use context::{detect, device_for_local_rank, GpuDevice, GpuInventory};
 pub use cudarc;
 pub use driver::{Graph, LaunchDims};

@@ -115,13 +115,20 @@ impl GpuPe {
     /// prepended, for this PE's GPU, and loads it. Blocking (NVRTC takes tens to hundreds of
     /// milliseconds): call it from set-up code or `spawn_blocking`.
     pub fn compile(&self, source: &str, options: &CompileOptions) -> Result<GpuModule> {
+        let ptx = self.compile_ptx(source, options)?;
+        self.load_ptx(&ptx)
+    }
+
+    /// Compiles `source` as [`GpuPe::compile`] does, without loading it: the PTX, which
+    /// [`GpuPe::load_ptx`] loads into any PE of the job on a GPU of the same model (a library
+    /// compiles its kernels once per process this way). Blocking, like `compile`.
+    pub fn compile_ptx(&self, source: &str, options: &CompileOptions) -> Result<String> {
         let debug = options.debug.unwrap_or(self.device_debug());
         let full = format!(
             "{}{DEVICE_HEADER}\n#line 1 \"kernel.cu\"\n{source}\n",
             library_defines(debug, self.spans_nodes())
         );
-        let ptx = nvrtc(&full, self.device().compute_capability(), &options.options)?;
-        self.load_ptx(&ptx)
+        nvrtc(&full, self.device().compute_capability(), &options.options)
     }
 
     /// Loads PTX that was compiled with the device library (by [`GpuPe::compile`] on any PE

@@ -664,7 +664,7 @@ impl Pinned {
         // SAFETY: the allocation is page aligned and holds `bytes / 8` whole words; it lives
         // as long as `self`; every host access to it goes through these atomics (the GPU's
         // are its own aligned stores and loads), and no `&[u8]` of it is taken meanwhile by
-        // the owner (the network path never calls `bytes`/`bytes_mut` on it).
+        // the owner (neither the network path nor `HostWords` calls `bytes`/`bytes_mut`).
         unsafe { std::slice::from_raw_parts(self.ptr.cast::<AtomicU64>(), self.bytes / 8) }
     }
 

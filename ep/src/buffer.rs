@@ -1,0 +1,363 @@
+//! [`Buffer`]: the symmetric memory, kernels and stream of one PE's expert parallelism,
+//! created collectively by every PE of the job; the waits of its calls, which end in their
+//! results, the job's failure, or the configured timeout; and [`Buffer::layout`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferroshmem_gpu::cudarc::driver::CudaStream;
+use ferroshmem_gpu::{DeviceBuffer, GpuBuffer, GpuPe, GpuSharing, HostBuffer, HostWords, LocalMem};
+use ferroshmem_runtime::{Error, Result};
+
+use crate::config::{Config, Regions, ROW_HEAD};
+use crate::kernels::{Kernels, Places};
+use crate::layout::{bad_expert, Layout};
+
+/// Index of the abort word in [`Buffer::words`]: the host sets it to make waiting kernels
+/// give up.
+const ABORT: usize = 0;
+/// Index of the outcome word: a kernel that gave up sets it.
+const OUTCOME: usize = 1;
+/// How long a call that gave up waits for its kernels to notice.
+const DRAIN: Duration = Duration::from_secs(10);
+
+/// One PE's part of expert parallelism (DeepEP's `Buffer`): its symmetric receive region, its
+/// kernels and the stream they run on. Every PE of the job creates one with the same
+/// [`Config`] and calls [`dispatch`](Buffer::dispatch) and [`combine`](Buffer::combine)
+/// together, in the same order.
+///
+/// Kernels that read what a dispatch received, or write what a combine sends back, should be
+/// queued on [`Buffer::stream`] (or be complete before the next call).
+#[derive(Debug)]
+pub struct Buffer {
+    pub(crate) gpu: GpuPe,
+    pub(crate) config: Config,
+    pub(crate) regions: Regions,
+    pub(crate) kernels: Kernels,
+    pub(crate) stream: Arc<CudaStream>,
+    region: Option<GpuBuffer<u8>>,
+    pub(crate) base: u64,
+    /// This PE's row of the dispatch table, then each token's place per PE.
+    pub(crate) scratch: DeviceBuffer<i32>,
+    /// The grid's finished-block count of the row kernels.
+    blocks_done: DeviceBuffer<u32>,
+    /// The dispatch or combine table as the last call's exchange left it.
+    pub(crate) snapshot: HostBuffer<i32>,
+    /// This PE's row of the combine table.
+    pub(crate) combine_head: HostBuffer<i32>,
+    pub(crate) words: HostWords,
+    pub(crate) dispatches: u64,
+    pub(crate) combines: u64,
+    broken: Option<Error>,
+}
+
+impl Buffer {
+    /// Creates the buffer on every PE of `gpu`'s job (collective: every PE calls it with the
+    /// same configuration). Needs [`Buffer::bytes_needed`] of the symmetric GPU heap.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a configuration [`Config::check`] refuses, the heap's
+    /// errors when the region does not fit, a driver or compile error otherwise.
+    pub async fn new(gpu: &GpuPe, config: Config) -> Result<Buffer> {
+        let n = gpu.n_pes();
+        config.check(n)?;
+        if gpu.spans_nodes() {
+            return Err(Error::InvalidArgument(
+                "ep buffers need every PE's GPU heap mapped, and this job spans nodes".into(),
+            ));
+        }
+        let regions = Regions::new(&config, n)?;
+        let blocks = config.blocks.unwrap_or_else(|| default_blocks(gpu));
+        let compiling = gpu.clone();
+        let kernels = tokio::task::spawn_blocking(move || Kernels::load(&compiling, blocks))
+            .await
+            .map_err(|e| Error::InvalidArgument(format!("compiling the ep kernels: {e}")))??;
+        let ctx = gpu.context();
+        let scratch = DeviceBuffer::new(ctx, regions.dispatch_width + config.max_tokens * n)?;
+        let mut blocks_done = DeviceBuffer::new(ctx, 1)?;
+        gpu.copy_local(&mut blocks_done, &HostBuffer::<u32>::new(ctx, 1)?)
+            .await?;
+        let region = gpu.align::<u8>(256, regions.bytes).await?;
+        let base = gpu.local_ptr(&region)?;
+        let zeros = HostBuffer::<u8>::new(ctx, 4 * 8)?;
+        gpu.put(
+            region.slice(regions.counters..regions.counters + 32),
+            &zeros,
+            gpu.my_pe(),
+        )
+        .await?;
+        // No PE adds to another's counters before every PE has zeroed its own.
+        gpu.barrier_all().await?;
+        Ok(Buffer {
+            gpu: gpu.clone(),
+            stream: gpu.new_stream()?,
+            kernels,
+            region: Some(region),
+            base,
+            scratch,
+            blocks_done,
+            snapshot: HostBuffer::new(ctx, n * regions.dispatch_width)?,
+            combine_head: HostBuffer::new(ctx, ROW_HEAD)?,
+            words: HostWords::new(ctx, 2)?,
+            regions,
+            config,
+            dispatches: 0,
+            combines: 0,
+            broken: None,
+        })
+    }
+
+    /// Bytes of the symmetric GPU heap a buffer of `config` needs on a team of `n_pes`.
+    ///
+    /// # Errors
+    /// As [`Config::check`].
+    pub fn bytes_needed(config: &Config, n_pes: usize) -> Result<usize> {
+        config.check(n_pes)?;
+        Ok(Regions::new(config, n_pes)?.bytes + 256)
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The stream the buffer's kernels run on: queue work on what a dispatch received here.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// The PE's GPU.
+    pub fn gpu(&self) -> &GpuPe {
+        &self.gpu
+    }
+
+    /// Experts this PE owns (`my_pe * local .. (my_pe + 1) * local`).
+    pub fn local_experts(&self) -> usize {
+        self.config.local_experts(self.gpu.n_pes())
+    }
+
+    /// Where `tokens` tokens routed by `topk_idx` (`tokens × top_k`, on this PE's GPU) go,
+    /// worked out on the GPU (DeepEP's `get_dispatch_layout`). Not collective.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for more tokens than the buffer holds, a short `topk_idx`,
+    /// or an index outside the experts (naming the first such token).
+    pub async fn layout(&mut self, topk_idx: &DeviceBuffer<i64>, tokens: usize) -> Result<Layout> {
+        self.usable()?;
+        self.check_tokens(tokens, &[(topk_idx.len(), self.config.top_k, "topk_idx")])?;
+        let n = self.gpu.n_pes();
+        let shape = (
+            topk_idx.device_ptr(),
+            tokens as i32,
+            self.config.top_k as i32,
+            self.config.num_experts as i32,
+        );
+        self.kernels
+            .layout(&self.stream, n as u32, shape, false, &self.places())?;
+        self.finish("ep layout").await?;
+        let width = self.regions.dispatch_width;
+        let mut host = HostBuffer::<i32>::new(self.gpu.context(), width + tokens * n)?;
+        self.gpu.copy_local(&mut host, &self.scratch).await?;
+        let got = host.as_slice();
+        if got[0] != 0 {
+            return Err(bad_expert(
+                got[1] as usize,
+                got[2].into(),
+                self.config.num_experts,
+            ));
+        }
+        let count = |v: &i32| *v as usize;
+        Ok(Layout {
+            n_pes: n,
+            tokens,
+            tokens_per_pe: got[ROW_HEAD..ROW_HEAD + n].iter().map(count).collect(),
+            tokens_per_expert: got[ROW_HEAD + n..width].iter().map(count).collect(),
+            is_token_in_pe: got[width..].iter().map(|&p| p >= 0).collect(),
+        })
+    }
+
+    /// Frees the buffer's symmetric region on every PE (collective).
+    ///
+    /// # Errors
+    /// The heap's errors.
+    pub async fn destroy(mut self) -> Result<()> {
+        match self.region.take() {
+            Some(region) => self.gpu.free(region).await.map_err(|(e, _)| e),
+            None => Ok(()),
+        }
+    }
+
+    /// The symmetric region (until [`Buffer::destroy`]).
+    pub(crate) fn region(&self) -> Option<&GpuBuffer<u8>> {
+        self.region.as_ref()
+    }
+
+    /// `Ok` unless an earlier call failed in a way that leaves the PEs out of step.
+    pub(crate) fn usable(&self) -> Result<()> {
+        match &self.broken {
+            Some(e) => Err(e.clone()),
+            None => Ok(()),
+        }
+    }
+
+    /// Checks `tokens` against the buffer, and each `(len, width, name)` input holds
+    /// `tokens × width` elements.
+    pub(crate) fn check_tokens(
+        &self,
+        tokens: usize,
+        inputs: &[(usize, usize, &str)],
+    ) -> Result<()> {
+        if tokens > self.config.max_tokens {
+            return Err(Error::InvalidArgument(format!(
+                "{tokens} tokens, but the ep buffer holds at most {} per PE",
+                self.config.max_tokens
+            )));
+        }
+        for &(len, width, name) in inputs {
+            if len < tokens * width {
+                return Err(Error::InvalidArgument(format!(
+                    "{name} holds {len} elements, {tokens} tokens need {}",
+                    tokens * width
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The scratch and pinned addresses the kernels use.
+    pub(crate) fn places(&self) -> Places {
+        Places {
+            row: self.scratch.device_ptr(),
+            send_pos: self.scratch.device_ptr() + 4 * self.regions.dispatch_width as u64,
+            blocks_done: self.blocks_done.device_ptr(),
+            abort: self.words.addr(ABORT),
+            outcome: self.words.addr(OUTCOME),
+        }
+    }
+
+    /// The address of this PE's `counter` (of [`counter`]) and the value every PE's calls so
+    /// far bring it to (`calls` each).
+    pub(crate) fn counter(&self, which: usize, calls: u64) -> (u64, u64) {
+        let at = self.base + (self.regions.counters + 8 * which) as u64;
+        (at, calls * self.gpu.n_pes() as u64)
+    }
+
+    /// Clears the outcome word before a call's kernels are queued.
+    pub(crate) fn start(&self) {
+        self.words.store(OUTCOME, 0);
+    }
+
+    /// Waits for the queued call to finish on the GPU, or for the job's failure, or for the
+    /// timeout; in the last two cases the kernels are told to give up and the buffer is
+    /// unusable from then on.
+    ///
+    /// # Cancel safety
+    /// Dropping the future tells the kernels to give up, waits (blocking) until they have,
+    /// and leaves the buffer unusable ([`Error::Desynchronized`]): its PEs no longer agree.
+    pub(crate) async fn finish(&mut self, operation: &'static str) -> Result<()> {
+        let guard = Abandon {
+            stream: &self.stream,
+            words: &self.words,
+            armed: true,
+        };
+        let health = self.gpu.host().health().clone();
+        let timeout = self.config.timeout;
+        let waited = tokio::select! {
+            done = self.gpu.wait_stream(&self.stream) => done,
+            lost = health.failed() => Err(lost),
+            () = tokio::time::sleep(timeout) => Err(Error::Timeout { operation, after: timeout }),
+        };
+        let waited = waited.and_then(|()| match self.words.load(OUTCOME) {
+            0 => Ok(()),
+            _ => Err(Error::Timeout {
+                operation,
+                after: timeout,
+            }),
+        });
+        match waited {
+            Ok(()) => {
+                guard.disarm();
+                Ok(())
+            }
+            Err(e) => {
+                self.words.store(ABORT, 1);
+                guard.disarm();
+                let _ = tokio::time::timeout(DRAIN, self.gpu.wait_stream(&self.stream)).await;
+                self.broken = Some(e.clone());
+                Err(e)
+            }
+        }
+    }
+
+    /// Marks the buffer unusable after a call failed midway (its kernels partly queued).
+    pub(crate) fn broke(&mut self, e: Error) -> Error {
+        self.words.store(ABORT, 1);
+        self.broken = Some(e.clone());
+        e
+    }
+}
+
+/// Gives a call up when its future is dropped before it finished: the kernels are told to
+/// stop waiting, and the drop waits for the stream.
+struct Abandon<'a> {
+    stream: &'a CudaStream,
+    words: &'a HostWords,
+    armed: bool,
+}
+
+impl Abandon<'_> {
+    fn disarm(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for Abandon<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.words.store(ABORT, 1);
+            let _ = self.stream.synchronize();
+        }
+    }
+}
+
+/// Blocks of the row kernels by default: the GPU's multiprocessors shared among the PEs that
+/// use it (at least 1).
+fn default_blocks(gpu: &GpuPe) -> u32 {
+    let sharing = match gpu.sharing() {
+        GpuSharing::Alone => 1,
+        GpuSharing::InProcess { with, .. } | GpuSharing::Processes { with, .. } => with.len() + 1,
+    };
+    (gpu.device().multiprocessors() / sharing as u32).max(1)
+}
+
+/// The dispatch or combine table's rows that refused their input: `Err` naming the first
+/// (this PE's own rejection is `own`).
+pub(crate) fn check_statuses(
+    table: &[i32],
+    width: usize,
+    me: usize,
+    num_experts: usize,
+    own: Option<Error>,
+) -> Result<()> {
+    if let Some(e) = own {
+        return Err(e);
+    }
+    for (pe, row) in table.chunks(width).enumerate() {
+        match row[0] {
+            0 => {}
+            1 if pe == me => return Err(bad_expert(row[1] as usize, row[2].into(), num_experts)),
+            1 => {
+                return Err(Error::InvalidArgument(format!(
+                    "PE {pe}'s input was refused: {}",
+                    bad_expert(row[1] as usize, row[2].into(), num_experts)
+                )))
+            }
+            _ => {
+                return Err(Error::InvalidArgument(format!(
+                    "PE {pe} refused its own input for this call"
+                )))
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,265 @@
+//! [`Config`]: the shape a [`Buffer`](crate::Buffer) is sized for (tokens per PE, hidden size,
+//! top-k, experts), its checks, and where each part of the symmetric region lies
+//! ([`Regions`]).
+
+use std::time::Duration;
+
+use ferroshmem_runtime::{Error, Result};
+
+use crate::bf16::Bf16;
+
+/// The most PEs a buffer's team may have (the kernels keep a row pointer per PE).
+pub const MAX_PES: usize = 64;
+/// The most experts a buffer may route to (the layout kernel counts them in shared memory).
+pub const MAX_EXPERTS: usize = 1024;
+/// The most experts one token may be routed to.
+pub const MAX_TOP_K: usize = 32;
+/// Words at the head of each PE's row of a dispatch table: status, first bad token, its value.
+pub(crate) const ROW_HEAD: usize = 3;
+
+/// What a [`Buffer`](crate::Buffer) is sized for, the same on every PE (DeepEP's
+/// `num_max_dispatch_tokens_per_rank`, `hidden`, `num_topk`, `num_experts`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// The most tokens one PE dispatches in one call.
+    pub max_tokens: usize,
+    /// Elements per token row (a multiple of 8: rows move in 16-byte pieces).
+    pub hidden: usize,
+    /// Experts per token (top-k).
+    pub top_k: usize,
+    /// Experts in all; PE `p` owns experts `p * E / n .. (p + 1) * E / n`.
+    pub num_experts: usize,
+    /// How long a call waits for the other PEs before it fails with
+    /// [`Error::Timeout`] (the buffer is unusable afterwards).
+    pub timeout: Duration,
+    /// Thread blocks of the copy kernels per PE; `None` shares the GPU's multiprocessors
+    /// among the PEs that use it.
+    pub blocks: Option<u32>,
+}
+
+impl Config {
+    /// A configuration with the default timeout (60 s) and block count.
+    pub fn new(max_tokens: usize, hidden: usize, top_k: usize, num_experts: usize) -> Config {
+        Config {
+            max_tokens,
+            hidden,
+            top_k,
+            num_experts,
+            timeout: Duration::from_secs(60),
+            blocks: None,
+        }
+    }
+
+    /// Experts each PE owns in a team of `n_pes`.
+    pub fn local_experts(&self, n_pes: usize) -> usize {
+        self.num_experts / n_pes.max(1)
+    }
+
+    /// Checks the configuration for a team of `n_pes`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] saying what cannot be used.
+    pub fn check(&self, n_pes: usize) -> Result<()> {
+        let bad = |what: String| Err(Error::InvalidArgument(format!("ep buffer: {what}")));
+        if n_pes == 0 || n_pes > MAX_PES {
+            return bad(format!("{n_pes} PEs (1 to {MAX_PES} are supported)"));
+        }
+        if self.max_tokens == 0 || self.max_tokens > i32::MAX as usize / n_pes {
+            return bad(format!("max_tokens {} (1 to 2^31 / PEs)", self.max_tokens));
+        }
+        if self.hidden == 0 || self.hidden % 8 != 0 {
+            return bad(format!("hidden {} (a positive multiple of 8)", self.hidden));
+        }
+        if self.num_experts == 0 || self.num_experts > MAX_EXPERTS {
+            return bad(format!("{} experts (1 to {MAX_EXPERTS})", self.num_experts));
+        }
+        if self.num_experts % n_pes != 0 {
+            return bad(format!(
+                "{} experts do not divide among {n_pes} PEs",
+                self.num_experts
+            ));
+        }
+        if self.top_k == 0 || self.top_k > self.num_experts.min(MAX_TOP_K) {
+            return bad(format!(
+                "top_k {} (1 to {})",
+                self.top_k,
+                self.num_experts.min(MAX_TOP_K)
+            ));
+        }
+        if self.blocks == Some(0) {
+            return bad("0 blocks".into());
+        }
+        Regions::new(self, n_pes).map(|_| ())
+    }
+}
+
+/// Byte offsets of the parts of a buffer's symmetric region (the same on every PE), each
+/// aligned to 256 bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Regions {
+    /// Four 64-bit counters other PEs add to: notified, dispatched, combine-ready, combined.
+    pub counters: usize,
+    /// The dispatch table: a row of `dispatch_width` `i32` per PE.
+    pub dispatch_table: usize,
+    /// The combine table: a row of [`ROW_HEAD`] `i32` per PE.
+    pub combine_table: usize,
+    /// Received token rows (`n * max_tokens` rows of `hidden` [`Bf16`]); combine's input.
+    pub recv_x: usize,
+    /// Each received row's index on its source PE (`i32`).
+    pub recv_src: usize,
+    /// Each received row's top-k experts, local to this PE or -1 (`i64`, `top_k` a row).
+    pub recv_topk_idx: usize,
+    /// Each received row's top-k weights (`f32`, `top_k` a row; 0 where the index is -1).
+    pub recv_topk_weights: usize,
+    /// Bytes in all.
+    pub bytes: usize,
+    /// `i32` words in one row of the dispatch table: head, tokens to each PE, tokens to
+    /// each expert.
+    pub dispatch_width: usize,
+}
+
+/// Counter indices within [`Regions::counters`].
+pub(crate) mod counter {
+    /// Rows of the dispatch table arrived.
+    pub const NOTIFIED: usize = 0;
+    /// Token rows of a dispatch arrived.
+    pub const DISPATCHED: usize = 1;
+    /// Rows of the combine table arrived (every PE's combine input is in place).
+    pub const COMBINE_READY: usize = 2;
+    /// Every PE has read this PE's combine input.
+    pub const COMBINED: usize = 3;
+}
+
+impl Regions {
+    /// Lays the region out for `config` on a team of `n` PEs.
+    pub fn new(config: &Config, n: usize) -> Result<Regions> {
+        let overflow = || Error::InvalidArgument("ep buffer: its size overflows".into());
+        let rows = n.checked_mul(config.max_tokens).ok_or_else(overflow)?;
+        let dispatch_width = ROW_HEAD + n + config.num_experts;
+        let mut at = 0usize;
+        let mut part = |bytes: Option<usize>| -> Result<usize> {
+            let start = at;
+            let bytes = bytes.ok_or_else(overflow)?;
+            at = start
+                .checked_add(bytes)
+                .and_then(|end| end.checked_next_multiple_of(256))
+                .ok_or_else(overflow)?;
+            Ok(start)
+        };
+        let counters = part(Some(4 * 8))?;
+        let dispatch_table = part(n.checked_mul(dispatch_width * 4))?;
+        let combine_table = part(Some(n * ROW_HEAD * 4))?;
+        let row_bytes = config.hidden.checked_mul(std::mem::size_of::<Bf16>());
+        let recv_x = part(row_bytes.and_then(|b| b.checked_mul(rows)))?;
+        let recv_src = part(rows.checked_mul(4))?;
+        let per_row = |width: usize| config.top_k.checked_mul(width)?.checked_mul(rows);
+        let recv_topk_idx = part(per_row(8))?;
+        let recv_topk_weights = part(per_row(4))?;
+        Ok(Regions {
+            counters,
+            dispatch_table,
+            combine_table,
+            recv_x,
+            recv_src,
+            recv_topk_idx,
+            recv_topk_weights,
+            bytes: at,
+            dispatch_width,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deepseek_shapes_are_accepted_and_sized() {
+        let c = Config::new(4096, 7168, 8, 256);
+        c.check(8).unwrap();
+        let r = Regions::new(&c, 8).unwrap();
+        assert_eq!(r.dispatch_width, 3 + 8 + 256);
+        // 8 × 4096 rows of 7168 bf16 dominate: 448 MiB and a little.
+        assert!(r.bytes > 8 * 4096 * 7168 * 2 && r.bytes < 8 * 4096 * 7168 * 2 + (8 << 20));
+        for part in [r.counters, r.dispatch_table, r.recv_x, r.recv_topk_idx] {
+            assert_eq!(part % 256, 0);
+        }
+    }
+
+    #[test]
+    fn bad_shapes_are_refused_with_what_is_wrong() {
+        let ok = Config::new(128, 1024, 4, 16);
+        let cases: Vec<(Config, usize, &str)> = vec![
+            (
+                Config {
+                    hidden: 100,
+                    ..ok.clone()
+                },
+                4,
+                "hidden 100",
+            ),
+            (
+                Config {
+                    num_experts: 18,
+                    ..ok.clone()
+                },
+                4,
+                "do not divide",
+            ),
+            (
+                Config {
+                    top_k: 0,
+                    ..ok.clone()
+                },
+                4,
+                "top_k 0",
+            ),
+            (
+                Config {
+                    top_k: 17,
+                    ..ok.clone()
+                },
+                4,
+                "top_k 17",
+            ),
+            (
+                Config {
+                    max_tokens: 0,
+                    ..ok.clone()
+                },
+                4,
+                "max_tokens 0",
+            ),
+            (
+                Config {
+                    num_experts: 2048,
+                    ..ok.clone()
+                },
+                4,
+                "2048 experts",
+            ),
+            (
+                Config {
+                    blocks: Some(0),
+                    ..ok.clone()
+                },
+                4,
+                "0 blocks",
+            ),
+            (ok.clone(), 65, "65 PEs"),
+            (
+                Config {
+                    max_tokens: usize::MAX / 2,
+                    ..ok.clone()
+                },
+                4,
+                "max_tokens",
+            ),
+        ];
+        for (config, n, says) in cases {
+            let err = config.check(n).unwrap_err().to_string();
+            assert!(err.contains(says), "{err:?} should say {says:?}");
+        }
+        ok.check(4).unwrap();
+    }
+}

@@ -1,0 +1,256 @@
+//! Normal-mode dispatch ([`Buffer::dispatch`]): each PE's tokens sent to the PEs that own
+//! their experts, and what a PE receives ([`Dispatch`]): rows, sources, experts, weights and
+//! counts, with the [`Handle`] that combine needs to send results back.
+
+use bytemuck::Pod;
+use ferroshmem_gpu::cudarc::driver::CudaStream;
+use ferroshmem_gpu::{DeviceBuffer, HostBuffer, LocalMem};
+use ferroshmem_runtime::{Error, Result};
+
+use crate::bf16::Bf16;
+use crate::buffer::{check_statuses, Buffer};
+use crate::config::{counter, ROW_HEAD};
+use crate::kernels::DispatchArgs;
+
+/// One PE's input to a dispatch, on its GPU.
+#[derive(Debug, Clone, Copy)]
+pub struct DispatchInput<'a> {
+    /// Token rows: `tokens × hidden`.
+    pub x: &'a DeviceBuffer<Bf16>,
+    /// Each token's experts: `tokens × top_k`; -1 is an empty slot.
+    pub topk_idx: &'a DeviceBuffer<i64>,
+    /// Each token's expert weights: `tokens × top_k`.
+    pub topk_weights: &'a DeviceBuffer<f32>,
+    /// Tokens to dispatch (at most the buffer's `max_tokens`; PEs may differ).
+    pub tokens: usize,
+}
+
+/// What combine needs of a dispatch: where each of this PE's tokens went. Valid for the
+/// buffer's latest dispatch.
+#[derive(Debug)]
+pub struct Handle {
+    /// `tokens × n_pes`: the row of token `t` on PE `p`, or -1.
+    pub(crate) rows: DeviceBuffer<i32>,
+    pub(crate) tokens: usize,
+    pub(crate) received: usize,
+    pub(crate) dispatch: u64,
+}
+
+impl Handle {
+    /// Tokens this PE dispatched (and gets back from combine).
+    pub fn tokens(&self) -> usize {
+        self.tokens
+    }
+
+    /// Rows this PE received (and gives back to combine).
+    pub fn received(&self) -> usize {
+        self.received
+    }
+}
+
+/// What this PE received from a dispatch: rows in the buffer's receive region, PE 0's first,
+/// each PE's in token order. Holds the buffer until dropped or turned into its [`Handle`].
+#[derive(Debug)]
+pub struct Dispatch<'a> {
+    buffer: &'a Buffer,
+    rows_from: Vec<usize>,
+    tokens_per_expert: Vec<usize>,
+    handle: Handle,
+}
+
+impl Buffer {
+    /// Sends each of this PE's tokens to every PE that owns one of its experts, and returns
+    /// what this PE received (DeepEP's normal-mode `dispatch`). Collective: every PE of the
+    /// job calls it, each with its own tokens.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when this PE's input is refused (more tokens than the
+    /// buffer holds, short inputs, an expert index outside the experts) or another PE's was
+    /// (naming it): then nothing moves and the buffer stays usable.
+    /// [`Error::PeerLost`] or [`Error::Timeout`] when the other PEs do not all come: the
+    /// buffer is unusable afterwards.
+    ///
+    /// # Cancel safety
+    /// Not cancel safe: a dropped call leaves the buffer unusable (see the module of
+    /// [`Buffer`]).
+    pub async fn dispatch(&mut self, input: DispatchInput<'_>) -> Result<Dispatch<'_>> {
+        self.usable()?;
+        let k = self.config.top_k;
+        let refused = self
+            .check_tokens(
+                input.tokens,
+                &[
+                    (input.x.len(), self.config.hidden, "x"),
+                    (input.topk_idx.len(), k, "topk_idx"),
+                    (input.topk_weights.len(), k, "topk_weights"),
+                ],
+            )
+            .err();
+        let tokens = if refused.is_some() { 0 } else { input.tokens };
+        let n = self.gpu.n_pes();
+        let rows = DeviceBuffer::<i32>::new(self.gpu.context(), (tokens * n).max(1))?;
+        self.dispatches += 1;
+        let args = self.dispatch_args(&input, tokens, refused.is_some(), &rows);
+        self.start();
+        let queued = self
+            .kernels
+            .dispatch(&self.stream, n as u32, &args, &self.places());
+        if let Err(e) = queued {
+            return Err(self.broke(e));
+        }
+        self.finish("ep dispatch").await?;
+        let width = self.regions.dispatch_width;
+        let table = self.snapshot.as_slice()[..n * width].to_vec();
+        let me = self.gpu.my_pe();
+        check_statuses(&table, width, me, self.config.num_experts, refused)?;
+        let local = self.local_experts();
+        let rows_from: Vec<usize> = (0..n)
+            .map(|s| table[s * width + ROW_HEAD + me] as usize)
+            .collect();
+        let first = ROW_HEAD + n + me * local;
+        let tokens_per_expert = (0..local)
+            .map(|e| (0..n).map(|s| table[s * width + first + e] as usize).sum())
+            .collect();
+        Ok(Dispatch {
+            handle: Handle {
+                rows,
+                tokens,
+                received: rows_from.iter().sum(),
+                dispatch: self.dispatches,
+            },
+            buffer: self,
+            rows_from,
+            tokens_per_expert,
+        })
+    }
+
+    fn dispatch_args(
+        &self,
+        input: &DispatchInput<'_>,
+        tokens: usize,
+        refused: bool,
+        rows: &DeviceBuffer<i32>,
+    ) -> DispatchArgs {
+        let r = &self.regions;
+        let at = |offset: usize| self.base + offset as u64;
+        DispatchArgs {
+            x: input.x.device_ptr(),
+            topk_idx: input.topk_idx.device_ptr(),
+            topk_weights: input.topk_weights.device_ptr(),
+            tokens: tokens as i32,
+            rejected: refused,
+            hidden: self.config.hidden as i32,
+            top_k: self.config.top_k as i32,
+            experts: self.config.num_experts as i32,
+            width: r.dispatch_width as i32,
+            table: at(r.dispatch_table),
+            snapshot: self.snapshot_addr(),
+            recv_x: at(r.recv_x),
+            recv_src: at(r.recv_src),
+            recv_topk_idx: at(r.recv_topk_idx),
+            recv_topk_weights: at(r.recv_topk_weights),
+            rows: rows.device_ptr(),
+            notified: self.counter(counter::NOTIFIED, self.dispatches),
+            dispatched: self.counter(counter::DISPATCHED, self.dispatches),
+        }
+    }
+
+    pub(crate) fn snapshot_addr(&self) -> u64 {
+        self.snapshot.addr()
+    }
+}
+
+impl Dispatch<'_> {
+    /// Rows received.
+    pub fn received(&self) -> usize {
+        self.handle.received
+    }
+
+    /// Per source PE: rows received from it (PE `s`'s rows follow those of PEs before it).
+    pub fn rows_from(&self) -> &[usize] {
+        &self.rows_from
+    }
+
+    /// Per local expert: the (token, slot) pairs received for it.
+    pub fn tokens_per_expert(&self) -> &[usize] {
+        &self.tokens_per_expert
+    }
+
+    /// Device address of the received rows (`received × hidden` [`Bf16`]). Writable: rows
+    /// written here in place are what [`Buffer::combine_in_place`] sends back.
+    pub fn recv_x_ptr(&self) -> u64 {
+        self.buffer.base + self.buffer.regions.recv_x as u64
+    }
+
+    /// Device address of each row's token index on its source PE (`received` `i32`).
+    pub fn recv_src_ptr(&self) -> u64 {
+        self.buffer.base + self.buffer.regions.recv_src as u64
+    }
+
+    /// Device address of each row's experts local to this PE, -1 for others
+    /// (`received × top_k` `i64`).
+    pub fn recv_topk_idx_ptr(&self) -> u64 {
+        self.buffer.base + self.buffer.regions.recv_topk_idx as u64
+    }
+
+    /// Device address of each row's expert weights, 0 where the index is -1
+    /// (`received × top_k` `f32`).
+    pub fn recv_topk_weights_ptr(&self) -> u64 {
+        self.buffer.base + self.buffer.regions.recv_topk_weights as u64
+    }
+
+    /// The received rows, copied to the host.
+    pub async fn recv_x(&self) -> Result<Vec<Bf16>> {
+        let hidden = self.buffer.config.hidden;
+        self.copy_out(self.buffer.regions.recv_x, self.received() * hidden)
+            .await
+    }
+
+    /// Each row's token index on its source PE, copied to the host.
+    pub async fn recv_src(&self) -> Result<Vec<i32>> {
+        self.copy_out(self.buffer.regions.recv_src, self.received())
+            .await
+    }
+
+    /// Each row's local experts (-1: elsewhere), copied to the host.
+    pub async fn recv_topk_idx(&self) -> Result<Vec<i64>> {
+        let k = self.buffer.config.top_k;
+        self.copy_out(self.buffer.regions.recv_topk_idx, self.received() * k)
+            .await
+    }
+
+    /// Each row's expert weights, copied to the host.
+    pub async fn recv_topk_weights(&self) -> Result<Vec<f32>> {
+        let k = self.buffer.config.top_k;
+        self.copy_out(self.buffer.regions.recv_topk_weights, self.received() * k)
+            .await
+    }
+
+    /// The buffer's stream: queue kernels that work on the received rows here.
+    pub fn stream(&self) -> &std::sync::Arc<CudaStream> {
+        self.buffer.stream()
+    }
+
+    /// The handle combine needs.
+    pub fn handle(&self) -> &Handle {
+        &self.handle
+    }
+
+    /// Ends the borrow of the buffer, keeping the handle.
+    pub fn into_handle(self) -> Handle {
+        self.handle
+    }
+
+    async fn copy_out<T: Pod>(&self, offset: usize, len: usize) -> Result<Vec<T>> {
+        if len == 0 {
+            return Ok(Vec::new());
+        }
+        let gpu = &self.buffer.gpu;
+        let bytes = len * std::mem::size_of::<T>();
+        let region = self.buffer.region().ok_or(Error::Shutdown)?;
+        let mut host = HostBuffer::<u8>::new(gpu.context(), bytes)?;
+        gpu.get(&mut host, region.slice(offset..offset + bytes), gpu.my_pe())
+            .await?;
+        Ok(bytemuck::cast_slice(host.as_slice()).to_vec())
+    }
+}

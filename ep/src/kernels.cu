@@ -1,0 +1,238 @@
+// ferroshmem ep: the kernels of normal-mode dispatch and combine, compiled with the device
+// library prepended (GpuPe::compile). Rows are bf16 (16 bits each), moved in 16-byte pieces.
+//
+// A dispatch is: ep_layout (where each token goes), ep_exchange (every PE's counts to every
+// PE, then a snapshot for the host), ep_dispatch (rows, sources and top-k to the receivers,
+// then each PE's last block tells the receivers), ep_wait (until every sender has told).
+// A combine is: ep_exchange (every PE's input is in place), ep_combine (each token's rows
+// read back from the PEs that received it, summed in f32 in PE order), ep_wait (until every
+// PE has read this PE's rows, so that they may be overwritten).
+//
+// Every wait gives up when the host writes a non-zero abort word (pinned host memory), and
+// then says so in the call's outcome word.
+
+#define EP_MAX_PES 64
+#define EP_MAX_EXPERTS 1024
+#define EP_ROW_HEAD 3
+#define EP_OK 0
+#define EP_BAD_EXPERT 1
+#define EP_REJECTED 2
+#define EP_ABORTED 1
+
+struct __align__(16) ep_v4 { unsigned x, y, z, w; };
+
+__device__ __forceinline__ float ep_lo(unsigned v) { return __uint_as_float(v << 16); }
+__device__ __forceinline__ float ep_hi(unsigned v) { return __uint_as_float(v & 0xffff0000u); }
+
+// f32 to bf16, to nearest, ties to even (as Bf16::from_f32).
+__device__ __forceinline__ unsigned ep_bf16(float f) {
+    unsigned u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return ((u >> 16) | 0x40u) & 0xffffu;
+    return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+}
+
+__device__ __forceinline__ unsigned ep_pack(float lo, float hi) { return ep_bf16(lo) | (ep_bf16(hi) << 16); }
+
+// Waits until this PE's counter reaches target; false if the host aborted first.
+__device__ __forceinline__ bool ep_wait_counter(const fsh_u64* counter, fsh_u64 target, const volatile fsh_u64* abort_word) {
+    unsigned spins = 0;
+    while (fsh_signal_fetch(counter) < target) {
+        if ((++spins & 255u) == 0 && *abort_word != 0) return false;
+    }
+    return true;
+}
+
+// Copies one row of 16-byte pieces, the 32 lanes of a warp sharing it.
+__device__ __forceinline__ void ep_copy_row(ep_v4* dst, const ep_v4* src, int pieces, int lane) {
+    int i = lane;
+    for (; i + 96 < pieces; i += 128) {
+        ep_v4 a = src[i], b = src[i + 32], c = src[i + 64], d = src[i + 96];
+        dst[i] = a; dst[i + 32] = b; dst[i + 64] = c; dst[i + 96] = d;
+    }
+    for (; i < pieces; i += 32) dst[i] = src[i];
+}
+
+// One block per destination PE (gridDim.x == n_pes, blockDim.x a multiple of 32). Writes, in
+// `row` (this PE's row of the dispatch table): the head (block 0: status, first bad token,
+// its value), the tokens sent to each PE, the (token, slot) pairs of each expert; and
+// send_pos[t * n + r]: token t's place among the tokens sent to PE r, or -1.
+extern "C" __global__ void ep_layout(const long long* topk, int tokens, int k, int experts, int rejected,
+                                     int* row, int* send_pos) {
+    __shared__ int warp_sums[32];
+    __shared__ int expert_counts[EP_MAX_EXPERTS];
+    __shared__ int running;
+    __shared__ int first_bad;
+    int n = gridDim.x, r = blockIdx.x, tid = threadIdx.x;
+    int local = experts / n;
+    long long lo = (long long)r * local, hi = lo + local;
+    int lane = tid & 31, warp = tid >> 5, warps = blockDim.x >> 5;
+    if (tid == 0) { running = 0; first_bad = 0x7fffffff; }
+    for (int i = tid; i < local; i += blockDim.x) expert_counts[i] = 0;
+    __syncthreads();
+    for (int start = 0; start < tokens; start += blockDim.x) {
+        int t = start + tid;
+        int hit = 0;
+        if (t < tokens) {
+            for (int j = 0; j < k; ++j) {
+                long long e = topk[(long long)t * k + j];
+                if (e >= lo && e < hi) { hit = 1; atomicAdd(&expert_counts[e - lo], 1); }
+                if (r == 0 && (e < -1 || e >= experts)) atomicMin(&first_bad, t);
+            }
+        }
+        unsigned ballot = __ballot_sync(0xffffffffu, hit);
+        if (lane == 0) warp_sums[warp] = __popc(ballot);
+        __syncthreads();
+        int offset = running;
+        for (int w = 0; w < warp; ++w) offset += warp_sums[w];
+        if (t < tokens) send_pos[(long long)t * n + r] = hit ? offset + __popc(ballot & ((1u << lane) - 1u)) : -1;
+        __syncthreads();
+        if (tid == 0) for (int w = 0; w < warps; ++w) running += warp_sums[w];
+        __syncthreads();
+    }
+    if (tid == 0) row[EP_ROW_HEAD + r] = running;
+    for (int i = tid; i < local; i += blockDim.x) row[EP_ROW_HEAD + n + lo + i] = expert_counts[i];
+    if (r == 0 && tid == 0) {
+        int status = rejected ? EP_REJECTED : EP_OK, token = 0, value = 0;
+        if (!rejected && first_bad != 0x7fffffff) {
+            status = EP_BAD_EXPERT;
+            token = first_bad;
+            for (int j = k - 1; j >= 0; --j) {
+                long long e = topk[(long long)first_bad * k + j];
+                if (e < -1 || e >= experts) value = (int)(e < -2147483647ll ? -2147483647ll : (e > 2147483647ll ? 2147483647ll : e));
+            }
+        }
+        row[0] = status; row[1] = token; row[2] = value;
+    }
+}
+
+// One block. Writes this PE's `width`-word row into row my_pe of `table` on every PE, adding
+// 1 to each PE's counter once its row is there; waits until this PE's counter reaches
+// target (every PE's row arrived); copies the table to `snapshot` (pinned host memory).
+extern "C" __global__ void ep_exchange(const int* row, int width, int* table, fsh_u64* counter, fsh_u64 target,
+                                       int* snapshot, const volatile fsh_u64* abort_word, fsh_u64* outcome) {
+    __shared__ int arrived;
+    int n = fsh_n_pes(), me = fsh_my_pe();
+    for (int pe = 0; pe < n; ++pe)
+        fsh_putmem_signal_nbi_block(table + (long long)me * width, row, (fsh_size_t)width * sizeof(int), counter, 1,
+                                    FSH_SIGNAL_ADD, pe);
+    if (threadIdx.x == 0) {
+        fsh_quiet();
+        arrived = ep_wait_counter(counter, target, abort_word);
+        if (!arrived) *outcome = EP_ABORTED;
+    }
+    __syncthreads();
+    if (!arrived) return;
+    for (int i = threadIdx.x; i < n * width; i += blockDim.x) snapshot[i] = table[i];
+}
+
+// Whether any PE's row of `table` has a non-zero status (then nobody moves rows).
+__device__ __forceinline__ bool ep_any_status(const int* table, int width) {
+    __shared__ int any;
+    if (threadIdx.x == 0) {
+        any = 0;
+        for (int s = 0; s < fsh_n_pes(); ++s) any |= table[(long long)s * width] != EP_OK;
+    }
+    __syncthreads();
+    return any != 0;
+}
+
+// Called by every thread of every block at the end: the grid's last block to finish adds 1
+// to `counter` on every PE (after this PE's writes of every block are visible).
+__device__ __forceinline__ void ep_tell_all(unsigned* blocks_done, fsh_u64* counter) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence_system();
+        unsigned before = atomicAdd(blocks_done, 1u);
+        if (before == gridDim.x - 1) {
+            *blocks_done = 0;
+            __threadfence_system();
+            for (int pe = 0; pe < fsh_n_pes(); ++pe) fsh_signal_op(counter, 1, FSH_SIGNAL_ADD, pe);
+        }
+    }
+}
+
+// Sends each token to every PE that has one of its experts (a warp a token): its row, its
+// index, its experts made local to the receiver (-1 for others) and their weights (0 for
+// others). PE s's rows land after the rows of PEs before it (the dispatch table's counts).
+// rows[t * n + r] (the handle) is where token t lies on PE r, or -1.
+extern "C" __global__ void ep_dispatch(const ep_v4* x, const long long* topk, const float* weights, int tokens,
+                                       int hidden, int k, int experts, const int* send_pos, const int* table,
+                                       int width, ep_v4* recv_x, int* recv_src, long long* recv_topk,
+                                       float* recv_weights, int* rows, unsigned* blocks_done, fsh_u64* counter) {
+    __shared__ int base[EP_MAX_PES];
+    int n = fsh_n_pes(), me = fsh_my_pe(), local = experts / n;
+    for (int r = threadIdx.x; r < n; r += blockDim.x) {
+        int b = 0;
+        for (int s = 0; s < me; ++s) b += table[(long long)s * width + EP_ROW_HEAD + r];
+        base[r] = b;
+    }
+    bool skip = ep_any_status(table, width);
+    int lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+    int pieces = hidden / 8;
+    for (long long t = (long long)blockIdx.x * warps + (threadIdx.x >> 5); !skip && t < tokens;
+         t += (long long)gridDim.x * warps) {
+        for (int r = 0; r < n; ++r) {
+            int pos = send_pos[t * n + r];
+            long long at = pos < 0 ? -1 : (long long)base[r] + pos;
+            if (lane == 0) rows[t * n + r] = (int)at;
+            if (at < 0) continue;
+            ep_v4* dst = (ep_v4*)fsh_ptr(recv_x + at * pieces, r);
+            ep_copy_row(dst, x + t * pieces, pieces, lane);
+            long long* idx = (long long*)fsh_ptr(recv_topk + at * k, r);
+            float* w = (float*)fsh_ptr(recv_weights + at * k, r);
+            long long lo = (long long)r * local;
+            for (int j = lane; j < k; j += 32) {
+                long long e = topk[t * k + j];
+                bool here = e >= lo && e < lo + local;
+                idx[j] = here ? e - lo : -1;
+                w[j] = here ? weights[t * k + j] : 0.0f;
+            }
+            if (lane == 0) *(int*)fsh_ptr(recv_src + at, r) = (int)t;
+        }
+    }
+    ep_tell_all(blocks_done, counter);
+}
+
+// One thread: waits until this PE's counter reaches target.
+extern "C" __global__ void ep_wait(const fsh_u64* counter, fsh_u64 target, const volatile fsh_u64* abort_word,
+                                   fsh_u64* outcome) {
+    if (!ep_wait_counter(counter, target, abort_word)) *outcome = EP_ABORTED;
+}
+
+// Each token of this PE (a warp a token) summed from the rows the PEs that received it give
+// back (`y`, the receive region, read on each PE), in f32 in PE order, rounded to bf16.
+extern "C" __global__ void ep_combine(const ep_v4* y, const int* rows, int tokens, int hidden, const int* table,
+                                      ep_v4* out, unsigned* blocks_done, fsh_u64* counter) {
+    int n = fsh_n_pes();
+    bool skip = ep_any_status(table, EP_ROW_HEAD);
+    int lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+    int pieces = hidden / 8;
+    const ep_v4* from[EP_MAX_PES];
+    for (long long t = (long long)blockIdx.x * warps + (threadIdx.x >> 5); !skip && t < tokens;
+         t += (long long)gridDim.x * warps) {
+        int m = 0;
+        for (int r = 0; r < n; ++r) {
+            int at = rows[t * n + r];
+            if (at >= 0) from[m++] = (const ep_v4*)fsh_ptr(y + (long long)at * pieces, r);
+        }
+        for (int i = lane; i < pieces; i += 32) {
+            float a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+            for (int j = 0; j < m; ++j) {
+                ep_v4 v = from[j][i];
+                a[0] += ep_lo(v.x); a[1] += ep_hi(v.x); a[2] += ep_lo(v.y); a[3] += ep_hi(v.y);
+                a[4] += ep_lo(v.z); a[5] += ep_hi(v.z); a[6] += ep_lo(v.w); a[7] += ep_hi(v.w);
+            }
+            ep_v4 o;
+            o.x = ep_pack(a[0], a[1]); o.y = ep_pack(a[2], a[3]); o.z = ep_pack(a[4], a[5]); o.w = ep_pack(a[6], a[7]);
+            out[t * pieces + i] = o;
+        }
+    }
+    ep_tell_all(blocks_done, counter);
+}
+
+// Copies `pieces` 16-byte pieces (a combine input into the receive region), a warp a row.
+extern "C" __global__ void ep_copy(ep_v4* dst, const ep_v4* src, long long rows, int pieces) {
+    int lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+    for (long long r = (long long)blockIdx.x * warps + (threadIdx.x >> 5); r < rows; r += (long long)gridDim.x * warps)
+        ep_copy_row(dst + r * pieces, src + r * pieces, pieces, lane);
+}

@@ -1,0 +1,315 @@
+//! The kernels of `kernels.cu`, compiled once per process for each kind of GPU and loaded
+//! into each PE, and their launches: the one place of this crate that vouches for kernel
+//! arguments.
+
+// Kernel launches: each says why its arguments match the kernel and stay valid.
+#![allow(unsafe_code)]
+
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock, PoisonError};
+
+use ferroshmem_gpu::cudarc::driver::CudaStream;
+use ferroshmem_gpu::{CompileOptions, GpuModule, GpuPe, KernelArg, LaunchDims};
+use ferroshmem_runtime::Result;
+
+const SOURCE: &str = include_str!("kernels.cu");
+
+/// Threads of a block of the row-moving kernels (16 warps).
+const THREADS: u32 = 512;
+/// Threads of the layout kernel's blocks (one block per PE).
+const LAYOUT_THREADS: u32 = 1024;
+/// Threads of the exchange kernel's one block.
+const EXCHANGE_THREADS: u32 = 256;
+
+/// PTX already compiled in this process, by compute capability, network path and debug.
+type PtxCache = Mutex<HashMap<((i32, i32), bool, bool), String>>;
+
+fn ptx_cache() -> &'static PtxCache {
+    static CACHE: OnceLock<PtxCache> = OnceLock::new();
+    CACHE.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// The ep kernels, loaded into one PE.
+#[derive(Debug)]
+pub(crate) struct Kernels {
+    module: GpuModule,
+    /// Blocks of the row-moving kernels.
+    pub blocks: u32,
+}
+
+/// Addresses a dispatch's kernels use beyond their inputs.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Places {
+    /// This PE's row of the dispatch table, then each token's place per PE (scratch).
+    pub row: u64,
+    pub send_pos: u64,
+    /// The grid's finished-block count (scratch, zero between kernels).
+    pub blocks_done: u64,
+    /// The host's abort word and the call's outcome word (pinned).
+    pub abort: u64,
+    pub outcome: u64,
+}
+
+/// A dispatch's inputs and outputs, as device addresses.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct DispatchArgs {
+    pub x: u64,
+    pub topk_idx: u64,
+    pub topk_weights: u64,
+    pub tokens: i32,
+    pub rejected: bool,
+    pub hidden: i32,
+    pub top_k: i32,
+    pub experts: i32,
+    pub width: i32,
+    pub table: u64,
+    pub snapshot: u64,
+    pub recv_x: u64,
+    pub recv_src: u64,
+    pub recv_topk_idx: u64,
+    pub recv_topk_weights: u64,
+    pub rows: u64,
+    pub notified: (u64, u64),
+    pub dispatched: (u64, u64),
+}
+
+/// A combine's inputs and outputs, as device addresses.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CombineArgs {
+    /// The caller's rows to copy into the receive region first (rows, address), if any.
+    pub copy_in: Option<(i64, u64)>,
+    pub recv_x: u64,
+    pub rows: u64,
+    pub tokens: i32,
+    pub hidden: i32,
+    pub head: u64,
+    pub table: u64,
+    pub snapshot: u64,
+    pub out: u64,
+    pub ready: (u64, u64),
+    pub combined: (u64, u64),
+}
+
+impl Kernels {
+    /// Compiles the kernels for `gpu`'s kind of GPU (once per process) and loads them.
+    pub fn load(gpu: &GpuPe, blocks: u32) -> Result<Kernels> {
+        let options = CompileOptions::default();
+        let key = (
+            gpu.device().compute_capability(),
+            gpu.spans_nodes(),
+            gpu.device_debug(),
+        );
+        let cached = ptx_cache()
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&key)
+            .cloned();
+        let ptx = match cached {
+            Some(ptx) => ptx,
+            None => {
+                let ptx = gpu.compile_ptx(SOURCE, &options)?;
+                ptx_cache()
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(key, ptx.clone());
+                ptx
+            }
+        };
+        Ok(Kernels {
+            module: gpu.load_ptx(&ptx)?,
+            blocks,
+        })
+    }
+
+    /// Queues `ep_layout` of `tokens` tokens (`topk_idx`, `top_k` wide) over `n` PEs.
+    pub fn layout(
+        &self,
+        stream: &CudaStream,
+        n: u32,
+        (topk_idx, tokens, top_k, experts): (u64, i32, i32, i32),
+        rejected: bool,
+        places: &Places,
+    ) -> Result<()> {
+        let args: [KernelArg; 7] = [
+            topk_idx.into(),
+            tokens.into(),
+            top_k.into(),
+            experts.into(),
+            i32::from(rejected).into(),
+            places.row.into(),
+            places.send_pos.into(),
+        ];
+        // SAFETY: ep_layout takes (const long long*, int, int, int, int, int*, int*) as
+        // passed; topk_idx holds tokens × top_k indices (checked by the caller), row holds the
+        // table's width and send_pos tokens × n words (scratch sized for max tokens), both
+        // owned by the caller's buffer, which waits for its stream before freeing them.
+        unsafe {
+            self.module.launch(
+                "ep_layout",
+                LaunchDims::linear(n, LAYOUT_THREADS),
+                stream,
+                &args,
+            )
+        }
+    }
+
+    /// Queues `ep_exchange`: `row` (`width` words) into every PE's `table`, then the wait
+    /// for `counter` to reach `target`, then the table's snapshot.
+    #[allow(clippy::too_many_arguments)]
+    pub fn exchange(
+        &self,
+        stream: &CudaStream,
+        (row, width): (u64, i32),
+        table: u64,
+        (counter, target): (u64, u64),
+        snapshot: u64,
+        places: &Places,
+    ) -> Result<()> {
+        let args: [KernelArg; 8] = [
+            row.into(),
+            width.into(),
+            table.into(),
+            counter.into(),
+            target.into(),
+            snapshot.into(),
+            places.abort.into(),
+            places.outcome.into(),
+        ];
+        // SAFETY: ep_exchange takes (const int*, int, int*, u64*, u64, int*, const u64*,
+        // u64*) as passed; row holds `width` words, table and counter are symmetric
+        // addresses of this PE's region (n × width words, a counter), snapshot is pinned
+        // memory of n × width words; all belong to the caller's buffer, which waits for its
+        // stream before freeing them.
+        unsafe {
+            self.module.launch(
+                "ep_exchange",
+                LaunchDims::linear(1, EXCHANGE_THREADS),
+                stream,
+                &args,
+            )
+        }
+    }
+
+    /// Queues `ep_wait` for this PE's `counter` to reach `target`.
+    pub fn wait(
+        &self,
+        stream: &CudaStream,
+        (counter, target): (u64, u64),
+        places: &Places,
+    ) -> Result<()> {
+        let args: [KernelArg; 4] = [
+            counter.into(),
+            target.into(),
+            places.abort.into(),
+            places.outcome.into(),
+        ];
+        // SAFETY: ep_wait takes (const u64*, u64, const u64*, u64*) as passed: a symmetric
+        // counter of the caller's region and its pinned words, alive until its stream is done.
+        unsafe {
+            self.module
+                .launch("ep_wait", LaunchDims::linear(1, 1), stream, &args)
+        }
+    }
+
+    /// Queues a whole dispatch: layout, exchange, rows, wait.
+    pub fn dispatch(
+        &self,
+        stream: &CudaStream,
+        n: u32,
+        a: &DispatchArgs,
+        places: &Places,
+    ) -> Result<()> {
+        let shape = (a.topk_idx, a.tokens, a.top_k, a.experts);
+        self.layout(stream, n, shape, a.rejected, places)?;
+        self.exchange(
+            stream,
+            (places.row, a.width),
+            a.table,
+            a.notified,
+            a.snapshot,
+            places,
+        )?;
+        let args: [KernelArg; 17] = [
+            a.x.into(),
+            a.topk_idx.into(),
+            a.topk_weights.into(),
+            a.tokens.into(),
+            a.hidden.into(),
+            a.top_k.into(),
+            a.experts.into(),
+            places.send_pos.into(),
+            a.table.into(),
+            a.width.into(),
+            a.recv_x.into(),
+            a.recv_src.into(),
+            a.recv_topk_idx.into(),
+            a.recv_topk_weights.into(),
+            a.rows.into(),
+            places.blocks_done.into(),
+            a.dispatched.0.into(),
+        ];
+        // SAFETY: ep_dispatch takes (const v4*, const long long*, const float*, int, int, int,
+        // int, const int*, const int*, int, v4*, int*, long long*, float*, int*, unsigned*,
+        // u64*) as passed. The caller checked that x, topk_idx and topk_weights hold `tokens`
+        // rows (or passed 0 tokens), that `rows` holds tokens × n words, and sized the
+        // receive parts of the symmetric region (addresses of this PE's copy) for
+        // n × max_tokens rows; every PE's rows land within them by the exchanged counts.
+        // Everything is kept alive by the caller until its stream is done.
+        unsafe {
+            self.module.launch(
+                "ep_dispatch",
+                LaunchDims::linear(self.blocks, THREADS),
+                stream,
+                &args,
+            )?
+        };
+        self.wait(stream, a.dispatched, places)
+    }
+
+    /// Queues a whole combine: the copy in (if any), exchange, sums, wait.
+    pub fn combine(&self, stream: &CudaStream, a: &CombineArgs, places: &Places) -> Result<()> {
+        if let Some((rows, from)) = a.copy_in {
+            let args: [KernelArg; 4] = [
+                a.recv_x.into(),
+                from.into(),
+                rows.into(),
+                (a.hidden / 8).into(),
+            ];
+            // SAFETY: ep_copy takes (v4*, const v4*, long long, int) as passed: `rows` rows of
+            // `hidden` bf16 from the caller's device buffer (checked long enough) into the
+            // receive region (sized for n × max_tokens rows, at least `rows`).
+            unsafe {
+                self.module.launch(
+                    "ep_copy",
+                    LaunchDims::linear(self.blocks, THREADS),
+                    stream,
+                    &args,
+                )?
+            };
+        }
+        self.exchange(stream, (a.head, 3), a.table, a.ready, a.snapshot, places)?;
+        let args: [KernelArg; 8] = [
+            a.recv_x.into(),
+            a.rows.into(),
+            a.tokens.into(),
+            a.hidden.into(),
+            a.table.into(),
+            a.out.into(),
+            places.blocks_done.into(),
+            a.combined.0.into(),
+        ];
+        // SAFETY: ep_combine takes (const v4*, const int*, int, int, const int*, v4*,
+        // unsigned*, u64*) as passed: the receive region (symmetric, read on the PEs the
+        // handle's rows name, each row within that PE's received rows), the handle's
+        // tokens × n rows, the combine table, and `out` (checked to hold `tokens` rows).
+        unsafe {
+            self.module.launch(
+                "ep_combine",
+                LaunchDims::linear(self.blocks, THREADS),
+                stream,
+                &args,
+            )?
+        };
+        self.wait(stream, a.combined, places)
+    }
+}

@@ -1,0 +1,50 @@
+//! Expert parallelism on ferroshmem: a mixture-of-experts layer's token dispatch and combine
+//! across the GPU PEs of a job, DeepEP's model in Rust, built on ferroshmem's device library.
+//!
+//! # The model
+//!
+//! Experts are spread evenly over the PEs: with `E` experts and `n` PEs, PE `p` owns experts
+//! `p·E/n .. (p+1)·E/n`. Each PE routes its tokens to their top-k experts; a
+//! [dispatch](Buffer::dispatch) sends every token once to each PE that owns one of its
+//! experts; the PE runs its experts on what it [received](Dispatch) and gives one row back per
+//! row received; a [combine](Buffer::combine) returns to each token's PE the sum of those rows.
+//!
+//! # Normal mode
+//!
+//! The throughput mode (thousands of tokens per PE). A dispatch works out where its tokens go
+//! ([`Buffer::layout`] is that step alone), tells every PE how many rows to expect from it and
+//! for which experts, then moves the rows: each PE's rows land in every receiver's region in
+//! PE order, each PE's in token order. The [`reference`] module computes the same results on
+//! the host.
+//!
+//! # Failures
+//!
+//! Bad shapes and expert indices are typed errors ([`Error::InvalidArgument`]), and they are
+//! collective: when one PE's input is refused, nothing moves on any PE, every PE's call fails
+//! naming it, and the buffer stays usable. Waits end: a lost peer fails the call with
+//! [`Error::PeerLost`], a PE that never comes with [`Error::Timeout`] after
+//! [`Config::timeout`]; the kernels then give up their waits and the buffer is unusable.
+//!
+//! # What is not here yet
+//!
+//! The low-latency mode, FP8 dispatch, on-stream forms and PEs on other nodes (the network
+//! path): a team spanning nodes is refused when the buffer is created.
+//!
+//! [`Error::InvalidArgument`]: ferroshmem_runtime::Error::InvalidArgument
+//! [`Error::PeerLost`]: ferroshmem_runtime::Error::PeerLost
+//! [`Error::Timeout`]: ferroshmem_runtime::Error::Timeout
+
+mod bf16;
+mod buffer;
+mod combine;
+mod config;
+mod dispatch;
+mod kernels;
+mod layout;
+pub mod reference;
+
+pub use bf16::Bf16;
+pub use buffer::Buffer;
+pub use config::{Config, MAX_EXPERTS, MAX_PES, MAX_TOP_K};
+pub use dispatch::{Dispatch, DispatchInput, Handle};
+pub use layout::Layout;

@@ -1,0 +1,224 @@
+//! The host reference of a whole team's dispatch and combine: what every PE receives and
+//! what every PE gets back, computed from every PE's inputs in one place. Tests and the
+//! `moe_layer` example check the GPU's results against it value for value.
+//!
+//! It follows the order the kernels keep: a PE receives the rows of PE 0 first, then of PE
+//! 1, …, each PE's rows in token order; combine adds the contributions of PEs in PE order
+//! in `f32` and rounds once to [`Bf16`].
+
+use ferroshmem_runtime::{Error, Result};
+
+use crate::bf16::Bf16;
+use crate::layout::Layout;
+
+/// One PE's dispatch input: `tokens × hidden` rows, `tokens × top_k` experts and weights.
+#[derive(Debug, Clone, Copy)]
+pub struct PeInput<'a> {
+    /// Token rows.
+    pub x: &'a [Bf16],
+    /// Experts of each token (-1: empty slot).
+    pub topk_idx: &'a [i64],
+    /// Weights of each token's experts.
+    pub topk_weights: &'a [f32],
+}
+
+/// What one PE receives from a dispatch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Received {
+    /// Rows received (`rows × hidden`).
+    pub x: Vec<Bf16>,
+    /// Per row: the source PE.
+    pub src_pe: Vec<usize>,
+    /// Per row: the token's index on its source PE.
+    pub src_idx: Vec<i32>,
+    /// Per row, `top_k` wide: the token's experts local to this PE, -1 for the others.
+    pub topk_idx: Vec<i64>,
+    /// Per row, `top_k` wide: their weights, 0 where the index is -1.
+    pub topk_weights: Vec<f32>,
+    /// Per local expert: (token, slot) pairs received for it.
+    pub tokens_per_expert: Vec<usize>,
+    /// Per source PE: rows received from it.
+    pub rows_from: Vec<usize>,
+}
+
+impl Received {
+    /// Rows received.
+    pub fn rows(&self) -> usize {
+        self.src_idx.len()
+    }
+}
+
+/// What each PE of a team of `inputs.len()` receives when each dispatches its input.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for inputs of the wrong lengths or experts out of range.
+pub fn dispatch(
+    inputs: &[PeInput<'_>],
+    hidden: usize,
+    top_k: usize,
+    num_experts: usize,
+) -> Result<Vec<Received>> {
+    let n = inputs.len();
+    let layouts = inputs
+        .iter()
+        .map(|i| Layout::compute(i.topk_idx, top_k, num_experts, n))
+        .collect::<Result<Vec<_>>>()?;
+    let local = num_experts / n;
+    let mut out: Vec<Received> = (0..n)
+        .map(|_| Received {
+            x: Vec::new(),
+            src_pe: Vec::new(),
+            src_idx: Vec::new(),
+            topk_idx: Vec::new(),
+            topk_weights: Vec::new(),
+            tokens_per_expert: vec![0; local],
+            rows_from: vec![0; n],
+        })
+        .collect();
+    for (s, (input, layout)) in inputs.iter().zip(&layouts).enumerate() {
+        check_lengths(input, layout.tokens, hidden, top_k)?;
+        for t in 0..layout.tokens {
+            for (r, received) in out.iter_mut().enumerate() {
+                if !layout.is_in(t, r) {
+                    continue;
+                }
+                received
+                    .x
+                    .extend_from_slice(&input.x[t * hidden..(t + 1) * hidden]);
+                received.src_pe.push(s);
+                received.src_idx.push(t as i32);
+                received.rows_from[s] += 1;
+                let lo = (r * local) as i64;
+                for k in 0..top_k {
+                    let e = input.topk_idx[t * top_k + k];
+                    let here = e >= lo && e < lo + local as i64;
+                    received.topk_idx.push(if here { e - lo } else { -1 });
+                    received.topk_weights.push(if here {
+                        input.topk_weights[t * top_k + k]
+                    } else {
+                        0.0
+                    });
+                    if here {
+                        received.tokens_per_expert[(e - lo) as usize] += 1;
+                    }
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn check_lengths(input: &PeInput<'_>, tokens: usize, hidden: usize, top_k: usize) -> Result<()> {
+    if input.x.len() != tokens * hidden || input.topk_weights.len() != tokens * top_k {
+        return Err(Error::InvalidArgument(format!(
+            "{tokens} tokens need {} row elements and {} weights, not {} and {}",
+            tokens * hidden,
+            tokens * top_k,
+            input.x.len(),
+            input.topk_weights.len()
+        )));
+    }
+    Ok(())
+}
+
+/// What each PE gets back from a combine: PE `s`'s token `t` is the sum, over the PEs that
+/// received it in PE order, of the row each gave back for it (`y[r]`, one row per row of
+/// `received[r]`). `tokens[s]`: PE `s`'s token count.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] when a `y` does not match its PE's received rows.
+pub fn combine(
+    tokens: &[usize],
+    received: &[Received],
+    y: &[Vec<Bf16>],
+    hidden: usize,
+) -> Result<Vec<Vec<Bf16>>> {
+    let mut sums: Vec<Vec<f32>> = tokens.iter().map(|&t| vec![0.0; t * hidden]).collect();
+    for (r, (got, rows)) in received.iter().zip(y).enumerate() {
+        if rows.len() != got.rows() * hidden {
+            return Err(Error::InvalidArgument(format!(
+                "PE {r} gives back {} elements for {} rows",
+                rows.len(),
+                got.rows()
+            )));
+        }
+        for (i, row) in rows.chunks(hidden).enumerate() {
+            let (s, t) = (got.src_pe[i], got.src_idx[i] as usize);
+            let sum = &mut sums[s][t * hidden..(t + 1) * hidden];
+            for (acc, v) in sum.iter_mut().zip(row) {
+                *acc += v.to_f32();
+            }
+        }
+    }
+    Ok(sums
+        .into_iter()
+        .map(|s| s.into_iter().map(Bf16::from_f32).collect())
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(v: f32, hidden: usize) -> Vec<Bf16> {
+        vec![Bf16::from_f32(v); hidden]
+    }
+
+    #[test]
+    fn rows_arrive_in_pe_then_token_order_and_combine_sums_them() {
+        // 2 PEs, 4 experts (PE 0: 0, 1; PE 1: 2, 3), top-2, hidden 2.
+        let x0 = [row(1.0, 2), row(2.0, 2)].concat();
+        let x1 = [row(3.0, 2)].concat();
+        let inputs = [
+            PeInput {
+                x: &x0,
+                topk_idx: &[0, 2, 1, -1],
+                topk_weights: &[0.5, 0.25, 1.0, 0.0],
+            },
+            PeInput {
+                x: &x1,
+                topk_idx: &[3, 0],
+                topk_weights: &[0.75, 0.125],
+            },
+        ];
+        let got = dispatch(&inputs, 2, 2, 4).unwrap();
+        assert_eq!(got[0].src_pe, vec![0, 0, 1]);
+        assert_eq!(got[0].src_idx, vec![0, 1, 0]);
+        assert_eq!(got[0].topk_idx, vec![0, -1, 1, -1, -1, 0]);
+        assert_eq!(got[0].topk_weights, vec![0.5, 0.0, 1.0, 0.0, 0.0, 0.125]);
+        assert_eq!(got[0].tokens_per_expert, vec![2, 1]);
+        assert_eq!(got[0].rows_from, vec![2, 1]);
+        assert_eq!(got[1].src_pe, vec![0, 1]);
+        assert_eq!(got[1].topk_idx, vec![-1, 0, 1, -1]);
+        assert_eq!(got[1].x, [row(1.0, 2), row(3.0, 2)].concat());
+        // Each PE gives back its received rows doubled: token 0 of PE 0 went to both PEs.
+        let y: Vec<Vec<Bf16>> = got
+            .iter()
+            .map(|r| {
+                r.x.iter()
+                    .map(|v| Bf16::from_f32(2.0 * v.to_f32()))
+                    .collect()
+            })
+            .collect();
+        let back = combine(&[2, 1], &got, &y, 2).unwrap();
+        assert_eq!(back[0], [row(4.0, 2), row(4.0, 2)].concat());
+        assert_eq!(back[1], row(12.0, 2));
+    }
+
+    #[test]
+    fn a_bad_expert_or_length_is_an_error() {
+        let x = row(1.0, 2);
+        let bad = [PeInput {
+            x: &x,
+            topk_idx: &[4],
+            topk_weights: &[1.0],
+        }];
+        assert!(dispatch(&bad, 2, 1, 4).is_err());
+        let short = [PeInput {
+            x: &x[..1],
+            topk_idx: &[0],
+            topk_weights: &[1.0],
+        }];
+        assert!(dispatch(&short, 2, 1, 4).is_err());
+    }
+}
