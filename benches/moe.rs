@@ -1,0 +1,279 @@
+//! MoE dispatch and combine (`ferroshmem::ep`) with DeepEP's settings, on the PEs of one
+//! process sharing the GPUs there are (several PEs per GPU; run it under CUDA MPS so that
+//! their kernels run side by side).
+//!
+//! Normal mode: 4096 tokens per PE, hidden 7168, top-8 of 256 experts chosen uniformly at
+//! random (DeepEP's `test_intranode.py`), BF16 dispatch and combine (in place). Each PE
+//! times its own calls, all PEs starting each call together (a host barrier before it);
+//! bandwidth is DeepEP's per-PE bottleneck figure: the bytes of the rows the PE received,
+//! over the call's time (combine sends the same bytes back).
+//!
+//! Beside it, in the same run, the copy-engine bound: each PE moves the same bytes with one
+//! `cuMemcpyAsync` device to device (`GpuPe::copy_local`), all PEs at once; and DeepEP's
+//! published H800 figures for the record (intranode, 8 EP: dispatch 153 GB/s, combine
+//! 158 GB/s; low latency, 8 EP: dispatch 77 µs, combine 114 µs).
+//!
+//! ```text
+//! cargo bench --no-run --bench moe
+//! target/release/deps/moe-<hash> [--pes 8] [--tokens 4096] [--hidden 7168] [--top-k 8]
+//!                                [--experts 256] [--iters 20]
+//! ```
+//!
+//! Prints a table and lines `FIGURE <name> <value> <unit>`. Without a GPU it says so and
+//! exits successfully.
+
+use std::time::{Duration, Instant};
+
+use ferroshmem::ep::{Bf16, Buffer, Config, DispatchInput};
+use ferroshmem::gpu::{DeviceBuffer, GpuPe, GpuSharing, HostBuffer};
+use ferroshmem::{Error, Pe, Result};
+
+/// What the command line asks.
+#[derive(Debug, Clone, Copy)]
+struct Args {
+    pes: usize,
+    tokens: usize,
+    hidden: usize,
+    top_k: usize,
+    experts: usize,
+    iters: usize,
+}
+
+fn parse_args() -> Result<Args> {
+    let mut args = Args {
+        pes: 8,
+        tokens: 4096,
+        hidden: 7168,
+        top_k: 8,
+        experts: 256,
+        iters: 20,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        if flag == "--bench" {
+            continue;
+        }
+        let value: usize = it
+            .next()
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| Error::InvalidArgument(format!("{flag} needs a number")))?;
+        match flag.as_str() {
+            "--pes" => args.pes = value,
+            "--tokens" => args.tokens = value,
+            "--hidden" => args.hidden = value,
+            "--top-k" => args.top_k = value,
+            "--experts" => args.experts = value,
+            "--iters" => args.iters = value.max(1),
+            _ => return Err(Error::InvalidArgument(format!("unknown option {flag}"))),
+        }
+    }
+    Ok(args)
+}
+
+/// One PE's figures.
+#[derive(Debug, Clone, Copy, Default)]
+struct Figures {
+    received_bytes: f64,
+    dispatch_s: f64,
+    combine_s: f64,
+    copy_s: f64,
+    mps: bool,
+}
+
+/// splitmix64, for routings and values.
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Distinct experts drawn uniformly for each token.
+fn routing(args: &Args, pe: usize) -> Vec<i64> {
+    let mut out = Vec::with_capacity(args.tokens * args.top_k);
+    let mut state = pe as u64 * 0x1000_0001;
+    for _ in 0..args.tokens {
+        let row_start = out.len();
+        while out.len() < row_start + args.top_k {
+            state = mix(state);
+            let e = (state % args.experts as u64) as i64;
+            if !out[row_start..].contains(&e) {
+                out.push(e);
+            }
+        }
+    }
+    out
+}
+
+async fn upload<T: bytemuck::Pod>(gpu: &GpuPe, data: &[T]) -> Result<DeviceBuffer<T>> {
+    let mut dev = DeviceBuffer::new(gpu.context(), data.len())?;
+    gpu.copy_local(&mut dev, &HostBuffer::from_slice(gpu.context(), data)?)
+        .await?;
+    Ok(dev)
+}
+
+async fn bench(pe: Pe, args: Args) -> Result<Figures> {
+    let gpu = pe.init_gpu().await?;
+    let mps = matches!(
+        gpu.sharing(),
+        GpuSharing::InProcess { mps: true, .. } | GpuSharing::Processes { mps: true, .. }
+    );
+    let config = Config::new(args.tokens, args.hidden, args.top_k, args.experts);
+    let mut buffer = Buffer::new(&gpu, config).await?;
+    let x: Vec<Bf16> = (0..args.tokens * args.hidden)
+        .map(|i| Bf16::from_f32(((mix(i as u64) % 17) as f32 - 8.0) / 8.0))
+        .collect();
+    let x = upload(&gpu, &x).await?;
+    let topk_idx = upload(&gpu, &routing(&args, pe.my_pe())).await?;
+    let topk_weights = upload(
+        &gpu,
+        &vec![1.0f32 / args.top_k as f32; args.tokens * args.top_k],
+    )
+    .await?;
+    let mut out = DeviceBuffer::<Bf16>::new(gpu.context(), args.tokens * args.hidden)?;
+    let input = DispatchInput {
+        x: &x,
+        topk_idx: &topk_idx,
+        topk_weights: &topk_weights,
+        tokens: args.tokens,
+    };
+    let (mut dispatch, mut combine) = (Duration::ZERO, Duration::ZERO);
+    let mut received = 0;
+    for i in 0..args.iters + 2 {
+        pe.barrier_all().await?;
+        let t0 = Instant::now();
+        let handle = buffer.dispatch(input).await?.into_handle();
+        let t1 = Instant::now();
+        pe.barrier_all().await?;
+        let t2 = Instant::now();
+        buffer.combine_in_place(&handle, &mut out).await?;
+        if i >= 2 {
+            dispatch += t1 - t0;
+            combine += t2.elapsed();
+        }
+        received = handle.received();
+    }
+    let bytes = received * args.hidden * std::mem::size_of::<Bf16>();
+    let copy = copy_engine_time(&pe, &gpu, bytes, args.iters).await?;
+    buffer.destroy().await?;
+    let per = |d: Duration| d.as_secs_f64() / args.iters as f64;
+    Ok(Figures {
+        received_bytes: bytes as f64,
+        dispatch_s: per(dispatch),
+        combine_s: per(combine),
+        copy_s: copy,
+        mps,
+    })
+}
+
+/// Seconds per `cuMemcpyAsync` of `bytes` device to device, every PE copying at once.
+async fn copy_engine_time(pe: &Pe, gpu: &GpuPe, bytes: usize, iters: usize) -> Result<f64> {
+    let src = DeviceBuffer::<u8>::new(gpu.context(), bytes.max(1))?;
+    let mut dst = DeviceBuffer::<u8>::new(gpu.context(), bytes.max(1))?;
+    let mut total = Duration::ZERO;
+    for i in 0..iters + 2 {
+        pe.barrier_all().await?;
+        let t0 = Instant::now();
+        gpu.copy_local(&mut dst, &src).await?;
+        if i >= 2 {
+            total += t0.elapsed();
+        }
+    }
+    Ok(total.as_secs_f64() / iters as f64)
+}
+
+fn report(args: &Args, figures: &[Figures]) {
+    let n = figures.len() as f64;
+    let mean = |f: fn(&Figures) -> f64| figures.iter().map(f).sum::<f64>() / n;
+    let gbps = |bytes: f64, s: f64| bytes / s / 1e9;
+    let dispatch_bw = mean(|f| f.received_bytes / f.dispatch_s / 1e9);
+    let combine_bw = mean(|f| f.received_bytes / f.combine_s / 1e9);
+    let copy_bw = mean(|f| f.received_bytes / f.copy_s / 1e9);
+    let min_dispatch = figures
+        .iter()
+        .map(|f| gbps(f.received_bytes, f.dispatch_s))
+        .fold(f64::MAX, f64::min);
+    println!(
+        "MoE normal mode: {} PEs, {} tokens/PE, hidden {}, top-{} of {} experts, BF16; MPS: {}",
+        figures.len(),
+        args.tokens,
+        args.hidden,
+        args.top_k,
+        args.experts,
+        figures.iter().all(|f| f.mps)
+    );
+    println!("| figure | per-PE mean | vs copy-engine bound |");
+    println!("|---|---|---|");
+    println!(
+        "| received bytes per PE | {:.1} MB | |",
+        mean(|f| f.received_bytes) / 1e6
+    );
+    println!(
+        "| dispatch | {:.0} µs, {dispatch_bw:.1} GB/s (slowest PE {min_dispatch:.1}) | {:.2}× |",
+        mean(|f| f.dispatch_s) * 1e6,
+        dispatch_bw / copy_bw
+    );
+    println!(
+        "| combine (in place) | {:.0} µs, {combine_bw:.1} GB/s | {:.2}× |",
+        mean(|f| f.combine_s) * 1e6,
+        combine_bw / copy_bw
+    );
+    println!("| copy-engine bound (cuMemcpyAsync D2D, same bytes, all PEs at once) | {:.0} µs, {copy_bw:.1} GB/s | 1.00× |", mean(|f| f.copy_s) * 1e6);
+    println!("| DeepEP H800 (published, intranode 8 EP, NVLink) | dispatch 153 GB/s, combine 158 GB/s | |");
+    println!("| DeepEP H800 (published, low latency 8 EP) | dispatch 77 µs, combine 114 µs | |");
+    println!("low-latency mode and FP8 dispatch: not built yet, not measured");
+    println!("FIGURE ep_normal_dispatch_bw {dispatch_bw:.2} GB/s");
+    println!("FIGURE ep_normal_combine_bw {combine_bw:.2} GB/s");
+    println!("FIGURE ep_normal_copy_engine_bw {copy_bw:.2} GB/s");
+    println!(
+        "FIGURE ep_normal_dispatch_us {:.1} us",
+        mean(|f| f.dispatch_s) * 1e6
+    );
+    println!(
+        "FIGURE ep_normal_combine_us {:.1} us",
+        mean(|f| f.combine_s) * 1e6
+    );
+}
+
+fn main() -> std::process::ExitCode {
+    ferroshmem::observability::init_tracing();
+    if let Err(e) = ferroshmem::gpu::detect() {
+        println!("moe: nothing to measure, {e}");
+        return std::process::ExitCode::SUCCESS;
+    }
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("moe: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    if std::env::var_os("FERROSHMEM_SYMMETRIC_SIZE").is_none() {
+        let config = Config::new(args.tokens, args.hidden, args.top_k, args.experts);
+        let need = Buffer::bytes_needed(&config, args.pes).unwrap_or(1 << 30);
+        std::env::set_var(
+            "FERROSHMEM_SYMMETRIC_SIZE",
+            format!("{}M", (need >> 20) + 64),
+        );
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let outcome = rt.block_on(async move {
+        ferroshmem::run_local(args.pes, move |pe| bench(pe, args))
+            .await?
+            .into_iter()
+            .collect::<Result<Vec<Figures>>>()
+    });
+    match outcome {
+        Ok(figures) => {
+            report(&args, &figures);
+            std::process::ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("moe: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
