@@ -8,6 +8,11 @@
 //! bandwidth is DeepEP's per-PE bottleneck figure: the bytes of the rows the PE received,
 //! over the call's time (combine sends the same bytes back).
 //!
+//! Low-latency mode: 128 tokens per PE, the same model, BF16 both ways: dispatch (send, then
+//! the receive hook) and combine, calls back to back after one host barrier, each awaited
+//! by the host (so each figure includes the host's wait for the GPU, which DeepEP's kernel
+//! times do not).
+//!
 //! Beside it, in the same run, the copy-engine bound: each PE moves the same bytes with one
 //! `cuMemcpyAsync` device to device (`GpuPe::copy_local`), all PEs at once; and DeepEP's
 //! published H800 figures for the record (intranode, 8 EP: dispatch 153 GB/s, combine
@@ -16,7 +21,7 @@
 //! ```text
 //! cargo bench --no-run --bench moe
 //! target/release/deps/moe-<hash> [--pes 8] [--tokens 4096] [--hidden 7168] [--top-k 8]
-//!                                [--experts 256] [--iters 20]
+//!                                [--experts 256] [--iters 20] [--blocks N] [--ll-tokens 128]
 //! ```
 //!
 //! Prints a table and lines `FIGURE <name> <value> <unit>`. Without a GPU it says so and
@@ -24,7 +29,7 @@
 
 use std::time::{Duration, Instant};
 
-use ferroshmem::ep::{Bf16, Buffer, Config, DispatchInput};
+use ferroshmem::ep::{Bf16, Buffer, Config, DispatchInput, LowLatencyInput};
 use ferroshmem::gpu::{DeviceBuffer, GpuPe, GpuSharing, HostBuffer};
 use ferroshmem::{Error, Pe, Result};
 
@@ -37,6 +42,8 @@ struct Args {
     top_k: usize,
     experts: usize,
     iters: usize,
+    blocks: Option<u32>,
+    ll_tokens: usize,
 }
 
 fn parse_args() -> Result<Args> {
@@ -47,6 +54,8 @@ fn parse_args() -> Result<Args> {
         top_k: 8,
         experts: 256,
         iters: 20,
+        blocks: None,
+        ll_tokens: 128,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -64,6 +73,8 @@ fn parse_args() -> Result<Args> {
             "--top-k" => args.top_k = value,
             "--experts" => args.experts = value,
             "--iters" => args.iters = value.max(1),
+            "--blocks" => args.blocks = Some(value.max(1) as u32),
+            "--ll-tokens" => args.ll_tokens = value,
             _ => return Err(Error::InvalidArgument(format!("unknown option {flag}"))),
         }
     }
@@ -77,6 +88,8 @@ struct Figures {
     dispatch_s: f64,
     combine_s: f64,
     copy_s: f64,
+    ll_dispatch_s: f64,
+    ll_combine_s: f64,
     mps: bool,
 }
 
@@ -118,7 +131,10 @@ async fn bench(pe: Pe, args: Args) -> Result<Figures> {
         gpu.sharing(),
         GpuSharing::InProcess { mps: true, .. } | GpuSharing::Processes { mps: true, .. }
     );
-    let config = Config::new(args.tokens, args.hidden, args.top_k, args.experts);
+    let config = Config {
+        blocks: args.blocks,
+        ..Config::new(args.tokens, args.hidden, args.top_k, args.experts)
+    };
     let mut buffer = Buffer::new(&gpu, config).await?;
     let x: Vec<Bf16> = (0..args.tokens * args.hidden)
         .map(|i| Bf16::from_f32(((mix(i as u64) % 17) as f32 - 8.0) / 8.0))
@@ -156,14 +172,63 @@ async fn bench(pe: Pe, args: Args) -> Result<Figures> {
     let bytes = received * args.hidden * std::mem::size_of::<Bf16>();
     let copy = copy_engine_time(&pe, &gpu, bytes, args.iters).await?;
     buffer.destroy().await?;
+    drop((x, out));
+    let (ll_dispatch, ll_combine) = low_latency(&pe, &gpu, &args).await?;
     let per = |d: Duration| d.as_secs_f64() / args.iters as f64;
     Ok(Figures {
         received_bytes: bytes as f64,
         dispatch_s: per(dispatch),
         combine_s: per(combine),
         copy_s: copy,
+        ll_dispatch_s: ll_dispatch,
+        ll_combine_s: ll_combine,
         mps,
     })
+}
+
+/// Seconds per low-latency dispatch (send and receive) and combine of `ll_tokens` tokens,
+/// calls back to back (one host barrier before them all), each awaited.
+async fn low_latency(pe: &Pe, gpu: &GpuPe, args: &Args) -> Result<(f64, f64)> {
+    let tokens = args.ll_tokens;
+    let config = Config {
+        blocks: args.blocks,
+        ..Config::low_latency(tokens, args.hidden, args.top_k, args.experts)
+    };
+    let mut buffer = Buffer::new(gpu, config).await?;
+    let x: Vec<Bf16> = (0..tokens * args.hidden)
+        .map(|i| Bf16::from_f32(((mix(i as u64) % 17) as f32 - 8.0) / 8.0))
+        .collect();
+    let x = upload(gpu, &x).await?;
+    let ll_args = Args { tokens, ..*args };
+    let topk_idx = upload(gpu, &routing(&ll_args, pe.my_pe())).await?;
+    let topk_weights = upload(gpu, &vec![1.0f32 / args.top_k as f32; tokens * args.top_k]).await?;
+    let mut out = DeviceBuffer::<Bf16>::new(gpu.context(), tokens * args.hidden)?;
+    let input = LowLatencyInput {
+        x: &x,
+        topk_idx: &topk_idx,
+        tokens,
+    };
+    let (mut dispatch, mut combine) = (Duration::ZERO, Duration::ZERO);
+    pe.barrier_all().await?;
+    for i in 0..args.iters * 5 + 5 {
+        let t0 = Instant::now();
+        let handle = buffer
+            .low_latency_dispatch(input)?
+            .receive()
+            .await?
+            .handle();
+        let t1 = Instant::now();
+        buffer
+            .low_latency_combine(&handle, None, (&topk_idx, &topk_weights), &mut out)
+            .await?;
+        if i >= 5 {
+            dispatch += t1 - t0;
+            combine += t1.elapsed();
+        }
+    }
+    buffer.destroy().await?;
+    let per = |d: Duration| d.as_secs_f64() / (args.iters * 5) as f64;
+    Ok((per(dispatch), per(combine)))
 }
 
 /// Seconds per `cuMemcpyAsync` of `bytes` device to device, every PE copying at once.
@@ -221,7 +286,25 @@ fn report(args: &Args, figures: &[Figures]) {
     println!("| copy-engine bound (cuMemcpyAsync D2D, same bytes, all PEs at once) | {:.0} µs, {copy_bw:.1} GB/s | 1.00× |", mean(|f| f.copy_s) * 1e6);
     println!("| DeepEP H800 (published, intranode 8 EP, NVLink) | dispatch 153 GB/s, combine 158 GB/s | |");
     println!("| DeepEP H800 (published, low latency 8 EP) | dispatch 77 µs, combine 114 µs | |");
-    println!("low-latency mode and FP8 dispatch: not built yet, not measured");
+    println!(
+        "| low latency, {} tokens/PE: dispatch (send + receive hook), awaited | {:.1} µs | |",
+        args.ll_tokens,
+        mean(|f| f.ll_dispatch_s) * 1e6
+    );
+    println!(
+        "| low latency, {} tokens/PE: combine, awaited | {:.1} µs | |",
+        args.ll_tokens,
+        mean(|f| f.ll_combine_s) * 1e6
+    );
+    println!("FP8 dispatch: not built yet, not measured");
+    println!(
+        "FIGURE ep_ll_dispatch_us {:.1} us",
+        mean(|f| f.ll_dispatch_s) * 1e6
+    );
+    println!(
+        "FIGURE ep_ll_combine_us {:.1} us",
+        mean(|f| f.ll_combine_s) * 1e6
+    );
     println!("FIGURE ep_normal_dispatch_bw {dispatch_bw:.2} GB/s");
     println!("FIGURE ep_normal_combine_bw {combine_bw:.2} GB/s");
     println!("FIGURE ep_normal_copy_engine_bw {copy_bw:.2} GB/s");
@@ -250,7 +333,12 @@ fn main() -> std::process::ExitCode {
     };
     if std::env::var_os("FERROSHMEM_SYMMETRIC_SIZE").is_none() {
         let config = Config::new(args.tokens, args.hidden, args.top_k, args.experts);
-        let need = Buffer::bytes_needed(&config, args.pes).unwrap_or(1 << 30);
+        let ll = Config::low_latency(args.ll_tokens, args.hidden, args.top_k, args.experts);
+        let need = [config, ll]
+            .iter()
+            .map(|c| Buffer::bytes_needed(c, args.pes).unwrap_or(1 << 30))
+            .max()
+            .unwrap_or(1 << 30);
         std::env::set_var(
             "FERROSHMEM_SYMMETRIC_SIZE",
             format!("{}M", (need >> 20) + 64),

@@ -8,58 +8,15 @@
 //! Where no GPU exists each test says so and passes at once.
 
 mod ep_support;
+#[path = "ep_support/normal.rs"]
+mod normal;
 
-use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use ep_support::{check_round, upload, Routing, Shape};
+use ep_support::{exclusive, job, upload, Routing, Shape};
 use ferroshmem::ep::{Buffer, Config, Layout};
-use ferroshmem::gpu::GpuPe;
-use ferroshmem::{Error, Pe, Result};
-
-/// The tests of this file, one at a time (they share the GPUs and set the heap size).
-static EP_TESTS: Mutex<()> = Mutex::new(());
-
-fn exclusive(test: &str) -> Option<MutexGuard<'static, ()>> {
-    if let Err(e) = ferroshmem::gpu::detect() {
-        eprintln!("{test}: skipped, {e}");
-        return None;
-    }
-    let turn = EP_TESTS.lock().unwrap_or_else(PoisonError::into_inner);
-    std::env::set_var("FERROSHMEM_SYMMETRIC_SIZE", "256M");
-    Some(turn)
-}
-
-/// Runs `body` on every PE of an `n`-PE one-process job, each with its GPU, within 240 s.
-fn job<F, Fut>(n: usize, body: F)
-where
-    F: Fn(Pe, GpuPe) -> Fut + Send + Sync + Clone + 'static,
-    Fut: std::future::Future<Output = Result<()>> + Send + 'static,
-{
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(4)
-        .enable_all()
-        .build()
-        .unwrap();
-    let started = Instant::now();
-    let run = ferroshmem::run_local(n, move |pe| {
-        let body = body.clone();
-        async move {
-            let gpu = pe.init_gpu().await?;
-            body(pe, gpu).await
-        }
-    });
-    let results = rt
-        .block_on(async { tokio::time::timeout(Duration::from_secs(240), run).await })
-        .unwrap_or_else(|_| panic!("the {n}-PE ep job did not finish within 240 s"))
-        .unwrap();
-    for (pe, r) in results.into_iter().enumerate() {
-        if let Err(e) = r {
-            panic!("PE {pe}: {e}");
-        }
-    }
-    eprintln!("{n} PEs: done in {:?}", started.elapsed());
-}
+use ferroshmem::Error;
+use normal::{check_round, dispatch_only};
 
 #[test]
 fn the_gpu_layout_is_the_hosts() {
@@ -125,9 +82,7 @@ fn a_refused_input_fails_every_pe_and_the_buffer_goes_on() {
         if me == 2 {
             input.topk_idx[3 * shape.top_k] = -7;
         }
-        let err = ep_support::dispatch_only(&gpu, &mut buffer, &input)
-            .await
-            .unwrap_err();
+        let err = dispatch_only(&gpu, &mut buffer, &input).await.unwrap_err();
         let says = if me == 2 {
             "token 3 is routed to expert -7"
         } else {
@@ -142,9 +97,7 @@ fn a_refused_input_fails_every_pe_and_the_buffer_goes_on() {
         if me == 1 {
             input.tokens = shape.max_tokens + 1;
         }
-        let err = ep_support::dispatch_only(&gpu, &mut buffer, &input)
-            .await
-            .unwrap_err();
+        let err = dispatch_only(&gpu, &mut buffer, &input).await.unwrap_err();
         let says = if me == 1 {
             "at most"
         } else {
@@ -177,18 +130,14 @@ fn a_pe_that_never_dispatches_ends_the_others_calls_in_a_timeout() {
         }
         let input = shape.input(0, Routing::Random, 4);
         let started = Instant::now();
-        let err = ep_support::dispatch_only(&gpu, &mut buffer, &input)
-            .await
-            .unwrap_err();
+        let err = dispatch_only(&gpu, &mut buffer, &input).await.unwrap_err();
         assert!(matches!(err, Error::Timeout { .. }), "{err}");
         assert!(
             started.elapsed() < Duration::from_secs(15),
             "{:?}",
             started.elapsed()
         );
-        let again = ep_support::dispatch_only(&gpu, &mut buffer, &input)
-            .await
-            .unwrap_err();
+        let again = dispatch_only(&gpu, &mut buffer, &input).await.unwrap_err();
         assert!(
             matches!(again, Error::Timeout { .. }),
             "the buffer stays unusable: {again}"

@@ -3,6 +3,8 @@
 //! results, the job's failure, or the configured timeout; and [`Buffer::layout`].
 
 use std::sync::Arc;
+
+use bytemuck::Pod;
 use std::time::Duration;
 
 use ferroshmem_gpu::cudarc::driver::CudaStream;
@@ -12,6 +14,7 @@ use ferroshmem_runtime::{Error, Result};
 use crate::config::{Config, Regions, ROW_HEAD};
 use crate::kernels::{Kernels, Places};
 use crate::layout::{bad_expert, Layout};
+use crate::low_latency::LowLatencyState;
 
 /// Index of the abort word in [`Buffer::words`]: the host sets it to make waiting kernels
 /// give up.
@@ -48,6 +51,8 @@ pub struct Buffer {
     pub(crate) words: HostWords,
     pub(crate) dispatches: u64,
     pub(crate) combines: u64,
+    /// The low-latency mode's state, if the buffer serves it.
+    pub(crate) low_latency: Option<LowLatencyState>,
     broken: Option<Error>,
 }
 
@@ -79,13 +84,13 @@ impl Buffer {
             .await?;
         let region = gpu.align::<u8>(256, regions.bytes).await?;
         let base = gpu.local_ptr(&region)?;
-        let zeros = HostBuffer::<u8>::new(ctx, 4 * 8)?;
-        gpu.put(
-            region.slice(regions.counters..regions.counters + 32),
-            &zeros,
-            gpu.my_pe(),
-        )
-        .await?;
+        let counters = regions.counters..regions.counters + regions.counter_bytes;
+        let zeros = HostBuffer::<u8>::new(ctx, regions.counter_bytes)?;
+        gpu.put(region.slice(counters), &zeros, gpu.my_pe()).await?;
+        let low_latency = match config.low_latency {
+            true => Some(LowLatencyState::new(gpu, &config).await?),
+            false => None,
+        };
         // No PE adds to another's counters before every PE has zeroed its own.
         gpu.barrier_all().await?;
         Ok(Buffer {
@@ -103,6 +108,7 @@ impl Buffer {
             config,
             dispatches: 0,
             combines: 0,
+            low_latency,
             broken: None,
         })
     }
@@ -192,6 +198,28 @@ impl Buffer {
         self.region.as_ref()
     }
 
+    /// `len` elements of `T` at byte `offset` of this PE's region, copied to the host.
+    pub(crate) async fn copy_region_out<T: Pod>(
+        &self,
+        offset: usize,
+        len: usize,
+    ) -> Result<Vec<T>> {
+        if len == 0 {
+            return Ok(Vec::new());
+        }
+        let bytes = len * std::mem::size_of::<T>();
+        let region = self.region().ok_or(Error::Shutdown)?;
+        let mut host = HostBuffer::<u8>::new(self.gpu.context(), bytes)?;
+        self.gpu
+            .get(
+                &mut host,
+                region.slice(offset..offset + bytes),
+                self.gpu.my_pe(),
+            )
+            .await?;
+        Ok(bytemuck::cast_slice(host.as_slice()).to_vec())
+    }
+
     /// `Ok` unless an earlier call failed in a way that leaves the PEs out of step.
     pub(crate) fn usable(&self) -> Result<()> {
         match &self.broken {
@@ -235,7 +263,7 @@ impl Buffer {
         }
     }
 
-    /// The address of this PE's `counter` (of [`counter`]) and the value every PE's calls so
+    /// The address of this PE's counter `which` (of `config::counter`) and the value every PE's calls so
     /// far bring it to (`calls` each).
     pub(crate) fn counter(&self, which: usize, calls: u64) -> (u64, u64) {
         let at = self.base + (self.regions.counters + 8 * which) as u64;
@@ -267,12 +295,15 @@ impl Buffer {
             lost = health.failed() => Err(lost),
             () = tokio::time::sleep(timeout) => Err(Error::Timeout { operation, after: timeout }),
         };
+        // A kernel that gave up (outcome 1) did so because the host told it to: only a
+        // timeout or failure elsewhere does that. Outcome 2 (a refused input) is the
+        // caller's to read.
         let waited = waited.and_then(|()| match self.words.load(OUTCOME) {
-            0 => Ok(()),
-            _ => Err(Error::Timeout {
+            1 => Err(Error::Timeout {
                 operation,
                 after: timeout,
             }),
+            _ => Ok(()),
         });
         match waited {
             Ok(()) => {
@@ -287,6 +318,11 @@ impl Buffer {
                 Err(e)
             }
         }
+    }
+
+    /// Whether the last call's kernels found a PE's input refused (outcome 2).
+    pub(crate) fn some_input_refused(&self) -> bool {
+        self.words.load(OUTCOME) == 2
     }
 
     /// Marks the buffer unusable after a call failed midway (its kernels partly queued).
@@ -350,6 +386,12 @@ pub(crate) fn check_statuses(
                 return Err(Error::InvalidArgument(format!(
                     "PE {pe}'s input was refused: {}",
                     bad_expert(row[1] as usize, row[2].into(), num_experts)
+                )))
+            }
+            3 if pe == me => {
+                return Err(Error::InvalidArgument(format!(
+                    "token {} names expert {} twice",
+                    row[1], row[2]
                 )))
             }
             _ => {

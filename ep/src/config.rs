@@ -35,6 +35,9 @@ pub struct Config {
     /// Thread blocks of the copy kernels per PE; `None` shares the GPU's multiprocessors
     /// among the PEs that use it.
     pub blocks: Option<u32>,
+    /// Whether the buffer also serves the low-latency mode (its staging and packed regions
+    /// take `2 × experts/PE × PEs × max_tokens` rows more).
+    pub low_latency: bool,
 }
 
 impl Config {
@@ -47,6 +50,21 @@ impl Config {
             num_experts,
             timeout: Duration::from_secs(60),
             blocks: None,
+            low_latency: false,
+        }
+    }
+
+    /// As [`Config::new`], serving the low-latency mode too (DeepEP's
+    /// `low_latency_mode=True`; `max_tokens` is its `num_max_dispatch_tokens_per_rank`).
+    pub fn low_latency(
+        max_tokens: usize,
+        hidden: usize,
+        top_k: usize,
+        num_experts: usize,
+    ) -> Config {
+        Config {
+            low_latency: true,
+            ..Config::new(max_tokens, hidden, top_k, num_experts)
         }
     }
 
@@ -97,8 +115,11 @@ impl Config {
 /// aligned to 256 bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Regions {
-    /// Four 64-bit counters other PEs add to: notified, dispatched, combine-ready, combined.
+    /// Four 64-bit counters other PEs add to: notified, dispatched, combine-ready, combined;
+    /// then the low-latency mode's signals, if any (all zeroed at creation).
     pub counters: usize,
+    /// Bytes of the counters and signals.
+    pub counter_bytes: usize,
     /// The dispatch table: a row of `dispatch_width` `i32` per PE.
     pub dispatch_table: usize,
     /// The combine table: a row of [`ROW_HEAD`] `i32` per PE.
@@ -111,11 +132,35 @@ pub(crate) struct Regions {
     pub recv_topk_idx: usize,
     /// Each received row's top-k weights (`f32`, `top_k` a row; 0 where the index is -1).
     pub recv_topk_weights: usize,
+    /// The low-latency mode's parts, if the buffer serves it.
+    pub low_latency: Option<LowLatencyRegions>,
     /// Bytes in all.
     pub bytes: usize,
     /// `i32` words in one row of the dispatch table: head, tokens to each PE, tokens to
     /// each expert.
     pub dispatch_width: usize,
+}
+
+/// Byte offsets of the low-latency mode's parts of the region (`L` local experts, `n` PEs,
+/// `T` tokens at most per PE).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LowLatencyRegions {
+    /// Dispatch signals, `L × n` words: (call << 32) | rows from each source per expert.
+    pub signals: usize,
+    /// Combine signals, `n` words: the last call whose rows each PE sent back.
+    pub combine_signals: usize,
+    /// Rows as senders put them: `L × n × T` rows, by (local expert, source, place).
+    pub staging: usize,
+    /// Each staged row's (token × top_k + slot) on its source.
+    pub staging_src: usize,
+    /// Rows packed per local expert in source order: `L × (n × T)` rows.
+    pub packed: usize,
+    /// Each packed row's source PE (`i32`).
+    pub packed_pe: usize,
+    /// Each packed row's (token × top_k + slot) on its source (`i32`).
+    pub packed_slot: usize,
+    /// Rows sent back to this PE by combine: `T × top_k` rows, by (token, slot).
+    pub back: usize,
 }
 
 /// Counter indices within [`Regions::counters`].
@@ -146,7 +191,12 @@ impl Regions {
                 .ok_or_else(overflow)?;
             Ok(start)
         };
-        let counters = part(Some(4 * 8))?;
+        let local = config.num_experts / n.max(1);
+        let counter_words = match config.low_latency {
+            true => local.checked_mul(n).and_then(|w| w.checked_add(4 + n)),
+            false => Some(4),
+        };
+        let counters = part(counter_words.and_then(|w| w.checked_mul(8)))?;
         let dispatch_table = part(n.checked_mul(dispatch_width * 4))?;
         let combine_table = part(Some(n * ROW_HEAD * 4))?;
         let row_bytes = config.hidden.checked_mul(std::mem::size_of::<Bf16>());
@@ -155,7 +205,26 @@ impl Regions {
         let per_row = |width: usize| config.top_k.checked_mul(width)?.checked_mul(rows);
         let recv_topk_idx = part(per_row(8))?;
         let recv_topk_weights = part(per_row(4))?;
+        let low_latency = match config.low_latency {
+            false => None,
+            true => {
+                let staged = local.checked_mul(rows).ok_or_else(overflow)?;
+                let rows_of = |count: usize| row_bytes.and_then(|b| b.checked_mul(count));
+                Some(LowLatencyRegions {
+                    signals: counters + 4 * 8,
+                    combine_signals: counters + (4 + local * n) * 8,
+                    staging: part(rows_of(staged))?,
+                    staging_src: part(staged.checked_mul(4))?,
+                    packed: part(rows_of(staged))?,
+                    packed_pe: part(staged.checked_mul(4))?,
+                    packed_slot: part(staged.checked_mul(4))?,
+                    back: part(rows_of(config.max_tokens * config.top_k))?,
+                })
+            }
+        };
         Ok(Regions {
+            low_latency,
+            counter_bytes: dispatch_table - counters,
             counters,
             dispatch_table,
             combine_table,

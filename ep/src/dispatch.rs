@@ -4,8 +4,8 @@
 
 use bytemuck::Pod;
 use ferroshmem_gpu::cudarc::driver::CudaStream;
-use ferroshmem_gpu::{DeviceBuffer, HostBuffer, LocalMem};
-use ferroshmem_runtime::{Error, Result};
+use ferroshmem_gpu::{DeviceBuffer, LocalMem};
+use ferroshmem_runtime::Result;
 
 use crate::bf16::Bf16;
 use crate::buffer::{check_statuses, Buffer};
@@ -64,10 +64,11 @@ impl Buffer {
     /// job calls it, each with its own tokens.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] when this PE's input is refused (more tokens than the
+    /// [`Error::InvalidArgument`](ferroshmem_runtime::Error::InvalidArgument) when this PE's input is refused (more tokens than the
     /// buffer holds, short inputs, an expert index outside the experts) or another PE's was
     /// (naming it): then nothing moves and the buffer stays usable.
-    /// [`Error::PeerLost`] or [`Error::Timeout`] when the other PEs do not all come: the
+    /// [`Error::PeerLost`](ferroshmem_runtime::Error::PeerLost) or
+    /// [`Error::Timeout`](ferroshmem_runtime::Error::Timeout) when the other PEs do not all come: the
     /// buffer is unusable afterwards.
     ///
     /// # Cancel safety
@@ -242,15 +243,6 @@ impl Dispatch<'_> {
     }
 
     async fn copy_out<T: Pod>(&self, offset: usize, len: usize) -> Result<Vec<T>> {
-        if len == 0 {
-            return Ok(Vec::new());
-        }
-        let gpu = &self.buffer.gpu;
-        let bytes = len * std::mem::size_of::<T>();
-        let region = self.buffer.region().ok_or(Error::Shutdown)?;
-        let mut host = HostBuffer::<u8>::new(gpu.context(), bytes)?;
-        gpu.get(&mut host, region.slice(offset..offset + bytes), gpu.my_pe())
-            .await?;
-        Ok(bytemuck::cast_slice(host.as_slice()).to_vec())
+        self.buffer.copy_region_out(offset, len).await
     }
 }

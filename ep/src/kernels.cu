@@ -17,7 +17,9 @@
 #define EP_OK 0
 #define EP_BAD_EXPERT 1
 #define EP_REJECTED 2
+#define EP_DUPLICATE 3
 #define EP_ABORTED 1
+#define EP_REFUSED 2
 
 struct __align__(16) ep_v4 { unsigned x, y, z, w; };
 

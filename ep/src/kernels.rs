@@ -12,7 +12,7 @@ use ferroshmem_gpu::cudarc::driver::CudaStream;
 use ferroshmem_gpu::{CompileOptions, GpuModule, GpuPe, KernelArg, LaunchDims};
 use ferroshmem_runtime::Result;
 
-const SOURCE: &str = include_str!("kernels.cu");
+const SOURCE: &str = concat!(include_str!("kernels.cu"), include_str!("low_latency.cu"));
 
 /// Threads of a block of the row-moving kernels (16 warps).
 const THREADS: u32 = 512;
@@ -88,6 +88,66 @@ pub(crate) struct CombineArgs {
     pub out: u64,
     pub ready: (u64, u64),
     pub combined: (u64, u64),
+}
+
+/// A low-latency dispatch's send half, as device addresses.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LowLatencySendArgs {
+    pub x: u64,
+    pub topk_idx: u64,
+    pub tokens: i32,
+    pub rejected: bool,
+    pub hidden: i32,
+    pub top_k: i32,
+    pub experts: i32,
+    pub max_tokens: i32,
+    pub staging: u64,
+    pub staging_src: u64,
+    /// Per-expert send counters, the first bad token (scratch), the status (pinned).
+    pub counts: u64,
+    pub bad: u64,
+    pub status: u64,
+    pub signals: u64,
+    pub call: u64,
+}
+
+/// A low-latency dispatch's receive half (the hook).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LowLatencyReceiveArgs {
+    pub local_experts: u32,
+    pub hidden: i32,
+    pub max_tokens: i32,
+    pub staging: u64,
+    pub staging_src: u64,
+    pub signals: u64,
+    pub call: u64,
+    pub packed: u64,
+    pub packed_pe: u64,
+    pub packed_slot: u64,
+    /// Rows per local expert (scratch), and the same with the layout (pinned).
+    pub recv_count: u64,
+    pub counts_out: u64,
+}
+
+/// A low-latency combine: the send-back half and the weighted sums.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LowLatencyCombineArgs {
+    pub local_experts: u32,
+    pub y: u64,
+    pub packed_pe: u64,
+    pub packed_slot: u64,
+    pub recv_count: u64,
+    pub rejected: bool,
+    pub hidden: i32,
+    pub max_tokens: i32,
+    pub back: u64,
+    pub signals: u64,
+    pub call: u64,
+    pub topk_idx: u64,
+    pub topk_weights: u64,
+    pub tokens: i32,
+    pub top_k: i32,
+    pub out: u64,
 }
 
 impl Kernels {
@@ -311,5 +371,137 @@ impl Kernels {
             )?
         };
         self.wait(stream, a.combined, places)
+    }
+
+    /// Queues a low-latency dispatch's send half.
+    pub fn low_latency_send(
+        &self,
+        stream: &CudaStream,
+        a: &LowLatencySendArgs,
+        places: &Places,
+    ) -> Result<()> {
+        let args: [KernelArg; 15] = [
+            a.x.into(),
+            a.topk_idx.into(),
+            a.tokens.into(),
+            a.hidden.into(),
+            a.top_k.into(),
+            a.experts.into(),
+            a.max_tokens.into(),
+            a.staging.into(),
+            a.staging_src.into(),
+            a.counts.into(),
+            a.bad.into(),
+            a.status.into(),
+            places.blocks_done.into(),
+            a.signals.into(),
+            ((a.call << 1) | u64::from(a.rejected)).into(),
+        ];
+        // SAFETY: ep_ll_send takes (const v4*, const long long*, int, int, int, int, int, v4*,
+        // int*, int*, int*, int*, unsigned*, u64*, u64) as passed. x and topk_idx hold
+        // `tokens` rows (checked by the caller, or 0 tokens); staging rows are written only
+        // below max_tokens per (expert, source) (the kernel refuses more), on PEs the experts
+        // name; counters, scratch and pinned words belong to the caller's buffer, which
+        // keeps them until its stream is done.
+        unsafe {
+            self.module.launch(
+                "ep_ll_send",
+                LaunchDims::linear(self.blocks, THREADS),
+                stream,
+                &args,
+            )
+        }
+    }
+
+    /// Queues a low-latency dispatch's receive half.
+    pub fn low_latency_receive(
+        &self,
+        stream: &CudaStream,
+        a: &LowLatencyReceiveArgs,
+        places: &Places,
+    ) -> Result<()> {
+        let args: [KernelArg; 13] = [
+            a.staging.into(),
+            a.staging_src.into(),
+            a.hidden.into(),
+            a.max_tokens.into(),
+            a.signals.into(),
+            a.call.into(),
+            a.packed.into(),
+            a.packed_pe.into(),
+            a.packed_slot.into(),
+            a.recv_count.into(),
+            a.counts_out.into(),
+            places.abort.into(),
+            places.outcome.into(),
+        ];
+        // SAFETY: ep_ll_receive takes (const v4*, const int*, int, int, const u64*, u64, v4*,
+        // int*, int*, int*, int*, const u64*, u64*) as passed; one block per local expert reads that expert's staged rows (at most max_tokens per
+        // source, as signalled) and packs them within its n × max_tokens rows; the pinned
+        // output holds L + L × n × 2 words. All belong to the caller's buffer.
+        unsafe {
+            self.module.launch(
+                "ep_ll_receive",
+                LaunchDims::linear(a.local_experts, THREADS),
+                stream,
+                &args,
+            )
+        }
+    }
+
+    /// Queues a low-latency combine: rows back to their sources, then the weighted sums.
+    pub fn low_latency_combine(
+        &self,
+        stream: &CudaStream,
+        a: &LowLatencyCombineArgs,
+        places: &Places,
+    ) -> Result<()> {
+        let back: [KernelArg; 10] = [
+            a.y.into(),
+            a.packed_pe.into(),
+            a.packed_slot.into(),
+            a.recv_count.into(),
+            a.hidden.into(),
+            a.max_tokens.into(),
+            a.back.into(),
+            places.blocks_done.into(),
+            a.signals.into(),
+            ((a.call << 1) | u64::from(a.rejected)).into(),
+        ];
+        let per_expert = (self.blocks / a.local_experts).max(1);
+        let dims = LaunchDims {
+            grid: (per_expert, a.local_experts, 1),
+            ..LaunchDims::linear(1, THREADS)
+        };
+        // SAFETY: ep_ll_send_back takes (const v4*, const int*, const int*, const int*, int,
+        // int, v4*, unsigned*, u64*, u64) as passed: y holds the packed rows (the caller
+        // checked its length, or it is the packed region), the packed sources and counts
+        // are those of the latest receive, and each row goes to its source's `back` row of
+        // (token, slot), within T × top_k rows.
+        unsafe { self.module.launch("ep_ll_send_back", dims, stream, &back)? };
+        let reduce: [KernelArg; 11] = [
+            a.back.into(),
+            a.topk_idx.into(),
+            a.topk_weights.into(),
+            a.tokens.into(),
+            a.hidden.into(),
+            a.top_k.into(),
+            a.signals.into(),
+            a.call.into(),
+            a.out.into(),
+            places.abort.into(),
+            places.outcome.into(),
+        ];
+        // SAFETY: ep_ll_reduce takes (const v4*, const long long*, const float*, int, int, int,
+        // const u64*, u64, v4*, const u64*, u64*) as passed: `tokens` rows of top-k and
+        // weights and of `out` (checked by the caller), this PE's back rows and signals.
+        unsafe {
+            self.module.launch(
+                "ep_ll_reduce",
+                LaunchDims::linear(self.blocks, THREADS),
+                stream,
+                &reduce,
+            )
+        }
     }
 }

@@ -14,7 +14,7 @@
 //! The throughput mode (thousands of tokens per PE). A dispatch works out where its tokens go
 //! ([`Buffer::layout`] is that step alone), tells every PE how many rows to expect from it and
 //! for which experts, then moves the rows: each PE's rows land in every receiver's region in
-//! PE order, each PE's in token order. The [`reference`] module computes the same results on
+//! PE order, each PE's in token order. The [`reference`](mod@reference) module computes the same results on
 //! the host.
 //!
 //! # Failures
@@ -25,10 +25,19 @@
 //! [`Error::PeerLost`], a PE that never comes with [`Error::Timeout`] after
 //! [`Config::timeout`]; the kernels then give up their waits and the buffer is unusable.
 //!
+//! # Low-latency mode
+//!
+//! For decoding (up to a few hundred tokens per PE): no layout step and no exchange of
+//! counts. [`Buffer::low_latency_dispatch`] puts every (token, expert) pair straight into its
+//! expert's staging rows and signals each expert's count; [`LowLatencySend::receive`] (the
+//! receive hook, callable later so that compute overlaps the transfer) waits for the signals
+//! and packs each local expert's rows; [`Buffer::low_latency_combine`] sends each row back
+//! and sums every token's rows weighted by its top-k weights on the token's own PE.
+//!
 //! # What is not here yet
 //!
-//! The low-latency mode, FP8 dispatch, on-stream forms and PEs on other nodes (the network
-//! path): a team spanning nodes is refused when the buffer is created.
+//! FP8 dispatch, on-stream (CUDA-graph capturable) forms, and PEs on other nodes (the
+//! network path): a team spanning nodes is refused when the buffer is created.
 //!
 //! [`Error::InvalidArgument`]: ferroshmem_runtime::Error::InvalidArgument
 //! [`Error::PeerLost`]: ferroshmem_runtime::Error::PeerLost
@@ -41,6 +50,7 @@ mod config;
 mod dispatch;
 mod kernels;
 mod layout;
+mod low_latency;
 pub mod reference;
 
 pub use bf16::Bf16;
@@ -48,3 +58,4 @@ pub use buffer::Buffer;
 pub use config::{Config, MAX_EXPERTS, MAX_PES, MAX_TOP_K};
 pub use dispatch::{Dispatch, DispatchInput, Handle};
 pub use layout::Layout;
+pub use low_latency::{LowLatencyDispatch, LowLatencyHandle, LowLatencyInput, LowLatencySend};

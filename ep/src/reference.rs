@@ -156,6 +156,103 @@ pub fn combine(
         .collect())
 }
 
+/// What one local expert of a PE receives from a low-latency dispatch: its rows from each
+/// source PE in turn. Within one source the GPU's order is the order in which its warps took
+/// places, so [`low_latency_dispatch`] gives each source's rows ordered by `src_slot`, and
+/// a comparison sorts the GPU's the same way first.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExpertRows {
+    /// Rows (`rows × hidden`).
+    pub x: Vec<Bf16>,
+    /// Per row: its source PE.
+    pub src_pe: Vec<i32>,
+    /// Per row: its (token × top_k + slot) on the source PE.
+    pub src_slot: Vec<i32>,
+    /// Per source PE: (first row, rows).
+    pub layout: Vec<(usize, usize)>,
+}
+
+/// What each local expert of each PE receives from a low-latency dispatch of `inputs`
+/// (`[pe][local expert]`).
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for inputs of the wrong lengths, experts out of range or a
+/// token naming an expert twice.
+pub fn low_latency_dispatch(
+    inputs: &[PeInput<'_>],
+    hidden: usize,
+    top_k: usize,
+    num_experts: usize,
+) -> Result<Vec<Vec<ExpertRows>>> {
+    let n = inputs.len();
+    let local = num_experts / n.max(1);
+    let mut out: Vec<Vec<ExpertRows>> = (0..n)
+        .map(|_| {
+            (0..local)
+                .map(|_| ExpertRows {
+                    x: Vec::new(),
+                    src_pe: Vec::new(),
+                    src_slot: Vec::new(),
+                    layout: Vec::new(),
+                })
+                .collect()
+        })
+        .collect();
+    for (s, input) in inputs.iter().enumerate() {
+        let layout = Layout::compute(input.topk_idx, top_k, num_experts, n)?;
+        check_lengths(input, layout.tokens, hidden, top_k)?;
+        for pe_rows in out.iter_mut() {
+            for rows in pe_rows.iter_mut() {
+                rows.layout.push((rows.src_pe.len(), 0));
+            }
+        }
+        for (p, &e) in input.topk_idx.iter().enumerate() {
+            if e < 0 {
+                continue;
+            }
+            let (t, e) = (p / top_k, e as usize);
+            let row = &input.topk_idx[t * top_k..(t + 1) * top_k];
+            if row.iter().filter(|&&other| other == e as i64).count() > 1 {
+                return Err(Error::InvalidArgument(format!(
+                    "token {t} of PE {s} names expert {e} twice"
+                )));
+            }
+            let rows = &mut out[e / local][e % local];
+            rows.x
+                .extend_from_slice(&input.x[t * hidden..(t + 1) * hidden]);
+            rows.src_pe.push(s as i32);
+            rows.src_slot.push(p as i32);
+            rows.layout[s].1 += 1;
+        }
+    }
+    Ok(out)
+}
+
+/// What a low-latency combine gives back for token `t` of `input` when expert `e` turned its
+/// row into `expert(e, row)`: the sum over the token's slots of weight × that row, in `f32`
+/// in slot order (multiply, then add), rounded once to [`Bf16`].
+pub fn low_latency_combine_token(
+    input: &PeInput<'_>,
+    t: usize,
+    hidden: usize,
+    top_k: usize,
+    expert: impl Fn(usize, &[Bf16]) -> Vec<Bf16>,
+) -> Vec<Bf16> {
+    let mut sum = vec![0.0f32; hidden];
+    let row = &input.x[t * hidden..(t + 1) * hidden];
+    for j in 0..top_k {
+        let e = input.topk_idx[t * top_k + j];
+        if e < 0 {
+            continue;
+        }
+        let w = input.topk_weights[t * top_k + j];
+        for (acc, v) in sum.iter_mut().zip(expert(e as usize, row)) {
+            *acc += w * v.to_f32();
+        }
+    }
+    sum.into_iter().map(Bf16::from_f32).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -203,6 +300,47 @@ mod tests {
         let back = combine(&[2, 1], &got, &y, 2).unwrap();
         assert_eq!(back[0], [row(4.0, 2), row(4.0, 2)].concat());
         assert_eq!(back[1], row(12.0, 2));
+    }
+
+    #[test]
+    fn low_latency_rows_go_per_expert_by_source_and_come_back_weighted() {
+        // 2 PEs, 4 experts (PE 0: 0, 1; PE 1: 2, 3), top-2, hidden 2.
+        let x0 = [row(1.0, 2), row(2.0, 2)].concat();
+        let x1 = [row(3.0, 2)].concat();
+        let inputs = [
+            PeInput {
+                x: &x0,
+                topk_idx: &[0, 2, 1, -1],
+                topk_weights: &[0.5, 0.25, 1.0, 0.0],
+            },
+            PeInput {
+                x: &x1,
+                topk_idx: &[3, 0],
+                topk_weights: &[0.75, 0.125],
+            },
+        ];
+        let got = low_latency_dispatch(&inputs, 2, 2, 4).unwrap();
+        // PE 0's expert 0: token 0 of PE 0 (slot 0), token 0 of PE 1 (slot 1).
+        assert_eq!(got[0][0].src_pe, vec![0, 1]);
+        assert_eq!(got[0][0].src_slot, vec![0, 1]);
+        assert_eq!(got[0][0].layout, vec![(0, 1), (1, 1)]);
+        assert_eq!(got[0][0].x, [row(1.0, 2), row(3.0, 2)].concat());
+        assert_eq!(got[0][1].src_slot, vec![2]);
+        assert_eq!(got[1][1].src_pe, vec![1]);
+        // Expert e doubles (e + 1) times: token 0 of PE 0 = 0.5·1·1 + 0.25·3·1 = 1.25.
+        let scale = |e: usize, r: &[Bf16]| -> Vec<Bf16> {
+            r.iter()
+                .map(|v| Bf16::from_f32(v.to_f32() * (e + 1) as f32))
+                .collect()
+        };
+        let back = low_latency_combine_token(&inputs[0], 0, 2, 2, scale);
+        assert_eq!(back, row(1.25, 2));
+        let twice = [PeInput {
+            x: &x1,
+            topk_idx: &[3, 3],
+            topk_weights: &[1.0, 1.0],
+        }];
+        assert!(low_latency_dispatch(&twice, 2, 2, 4).is_err());
     }
 
     #[test]

@@ -1,0 +1,435 @@
+//! Low-latency mode (DeepEP's `low_latency_dispatch` / `low_latency_combine`): no layout
+//! step and no exchange of counts, each (token, expert) pair put straight into its expert's
+//! staging rows with a signal per expert and source; a receive hook
+//! ([`LowLatencySend::receive`]) that can be called later, so that compute overlaps the
+//! transfer; and a combine that weighs each expert's row by the token's top-k weight on the
+//! token's own PE.
+//!
+//! Received rows come packed per local expert (`L × n·T` rows, DeepEP's
+//! `packed_recv_x`), each expert's rows in source-PE order; [`LowLatencyDispatch::layout`]
+//! says where each source's rows begin (DeepEP's `packed_recv_layout_range`).
+
+use bytemuck::Pod;
+use ferroshmem_gpu::cudarc::driver::CudaStream;
+use ferroshmem_gpu::{DeviceBuffer, GpuPe, HostBuffer, LocalMem};
+use ferroshmem_runtime::{Error, Result};
+
+use crate::bf16::Bf16;
+use crate::buffer::{check_statuses, Buffer};
+use crate::config::{Config, LowLatencyRegions};
+use crate::kernels::{LowLatencyCombineArgs, LowLatencyReceiveArgs, LowLatencySendArgs};
+
+/// The low-latency mode's state on one PE.
+#[derive(Debug)]
+pub(crate) struct LowLatencyState {
+    /// Per expert: rows sent this call; then the first bad token; then rows received per
+    /// local expert.
+    scratch: DeviceBuffer<i32>,
+    /// Rows per local expert, then (offset, count) per (local expert, source).
+    counts_out: HostBuffer<i32>,
+    /// This PE's send status: status, first bad token, its value.
+    status: HostBuffer<i32>,
+    dispatches: u64,
+    combines: u64,
+    /// The dispatch whose combine is due, if any.
+    awaiting_combine: Option<u64>,
+}
+
+impl LowLatencyState {
+    /// Sets the state up for `config` on `gpu` (not collective).
+    pub async fn new(gpu: &GpuPe, config: &Config) -> Result<Self> {
+        let (n, experts) = (gpu.n_pes(), config.num_experts);
+        let local = experts / n;
+        let mut initial = vec![0i32; experts + 1 + local];
+        initial[experts] = i32::MAX;
+        let mut scratch = DeviceBuffer::new(gpu.context(), initial.len())?;
+        gpu.copy_local(
+            &mut scratch,
+            &HostBuffer::from_slice(gpu.context(), &initial)?,
+        )
+        .await?;
+        Ok(LowLatencyState {
+            scratch,
+            counts_out: HostBuffer::new(gpu.context(), local + local * n * 2)?,
+            status: HostBuffer::new(gpu.context(), 3)?,
+            dispatches: 0,
+            combines: 0,
+            awaiting_combine: None,
+        })
+    }
+}
+
+/// One PE's input to a low-latency dispatch, on its GPU.
+#[derive(Debug, Clone, Copy)]
+pub struct LowLatencyInput<'a> {
+    /// Token rows: `tokens × hidden`.
+    pub x: &'a DeviceBuffer<Bf16>,
+    /// Each token's experts: `tokens × top_k`, distinct; -1 is an empty slot.
+    pub topk_idx: &'a DeviceBuffer<i64>,
+    /// Tokens to dispatch (at most `max_tokens`).
+    pub tokens: usize,
+}
+
+/// A low-latency dispatch whose rows are on their way: [`receive`](LowLatencySend::receive)
+/// waits for them (DeepEP's receive hook). Holds the buffer.
+#[derive(Debug)]
+pub struct LowLatencySend<'a> {
+    buffer: &'a mut Buffer,
+    refused: Option<Error>,
+    tokens: usize,
+}
+
+/// What this PE's experts received from a low-latency dispatch.
+#[derive(Debug)]
+pub struct LowLatencyDispatch<'a> {
+    buffer: &'a Buffer,
+    recv_count: Vec<usize>,
+    layout: Vec<(usize, usize)>,
+    handle: LowLatencyHandle,
+}
+
+/// What a low-latency combine needs of its dispatch.
+#[derive(Debug, Clone, Copy)]
+pub struct LowLatencyHandle {
+    tokens: usize,
+    dispatch: u64,
+}
+
+impl LowLatencyHandle {
+    /// Tokens this PE dispatched.
+    pub fn tokens(&self) -> usize {
+        self.tokens
+    }
+}
+
+impl Buffer {
+    fn low_latency_regions(&self) -> Result<LowLatencyRegions> {
+        self.regions.low_latency.ok_or_else(|| {
+            Error::InvalidArgument(
+                "this ep buffer does not serve the low-latency mode (create it with Config::low_latency)".into(),
+            )
+        })
+    }
+
+    /// Starts a low-latency dispatch: queues the puts of every (token, expert) pair and
+    /// returns at once; [`LowLatencySend::receive`] waits for what this PE's experts get.
+    /// Collective. Every low-latency dispatch must be followed by its
+    /// [`low_latency_combine`](Buffer::low_latency_combine) before the next.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when the buffer does not serve the mode or a dispatch
+    /// still awaits its combine (nothing queued: a program error, the same on every PE);
+    /// a refused input (too many tokens, short inputs; out-of-range or repeated experts
+    /// found on the GPU) fails [`LowLatencySend::receive`] on every PE, moving nothing.
+    pub fn low_latency_dispatch(
+        &mut self,
+        input: LowLatencyInput<'_>,
+    ) -> Result<LowLatencySend<'_>> {
+        self.usable()?;
+        let regions = self.low_latency_regions()?;
+        let k = self.config.top_k;
+        let state = self
+            .low_latency
+            .as_ref()
+            .expect("state of a low-latency buffer");
+        if let Some(d) = state.awaiting_combine {
+            return Err(Error::InvalidArgument(format!(
+                "low-latency dispatch {d} has not been combined yet"
+            )));
+        }
+        let refused = self
+            .check_tokens(
+                input.tokens,
+                &[
+                    (input.x.len(), self.config.hidden, "x"),
+                    (input.topk_idx.len(), k, "topk_idx"),
+                ],
+            )
+            .err();
+        let tokens = if refused.is_some() { 0 } else { input.tokens };
+        let at = |offset: usize| self.base + offset as u64;
+        let experts = self.config.num_experts;
+        let state = self
+            .low_latency
+            .as_mut()
+            .expect("state of a low-latency buffer");
+        state.dispatches += 1;
+        let args = LowLatencySendArgs {
+            x: input.x.device_ptr(),
+            topk_idx: input.topk_idx.device_ptr(),
+            tokens: tokens as i32,
+            rejected: refused.is_some(),
+            hidden: self.config.hidden as i32,
+            top_k: k as i32,
+            experts: experts as i32,
+            max_tokens: self.config.max_tokens as i32,
+            staging: at(regions.staging),
+            staging_src: at(regions.staging_src),
+            counts: state.scratch.device_ptr(),
+            bad: state.scratch.device_ptr() + 4 * experts as u64,
+            status: state.status.addr(),
+            signals: at(regions.signals),
+            call: state.dispatches,
+        };
+        self.start();
+        if let Err(e) = self
+            .kernels
+            .low_latency_send(&self.stream, &args, &self.places())
+        {
+            return Err(self.broke(e));
+        }
+        Ok(LowLatencySend {
+            buffer: self,
+            refused,
+            tokens,
+        })
+    }
+
+    /// Sends back `y` (the packed rows' results, `L × n·T` rows as
+    /// [`LowLatencyDispatch::recv_x_ptr`] lays them out; `None`: written there in place)
+    /// and writes into `out` each of this PE's tokens: the sum over its top-k slots of
+    /// weight × its expert's row, in `f32` in slot order, rounded once to bf16. `topk_idx`
+    /// and `topk_weights` are the dispatch's. Collective.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a handle that is not of the dispatch awaiting its
+    /// combine, short inputs, or another PE's refused input (nothing summed);
+    /// [`Error::PeerLost`] or [`Error::Timeout`] as for dispatch.
+    pub async fn low_latency_combine(
+        &mut self,
+        handle: &LowLatencyHandle,
+        y: Option<&DeviceBuffer<Bf16>>,
+        topk: (&DeviceBuffer<i64>, &DeviceBuffer<f32>),
+        out: &mut DeviceBuffer<Bf16>,
+    ) -> Result<()> {
+        self.usable()?;
+        let regions = self.low_latency_regions()?;
+        let refused = self.check_low_latency_combine(handle, y, topk, out).err();
+        let state = self
+            .low_latency
+            .as_mut()
+            .expect("state of a low-latency buffer");
+        state.combines += 1;
+        state.awaiting_combine = None;
+        let args = LowLatencyCombineArgs {
+            local_experts: self.config.local_experts(self.gpu.n_pes()) as u32,
+            y: y.map_or(self.base + regions.packed as u64, |y| y.device_ptr()),
+            packed_pe: self.base + regions.packed_pe as u64,
+            packed_slot: self.base + regions.packed_slot as u64,
+            recv_count: state.scratch.device_ptr() + 4 * (self.config.num_experts as u64 + 1),
+            rejected: refused.is_some(),
+            hidden: self.config.hidden as i32,
+            max_tokens: self.config.max_tokens as i32,
+            back: self.base + regions.back as u64,
+            signals: self.base + regions.combine_signals as u64,
+            call: state.combines,
+            topk_idx: topk.0.device_ptr(),
+            topk_weights: topk.1.device_ptr(),
+            tokens: if refused.is_some() {
+                0
+            } else {
+                handle.tokens as i32
+            },
+            top_k: self.config.top_k as i32,
+            out: out.device_ptr(),
+        };
+        self.start();
+        if let Err(e) = self
+            .kernels
+            .low_latency_combine(&self.stream, &args, &self.places())
+        {
+            return Err(self.broke(e));
+        }
+        self.finish("ep low-latency combine").await?;
+        match (refused, self.some_input_refused()) {
+            (Some(e), _) => Err(e),
+            (None, true) => Err(Error::InvalidArgument(
+                "another PE refused its input for this low-latency combine".into(),
+            )),
+            (None, false) => Ok(()),
+        }
+    }
+
+    fn check_low_latency_combine(
+        &self,
+        handle: &LowLatencyHandle,
+        y: Option<&DeviceBuffer<Bf16>>,
+        (topk_idx, topk_weights): (&DeviceBuffer<i64>, &DeviceBuffer<f32>),
+        out: &DeviceBuffer<Bf16>,
+    ) -> Result<()> {
+        let state = self
+            .low_latency
+            .as_ref()
+            .expect("state of a low-latency buffer");
+        if state.awaiting_combine != Some(handle.dispatch) {
+            return Err(Error::InvalidArgument(format!(
+                "the handle is of low-latency dispatch {}, the one awaiting its combine is {:?}",
+                handle.dispatch, state.awaiting_combine
+            )));
+        }
+        let rows =
+            self.config.local_experts(self.gpu.n_pes()) * self.gpu.n_pes() * self.config.max_tokens;
+        if let Some(y) = y.filter(|y| y.len() < rows * self.config.hidden) {
+            return Err(Error::InvalidArgument(format!(
+                "y holds {} elements, the packed layout needs {}",
+                y.len(),
+                rows * self.config.hidden
+            )));
+        }
+        let k = self.config.top_k;
+        self.check_tokens(
+            handle.tokens,
+            &[
+                (topk_idx.len(), k, "topk_idx"),
+                (topk_weights.len(), k, "topk_weights"),
+                (out.len(), self.config.hidden, "out"),
+            ],
+        )
+    }
+}
+
+impl<'a> LowLatencySend<'a> {
+    /// Waits until every PE's rows for this PE's experts have arrived and packs them (the
+    /// receive hook).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when this PE's input or another's was refused (naming
+    /// it; nothing moved, the buffer stays usable); [`Error::PeerLost`] or
+    /// [`Error::Timeout`] as for [`Buffer::dispatch`].
+    pub async fn receive(self) -> Result<LowLatencyDispatch<'a>> {
+        let buffer = self.buffer;
+        let regions = buffer.low_latency_regions()?;
+        let n = buffer.gpu.n_pes();
+        let local = buffer.config.local_experts(n);
+        let at = |offset: usize| buffer.base + offset as u64;
+        let state = buffer
+            .low_latency
+            .as_ref()
+            .expect("state of a low-latency buffer");
+        let args = LowLatencyReceiveArgs {
+            local_experts: local as u32,
+            hidden: buffer.config.hidden as i32,
+            max_tokens: buffer.config.max_tokens as i32,
+            staging: at(regions.staging),
+            staging_src: at(regions.staging_src),
+            signals: at(regions.signals),
+            call: state.dispatches,
+            packed: at(regions.packed),
+            packed_pe: at(regions.packed_pe),
+            packed_slot: at(regions.packed_slot),
+            recv_count: state.scratch.device_ptr() + 4 * (buffer.config.num_experts as u64 + 1),
+            counts_out: state.counts_out.addr(),
+        };
+        if let Err(e) = buffer
+            .kernels
+            .low_latency_receive(&buffer.stream, &args, &buffer.places())
+        {
+            return Err(buffer.broke(e));
+        }
+        buffer.finish("ep low-latency dispatch").await?;
+        let state = buffer
+            .low_latency
+            .as_mut()
+            .expect("state of a low-latency buffer");
+        let counts = state.counts_out.as_slice().to_vec();
+        let status = state.status.as_slice().to_vec();
+        let layout: Vec<(usize, usize)> = counts[local..]
+            .chunks(2)
+            .map(|pair| (pair[0] as usize, pair[1].max(0) as usize))
+            .collect();
+        let refusing = counts[local..]
+            .chunks(2)
+            .position(|pair| pair[1] < 0)
+            .map(|i| i % n);
+        let mine = buffer.gpu.my_pe();
+        let table: Vec<i32> = (0..n)
+            .flat_map(|pe| match (pe == mine, refusing == Some(pe)) {
+                (true, _) => status.clone(),
+                (false, true) => vec![2, 0, 0],
+                (false, false) => vec![0, 0, 0],
+            })
+            .collect();
+        check_statuses(&table, 3, mine, buffer.config.num_experts, self.refused)?;
+        state.awaiting_combine = Some(state.dispatches);
+        let handle = LowLatencyHandle {
+            tokens: self.tokens,
+            dispatch: state.dispatches,
+        };
+        Ok(LowLatencyDispatch {
+            recv_count: counts[..local].iter().map(|&c| c as usize).collect(),
+            layout,
+            handle,
+            buffer,
+        })
+    }
+}
+
+impl LowLatencyDispatch<'_> {
+    /// Rows received per local expert (DeepEP's `packed_recv_count`).
+    pub fn recv_count(&self) -> &[usize] {
+        &self.recv_count
+    }
+
+    /// Where local expert `expert`'s rows from PE `source` begin among its packed rows, and
+    /// how many there are (DeepEP's `packed_recv_layout_range`).
+    pub fn layout(&self, expert: usize, source: usize) -> (usize, usize) {
+        self.layout[expert * self.buffer.gpu.n_pes() + source]
+    }
+
+    /// Device address of the packed rows: `L × (n·T)` rows of `hidden` [`Bf16`], local
+    /// expert `e`'s first `recv_count()[e]` rows in use. Writable: the in-place combine
+    /// input.
+    pub fn recv_x_ptr(&self) -> u64 {
+        self.buffer.base + self.regions().packed as u64
+    }
+
+    /// Rows each local expert's area holds (`n·T`): its stride in rows.
+    pub fn rows_per_expert(&self) -> usize {
+        self.buffer.gpu.n_pes() * self.buffer.config.max_tokens
+    }
+
+    /// Local expert `expert`'s rows, copied to the host.
+    pub async fn recv_x(&self, expert: usize) -> Result<Vec<Bf16>> {
+        let hidden = self.buffer.config.hidden;
+        let first = expert * self.rows_per_expert() * hidden * 2;
+        self.copy_out(
+            self.regions().packed + first,
+            self.recv_count[expert] * hidden,
+        )
+        .await
+    }
+
+    /// Local expert `expert`'s rows' source PEs and (token × top_k + slot)s, copied to the
+    /// host.
+    pub async fn recv_src(&self, expert: usize) -> Result<(Vec<i32>, Vec<i32>)> {
+        let first = expert * self.rows_per_expert() * 4;
+        let count = self.recv_count[expert];
+        Ok((
+            self.copy_out(self.regions().packed_pe + first, count)
+                .await?,
+            self.copy_out(self.regions().packed_slot + first, count)
+                .await?,
+        ))
+    }
+
+    /// The buffer's stream: queue the experts' kernels here.
+    pub fn stream(&self) -> &std::sync::Arc<CudaStream> {
+        self.buffer.stream()
+    }
+
+    /// The handle the combine needs.
+    pub fn handle(&self) -> LowLatencyHandle {
+        self.handle
+    }
+
+    fn regions(&self) -> LowLatencyRegions {
+        self.buffer
+            .regions
+            .low_latency
+            .expect("a low-latency buffer")
+    }
+
+    async fn copy_out<T: Pod>(&self, offset: usize, len: usize) -> Result<Vec<T>> {
+        self.buffer.copy_region_out(offset, len).await
+    }
+}

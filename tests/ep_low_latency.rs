@@ -1,0 +1,293 @@
+//! Expert parallelism's low-latency mode on GPU PEs, in one-process jobs of 1, 2, 4 and 8 PEs
+//! sharing the GPUs there are: what each local expert receives against the host reference
+//! (each source's rows ordered by their slot, the GPU's order within a source being the
+//! order its warps took places), experts run on the GPU in place or results sent from a
+//! device buffer, and every token's weighted combine checked exactly; refused inputs (an
+//! expert out of range, an expert named twice, too many tokens) failing every PE and leaving
+//! the buffer usable; calls out of order refused.
+//!
+//! Where no GPU exists each test says so and passes at once.
+
+// Kernel launches take raw arguments, which only the caller can vouch for.
+#![allow(unsafe_code)]
+
+mod ep_support;
+
+use ep_support::{download, exclusive, job, upload, Input, Routing, Shape};
+use ferroshmem::ep::reference::{self, PeInput};
+use ferroshmem::ep::{Bf16, Buffer, Config, LowLatencyDispatch, LowLatencyInput};
+use ferroshmem::gpu::{CompileOptions, DeviceBuffer, GpuPe, LaunchDims};
+use ferroshmem::{Error, Result};
+
+/// Expert `e` scales a row by `e + 1` (rounded to bf16).
+fn expert(e: usize, row: &[Bf16]) -> Vec<Bf16> {
+    row.iter()
+        .map(|v| Bf16::from_f32(v.to_f32() * (e + 1) as f32))
+        .collect()
+}
+
+const SCALE_KERNEL: &str = r#"
+__device__ unsigned short to_bf16(float f) {
+    unsigned u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)(((u >> 16) | 0x40u) & 0xffffu);
+    return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+extern "C" __global__ void scale_rows(unsigned short* rows, long long elements, float factor) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < elements; i += (long long)gridDim.x * blockDim.x)
+        rows[i] = to_bf16(__fmul_rn(__uint_as_float(((unsigned)rows[i]) << 16), factor));
+}
+"#;
+
+fn config(shape: &Shape) -> Config {
+    Config::low_latency(shape.max_tokens, shape.hidden, shape.top_k, shape.experts)
+}
+
+/// Checks what each local expert received against the reference.
+async fn check_received(
+    d: &LowLatencyDispatch<'_>,
+    want: &[reference::ExpertRows],
+    shape: &Shape,
+    what: &str,
+) -> Result<()> {
+    for (le, want) in want.iter().enumerate() {
+        let same = |ok: bool, part: &str| match ok {
+            true => Ok(()),
+            false => Err(Error::InvalidArgument(format!(
+                "{what}, local expert {le}: {part} differs"
+            ))),
+        };
+        same(d.recv_count()[le] == want.src_pe.len(), "the row count")?;
+        for (s, &range) in want.layout.iter().enumerate() {
+            same(d.layout(le, s) == range, "the layout")?;
+        }
+        let x = d.recv_x(le).await?;
+        let (pe, slot) = d.recv_src(le).await?;
+        // Within each source, order the GPU's rows by slot, as the reference has them.
+        let mut order: Vec<usize> = (0..pe.len()).collect();
+        order.sort_by_key(|&i| (pe[i], slot[i]));
+        let rows: Vec<Bf16> = order
+            .iter()
+            .flat_map(|&i| x[i * shape.hidden..(i + 1) * shape.hidden].to_vec())
+            .collect();
+        same(
+            order.iter().map(|&i| pe[i]).collect::<Vec<_>>() == want.src_pe,
+            "the sources",
+        )?;
+        same(
+            order.iter().map(|&i| slot[i]).collect::<Vec<_>>() == want.src_slot,
+            "the slots",
+        )?;
+        same(rows == want.x, "the rows")?;
+    }
+    Ok(())
+}
+
+/// Runs the experts on the GPU, in place, on the buffer's stream.
+fn experts_in_place(gpu: &GpuPe, d: &LowLatencyDispatch<'_>, shape: &Shape) -> Result<()> {
+    let module = gpu.compile(SCALE_KERNEL, &CompileOptions::default())?;
+    let first = gpu.my_pe() * shape.experts / shape.n;
+    let row_bytes = (shape.hidden * 2) as u64;
+    for (le, &count) in d.recv_count().iter().enumerate() {
+        let rows = d.recv_x_ptr() + (le * d.rows_per_expert()) as u64 * row_bytes;
+        let args = [
+            rows.into(),
+            ((count * shape.hidden) as i64).into(),
+            ((first + le + 1) as f32).into(),
+        ];
+        // SAFETY: scale_rows takes (u16*, long long, float) as passed: the expert's packed rows,
+        // in the buffer's region, which the buffer keeps until its stream has run the kernel.
+        unsafe { module.launch("scale_rows", LaunchDims::linear(16, 256), d.stream(), &args)? };
+    }
+    Ok(())
+}
+
+/// The experts' results as a device buffer of the packed layout, made on the host.
+async fn experts_in_a_buffer(
+    gpu: &GpuPe,
+    d: &LowLatencyDispatch<'_>,
+    shape: &Shape,
+) -> Result<DeviceBuffer<Bf16>> {
+    let first = gpu.my_pe() * shape.experts / shape.n;
+    let stride = d.rows_per_expert() * shape.hidden;
+    let mut y = vec![Bf16::ZERO; d.recv_count().len() * stride];
+    for le in 0..d.recv_count().len() {
+        let scaled = expert(first + le, &d.recv_x(le).await?);
+        y[le * stride..le * stride + scaled.len()].copy_from_slice(&scaled);
+    }
+    upload(gpu, &y).await
+}
+
+/// One low-latency round of every PE's inputs, checked: odd seeds run the experts in place.
+async fn round(
+    gpu: &GpuPe,
+    buffer: &mut Buffer,
+    shape: &Shape,
+    routing: Routing,
+    seed: u64,
+) -> Result<()> {
+    let me = gpu.my_pe();
+    let inputs: Vec<Input> = (0..shape.n)
+        .map(|p| shape.input(p, routing, seed))
+        .collect();
+    let pe_inputs: Vec<PeInput<'_>> = inputs.iter().map(Input::as_pe_input).collect();
+    let want =
+        reference::low_latency_dispatch(&pe_inputs, shape.hidden, shape.top_k, shape.experts)?;
+    let mine = &inputs[me];
+    let x = upload(gpu, &mine.x).await?;
+    let topk_idx = upload(gpu, &mine.topk_idx).await?;
+    let topk_weights = upload(gpu, &mine.topk_weights).await?;
+    let sent = buffer.low_latency_dispatch(LowLatencyInput {
+        x: &x,
+        topk_idx: &topk_idx,
+        tokens: mine.tokens,
+    })?;
+    let d = sent.receive().await?;
+    let what = format!("PE {me} of {}, {routing:?}, seed {seed}", shape.n);
+    check_received(&d, &want[me], shape, &what).await?;
+    let handle = d.handle();
+    let mut out = DeviceBuffer::<Bf16>::new(gpu.context(), (mine.tokens * shape.hidden).max(1))?;
+    if seed % 2 == 1 {
+        experts_in_place(gpu, &d, shape)?;
+        buffer
+            .low_latency_combine(&handle, None, (&topk_idx, &topk_weights), &mut out)
+            .await?;
+    } else {
+        let y = experts_in_a_buffer(gpu, &d, shape).await?;
+        buffer
+            .low_latency_combine(&handle, Some(&y), (&topk_idx, &topk_weights), &mut out)
+            .await?;
+    }
+    let got = download(gpu, &out, mine.tokens * shape.hidden).await?;
+    for t in 0..mine.tokens {
+        let want = reference::low_latency_combine_token(
+            &pe_inputs[me],
+            t,
+            shape.hidden,
+            shape.top_k,
+            expert,
+        );
+        if got[t * shape.hidden..(t + 1) * shape.hidden] != want[..] {
+            return Err(Error::InvalidArgument(format!(
+                "{what}: combined token {t} differs"
+            )));
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn low_latency_dispatch_and_combine_match_the_reference() {
+    let Some(_turn) = exclusive("low_latency_dispatch_and_combine_match_the_reference") else {
+        return;
+    };
+    for n in [1, 2, 4, 8] {
+        job(n, |pe, gpu| async move {
+            let shape = Shape::small(pe.n_pes());
+            let mut buffer = Buffer::new(&gpu, config(&shape)).await?;
+            for (seed, routing) in Routing::ALL.into_iter().enumerate() {
+                round(&gpu, &mut buffer, &shape, routing, seed as u64).await?;
+                round(&gpu, &mut buffer, &shape, routing, seed as u64 + 11).await?;
+            }
+            buffer.destroy().await
+        });
+    }
+}
+
+#[test]
+fn refused_low_latency_inputs_fail_every_pe_and_the_buffer_goes_on() {
+    let Some(_turn) = exclusive("refused_low_latency_inputs_fail_every_pe_and_the_buffer_goes_on")
+    else {
+        return;
+    };
+    job(4, |pe, gpu| async move {
+        let shape = Shape::small(pe.n_pes());
+        let mut buffer = Buffer::new(&gpu, config(&shape)).await?;
+        let me = pe.my_pe();
+        let k = shape.top_k;
+        let cases: [(usize, &str, &str); 3] = [
+            (2, "token 4 is routed to expert 99", "PE 2 refused"),
+            (1, "token 6 names expert 5 twice", "PE 1 refused"),
+            (3, "at most", "PE 3 refused"),
+        ];
+        for (case, (culprit, mine_says, others_say)) in cases.into_iter().enumerate() {
+            let mut input = shape.input(me, Routing::Random, 20 + case as u64);
+            if me == culprit {
+                match case {
+                    0 => input.topk_idx[4 * k + 2] = 99,
+                    1 => input.topk_idx[6 * k..6 * k + 2].copy_from_slice(&[5, 5]),
+                    _ => input.tokens = shape.max_tokens + 1,
+                }
+            }
+            let x = upload(&gpu, &input.x).await?;
+            let topk_idx = upload(&gpu, &input.topk_idx).await?;
+            let tokens = input.tokens;
+            let err = buffer
+                .low_latency_dispatch(LowLatencyInput {
+                    x: &x,
+                    topk_idx: &topk_idx,
+                    tokens,
+                })?
+                .receive()
+                .await
+                .unwrap_err();
+            let says = if me == culprit { mine_says } else { others_say };
+            assert!(
+                err.to_string().contains(says),
+                "PE {me}, case {case}: {err}"
+            );
+        }
+        round(&gpu, &mut buffer, &shape, Routing::Random, 30).await?;
+        buffer.destroy().await
+    });
+}
+
+#[test]
+fn low_latency_calls_out_of_order_or_mode_are_refused() {
+    let Some(_turn) = exclusive("low_latency_calls_out_of_order_or_mode_are_refused") else {
+        return;
+    };
+    job(2, |pe, gpu| async move {
+        let shape = Shape::small(pe.n_pes());
+        let input = shape.input(pe.my_pe(), Routing::Random, 40);
+        let x = upload(&gpu, &input.x).await?;
+        let topk_idx = upload(&gpu, &input.topk_idx).await?;
+        let ll_input = LowLatencyInput {
+            x: &x,
+            topk_idx: &topk_idx,
+            tokens: input.tokens,
+        };
+        let mut normal = Buffer::new(&gpu, shape.config()).await?;
+        let err = normal.low_latency_dispatch(ll_input).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("does not serve the low-latency mode"),
+            "{err}"
+        );
+        normal.destroy().await?;
+        let mut buffer = Buffer::new(&gpu, config(&shape)).await?;
+        let handle = buffer
+            .low_latency_dispatch(ll_input)?
+            .receive()
+            .await?
+            .handle();
+        let err = buffer.low_latency_dispatch(ll_input).unwrap_err();
+        assert!(
+            err.to_string().contains("has not been combined yet"),
+            "{err}"
+        );
+        let weights = upload(&gpu, &input.topk_weights).await?;
+        let mut out = DeviceBuffer::<Bf16>::new(gpu.context(), input.tokens * shape.hidden)?;
+        buffer
+            .low_latency_combine(&handle, None, (&topk_idx, &weights), &mut out)
+            .await?;
+        let err = buffer
+            .low_latency_combine(&handle, None, (&topk_idx, &weights), &mut out)
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("awaiting its combine is None"),
+            "{err}"
+        );
+        buffer.destroy().await
+    });
+}
