@@ -3,13 +3,14 @@
 //! their kernels run side by side).
 //!
 //! Normal mode: 4096 tokens per PE, hidden 7168, top-8 of 256 experts chosen uniformly at
-//! random (DeepEP's `test_intranode.py`), BF16 dispatch and combine (in place). Each PE
+//! random (DeepEP's `test_intranode.py`), BF16 dispatch, FP8 dispatch (e4m3 bytes with
+//! per-128 scales, moved as given) and BF16 combine (in place). Each PE
 //! times its own calls, all PEs starting each call together (a host barrier before it);
 //! bandwidth is DeepEP's per-PE bottleneck figure: the bytes of the rows the PE received,
 //! over the call's time (combine sends the same bytes back).
 //!
-//! Low-latency mode: 128 tokens per PE, the same model, BF16 both ways: dispatch (send, then
-//! the receive hook) and combine, calls back to back after one host barrier, each awaited
+//! Low-latency mode: 128 tokens per PE, the same model: dispatch (send, then the receive
+//! hook) of BF16 rows and casting them to FP8, and BF16 combine, calls back to back after one host barrier, each awaited
 //! by the host (so each figure includes the host's wait for the GPU, which DeepEP's kernel
 //! times do not).
 //!
@@ -29,7 +30,7 @@
 
 use std::time::{Duration, Instant};
 
-use ferroshmem::ep::{Bf16, Buffer, Config, DispatchInput, LowLatencyInput};
+use ferroshmem::ep::{Bf16, Buffer, Config, DispatchInput, LowLatencyInput, Rows};
 use ferroshmem::gpu::{DeviceBuffer, GpuPe, GpuSharing, HostBuffer};
 use ferroshmem::{Error, Pe, Result};
 
@@ -85,11 +86,15 @@ fn parse_args() -> Result<Args> {
 #[derive(Debug, Clone, Copy, Default)]
 struct Figures {
     received_bytes: f64,
+    fp8_bytes: f64,
     dispatch_s: f64,
     combine_s: f64,
+    fp8_dispatch_s: f64,
     copy_s: f64,
+    fp8_copy_s: f64,
     ll_dispatch_s: f64,
     ll_combine_s: f64,
+    ll_fp8_dispatch_s: f64,
     mps: bool,
 }
 
@@ -148,47 +153,57 @@ async fn bench(pe: Pe, args: Args) -> Result<Figures> {
     .await?;
     let mut out = DeviceBuffer::<Bf16>::new(gpu.context(), args.tokens * args.hidden)?;
     let input = DispatchInput {
-        x: &x,
+        x: Rows::Bf16(&x),
         topk_idx: &topk_idx,
         topk_weights: &topk_weights,
         tokens: args.tokens,
     };
-    let (mut dispatch, mut combine) = (Duration::ZERO, Duration::ZERO);
-    let mut received = 0;
-    for i in 0..args.iters + 2 {
-        pe.barrier_all().await?;
-        let t0 = Instant::now();
-        let handle = buffer.dispatch(input).await?.into_handle();
-        let t1 = Instant::now();
-        pe.barrier_all().await?;
-        let t2 = Instant::now();
-        buffer.combine_in_place(&handle, &mut out).await?;
-        if i >= 2 {
-            dispatch += t1 - t0;
-            combine += t2.elapsed();
-        }
-        received = handle.received();
-    }
+    let (dispatch, combine, received) =
+        normal_rounds(&pe, &mut buffer, input, &mut out, args.iters).await?;
+    // FP8 rows (the bytes of random e4m3 values; the kernels move them as they are).
+    let fp8 = upload(
+        &gpu,
+        &(0..args.tokens * args.hidden)
+            .map(|i| mix(i as u64) as u8 & 0x77)
+            .collect::<Vec<u8>>(),
+    )
+    .await?;
+    let scales = upload(&gpu, &vec![1.0f32; args.tokens * (args.hidden / 128)]).await?;
+    let fp8_input = DispatchInput {
+        x: Rows::Fp8 {
+            x: &fp8,
+            scales: &scales,
+        },
+        ..input
+    };
+    let (fp8_dispatch, _, _) =
+        normal_rounds(&pe, &mut buffer, fp8_input, &mut out, args.iters).await?;
     let bytes = received * args.hidden * std::mem::size_of::<Bf16>();
+    let fp8_bytes = received * (args.hidden + args.hidden / 128 * 4);
     let copy = copy_engine_time(&pe, &gpu, bytes, args.iters).await?;
+    let fp8_copy = copy_engine_time(&pe, &gpu, fp8_bytes, args.iters).await?;
     buffer.destroy().await?;
-    drop((x, out));
-    let (ll_dispatch, ll_combine) = low_latency(&pe, &gpu, &args).await?;
-    let per = |d: Duration| d.as_secs_f64() / args.iters as f64;
+    drop((x, out, fp8, scales));
+    let (ll_dispatch, ll_combine) = low_latency(&pe, &gpu, &args, false).await?;
+    let (ll_fp8_dispatch, _) = low_latency(&pe, &gpu, &args, true).await?;
     Ok(Figures {
         received_bytes: bytes as f64,
-        dispatch_s: per(dispatch),
-        combine_s: per(combine),
+        fp8_bytes: fp8_bytes as f64,
+        dispatch_s: dispatch,
+        combine_s: combine,
+        fp8_dispatch_s: fp8_dispatch,
         copy_s: copy,
+        fp8_copy_s: fp8_copy,
         ll_dispatch_s: ll_dispatch,
         ll_combine_s: ll_combine,
+        ll_fp8_dispatch_s: ll_fp8_dispatch,
         mps,
     })
 }
 
-/// Seconds per low-latency dispatch (send and receive) and combine of `ll_tokens` tokens,
-/// calls back to back (one host barrier before them all), each awaited.
-async fn low_latency(pe: &Pe, gpu: &GpuPe, args: &Args) -> Result<(f64, f64)> {
+/// Seconds per low-latency dispatch (send and receive; `fp8`: casting rows to FP8) and combine
+/// of `ll_tokens` tokens, calls back to back (one host barrier before them all), each awaited.
+async fn low_latency(pe: &Pe, gpu: &GpuPe, args: &Args, fp8: bool) -> Result<(f64, f64)> {
     let tokens = args.ll_tokens;
     let config = Config {
         blocks: args.blocks,
@@ -204,6 +219,7 @@ async fn low_latency(pe: &Pe, gpu: &GpuPe, args: &Args) -> Result<(f64, f64)> {
     let topk_weights = upload(gpu, &vec![1.0f32 / args.top_k as f32; tokens * args.top_k]).await?;
     let mut out = DeviceBuffer::<Bf16>::new(gpu.context(), tokens * args.hidden)?;
     let input = LowLatencyInput {
+        fp8,
         x: &x,
         topk_idx: &topk_idx,
         tokens,
@@ -229,6 +245,35 @@ async fn low_latency(pe: &Pe, gpu: &GpuPe, args: &Args) -> Result<(f64, f64)> {
     buffer.destroy().await?;
     let per = |d: Duration| d.as_secs_f64() / (args.iters * 5) as f64;
     Ok((per(dispatch), per(combine)))
+}
+
+/// Seconds per dispatch and per in-place combine of `input` (each call started on every PE
+/// together), after two rounds of warm-up; and the rows received.
+async fn normal_rounds(
+    pe: &Pe,
+    buffer: &mut Buffer,
+    input: DispatchInput<'_>,
+    out: &mut DeviceBuffer<Bf16>,
+    iters: usize,
+) -> Result<(f64, f64, usize)> {
+    let (mut dispatch, mut combine) = (Duration::ZERO, Duration::ZERO);
+    let mut received = 0;
+    for i in 0..iters + 2 {
+        pe.barrier_all().await?;
+        let t0 = Instant::now();
+        let handle = buffer.dispatch(input).await?.into_handle();
+        let t1 = Instant::now();
+        pe.barrier_all().await?;
+        let t2 = Instant::now();
+        buffer.combine_in_place(&handle, out).await?;
+        if i >= 2 {
+            dispatch += t1 - t0;
+            combine += t2.elapsed();
+        }
+        received = handle.received();
+    }
+    let per = |d: Duration| d.as_secs_f64() / iters as f64;
+    Ok((per(dispatch), per(combine), received))
 }
 
 /// Seconds per `cuMemcpyAsync` of `bytes` device to device, every PE copying at once.
@@ -259,7 +304,7 @@ fn report(args: &Args, figures: &[Figures]) {
         .map(|f| gbps(f.received_bytes, f.dispatch_s))
         .fold(f64::MAX, f64::min);
     println!(
-        "MoE normal mode: {} PEs, {} tokens/PE, hidden {}, top-{} of {} experts, BF16; MPS: {}",
+        "MoE normal mode: {} PEs, {} tokens/PE, hidden {}, top-{} of {} experts; MPS: {}",
         figures.len(),
         args.tokens,
         args.hidden,
@@ -284,6 +329,15 @@ fn report(args: &Args, figures: &[Figures]) {
         combine_bw / copy_bw
     );
     println!("| copy-engine bound (cuMemcpyAsync D2D, same bytes, all PEs at once) | {:.0} µs, {copy_bw:.1} GB/s | 1.00× |", mean(|f| f.copy_s) * 1e6);
+    let fp8_bw = mean(|f| f.fp8_bytes / f.fp8_dispatch_s / 1e9);
+    let fp8_copy_bw = mean(|f| f.fp8_bytes / f.fp8_copy_s / 1e9);
+    println!(
+        "| dispatch, FP8 rows + scales ({:.1} MB per PE) | {:.0} µs, {fp8_bw:.1} GB/s | {:.2}× of its copy-engine bound ({:.0} µs, {fp8_copy_bw:.1} GB/s) |",
+        mean(|f| f.fp8_bytes) / 1e6,
+        mean(|f| f.fp8_dispatch_s) * 1e6,
+        fp8_bw / fp8_copy_bw,
+        mean(|f| f.fp8_copy_s) * 1e6
+    );
     println!("| DeepEP H800 (published, intranode 8 EP, NVLink) | dispatch 153 GB/s, combine 158 GB/s | |");
     println!("| DeepEP H800 (published, low latency 8 EP) | dispatch 77 µs, combine 114 µs | |");
     println!(
@@ -296,7 +350,15 @@ fn report(args: &Args, figures: &[Figures]) {
         args.ll_tokens,
         mean(|f| f.ll_combine_s) * 1e6
     );
-    println!("FP8 dispatch: not built yet, not measured");
+    println!(
+        "| low latency, {} tokens/PE: dispatch casting to FP8, awaited | {:.1} µs | |",
+        args.ll_tokens,
+        mean(|f| f.ll_fp8_dispatch_s) * 1e6
+    );
+    println!(
+        "FIGURE ep_ll_fp8_dispatch_us {:.1} us",
+        mean(|f| f.ll_fp8_dispatch_s) * 1e6
+    );
     println!(
         "FIGURE ep_ll_dispatch_us {:.1} us",
         mean(|f| f.ll_dispatch_s) * 1e6
@@ -308,6 +370,8 @@ fn report(args: &Args, figures: &[Figures]) {
     println!("FIGURE ep_normal_dispatch_bw {dispatch_bw:.2} GB/s");
     println!("FIGURE ep_normal_combine_bw {combine_bw:.2} GB/s");
     println!("FIGURE ep_normal_copy_engine_bw {copy_bw:.2} GB/s");
+    println!("FIGURE ep_normal_fp8_dispatch_bw {fp8_bw:.2} GB/s");
+    println!("FIGURE ep_normal_fp8_copy_engine_bw {fp8_copy_bw:.2} GB/s");
     println!(
         "FIGURE ep_normal_dispatch_us {:.1} us",
         mean(|f| f.dispatch_s) * 1e6

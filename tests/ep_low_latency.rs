@@ -1,8 +1,9 @@
 //! Expert parallelism's low-latency mode on GPU PEs, in one-process jobs of 1, 2, 4 and 8 PEs
 //! sharing the GPUs there are: what each local expert receives against the host reference
-//! (each source's rows ordered by their slot, the GPU's order within a source being the
-//! order its warps took places), experts run on the GPU in place or results sent from a
-//! device buffer, and every token's weighted combine checked exactly; refused inputs (an
+//! (rows ordered by source and slot, the GPU's order being the order senders took places),
+//! experts run on the GPU in place or results sent from a
+//! device buffer, rows cast to FP8 on the way checked code for code against the host's cast,
+//! and every token's weighted combine checked exactly; refused inputs (an
 //! expert out of range, an expert named twice, too many tokens) failing every PE and leaving
 //! the buffer usable; calls out of order refused.
 //!
@@ -15,7 +16,7 @@ mod ep_support;
 
 use ep_support::{download, exclusive, job, upload, Input, Routing, Shape};
 use ferroshmem::ep::reference::{self, PeInput};
-use ferroshmem::ep::{Bf16, Buffer, Config, LowLatencyDispatch, LowLatencyInput};
+use ferroshmem::ep::{fp8, Bf16, Buffer, Config, LowLatencyDispatch, LowLatencyInput};
 use ferroshmem::gpu::{CompileOptions, DeviceBuffer, GpuPe, LaunchDims};
 use ferroshmem::{Error, Result};
 
@@ -57,18 +58,13 @@ async fn check_received(
             ))),
         };
         same(d.recv_count()[le] == want.src_pe.len(), "the row count")?;
-        for (s, &range) in want.layout.iter().enumerate() {
-            same(d.layout(le, s) == range, "the layout")?;
+        for (s, &rows) in want.rows_from.iter().enumerate() {
+            same(d.rows_from(le, s) == rows, "the rows per source")?;
         }
-        let x = d.recv_x(le).await?;
         let (pe, slot) = d.recv_src(le).await?;
-        // Within each source, order the GPU's rows by slot, as the reference has them.
+        // Order the GPU's rows by (source, slot), as the reference has them.
         let mut order: Vec<usize> = (0..pe.len()).collect();
         order.sort_by_key(|&i| (pe[i], slot[i]));
-        let rows: Vec<Bf16> = order
-            .iter()
-            .flat_map(|&i| x[i * shape.hidden..(i + 1) * shape.hidden].to_vec())
-            .collect();
         same(
             order.iter().map(|&i| pe[i]).collect::<Vec<_>>() == want.src_pe,
             "the sources",
@@ -77,7 +73,15 @@ async fn check_received(
             order.iter().map(|&i| slot[i]).collect::<Vec<_>>() == want.src_slot,
             "the slots",
         )?;
-        same(rows == want.x, "the rows")?;
+        if !d.is_fp8() {
+            let x = d.recv_x(le).await?;
+            let h = shape.hidden;
+            let rows: Vec<Bf16> = order
+                .iter()
+                .flat_map(|&i| x[i * h..(i + 1) * h].to_vec())
+                .collect();
+            same(rows == want.x, "the rows")?;
+        }
     }
     Ok(())
 }
@@ -101,29 +105,62 @@ fn experts_in_place(gpu: &GpuPe, d: &LowLatencyDispatch<'_>, shape: &Shape) -> R
     Ok(())
 }
 
-/// The experts' results as a device buffer of the packed layout, made on the host.
+/// The experts' results as a device buffer of the packed layout, made on the host from each
+/// row's source row (`inputs`: every PE's).
 async fn experts_in_a_buffer(
     gpu: &GpuPe,
     d: &LowLatencyDispatch<'_>,
     shape: &Shape,
+    inputs: &[Input],
 ) -> Result<DeviceBuffer<Bf16>> {
     let first = gpu.my_pe() * shape.experts / shape.n;
-    let stride = d.rows_per_expert() * shape.hidden;
+    let (h, stride) = (shape.hidden, d.rows_per_expert() * shape.hidden);
     let mut y = vec![Bf16::ZERO; d.recv_count().len() * stride];
     for le in 0..d.recv_count().len() {
-        let scaled = expert(first + le, &d.recv_x(le).await?);
-        y[le * stride..le * stride + scaled.len()].copy_from_slice(&scaled);
+        let (pe, slot) = d.recv_src(le).await?;
+        for (i, (&pe, &slot)) in pe.iter().zip(&slot).enumerate() {
+            let t = slot as usize / shape.top_k;
+            let scaled = expert(first + le, &inputs[pe as usize].x[t * h..(t + 1) * h]);
+            y[le * stride + i * h..le * stride + (i + 1) * h].copy_from_slice(&scaled);
+        }
     }
     upload(gpu, &y).await
 }
 
-/// One low-latency round of every PE's inputs, checked: odd seeds run the experts in place.
+/// Checks an FP8 dispatch: each row's codes and scales are its source row's, cast on the host.
+async fn check_received_fp8(
+    d: &LowLatencyDispatch<'_>,
+    shape: &Shape,
+    inputs: &[Input],
+    what: &str,
+) -> Result<()> {
+    let (h, g) = (shape.hidden, shape.hidden / fp8::GROUP);
+    for le in 0..d.recv_count().len() {
+        let (codes, scales) = d.recv_x_fp8(le).await?;
+        let (pe, slot) = d.recv_src(le).await?;
+        for (i, (&pe, &slot)) in pe.iter().zip(&slot).enumerate() {
+            let t = slot as usize / shape.top_k;
+            let (want_codes, want_scales) =
+                fp8::quantize(&inputs[pe as usize].x[t * h..(t + 1) * h]);
+            if codes[i * h..(i + 1) * h] != want_codes[..]
+                || scales[i * g..(i + 1) * g] != want_scales[..]
+            {
+                return Err(Error::InvalidArgument(format!(
+                    "{what}, local expert {le}: FP8 row {i} differs from its source row cast on the host"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One low-latency round of every PE's inputs, checked: odd seeds run the experts in place,
+/// even ones send results from a device buffer; `fp8` casts the rows on the way.
 async fn round(
     gpu: &GpuPe,
     buffer: &mut Buffer,
     shape: &Shape,
-    routing: Routing,
-    seed: u64,
+    (routing, seed, fp8): (Routing, u64, bool),
 ) -> Result<()> {
     let me = gpu.my_pe();
     let inputs: Vec<Input> = (0..shape.n)
@@ -140,19 +177,26 @@ async fn round(
         x: &x,
         topk_idx: &topk_idx,
         tokens: mine.tokens,
+        fp8,
     })?;
     let d = sent.receive().await?;
-    let what = format!("PE {me} of {}, {routing:?}, seed {seed}", shape.n);
+    let what = format!(
+        "PE {me} of {}, {routing:?}, seed {seed}, FP8 {fp8}",
+        shape.n
+    );
     check_received(&d, &want[me], shape, &what).await?;
+    if fp8 {
+        check_received_fp8(&d, shape, &inputs, &what).await?;
+    }
     let handle = d.handle();
     let mut out = DeviceBuffer::<Bf16>::new(gpu.context(), (mine.tokens * shape.hidden).max(1))?;
-    if seed % 2 == 1 {
+    if seed % 2 == 1 && !fp8 {
         experts_in_place(gpu, &d, shape)?;
         buffer
             .low_latency_combine(&handle, None, (&topk_idx, &topk_weights), &mut out)
             .await?;
     } else {
-        let y = experts_in_a_buffer(gpu, &d, shape).await?;
+        let y = experts_in_a_buffer(gpu, &d, shape, &inputs).await?;
         buffer
             .low_latency_combine(&handle, Some(&y), (&topk_idx, &topk_weights), &mut out)
             .await?;
@@ -185,8 +229,9 @@ fn low_latency_dispatch_and_combine_match_the_reference() {
             let shape = Shape::small(pe.n_pes());
             let mut buffer = Buffer::new(&gpu, config(&shape)).await?;
             for (seed, routing) in Routing::ALL.into_iter().enumerate() {
-                round(&gpu, &mut buffer, &shape, routing, seed as u64).await?;
-                round(&gpu, &mut buffer, &shape, routing, seed as u64 + 11).await?;
+                for (seed, fp8) in [(seed, false), (seed + 11, false), (seed + 21, true)] {
+                    round(&gpu, &mut buffer, &shape, (routing, seed as u64, fp8)).await?;
+                }
             }
             buffer.destroy().await
         });
@@ -226,6 +271,7 @@ fn refused_low_latency_inputs_fail_every_pe_and_the_buffer_goes_on() {
                     x: &x,
                     topk_idx: &topk_idx,
                     tokens,
+                    fp8: false,
                 })?
                 .receive()
                 .await
@@ -236,7 +282,7 @@ fn refused_low_latency_inputs_fail_every_pe_and_the_buffer_goes_on() {
                 "PE {me}, case {case}: {err}"
             );
         }
-        round(&gpu, &mut buffer, &shape, Routing::Random, 30).await?;
+        round(&gpu, &mut buffer, &shape, (Routing::Random, 30, false)).await?;
         buffer.destroy().await
     });
 }
@@ -255,6 +301,7 @@ fn low_latency_calls_out_of_order_or_mode_are_refused() {
             x: &x,
             topk_idx: &topk_idx,
             tokens: input.tokens,
+            fp8: false,
         };
         let mut normal = Buffer::new(&gpu, shape.config()).await?;
         let err = normal.low_latency_dispatch(ll_input).unwrap_err();

@@ -35,8 +35,8 @@ pub struct Config {
     /// Thread blocks of the copy kernels per PE; `None` shares the GPU's multiprocessors
     /// among the PEs that use it.
     pub blocks: Option<u32>,
-    /// Whether the buffer also serves the low-latency mode (its staging and packed regions
-    /// take `2 × experts/PE × PEs × max_tokens` rows more).
+    /// Whether the buffer also serves the low-latency mode (its packed region takes
+    /// `experts/PE × PEs × max_tokens` rows more).
     pub low_latency: bool,
 }
 
@@ -126,6 +126,8 @@ pub(crate) struct Regions {
     pub combine_table: usize,
     /// Received token rows (`n * max_tokens` rows of `hidden` [`Bf16`]); combine's input.
     pub recv_x: usize,
+    /// Each received FP8 row's scales (`hidden / 128` `f32` a row).
+    pub recv_scales: usize,
     /// Each received row's index on its source PE (`i32`).
     pub recv_src: usize,
     /// Each received row's top-k experts, local to this PE or -1 (`i64`, `top_k` a row).
@@ -142,19 +144,21 @@ pub(crate) struct Regions {
 }
 
 /// Byte offsets of the low-latency mode's parts of the region (`L` local experts, `n` PEs,
-/// `T` tokens at most per PE).
+/// `T` tokens at most per PE). Signals and place counters lie among the counters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct LowLatencyRegions {
     /// Dispatch signals, `L × n` words: (call << 32) | rows from each source per expert.
     pub signals: usize,
     /// Combine signals, `n` words: the last call whose rows each PE sent back.
     pub combine_signals: usize,
-    /// Rows as senders put them: `L × n × T` rows, by (local expert, source, place).
-    pub staging: usize,
-    /// Each staged row's (token × top_k + slot) on its source.
-    pub staging_src: usize,
-    /// Rows packed per local expert in source order: `L × (n × T)` rows.
+    /// Place counters, `L` `u32`: senders take each row's place among an expert's rows here.
+    pub places: usize,
+    /// Rows packed per local expert: `L × (n × T)` rows, in the order senders took places.
     pub packed: usize,
+    /// The packed rows cast to FP8 by an FP8 dispatch: `L × (n × T)` rows of `hidden` bytes.
+    pub packed_fp8: usize,
+    /// Their scales: `hidden / 128` `f32` a row.
+    pub packed_scales: usize,
     /// Each packed row's source PE (`i32`).
     pub packed_pe: usize,
     /// Each packed row's (token × top_k + slot) on its source (`i32`).
@@ -192,8 +196,11 @@ impl Regions {
             Ok(start)
         };
         let local = config.num_experts / n.max(1);
+        // Low latency: dispatch signals (L × n), combine signals (n), place counters (L u32).
         let counter_words = match config.low_latency {
-            true => local.checked_mul(n).and_then(|w| w.checked_add(4 + n)),
+            true => local
+                .checked_mul(n)
+                .and_then(|w| w.checked_add(4 + n + local.div_ceil(2))),
             false => Some(4),
         };
         let counters = part(counter_words.and_then(|w| w.checked_mul(8)))?;
@@ -201,6 +208,7 @@ impl Regions {
         let combine_table = part(Some(n * ROW_HEAD * 4))?;
         let row_bytes = config.hidden.checked_mul(std::mem::size_of::<Bf16>());
         let recv_x = part(row_bytes.and_then(|b| b.checked_mul(rows)))?;
+        let recv_scales = part(rows.checked_mul(config.hidden / 128 * 4))?;
         let recv_src = part(rows.checked_mul(4))?;
         let per_row = |width: usize| config.top_k.checked_mul(width)?.checked_mul(rows);
         let recv_topk_idx = part(per_row(8))?;
@@ -213,9 +221,10 @@ impl Regions {
                 Some(LowLatencyRegions {
                     signals: counters + 4 * 8,
                     combine_signals: counters + (4 + local * n) * 8,
-                    staging: part(rows_of(staged))?,
-                    staging_src: part(staged.checked_mul(4))?,
+                    places: counters + (4 + local * n + n) * 8,
                     packed: part(rows_of(staged))?,
+                    packed_fp8: part(staged.checked_mul(config.hidden))?,
+                    packed_scales: part(staged.checked_mul(config.hidden / 128 * 4))?,
                     packed_pe: part(staged.checked_mul(4))?,
                     packed_slot: part(staged.checked_mul(4))?,
                     back: part(rows_of(config.max_tokens * config.top_k))?,
@@ -229,6 +238,7 @@ impl Regions {
             dispatch_table,
             combine_table,
             recv_x,
+            recv_scales,
             recv_src,
             recv_topk_idx,
             recv_topk_weights,
@@ -248,8 +258,8 @@ mod tests {
         c.check(8).unwrap();
         let r = Regions::new(&c, 8).unwrap();
         assert_eq!(r.dispatch_width, 3 + 8 + 256);
-        // 8 × 4096 rows of 7168 bf16 dominate: 448 MiB and a little.
-        assert!(r.bytes > 8 * 4096 * 7168 * 2 && r.bytes < 8 * 4096 * 7168 * 2 + (8 << 20));
+        // 8 × 4096 rows of 7168 bf16 dominate: 448 MiB, and 7 MiB of FP8 scales among the rest.
+        assert!(r.bytes > 8 * 4096 * 7168 * 2 && r.bytes < 8 * 4096 * 7168 * 2 + (16 << 20));
         for part in [r.counters, r.dispatch_table, r.recv_x, r.recv_topk_idx] {
             assert_eq!(part % 256, 0);
         }

@@ -5,18 +5,81 @@
 use bytemuck::Pod;
 use ferroshmem_gpu::cudarc::driver::CudaStream;
 use ferroshmem_gpu::{DeviceBuffer, LocalMem};
-use ferroshmem_runtime::Result;
+use ferroshmem_runtime::{Error, Result};
 
 use crate::bf16::Bf16;
 use crate::buffer::{check_statuses, Buffer};
 use crate::config::{counter, ROW_HEAD};
 use crate::kernels::DispatchArgs;
 
+/// Token rows to dispatch, on the PE's GPU.
+#[derive(Debug, Clone, Copy)]
+pub enum Rows<'a> {
+    /// `tokens × hidden` BF16.
+    Bf16(&'a DeviceBuffer<Bf16>),
+    /// `tokens × hidden` FP8 (e4m3, as bytes) with `tokens × hidden/128` `f32` scales, one per
+    /// 128 elements (DeepEP's `(x_fp8, x_scales)`; `hidden` a multiple of 128). Sent as they
+    /// are: the receiver gets the same bytes and scales.
+    Fp8 {
+        /// The FP8 rows.
+        x: &'a DeviceBuffer<u8>,
+        /// Their scales.
+        scales: &'a DeviceBuffer<f32>,
+    },
+}
+
+impl Rows<'_> {
+    /// Bytes of one row.
+    fn row_bytes(&self, hidden: usize) -> usize {
+        match self {
+            Rows::Bf16(_) => hidden * 2,
+            Rows::Fp8 { .. } => hidden,
+        }
+    }
+
+    /// Scales of one row.
+    fn scale_count(&self, hidden: usize) -> usize {
+        match self {
+            Rows::Bf16(_) => 0,
+            Rows::Fp8 { .. } => hidden / 128,
+        }
+    }
+
+    /// Checks the rows hold `tokens` rows.
+    fn check(&self, tokens: usize, hidden: usize) -> Result<()> {
+        let short = |name: &str, len: usize, need: usize| {
+            Err(Error::InvalidArgument(format!(
+                "{name} holds {len} elements, {tokens} tokens need {need}"
+            )))
+        };
+        match self {
+            Rows::Bf16(x) if x.len() < tokens * hidden => short("x", x.len(), tokens * hidden),
+            Rows::Fp8 { .. } if hidden % 128 != 0 => Err(Error::InvalidArgument(format!(
+                "FP8 rows need hidden to be a multiple of 128, not {hidden}"
+            ))),
+            Rows::Fp8 { x, .. } if x.len() < tokens * hidden => {
+                short("x", x.len(), tokens * hidden)
+            }
+            Rows::Fp8 { scales, .. } if scales.len() < tokens * (hidden / 128) => {
+                short("x scales", scales.len(), tokens * (hidden / 128))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn addresses(&self) -> (u64, u64) {
+        match self {
+            Rows::Bf16(x) => (x.device_ptr(), 0),
+            Rows::Fp8 { x, scales } => (x.device_ptr(), scales.device_ptr()),
+        }
+    }
+}
+
 /// One PE's input to a dispatch, on its GPU.
 #[derive(Debug, Clone, Copy)]
 pub struct DispatchInput<'a> {
-    /// Token rows: `tokens × hidden`.
-    pub x: &'a DeviceBuffer<Bf16>,
+    /// Token rows.
+    pub x: Rows<'a>,
     /// Each token's experts: `tokens × top_k`; -1 is an empty slot.
     pub topk_idx: &'a DeviceBuffer<i64>,
     /// Each token's expert weights: `tokens × top_k`.
@@ -53,6 +116,7 @@ impl Handle {
 #[derive(Debug)]
 pub struct Dispatch<'a> {
     buffer: &'a Buffer,
+    fp8: bool,
     rows_from: Vec<usize>,
     tokens_per_expert: Vec<usize>,
     handle: Handle,
@@ -81,11 +145,11 @@ impl Buffer {
             .check_tokens(
                 input.tokens,
                 &[
-                    (input.x.len(), self.config.hidden, "x"),
                     (input.topk_idx.len(), k, "topk_idx"),
                     (input.topk_weights.len(), k, "topk_weights"),
                 ],
             )
+            .and_then(|()| input.x.check(input.tokens, self.config.hidden))
             .err();
         let tokens = if refused.is_some() { 0 } else { input.tokens };
         let n = self.gpu.n_pes();
@@ -120,6 +184,7 @@ impl Buffer {
                 dispatch: self.dispatches,
             },
             buffer: self,
+            fp8: matches!(input.x, Rows::Fp8 { .. }),
             rows_from,
             tokens_per_expert,
         })
@@ -134,13 +199,18 @@ impl Buffer {
     ) -> DispatchArgs {
         let r = &self.regions;
         let at = |offset: usize| self.base + offset as u64;
+        let hidden = self.config.hidden;
+        let (x, scales) = input.x.addresses();
         DispatchArgs {
-            x: input.x.device_ptr(),
+            x,
+            scales,
+            scale_count: input.x.scale_count(hidden) as i32,
+            pieces: (input.x.row_bytes(hidden) / 16) as i32,
+            recv_scales: at(r.recv_scales),
             topk_idx: input.topk_idx.device_ptr(),
             topk_weights: input.topk_weights.device_ptr(),
             tokens: tokens as i32,
             rejected: refused,
-            hidden: self.config.hidden as i32,
             top_k: self.config.top_k as i32,
             experts: self.config.num_experts as i32,
             width: r.dispatch_width as i32,
@@ -200,11 +270,51 @@ impl Dispatch<'_> {
         self.buffer.base + self.buffer.regions.recv_topk_weights as u64
     }
 
-    /// The received rows, copied to the host.
+    /// Device address of the received FP8 rows' scales (`received × hidden/128` `f32`).
+    pub fn recv_scales_ptr(&self) -> u64 {
+        self.buffer.base + self.buffer.regions.recv_scales as u64
+    }
+
+    /// Whether the rows are FP8 (`recv_x_ptr` then holds `received × hidden` bytes).
+    pub fn is_fp8(&self) -> bool {
+        self.fp8
+    }
+
+    /// The received BF16 rows, copied to the host.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when the dispatch moved FP8 rows.
     pub async fn recv_x(&self) -> Result<Vec<Bf16>> {
+        self.rows_of(false)?;
         let hidden = self.buffer.config.hidden;
         self.copy_out(self.buffer.regions.recv_x, self.received() * hidden)
             .await
+    }
+
+    /// The received FP8 rows and their scales, copied to the host.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when the dispatch moved BF16 rows.
+    pub async fn recv_x_fp8(&self) -> Result<(Vec<u8>, Vec<f32>)> {
+        self.rows_of(true)?;
+        let hidden = self.buffer.config.hidden;
+        let regions = &self.buffer.regions;
+        Ok((
+            self.copy_out(regions.recv_x, self.received() * hidden)
+                .await?,
+            self.copy_out(regions.recv_scales, self.received() * (hidden / 128))
+                .await?,
+        ))
+    }
+
+    fn rows_of(&self, fp8: bool) -> Result<()> {
+        match self.fp8 == fp8 {
+            true => Ok(()),
+            false => Err(Error::InvalidArgument(format!(
+                "this dispatch moved {} rows",
+                if self.fp8 { "FP8" } else { "BF16" }
+            ))),
+        }
     }
 
     /// Each row's token index on its source PE, copied to the host.

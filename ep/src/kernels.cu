@@ -54,6 +54,33 @@ __device__ __forceinline__ void ep_copy_row(ep_v4* dst, const ep_v4* src, int pi
     for (; i < pieces; i += 32) dst[i] = src[i];
 }
 
+// Copies one row to m places, the 32 lanes of a warp sharing it: each piece is read once.
+__device__ __forceinline__ void ep_fan_out(ep_v4* const* dst, int m, const ep_v4* src, int pieces, int lane) {
+    int i = lane;
+    for (; i + 96 < pieces; i += 128) {
+        ep_v4 a = src[i], b = src[i + 32], c = src[i + 64], d = src[i + 96];
+        for (int j = 0; j < m; ++j) {
+            ep_v4* to = dst[j];
+            to[i] = a; to[i + 32] = b; to[i + 64] = c; to[i + 96] = d;
+        }
+    }
+    for (; i < pieces; i += 32) {
+        ep_v4 a = src[i];
+        for (int j = 0; j < m; ++j) dst[j][i] = a;
+    }
+}
+
+__device__ __forceinline__ void ep_add(float* a, ep_v4 v) {
+    a[0] += ep_lo(v.x); a[1] += ep_hi(v.x); a[2] += ep_lo(v.y); a[3] += ep_hi(v.y);
+    a[4] += ep_lo(v.z); a[5] += ep_hi(v.z); a[6] += ep_lo(v.w); a[7] += ep_hi(v.w);
+}
+
+__device__ __forceinline__ ep_v4 ep_pack4(const float* a) {
+    ep_v4 o;
+    o.x = ep_pack(a[0], a[1]); o.y = ep_pack(a[2], a[3]); o.z = ep_pack(a[4], a[5]); o.w = ep_pack(a[6], a[7]);
+    return o;
+}
+
 // One block per destination PE (gridDim.x == n_pes, blockDim.x a multiple of 32). Writes, in
 // `row` (this PE's row of the dispatch table): the head (block 0: status, first bad token,
 // its value), the tokens sent to each PE, the (token, slot) pairs of each expert; and
@@ -153,13 +180,14 @@ __device__ __forceinline__ void ep_tell_all(unsigned* blocks_done, fsh_u64* coun
     }
 }
 
-// Sends each token to every PE that has one of its experts (a warp a token): its row, its
-// index, its experts made local to the receiver (-1 for others) and their weights (0 for
-// others). PE s's rows land after the rows of PEs before it (the dispatch table's counts).
+// Sends each token to every PE that has one of its experts (a warp a token): its row
+// (`pieces` 16-byte pieces: bf16, or fp8 with `scale_count` scales), its index, its experts
+// made local to the receiver (-1 for others) and their weights (0 for others). PE s's rows land after the rows of PEs before it (the dispatch table's counts).
 // rows[t * n + r] (the handle) is where token t lies on PE r, or -1.
-extern "C" __global__ void ep_dispatch(const ep_v4* x, const long long* topk, const float* weights, int tokens,
-                                       int hidden, int k, int experts, const int* send_pos, const int* table,
-                                       int width, ep_v4* recv_x, int* recv_src, long long* recv_topk,
+extern "C" __global__ void ep_dispatch(const ep_v4* x, const float* scales, const long long* topk,
+                                       const float* weights, int tokens, int pieces, int scale_count, int k,
+                                       int experts, const int* send_pos, const int* table, int width,
+                                       ep_v4* recv_x, float* recv_scales, int* recv_src, long long* recv_topk,
                                        float* recv_weights, int* rows, unsigned* blocks_done, fsh_u64* counter) {
     __shared__ int base[EP_MAX_PES];
     int n = fsh_n_pes(), me = fsh_my_pe(), local = experts / n;
@@ -170,16 +198,16 @@ extern "C" __global__ void ep_dispatch(const ep_v4* x, const long long* topk, co
     }
     bool skip = ep_any_status(table, width);
     int lane = threadIdx.x & 31, warps = blockDim.x >> 5;
-    int pieces = hidden / 8;
+    ep_v4* dst[EP_MAX_PES];
     for (long long t = (long long)blockIdx.x * warps + (threadIdx.x >> 5); !skip && t < tokens;
          t += (long long)gridDim.x * warps) {
+        int m = 0;
         for (int r = 0; r < n; ++r) {
             int pos = send_pos[t * n + r];
             long long at = pos < 0 ? -1 : (long long)base[r] + pos;
             if (lane == 0) rows[t * n + r] = (int)at;
             if (at < 0) continue;
-            ep_v4* dst = (ep_v4*)fsh_ptr(recv_x + at * pieces, r);
-            ep_copy_row(dst, x + t * pieces, pieces, lane);
+            dst[m++] = (ep_v4*)fsh_ptr(recv_x + at * pieces, r);
             long long* idx = (long long*)fsh_ptr(recv_topk + at * k, r);
             float* w = (float*)fsh_ptr(recv_weights + at * k, r);
             long long lo = (long long)r * local;
@@ -190,7 +218,10 @@ extern "C" __global__ void ep_dispatch(const ep_v4* x, const long long* topk, co
                 w[j] = here ? weights[t * k + j] : 0.0f;
             }
             if (lane == 0) *(int*)fsh_ptr(recv_src + at, r) = (int)t;
+            float* sc = scale_count ? (float*)fsh_ptr(recv_scales + at * scale_count, r) : 0;
+            for (int j = lane; j < scale_count; j += 32) sc[j] = scales[t * scale_count + j];
         }
+        ep_fan_out(dst, m, x + t * pieces, pieces, lane);
     }
     ep_tell_all(blocks_done, counter);
 }
@@ -217,16 +248,22 @@ extern "C" __global__ void ep_combine(const ep_v4* y, const int* rows, int token
             int at = rows[t * n + r];
             if (at >= 0) from[m++] = (const ep_v4*)fsh_ptr(y + (long long)at * pieces, r);
         }
-        for (int i = lane; i < pieces; i += 32) {
-            float a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        // Two pieces a lane at a time, so that each lane has 2·m loads in flight.
+        int i = lane;
+        for (; i + 32 < pieces; i += 64) {
+            float a[8] = {0, 0, 0, 0, 0, 0, 0, 0}, b[8] = {0, 0, 0, 0, 0, 0, 0, 0};
             for (int j = 0; j < m; ++j) {
-                ep_v4 v = from[j][i];
-                a[0] += ep_lo(v.x); a[1] += ep_hi(v.x); a[2] += ep_lo(v.y); a[3] += ep_hi(v.y);
-                a[4] += ep_lo(v.z); a[5] += ep_hi(v.z); a[6] += ep_lo(v.w); a[7] += ep_hi(v.w);
+                ep_v4 v = from[j][i], w = from[j][i + 32];
+                ep_add(a, v);
+                ep_add(b, w);
             }
-            ep_v4 o;
-            o.x = ep_pack(a[0], a[1]); o.y = ep_pack(a[2], a[3]); o.z = ep_pack(a[4], a[5]); o.w = ep_pack(a[6], a[7]);
-            out[t * pieces + i] = o;
+            out[t * pieces + i] = ep_pack4(a);
+            out[t * pieces + i + 32] = ep_pack4(b);
+        }
+        for (; i < pieces; i += 32) {
+            float a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+            for (int j = 0; j < m; ++j) ep_add(a, from[j][i]);
+            out[t * pieces + i] = ep_pack4(a);
         }
     }
     ep_tell_all(blocks_done, counter);

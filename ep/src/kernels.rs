@@ -54,11 +54,16 @@ pub(crate) struct Places {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct DispatchArgs {
     pub x: u64,
+    /// FP8 rows' scales (0 for BF16 rows), `scale_count` a row.
+    pub scales: u64,
+    pub scale_count: i32,
+    /// 16-byte pieces of a row.
+    pub pieces: i32,
+    pub recv_scales: u64,
     pub topk_idx: u64,
     pub topk_weights: u64,
     pub tokens: i32,
     pub rejected: bool,
-    pub hidden: i32,
     pub top_k: i32,
     pub experts: i32,
     pub width: i32,
@@ -101,8 +106,14 @@ pub(crate) struct LowLatencySendArgs {
     pub top_k: i32,
     pub experts: i32,
     pub max_tokens: i32,
-    pub staging: u64,
-    pub staging_src: u64,
+    pub places: u64,
+    pub packed: u64,
+    pub packed_pe: u64,
+    pub packed_slot: u64,
+    /// Whether to cast rows to FP8 (into `packed_fp8`, with `packed_scales`).
+    pub fp8: bool,
+    pub packed_fp8: u64,
+    pub packed_scales: u64,
     /// Per-expert send counters, the first bad token (scratch), the status (pinned).
     pub counts: u64,
     pub bad: u64,
@@ -114,22 +125,16 @@ pub(crate) struct LowLatencySendArgs {
 /// A low-latency dispatch's receive half (the hook).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct LowLatencyReceiveArgs {
-    pub local_experts: u32,
-    pub hidden: i32,
-    pub max_tokens: i32,
-    pub staging: u64,
-    pub staging_src: u64,
+    pub local_experts: i32,
     pub signals: u64,
     pub call: u64,
-    pub packed: u64,
-    pub packed_pe: u64,
-    pub packed_slot: u64,
-    /// Rows per local expert (scratch), and the same with the layout (pinned).
+    pub places: u64,
+    /// Rows per local expert (scratch), and the same with the rows per source (pinned).
     pub recv_count: u64,
     pub counts_out: u64,
 }
 
-/// A low-latency combine: the send-back half and the weighted sums.
+/// A low-latency combine: the send-back half, the wait and the weighted sums.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct LowLatencyCombineArgs {
     pub local_experts: u32,
@@ -143,6 +148,8 @@ pub(crate) struct LowLatencyCombineArgs {
     pub back: u64,
     pub signals: u64,
     pub call: u64,
+    /// Whether a PE refused its input (scratch, written by the wait).
+    pub refused: u64,
     pub topk_idx: u64,
     pub topk_weights: u64,
     pub tokens: i32,
@@ -289,18 +296,21 @@ impl Kernels {
             a.snapshot,
             places,
         )?;
-        let args: [KernelArg; 17] = [
+        let args: [KernelArg; 20] = [
             a.x.into(),
+            a.scales.into(),
             a.topk_idx.into(),
             a.topk_weights.into(),
             a.tokens.into(),
-            a.hidden.into(),
+            a.pieces.into(),
+            a.scale_count.into(),
             a.top_k.into(),
             a.experts.into(),
             places.send_pos.into(),
             a.table.into(),
             a.width.into(),
             a.recv_x.into(),
+            a.recv_scales.into(),
             a.recv_src.into(),
             a.recv_topk_idx.into(),
             a.recv_topk_weights.into(),
@@ -308,11 +318,12 @@ impl Kernels {
             places.blocks_done.into(),
             a.dispatched.0.into(),
         ];
-        // SAFETY: ep_dispatch takes (const v4*, const long long*, const float*, int, int, int,
-        // int, const int*, const int*, int, v4*, int*, long long*, float*, int*, unsigned*,
-        // u64*) as passed. The caller checked that x, topk_idx and topk_weights hold `tokens`
-        // rows (or passed 0 tokens), that `rows` holds tokens × n words, and sized the
-        // receive parts of the symmetric region (addresses of this PE's copy) for
+        // SAFETY: ep_dispatch takes (const v4*, const float*, const long long*, const float*,
+        // int, int, int, int, int, const int*, const int*, int, v4*, float*, int*, long long*,
+        // float*, int*, unsigned*, u64*) as passed. The caller checked that x (and its scales),
+        // topk_idx and topk_weights hold `tokens` rows (or passed 0 tokens), that a row's
+        // pieces fit the receive region's bf16 row, that `rows` holds tokens × n words, and
+        // sized the receive parts of the symmetric region (addresses of this PE's copy) for
         // n × max_tokens rows; every PE's rows land within them by the exchanged counts.
         // Everything is kept alive by the caller until its stream is done.
         unsafe {
@@ -380,16 +391,21 @@ impl Kernels {
         a: &LowLatencySendArgs,
         places: &Places,
     ) -> Result<()> {
-        let args: [KernelArg; 15] = [
+        let args: [KernelArg; 20] = [
             a.x.into(),
             a.topk_idx.into(),
             a.tokens.into(),
-            a.hidden.into(),
+            (a.hidden / 8).into(),
             a.top_k.into(),
             a.experts.into(),
             a.max_tokens.into(),
-            a.staging.into(),
-            a.staging_src.into(),
+            a.places.into(),
+            a.packed.into(),
+            a.packed_pe.into(),
+            a.packed_slot.into(),
+            i32::from(a.fp8).into(),
+            a.packed_fp8.into(),
+            a.packed_scales.into(),
             a.counts.into(),
             a.bad.into(),
             a.status.into(),
@@ -397,12 +413,14 @@ impl Kernels {
             a.signals.into(),
             ((a.call << 1) | u64::from(a.rejected)).into(),
         ];
-        // SAFETY: ep_ll_send takes (const v4*, const long long*, int, int, int, int, int, v4*,
-        // int*, int*, int*, int*, unsigned*, u64*, u64) as passed. x and topk_idx hold
-        // `tokens` rows (checked by the caller, or 0 tokens); staging rows are written only
-        // below max_tokens per (expert, source) (the kernel refuses more), on PEs the experts
-        // name; counters, scratch and pinned words belong to the caller's buffer, which
-        // keeps them until its stream is done.
+        // SAFETY: ep_ll_send takes (const v4*, const long long*, int, int, int, int, int,
+        // unsigned*, v4*, int*, int*, int, u8*, float*, int*, int*, int*, unsigned*, u64*, u64)
+        // as passed. x and topk_idx hold `tokens` rows (checked by the caller, or 0 tokens;
+        // for FP8 the caller checked hidden is a multiple of 128). A row's place is
+        // below n × max_tokens among its expert's rows: each source sends an expert at most
+        // one row per token (the kernel refuses a repeated expert). Counters, scratch and
+        // pinned words belong to the caller's buffer, which keeps them until its stream is
+        // done.
         unsafe {
             self.module.launch(
                 "ep_ll_send",
@@ -420,36 +438,30 @@ impl Kernels {
         a: &LowLatencyReceiveArgs,
         places: &Places,
     ) -> Result<()> {
-        let args: [KernelArg; 13] = [
-            a.staging.into(),
-            a.staging_src.into(),
-            a.hidden.into(),
-            a.max_tokens.into(),
+        let args: [KernelArg; 8] = [
+            a.local_experts.into(),
             a.signals.into(),
             a.call.into(),
-            a.packed.into(),
-            a.packed_pe.into(),
-            a.packed_slot.into(),
+            a.places.into(),
             a.recv_count.into(),
             a.counts_out.into(),
             places.abort.into(),
             places.outcome.into(),
         ];
-        // SAFETY: ep_ll_receive takes (const v4*, const int*, int, int, const u64*, u64, v4*,
-        // int*, int*, int*, int*, const u64*, u64*) as passed; one block per local expert reads that expert's staged rows (at most max_tokens per
-        // source, as signalled) and packs them within its n × max_tokens rows; the pinned
-        // output holds L + L × n × 2 words. All belong to the caller's buffer.
+        // SAFETY: ep_ll_receive takes (int, const u64*, u64, unsigned*, int*, int*, const u64*,
+        // u64*) as passed: L × n signals and L place counters of this PE's region, L words of
+        // scratch, L + L × n pinned words, all the caller's buffer's.
         unsafe {
             self.module.launch(
                 "ep_ll_receive",
-                LaunchDims::linear(a.local_experts, THREADS),
+                LaunchDims::linear(1, EXCHANGE_THREADS),
                 stream,
                 &args,
             )
         }
     }
 
-    /// Queues a low-latency combine: rows back to their sources, then the weighted sums.
+    /// Queues a low-latency combine: rows back to their sources, the wait, the weighted sums.
     pub fn low_latency_combine(
         &self,
         stream: &CudaStream,
@@ -479,22 +491,36 @@ impl Kernels {
         // are those of the latest receive, and each row goes to its source's `back` row of
         // (token, slot), within T × top_k rows.
         unsafe { self.module.launch("ep_ll_send_back", dims, stream, &back)? };
-        let reduce: [KernelArg; 11] = [
+        let wait: [KernelArg; 5] = [
+            a.signals.into(),
+            a.call.into(),
+            a.refused.into(),
+            places.abort.into(),
+            places.outcome.into(),
+        ];
+        // SAFETY: ep_ll_wait_back takes (const u64*, u64, int*, const u64*, u64*) as passed:
+        // this PE's n combine signals, a scratch word, the pinned words.
+        unsafe {
+            self.module.launch(
+                "ep_ll_wait_back",
+                LaunchDims::linear(1, EXCHANGE_THREADS),
+                stream,
+                &wait,
+            )?
+        };
+        let reduce: [KernelArg; 8] = [
             a.back.into(),
             a.topk_idx.into(),
             a.topk_weights.into(),
             a.tokens.into(),
             a.hidden.into(),
             a.top_k.into(),
-            a.signals.into(),
-            a.call.into(),
+            a.refused.into(),
             a.out.into(),
-            places.abort.into(),
-            places.outcome.into(),
         ];
         // SAFETY: ep_ll_reduce takes (const v4*, const long long*, const float*, int, int, int,
-        // const u64*, u64, v4*, const u64*, u64*) as passed: `tokens` rows of top-k and
-        // weights and of `out` (checked by the caller), this PE's back rows and signals.
+        // const int*, v4*) as passed: `tokens` rows of top-k and weights and of `out` (checked
+        // by the caller), this PE's back rows, the scratch word the wait wrote.
         unsafe {
             self.module.launch(
                 "ep_ll_reduce",

@@ -29,14 +29,16 @@
 //!
 //! For decoding (up to a few hundred tokens per PE): no layout step and no exchange of
 //! counts. [`Buffer::low_latency_dispatch`] puts every (token, expert) pair straight into its
-//! expert's staging rows and signals each expert's count; [`LowLatencySend::receive`] (the
-//! receive hook, callable later so that compute overlaps the transfer) waits for the signals
-//! and packs each local expert's rows; [`Buffer::low_latency_combine`] sends each row back
-//! and sums every token's rows weighted by its top-k weights on the token's own PE.
+//! place among the expert's packed rows on the expert's PE (taken from a counter there) and
+//! signals each expert's count; [`LowLatencySend::receive`] (the receive hook, callable later
+//! so that compute overlaps the transfer) waits for the signals; [`Buffer::low_latency_combine`]
+//! sends each row back and sums every token's rows weighted by its top-k weights on the
+//! token's own PE.
 //!
 //! # What is not here yet
 //!
-//! FP8 dispatch, on-stream (CUDA-graph capturable) forms, and PEs on other nodes (the
+//! FP8 in the low-latency mode (normal-mode dispatch moves FP8 rows with their scales as
+//! given, DeepEP's `(x_fp8, x_scales)`), on-stream (CUDA-graph capturable) forms, and PEs on other nodes (the
 //! network path): a team spanning nodes is refused when the buffer is created.
 //!
 //! [`Error::InvalidArgument`]: ferroshmem_runtime::Error::InvalidArgument
@@ -48,6 +50,7 @@ mod buffer;
 mod combine;
 mod config;
 mod dispatch;
+pub mod fp8;
 mod kernels;
 mod layout;
 mod low_latency;
@@ -56,6 +59,6 @@ pub mod reference;
 pub use bf16::Bf16;
 pub use buffer::Buffer;
 pub use config::{Config, MAX_EXPERTS, MAX_PES, MAX_TOP_K};
-pub use dispatch::{Dispatch, DispatchInput, Handle};
+pub use dispatch::{Dispatch, DispatchInput, Handle, Rows};
 pub use layout::Layout;
 pub use low_latency::{LowLatencyDispatch, LowLatencyHandle, LowLatencyInput, LowLatencySend};

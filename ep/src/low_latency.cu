@@ -1,13 +1,17 @@
 // ferroshmem ep: the kernels of low-latency dispatch and combine (appended to kernels.cu).
 //
-// Dispatch sends every (token, slot) pair to its expert's PE directly: a row into the
-// receiver's staging area of (local expert, source PE), at a place the sender takes from its
-// own per-expert counter; the grid's last block then tells every receiver, per expert, how
-// many rows it sent ((call << 32) | count, one signal word per (local expert, source)). The
-// receive kernel (the hook) waits for its experts' signals and packs each expert's rows in
-// source order. Combine sends each packed row back to its token's PE, into the place of its
-// (token, slot); the last block signals every source; the source waits for every PE and sums
-// each token's rows weighted by its top-k weights.
+// Dispatch sends every (token, slot) pair straight to its expert's PE: the row lands packed
+// among the expert's rows, at a place taken from the receiver's per-expert place counter (a
+// remote atomic), with its source PE and (token * k + slot) beside it; the sender's grid's
+// last block then tells every receiver, per expert, how many rows it sent ((call << 32) |
+// count, one signal word per (local expert, source)). The receive hook is one block per PE
+// that waits for its experts' signals and publishes the counts. Combine sends each packed row
+// back to its token's PE, into the place of its (token, slot); the last block signals every
+// source; the source waits (one block) for every PE, then sums each token's rows weighted by
+// its top-k weights.
+//
+// Only one block of a PE ever spins: PEs sharing a GPU must not fill it with waiting blocks
+// while the blocks they wait for have nowhere to run.
 
 // The first index of a refused token's row that is out of range or repeats an earlier one.
 __device__ __forceinline__ int ep_ll_first_bad(const long long* row, int k, int experts) {
@@ -22,38 +26,88 @@ __device__ __forceinline__ int ep_ll_first_bad(const long long* row, int k, int 
     return 0;
 }
 
-// Sends each (token, slot) pair to its expert (a warp a pair). staging: [L][n][T] rows,
-// staging_src: [L][n][T] (token * k + slot), counts: per expert (zero between calls), signals:
-// [L][n] words on each receiver.
-extern "C" __global__ void ep_ll_send(const ep_v4* x, const long long* topk, int tokens, int hidden, int k,
-                                      int experts, int max_tokens, ep_v4* staging, int* staging_src, int* counts,
-                                      int* bad, int* status_out, unsigned* blocks_done, fsh_u64* signals,
-                                      fsh_u64 call_and_rejected) {
+// Whether slot j of a token's row repeats an earlier slot's expert.
+__device__ __forceinline__ bool ep_ll_repeats(const long long* row, int j) {
+    for (int i = 0; i < j; ++i)
+        if (row[i] == row[j]) return true;
+    return false;
+}
+
+// e4m3 codes of two values (satfinite, to nearest even): `lo` in the low byte.
+__device__ __forceinline__ unsigned ep_e4m3x2(float lo, float hi) {
+    unsigned short r;
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+// Casts a bf16 row (`pieces` 16-byte pieces, a multiple of 16) to e4m3 with one scale per
+// 128 elements (amax / 448, amax at least 1e-4): each half-warp takes a group of 16 pieces.
+__device__ __forceinline__ void ep_cast_row(unsigned char* dst, float* scales, const ep_v4* src, int pieces, int lane) {
+    int groups = pieces / 16, sub = lane & 15;
+    for (int g0 = 0; g0 < groups; g0 += 2) {
+        int g = g0 + (lane >> 4);
+        bool active = g < groups;
+        ep_v4 v = active ? src[g * 16 + sub] : ep_v4{0, 0, 0, 0};
+        float f[8] = {ep_lo(v.x), ep_hi(v.x), ep_lo(v.y), ep_hi(v.y), ep_lo(v.z), ep_hi(v.z), ep_lo(v.w), ep_hi(v.w)};
+        float amax = 0.0f;
+        for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(f[i]));
+        for (int o = 8; o >= 1; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+        amax = fmaxf(amax, 1e-4f);
+        float inverse = 448.0f / amax;
+        if (!active) continue;
+        unsigned w0 = ep_e4m3x2(__fmul_rn(f[0], inverse), __fmul_rn(f[1], inverse));
+        unsigned w1 = ep_e4m3x2(__fmul_rn(f[2], inverse), __fmul_rn(f[3], inverse));
+        unsigned w2 = ep_e4m3x2(__fmul_rn(f[4], inverse), __fmul_rn(f[5], inverse));
+        unsigned w3 = ep_e4m3x2(__fmul_rn(f[6], inverse), __fmul_rn(f[7], inverse));
+        uint2 out;
+        out.x = w0 | (w1 << 16);
+        out.y = w2 | (w3 << 16);
+        *(uint2*)(dst + (long long)(g * 16 + sub) * 8) = out;
+        if (sub == 0) scales[g] = amax / 448.0f;
+    }
+}
+
+// Sends each (token, slot) pair to its expert (a warp a pair). places: [L] counters on each
+// receiver; packed: [L][n * T] rows with packed_pe, packed_slot beside them (with `fp8`, the
+// rows cast to packed_fp8, [L][n * T][hidden] bytes, with packed_scales); counts: rows sent
+// per expert (zero between calls); bad: the first refused token (INT_MAX between calls);
+// signals: [L][n] words on each receiver.
+extern "C" __global__ void ep_ll_send(const ep_v4* x, const long long* topk, int tokens, int pieces, int k,
+                                      int experts, int max_tokens, unsigned* places, ep_v4* packed, int* packed_pe,
+                                      int* packed_slot, int fp8, unsigned char* packed_fp8, float* packed_scales,
+                                      int* counts, int* bad, int* status_out, unsigned* blocks_done,
+                                      fsh_u64* signals, fsh_u64 call_and_rejected) {
     // The host refused this PE's input (then it passes no tokens): bit 0.
     fsh_u64 call = call_and_rejected >> 1;
     bool rejected = call_and_rejected & 1;
     int n = fsh_n_pes(), me = fsh_my_pe(), local = experts / n;
-    int lane = threadIdx.x & 31, warps = blockDim.x >> 5, pieces = hidden / 8;
-    long long pairs = (long long)tokens * k;
+    int lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+    long long pairs = (long long)tokens * k, rows = (long long)n * max_tokens;
     for (long long p = (long long)blockIdx.x * warps + (threadIdx.x >> 5); p < pairs; p += (long long)gridDim.x * warps) {
         long long e = topk[p];
-        if (e < -1 || e >= experts) {
+        bool refused = e < -1 || e >= experts || (e >= 0 && ep_ll_repeats(topk + (p / k) * k, (int)(p % k)));
+        if (refused) {
             if (lane == 0) atomicMin(bad, (int)(p / k));
             continue;
         }
         if (e < 0) continue;
         int r = (int)(e / local), le = (int)(e % local);
-        int slot = 0;
-        if (lane == 0) slot = atomicAdd(&counts[e], 1);
-        slot = __shfl_sync(0xffffffffu, slot, 0);
-        // A token naming an expert twice would overflow its staging rows.
-        if (slot >= max_tokens) {
-            if (lane == 0) atomicMin(bad, (int)(p / k));
-            continue;
+        unsigned place = 0;
+        if (lane == 0) {
+            place = fsh_atomic_fetch_add(places + le, 1u, r);
+            atomicAdd(&counts[e], 1);
         }
-        long long at = ((long long)le * n + me) * max_tokens + slot;
-        ep_copy_row((ep_v4*)fsh_ptr(staging + at * pieces, r), x + (p / k) * pieces, pieces, lane);
-        if (lane == 0) *(int*)fsh_ptr(staging_src + at, r) = (int)p;
+        place = __shfl_sync(0xffffffffu, place, 0);
+        long long at = (long long)le * rows + place;
+        if (fp8)
+            ep_cast_row((unsigned char*)fsh_ptr(packed_fp8 + at * pieces * 8, r),
+                        (float*)fsh_ptr(packed_scales + at * (pieces / 16), r), x + (p / k) * pieces, pieces, lane);
+        else
+            ep_copy_row((ep_v4*)fsh_ptr(packed + at * pieces, r), x + (p / k) * pieces, pieces, lane);
+        if (lane == 0) {
+            *(int*)fsh_ptr(packed_pe + at, r) = me;
+            *(int*)fsh_ptr(packed_slot + at, r) = (int)p;
+        }
     }
     // The grid's last block tells every receiver of every expert (a thread an expert).
     __shared__ int last;
@@ -65,8 +119,9 @@ extern "C" __global__ void ep_ll_send(const ep_v4* x, const long long* topk, int
     __syncthreads();
     if (!last) return;
     __threadfence_system();
-    // A refused input (an expert out of range or named twice) moves nothing anywhere: every
-    // signal says so (bit 31), and the host learns the first bad token from status_out.
+    // A refused input (an expert out of range or named twice) is said in every signal (bit
+    // 31): the receivers then take no rows at all, and the host learns the first bad token
+    // from status_out.
     __shared__ int refused;
     if (threadIdx.x == 0) {
         int t = atomicExch(bad, 0x7fffffff);
@@ -79,71 +134,46 @@ extern "C" __global__ void ep_ll_send(const ep_v4* x, const long long* topk, int
     }
     __syncthreads();
     for (int e = threadIdx.x; e < experts; e += blockDim.x) {
-        fsh_u64 count = refused ? 0x80000000ull : (fsh_u64)min(atomicAdd(&counts[e], 0), max_tokens);
-        atomicExch(&counts[e], 0);
+        fsh_u64 count = (fsh_u64)atomicExch(&counts[e], 0);
+        if (refused) count = 0x80000000ull;
         fsh_signal_op(signals + (long long)(e % local) * n + me, (call << 32) | count, FSH_SIGNAL_SET, e / local);
     }
     if (threadIdx.x == 0) *blocks_done = 0;
 }
 
-// The receive hook: one block per local expert. Waits for every source's signal of this call,
-// packs the expert's rows in source order into packed ([L][n * T] rows), with each row's
-// source PE and (token * k + slot); recv_count[le] goes to `recv_count` (device) and, with
-// layout[le][s] = (offset, count), to `counts_out` (pinned host memory: L words, then
-// L × n × 2).
-extern "C" __global__ void ep_ll_receive(const ep_v4* staging, const int* staging_src, int hidden, int max_tokens,
-                                         const fsh_u64* signals, fsh_u64 call, ep_v4* packed, int* packed_pe,
-                                         int* packed_slot, int* recv_count, int* counts_out,
-                                         const volatile fsh_u64* abort_word,
+// The receive hook: one block. Waits for every (local expert, source) signal of this call;
+// writes the rows per local expert to `recv_count` (device) and, with the rows per (expert,
+// source), to `counts_out` (pinned host memory: L words, then L × n, -1 for a refusing
+// source); clears the place counters for the next call. A refusal anywhere: no rows at all.
+extern "C" __global__ void ep_ll_receive(int local, const fsh_u64* signals, fsh_u64 call, unsigned* places,
+                                         int* recv_count, int* counts_out, const volatile fsh_u64* abort_word,
                                          fsh_u64* outcome) {
-    __shared__ int count[EP_MAX_PES];
-    __shared__ int offset[EP_MAX_PES + 1];
-    __shared__ int ok;
-    int n = fsh_n_pes(), le = blockIdx.x, local = gridDim.x;
-    int lane = threadIdx.x & 31, warps = blockDim.x >> 5, pieces = hidden / 8;
-    if (threadIdx.x == 0) ok = 1;
+    __shared__ int ok, refusals;
+    int n = fsh_n_pes();
+    if (threadIdx.x == 0) { ok = 1; refusals = 0; }
     __syncthreads();
-    for (int s = threadIdx.x; s < n; s += blockDim.x) {
-        const fsh_u64* sig = signals + (long long)le * n + s;
+    for (int i = threadIdx.x; i < local * n; i += blockDim.x) {
         unsigned spins = 0;
         fsh_u64 v;
-        while (((v = fsh_signal_fetch(sig)) >> 32) < call) {
+        while (((v = fsh_signal_fetch(signals + i)) >> 32) < call) {
             if ((++spins & 255u) == 0 && *abort_word != 0) { ok = 0; break; }
         }
-        count[s] = (v & 0x80000000ull) ? -1 : (int)(v & 0x7fffffffu);
+        bool refused = (v & 0x80000000ull) != 0;
+        counts_out[local + i] = refused ? -1 : (int)(v & 0x7fffffffu);
+        if (refused) atomicAdd(&refusals, 1);
     }
     __syncthreads();
     if (!ok) {
         if (threadIdx.x == 0) *outcome = EP_ABORTED;
         return;
     }
-    // A refusing source: its count is -1 in the layout, and nothing is packed.
-    if (threadIdx.x == 0) {
-        offset[0] = 0;
-        int refusals = 0;
-        for (int s = 0; s < n; ++s) refusals += count[s] < 0;
-        for (int s = 0; s < n; ++s) {
-            if (refusals) count[s] = count[s] < 0 ? -1 : 0;
-            offset[s + 1] = offset[s] + max(count[s], 0);
-        }
-        recv_count[le] = offset[n];
-        counts_out[le] = offset[n];
-        for (int s = 0; s < n; ++s) {
-            counts_out[local + (le * n + s) * 2] = offset[s];
-            counts_out[local + (le * n + s) * 2 + 1] = count[s];
-        }
-    }
-    __syncthreads();
-    long long base = (long long)le * n * max_tokens;
-    for (int s = 0; s < n; ++s) {
-        long long from = base + (long long)s * max_tokens, to = base + offset[s];
-        for (int i = threadIdx.x >> 5; i < max(count[s], 0); i += warps) {
-            ep_copy_row(packed + (to + i) * pieces, staging + (from + i) * pieces, pieces, lane);
-            if (lane == 0) {
-                packed_pe[to + i] = s;
-                packed_slot[to + i] = staging_src[from + i];
-            }
-        }
+    for (int le = threadIdx.x; le < local; le += blockDim.x) {
+        int total = 0;
+        for (int s = 0; s < n; ++s) total += max(counts_out[local + le * n + s], 0);
+        if (refusals) total = 0;
+        recv_count[le] = total;
+        counts_out[le] = total;
+        places[le] = 0;
     }
 }
 
@@ -179,27 +209,34 @@ extern "C" __global__ void ep_ll_send_back(const ep_v4* y, const int* packed_pe,
     }
 }
 
-// Waits until every PE has sent its rows back, then sums each token's rows weighted by its
-// top-k weights, in f32 in slot order, rounded to bf16 (a warp a token). Every block waits.
-extern "C" __global__ void ep_ll_reduce(const ep_v4* back, const long long* topk, const float* weights, int tokens,
-                                        int hidden, int k, const fsh_u64* signals, fsh_u64 call, ep_v4* out,
-                                        const volatile fsh_u64* abort_word, fsh_u64* outcome) {
-    __shared__ int ok;
-    int n = fsh_n_pes();
-    // A PE whose input was refused says so in its signal (bit 63): nobody sums (outcome 2).
-    if (threadIdx.x == 0) {
-        ok = 1;
-        for (int s = 0; s < n && ok; ++s) {
-            unsigned spins = 0;
-            fsh_u64 v;
-            while (((v = fsh_signal_fetch(signals + s)) & 0x7fffffffffffffffull) < call) {
-                if ((++spins & 255u) == 0 && *abort_word != 0) { ok = 0; *outcome = EP_ABORTED; break; }
-            }
-            if (ok && (v >> 63)) { ok = 0; *outcome = EP_REFUSED; }
+// One block: waits until every PE has sent its rows back for this call; `refused` (device)
+// says whether one refused its input (then nobody sums; outcome 2).
+extern "C" __global__ void ep_ll_wait_back(const fsh_u64* signals, fsh_u64 call, int* refused,
+                                           const volatile fsh_u64* abort_word, fsh_u64* outcome) {
+    __shared__ int ok, any;
+    if (threadIdx.x == 0) { ok = 1; any = 0; }
+    __syncthreads();
+    for (int s = threadIdx.x; s < fsh_n_pes(); s += blockDim.x) {
+        unsigned spins = 0;
+        fsh_u64 v;
+        while (((v = fsh_signal_fetch(signals + s)) & 0x7fffffffffffffffull) < call) {
+            if ((++spins & 255u) == 0 && *abort_word != 0) { ok = 0; break; }
         }
+        if (v >> 63) any = 1;
     }
     __syncthreads();
-    if (!ok) return;
+    if (threadIdx.x == 0) {
+        *refused = any || !ok;
+        if (!ok) *outcome = EP_ABORTED;
+        else if (any) *outcome = EP_REFUSED;
+    }
+}
+
+// Sums each token's rows weighted by its top-k weights, in f32 in slot order, rounded to
+// bf16 (a warp a token), unless `refused`.
+extern "C" __global__ void ep_ll_reduce(const ep_v4* back, const long long* topk, const float* weights, int tokens,
+                                        int hidden, int k, const int* refused, ep_v4* out) {
+    if (*refused) return;
     int lane = threadIdx.x & 31, warps = blockDim.x >> 5, pieces = hidden / 8;
     for (long long t = (long long)blockIdx.x * warps + (threadIdx.x >> 5); t < tokens; t += (long long)gridDim.x * warps) {
         for (int i = lane; i < pieces; i += 32) {
@@ -213,9 +250,7 @@ extern "C" __global__ void ep_ll_reduce(const ep_v4* back, const long long* topk
                 a[4] = __fadd_rn(a[4], __fmul_rn(w, ep_lo(v.z))); a[5] = __fadd_rn(a[5], __fmul_rn(w, ep_hi(v.z)));
                 a[6] = __fadd_rn(a[6], __fmul_rn(w, ep_lo(v.w))); a[7] = __fadd_rn(a[7], __fmul_rn(w, ep_hi(v.w)));
             }
-            ep_v4 o;
-            o.x = ep_pack(a[0], a[1]); o.y = ep_pack(a[2], a[3]); o.z = ep_pack(a[4], a[5]); o.w = ep_pack(a[6], a[7]);
-            out[t * pieces + i] = o;
+            out[t * pieces + i] = ep_pack4(a);
         }
     }
 }

@@ -5,9 +5,11 @@
 //! transfer; and a combine that weighs each expert's row by the token's top-k weight on the
 //! token's own PE.
 //!
-//! Received rows come packed per local expert (`L × n·T` rows, DeepEP's
-//! `packed_recv_x`), each expert's rows in source-PE order; [`LowLatencyDispatch::layout`]
-//! says where each source's rows begin (DeepEP's `packed_recv_layout_range`).
+//! Received rows come packed per local expert (`L × n·T` rows, DeepEP's `packed_recv_x`),
+//! written in place by the senders (no copy on the receiver): each row's place is taken from
+//! the receiver's per-expert counter, so the order of an expert's rows is the order senders
+//! took places, and each row carries its source PE and (token × top_k + slot).
+//! [`LowLatencyDispatch::rows_from`] says how many rows each source sent each expert.
 
 use bytemuck::Pod;
 use ferroshmem_gpu::cudarc::driver::CudaStream;
@@ -23,9 +25,9 @@ use crate::kernels::{LowLatencyCombineArgs, LowLatencyReceiveArgs, LowLatencySen
 #[derive(Debug)]
 pub(crate) struct LowLatencyState {
     /// Per expert: rows sent this call; then the first bad token; then rows received per
-    /// local expert.
+    /// local expert; then whether a PE refused its combine input.
     scratch: DeviceBuffer<i32>,
-    /// Rows per local expert, then (offset, count) per (local expert, source).
+    /// Rows per local expert, then rows per (local expert, source), -1 for a refusing source.
     counts_out: HostBuffer<i32>,
     /// This PE's send status: status, first bad token, its value.
     status: HostBuffer<i32>,
@@ -40,7 +42,7 @@ impl LowLatencyState {
     pub async fn new(gpu: &GpuPe, config: &Config) -> Result<Self> {
         let (n, experts) = (gpu.n_pes(), config.num_experts);
         let local = experts / n;
-        let mut initial = vec![0i32; experts + 1 + local];
+        let mut initial = vec![0i32; experts + 1 + local + 1];
         initial[experts] = i32::MAX;
         let mut scratch = DeviceBuffer::new(gpu.context(), initial.len())?;
         gpu.copy_local(
@@ -50,7 +52,7 @@ impl LowLatencyState {
         .await?;
         Ok(LowLatencyState {
             scratch,
-            counts_out: HostBuffer::new(gpu.context(), local + local * n * 2)?,
+            counts_out: HostBuffer::new(gpu.context(), local + local * n)?,
             status: HostBuffer::new(gpu.context(), 3)?,
             dispatches: 0,
             combines: 0,
@@ -68,6 +70,9 @@ pub struct LowLatencyInput<'a> {
     pub topk_idx: &'a DeviceBuffer<i64>,
     /// Tokens to dispatch (at most `max_tokens`).
     pub tokens: usize,
+    /// Whether to cast the rows to FP8 on the way (e4m3, one scale per 128 elements, as
+    /// [`crate::fp8::quantize`]; DeepEP's `use_fp8`; `hidden` a multiple of 128).
+    pub fp8: bool,
 }
 
 /// A low-latency dispatch whose rows are on their way: [`receive`](LowLatencySend::receive)
@@ -77,14 +82,16 @@ pub struct LowLatencySend<'a> {
     buffer: &'a mut Buffer,
     refused: Option<Error>,
     tokens: usize,
+    fp8: bool,
 }
 
 /// What this PE's experts received from a low-latency dispatch.
 #[derive(Debug)]
 pub struct LowLatencyDispatch<'a> {
     buffer: &'a Buffer,
+    fp8: bool,
     recv_count: Vec<usize>,
-    layout: Vec<(usize, usize)>,
+    rows_from: Vec<usize>,
     handle: LowLatencyHandle,
 }
 
@@ -145,6 +152,13 @@ impl Buffer {
                     (input.topk_idx.len(), k, "topk_idx"),
                 ],
             )
+            .and_then(|()| match input.fp8 && self.config.hidden % 128 != 0 {
+                true => Err(Error::InvalidArgument(format!(
+                    "FP8 rows need hidden to be a multiple of 128, not {}",
+                    self.config.hidden
+                ))),
+                false => Ok(()),
+            })
             .err();
         let tokens = if refused.is_some() { 0 } else { input.tokens };
         let at = |offset: usize| self.base + offset as u64;
@@ -163,8 +177,13 @@ impl Buffer {
             top_k: k as i32,
             experts: experts as i32,
             max_tokens: self.config.max_tokens as i32,
-            staging: at(regions.staging),
-            staging_src: at(regions.staging_src),
+            places: at(regions.places),
+            packed: at(regions.packed),
+            packed_pe: at(regions.packed_pe),
+            packed_slot: at(regions.packed_slot),
+            fp8: input.fp8,
+            packed_fp8: at(regions.packed_fp8),
+            packed_scales: at(regions.packed_scales),
             counts: state.scratch.device_ptr(),
             bad: state.scratch.device_ptr() + 4 * experts as u64,
             status: state.status.addr(),
@@ -182,6 +201,7 @@ impl Buffer {
             buffer: self,
             refused,
             tokens,
+            fp8: input.fp8,
         })
     }
 
@@ -205,6 +225,7 @@ impl Buffer {
         self.usable()?;
         let regions = self.low_latency_regions()?;
         let refused = self.check_low_latency_combine(handle, y, topk, out).err();
+        let local = self.config.local_experts(self.gpu.n_pes());
         let state = self
             .low_latency
             .as_mut()
@@ -212,7 +233,7 @@ impl Buffer {
         state.combines += 1;
         state.awaiting_combine = None;
         let args = LowLatencyCombineArgs {
-            local_experts: self.config.local_experts(self.gpu.n_pes()) as u32,
+            local_experts: local as u32,
             y: y.map_or(self.base + regions.packed as u64, |y| y.device_ptr()),
             packed_pe: self.base + regions.packed_pe as u64,
             packed_slot: self.base + regions.packed_slot as u64,
@@ -223,6 +244,7 @@ impl Buffer {
             back: self.base + regions.back as u64,
             signals: self.base + regions.combine_signals as u64,
             call: state.combines,
+            refused: state.scratch.device_ptr() + 4 * (self.config.num_experts + 1 + local) as u64,
             topk_idx: topk.0.device_ptr(),
             topk_weights: topk.1.device_ptr(),
             tokens: if refused.is_some() {
@@ -307,16 +329,10 @@ impl<'a> LowLatencySend<'a> {
             .as_ref()
             .expect("state of a low-latency buffer");
         let args = LowLatencyReceiveArgs {
-            local_experts: local as u32,
-            hidden: buffer.config.hidden as i32,
-            max_tokens: buffer.config.max_tokens as i32,
-            staging: at(regions.staging),
-            staging_src: at(regions.staging_src),
+            local_experts: local as i32,
             signals: at(regions.signals),
             call: state.dispatches,
-            packed: at(regions.packed),
-            packed_pe: at(regions.packed_pe),
-            packed_slot: at(regions.packed_slot),
+            places: at(regions.places),
             recv_count: state.scratch.device_ptr() + 4 * (buffer.config.num_experts as u64 + 1),
             counts_out: state.counts_out.addr(),
         };
@@ -333,14 +349,7 @@ impl<'a> LowLatencySend<'a> {
             .expect("state of a low-latency buffer");
         let counts = state.counts_out.as_slice().to_vec();
         let status = state.status.as_slice().to_vec();
-        let layout: Vec<(usize, usize)> = counts[local..]
-            .chunks(2)
-            .map(|pair| (pair[0] as usize, pair[1].max(0) as usize))
-            .collect();
-        let refusing = counts[local..]
-            .chunks(2)
-            .position(|pair| pair[1] < 0)
-            .map(|i| i % n);
+        let refusing = counts[local..].iter().position(|&c| c < 0).map(|i| i % n);
         let mine = buffer.gpu.my_pe();
         let table: Vec<i32> = (0..n)
             .flat_map(|pe| match (pe == mine, refusing == Some(pe)) {
@@ -356,8 +365,9 @@ impl<'a> LowLatencySend<'a> {
             dispatch: state.dispatches,
         };
         Ok(LowLatencyDispatch {
+            fp8: self.fp8,
             recv_count: counts[..local].iter().map(|&c| c as usize).collect(),
-            layout,
+            rows_from: counts[local..].iter().map(|&c| c.max(0) as usize).collect(),
             handle,
             buffer,
         })
@@ -370,10 +380,10 @@ impl LowLatencyDispatch<'_> {
         &self.recv_count
     }
 
-    /// Where local expert `expert`'s rows from PE `source` begin among its packed rows, and
-    /// how many there are (DeepEP's `packed_recv_layout_range`).
-    pub fn layout(&self, expert: usize, source: usize) -> (usize, usize) {
-        self.layout[expert * self.buffer.gpu.n_pes() + source]
+    /// Rows local expert `expert` received from PE `source` (they lie among its packed rows
+    /// in the order senders took places; [`LowLatencyDispatch::recv_src`] names each row's).
+    pub fn rows_from(&self, expert: usize, source: usize) -> usize {
+        self.rows_from[expert * self.buffer.gpu.n_pes() + source]
     }
 
     /// Device address of the packed rows: `L × (n·T)` rows of `hidden` [`Bf16`], local
@@ -389,7 +399,15 @@ impl LowLatencyDispatch<'_> {
     }
 
     /// Local expert `expert`'s rows, copied to the host.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when the dispatch cast them to FP8.
     pub async fn recv_x(&self, expert: usize) -> Result<Vec<Bf16>> {
+        if self.fp8 {
+            return Err(Error::InvalidArgument(
+                "this dispatch moved FP8 rows".into(),
+            ));
+        }
         let hidden = self.buffer.config.hidden;
         let first = expert * self.rows_per_expert() * hidden * 2;
         self.copy_out(
@@ -397,6 +415,45 @@ impl LowLatencyDispatch<'_> {
             self.recv_count[expert] * hidden,
         )
         .await
+    }
+
+    /// Whether the rows were cast to FP8 ([`LowLatencyDispatch::recv_x_fp8`]).
+    pub fn is_fp8(&self) -> bool {
+        self.fp8
+    }
+
+    /// Device address of the FP8 rows of an FP8 dispatch: `L × (n·T)` rows of `hidden` bytes
+    /// (e4m3), laid out as [`LowLatencyDispatch::recv_x_ptr`]'s.
+    pub fn recv_x_fp8_ptr(&self) -> u64 {
+        self.buffer.base + self.regions().packed_fp8 as u64
+    }
+
+    /// Device address of their scales: `hidden / 128` `f32` a row.
+    pub fn recv_scales_ptr(&self) -> u64 {
+        self.buffer.base + self.regions().packed_scales as u64
+    }
+
+    /// Local expert `expert`'s FP8 rows and their scales, copied to the host.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when the dispatch moved BF16 rows.
+    pub async fn recv_x_fp8(&self, expert: usize) -> Result<(Vec<u8>, Vec<f32>)> {
+        if !self.fp8 {
+            return Err(Error::InvalidArgument(
+                "this dispatch moved BF16 rows".into(),
+            ));
+        }
+        let (hidden, rows) = (self.buffer.config.hidden, self.recv_count[expert]);
+        let first = expert * self.rows_per_expert();
+        Ok((
+            self.copy_out(self.regions().packed_fp8 + first * hidden, rows * hidden)
+                .await?,
+            self.copy_out(
+                self.regions().packed_scales + first * (hidden / 128) * 4,
+                rows * (hidden / 128),
+            )
+            .await?,
+        ))
     }
 
     /// Local expert `expert`'s rows' source PEs and (token × top_k + slot)s, copied to the

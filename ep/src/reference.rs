@@ -156,10 +156,9 @@ pub fn combine(
         .collect())
 }
 
-/// What one local expert of a PE receives from a low-latency dispatch: its rows from each
-/// source PE in turn. Within one source the GPU's order is the order in which its warps took
-/// places, so [`low_latency_dispatch`] gives each source's rows ordered by `src_slot`, and
-/// a comparison sorts the GPU's the same way first.
+/// What one local expert of a PE receives from a low-latency dispatch, its rows ordered by
+/// (source PE, `src_slot`). The GPU's order is the order in which senders took places, so a
+/// comparison sorts the GPU's rows the same way first.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ExpertRows {
     /// Rows (`rows × hidden`).
@@ -168,8 +167,8 @@ pub struct ExpertRows {
     pub src_pe: Vec<i32>,
     /// Per row: its (token × top_k + slot) on the source PE.
     pub src_slot: Vec<i32>,
-    /// Per source PE: (first row, rows).
-    pub layout: Vec<(usize, usize)>,
+    /// Per source PE: rows from it.
+    pub rows_from: Vec<usize>,
 }
 
 /// What each local expert of each PE receives from a low-latency dispatch of `inputs`
@@ -193,7 +192,7 @@ pub fn low_latency_dispatch(
                     x: Vec::new(),
                     src_pe: Vec::new(),
                     src_slot: Vec::new(),
-                    layout: Vec::new(),
+                    rows_from: vec![0; n],
                 })
                 .collect()
         })
@@ -201,11 +200,6 @@ pub fn low_latency_dispatch(
     for (s, input) in inputs.iter().enumerate() {
         let layout = Layout::compute(input.topk_idx, top_k, num_experts, n)?;
         check_lengths(input, layout.tokens, hidden, top_k)?;
-        for pe_rows in out.iter_mut() {
-            for rows in pe_rows.iter_mut() {
-                rows.layout.push((rows.src_pe.len(), 0));
-            }
-        }
         for (p, &e) in input.topk_idx.iter().enumerate() {
             if e < 0 {
                 continue;
@@ -222,7 +216,7 @@ pub fn low_latency_dispatch(
                 .extend_from_slice(&input.x[t * hidden..(t + 1) * hidden]);
             rows.src_pe.push(s as i32);
             rows.src_slot.push(p as i32);
-            rows.layout[s].1 += 1;
+            rows.rows_from[s] += 1;
         }
     }
     Ok(out)
@@ -323,7 +317,7 @@ mod tests {
         // PE 0's expert 0: token 0 of PE 0 (slot 0), token 0 of PE 1 (slot 1).
         assert_eq!(got[0][0].src_pe, vec![0, 1]);
         assert_eq!(got[0][0].src_slot, vec![0, 1]);
-        assert_eq!(got[0][0].layout, vec![(0, 1), (1, 1)]);
+        assert_eq!(got[0][0].rows_from, vec![1, 1]);
         assert_eq!(got[0][0].x, [row(1.0, 2), row(3.0, 2)].concat());
         assert_eq!(got[0][1].src_slot, vec![2]);
         assert_eq!(got[1][1].src_pe, vec![1]);

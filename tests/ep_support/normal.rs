@@ -5,7 +5,7 @@
 #![allow(unsafe_code)]
 
 use ferroshmem::ep::reference::{self, Received};
-use ferroshmem::ep::{Bf16, Buffer, Dispatch, DispatchInput};
+use ferroshmem::ep::{Bf16, Buffer, Dispatch, DispatchInput, Rows};
 use ferroshmem::gpu::{CompileOptions, DeviceBuffer, GpuPe, LaunchDims};
 use ferroshmem::{Error, Pe, Result};
 
@@ -99,7 +99,7 @@ pub async fn dispatch_only(gpu: &GpuPe, buffer: &mut Buffer, input: &Input) -> R
     let topk_weights = upload(gpu, &input.topk_weights).await?;
     let d = buffer
         .dispatch(DispatchInput {
-            x: &x,
+            x: Rows::Bf16(&x),
             topk_idx: &topk_idx,
             topk_weights: &topk_weights,
             tokens: input.tokens,
@@ -142,7 +142,7 @@ pub async fn check_round(
     let topk_weights = upload(gpu, &mine.topk_weights).await?;
     let d = buffer
         .dispatch(DispatchInput {
-            x: &x,
+            x: Rows::Bf16(&x),
             topk_idx: &topk_idx,
             topk_weights: &topk_weights,
             tokens: mine.tokens,
