@@ -19,7 +19,7 @@
 
 use std::time::{Duration, Instant};
 
-use ferroshmem::ep::{Bf16, Buffer, Config, DispatchInput};
+use ferroshmem::ep::{Bf16, Buffer, Config, DispatchInput, Rows};
 use ferroshmem::gpu::{CompileOptions, DeviceBuffer, GpuModule, GpuPe, HostBuffer, LaunchDims};
 use ferroshmem::{Error, Result};
 use tokio::sync::mpsc;
@@ -154,7 +154,7 @@ impl MoeLayer {
         let topk_idx = upload(gpu, &batch.topk_idx).await?;
         let topk_weights = upload(gpu, &batch.topk_weights).await?;
         let input = DispatchInput {
-            x: &x,
+            x: Rows::Bf16(&x),
             topk_idx: &topk_idx,
             topk_weights: &topk_weights,
             tokens: TOKENS,

@@ -5,7 +5,8 @@
 //! device buffer, rows cast to FP8 on the way checked code for code against the host's cast,
 //! and every token's weighted combine checked exactly; refused inputs (an
 //! expert out of range, an expert named twice, too many tokens) failing every PE and leaving
-//! the buffer usable; calls out of order refused.
+//! the buffer usable; calls out of order refused, and a send dropped before its receive
+//! leaving the buffer unusable.
 //!
 //! Where no GPU exists each test says so and passes at once.
 
@@ -288,8 +289,9 @@ fn refused_low_latency_inputs_fail_every_pe_and_the_buffer_goes_on() {
 }
 
 #[test]
-fn low_latency_calls_out_of_order_or_mode_are_refused() {
-    let Some(_turn) = exclusive("low_latency_calls_out_of_order_or_mode_are_refused") else {
+fn low_latency_calls_out_of_order_or_mode_or_dropped_are_refused() {
+    let Some(_turn) = exclusive("low_latency_calls_out_of_order_or_mode_or_dropped_are_refused")
+    else {
         return;
     };
     job(2, |pe, gpu| async move {
@@ -335,6 +337,10 @@ fn low_latency_calls_out_of_order_or_mode_are_refused() {
             err.to_string().contains("awaiting its combine is None"),
             "{err}"
         );
+        // A send dropped before its receive leaves the buffer unusable, on every PE.
+        drop(buffer.low_latency_dispatch(ll_input)?);
+        let err = buffer.low_latency_dispatch(ll_input).unwrap_err();
+        assert!(matches!(err, Error::Desynchronized { .. }), "{err}");
         buffer.destroy().await
     });
 }

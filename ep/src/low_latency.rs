@@ -79,7 +79,8 @@ pub struct LowLatencyInput<'a> {
 /// waits for them (DeepEP's receive hook). Holds the buffer.
 #[derive(Debug)]
 pub struct LowLatencySend<'a> {
-    buffer: &'a mut Buffer,
+    /// Taken by [`LowLatencySend::receive`]; still here when the send is dropped unreceived.
+    buffer: Option<&'a mut Buffer>,
     refused: Option<Error>,
     tokens: usize,
     fp8: bool,
@@ -198,7 +199,7 @@ impl Buffer {
             return Err(self.broke(e));
         }
         Ok(LowLatencySend {
-            buffer: self,
+            buffer: Some(self),
             refused,
             tokens,
             fp8: input.fp8,
@@ -310,6 +311,18 @@ impl Buffer {
     }
 }
 
+impl Drop for LowLatencySend<'_> {
+    /// A send dropped before its receive leaves this PE's place counters and signals out of
+    /// step with the other PEs': the buffer is unusable from then on.
+    fn drop(&mut self) {
+        if let Some(buffer) = self.buffer.take() {
+            buffer.broke(Error::Desynchronized {
+                what: "this ep buffer (a low-latency send was dropped before its receive)",
+            });
+        }
+    }
+}
+
 impl<'a> LowLatencySend<'a> {
     /// Waits until every PE's rows for this PE's experts have arrived and packs them (the
     /// receive hook).
@@ -318,8 +331,8 @@ impl<'a> LowLatencySend<'a> {
     /// [`Error::InvalidArgument`] when this PE's input or another's was refused (naming
     /// it; nothing moved, the buffer stays usable); [`Error::PeerLost`] or
     /// [`Error::Timeout`] as for [`Buffer::dispatch`].
-    pub async fn receive(self) -> Result<LowLatencyDispatch<'a>> {
-        let buffer = self.buffer;
+    pub async fn receive(mut self) -> Result<LowLatencyDispatch<'a>> {
+        let buffer = self.buffer.take().expect("a send is received once");
         let regions = buffer.low_latency_regions()?;
         let n = buffer.gpu.n_pes();
         let local = buffer.config.local_experts(n);
@@ -358,7 +371,13 @@ impl<'a> LowLatencySend<'a> {
                 (false, false) => vec![0, 0, 0],
             })
             .collect();
-        check_statuses(&table, 3, mine, buffer.config.num_experts, self.refused)?;
+        check_statuses(
+            &table,
+            3,
+            mine,
+            buffer.config.num_experts,
+            self.refused.take(),
+        )?;
         state.awaiting_combine = Some(state.dispatches);
         let handle = LowLatencyHandle {
             tokens: self.tokens,

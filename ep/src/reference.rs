@@ -255,23 +255,31 @@ mod tests {
         vec![Bf16::from_f32(v); hidden]
     }
 
-    #[test]
-    fn rows_arrive_in_pe_then_token_order_and_combine_sums_them() {
-        // 2 PEs, 4 experts (PE 0: 0, 1; PE 1: 2, 3), top-2, hidden 2.
-        let x0 = [row(1.0, 2), row(2.0, 2)].concat();
-        let x1 = [row(3.0, 2)].concat();
-        let inputs = [
+    /// The rows of [`two_pes`]: PE 0's two tokens (1s, 2s), PE 1's one (3s).
+    fn two_pes_rows() -> (Vec<Bf16>, Vec<Bf16>) {
+        ([row(1.0, 2), row(2.0, 2)].concat(), row(3.0, 2))
+    }
+
+    /// 2 PEs, 4 experts (PE 0: 0, 1; PE 1: 2, 3), top-2, hidden 2.
+    fn two_pes<'a>(x0: &'a [Bf16], x1: &'a [Bf16]) -> [PeInput<'a>; 2] {
+        [
             PeInput {
-                x: &x0,
+                x: x0,
                 topk_idx: &[0, 2, 1, -1],
                 topk_weights: &[0.5, 0.25, 1.0, 0.0],
             },
             PeInput {
-                x: &x1,
+                x: x1,
                 topk_idx: &[3, 0],
                 topk_weights: &[0.75, 0.125],
             },
-        ];
+        ]
+    }
+
+    #[test]
+    fn rows_arrive_in_pe_then_token_order_and_combine_sums_them() {
+        let (x0, x1) = two_pes_rows();
+        let inputs = two_pes(&x0, &x1);
         let got = dispatch(&inputs, 2, 2, 4).unwrap();
         assert_eq!(got[0].src_pe, vec![0, 0, 1]);
         assert_eq!(got[0].src_idx, vec![0, 1, 0]);
@@ -298,21 +306,8 @@ mod tests {
 
     #[test]
     fn low_latency_rows_go_per_expert_by_source_and_come_back_weighted() {
-        // 2 PEs, 4 experts (PE 0: 0, 1; PE 1: 2, 3), top-2, hidden 2.
-        let x0 = [row(1.0, 2), row(2.0, 2)].concat();
-        let x1 = [row(3.0, 2)].concat();
-        let inputs = [
-            PeInput {
-                x: &x0,
-                topk_idx: &[0, 2, 1, -1],
-                topk_weights: &[0.5, 0.25, 1.0, 0.0],
-            },
-            PeInput {
-                x: &x1,
-                topk_idx: &[3, 0],
-                topk_weights: &[0.75, 0.125],
-            },
-        ];
+        let (x0, x1) = two_pes_rows();
+        let inputs = two_pes(&x0, &x1);
         let got = low_latency_dispatch(&inputs, 2, 2, 4).unwrap();
         // PE 0's expert 0: token 0 of PE 0 (slot 0), token 0 of PE 1 (slot 1).
         assert_eq!(got[0][0].src_pe, vec![0, 1]);
