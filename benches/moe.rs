@@ -31,6 +31,7 @@
 use std::time::{Duration, Instant};
 
 use ferroshmem::ep::{Bf16, Buffer, Config, DispatchInput, LowLatencyInput, Rows};
+use ferroshmem::gpu::cudarc::driver::{sys::CUevent_flags, CudaEvent, CudaStream};
 use ferroshmem::gpu::{DeviceBuffer, GpuPe, GpuSharing, HostBuffer};
 use ferroshmem::{Error, Pe, Result};
 
@@ -92,9 +93,8 @@ struct Figures {
     fp8_dispatch_s: f64,
     copy_s: f64,
     fp8_copy_s: f64,
-    ll_dispatch_s: f64,
-    ll_combine_s: f64,
-    ll_fp8_dispatch_s: f64,
+    ll: LowLatencyFigures,
+    ll_fp8: LowLatencyFigures,
     mps: bool,
 }
 
@@ -184,8 +184,8 @@ async fn bench(pe: Pe, args: Args) -> Result<Figures> {
     let fp8_copy = copy_engine_time(&pe, &gpu, fp8_bytes, args.iters).await?;
     buffer.destroy().await?;
     drop((x, out, fp8, scales));
-    let (ll_dispatch, ll_combine) = low_latency(&pe, &gpu, &args, false).await?;
-    let (ll_fp8_dispatch, _) = low_latency(&pe, &gpu, &args, true).await?;
+    let ll = low_latency(&pe, &gpu, &args, false).await?;
+    let ll_fp8 = low_latency(&pe, &gpu, &args, true).await?;
     Ok(Figures {
         received_bytes: bytes as f64,
         fp8_bytes: fp8_bytes as f64,
@@ -194,16 +194,15 @@ async fn bench(pe: Pe, args: Args) -> Result<Figures> {
         fp8_dispatch_s: fp8_dispatch,
         copy_s: copy,
         fp8_copy_s: fp8_copy,
-        ll_dispatch_s: ll_dispatch,
-        ll_combine_s: ll_combine,
-        ll_fp8_dispatch_s: ll_fp8_dispatch,
+        ll,
+        ll_fp8,
         mps,
     })
 }
 
 /// Seconds per low-latency dispatch (send and receive; `fp8`: casting rows to FP8) and combine
 /// of `ll_tokens` tokens, calls back to back (one host barrier before them all), each awaited.
-async fn low_latency(pe: &Pe, gpu: &GpuPe, args: &Args, fp8: bool) -> Result<(f64, f64)> {
+async fn low_latency(pe: &Pe, gpu: &GpuPe, args: &Args, fp8: bool) -> Result<LowLatencyFigures> {
     let tokens = args.ll_tokens;
     let config = Config {
         blocks: args.blocks,
@@ -224,27 +223,70 @@ async fn low_latency(pe: &Pe, gpu: &GpuPe, args: &Args, fp8: bool) -> Result<(f6
         topk_idx: &topk_idx,
         tokens,
     };
-    let (mut dispatch, mut combine) = (Duration::ZERO, Duration::ZERO);
+    let mut figures = LowLatencyFigures::default();
+    let events = [event(gpu)?, event(gpu)?, event(gpu)?, event(gpu)?];
     pe.barrier_all().await?;
     for i in 0..args.iters * 5 + 5 {
         let t0 = Instant::now();
-        let handle = buffer
-            .low_latency_dispatch(input)?
-            .receive()
-            .await?
-            .handle();
+        record(&events[0], buffer.stream())?;
+        let mut sent = buffer.low_latency_dispatch(input)?;
+        sent.queue_receive()?;
+        record(&events[1], sent.stream())?;
+        let handle = sent.receive().await?.handle();
         let t1 = Instant::now();
-        buffer
-            .low_latency_combine(&handle, None, (&topk_idx, &topk_weights), &mut out)
-            .await?;
+        record(&events[2], buffer.stream())?;
+        let combining = buffer.queue_low_latency_combine(
+            &handle,
+            None,
+            (&topk_idx, &topk_weights),
+            &mut out,
+        )?;
+        record(&events[3], combining.stream())?;
+        combining.finish().await?;
         if i >= 5 {
-            dispatch += t1 - t0;
-            combine += t1.elapsed();
+            figures.dispatch_s += (t1 - t0).as_secs_f64();
+            figures.combine_s += t1.elapsed().as_secs_f64();
+            figures.dispatch_stream_s += elapsed_s(&events[0], &events[1])?;
+            figures.combine_stream_s += elapsed_s(&events[2], &events[3])?;
         }
     }
     buffer.destroy().await?;
-    let per = |d: Duration| d.as_secs_f64() / (args.iters * 5) as f64;
-    Ok((per(dispatch), per(combine)))
+    let calls = (args.iters * 5) as f64;
+    Ok(LowLatencyFigures {
+        dispatch_s: figures.dispatch_s / calls,
+        combine_s: figures.combine_s / calls,
+        dispatch_stream_s: figures.dispatch_stream_s / calls,
+        combine_stream_s: figures.combine_stream_s / calls,
+    })
+}
+
+/// One PE's low-latency figures, seconds per call: awaited by the host, and between events
+/// on the stream around the queued kernels (no host wait).
+#[derive(Debug, Clone, Copy, Default)]
+struct LowLatencyFigures {
+    dispatch_s: f64,
+    combine_s: f64,
+    dispatch_stream_s: f64,
+    combine_stream_s: f64,
+}
+
+fn event(gpu: &GpuPe) -> Result<CudaEvent> {
+    gpu.context()
+        .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+        .map_err(|e| Error::cuda(format!("timing event: {e}")))
+}
+
+fn record(event: &CudaEvent, stream: &CudaStream) -> Result<()> {
+    event
+        .record(stream)
+        .map_err(|e| Error::cuda(format!("recording an event: {e}")))
+}
+
+/// Seconds between two recorded events whose stream has completed them.
+fn elapsed_s(a: &CudaEvent, b: &CudaEvent) -> Result<f64> {
+    a.elapsed_ms(b)
+        .map(|ms| f64::from(ms) / 1e3)
+        .map_err(|e| Error::cuda(format!("elapsed time: {e}")))
 }
 
 /// Seconds per dispatch and per in-place combine of `input` (each call started on every PE
@@ -340,32 +382,36 @@ fn report(args: &Args, figures: &[Figures]) {
     );
     println!("| DeepEP H800 (published, intranode 8 EP, NVLink) | dispatch 153 GB/s, combine 158 GB/s | |");
     println!("| DeepEP H800 (published, low latency 8 EP) | dispatch 77 µs, combine 114 µs | |");
+    let us = |f: fn(&Figures) -> f64| mean(f) * 1e6;
     println!(
-        "| low latency, {} tokens/PE: dispatch (send + receive hook), awaited | {:.1} µs | |",
+        "| low latency, {} tokens/PE, BF16: dispatch (send + receive hook) | awaited {:.1} µs, on the stream {:.1} µs | |",
         args.ll_tokens,
-        mean(|f| f.ll_dispatch_s) * 1e6
+        us(|f| f.ll.dispatch_s),
+        us(|f| f.ll.dispatch_stream_s)
     );
     println!(
-        "| low latency, {} tokens/PE: combine, awaited | {:.1} µs | |",
-        args.ll_tokens,
-        mean(|f| f.ll_combine_s) * 1e6
+        "| low latency: dispatch casting to FP8 | awaited {:.1} µs, on the stream {:.1} µs | |",
+        us(|f| f.ll_fp8.dispatch_s),
+        us(|f| f.ll_fp8.dispatch_stream_s)
     );
     println!(
-        "| low latency, {} tokens/PE: dispatch casting to FP8, awaited | {:.1} µs | |",
-        args.ll_tokens,
-        mean(|f| f.ll_fp8_dispatch_s) * 1e6
+        "| low latency: combine (BF16, weighted) | awaited {:.1} µs, on the stream {:.1} µs | |",
+        us(|f| f.ll.combine_s),
+        us(|f| f.ll.combine_stream_s)
+    );
+    println!("FIGURE ep_ll_dispatch_us {:.1} us", us(|f| f.ll.dispatch_s));
+    println!(
+        "FIGURE ep_ll_dispatch_stream_us {:.1} us",
+        us(|f| f.ll.dispatch_stream_s)
     );
     println!(
-        "FIGURE ep_ll_fp8_dispatch_us {:.1} us",
-        mean(|f| f.ll_fp8_dispatch_s) * 1e6
+        "FIGURE ep_ll_fp8_dispatch_stream_us {:.1} us",
+        us(|f| f.ll_fp8.dispatch_stream_s)
     );
+    println!("FIGURE ep_ll_combine_us {:.1} us", us(|f| f.ll.combine_s));
     println!(
-        "FIGURE ep_ll_dispatch_us {:.1} us",
-        mean(|f| f.ll_dispatch_s) * 1e6
-    );
-    println!(
-        "FIGURE ep_ll_combine_us {:.1} us",
-        mean(|f| f.ll_combine_s) * 1e6
+        "FIGURE ep_ll_combine_stream_us {:.1} us",
+        us(|f| f.ll.combine_stream_s)
     );
     println!("FIGURE ep_normal_dispatch_bw {dispatch_bw:.2} GB/s");
     println!("FIGURE ep_normal_combine_bw {combine_bw:.2} GB/s");

@@ -325,6 +325,18 @@ impl Buffer {
         self.words.load(OUTCOME) == 2
     }
 
+    /// Gives a call up that was dropped midway: the kernels are told to stop waiting, the
+    /// stream is waited for (blocking: the kernels may still use the call's memory), and
+    /// the buffer is unusable from then on.
+    pub(crate) fn give_up(&mut self, why: &'static str) {
+        tracing::warn!(pe = self.gpu.my_pe(), "ep buffer given up: {why}");
+        self.words.store(ABORT, 1);
+        let _ = self.stream.synchronize();
+        self.broken = Some(Error::Desynchronized {
+            what: "this ep buffer",
+        });
+    }
+
     /// Marks the buffer unusable after a call failed midway (its kernels partly queued).
     pub(crate) fn broke(&mut self, e: Error) -> Error {
         self.words.store(ABORT, 1);

@@ -61,4 +61,6 @@ pub use buffer::Buffer;
 pub use config::{Config, MAX_EXPERTS, MAX_PES, MAX_TOP_K};
 pub use dispatch::{Dispatch, DispatchInput, Handle, Rows};
 pub use layout::Layout;
-pub use low_latency::{LowLatencyDispatch, LowLatencyHandle, LowLatencyInput, LowLatencySend};
+pub use low_latency::{
+    LowLatencyCombining, LowLatencyDispatch, LowLatencyHandle, LowLatencyInput, LowLatencySend,
+};

@@ -11,6 +11,8 @@
 //! took places, and each row carries its source PE and (token × top_k + slot).
 //! [`LowLatencyDispatch::rows_from`] says how many rows each source sent each expert.
 
+use std::marker::PhantomData;
+
 use bytemuck::Pod;
 use ferroshmem_gpu::cudarc::driver::CudaStream;
 use ferroshmem_gpu::{DeviceBuffer, GpuPe, HostBuffer, LocalMem};
@@ -81,6 +83,9 @@ pub struct LowLatencyInput<'a> {
 pub struct LowLatencySend<'a> {
     /// Taken by [`LowLatencySend::receive`]; still here when the send is dropped unreceived.
     buffer: Option<&'a mut Buffer>,
+    /// The inputs the queued kernels read stay borrowed.
+    _input: PhantomData<LowLatencyInput<'a>>,
+    receive_queued: bool,
     refused: Option<Error>,
     tokens: usize,
     fp8: bool,
@@ -129,10 +134,10 @@ impl Buffer {
     /// still awaits its combine (nothing queued: a program error, the same on every PE);
     /// a refused input (too many tokens, short inputs; out-of-range or repeated experts
     /// found on the GPU) fails [`LowLatencySend::receive`] on every PE, moving nothing.
-    pub fn low_latency_dispatch(
-        &mut self,
-        input: LowLatencyInput<'_>,
-    ) -> Result<LowLatencySend<'_>> {
+    pub fn low_latency_dispatch<'a>(
+        &'a mut self,
+        input: LowLatencyInput<'a>,
+    ) -> Result<LowLatencySend<'a>> {
         self.usable()?;
         let regions = self.low_latency_regions()?;
         let k = self.config.top_k;
@@ -199,6 +204,8 @@ impl Buffer {
             return Err(self.broke(e));
         }
         Ok(LowLatencySend {
+            _input: PhantomData,
+            receive_queued: false,
             buffer: Some(self),
             refused,
             tokens,
@@ -223,6 +230,24 @@ impl Buffer {
         topk: (&DeviceBuffer<i64>, &DeviceBuffer<f32>),
         out: &mut DeviceBuffer<Bf16>,
     ) -> Result<()> {
+        self.queue_low_latency_combine(handle, y, topk, out)?
+            .finish()
+            .await
+    }
+
+    /// Queues [`Buffer::low_latency_combine`] on the buffer's stream and returns at once
+    /// (the on-stream form: kernels queued after it on the stream see `out`).
+    ///
+    /// # Errors
+    /// As [`Buffer::low_latency_combine`], the refusals at
+    /// [`finish`](LowLatencyCombining::finish).
+    pub fn queue_low_latency_combine<'a>(
+        &'a mut self,
+        handle: &LowLatencyHandle,
+        y: Option<&'a DeviceBuffer<Bf16>>,
+        topk: (&'a DeviceBuffer<i64>, &'a DeviceBuffer<f32>),
+        out: &'a mut DeviceBuffer<Bf16>,
+    ) -> Result<LowLatencyCombining<'a>> {
         self.usable()?;
         let regions = self.low_latency_regions()?;
         let refused = self.check_low_latency_combine(handle, y, topk, out).err();
@@ -263,14 +288,11 @@ impl Buffer {
         {
             return Err(self.broke(e));
         }
-        self.finish("ep low-latency combine").await?;
-        match (refused, self.some_input_refused()) {
-            (Some(e), _) => Err(e),
-            (None, true) => Err(Error::InvalidArgument(
-                "another PE refused its input for this low-latency combine".into(),
-            )),
-            (None, false) => Ok(()),
-        }
+        Ok(LowLatencyCombining {
+            buffer: Some(self),
+            refused,
+            _uses: PhantomData,
+        })
     }
 
     fn check_low_latency_combine(
@@ -313,29 +335,75 @@ impl Buffer {
 
 impl Drop for LowLatencySend<'_> {
     /// A send dropped before its receive leaves this PE's place counters and signals out of
-    /// step with the other PEs': the buffer is unusable from then on.
+    /// step with the other PEs': the buffer is unusable from then on (after its stream has
+    /// stopped reading the inputs).
     fn drop(&mut self) {
         if let Some(buffer) = self.buffer.take() {
-            buffer.broke(Error::Desynchronized {
-                what: "this ep buffer (a low-latency send was dropped before its receive)",
-            });
+            buffer.give_up("a low-latency send was dropped before its receive");
+        }
+    }
+}
+
+/// A low-latency combine queued on the buffer's stream
+/// ([`Buffer::queue_low_latency_combine`]): work queued on [`LowLatencyCombining::stream`]
+/// after it sees the combined tokens; [`finish`](LowLatencyCombining::finish) waits for it and
+/// reports refusals. Dropping it unfinished waits for the stream and leaves the buffer
+/// unusable.
+#[derive(Debug)]
+pub struct LowLatencyCombining<'a> {
+    buffer: Option<&'a mut Buffer>,
+    refused: Option<Error>,
+    /// The inputs and output the queued kernels use stay borrowed.
+    _uses: PhantomData<(&'a DeviceBuffer<Bf16>, &'a mut DeviceBuffer<Bf16>)>,
+}
+
+impl LowLatencyCombining<'_> {
+    /// The buffer's stream, where the combine is queued.
+    pub fn stream(&self) -> &std::sync::Arc<CudaStream> {
+        self.buffer.as_ref().expect("a pending combine").stream()
+    }
+
+    /// Waits for the combine (as [`Buffer::low_latency_combine`]).
+    ///
+    /// # Errors
+    /// As [`Buffer::low_latency_combine`].
+    pub async fn finish(mut self) -> Result<()> {
+        let buffer = self.buffer.take().expect("a combine is finished once");
+        buffer.finish("ep low-latency combine").await?;
+        match (self.refused.take(), buffer.some_input_refused()) {
+            (Some(e), _) => Err(e),
+            (None, true) => Err(Error::InvalidArgument(
+                "another PE refused its input for this low-latency combine".into(),
+            )),
+            (None, false) => Ok(()),
+        }
+    }
+}
+
+impl Drop for LowLatencyCombining<'_> {
+    fn drop(&mut self) {
+        if let Some(buffer) = self.buffer.take() {
+            buffer.give_up("a low-latency combine was dropped before it finished");
         }
     }
 }
 
 impl<'a> LowLatencySend<'a> {
-    /// Waits until every PE's rows for this PE's experts have arrived and packs them (the
-    /// receive hook).
+    /// Queues the receive hook on the buffer's stream without waiting (the on-stream form):
+    /// work queued after it on [`LowLatencySend::stream`] sees the packed rows, and the rows
+    /// per local expert at [`LowLatencySend::recv_count_ptr`]. [`LowLatencySend::receive`]
+    /// then only waits. Queues once; later calls do nothing.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] when this PE's input or another's was refused (naming
-    /// it; nothing moved, the buffer stays usable); [`Error::PeerLost`] or
-    /// [`Error::Timeout`] as for [`Buffer::dispatch`].
-    pub async fn receive(mut self) -> Result<LowLatencyDispatch<'a>> {
-        let buffer = self.buffer.take().expect("a send is received once");
+    /// A driver error queuing the kernel (the buffer is unusable after).
+    pub fn queue_receive(&mut self) -> Result<()> {
+        let buffer = self.buffer.as_mut().expect("a send not yet received");
+        if self.receive_queued {
+            return Ok(());
+        }
+        self.receive_queued = true;
         let regions = buffer.low_latency_regions()?;
-        let n = buffer.gpu.n_pes();
-        let local = buffer.config.local_experts(n);
+        let local = buffer.config.local_experts(buffer.gpu.n_pes());
         let at = |offset: usize| buffer.base + offset as u64;
         let state = buffer
             .low_latency
@@ -349,12 +417,40 @@ impl<'a> LowLatencySend<'a> {
             recv_count: state.scratch.device_ptr() + 4 * (buffer.config.num_experts as u64 + 1),
             counts_out: state.counts_out.addr(),
         };
-        if let Err(e) = buffer
+        buffer
             .kernels
             .low_latency_receive(&buffer.stream, &args, &buffer.places())
-        {
-            return Err(buffer.broke(e));
-        }
+            .map_err(|e| buffer.broke(e))
+    }
+
+    /// The buffer's stream, where the send (and the queued receive) run.
+    pub fn stream(&self) -> &std::sync::Arc<CudaStream> {
+        self.buffer
+            .as_ref()
+            .expect("a send not yet received")
+            .stream()
+    }
+
+    /// Device address of the rows per local expert (`i32`), valid for work queued on the
+    /// stream after [`LowLatencySend::queue_receive`] (DeepEP's `packed_recv_count`).
+    pub fn recv_count_ptr(&self) -> u64 {
+        let buffer = self.buffer.as_ref().expect("a send not yet received");
+        let state = buffer.low_latency.as_ref().expect("a low-latency buffer");
+        state.scratch.device_ptr() + 4 * (buffer.config.num_experts as u64 + 1)
+    }
+
+    /// Waits until every PE's rows for this PE's experts have arrived and packs them (the
+    /// receive hook).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when this PE's input or another's was refused (naming
+    /// it; nothing moved, the buffer stays usable); [`Error::PeerLost`] or
+    /// [`Error::Timeout`] as for [`Buffer::dispatch`].
+    pub async fn receive(mut self) -> Result<LowLatencyDispatch<'a>> {
+        self.queue_receive()?;
+        let buffer = self.buffer.take().expect("a send is received once");
+        let n = buffer.gpu.n_pes();
+        let local = buffer.config.local_experts(n);
         buffer.finish("ep low-latency dispatch").await?;
         let state = buffer
             .low_latency
