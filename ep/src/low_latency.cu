@@ -233,22 +233,26 @@ extern "C" __global__ void ep_ll_wait_back(const fsh_u64* signals, fsh_u64 call,
 }
 
 // Sums each token's rows weighted by its top-k weights, in f32 in slot order, rounded to
-// bf16 (a warp a token), unless `refused`.
+// bf16, unless `refused`. A warp takes 32 pieces of one token at a time, so that the few
+// tokens of a low-latency call still spread over every warp of the grid.
 extern "C" __global__ void ep_ll_reduce(const ep_v4* back, const long long* topk, const float* weights, int tokens,
                                         int hidden, int k, const int* refused, ep_v4* out) {
     if (*refused) return;
     int lane = threadIdx.x & 31, warps = blockDim.x >> 5, pieces = hidden / 8;
-    for (long long t = (long long)blockIdx.x * warps + (threadIdx.x >> 5); t < tokens; t += (long long)gridDim.x * warps) {
-        for (int i = lane; i < pieces; i += 32) {
+    long long chunks = (pieces + 31) / 32, work = (long long)tokens * chunks;
+    for (long long w = (long long)blockIdx.x * warps + (threadIdx.x >> 5); w < work; w += (long long)gridDim.x * warps) {
+        long long t = w / chunks;
+        int i = (int)(w % chunks) * 32 + lane;
+        if (i < pieces) {
             float a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
             for (int j = 0; j < k; ++j) {
                 if (topk[t * k + j] < 0) continue;
-                float w = weights[t * k + j];
+                float weight = weights[t * k + j];
                 ep_v4 v = back[(t * k + j) * pieces + i];
-                a[0] = __fadd_rn(a[0], __fmul_rn(w, ep_lo(v.x))); a[1] = __fadd_rn(a[1], __fmul_rn(w, ep_hi(v.x)));
-                a[2] = __fadd_rn(a[2], __fmul_rn(w, ep_lo(v.y))); a[3] = __fadd_rn(a[3], __fmul_rn(w, ep_hi(v.y)));
-                a[4] = __fadd_rn(a[4], __fmul_rn(w, ep_lo(v.z))); a[5] = __fadd_rn(a[5], __fmul_rn(w, ep_hi(v.z)));
-                a[6] = __fadd_rn(a[6], __fmul_rn(w, ep_lo(v.w))); a[7] = __fadd_rn(a[7], __fmul_rn(w, ep_hi(v.w)));
+                a[0] = __fadd_rn(a[0], __fmul_rn(weight, ep_lo(v.x))); a[1] = __fadd_rn(a[1], __fmul_rn(weight, ep_hi(v.x)));
+                a[2] = __fadd_rn(a[2], __fmul_rn(weight, ep_lo(v.y))); a[3] = __fadd_rn(a[3], __fmul_rn(weight, ep_hi(v.y)));
+                a[4] = __fadd_rn(a[4], __fmul_rn(weight, ep_lo(v.z))); a[5] = __fadd_rn(a[5], __fmul_rn(weight, ep_hi(v.z)));
+                a[6] = __fadd_rn(a[6], __fmul_rn(weight, ep_lo(v.w))); a[7] = __fadd_rn(a[7], __fmul_rn(weight, ep_hi(v.w)));
             }
             out[t * pieces + i] = ep_pack4(a);
         }
