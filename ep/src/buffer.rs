@@ -345,6 +345,17 @@ impl Buffer {
     }
 }
 
+impl Drop for Buffer {
+    /// Makes the buffer's kernels stop waiting and waits for its stream, so that nothing
+    /// still runs on the scratch and pinned memory freed next. The symmetric region is freed
+    /// only by the collective [`Buffer::destroy`]; without it, it stays allocated for the
+    /// life of the PE.
+    fn drop(&mut self) {
+        self.words.store(ABORT, 1);
+        let _ = self.stream.synchronize();
+    }
+}
+
 /// Gives a call up when its future is dropped before it finished: the kernels are told to
 /// stop waiting, and the drop waits for the stream.
 struct Abandon<'a> {
