@@ -37,9 +37,15 @@
 //!
 //! # What is not here yet
 //!
-//! FP8 in the low-latency mode (normal-mode dispatch moves FP8 rows with their scales as
-//! given, DeepEP's `(x_fp8, x_scales)`), on-stream (CUDA-graph capturable) forms, and PEs on other nodes (the
-//! network path): a team spanning nodes is refused when the buffer is created.
+//! CUDA-graph capture of the on-stream forms (each call's number is a kernel argument, so a
+//! replay would wait for a call that never comes), and PEs on other nodes (the network
+//! path): a team spanning nodes is refused when the buffer is created.
+//!
+//! # FP8
+//!
+//! Normal-mode dispatch moves FP8 rows with their scales as given ([`Rows::Fp8`], DeepEP's
+//! `(x_fp8, x_scales)`); the low-latency dispatch casts BF16 rows to FP8 on the way
+//! ([`LowLatencyInput::fp8`]; [`fp8`] is the host's reference of the cast).
 //!
 //! [`Error::InvalidArgument`]: ferroshmem_runtime::Error::InvalidArgument
 //! [`Error::PeerLost`]: ferroshmem_runtime::Error::PeerLost
