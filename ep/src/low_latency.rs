@@ -497,8 +497,22 @@ impl LowLatencyDispatch<'_> {
 
     /// Rows local expert `expert` received from PE `source` (they lie among its packed rows
     /// in the order senders took places; [`LowLatencyDispatch::recv_src`] names each row's).
-    pub fn rows_from(&self, expert: usize, source: usize) -> usize {
-        self.rows_from[expert * self.buffer.gpu.n_pes() + source]
+    /// `None` for an expert or PE out of range.
+    pub fn rows_from(&self, expert: usize, source: usize) -> Option<usize> {
+        let n = self.buffer.gpu.n_pes();
+        (source < n)
+            .then(|| self.rows_from.get(expert * n + source).copied())
+            .flatten()
+    }
+
+    /// Rows local expert `expert` received, or an error naming the experts there are.
+    fn rows_of(&self, expert: usize) -> Result<usize> {
+        self.recv_count.get(expert).copied().ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "local expert {expert}, but this PE has {}",
+                self.recv_count.len()
+            ))
+        })
     }
 
     /// Device address of the packed rows: `L × (n·T)` rows of `hidden` [`Bf16`], local
@@ -516,7 +530,8 @@ impl LowLatencyDispatch<'_> {
     /// Local expert `expert`'s rows, copied to the host.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] when the dispatch cast them to FP8.
+    /// [`Error::InvalidArgument`] when the dispatch cast them to FP8, or for an expert out
+    /// of range.
     pub async fn recv_x(&self, expert: usize) -> Result<Vec<Bf16>> {
         if self.fp8 {
             return Err(Error::InvalidArgument(
@@ -524,12 +539,10 @@ impl LowLatencyDispatch<'_> {
             ));
         }
         let hidden = self.buffer.config.hidden;
+        let rows = self.rows_of(expert)?;
         let first = expert * self.rows_per_expert() * hidden * 2;
-        self.copy_out(
-            self.regions().packed + first,
-            self.recv_count[expert] * hidden,
-        )
-        .await
+        self.copy_out(self.regions().packed + first, rows * hidden)
+            .await
     }
 
     /// Whether the rows were cast to FP8 ([`LowLatencyDispatch::recv_x_fp8`]).
@@ -551,14 +564,15 @@ impl LowLatencyDispatch<'_> {
     /// Local expert `expert`'s FP8 rows and their scales, copied to the host.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] when the dispatch moved BF16 rows.
+    /// [`Error::InvalidArgument`] when the dispatch moved BF16 rows, or for an expert out of
+    /// range.
     pub async fn recv_x_fp8(&self, expert: usize) -> Result<(Vec<u8>, Vec<f32>)> {
         if !self.fp8 {
             return Err(Error::InvalidArgument(
                 "this dispatch moved BF16 rows".into(),
             ));
         }
-        let (hidden, rows) = (self.buffer.config.hidden, self.recv_count[expert]);
+        let (hidden, rows) = (self.buffer.config.hidden, self.rows_of(expert)?);
         let first = expert * self.rows_per_expert();
         Ok((
             self.copy_out(self.regions().packed_fp8 + first * hidden, rows * hidden)
@@ -573,9 +587,12 @@ impl LowLatencyDispatch<'_> {
 
     /// Local expert `expert`'s rows' source PEs and (token × top_k + slot)s, copied to the
     /// host.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an expert out of range.
     pub async fn recv_src(&self, expert: usize) -> Result<(Vec<i32>, Vec<i32>)> {
+        let count = self.rows_of(expert)?;
         let first = expert * self.rows_per_expert() * 4;
-        let count = self.recv_count[expert];
         Ok((
             self.copy_out(self.regions().packed_pe + first, count)
                 .await?,
