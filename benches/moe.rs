@@ -452,7 +452,7 @@ fn main() -> std::process::ExitCode {
         let ll = Config::low_latency(args.ll_tokens, args.hidden, args.top_k, args.experts);
         let need = [config, ll]
             .iter()
-            .map(|c| Buffer::bytes_needed(c, args.pes).unwrap_or(1 << 30))
+            .map(|c| Buffer::bytes_needed(c, args.pes, false).unwrap_or(1 << 30))
             .max()
             .unwrap_or(1 << 30);
         std::env::set_var(

@@ -14,10 +14,9 @@ mod normal;
 use std::time::{Duration, Instant};
 
 use ep_support::{exclusive, job, upload, Routing, Shape};
-use ferroshmem::ep::reference;
-use ferroshmem::ep::{Buffer, Config, DispatchInput, Layout, Rows};
+use ferroshmem::ep::{Buffer, Config, Layout};
 use ferroshmem::Error;
-use normal::{check_round, dispatch_only};
+use normal::{check_fp8_round, check_round, dispatch_only};
 
 #[test]
 fn the_gpu_layout_is_the_hosts() {
@@ -173,57 +172,7 @@ fn fp8_rows_arrive_with_their_scales() {
     job(4, |pe, gpu| async move {
         let shape = Shape::small(pe.n_pes());
         let mut buffer = Buffer::new(&gpu, shape.config()).await?;
-        let scales_per_row = shape.hidden / 128;
-        // Each PE's FP8 bytes and scales name their PE, token and place.
-        let fp8_of = |p: usize, tokens: usize| -> (Vec<u8>, Vec<f32>) {
-            let bytes = (0..tokens * shape.hidden)
-                .map(|i| (i * 7 + p * 31) as u8)
-                .collect();
-            let scales = (0..tokens * scales_per_row)
-                .map(|i| (p * 100_000 + i) as f32)
-                .collect();
-            (bytes, scales)
-        };
-        let inputs: Vec<_> = (0..shape.n)
-            .map(|p| shape.input(p, Routing::Random, 50))
-            .collect();
-        let as_pe: Vec<_> = inputs.iter().map(|i| i.as_pe_input()).collect();
-        let want =
-            &reference::dispatch(&as_pe, shape.hidden, shape.top_k, shape.experts)?[pe.my_pe()];
-        let mine = &inputs[pe.my_pe()];
-        let (bytes, scales) = fp8_of(pe.my_pe(), mine.tokens);
-        let (x, s) = (upload(&gpu, &bytes).await?, upload(&gpu, &scales).await?);
-        let (idx, w) = (
-            upload(&gpu, &mine.topk_idx).await?,
-            upload(&gpu, &mine.topk_weights).await?,
-        );
-        let input = DispatchInput {
-            x: Rows::Fp8 { x: &x, scales: &s },
-            topk_idx: &idx,
-            topk_weights: &w,
-            tokens: mine.tokens,
-        };
-        let d = buffer.dispatch(input).await?;
-        assert!(d.is_fp8() && d.recv_x().await.is_err());
-        let (got, got_scales) = d.recv_x_fp8().await?;
-        assert_eq!(d.received(), want.rows());
-        for i in 0..want.rows() {
-            let (src, t) = (want.src_pe[i], want.src_idx[i] as usize);
-            let (their_bytes, their_scales) = fp8_of(src, inputs[src].tokens);
-            let h = shape.hidden;
-            assert_eq!(
-                got[i * h..(i + 1) * h],
-                their_bytes[t * h..(t + 1) * h],
-                "row {i}"
-            );
-            let k = scales_per_row;
-            assert_eq!(
-                got_scales[i * k..(i + 1) * k],
-                their_scales[t * k..(t + 1) * k]
-            );
-        }
-        assert_eq!(d.recv_topk_idx().await?, want.topk_idx);
-        drop(d);
+        check_fp8_round(&gpu, &mut buffer, &shape).await?;
         buffer.destroy().await
     });
 }

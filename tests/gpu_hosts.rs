@@ -11,42 +11,15 @@
 //!
 //! Skipped, saying why, without a GPU or without root (namespaces).
 
+mod common;
 mod gpu_scenarios;
 mod net_scenarios;
 
-use std::path::PathBuf;
+use common::uts_hosts::{self, cannot_run};
+
 use std::time::Instant;
 
 const SCENARIO: &str = "FSH_GPU_HOSTS_SCENARIO";
-
-/// Why this machine cannot run these tests, if it cannot.
-fn cannot_run() -> Option<String> {
-    if let Err(e) = ferroshmem::gpu::detect() {
-        return Some(e.to_string());
-    }
-    // Namespaces need root.
-    let root = std::process::Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
-    (!root).then(|| "not root: UTS namespaces cannot be made".to_string())
-}
-
-fn launcher() -> PathBuf {
-    std::env::var_os("FERROSHMEM_LAUNCHER")
-        .map(Into::into)
-        .unwrap_or_else(|| env!("CARGO_BIN_EXE_ferroshmem").into())
-}
-
-/// The remote-shell agent that makes UTS "hosts" (from the working tree where the tests run,
-/// else from the sources).
-fn uts_rsh() -> PathBuf {
-    let here = PathBuf::from("scripts/uts-rsh");
-    if here.exists() {
-        return here.canonicalize().unwrap_or(here);
-    }
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/uts-rsh"))
-}
 
 /// Runs the device scenarios as a job placed by `hosts` (`--hosts` syntax) of `n` PEs.
 fn hosts_job(test: &str, hosts: &str, n: usize) {
@@ -83,40 +56,12 @@ fn hosts_job_of(test: &str, hosts: &str, n: usize, scenarios: &[&str]) {
 /// Runs the PE entry over UTS hosts with the launcher's `placement` arguments; returns what
 /// the job printed, once its exit status was as `succeed` says.
 fn run_job(placement: &[&str], scenarios: &[&str], succeed: bool) -> String {
-    let started = Instant::now();
-    let out = std::process::Command::new(launcher())
-        .arg("run")
-        .args(placement)
-        .args(["--root-address", "127.0.0.1", "--timeout", "240s"])
-        .arg("--rsh")
-        .arg(uts_rsh())
-        .arg("--")
-        .arg(std::env::current_exe().unwrap())
-        .args([
-            "gpu_hosts_pe_entry",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(SCENARIO, scenarios.join(","))
-        .env("FERROSHMEM_SYMMETRIC_SIZE", "256M")
-        .env("FERROSHMEM_FABRIC_ADDRESS", "127.0.0.1")
-        .output()
-        .expect("the ferroshmem launcher starts");
-    let text = format!(
-        "--- stdout\n{}\n--- stderr\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    eprintln!("{text}");
-    assert_eq!(
-        out.status.success(),
+    uts_hosts::run_job(
+        "gpu_hosts_pe_entry",
+        placement,
+        (SCENARIO, &scenarios.join(",")),
         succeed,
-        "the GPU job across hosts {placement:?} ended {:?} in {:?}",
-        out.status,
-        started.elapsed()
-    );
-    text
+    )
 }
 
 #[test]

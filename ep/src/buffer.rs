@@ -12,7 +12,7 @@ use ferroshmem_gpu::{DeviceBuffer, GpuBuffer, GpuPe, GpuSharing, HostBuffer, Hos
 use ferroshmem_runtime::{Error, Result};
 
 use crate::config::{Config, Regions, ROW_HEAD};
-use crate::kernels::{Kernels, Places};
+use crate::kernels::{Kernels, Places, Staging};
 use crate::layout::{bad_expert, Layout};
 use crate::low_latency::LowLatencyState;
 
@@ -66,12 +66,7 @@ impl Buffer {
     pub async fn new(gpu: &GpuPe, config: Config) -> Result<Buffer> {
         let n = gpu.n_pes();
         config.check(n)?;
-        if gpu.spans_nodes() {
-            return Err(Error::InvalidArgument(
-                "ep buffers need every PE's GPU heap mapped, and this job spans nodes".into(),
-            ));
-        }
-        let regions = Regions::new(&config, n)?;
+        let regions = Regions::new(&config, n, gpu.spans_nodes())?;
         let blocks = config.blocks.unwrap_or_else(|| default_blocks(gpu));
         let compiling = gpu.clone();
         let kernels = tokio::task::spawn_blocking(move || Kernels::load(&compiling, blocks))
@@ -113,13 +108,15 @@ impl Buffer {
         })
     }
 
-    /// Bytes of the symmetric GPU heap a buffer of `config` needs on a team of `n_pes`.
+    /// Bytes of the symmetric GPU heap a buffer of `config` needs on a team of `n_pes`, on
+    /// one node or (`spans_nodes`) across nodes, where transfers to other nodes are staged
+    /// in the heap too ([`GpuPe::spans_nodes`] says which).
     ///
     /// # Errors
     /// As [`Config::check`].
-    pub fn bytes_needed(config: &Config, n_pes: usize) -> Result<usize> {
+    pub fn bytes_needed(config: &Config, n_pes: usize, spans_nodes: bool) -> Result<usize> {
         config.check(n_pes)?;
-        Ok(Regions::new(config, n_pes)?.bytes + 256)
+        Ok(Regions::new(config, n_pes, spans_nodes)?.bytes + 256)
     }
 
     /// The configuration.
@@ -260,6 +257,23 @@ impl Buffer {
             blocks_done: self.blocks_done.device_ptr(),
             abort: self.words.addr(ABORT),
             outcome: self.words.addr(OUTCOME),
+            staging: self.staging(),
+        }
+    }
+
+    /// The network path's staging addresses (all 0 on one node).
+    fn staging(&self) -> Staging {
+        let Some(net) = self.regions.network else {
+            return Staging::default();
+        };
+        let at = |offset: usize| self.base + offset as u64;
+        Staging {
+            exchange_row: at(net.exchange_row),
+            rows: at(net.rows),
+            meta: at(net.meta),
+            fetched: at(net.fetched),
+            fetch_rows: self.config.top_k.min(self.gpu.n_pes()) as i32,
+            pairs: net.pairs.map_or(0, at),
         }
     }
 

@@ -107,7 +107,7 @@ impl Config {
         if self.blocks == Some(0) {
             return bad("0 blocks".into());
         }
-        Regions::new(self, n_pes).map(|_| ())
+        Regions::new(self, n_pes, false).map(|_| ())
     }
 }
 
@@ -136,6 +136,8 @@ pub(crate) struct Regions {
     pub recv_topk_weights: usize,
     /// The low-latency mode's parts, if the buffer serves it.
     pub low_latency: Option<LowLatencyRegions>,
+    /// Where transfers to and from other nodes are staged, if the job spans nodes.
+    pub network: Option<NetworkRegions>,
     /// Bytes in all.
     pub bytes: usize,
     /// `i32` words in one row of the dispatch table: head, tokens to each PE, tokens to
@@ -168,6 +170,63 @@ pub(crate) struct LowLatencyRegions {
 }
 
 /// Counter indices within [`Regions::counters`].
+/// Blocks of the low-latency send's grid where the job spans nodes. Its warps wait for
+/// fetch-adds on the receivers' place counters; under the `cpu` NIC handler the receiver
+/// performs each with a kernel of its own, which needs a free multiprocessor: a full-width
+/// send grid on every PE sharing a GPU would leave none, and wait forever.
+pub(crate) const NETWORK_SEND_BLOCKS: u32 = 8;
+
+/// Warps of the normal-mode combine's grid where the job spans nodes: each has a staging
+/// slot of `min(top_k, n)` rows for the rows it fetches from other nodes.
+pub(crate) const NETWORK_COMBINE_WARPS: usize = 128;
+
+/// Byte offsets of the network path's staging parts (a job that spans nodes): a put to
+/// another node reads its source, and a get writes its destination, through this PE's
+/// symmetric heap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct NetworkRegions {
+    /// The exchange's row (`dispatch_width` `i32`).
+    pub exchange_row: usize,
+    /// A record per token: its row (BF16, or FP8 with its scales after it), 16-byte aligned.
+    pub rows: usize,
+    /// `top_k` records per token: its local top-k (`i64`) then weights (`f32`) for one receiver.
+    pub meta: usize,
+    /// The combine's fetched rows: [`NETWORK_COMBINE_WARPS`] × `min(top_k, n)` BF16 rows.
+    pub fetched: usize,
+    /// Low-latency mode: a BF16 row (or its FP8 cast and scales) per (token, slot) pair.
+    pub pairs: Option<usize>,
+}
+
+impl NetworkRegions {
+    /// Lays the staging parts out with `part` (which returns each part's offset).
+    fn new(
+        config: &Config,
+        n: usize,
+        dispatch_width: usize,
+        part: &mut impl FnMut(Option<usize>) -> Result<usize>,
+    ) -> Result<NetworkRegions> {
+        let row_bytes = config.hidden.checked_mul(2);
+        let record = row_bytes
+            .and_then(|b| b.checked_add(config.hidden / 128 * 4))
+            .and_then(|b| b.checked_next_multiple_of(16));
+        let meta = (config.top_k * 12).next_multiple_of(16);
+        let pairs = config.max_tokens.checked_mul(config.top_k);
+        let fetch_rows = NETWORK_COMBINE_WARPS * config.top_k.min(n);
+        Ok(NetworkRegions {
+            exchange_row: part(dispatch_width.checked_mul(4))?,
+            rows: part(record.and_then(|r| r.checked_mul(config.max_tokens)))?,
+            meta: part(pairs.and_then(|p| p.checked_mul(meta)))?,
+            fetched: part(row_bytes.and_then(|b| b.checked_mul(fetch_rows)))?,
+            pairs: match config.low_latency {
+                true => Some(part(
+                    pairs.zip(row_bytes).and_then(|(p, b)| p.checked_mul(b)),
+                )?),
+                false => None,
+            },
+        })
+    }
+}
+
 pub(crate) mod counter {
     /// Rows of the dispatch table arrived.
     pub const NOTIFIED: usize = 0;
@@ -181,7 +240,7 @@ pub(crate) mod counter {
 
 impl Regions {
     /// Lays the region out for `config` on a team of `n` PEs.
-    pub fn new(config: &Config, n: usize) -> Result<Regions> {
+    pub fn new(config: &Config, n: usize, spans_nodes: bool) -> Result<Regions> {
         let overflow = || Error::InvalidArgument("ep buffer: its size overflows".into());
         let rows = n.checked_mul(config.max_tokens).ok_or_else(overflow)?;
         let dispatch_width = ROW_HEAD + n + config.num_experts;
@@ -231,8 +290,13 @@ impl Regions {
                 })
             }
         };
+        let network = match spans_nodes {
+            true => Some(NetworkRegions::new(config, n, dispatch_width, &mut part)?),
+            false => None,
+        };
         Ok(Regions {
             low_latency,
+            network,
             counter_bytes: dispatch_table - counters,
             counters,
             dispatch_table,
@@ -256,13 +320,32 @@ mod tests {
     fn deepseek_shapes_are_accepted_and_sized() {
         let c = Config::new(4096, 7168, 8, 256);
         c.check(8).unwrap();
-        let r = Regions::new(&c, 8).unwrap();
+        let r = Regions::new(&c, 8, false).unwrap();
         assert_eq!(r.dispatch_width, 3 + 8 + 256);
         // 8 × 4096 rows of 7168 bf16 dominate: 448 MiB, and 7 MiB of FP8 scales among the rest.
         assert!(r.bytes > 8 * 4096 * 7168 * 2 && r.bytes < 8 * 4096 * 7168 * 2 + (16 << 20));
         for part in [r.counters, r.dispatch_table, r.recv_x, r.recv_topk_idx] {
             assert_eq!(part % 256, 0);
         }
+    }
+
+    #[test]
+    fn a_job_across_nodes_gets_staging_after_the_rest() {
+        let c = Config::new(4096, 7168, 8, 256);
+        let one_node = Regions::new(&c, 8, false).unwrap();
+        let r = Regions::new(&c, 8, true).unwrap();
+        let net = r.network.unwrap();
+        assert!(one_node.network.is_none());
+        assert_eq!(net.exchange_row, one_node.bytes);
+        // A record per token (row and scales), 8 metadata records per token, 128 warps × 8
+        // fetched rows; no low-latency pairs on a normal buffer.
+        assert_eq!(net.meta - net.rows, 4096 * (7168 * 2 + 56 * 4));
+        assert_eq!(net.fetched - net.meta, 4096 * 8 * 96);
+        assert_eq!(r.bytes - net.fetched, 128 * 8 * 7168 * 2);
+        assert!(net.pairs.is_none());
+        let ll = Config::low_latency(128, 7168, 8, 256);
+        let pairs = Regions::new(&ll, 8, true).unwrap().network.unwrap().pairs;
+        assert!(pairs.is_some_and(|p| p % 256 == 0));
     }
 
     #[test]

@@ -10,8 +10,17 @@
 //
 // Every wait gives up when the host writes a non-zero abort word (pinned host memory), and
 // then says so in the call's outcome word.
+//
+// A PE on another node (compiled in where the job spans nodes: FSH_NETWORK) has no mapping:
+// fsh_ptr is null for it. What goes there is staged in this PE's symmetric heap (the network
+// part of the region) and put with the device library's network path; what comes from there
+// is fetched into a per-warp staging slot. Each block completes its transfers (fsh_quiet)
+// before it counts itself done, so the signals that follow find the data in place.
 
 #define EP_MAX_PES 64
+// Threads of a block of the row-moving kernels (kernels.rs launches them so): the network
+// path's functions need the register cap this gives.
+#define EP_ROW_THREADS 512
 #define EP_MAX_EXPERTS 1024
 #define EP_ROW_HEAD 3
 #define EP_OK 0
@@ -137,12 +146,20 @@ extern "C" __global__ void ep_layout(const long long* topk, int tokens, int k, i
 // One block. Writes this PE's `width`-word row into row my_pe of `table` on every PE, adding
 // 1 to each PE's counter once its row is there; waits until this PE's counter reaches
 // target (every PE's row arrived); copies the table to `snapshot` (pinned host memory).
-extern "C" __global__ void ep_exchange(const int* row, int width, int* table, fsh_u64* counter, fsh_u64 target,
-                                       int* snapshot, const volatile fsh_u64* abort_word, fsh_u64* outcome) {
+// Where the job spans nodes, the row is first copied to `staged` (symmetric: a put to
+// another node reads its source through this PE's heap).
+extern "C" __global__ void ep_exchange(const int* row, int width, int* staged, int* table, fsh_u64* counter,
+                                       fsh_u64 target, int* snapshot, const volatile fsh_u64* abort_word,
+                                       fsh_u64* outcome) {
     __shared__ int arrived;
     int n = fsh_n_pes(), me = fsh_my_pe();
+    const int* from = row;
+    if (FSH_NETWORK && staged) {
+        for (int i = threadIdx.x; i < width; i += blockDim.x) staged[i] = row[i];
+        from = staged; // the block put's first barrier orders these writes before it
+    }
     for (int pe = 0; pe < n; ++pe)
-        fsh_putmem_signal_nbi_block(table + (long long)me * width, row, (fsh_size_t)width * sizeof(int), counter, 1,
+        fsh_putmem_signal_nbi_block(table + (long long)me * width, from, (fsh_size_t)width * sizeof(int), counter, 1,
                                     FSH_SIGNAL_ADD, pe);
     if (threadIdx.x == 0) {
         fsh_quiet();
@@ -166,10 +183,12 @@ __device__ __forceinline__ bool ep_any_status(const int* table, int width) {
 }
 
 // Called by every thread of every block at the end: the grid's last block to finish adds 1
-// to `counter` on every PE (after this PE's writes of every block are visible).
+// to `counter` on every PE (after this PE's writes of every block are visible, and its
+// transfers to other nodes complete).
 __device__ __forceinline__ void ep_tell_all(unsigned* blocks_done, fsh_u64* counter) {
     __syncthreads();
     if (threadIdx.x == 0) {
+        if (FSH_NETWORK) fsh_quiet();
         __threadfence_system();
         unsigned before = atomicAdd(blocks_done, 1u);
         if (before == gridDim.x - 1) {
@@ -180,15 +199,75 @@ __device__ __forceinline__ void ep_tell_all(unsigned* blocks_done, fsh_u64* coun
     }
 }
 
+// Where a dispatch's rows land on their receivers (symmetric addresses; row `at` of each).
+struct ep_received {
+    ep_v4* x;
+    float* scales;
+    int* src;
+    long long* topk;
+    float* weights;
+};
+
+// Token t's experts made local to PE r (-1 for others) and their weights (0 for others),
+// written by the warp's lanes into `idx` and `w` (k each).
+__device__ __forceinline__ void ep_local_topk(long long* idx, float* w, const long long* topk, const float* weights,
+                                              long long t, int k, long long lo, int local, int lane) {
+    for (int j = lane; j < k; j += 32) {
+        long long e = topk[t * k + j];
+        bool here = e >= lo && e < lo + local;
+        idx[j] = here ? e - lo : -1;
+        w[j] = here ? weights[t * k + j] : 0.0f;
+    }
+}
+
+// Token t's index, local top-k, weights and scales, stored into row `at` of mapped PE r.
+__device__ __forceinline__ void ep_store_meta(const ep_received& to, long long at, int r, long long t,
+                                              const long long* topk, const float* weights, const float* scales,
+                                              int k, int local, int scale_count, int lane) {
+    ep_local_topk((long long*)fsh_ptr(to.topk + at * k, r), (float*)fsh_ptr(to.weights + at * k, r), topk, weights,
+                  t, k, (long long)r * local, local, lane);
+    if (lane == 0) *(int*)fsh_ptr(to.src + at, r) = (int)t;
+    float* sc = scale_count ? (float*)fsh_ptr(to.scales + at * scale_count, r) : 0;
+    for (int j = lane; j < scale_count; j += 32) sc[j] = scales[t * scale_count + j];
+}
+
+// Token t to its `remote` receivers on other nodes (PE remote_pe[i], row remote_at[i]): its
+// row and scales staged once (`staged_rows`, a record per token), its local top-k and weights
+// staged per receiver (`staged_meta`, k records per token), each part put by the warp.
+__device__ void ep_send_remote(const int* remote_pe, const long long* remote_at, int remote, long long t,
+                               const ep_v4* x, const float* scales, const long long* topk, const float* weights,
+                               int pieces, int scale_count, int k, int local, const ep_received& to,
+                               unsigned char* staged_rows, unsigned char* staged_meta, int lane) {
+    long long record = (pieces * 16 + scale_count * 4 + 15) & ~15, meta = (k * 12 + 15) & ~15;
+    ep_v4* row = (ep_v4*)(staged_rows + t * record);
+    float* row_scales = (float*)(row + pieces);
+    ep_copy_row(row, x + t * pieces, pieces, lane);
+    for (int j = lane; j < scale_count; j += 32) row_scales[j] = scales[t * scale_count + j];
+    for (int i = 0; i < remote; ++i) {
+        int r = remote_pe[i];
+        long long at = remote_at[i];
+        long long* idx = (long long*)(staged_meta + (t * k + i) * meta);
+        float* w = (float*)(idx + k);
+        ep_local_topk(idx, w, topk, weights, t, k, (long long)r * local, local, lane);
+        fsh_putmem_nbi_warp(to.x + at * pieces, row, (fsh_size_t)pieces * 16, r);
+        if (scale_count) fsh_putmem_nbi_warp(to.scales + at * scale_count, row_scales, (fsh_size_t)scale_count * 4, r);
+        fsh_putmem_nbi_warp(to.topk + at * k, idx, (fsh_size_t)k * 8, r);
+        fsh_putmem_nbi_warp(to.weights + at * k, w, (fsh_size_t)k * 4, r);
+        if (lane == 0) fsh_p(to.src + at, (int)t, r);
+    }
+}
+
 // Sends each token to every PE that has one of its experts (a warp a token): its row
 // (`pieces` 16-byte pieces: bf16, or fp8 with `scale_count` scales), its index, its experts
-// made local to the receiver (-1 for others) and their weights (0 for others). PE s's rows land after the rows of PEs before it (the dispatch table's counts).
+// made local to the receiver (-1 for others) and their weights (0 for others). PE s's rows
+// land after the rows of PEs before it (the dispatch table's counts).
 // rows[t * n + r] (the handle) is where token t lies on PE r, or -1.
-extern "C" __global__ void ep_dispatch(const ep_v4* x, const float* scales, const long long* topk,
+extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS) ep_dispatch(const ep_v4* x, const float* scales, const long long* topk,
                                        const float* weights, int tokens, int pieces, int scale_count, int k,
                                        int experts, const int* send_pos, const int* table, int width,
                                        ep_v4* recv_x, float* recv_scales, int* recv_src, long long* recv_topk,
-                                       float* recv_weights, int* rows, unsigned* blocks_done, fsh_u64* counter) {
+                                       float* recv_weights, int* rows, unsigned* blocks_done, fsh_u64* counter,
+                                       unsigned char* staged_rows, unsigned char* staged_meta) {
     __shared__ int base[EP_MAX_PES];
     int n = fsh_n_pes(), me = fsh_my_pe(), local = experts / n;
     for (int r = threadIdx.x; r < n; r += blockDim.x) {
@@ -198,30 +277,31 @@ extern "C" __global__ void ep_dispatch(const ep_v4* x, const float* scales, cons
     }
     bool skip = ep_any_status(table, width);
     int lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+    ep_received to = {recv_x, recv_scales, recv_src, recv_topk, recv_weights};
     ep_v4* dst[EP_MAX_PES];
+    int remote_pe[EP_MAX_PES];
+    long long remote_at[EP_MAX_PES];
     for (long long t = (long long)blockIdx.x * warps + (threadIdx.x >> 5); !skip && t < tokens;
          t += (long long)gridDim.x * warps) {
-        int m = 0;
+        int m = 0, remote = 0;
         for (int r = 0; r < n; ++r) {
             int pos = send_pos[t * n + r];
             long long at = pos < 0 ? -1 : (long long)base[r] + pos;
             if (lane == 0) rows[t * n + r] = (int)at;
             if (at < 0) continue;
-            dst[m++] = (ep_v4*)fsh_ptr(recv_x + at * pieces, r);
-            long long* idx = (long long*)fsh_ptr(recv_topk + at * k, r);
-            float* w = (float*)fsh_ptr(recv_weights + at * k, r);
-            long long lo = (long long)r * local;
-            for (int j = lane; j < k; j += 32) {
-                long long e = topk[t * k + j];
-                bool here = e >= lo && e < lo + local;
-                idx[j] = here ? e - lo : -1;
-                w[j] = here ? weights[t * k + j] : 0.0f;
+            ep_v4* row = (ep_v4*)fsh_ptr(recv_x + at * pieces, r);
+            if (FSH_NETWORK && !row) {
+                remote_pe[remote] = r;
+                remote_at[remote++] = at;
+                continue;
             }
-            if (lane == 0) *(int*)fsh_ptr(recv_src + at, r) = (int)t;
-            float* sc = scale_count ? (float*)fsh_ptr(recv_scales + at * scale_count, r) : 0;
-            for (int j = lane; j < scale_count; j += 32) sc[j] = scales[t * scale_count + j];
+            dst[m++] = row;
+            ep_store_meta(to, at, r, t, topk, weights, scales, k, local, scale_count, lane);
         }
         ep_fan_out(dst, m, x + t * pieces, pieces, lane);
+        if (FSH_NETWORK && remote)
+            ep_send_remote(remote_pe, remote_at, remote, t, x, scales, topk, weights, pieces, scale_count, k, local,
+                           to, staged_rows, staged_meta, lane);
     }
     ep_tell_all(blocks_done, counter);
 }
@@ -234,8 +314,11 @@ extern "C" __global__ void ep_wait(const fsh_u64* counter, fsh_u64 target, const
 
 // Each token of this PE (a warp a token) summed from the rows the PEs that received it give
 // back (`y`, the receive region, read on each PE), in f32 in PE order, rounded to bf16.
-extern "C" __global__ void ep_combine(const ep_v4* y, const int* rows, int tokens, int hidden, const int* table,
-                                      ep_v4* out, unsigned* blocks_done, fsh_u64* counter) {
+// A row on a PE of another node is fetched first into the warp's staging slot (`fetched`:
+// fetch_rows rows per warp of the grid).
+extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS) ep_combine(const ep_v4* y, const int* rows, int tokens, int hidden, const int* table,
+                                      ep_v4* out, unsigned* blocks_done, fsh_u64* counter, ep_v4* fetched,
+                                      int fetch_rows) {
     int n = fsh_n_pes();
     bool skip = ep_any_status(table, EP_ROW_HEAD);
     int lane = threadIdx.x & 31, warps = blockDim.x >> 5;
@@ -243,10 +326,22 @@ extern "C" __global__ void ep_combine(const ep_v4* y, const int* rows, int token
     const ep_v4* from[EP_MAX_PES];
     for (long long t = (long long)blockIdx.x * warps + (threadIdx.x >> 5); !skip && t < tokens;
          t += (long long)gridDim.x * warps) {
-        int m = 0;
+        int m = 0, remote = 0;
+        ep_v4* slot = fetched + ((long long)blockIdx.x * warps + (threadIdx.x >> 5)) * fetch_rows * pieces;
         for (int r = 0; r < n; ++r) {
             int at = rows[t * n + r];
-            if (at >= 0) from[m++] = (const ep_v4*)fsh_ptr(y + (long long)at * pieces, r);
+            if (at < 0) continue;
+            const ep_v4* row = (const ep_v4*)fsh_ptr(y + (long long)at * pieces, r);
+            if (FSH_NETWORK && !row) {
+                ep_v4* into = slot + (long long)remote++ * pieces;
+                fsh_getmem_nbi_warp(into, y + (long long)at * pieces, (fsh_size_t)pieces * 16, r);
+                row = into;
+            }
+            from[m++] = row;
+        }
+        if (FSH_NETWORK && remote) {
+            if (lane == 0) fsh_quiet(); // the lane that posted the fetches
+            __syncwarp();
         }
         // Two pieces a lane at a time, so that each lane has 2·m loads in flight.
         int i = lane;
@@ -270,7 +365,7 @@ extern "C" __global__ void ep_combine(const ep_v4* y, const int* rows, int token
 }
 
 // Copies `pieces` 16-byte pieces (a combine input into the receive region), a warp a row.
-extern "C" __global__ void ep_copy(ep_v4* dst, const ep_v4* src, long long rows, int pieces) {
+extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS) ep_copy(ep_v4* dst, const ep_v4* src, long long rows, int pieces) {
     int lane = threadIdx.x & 31, warps = blockDim.x >> 5;
     for (long long r = (long long)blockIdx.x * warps + (threadIdx.x >> 5); r < rows; r += (long long)gridDim.x * warps)
         ep_copy_row(dst + r * pieces, src + r * pieces, pieces, lane);

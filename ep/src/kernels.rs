@@ -12,9 +12,11 @@ use ferroshmem_gpu::cudarc::driver::CudaStream;
 use ferroshmem_gpu::{CompileOptions, GpuModule, GpuPe, KernelArg, LaunchDims};
 use ferroshmem_runtime::Result;
 
+use crate::config::{NETWORK_COMBINE_WARPS, NETWORK_SEND_BLOCKS};
+
 const SOURCE: &str = concat!(include_str!("kernels.cu"), include_str!("low_latency.cu"));
 
-/// Threads of a block of the row-moving kernels (16 warps).
+/// Threads of a block of the row-moving kernels (16 warps; `EP_ROW_THREADS` in kernels.cu).
 const THREADS: u32 = 512;
 /// Threads of the layout kernel's blocks (one block per PE).
 const LAYOUT_THREADS: u32 = 1024;
@@ -48,6 +50,21 @@ pub(crate) struct Places {
     /// The host's abort word and the call's outcome word (pinned).
     pub abort: u64,
     pub outcome: u64,
+    /// The network path's staging, where the job spans nodes.
+    pub staging: Staging,
+}
+
+/// Device addresses of the network path's staging parts (config's `NetworkRegions`), all 0
+/// where the job is on one node.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Staging {
+    pub exchange_row: u64,
+    pub rows: u64,
+    pub meta: u64,
+    pub fetched: u64,
+    /// Rows of each warp's slot in `fetched`.
+    pub fetch_rows: i32,
+    pub pairs: u64,
 }
 
 /// A dispatch's inputs and outputs, as device addresses.
@@ -139,6 +156,8 @@ pub(crate) struct LowLatencyReceiveArgs {
 pub(crate) struct LowLatencyCombineArgs {
     pub local_experts: u32,
     pub y: u64,
+    /// The packed rows' region (where rows for other nodes are staged).
+    pub packed: u64,
     pub packed_pe: u64,
     pub packed_slot: u64,
     pub recv_count: u64,
@@ -232,9 +251,10 @@ impl Kernels {
         snapshot: u64,
         places: &Places,
     ) -> Result<()> {
-        let args: [KernelArg; 8] = [
+        let args: [KernelArg; 9] = [
             row.into(),
             width.into(),
+            places.staging.exchange_row.into(),
             table.into(),
             counter.into(),
             target.into(),
@@ -242,8 +262,9 @@ impl Kernels {
             places.abort.into(),
             places.outcome.into(),
         ];
-        // SAFETY: ep_exchange takes (const int*, int, int*, u64*, u64, int*, const u64*,
-        // u64*) as passed; row holds `width` words, table and counter are symmetric
+        // SAFETY: ep_exchange takes (const int*, int, int*, int*, u64*, u64, int*, const
+        // u64*, u64*) as passed; row holds `width` words, the staged row (0 on one node)
+        // `dispatch_width` words at least, table and counter are symmetric
         // addresses of this PE's region (n × width words, a counter), snapshot is pinned
         // memory of n × width words; all belong to the caller's buffer, which waits for its
         // stream before freeing them.
@@ -296,7 +317,7 @@ impl Kernels {
             a.snapshot,
             places,
         )?;
-        let args: [KernelArg; 20] = [
+        let args: [KernelArg; 22] = [
             a.x.into(),
             a.scales.into(),
             a.topk_idx.into(),
@@ -317,14 +338,17 @@ impl Kernels {
             a.rows.into(),
             places.blocks_done.into(),
             a.dispatched.0.into(),
+            places.staging.rows.into(),
+            places.staging.meta.into(),
         ];
         // SAFETY: ep_dispatch takes (const v4*, const float*, const long long*, const float*,
         // int, int, int, int, int, const int*, const int*, int, v4*, float*, int*, long long*,
-        // float*, int*, unsigned*, u64*) as passed. The caller checked that x (and its scales),
+        // float*, int*, unsigned*, u64*, u8*, u8*) as passed. The caller checked that x (and its scales),
         // topk_idx and topk_weights hold `tokens` rows (or passed 0 tokens), that a row's
         // pieces fit the receive region's bf16 row, that `rows` holds tokens × n words, and
         // sized the receive parts of the symmetric region (addresses of this PE's copy) for
         // n × max_tokens rows; every PE's rows land within them by the exchanged counts.
+        // The staging parts (0 on one node) hold a record per token and top_k per token.
         // Everything is kept alive by the caller until its stream is done.
         unsafe {
             self.module.launch(
@@ -359,7 +383,7 @@ impl Kernels {
             };
         }
         self.exchange(stream, (a.head, 3), a.table, a.ready, a.snapshot, places)?;
-        let args: [KernelArg; 8] = [
+        let args: [KernelArg; 10] = [
             a.recv_x.into(),
             a.rows.into(),
             a.tokens.into(),
@@ -368,15 +392,23 @@ impl Kernels {
             a.out.into(),
             places.blocks_done.into(),
             a.combined.0.into(),
+            places.staging.fetched.into(),
+            places.staging.fetch_rows.into(),
         ];
+        // Across nodes each warp of the grid has its own staging slot.
+        let blocks = match places.staging.fetched {
+            0 => self.blocks,
+            _ => (NETWORK_COMBINE_WARPS as u32 / (THREADS / 32)).min(self.blocks),
+        };
         // SAFETY: ep_combine takes (const v4*, const int*, int, int, const int*, v4*,
-        // unsigned*, u64*) as passed: the receive region (symmetric, read on the PEs the
-        // handle's rows name, each row within that PE's received rows), the handle's
-        // tokens × n rows, the combine table, and `out` (checked to hold `tokens` rows).
+        // unsigned*, u64*, v4*, int) as passed: the receive region (symmetric, read on the
+        // PEs the handle's rows name, each row within that PE's received rows), the handle's
+        // tokens × n rows, the combine table, `out` (checked to hold `tokens` rows), and the
+        // staging slots (0 on one node) of fetch_rows rows for each of the grid's warps.
         unsafe {
             self.module.launch(
                 "ep_combine",
-                LaunchDims::linear(self.blocks, THREADS),
+                LaunchDims::linear(blocks, THREADS),
                 stream,
                 &args,
             )?
@@ -391,7 +423,7 @@ impl Kernels {
         a: &LowLatencySendArgs,
         places: &Places,
     ) -> Result<()> {
-        let args: [KernelArg; 20] = [
+        let args: [KernelArg; 21] = [
             a.x.into(),
             a.topk_idx.into(),
             a.tokens.into(),
@@ -412,10 +444,15 @@ impl Kernels {
             places.blocks_done.into(),
             a.signals.into(),
             ((a.call << 1) | u64::from(a.rejected)).into(),
+            places.staging.pairs.into(),
         ];
+        let blocks = match places.staging.pairs {
+            0 => self.blocks,
+            _ => self.blocks.min(NETWORK_SEND_BLOCKS),
+        };
         // SAFETY: ep_ll_send takes (const v4*, const long long*, int, int, int, int, int,
-        // unsigned*, v4*, int*, int*, int, u8*, float*, int*, int*, int*, unsigned*, u64*, u64)
-        // as passed. x and topk_idx hold `tokens` rows (checked by the caller, or 0 tokens;
+        // unsigned*, v4*, int*, int*, int, u8*, float*, int*, int*, int*, unsigned*, u64*, u64,
+        // u8*) as passed (the last a BF16 row per pair, 0 on one node). x and topk_idx hold `tokens` rows (checked by the caller, or 0 tokens;
         // for FP8 the caller checked hidden is a multiple of 128). A row's place is
         // below n × max_tokens among its expert's rows: each source sends an expert at most
         // one row per token (the kernel refuses a repeated expert). Counters, scratch and
@@ -424,7 +461,7 @@ impl Kernels {
         unsafe {
             self.module.launch(
                 "ep_ll_send",
-                LaunchDims::linear(self.blocks, THREADS),
+                LaunchDims::linear(blocks, THREADS),
                 stream,
                 &args,
             )
@@ -468,7 +505,7 @@ impl Kernels {
         a: &LowLatencyCombineArgs,
         places: &Places,
     ) -> Result<()> {
-        let back: [KernelArg; 10] = [
+        let back: [KernelArg; 11] = [
             a.y.into(),
             a.packed_pe.into(),
             a.packed_slot.into(),
@@ -479,6 +516,7 @@ impl Kernels {
             places.blocks_done.into(),
             a.signals.into(),
             ((a.call << 1) | u64::from(a.rejected)).into(),
+            a.packed.into(),
         ];
         let per_expert = (self.blocks / a.local_experts).max(1);
         let dims = LaunchDims {
@@ -486,8 +524,8 @@ impl Kernels {
             ..LaunchDims::linear(1, THREADS)
         };
         // SAFETY: ep_ll_send_back takes (const v4*, const int*, const int*, const int*, int,
-        // int, v4*, unsigned*, u64*, u64) as passed: y holds the packed rows (the caller
-        // checked its length, or it is the packed region), the packed sources and counts
+        // int, v4*, unsigned*, u64*, u64, v4*) as passed: y holds the packed rows (the caller
+        // checked its length, or it is the packed region, the last argument), the packed sources and counts
         // are those of the latest receive, and each row goes to its source's `back` row of
         // (token, slot), within T × top_k rows.
         unsafe { self.module.launch("ep_ll_send_back", dims, stream, &back)? };

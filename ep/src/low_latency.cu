@@ -12,6 +12,10 @@
 //
 // Only one block of a PE ever spins: PEs sharing a GPU must not fill it with waiting blocks
 // while the blocks they wait for have nowhere to run.
+//
+// To a PE on another node (fsh_ptr null; FSH_NETWORK) rows are staged in this PE's heap and
+// put by the warp, the place counter is a network atomic, and each block completes its
+// transfers before it counts itself done.
 
 // The first index of a refused token's row that is out of range or repeats an earlier one.
 __device__ __forceinline__ int ep_ll_first_bad(const long long* row, int k, int experts) {
@@ -67,16 +71,36 @@ __device__ __forceinline__ void ep_cast_row(unsigned char* dst, float* scales, c
     }
 }
 
+// Pair p's row into place `at` of PE r on another node: cast (with `fp8`) or copied into the
+// pair's staging row of this PE's heap, put by the warp, its source PE and slot beside it.
+__device__ void ep_ll_put_remote(const ep_v4* row, int pieces, int fp8, unsigned char* stage, long long at, int r,
+                                 int me, long long p, ep_v4* packed, unsigned char* packed_fp8, float* packed_scales,
+                                 int* packed_pe, int* packed_slot, int lane) {
+    if (fp8) {
+        float* scales = (float*)(stage + (long long)pieces * 8);
+        ep_cast_row(stage, scales, row, pieces, lane);
+        fsh_putmem_nbi_warp(packed_fp8 + at * pieces * 8, stage, (fsh_size_t)pieces * 8, r);
+        fsh_putmem_nbi_warp(packed_scales + at * (pieces / 16), scales, (fsh_size_t)(pieces / 16) * 4, r);
+    } else {
+        ep_copy_row((ep_v4*)stage, row, pieces, lane);
+        fsh_putmem_nbi_warp(packed + at * pieces, stage, (fsh_size_t)pieces * 16, r);
+    }
+    if (lane == 0) {
+        fsh_p(packed_pe + at, me, r);
+        fsh_p(packed_slot + at, (int)p, r);
+    }
+}
+
 // Sends each (token, slot) pair to its expert (a warp a pair). places: [L] counters on each
 // receiver; packed: [L][n * T] rows with packed_pe, packed_slot beside them (with `fp8`, the
 // rows cast to packed_fp8, [L][n * T][hidden] bytes, with packed_scales); counts: rows sent
 // per expert (zero between calls); bad: the first refused token (INT_MAX between calls);
 // signals: [L][n] words on each receiver.
-extern "C" __global__ void ep_ll_send(const ep_v4* x, const long long* topk, int tokens, int pieces, int k,
+extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS) ep_ll_send(const ep_v4* x, const long long* topk, int tokens, int pieces, int k,
                                       int experts, int max_tokens, unsigned* places, ep_v4* packed, int* packed_pe,
                                       int* packed_slot, int fp8, unsigned char* packed_fp8, float* packed_scales,
                                       int* counts, int* bad, int* status_out, unsigned* blocks_done,
-                                      fsh_u64* signals, fsh_u64 call_and_rejected) {
+                                      fsh_u64* signals, fsh_u64 call_and_rejected, unsigned char* staged) {
     // The host refused this PE's input (then it passes no tokens): bit 0.
     fsh_u64 call = call_and_rejected >> 1;
     bool rejected = call_and_rejected & 1;
@@ -99,7 +123,10 @@ extern "C" __global__ void ep_ll_send(const ep_v4* x, const long long* topk, int
         }
         place = __shfl_sync(0xffffffffu, place, 0);
         long long at = (long long)le * rows + place;
-        if (fp8)
+        if (FSH_NETWORK && !fsh_ptr(packed_pe + at, r))
+            ep_ll_put_remote(x + (p / k) * pieces, pieces, fp8, staged + p * pieces * 16, at, r, me, p, packed,
+                             packed_fp8, packed_scales, packed_pe, packed_slot, lane);
+        else if (fp8)
             ep_cast_row((unsigned char*)fsh_ptr(packed_fp8 + at * pieces * 8, r),
                         (float*)fsh_ptr(packed_scales + at * (pieces / 16), r), x + (p / k) * pieces, pieces, lane);
         else
@@ -113,6 +140,7 @@ extern "C" __global__ void ep_ll_send(const ep_v4* x, const long long* topk, int
     __shared__ int last;
     __syncthreads();
     if (threadIdx.x == 0) {
+        if (FSH_NETWORK) fsh_quiet();
         __threadfence_system();
         last = atomicAdd(blocks_done, 1u) == gridDim.x - 1;
     }
@@ -179,10 +207,12 @@ extern "C" __global__ void ep_ll_receive(int local, const fsh_u64* signals, fsh_
 
 // Sends each packed row of y ([L][n * T] rows; recv_count[le] of them per expert) back to its
 // source PE, into row (token * k + slot) of its `back` area (a grid of blocks × L); then the
-// grid's last block sets this PE's combine signal on every PE to `call`.
-extern "C" __global__ void ep_ll_send_back(const ep_v4* y, const int* packed_pe, const int* packed_slot,
+// grid's last block sets this PE's combine signal on every PE to `call`. A row for another
+// node is put from its own packed row (copied there first when y is the caller's buffer).
+extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS) ep_ll_send_back(const ep_v4* y, const int* packed_pe, const int* packed_slot,
                                            const int* recv_count, int hidden, int max_tokens, ep_v4* back,
-                                           unsigned* blocks_done, fsh_u64* signals, fsh_u64 call_and_rejected) {
+                                           unsigned* blocks_done, fsh_u64* signals, fsh_u64 call_and_rejected,
+                                           ep_v4* packed) {
     // The host refused this PE's input (bit 0): nothing is sent, and the signal says so (bit 63).
     fsh_u64 call = call_and_rejected >> 1;
     bool rejected = call_and_rejected & 1;
@@ -194,10 +224,19 @@ extern "C" __global__ void ep_ll_send_back(const ep_v4* y, const int* packed_pe,
     for (int i = blockIdx.x * warps + (threadIdx.x >> 5); i < rows; i += gridDim.x * warps) {
         int s = packed_pe[base + i];
         long long slot = packed_slot[base + i];
-        ep_copy_row((ep_v4*)fsh_ptr(back + slot * pieces, s), y + (base + i) * pieces, pieces, lane);
+        ep_v4* to = (ep_v4*)fsh_ptr(back + slot * pieces, s);
+        const ep_v4* from = y + (base + i) * pieces;
+        if (FSH_NETWORK && !to) {
+            ep_v4* stage = packed + (base + i) * pieces;
+            if (stage != from) ep_copy_row(stage, from, pieces, lane);
+            fsh_putmem_nbi_warp(back + slot * pieces, stage, (fsh_size_t)pieces * 16, s);
+        } else {
+            ep_copy_row(to, from, pieces, lane);
+        }
     }
     __syncthreads();
     if (threadIdx.x == 0) {
+        if (FSH_NETWORK) fsh_quiet();
         __threadfence_system();
         unsigned before = atomicAdd(blocks_done, 1u);
         if (before == gridDim.x * gridDim.y - 1) {
@@ -235,7 +274,7 @@ extern "C" __global__ void ep_ll_wait_back(const fsh_u64* signals, fsh_u64 call,
 // Sums each token's rows weighted by its top-k weights, in f32 in slot order, rounded to
 // bf16, unless `refused`. A warp takes 32 pieces of one token at a time, so that the few
 // tokens of a low-latency call still spread over every warp of the grid.
-extern "C" __global__ void ep_ll_reduce(const ep_v4* back, const long long* topk, const float* weights, int tokens,
+extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS) ep_ll_reduce(const ep_v4* back, const long long* topk, const float* weights, int tokens,
                                         int hidden, int k, const int* refused, ep_v4* out) {
     if (*refused) return;
     int lane = threadIdx.x & 31, warps = blockDim.x >> 5, pieces = hidden / 8;

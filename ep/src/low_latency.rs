@@ -261,6 +261,7 @@ impl Buffer {
         let args = LowLatencyCombineArgs {
             local_experts: local as u32,
             y: y.map_or(self.base + regions.packed as u64, |y| y.device_ptr()),
+            packed: self.base + regions.packed as u64,
             packed_pe: self.base + regions.packed_pe as u64,
             packed_slot: self.base + regions.packed_slot as u64,
             recv_count: state.scratch.device_ptr() + 4 * (self.config.num_experts as u64 + 1),

@@ -245,7 +245,12 @@ impl GpuModule {
             .collect();
         // SAFETY: the slots outlive the call (the driver copies parameters at launch); the
         // rest is the caller's contract.
-        unsafe { driver::launch(f, dims, stream.cu_stream(), &mut params, cooperative) }
+        unsafe { driver::launch(f, dims, stream.cu_stream(), &mut params, cooperative) }.map_err(
+            |e| match e {
+                Error::Gpu(GpuError::Driver(what)) => Error::cuda(format!("{name}: {what}")),
+                other => other,
+            },
+        )
     }
 
     /// Runs the internal kernel `fsh_k_amo` of this module (one of [`InternalKernels`]) on

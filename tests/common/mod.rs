@@ -6,6 +6,7 @@ pub mod collective_scenarios;
 pub mod netns;
 pub mod prometheus;
 pub mod scenarios;
+pub mod uts_hosts;
 
 /// A multi-thread tokio runtime of 4 workers, for tests that drive jobs themselves.
 pub fn runtime() -> tokio::runtime::Runtime {

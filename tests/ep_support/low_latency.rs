@@ -1,0 +1,211 @@
+//! The low-latency part of the ep tests: experts that scale rows by their number, on the host
+//! and on the GPU, and one checked low-latency dispatch-and-combine round.
+
+// Kernel launches take raw arguments, which only the caller can vouch for.
+#![allow(unsafe_code)]
+
+use ferroshmem::ep::reference::{self, PeInput};
+use ferroshmem::ep::{fp8, Bf16, Buffer, Config, LowLatencyDispatch, LowLatencyInput};
+use ferroshmem::gpu::{CompileOptions, DeviceBuffer, GpuPe, LaunchDims};
+use ferroshmem::{Error, Result};
+
+use crate::ep_support::{download, upload, Input, Routing, Shape};
+
+/// Expert `e` scales a row by `e + 1` (rounded to bf16).
+fn expert(e: usize, row: &[Bf16]) -> Vec<Bf16> {
+    row.iter()
+        .map(|v| Bf16::from_f32(v.to_f32() * (e + 1) as f32))
+        .collect()
+}
+
+const SCALE_KERNEL: &str = r#"
+__device__ unsigned short to_bf16(float f) {
+    unsigned u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)(((u >> 16) | 0x40u) & 0xffffu);
+    return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+extern "C" __global__ void scale_rows(unsigned short* rows, long long elements, float factor) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < elements; i += (long long)gridDim.x * blockDim.x)
+        rows[i] = to_bf16(__fmul_rn(__uint_as_float(((unsigned)rows[i]) << 16), factor));
+}
+"#;
+
+pub fn config(shape: &Shape) -> Config {
+    Config::low_latency(shape.max_tokens, shape.hidden, shape.top_k, shape.experts)
+}
+
+/// Checks what each local expert received against the reference.
+async fn check_received(
+    d: &LowLatencyDispatch<'_>,
+    want: &[reference::ExpertRows],
+    shape: &Shape,
+    what: &str,
+) -> Result<()> {
+    for (le, want) in want.iter().enumerate() {
+        let same = |ok: bool, part: &str| match ok {
+            true => Ok(()),
+            false => Err(Error::InvalidArgument(format!(
+                "{what}, local expert {le}: {part} differs"
+            ))),
+        };
+        same(d.recv_count()[le] == want.src_pe.len(), "the row count")?;
+        for (s, &rows) in want.rows_from.iter().enumerate() {
+            same(d.rows_from(le, s) == Some(rows), "the rows per source")?;
+        }
+        let (pe, slot) = d.recv_src(le).await?;
+        // Order the GPU's rows by (source, slot), as the reference has them.
+        let mut order: Vec<usize> = (0..pe.len()).collect();
+        order.sort_by_key(|&i| (pe[i], slot[i]));
+        same(
+            order.iter().map(|&i| pe[i]).collect::<Vec<_>>() == want.src_pe,
+            "the sources",
+        )?;
+        same(
+            order.iter().map(|&i| slot[i]).collect::<Vec<_>>() == want.src_slot,
+            "the slots",
+        )?;
+        if !d.is_fp8() {
+            let x = d.recv_x(le).await?;
+            let h = shape.hidden;
+            let rows: Vec<Bf16> = order
+                .iter()
+                .flat_map(|&i| x[i * h..(i + 1) * h].to_vec())
+                .collect();
+            same(rows == want.x, "the rows")?;
+        }
+    }
+    Ok(())
+}
+
+/// Runs the experts on the GPU, in place, on the buffer's stream.
+fn experts_in_place(gpu: &GpuPe, d: &LowLatencyDispatch<'_>, shape: &Shape) -> Result<()> {
+    let module = gpu.compile(SCALE_KERNEL, &CompileOptions::default())?;
+    let first = gpu.my_pe() * shape.experts / shape.n;
+    let row_bytes = (shape.hidden * 2) as u64;
+    for (le, &count) in d.recv_count().iter().enumerate() {
+        let rows = d.recv_x_ptr() + (le * d.rows_per_expert()) as u64 * row_bytes;
+        let args = [
+            rows.into(),
+            ((count * shape.hidden) as i64).into(),
+            ((first + le + 1) as f32).into(),
+        ];
+        // SAFETY: scale_rows takes (u16*, long long, float) as passed: the expert's packed rows,
+        // in the buffer's region, which the buffer keeps until its stream has run the kernel.
+        unsafe { module.launch("scale_rows", LaunchDims::linear(16, 256), d.stream(), &args)? };
+    }
+    Ok(())
+}
+
+/// The experts' results as a device buffer of the packed layout, made on the host from each
+/// row's source row (`inputs`: every PE's).
+async fn experts_in_a_buffer(
+    gpu: &GpuPe,
+    d: &LowLatencyDispatch<'_>,
+    shape: &Shape,
+    inputs: &[Input],
+) -> Result<DeviceBuffer<Bf16>> {
+    let first = gpu.my_pe() * shape.experts / shape.n;
+    let (h, stride) = (shape.hidden, d.rows_per_expert() * shape.hidden);
+    let mut y = vec![Bf16::ZERO; d.recv_count().len() * stride];
+    for le in 0..d.recv_count().len() {
+        let (pe, slot) = d.recv_src(le).await?;
+        for (i, (&pe, &slot)) in pe.iter().zip(&slot).enumerate() {
+            let t = slot as usize / shape.top_k;
+            let scaled = expert(first + le, &inputs[pe as usize].x[t * h..(t + 1) * h]);
+            y[le * stride + i * h..le * stride + (i + 1) * h].copy_from_slice(&scaled);
+        }
+    }
+    upload(gpu, &y).await
+}
+
+/// Checks an FP8 dispatch: each row's codes and scales are its source row's, cast on the host.
+async fn check_received_fp8(
+    d: &LowLatencyDispatch<'_>,
+    shape: &Shape,
+    inputs: &[Input],
+    what: &str,
+) -> Result<()> {
+    let (h, g) = (shape.hidden, shape.hidden / fp8::GROUP);
+    for le in 0..d.recv_count().len() {
+        let (codes, scales) = d.recv_x_fp8(le).await?;
+        let (pe, slot) = d.recv_src(le).await?;
+        for (i, (&pe, &slot)) in pe.iter().zip(&slot).enumerate() {
+            let t = slot as usize / shape.top_k;
+            let (want_codes, want_scales) =
+                fp8::quantize(&inputs[pe as usize].x[t * h..(t + 1) * h]);
+            if codes[i * h..(i + 1) * h] != want_codes[..]
+                || scales[i * g..(i + 1) * g] != want_scales[..]
+            {
+                return Err(Error::InvalidArgument(format!(
+                    "{what}, local expert {le}: FP8 row {i} differs from its source row cast on the host"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One low-latency round of every PE's inputs, checked: odd seeds run the experts in place,
+/// even ones send results from a device buffer; `fp8` casts the rows on the way.
+pub async fn round(
+    gpu: &GpuPe,
+    buffer: &mut Buffer,
+    shape: &Shape,
+    (routing, seed, fp8): (Routing, u64, bool),
+) -> Result<()> {
+    let me = gpu.my_pe();
+    let inputs: Vec<Input> = (0..shape.n)
+        .map(|p| shape.input(p, routing, seed))
+        .collect();
+    let pe_inputs: Vec<PeInput<'_>> = inputs.iter().map(Input::as_pe_input).collect();
+    let want =
+        reference::low_latency_dispatch(&pe_inputs, shape.hidden, shape.top_k, shape.experts)?;
+    let mine = &inputs[me];
+    let x = upload(gpu, &mine.x).await?;
+    let topk_idx = upload(gpu, &mine.topk_idx).await?;
+    let topk_weights = upload(gpu, &mine.topk_weights).await?;
+    let sent = buffer.low_latency_dispatch(LowLatencyInput {
+        x: &x,
+        topk_idx: &topk_idx,
+        tokens: mine.tokens,
+        fp8,
+    })?;
+    let d = sent.receive().await?;
+    let what = format!(
+        "PE {me} of {}, {routing:?}, seed {seed}, FP8 {fp8}",
+        shape.n
+    );
+    check_received(&d, &want[me], shape, &what).await?;
+    if fp8 {
+        check_received_fp8(&d, shape, &inputs, &what).await?;
+    }
+    let handle = d.handle();
+    let mut out = DeviceBuffer::<Bf16>::new(gpu.context(), (mine.tokens * shape.hidden).max(1))?;
+    if seed % 2 == 1 && !fp8 {
+        experts_in_place(gpu, &d, shape)?;
+        buffer
+            .low_latency_combine(&handle, None, (&topk_idx, &topk_weights), &mut out)
+            .await?;
+    } else {
+        let y = experts_in_a_buffer(gpu, &d, shape, &inputs).await?;
+        buffer
+            .low_latency_combine(&handle, Some(&y), (&topk_idx, &topk_weights), &mut out)
+            .await?;
+    }
+    let got = download(gpu, &out, mine.tokens * shape.hidden).await?;
+    for t in 0..mine.tokens {
+        let want = reference::low_latency_combine_token(
+            &pe_inputs[me],
+            t,
+            shape.hidden,
+            shape.top_k,
+            expert,
+        );
+        if got[t * shape.hidden..(t + 1) * shape.hidden] != want[..] {
+            return Err(Error::InvalidArgument(format!(
+                "{what}: combined token {t} differs"
+            )));
+        }
+    }
+    Ok(())
+}
