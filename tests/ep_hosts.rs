@@ -5,8 +5,8 @@
 //! fetches rows from the other host. Jobs of 2 hosts × 1 PE (every peer remote) and 2 hosts ×
 //! 2 PEs (NVLink-mapped within a host, the network between) run normal dispatch and combine
 //! over every routing (results from a device buffer and in place), FP8 rows with their
-//! scales, and low-latency dispatch and combine in BF16 and FP8, each value checked against
-//! the host reference; a job whose PE 1 is killed after creating its buffer checks that the
+//! scales, and low-latency dispatch and combine in BF16 and FP8 (called, and captured in a
+//! CUDA graph and replayed), each value checked against the host reference; a job whose PE 1 is killed after creating its buffer checks that the
 //! other PE's dispatch fails in time instead of hanging.
 //!
 //! Skipped, saying why, without a GPU or without root (namespaces).
@@ -123,6 +123,8 @@ async fn low_latency_rounds(pe: Pe, gpu: GpuPe) -> Result<()> {
             eprintln!("PE {}: low latency {routing:?} seed {seed} ok", pe.my_pe());
         }
     }
+    low_latency::captured_rounds(&gpu, &mut buffer, &shape).await?;
+    eprintln!("PE {}: low latency graph replays ok", pe.my_pe());
     buffer.destroy().await
 }
 

@@ -39,6 +39,25 @@ fn low_latency_dispatch_and_combine_match_the_reference() {
     }
 }
 
+/// A round captured into a CUDA graph, replayed with new inputs each time (the call numbers
+/// the kernels wait for are advanced on the GPU: with them as kernel arguments, the second
+/// replay would wait for a call that never comes), then an ordinary round after the graph.
+#[test]
+fn a_captured_round_replays_with_new_inputs_each_time() {
+    let Some(_turn) = exclusive("a_captured_round_replays_with_new_inputs_each_time") else {
+        return;
+    };
+    for n in [1, 2, 4] {
+        job(n, |pe, gpu| async move {
+            let shape = Shape::small(pe.n_pes());
+            let mut buffer = Buffer::new(&gpu, config(&shape)).await?;
+            low_latency::captured_rounds(&gpu, &mut buffer, &shape).await?;
+            round(&gpu, &mut buffer, &shape, (Routing::Random, 40, false)).await?;
+            buffer.destroy().await
+        });
+    }
+}
+
 #[test]
 fn refused_low_latency_inputs_fail_every_pe_and_the_buffer_goes_on() {
     let Some(_turn) = exclusive("refused_low_latency_inputs_fail_every_pe_and_the_buffer_goes_on")

@@ -136,7 +136,8 @@ pub(crate) struct LowLatencySendArgs {
     pub bad: u64,
     pub status: u64,
     pub signals: u64,
-    pub call: u64,
+    /// The call numbers (device: dispatches, then combines, received so far).
+    pub calls: u64,
 }
 
 /// A low-latency dispatch's receive half (the hook).
@@ -144,7 +145,8 @@ pub(crate) struct LowLatencySendArgs {
 pub(crate) struct LowLatencyReceiveArgs {
     pub local_experts: i32,
     pub signals: u64,
-    pub call: u64,
+    /// As [`LowLatencySendArgs::calls`].
+    pub calls: u64,
     pub places: u64,
     /// Rows per local expert (scratch), and the same with the rows per source (pinned).
     pub recv_count: u64,
@@ -166,7 +168,8 @@ pub(crate) struct LowLatencyCombineArgs {
     pub max_tokens: i32,
     pub back: u64,
     pub signals: u64,
-    pub call: u64,
+    /// As [`LowLatencySendArgs::calls`].
+    pub calls: u64,
     /// Whether a PE refused its input (scratch, written by the wait).
     pub refused: u64,
     pub topk_idx: u64,
@@ -423,7 +426,7 @@ impl Kernels {
         a: &LowLatencySendArgs,
         places: &Places,
     ) -> Result<()> {
-        let args: [KernelArg; 21] = [
+        let args: [KernelArg; 22] = [
             a.x.into(),
             a.topk_idx.into(),
             a.tokens.into(),
@@ -443,7 +446,8 @@ impl Kernels {
             a.status.into(),
             places.blocks_done.into(),
             a.signals.into(),
-            ((a.call << 1) | u64::from(a.rejected)).into(),
+            i32::from(a.rejected).into(),
+            a.calls.into(),
             places.staging.pairs.into(),
         ];
         let blocks = match places.staging.pairs {
@@ -451,8 +455,9 @@ impl Kernels {
             _ => self.blocks.min(NETWORK_SEND_BLOCKS),
         };
         // SAFETY: ep_ll_send takes (const v4*, const long long*, int, int, int, int, int,
-        // unsigned*, v4*, int*, int*, int, u8*, float*, int*, int*, int*, unsigned*, u64*, u64,
-        // u8*) as passed (the last a BF16 row per pair, 0 on one node). x and topk_idx hold `tokens` rows (checked by the caller, or 0 tokens;
+        // unsigned*, v4*, int*, int*, int, u8*, float*, int*, int*, int*, unsigned*, u64*, int,
+        // const u64*, u8*) as passed (the buffer's two call words, then a BF16 row per pair, 0
+        // on one node). x and topk_idx hold `tokens` rows (checked by the caller, or 0 tokens;
         // for FP8 the caller checked hidden is a multiple of 128). A row's place is
         // below n × max_tokens among its expert's rows: each source sends an expert at most
         // one row per token (the kernel refuses a repeated expert). Counters, scratch and
@@ -478,16 +483,16 @@ impl Kernels {
         let args: [KernelArg; 8] = [
             a.local_experts.into(),
             a.signals.into(),
-            a.call.into(),
+            a.calls.into(),
             a.places.into(),
             a.recv_count.into(),
             a.counts_out.into(),
             places.abort.into(),
             places.outcome.into(),
         ];
-        // SAFETY: ep_ll_receive takes (int, const u64*, u64, unsigned*, int*, int*, const u64*,
-        // u64*) as passed: L × n signals and L place counters of this PE's region, L words of
-        // scratch, L + L × n pinned words, all the caller's buffer's.
+        // SAFETY: ep_ll_receive takes (int, const u64*, u64*, unsigned*, int*, int*, const u64*,
+        // u64*) as passed: L × n signals and L place counters of this PE's region, the two call
+        // words and L words of scratch, L + L × n pinned words, all the caller's buffer's.
         unsafe {
             self.module.launch(
                 "ep_ll_receive",
@@ -505,7 +510,7 @@ impl Kernels {
         a: &LowLatencyCombineArgs,
         places: &Places,
     ) -> Result<()> {
-        let back: [KernelArg; 11] = [
+        let back: [KernelArg; 12] = [
             a.y.into(),
             a.packed_pe.into(),
             a.packed_slot.into(),
@@ -515,7 +520,8 @@ impl Kernels {
             a.back.into(),
             places.blocks_done.into(),
             a.signals.into(),
-            ((a.call << 1) | u64::from(a.rejected)).into(),
+            i32::from(a.rejected).into(),
+            a.calls.into(),
             a.packed.into(),
         ];
         let per_expert = (self.blocks / a.local_experts).max(1);
@@ -524,20 +530,20 @@ impl Kernels {
             ..LaunchDims::linear(1, THREADS)
         };
         // SAFETY: ep_ll_send_back takes (const v4*, const int*, const int*, const int*, int,
-        // int, v4*, unsigned*, u64*, u64, v4*) as passed: y holds the packed rows (the caller
+        // int, v4*, unsigned*, u64*, int, const u64*, v4*) as passed: y holds the packed rows (the caller
         // checked its length, or it is the packed region, the last argument), the packed sources and counts
         // are those of the latest receive, and each row goes to its source's `back` row of
         // (token, slot), within T × top_k rows.
         unsafe { self.module.launch("ep_ll_send_back", dims, stream, &back)? };
         let wait: [KernelArg; 5] = [
             a.signals.into(),
-            a.call.into(),
+            a.calls.into(),
             a.refused.into(),
             places.abort.into(),
             places.outcome.into(),
         ];
-        // SAFETY: ep_ll_wait_back takes (const u64*, u64, int*, const u64*, u64*) as passed:
-        // this PE's n combine signals, a scratch word, the pinned words.
+        // SAFETY: ep_ll_wait_back takes (const u64*, u64*, int*, const u64*, u64*) as passed:
+        // this PE's n combine signals, the two call words, a scratch word, the pinned words.
         unsafe {
             self.module.launch(
                 "ep_ll_wait_back",

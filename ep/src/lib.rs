@@ -35,11 +35,22 @@
 //! sends each row back and sums every token's rows weighted by its top-k weights on the
 //! token's own PE.
 //!
-//! # What is not here yet
+//! # CUDA graphs
 //!
-//! CUDA-graph capture of the on-stream forms (each call's number is a kernel argument, so a
-//! replay would wait for a call that never comes), and PEs on other nodes (the network
-//! path): a team spanning nodes is refused when the buffer is created.
+//! A whole low-latency round — dispatch, receive hook, the caller's expert kernels, combine
+//! — can be captured once ([`Buffer::capture_low_latency`]) and replayed with one launch
+//! ([`LowLatencyGraph::replay`]): the kernels keep their call numbers in device memory and
+//! advance them themselves. The normal mode cannot be captured (its receivers learn their
+//! row counts on the host, as DeepEP's).
+//!
+//! # Across nodes
+//!
+//! A job that spans nodes takes the device library's network path for PEs on other nodes
+//! (no mapping: `fsh_ptr` is null for them). What goes there is staged in the sender's part
+//! of the symmetric region and put (rows, top-k, weights, scales, low-latency rows per pair);
+//! the normal combine fetches those PEs' rows into per-warp staging slots; the low-latency
+//! place counters are network atomics. PEs of the same node still copy through their
+//! mappings. [`Buffer::bytes_needed`] says how much more such a buffer takes.
 //!
 //! # FP8
 //!
@@ -68,5 +79,6 @@ pub use config::{Config, MAX_EXPERTS, MAX_PES, MAX_TOP_K};
 pub use dispatch::{Dispatch, DispatchInput, Handle, Rows};
 pub use layout::Layout;
 pub use low_latency::{
-    LowLatencyCombining, LowLatencyDispatch, LowLatencyHandle, LowLatencyInput, LowLatencySend,
+    CapturedReceive, LowLatencyCombining, LowLatencyDispatch, LowLatencyGraph, LowLatencyHandle,
+    LowLatencyInput, LowLatencyRound, LowLatencySend,
 };

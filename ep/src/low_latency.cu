@@ -10,6 +10,10 @@
 // source; the source waits (one block) for every PE, then sums each token's rows weighted by
 // its top-k weights.
 //
+// Call numbers live in device memory (`calls`: dispatches, then combines received so far),
+// read by each kernel and advanced by the call's waiting kernel, so that a CUDA graph of a
+// round can be replayed.
+//
 // Only one block of a PE ever spins: PEs sharing a GPU must not fill it with waiting blocks
 // while the blocks they wait for have nowhere to run.
 //
@@ -100,10 +104,10 @@ extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS) ep_ll_send(const ep
                                       int experts, int max_tokens, unsigned* places, ep_v4* packed, int* packed_pe,
                                       int* packed_slot, int fp8, unsigned char* packed_fp8, float* packed_scales,
                                       int* counts, int* bad, int* status_out, unsigned* blocks_done,
-                                      fsh_u64* signals, fsh_u64 call_and_rejected, unsigned char* staged) {
-    // The host refused this PE's input (then it passes no tokens): bit 0.
-    fsh_u64 call = call_and_rejected >> 1;
-    bool rejected = call_and_rejected & 1;
+                                      fsh_u64* signals, int rejected, const fsh_u64* calls,
+                                      unsigned char* staged) {
+    // `rejected`: the host refused this PE's input (then it passes no tokens).
+    fsh_u64 call = calls[0] + 1;
     int n = fsh_n_pes(), me = fsh_my_pe(), local = experts / n;
     int lane = threadIdx.x & 31, warps = blockDim.x >> 5;
     long long pairs = (long long)tokens * k, rows = (long long)n * max_tokens;
@@ -173,13 +177,15 @@ extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS) ep_ll_send(const ep
 // writes the rows per local expert to `recv_count` (device) and, with the rows per (expert,
 // source), to `counts_out` (pinned host memory: L words, then L × n, -1 for a refusing
 // source); clears the place counters for the next call. A refusal anywhere: no rows at all.
-extern "C" __global__ void ep_ll_receive(int local, const fsh_u64* signals, fsh_u64 call, unsigned* places,
+extern "C" __global__ void ep_ll_receive(int local, const fsh_u64* signals, fsh_u64* calls, unsigned* places,
                                          int* recv_count, int* counts_out, const volatile fsh_u64* abort_word,
                                          fsh_u64* outcome) {
     __shared__ int ok, refusals;
     int n = fsh_n_pes();
+    fsh_u64 call = calls[0] + 1;
     if (threadIdx.x == 0) { ok = 1; refusals = 0; }
     __syncthreads();
+    if (threadIdx.x == 0) calls[0] = call; // every thread has read it
     for (int i = threadIdx.x; i < local * n; i += blockDim.x) {
         unsigned spins = 0;
         fsh_u64 v;
@@ -211,11 +217,10 @@ extern "C" __global__ void ep_ll_receive(int local, const fsh_u64* signals, fsh_
 // node is put from its own packed row (copied there first when y is the caller's buffer).
 extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS) ep_ll_send_back(const ep_v4* y, const int* packed_pe, const int* packed_slot,
                                            const int* recv_count, int hidden, int max_tokens, ep_v4* back,
-                                           unsigned* blocks_done, fsh_u64* signals, fsh_u64 call_and_rejected,
-                                           ep_v4* packed) {
-    // The host refused this PE's input (bit 0): nothing is sent, and the signal says so (bit 63).
-    fsh_u64 call = call_and_rejected >> 1;
-    bool rejected = call_and_rejected & 1;
+                                           unsigned* blocks_done, fsh_u64* signals, int rejected,
+                                           const fsh_u64* calls, ep_v4* packed) {
+    // `rejected`: the host refused this PE's input: nothing is sent, and the signal says so (bit 63).
+    fsh_u64 call = calls[1] + 1;
     int n = fsh_n_pes(), me = fsh_my_pe();
     int le = blockIdx.y;
     int lane = threadIdx.x & 31, warps = blockDim.x >> 5, pieces = hidden / 8;
@@ -250,11 +255,13 @@ extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS) ep_ll_send_back(con
 
 // One block: waits until every PE has sent its rows back for this call; `refused` (device)
 // says whether one refused its input (then nobody sums; outcome 2).
-extern "C" __global__ void ep_ll_wait_back(const fsh_u64* signals, fsh_u64 call, int* refused,
+extern "C" __global__ void ep_ll_wait_back(const fsh_u64* signals, fsh_u64* calls, int* refused,
                                            const volatile fsh_u64* abort_word, fsh_u64* outcome) {
     __shared__ int ok, any;
+    fsh_u64 call = calls[1] + 1;
     if (threadIdx.x == 0) { ok = 1; any = 0; }
     __syncthreads();
+    if (threadIdx.x == 0) calls[1] = call; // every thread has read it
     for (int s = threadIdx.x; s < fsh_n_pes(); s += blockDim.x) {
         unsigned spins = 0;
         fsh_u64 v;

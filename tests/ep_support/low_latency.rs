@@ -5,8 +5,11 @@
 #![allow(unsafe_code)]
 
 use ferroshmem::ep::reference::{self, PeInput};
-use ferroshmem::ep::{fp8, Bf16, Buffer, Config, LowLatencyDispatch, LowLatencyInput};
-use ferroshmem::gpu::{CompileOptions, DeviceBuffer, GpuPe, LaunchDims};
+use ferroshmem::ep::{
+    fp8, Bf16, Buffer, CapturedReceive, Config, LowLatencyDispatch, LowLatencyInput,
+    LowLatencyRound,
+};
+use ferroshmem::gpu::{CompileOptions, DeviceBuffer, GpuModule, GpuPe, LaunchDims};
 use ferroshmem::{Error, Result};
 
 use crate::ep_support::{download, upload, Input, Routing, Shape};
@@ -27,6 +30,11 @@ __device__ unsigned short to_bf16(float f) {
 extern "C" __global__ void scale_rows(unsigned short* rows, long long elements, float factor) {
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < elements; i += (long long)gridDim.x * blockDim.x)
         rows[i] = to_bf16(__fmul_rn(__uint_as_float(((unsigned)rows[i]) << 16), factor));
+}
+// As scale_rows over local expert `le`'s rows, their count read on the GPU (a graph's replay's).
+extern "C" __global__ void scale_counted_rows(unsigned short* packed, const int* counts, int le, long long stride,
+                                              int hidden, float factor) {
+    scale_rows(packed + le * stride * hidden, (long long)counts[le] * hidden, factor);
 }
 "#;
 
@@ -207,5 +215,114 @@ pub async fn round(
             )));
         }
     }
+    Ok(())
+}
+
+/// Queues the experts of a captured round (each scales its rows by its number + 1, in
+/// place), their row counts read on the GPU at each replay.
+fn experts_captured(
+    module: &GpuModule,
+    r: &CapturedReceive<'_>,
+    first_expert: usize,
+    shape: &Shape,
+) -> Result<()> {
+    for le in 0..shape.experts / shape.n {
+        let args = [
+            r.recv_x_ptr().into(),
+            r.recv_count_ptr().into(),
+            (le as i32).into(),
+            (r.rows_per_expert() as i64).into(),
+            (shape.hidden as i32).into(),
+            ((first_expert + le + 1) as f32).into(),
+        ];
+        // SAFETY: scale_counted_rows takes (u16*, const int*, int, long long, int, float) as
+        // passed: the packed rows and the counts of the buffer's region and scratch, which
+        // the graph's buffer keeps while the graph (and this module, the caller's) lives.
+        unsafe {
+            module.launch(
+                "scale_counted_rows",
+                LaunchDims::linear(16, 256),
+                r.stream(),
+                &args,
+            )?
+        };
+    }
+    Ok(())
+}
+
+/// Captures a round whose experts scale their rows in place, then replays it with the
+/// inputs of other seeds and routings written into its buffers, every combined token
+/// checked against the reference each time.
+pub async fn captured_rounds(gpu: &GpuPe, buffer: &mut Buffer, shape: &Shape) -> Result<()> {
+    let me = gpu.my_pe();
+    let first = shape.input(me, Routing::Random, 100);
+    let (tokens, h) = (first.tokens, shape.hidden);
+    let mut x = upload(gpu, &first.x).await?;
+    let mut topk_idx = upload(gpu, &first.topk_idx).await?;
+    let mut topk_weights = upload(gpu, &first.topk_weights).await?;
+    let mut out = DeviceBuffer::<Bf16>::new(gpu.context(), tokens * h)?;
+    let module = gpu.compile(SCALE_KERNEL, &CompileOptions::default())?;
+    let first_expert = me * shape.experts / shape.n;
+    let fp8_in_place = LowLatencyRound {
+        x: &mut x,
+        topk_idx: &mut topk_idx,
+        topk_weights: &mut topk_weights,
+        tokens,
+        fp8: true,
+        y: None,
+        out: &mut out,
+    };
+    match buffer.capture_low_latency(fp8_in_place, |_| Ok(())) {
+        Err(Error::InvalidArgument(_)) => {}
+        other => panic!("an FP8 round without y was captured: {other:?}"),
+    }
+    let round = LowLatencyRound {
+        x: &mut x,
+        topk_idx: &mut topk_idx,
+        topk_weights: &mut topk_weights,
+        tokens,
+        fp8: false,
+        y: None,
+        out: &mut out,
+    };
+    let mut graph =
+        buffer.capture_low_latency(round, |r| experts_captured(&module, r, first_expert, shape))?;
+    let plan = [
+        (Routing::Random, 100),
+        (Routing::Random, 101),
+        (Routing::AllToOne, 102),
+        (Routing::EvenExpertsOnly, 103),
+        (Routing::Random, 104),
+    ];
+    match graph
+        .write_inputs(&[], &first.topk_idx, &first.topk_weights)
+        .await
+    {
+        Err(Error::InvalidArgument(_)) => {}
+        other => panic!("short inputs were written: {other:?}"),
+    }
+    for (routing, seed) in plan {
+        let inputs: Vec<Input> = (0..shape.n)
+            .map(|p| shape.input(p, routing, seed))
+            .collect();
+        let mine = &inputs[me];
+        graph
+            .write_inputs(&mine.x, &mine.topk_idx, &mine.topk_weights)
+            .await?;
+        graph.replay().await?;
+        let got = download(gpu, graph.out(), tokens * h).await?;
+        let pe_input = mine.as_pe_input();
+        for t in 0..tokens {
+            let want = reference::low_latency_combine_token(&pe_input, t, h, shape.top_k, expert);
+            if got[t * h..(t + 1) * h] != want[..] {
+                return Err(Error::InvalidArgument(format!(
+                    "PE {me} of {}, replay of {routing:?} seed {seed}: combined token {t} differs",
+                    shape.n
+                )));
+            }
+        }
+    }
+    drop(graph);
+    drop(module);
     Ok(())
 }

@@ -19,9 +19,13 @@ use ferroshmem_gpu::{DeviceBuffer, GpuPe, HostBuffer, LocalMem};
 use ferroshmem_runtime::{Error, Result};
 
 use crate::bf16::Bf16;
-use crate::buffer::{check_statuses, Buffer};
+use crate::buffer::Buffer;
 use crate::config::{Config, LowLatencyRegions};
-use crate::kernels::{LowLatencyCombineArgs, LowLatencyReceiveArgs, LowLatencySendArgs};
+
+mod args;
+mod graph;
+
+pub use graph::{CapturedReceive, LowLatencyGraph, LowLatencyRound};
 
 /// The low-latency mode's state on one PE.
 #[derive(Debug)]
@@ -33,6 +37,8 @@ pub(crate) struct LowLatencyState {
     counts_out: HostBuffer<i32>,
     /// This PE's send status: status, first bad token, its value.
     status: HostBuffer<i32>,
+    /// The call numbers the kernels read and advance: dispatches, then combines, received.
+    calls: DeviceBuffer<u64>,
     dispatches: u64,
     combines: u64,
     /// The dispatch whose combine is due, if any.
@@ -52,8 +58,12 @@ impl LowLatencyState {
             &HostBuffer::from_slice(gpu.context(), &initial)?,
         )
         .await?;
+        let mut calls = DeviceBuffer::new(gpu.context(), 2)?;
+        gpu.copy_local(&mut calls, &HostBuffer::<u64>::new(gpu.context(), 2)?)
+            .await?;
         Ok(LowLatencyState {
             scratch,
+            calls,
             counts_out: HostBuffer::new(gpu.context(), local + local * n)?,
             status: HostBuffer::new(gpu.context(), 3)?,
             dispatches: 0,
@@ -139,63 +149,20 @@ impl Buffer {
         input: LowLatencyInput<'a>,
     ) -> Result<LowLatencySend<'a>> {
         self.usable()?;
-        let regions = self.low_latency_regions()?;
-        let k = self.config.top_k;
+        self.low_latency_regions()?;
         let state = self
             .low_latency
-            .as_ref()
+            .as_mut()
             .expect("state of a low-latency buffer");
         if let Some(d) = state.awaiting_combine {
             return Err(Error::InvalidArgument(format!(
                 "low-latency dispatch {d} has not been combined yet"
             )));
         }
-        let refused = self
-            .check_tokens(
-                input.tokens,
-                &[
-                    (input.x.len(), self.config.hidden, "x"),
-                    (input.topk_idx.len(), k, "topk_idx"),
-                ],
-            )
-            .and_then(|()| match input.fp8 && self.config.hidden % 128 != 0 {
-                true => Err(Error::InvalidArgument(format!(
-                    "FP8 rows need hidden to be a multiple of 128, not {}",
-                    self.config.hidden
-                ))),
-                false => Ok(()),
-            })
-            .err();
-        let tokens = if refused.is_some() { 0 } else { input.tokens };
-        let at = |offset: usize| self.base + offset as u64;
-        let experts = self.config.num_experts;
-        let state = self
-            .low_latency
-            .as_mut()
-            .expect("state of a low-latency buffer");
         state.dispatches += 1;
-        let args = LowLatencySendArgs {
-            x: input.x.device_ptr(),
-            topk_idx: input.topk_idx.device_ptr(),
-            tokens: tokens as i32,
-            rejected: refused.is_some(),
-            hidden: self.config.hidden as i32,
-            top_k: k as i32,
-            experts: experts as i32,
-            max_tokens: self.config.max_tokens as i32,
-            places: at(regions.places),
-            packed: at(regions.packed),
-            packed_pe: at(regions.packed_pe),
-            packed_slot: at(regions.packed_slot),
-            fp8: input.fp8,
-            packed_fp8: at(regions.packed_fp8),
-            packed_scales: at(regions.packed_scales),
-            counts: state.scratch.device_ptr(),
-            bad: state.scratch.device_ptr() + 4 * experts as u64,
-            status: state.status.addr(),
-            signals: at(regions.signals),
-            call: state.dispatches,
-        };
+        let refused = self.check_send(&input).err();
+        let tokens = if refused.is_some() { 0 } else { input.tokens };
+        let args = self.low_latency_send_args(&input, refused.is_some());
         self.start();
         if let Err(e) = self
             .kernels
@@ -249,39 +216,20 @@ impl Buffer {
         out: &'a mut DeviceBuffer<Bf16>,
     ) -> Result<LowLatencyCombining<'a>> {
         self.usable()?;
-        let regions = self.low_latency_regions()?;
+        self.low_latency_regions()?;
         let refused = self.check_low_latency_combine(handle, y, topk, out).err();
-        let local = self.config.local_experts(self.gpu.n_pes());
         let state = self
             .low_latency
             .as_mut()
             .expect("state of a low-latency buffer");
         state.combines += 1;
         state.awaiting_combine = None;
-        let args = LowLatencyCombineArgs {
-            local_experts: local as u32,
-            y: y.map_or(self.base + regions.packed as u64, |y| y.device_ptr()),
-            packed: self.base + regions.packed as u64,
-            packed_pe: self.base + regions.packed_pe as u64,
-            packed_slot: self.base + regions.packed_slot as u64,
-            recv_count: state.scratch.device_ptr() + 4 * (self.config.num_experts as u64 + 1),
-            rejected: refused.is_some(),
-            hidden: self.config.hidden as i32,
-            max_tokens: self.config.max_tokens as i32,
-            back: self.base + regions.back as u64,
-            signals: self.base + regions.combine_signals as u64,
-            call: state.combines,
-            refused: state.scratch.device_ptr() + 4 * (self.config.num_experts + 1 + local) as u64,
-            topk_idx: topk.0.device_ptr(),
-            topk_weights: topk.1.device_ptr(),
-            tokens: if refused.is_some() {
-                0
-            } else {
-                handle.tokens as i32
-            },
-            top_k: self.config.top_k as i32,
-            out: out.device_ptr(),
-        };
+        let args = self.low_latency_combine_args(
+            y,
+            topk,
+            (out.device_ptr(), handle.tokens),
+            refused.is_some(),
+        );
         self.start();
         if let Err(e) = self
             .kernels
@@ -403,21 +351,7 @@ impl<'a> LowLatencySend<'a> {
             return Ok(());
         }
         self.receive_queued = true;
-        let regions = buffer.low_latency_regions()?;
-        let local = buffer.config.local_experts(buffer.gpu.n_pes());
-        let at = |offset: usize| buffer.base + offset as u64;
-        let state = buffer
-            .low_latency
-            .as_ref()
-            .expect("state of a low-latency buffer");
-        let args = LowLatencyReceiveArgs {
-            local_experts: local as i32,
-            signals: at(regions.signals),
-            call: state.dispatches,
-            places: at(regions.places),
-            recv_count: state.scratch.device_ptr() + 4 * (buffer.config.num_experts as u64 + 1),
-            counts_out: state.counts_out.addr(),
-        };
+        let args = buffer.low_latency_receive_args();
         buffer
             .kernels
             .low_latency_receive(&buffer.stream, &args, &buffer.places())
@@ -435,9 +369,10 @@ impl<'a> LowLatencySend<'a> {
     /// Device address of the rows per local expert (`i32`), valid for work queued on the
     /// stream after [`LowLatencySend::queue_receive`] (DeepEP's `packed_recv_count`).
     pub fn recv_count_ptr(&self) -> u64 {
-        let buffer = self.buffer.as_ref().expect("a send not yet received");
-        let state = buffer.low_latency.as_ref().expect("a low-latency buffer");
-        state.scratch.device_ptr() + 4 * (buffer.config.num_experts as u64 + 1)
+        self.buffer
+            .as_ref()
+            .expect("a send not yet received")
+            .recv_count_addr()
     }
 
     /// Waits until every PE's rows for this PE's experts have arrived and packs them (the
@@ -450,31 +385,12 @@ impl<'a> LowLatencySend<'a> {
     pub async fn receive(mut self) -> Result<LowLatencyDispatch<'a>> {
         self.queue_receive()?;
         let buffer = self.buffer.take().expect("a send is received once");
-        let n = buffer.gpu.n_pes();
-        let local = buffer.config.local_experts(n);
         buffer.finish("ep low-latency dispatch").await?;
+        let (recv_count, rows_from) = buffer.received(self.refused.take())?;
         let state = buffer
             .low_latency
             .as_mut()
             .expect("state of a low-latency buffer");
-        let counts = state.counts_out.as_slice().to_vec();
-        let status = state.status.as_slice().to_vec();
-        let refusing = counts[local..].iter().position(|&c| c < 0).map(|i| i % n);
-        let mine = buffer.gpu.my_pe();
-        let table: Vec<i32> = (0..n)
-            .flat_map(|pe| match (pe == mine, refusing == Some(pe)) {
-                (true, _) => status.clone(),
-                (false, true) => vec![2, 0, 0],
-                (false, false) => vec![0, 0, 0],
-            })
-            .collect();
-        check_statuses(
-            &table,
-            3,
-            mine,
-            buffer.config.num_experts,
-            self.refused.take(),
-        )?;
         state.awaiting_combine = Some(state.dispatches);
         let handle = LowLatencyHandle {
             tokens: self.tokens,
@@ -482,8 +398,8 @@ impl<'a> LowLatencySend<'a> {
         };
         Ok(LowLatencyDispatch {
             fp8: self.fp8,
-            recv_count: counts[..local].iter().map(|&c| c as usize).collect(),
-            rows_from: counts[local..].iter().map(|&c| c.max(0) as usize).collect(),
+            recv_count,
+            rows_from,
             handle,
             buffer,
         })
