@@ -4,7 +4,7 @@
 //! any actor's mailbox. The operations themselves live in sibling modules ([`crate::rma`],
 //! [`crate::amo`], [`crate::signal`], [`crate::wait`], [`crate::barrier`]).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -75,6 +75,9 @@ pub struct DataPlane {
     pub(crate) metrics: PeMetrics,
     /// This PE's traffic over shared memory (every peer of a host-memory job).
     pub(crate) traffic: Traffic,
+    /// Calls of `test_any` and `wait_until_any` so far: each starts its search one index
+    /// further, so that a series of calls returns every satisfied index in turn.
+    pub(crate) any_calls: AtomicUsize,
 }
 
 impl DataPlane {
@@ -137,6 +140,7 @@ impl DataPlane {
             barrier_failure: Mutex::new(None),
             metrics,
             traffic,
+            any_calls: AtomicUsize::new(0),
         })
     }
 

@@ -11,6 +11,7 @@
 use std::future::{Future, IntoFuture};
 use std::ops::Range;
 use std::pin::Pin;
+use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -341,8 +342,15 @@ impl<'a, T: AtomicInt> Ivars<'a, T> {
     }
 
     fn values(&self) -> impl Iterator<Item = (usize, T)> + '_ {
+        self.values_from(0)
+    }
+
+    /// The values not excluded, from index `start % len` round to the one before it.
+    fn values_from(&self, start: usize) -> impl Iterator<Item = (usize, T)> + '_ {
         let size = std::mem::size_of::<T>();
-        (0..self.len)
+        let start = start.checked_rem(self.len).unwrap_or(0);
+        (start..self.len)
+            .chain(0..start)
             .filter(|&i| !self.exclude.is_some_and(|ex| ex[i]))
             .map(move |i| (i, T::load(T::at(self.map, self.offset + i * size))))
     }
@@ -425,9 +433,10 @@ impl DataPlane {
     ) -> Wait<'a, impl FnMut() -> Option<Option<usize>> + Unpin + Send + 'a> {
         let set = self.ivars(ivars.into(), exclude);
         let watched = set.as_ref().map_or(0..0, |s| s.bytes());
+        let start = self.any_calls.fetch_add(1, Ordering::Relaxed);
         let check = set.map(|set| {
             move || {
-                let mut candidates = set.values().peekable();
+                let mut candidates = set.values_from(start).peekable();
                 if candidates.peek().is_none() {
                     return Some(None);
                 }
@@ -493,7 +502,9 @@ impl DataPlane {
     }
 
     /// The index of a variable not excluded that satisfies `cmp value` now, if any
-    /// (`shmem_test_any`).
+    /// (`shmem_test_any`). Each call starts its search one index further than the last
+    /// (`wait_until_any` too), so a series of calls returns every satisfied index in turn,
+    /// as OpenSHMEM asks: a loop that does not exclude what it handled still sees the rest.
     pub fn test_any<'s, T: AtomicInt>(
         &self,
         ivars: impl Into<SymSlice<'s, T>>,
@@ -501,11 +512,13 @@ impl DataPlane {
         cmp: Cmp,
         value: T,
     ) -> Result<Option<usize>> {
-        Ok(self
-            .ivars(ivars.into(), exclude)?
-            .values()
+        let set = self.ivars(ivars.into(), exclude)?;
+        let start = self.any_calls.fetch_add(1, Ordering::Relaxed);
+        let found = set
+            .values_from(start)
             .find(|&(_, v)| cmp.holds(v, value))
-            .map(|(i, _)| i))
+            .map(|(i, _)| i);
+        Ok(found)
     }
 
     /// The indices of all variables not excluded that satisfy `cmp value` now

@@ -355,6 +355,27 @@ pub async fn waits(pe: &Pe) -> Result<()> {
         pe.test_some(&vars, None, Cmp::Gt, 0)? == vec![1, 2],
         "test_some"
     );
+    // Calls that do not exclude what they handled still see every satisfied index in turn.
+    let mut seen = [false; 4];
+    for _ in 0..4 {
+        if let Some(i) = pe.test_any(&vars, None, Cmp::Gt, 0)? {
+            seen[i] = true;
+        }
+    }
+    ensure!(
+        seen == [false, true, true, false],
+        "test_any in turn: {seen:?}"
+    );
+    let mut seen = [false; 4];
+    for _ in 0..4 {
+        if let Some(i) = pe.wait_until_any(&vars, None, Cmp::Gt, 0).await? {
+            seen[i] = true;
+        }
+    }
+    ensure!(
+        seen == [false, true, true, false],
+        "wait_until_any in turn: {seen:?}"
+    );
     let exclude = [false, true, true, false];
     ensure!(
         pe.test_all(&vars, Some(&exclude), Cmp::Eq, 0)?,
