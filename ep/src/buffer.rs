@@ -322,7 +322,7 @@ impl Buffer {
         match waited {
             Ok(()) => {
                 guard.disarm();
-                Ok(())
+                self.device_reports()
             }
             Err(e) => {
                 self.words.store(ABORT, 1);
@@ -332,6 +332,19 @@ impl Buffer {
                 Err(e)
             }
         }
+    }
+
+    /// What the device library reported during the call, where it can report: a transfer
+    /// to another node that completed in error (a job that spans nodes), a failed debug
+    /// check (`FERROSHMEM_DEVICE_DEBUG`). Such a call's results cannot be trusted, and the
+    /// buffer is unusable after it.
+    fn device_reports(&mut self) -> Result<()> {
+        if !self.gpu.spans_nodes() && !self.gpu.device_debug() {
+            return Ok(());
+        }
+        self.kernels
+            .check()
+            .inspect_err(|e| self.broken = Some(e.clone()))
     }
 
     /// Whether the last call's kernels found a PE's input refused (outcome 2).

@@ -255,11 +255,11 @@ impl Regions {
             Ok(start)
         };
         let local = config.num_experts / n.max(1);
-        // Low latency: dispatch signals (L × n), combine signals (n), place counters (L u32).
+        // Low latency: dispatch signals (L × n), combine signals (n), place counters (L u64).
         let counter_words = match config.low_latency {
             true => local
                 .checked_mul(n)
-                .and_then(|w| w.checked_add(4 + n + local.div_ceil(2))),
+                .and_then(|w| w.checked_add(4 + n + local)),
             false => Some(4),
         };
         let counters = part(counter_words.and_then(|w| w.checked_mul(8)))?;

@@ -210,6 +210,12 @@ impl Kernels {
         })
     }
 
+    /// Takes the device library's report, if any of this PE's kernels wrote one: a
+    /// transfer to another node completed in error, or a debug check failed.
+    pub fn check(&self) -> Result<()> {
+        self.module.check()
+    }
+
     /// Queues `ep_layout` of `tokens` tokens (`topk_idx`, `top_k` wide) over `n` PEs.
     pub fn layout(
         &self,
@@ -455,7 +461,7 @@ impl Kernels {
             _ => self.blocks.min(NETWORK_SEND_BLOCKS),
         };
         // SAFETY: ep_ll_send takes (const v4*, const long long*, int, int, int, int, int,
-        // unsigned*, v4*, int*, int*, int, u8*, float*, int*, int*, int*, unsigned*, u64*, int,
+        // u64*, v4*, int*, int*, int, u8*, float*, int*, int*, int*, unsigned*, u64*, int,
         // const u64*, u8*) as passed (the buffer's two call words, then a BF16 row per pair, 0
         // on one node). x and topk_idx hold `tokens` rows (checked by the caller, or 0 tokens;
         // for FP8 the caller checked hidden is a multiple of 128). A row's place is
@@ -490,7 +496,7 @@ impl Kernels {
             places.abort.into(),
             places.outcome.into(),
         ];
-        // SAFETY: ep_ll_receive takes (int, const u64*, u64*, unsigned*, int*, int*, const u64*,
+        // SAFETY: ep_ll_receive takes (int, const u64*, u64*, u64*, int*, int*, const u64*,
         // u64*) as passed: L × n signals and L place counters of this PE's region, the two call
         // words and L words of scratch, L + L × n pinned words, all the caller's buffer's.
         unsafe {

@@ -95,13 +95,13 @@ __device__ void ep_ll_put_remote(const ep_v4* row, int pieces, int fp8, unsigned
     }
 }
 
-// Sends each (token, slot) pair to its expert (a warp a pair). places: [L] counters on each
+// Sends each (token, slot) pair to its expert (a warp a pair). places: [L] 64-bit counters on each
 // receiver; packed: [L][n * T] rows with packed_pe, packed_slot beside them (with `fp8`, the
 // rows cast to packed_fp8, [L][n * T][hidden] bytes, with packed_scales); counts: rows sent
 // per expert (zero between calls); bad: the first refused token (INT_MAX between calls);
 // signals: [L][n] words on each receiver.
 extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS) ep_ll_send(const ep_v4* x, const long long* topk, int tokens, int pieces, int k,
-                                      int experts, int max_tokens, unsigned* places, ep_v4* packed, int* packed_pe,
+                                      int experts, int max_tokens, fsh_u64* places, ep_v4* packed, int* packed_pe,
                                       int* packed_slot, int fp8, unsigned char* packed_fp8, float* packed_scales,
                                       int* counts, int* bad, int* status_out, unsigned* blocks_done,
                                       fsh_u64* signals, int rejected, const fsh_u64* calls,
@@ -122,7 +122,7 @@ extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS) ep_ll_send(const ep
         int r = (int)(e / local), le = (int)(e % local);
         unsigned place = 0;
         if (lane == 0) {
-            place = fsh_atomic_fetch_add(places + le, 1u, r);
+            place = (unsigned)fsh_atomic_fetch_add(places + le, (fsh_u64)1, r);
             atomicAdd(&counts[e], 1);
         }
         place = __shfl_sync(0xffffffffu, place, 0);
@@ -177,7 +177,7 @@ extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS) ep_ll_send(const ep
 // writes the rows per local expert to `recv_count` (device) and, with the rows per (expert,
 // source), to `counts_out` (pinned host memory: L words, then L × n, -1 for a refusing
 // source); clears the place counters for the next call. A refusal anywhere: no rows at all.
-extern "C" __global__ void ep_ll_receive(int local, const fsh_u64* signals, fsh_u64* calls, unsigned* places,
+extern "C" __global__ void ep_ll_receive(int local, const fsh_u64* signals, fsh_u64* calls, fsh_u64* places,
                                          int* recv_count, int* counts_out, const volatile fsh_u64* abort_word,
                                          fsh_u64* outcome) {
     __shared__ int ok, refusals;
