@@ -16,15 +16,14 @@ mod common;
 mod ep_support;
 #[path = "ep_support/low_latency.rs"]
 mod low_latency;
-#[allow(dead_code)] // one-PE-per-call helpers of the one-process tests
 #[path = "ep_support/normal.rs"]
 mod normal;
 
 use std::time::{Duration, Instant};
 
 use common::uts_hosts::{cannot_run, run_job};
-use ep_support::{upload, Routing, Shape};
-use ferroshmem::ep::{Buffer, DispatchInput, Rows};
+use ep_support::{Routing, Shape};
+use ferroshmem::ep::Buffer;
 use ferroshmem::gpu::GpuPe;
 use ferroshmem::{Error, Pe, Result};
 
@@ -147,21 +146,8 @@ async fn peer_lost(pe: Pe, gpu: GpuPe) -> Result<()> {
     }
     tokio::time::sleep(Duration::from_millis(600)).await;
     let input = shape.input(0, Routing::Random, 7);
-    let (x, idx, w) = (
-        upload(&gpu, &input.x).await?,
-        upload(&gpu, &input.topk_idx).await?,
-        upload(&gpu, &input.topk_weights).await?,
-    );
     let started = Instant::now();
-    let outcome = buffer
-        .dispatch(DispatchInput {
-            x: Rows::Bf16(&x),
-            topk_idx: &idx,
-            topk_weights: &w,
-            tokens: input.tokens,
-        })
-        .await
-        .map(|d| d.received());
+    let outcome = normal::dispatch_only(&gpu, &mut buffer, &input).await;
     let took = started.elapsed();
     match outcome {
         Err(e @ Error::PeerLost { .. }) if took < CALL_TIMEOUT => {
