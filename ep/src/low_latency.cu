@@ -127,10 +127,12 @@ extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS) ep_ll_send(const ep
         }
         place = __shfl_sync(0xffffffffu, place, 0);
         long long at = (long long)le * rows + place;
-        if (FSH_NETWORK && !fsh_ptr(packed_pe + at, r))
+        if (FSH_NETWORK && !fsh_ptr(packed_pe + at, r)) {
             ep_ll_put_remote(x + (p / k) * pieces, pieces, fp8, staged + p * pieces * 16, at, r, me, p, packed,
                              packed_fp8, packed_scales, packed_pe, packed_slot, lane);
-        else if (fp8)
+            continue;
+        }
+        if (fp8)
             ep_cast_row((unsigned char*)fsh_ptr(packed_fp8 + at * pieces * 8, r),
                         (float*)fsh_ptr(packed_scales + at * (pieces / 16), r), x + (p / k) * pieces, pieces, lane);
         else

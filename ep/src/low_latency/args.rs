@@ -2,7 +2,7 @@
 //! send's input, and what the receive's statuses say: shared by the calls and by the
 //! captured rounds of [`super::graph`].
 
-use ferroshmem_gpu::{DeviceBuffer, LocalMem};
+use ferroshmem_gpu::{DeviceBuffer, HostBuffer, LocalMem};
 use ferroshmem_runtime::{Error, Result};
 
 use super::{LowLatencyInput, LowLatencyState};
@@ -152,5 +152,45 @@ impl Buffer {
             counts[..local].iter().map(|&c| c as usize).collect(),
             counts[local..].iter().map(|&c| c.max(0) as usize).collect(),
         ))
+    }
+
+    /// Logs what a low-latency call that gave up was waiting for: the call numbers the
+    /// kernels reached and the signal words as they stand (call and count of each (local
+    /// expert, source); each source's combine signal, its call with bit 63 for a refusal),
+    /// so that a stall says which PE never signalled.
+    pub(super) async fn log_waits(&self, operation: &str) {
+        let (state, regions) = self.low_latency_parts();
+        let n = self.gpu.n_pes();
+        let local = self.config.local_experts(n);
+        let mut calls = HostBuffer::<u64>::new(self.gpu.context(), 2).ok();
+        let calls = match calls.as_mut() {
+            Some(host) => self
+                .gpu
+                .copy_local(host, &state.calls)
+                .await
+                .map(|()| host.as_slice().to_vec()),
+            None => Err(Error::Shutdown),
+        };
+        let signals = self
+            .copy_region_out::<u64>(regions.signals, local * n)
+            .await;
+        let combine = self
+            .copy_region_out::<u64>(regions.combine_signals, n)
+            .await;
+        let words = |w: Result<Vec<u64>>| match w {
+            Ok(words) => words
+                .iter()
+                .map(|v| format!("{}:{}", v >> 32, v & 0xffff_ffff))
+                .collect::<Vec<_>>()
+                .join(" "),
+            Err(e) => format!("unread ({e})"),
+        };
+        tracing::error!(
+            pe = self.gpu.my_pe(),
+            calls = ?calls,
+            dispatch_signals = words(signals),
+            combine_signals = ?combine,
+            "ep low-latency {operation} gave up; dispatch signals as call:count per (local expert, source)"
+        );
     }
 }

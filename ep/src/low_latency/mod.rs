@@ -318,7 +318,10 @@ impl LowLatencyCombining<'_> {
     /// As [`Buffer::low_latency_combine`].
     pub async fn finish(mut self) -> Result<()> {
         let buffer = self.buffer.take().expect("a combine is finished once");
-        buffer.finish("ep low-latency combine").await?;
+        if let Err(e) = buffer.finish("ep low-latency combine").await {
+            buffer.log_waits("combine").await;
+            return Err(e);
+        }
         match (self.refused.take(), buffer.some_input_refused()) {
             (Some(e), _) => Err(e),
             (None, true) => Err(Error::InvalidArgument(
@@ -385,7 +388,10 @@ impl<'a> LowLatencySend<'a> {
     pub async fn receive(mut self) -> Result<LowLatencyDispatch<'a>> {
         self.queue_receive()?;
         let buffer = self.buffer.take().expect("a send is received once");
-        buffer.finish("ep low-latency dispatch").await?;
+        if let Err(e) = buffer.finish("ep low-latency dispatch").await {
+            buffer.log_waits("dispatch").await;
+            return Err(e);
+        }
         let (recv_count, rows_from) = buffer.received(self.refused.take())?;
         let state = buffer
             .low_latency
