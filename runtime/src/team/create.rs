@@ -36,7 +36,7 @@ const ARGS_BYTES: usize = 8 * 8;
 enum Split {
     Strided {
         start: usize,
-        stride: usize,
+        stride: isize,
         size: usize,
     },
     TwoD {
@@ -51,7 +51,7 @@ impl Split {
                 start,
                 stride,
                 size,
-            } => [1, start, stride, size],
+            } => [1, start, stride as usize, size],
             Split::TwoD { xrange } => [2, xrange, 0, 0],
         };
         for w in words {
@@ -66,26 +66,7 @@ impl Split {
                 start,
                 stride,
                 size,
-            } => {
-                if stride == 0 {
-                    return Err(Error::InvalidArgument(
-                        "split_strided: the stride must be at least 1".into(),
-                    ));
-                }
-                if size == 0 {
-                    return Err(Error::InvalidArgument(
-                        "split_strided: a team needs at least one PE".into(),
-                    ));
-                }
-                let last = (size - 1)
-                    .checked_mul(stride)
-                    .and_then(|x| x.checked_add(start))
-                    .unwrap_or(usize::MAX);
-                if last >= n {
-                    return Err(Error::PeOutOfRange { pe: last, n_pes: n });
-                }
-                Ok(vec![(0..size).map(|k| start + k * stride).collect()])
-            }
+            } => Ok(vec![strided_members(start, stride, size, n)?]),
             Split::TwoD { xrange } => {
                 if xrange == 0 {
                     return Err(Error::InvalidArgument(
@@ -99,6 +80,39 @@ impl Split {
             }
         }
     }
+}
+
+/// The parent members `start + stride·i` for `i < size` (OpenSHMEM 1.5: a negative stride
+/// lists them downwards, a zero one names `start` alone), or why the triplet is invalid.
+fn strided_members(start: usize, stride: isize, size: usize, n: usize) -> Result<Vec<usize>> {
+    if size == 0 {
+        return Err(Error::InvalidArgument(
+            "split_strided: a team needs at least one PE".into(),
+        ));
+    }
+    if stride == 0 && size > 1 {
+        return Err(Error::InvalidArgument(format!(
+            "split_strided: a zero stride names one PE, not {size}"
+        )));
+    }
+    // The last member lies furthest from `start`; i128 holds every product of the two.
+    let last = start as i128 + stride as i128 * (size as i128 - 1);
+    if last < 0 {
+        return Err(Error::InvalidArgument(format!(
+            "split_strided: member {} would be PE {last} (start {start}, stride {stride})",
+            size - 1
+        )));
+    }
+    let last_pe = usize::try_from(last).unwrap_or(usize::MAX);
+    if start >= n || last_pe >= n {
+        return Err(Error::PeOutOfRange {
+            pe: start.max(last_pe),
+            n_pes: n,
+        });
+    }
+    Ok((0..size)
+        .map(|i| (start as isize + stride * i as isize) as usize)
+        .collect())
 }
 
 /// splitmix64's finalizer: a well-mixed 64-bit value of `x`.
@@ -150,13 +164,16 @@ fn place(
 
 impl Team {
     /// Splits a team of every `stride`-th member from member `start`, `size` of them
-    /// (`shmem_team_split_strided`), with this team's configuration. Collective over this
+    /// (`shmem_team_split_strided`), with this team's configuration: new member `i` is
+    /// member `start + stride·i` of this team, so a negative stride lists members downwards
+    /// (in reverse order) and a zero stride names `start` alone. Collective over this
     /// team: every member calls it with the same arguments. Resolves to the new team on its
     /// members and to `None` on the others.
     ///
     /// # Errors
-    /// On every member alike: [`Error::InvalidArgument`] for a zero stride or size,
-    /// [`Error::PeOutOfRange`] when the last member would lie past this team's end,
+    /// On every member alike: [`Error::InvalidArgument`] for a zero size, a zero stride with
+    /// a size above 1, or a member below 0; [`Error::PeOutOfRange`] when a member would lie
+    /// past this team's end,
     /// [`Error::CollectiveMismatch`] when members passed different arguments,
     /// [`Error::HeapExhausted`] when the team pool is full, [`Error::TeamDestroyed`].
     ///
@@ -164,7 +181,7 @@ impl Team {
     pub async fn split_strided(
         &self,
         start: usize,
-        stride: usize,
+        stride: isize,
         size: usize,
     ) -> Result<Option<Team>> {
         self.split_strided_with(start, stride, size, self.config())
@@ -178,7 +195,7 @@ impl Team {
     pub async fn split_strided_with(
         &self,
         start: usize,
-        stride: usize,
+        stride: isize,
         size: usize,
         config: TeamConfig,
     ) -> Result<Option<Team>> {
@@ -409,10 +426,37 @@ mod tests {
         assert!(matches!(zero.children(4), Err(Error::InvalidArgument(_))));
         let huge = Split::Strided {
             start: 1,
-            stride: usize::MAX,
+            stride: isize::MAX,
             size: 3,
         };
         assert!(matches!(huge.children(4), Err(Error::PeOutOfRange { .. })));
+        let down = Split::Strided {
+            start: 5,
+            stride: -2,
+            size: 3,
+        };
+        assert_eq!(down.children(6).unwrap(), vec![vec![5, 3, 1]]);
+        let below = Split::Strided {
+            start: 3,
+            stride: -2,
+            size: 3,
+        };
+        assert!(matches!(below.children(6), Err(Error::InvalidArgument(_))));
+        let one = Split::Strided {
+            start: 2,
+            stride: 0,
+            size: 1,
+        };
+        assert_eq!(one.children(4).unwrap(), vec![vec![2]]);
+        let past = Split::Strided {
+            start: 4,
+            stride: -1,
+            size: 1,
+        };
+        assert!(matches!(
+            past.children(4),
+            Err(Error::PeOutOfRange { pe: 4, .. })
+        ));
         let grid = Split::TwoD { xrange: 3 }.children(7).unwrap();
         assert_eq!(
             grid,

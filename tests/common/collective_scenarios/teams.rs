@@ -67,11 +67,30 @@ pub async fn teams(pe: &Pe) -> Result<()> {
         row.destroy().await?;
         column.destroy().await?;
     }
+    // A negative stride lists its members downwards; a zero one names one PE.
+    let reversed = world.split_strided(n - 1, -1, n).await?;
+    let reversed = reversed.ok_or(Error::Shutdown)?;
+    ensure!(reversed.my_pe() == n - 1 - me, "reversed numbering");
+    ensure!(reversed.world_pe(0) == Some(n - 1), "reversed first member");
+    reversed.destroy().await?;
+    let last = world.split_strided(n - 1, 0, 1).await?;
+    ensure!(
+        last.as_ref().map(|t| t.world_pe(0)) == (me == n - 1).then_some(Some(n - 1)),
+        "stride 0 of one PE"
+    );
+    if let Some(t) = last {
+        t.destroy().await?;
+    }
     // Invalid splits: the same typed error on every PE.
-    let bad = world.split_strided(0, 0, 1).await;
+    let bad = world.split_strided(0, 0, 2).await;
     ensure!(
         matches!(bad, Err(Error::InvalidArgument(_))),
-        "stride 0: {bad:?}"
+        "stride 0 of two: {bad:?}"
+    );
+    let bad = world.split_strided(0, -1, 2).await;
+    ensure!(
+        matches!(bad, Err(Error::InvalidArgument(_))),
+        "below PE 0: {bad:?}"
     );
     let bad = world.split_strided(0, 1, 0).await;
     ensure!(
