@@ -58,6 +58,11 @@ fn errors() {
 }
 
 #[test]
+fn queries() {
+    check_scenario("queries");
+}
+
+#[test]
 fn barrier() {
     check_scenario("barrier");
 }

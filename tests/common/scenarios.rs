@@ -25,6 +25,7 @@ pub const ALL: &[&str] = &[
     "waits",
     "errors",
     "barrier",
+    "queries",
 ];
 
 /// Runs the scenario called `name` on `pe`.
@@ -42,6 +43,7 @@ pub async fn run(name: &str, pe: Pe) -> Result<()> {
         "waits" => waits(&pe).await,
         "errors" => errors(&pe).await,
         "barrier" => barrier(&pe).await,
+        "queries" => queries(&pe).await,
         other => Err(Error::InvalidArgument(format!("no scenario {other}"))),
     }
 }
@@ -556,5 +558,46 @@ pub async fn barrier(pe: &Pe) -> Result<()> {
         pe.sync_all().await?;
     }
     pe.free(counter).await?;
+    Ok(())
+}
+
+/// The query routines: the version and name, which PEs and addresses are accessible, and
+/// `ptr` (the next PE's copy read through it where that PE is mapped, none where it is not).
+pub async fn queries(pe: &Pe) -> Result<()> {
+    let (me, n) = (pe.my_pe(), pe.n_pes());
+    let next = (me + 1) % n;
+    ensure!(pe.info_get_version() == (1, 5), "version");
+    ensure!(pe.info_get_name().starts_with("ferroshmem"), "name");
+    ensure!(
+        (0..n).all(|p| pe.pe_accessible(p)) && !pe.pe_accessible(n),
+        "pe_accessible"
+    );
+    let buf = pe.calloc::<u64>(4).await?;
+    let own = pe.ptr(&buf, me)?.ok_or(Error::Shutdown)?;
+    ensure!(pe.addr_accessible(own.cast(), next), "a symmetric address");
+    ensure!(!pe.addr_accessible(own.cast(), n), "a PE past the end");
+    let on_stack = 7u64;
+    ensure!(
+        !pe.addr_accessible(std::ptr::from_ref(&on_stack).cast(), me),
+        "an address off the heap"
+    );
+    pe.p(buf.at(0), 100 + me as u64, me).await?;
+    pe.barrier_all().await?;
+    match pe.ptr(&buf, next)? {
+        Some(theirs) => {
+            // SAFETY: `theirs` is the next PE's copy of `buf`, mapped here and alive until
+            // the barrier below; it wrote it before the barrier above and nobody writes it now.
+            #[allow(unsafe_code)]
+            let seen = unsafe { theirs.read_volatile() };
+            ensure!(seen == 100 + next as u64, "read through ptr: {seen}");
+        }
+        None => ensure!(!pe.is_mapped(next), "no ptr to a mapped PE"),
+    }
+    ensure!(
+        matches!(pe.ptr(&buf, n), Err(Error::PeOutOfRange { .. })),
+        "ptr past the end"
+    );
+    pe.barrier_all().await?;
+    pe.free(buf).await?;
     Ok(())
 }
