@@ -63,6 +63,11 @@ fn queries() {
 }
 
 #[test]
+fn vector_waits() {
+    check_scenario("vector_waits");
+}
+
+#[test]
 fn barrier() {
     check_scenario("barrier");
 }

@@ -28,6 +28,7 @@ pub mod shared_memory;
 pub mod signal;
 pub mod team;
 pub mod wait;
+mod wait_vector;
 
 pub use amo::AtomicInt;
 pub use collectives::{BitwiseReducible, ReduceOp, Reducible};

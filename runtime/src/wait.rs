@@ -327,7 +327,7 @@ where
 }
 
 /// A checked set of waited-on variables in this PE's segment.
-struct Ivars<'a, T> {
+pub(crate) struct Ivars<'a, T> {
     map: &'a SharedMapping,
     /// Mapping offset of the first variable.
     offset: usize,
@@ -337,16 +337,16 @@ struct Ivars<'a, T> {
 }
 
 impl<'a, T: AtomicInt> Ivars<'a, T> {
-    fn bytes(&self) -> Range<usize> {
+    pub(crate) fn bytes(&self) -> Range<usize> {
         self.offset..self.offset + self.len * std::mem::size_of::<T>()
     }
 
-    fn values(&self) -> impl Iterator<Item = (usize, T)> + '_ {
+    pub(crate) fn values(&self) -> impl Iterator<Item = (usize, T)> + '_ {
         self.values_from(0)
     }
 
     /// The values not excluded, from index `start % len` round to the one before it.
-    fn values_from(&self, start: usize) -> impl Iterator<Item = (usize, T)> + '_ {
+    pub(crate) fn values_from(&self, start: usize) -> impl Iterator<Item = (usize, T)> + '_ {
         let size = std::mem::size_of::<T>();
         let start = start.checked_rem(self.len).unwrap_or(0);
         (start..self.len)
@@ -357,7 +357,7 @@ impl<'a, T: AtomicInt> Ivars<'a, T> {
 }
 
 impl DataPlane {
-    fn ivars<'a, T: AtomicInt>(
+    pub(crate) fn ivars<'a, T: AtomicInt>(
         &'a self,
         ivars: SymSlice<'_, T>,
         exclude: Option<&'a [bool]>,

@@ -26,6 +26,7 @@ pub const ALL: &[&str] = &[
     "errors",
     "barrier",
     "queries",
+    "vector_waits",
 ];
 
 /// Runs the scenario called `name` on `pe`.
@@ -44,6 +45,7 @@ pub async fn run(name: &str, pe: Pe) -> Result<()> {
         "errors" => errors(&pe).await,
         "barrier" => barrier(&pe).await,
         "queries" => queries(&pe).await,
+        "vector_waits" => vector_waits(&pe).await,
         other => Err(Error::InvalidArgument(format!("no scenario {other}"))),
     }
 }
@@ -599,5 +601,69 @@ pub async fn queries(pe: &Pe) -> Result<()> {
     );
     pe.barrier_all().await?;
     pe.free(buf).await?;
+    Ok(())
+}
+
+/// The `_vector` waits and tests, each variable against its own value; the last wait is
+/// completed by the previous PE's write.
+pub async fn vector_waits(pe: &Pe) -> Result<()> {
+    let (me, n) = (pe.my_pe(), pe.n_pes());
+    let next = (me + 1) % n;
+    let vars = pe.calloc::<i32>(4).await?;
+    pe.put(&vars, &[0, 5, 2, 9], me).await?;
+    let values = [0, 5, 3, 9];
+    let skip_2 = [false, false, true, false];
+    let below = [1, 4, 1, 10];
+    ensure!(
+        !pe.test_all_vector(&vars, None, Cmp::Eq, &values)?,
+        "test_all_vector"
+    );
+    ensure!(
+        pe.test_all_vector(&vars, Some(&skip_2), Cmp::Eq, &values)?,
+        "test_all_vector with exclusions"
+    );
+    ensure!(
+        pe.test_some_vector(&vars, None, Cmp::Gt, &below)? == vec![1, 2],
+        "test_some_vector"
+    );
+    let mut seen = [false; 4];
+    for _ in 0..4 {
+        if let Some(i) = pe.test_any_vector(&vars, None, Cmp::Gt, &below)? {
+            seen[i] = true;
+        }
+    }
+    ensure!(
+        seen == [false, true, true, false],
+        "test_any_vector in turn: {seen:?}"
+    );
+    pe.wait_until_all_vector(&vars, Some(&skip_2), Cmp::Eq, &values)
+        .timeout(Duration::from_secs(30))
+        .await?;
+    let some = pe
+        .wait_until_some_vector(&vars, None, Cmp::Gt, &below)
+        .await?;
+    ensure!(some == vec![1, 2], "wait_until_some_vector {some:?}");
+    let any = pe
+        .wait_until_any_vector(&vars, None, Cmp::Gt, &below)
+        .await?;
+    ensure!(matches!(any, Some(1 | 2)), "wait_until_any_vector {any:?}");
+    let short = pe.test_all_vector(&vars, None, Cmp::Eq, &values[..3]);
+    ensure!(
+        matches!(short, Err(Error::InvalidArgument(_))),
+        "short values: {short:?}"
+    );
+    pe.barrier_all().await?;
+    let writer = async {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        pe.p(vars.at(2), 3, next).await
+    };
+    let waiter = pe
+        .wait_until_all_vector(&vars, None, Cmp::Eq, &values)
+        .timeout(Duration::from_secs(30));
+    let (written, waited) = tokio::join!(writer, waiter);
+    written?;
+    waited?;
+    pe.barrier_all().await?;
+    pe.free(vars).await?;
     Ok(())
 }

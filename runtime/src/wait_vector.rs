@@ -1,0 +1,155 @@
+//! The `_vector` forms of the multi-variable waits and tests (`shmem_wait_until_all_vector`,
+//! `_any_vector`, `_some_vector` and the `shmem_test_*_vector` ones): variable `i` is
+//! compared with its own value, `values[i]`. They wait as [`crate::wait`]'s forms do, and
+//! the `_any` ones start each call's search one index further as theirs do.
+
+use std::sync::atomic::Ordering;
+
+use crate::amo::AtomicInt;
+use crate::data_plane::DataPlane;
+use crate::error::{Error, Result};
+use crate::heap::SymSlice;
+use crate::wait::{Cmp, Ivars, Wait};
+
+impl DataPlane {
+    /// The variables of a vector form, once `values` has one value per variable.
+    fn vector<'a, T: AtomicInt>(
+        &'a self,
+        ivars: SymSlice<'a, T>,
+        exclude: Option<&'a [bool]>,
+        values: &[T],
+    ) -> Result<Ivars<'a, T>> {
+        if values.len() != ivars.len() {
+            return Err(Error::InvalidArgument(format!(
+                "{} comparison values for {} variables",
+                values.len(),
+                ivars.len()
+            )));
+        }
+        self.ivars(ivars, exclude)
+    }
+
+    /// Waits until every variable `i` not excluded satisfies `cmp values[i]`
+    /// (`shmem_wait_until_all_vector`).
+    pub fn wait_until_all_vector<'a, T: AtomicInt>(
+        &'a self,
+        ivars: impl Into<SymSlice<'a, T>>,
+        exclude: Option<&'a [bool]>,
+        cmp: Cmp,
+        values: &'a [T],
+    ) -> Wait<'a, impl FnMut() -> Option<()> + Unpin + Send + 'a> {
+        let set = self.vector(ivars.into(), exclude, values);
+        let watched = set.as_ref().map_or(0..0, |s| s.bytes());
+        let check = set.map(|set| {
+            move || {
+                set.values()
+                    .all(|(i, v)| cmp.holds(v, values[i]))
+                    .then_some(())
+            }
+        });
+        Wait::new(self, "wait_until_all_vector", watched, check)
+    }
+
+    /// Waits until some variable `i` not excluded satisfies `cmp values[i]` and resolves to
+    /// its index (`shmem_wait_until_any_vector`); `None` at once if every one is excluded.
+    pub fn wait_until_any_vector<'a, T: AtomicInt>(
+        &'a self,
+        ivars: impl Into<SymSlice<'a, T>>,
+        exclude: Option<&'a [bool]>,
+        cmp: Cmp,
+        values: &'a [T],
+    ) -> Wait<'a, impl FnMut() -> Option<Option<usize>> + Unpin + Send + 'a> {
+        let set = self.vector(ivars.into(), exclude, values);
+        let watched = set.as_ref().map_or(0..0, |s| s.bytes());
+        let start = self.any_calls.fetch_add(1, Ordering::Relaxed);
+        let check = set.map(|set| {
+            move || {
+                let mut candidates = set.values_from(start).peekable();
+                if candidates.peek().is_none() {
+                    return Some(None);
+                }
+                candidates
+                    .find(|&(i, v)| cmp.holds(v, values[i]))
+                    .map(|(i, _)| Some(i))
+            }
+        });
+        Wait::new(self, "wait_until_any_vector", watched, check)
+    }
+
+    /// Waits until at least one variable `i` not excluded satisfies `cmp values[i]` and
+    /// resolves to the indices of all that do (`shmem_wait_until_some_vector`); empty at once
+    /// if every one is excluded.
+    pub fn wait_until_some_vector<'a, T: AtomicInt>(
+        &'a self,
+        ivars: impl Into<SymSlice<'a, T>>,
+        exclude: Option<&'a [bool]>,
+        cmp: Cmp,
+        values: &'a [T],
+    ) -> Wait<'a, impl FnMut() -> Option<Vec<usize>> + Unpin + Send + 'a> {
+        let set = self.vector(ivars.into(), exclude, values);
+        let watched = set.as_ref().map_or(0..0, |s| s.bytes());
+        let check = set.map(|set| {
+            move || {
+                if set.values().next().is_none() {
+                    return Some(Vec::new());
+                }
+                let hits = satisfied(&set, cmp, values);
+                (!hits.is_empty()).then_some(hits)
+            }
+        });
+        Wait::new(self, "wait_until_some_vector", watched, check)
+    }
+
+    /// Whether every variable `i` not excluded satisfies `cmp values[i]` now
+    /// (`shmem_test_all_vector`).
+    pub fn test_all_vector<'s, T: AtomicInt>(
+        &self,
+        ivars: impl Into<SymSlice<'s, T>>,
+        exclude: Option<&[bool]>,
+        cmp: Cmp,
+        values: &[T],
+    ) -> Result<bool> {
+        let set = self.vector(ivars.into(), exclude, values)?;
+        let all = set.values().all(|(i, v)| cmp.holds(v, values[i]));
+        Ok(all)
+    }
+
+    /// The index of a variable `i` not excluded that satisfies `cmp values[i]` now, if any
+    /// (`shmem_test_any_vector`); each call starts one index further.
+    pub fn test_any_vector<'s, T: AtomicInt>(
+        &self,
+        ivars: impl Into<SymSlice<'s, T>>,
+        exclude: Option<&[bool]>,
+        cmp: Cmp,
+        values: &[T],
+    ) -> Result<Option<usize>> {
+        let set = self.vector(ivars.into(), exclude, values)?;
+        let start = self.any_calls.fetch_add(1, Ordering::Relaxed);
+        let found = set
+            .values_from(start)
+            .find(|&(i, v)| cmp.holds(v, values[i]))
+            .map(|(i, _)| i);
+        Ok(found)
+    }
+
+    /// The indices of all variables `i` not excluded that satisfy `cmp values[i]` now
+    /// (`shmem_test_some_vector`).
+    pub fn test_some_vector<'s, T: AtomicInt>(
+        &self,
+        ivars: impl Into<SymSlice<'s, T>>,
+        exclude: Option<&[bool]>,
+        cmp: Cmp,
+        values: &[T],
+    ) -> Result<Vec<usize>> {
+        let set = self.vector(ivars.into(), exclude, values)?;
+        Ok(satisfied(&set, cmp, values))
+    }
+}
+
+/// The indices of the variables not excluded that satisfy `cmp` with their own values.
+fn satisfied<T: AtomicInt>(set: &Ivars<'_, T>, cmp: Cmp, values: &[T]) -> Vec<usize> {
+    set.values()
+        .filter(|&(i, v)| cmp.holds(v, values[i]))
+        .map(|(i, _)| i)
+        .collect()
+}
