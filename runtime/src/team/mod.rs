@@ -409,7 +409,12 @@ impl Team {
 
     /// The team member that world PE `world_pe` is, if it belongs to the team.
     pub fn team_pe(&self, world_pe: usize) -> Option<usize> {
-        self.inner.members.binary_search(&world_pe).ok()
+        // Members run upwards, or downwards in a team split with a negative stride.
+        let members = &self.inner.members;
+        match members.first() > members.last() {
+            true => members.binary_search_by(|probe| world_pe.cmp(probe)).ok(),
+            false => members.binary_search(&world_pe).ok(),
+        }
     }
 
     /// The configuration the team's collectives use.

@@ -72,7 +72,23 @@ pub async fn teams(pe: &Pe) -> Result<()> {
     let reversed = reversed.ok_or(Error::Shutdown)?;
     ensure!(reversed.my_pe() == n - 1 - me, "reversed numbering");
     ensure!(reversed.world_pe(0) == Some(n - 1), "reversed first member");
+    ensure!(
+        world.translate_pe(me, &reversed)? == Some(n - 1 - me),
+        "world to reversed"
+    );
+    let mine = pe.calloc::<u64>(1).await?;
+    let all = pe.calloc::<u64>(n).await?;
+    pe.p(mine.at(0), me as u64, me).await?;
+    reversed.fcollect(&all, &mine).await?;
+    let mut gathered = vec![0u64; n];
+    pe.get(&mut gathered, &all, me).await?;
+    ensure!(
+        gathered == (0..n as u64).rev().collect::<Vec<_>>(),
+        "fcollect over the reversed team: {gathered:?}"
+    );
     reversed.destroy().await?;
+    pe.free(all).await?;
+    pe.free(mine).await?;
     let last = world.split_strided(n - 1, 0, 1).await?;
     ensure!(
         last.as_ref().map(|t| t.world_pe(0)) == (me == n - 1).then_some(Some(n - 1)),
