@@ -15,4 +15,4 @@ mod segment_exchange;
 mod team;
 
 pub use launch::{init, run, run_local};
-pub use pe::{FreeError, Pe};
+pub use pe::{FreeError, MallocHints, Pe};

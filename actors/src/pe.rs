@@ -40,6 +40,33 @@ struct PeInner {
 
 /// A failed collective `free`: the error, and the buffer, still allocated and usable
 /// (`None` only when the PE shut down during the call).
+/// How a symmetric allocation will be used (`shmem_malloc_with_hints`'s hints), combined
+/// with `|`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MallocHints(u8);
+
+impl MallocHints {
+    /// No hint (`0`).
+    pub const NONE: MallocHints = MallocHints(0);
+    /// Remote atomics will target it (`SHMEM_MALLOC_ATOMICS_REMOTE`).
+    pub const ATOMICS_REMOTE: MallocHints = MallocHints(1);
+    /// Signals will target it (`SHMEM_MALLOC_SIGNAL_REMOTE`).
+    pub const SIGNAL_REMOTE: MallocHints = MallocHints(2);
+
+    /// Whether every hint of `other` is among these.
+    pub fn contains(self, other: MallocHints) -> bool {
+        self.0 & other.0 == other.0
+    }
+}
+
+impl std::ops::BitOr for MallocHints {
+    type Output = MallocHints;
+
+    fn bitor(self, other: MallocHints) -> MallocHints {
+        MallocHints(self.0 | other.0)
+    }
+}
+
 #[derive(Debug)]
 pub struct FreeError<T> {
     /// What went wrong.
@@ -131,6 +158,18 @@ impl Pe {
     /// other alignment is [`Error::InvalidAlignment`] (on the other PEs, the mismatch).
     pub async fn align<T: Pod>(&self, align: usize, len: usize) -> Result<SymBuffer<T>> {
         self.allocate(len, align, false).await
+    }
+
+    /// As [`Pe::malloc`], with usage hints (`shmem_malloc_with_hints`). The hints are
+    /// advisory: every allocation is placed alike here, so they change nothing; every PE
+    /// passes the same ones, as it passes the same length.
+    pub async fn malloc_with_hints<T: Pod>(
+        &self,
+        len: usize,
+        hints: MallocHints,
+    ) -> Result<SymBuffer<T>> {
+        let _ = hints; // advisory: see above
+        self.malloc(len).await
     }
 
     /// Frees a symmetric buffer on every PE (`shmem_free`). Collective, like `malloc`; it

@@ -1,16 +1,17 @@
 //! What OpenSHMEM's query routines answer about the library and the job: the specification
 //! version and the library's name (`shmem_info_get_version`, `shmem_info_get_name`), whether a
 //! PE or an address can be reached (`shmem_pe_accessible`, `shmem_addr_accessible`), and a
-//! load/store address of a peer's symmetric memory (`shmem_ptr`), which only peers on this
-//! node (mapped routes) have.
+//! load/store address of a peer's symmetric memory (`shmem_ptr`, `shmem_team_ptr`), which
+//! only peers on this node (mapped routes) have.
 
 use bytemuck::Pod;
 
 use crate::data_plane::DataPlane;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::heap::SymSlice;
 use crate::route::Route;
 use crate::segment::HEADER_SIZE;
+use crate::team::Team;
 
 /// The OpenSHMEM specification version ferroshmem implements: (major, minor).
 pub const SPEC_VERSION: (u32, u32) = (1, 5);
@@ -64,5 +65,27 @@ impl DataPlane {
             Route::Mapped(segment) => Some((segment.mapping().base_addr() + offset) as *mut T),
             Route::Remote => None,
         })
+    }
+}
+
+impl Team {
+    /// [`DataPlane::ptr`] with `pe` a member of this team (`shmem_team_ptr`).
+    ///
+    /// # Errors
+    /// [`Error::PeOutOfRange`] when `pe` is not a member, [`Error::TeamDestroyed`], and
+    /// [`DataPlane::ptr`]'s.
+    pub fn ptr<'a, T: Pod>(
+        &self,
+        view: impl Into<SymSlice<'a, T>>,
+        pe: usize,
+    ) -> Result<Option<*mut T>> {
+        if self.is_destroyed() {
+            return Err(Error::TeamDestroyed);
+        }
+        let world = self.world_pe(pe).ok_or(Error::PeOutOfRange {
+            pe,
+            n_pes: self.n_pes(),
+        })?;
+        self.dp().ptr(view, world)
     }
 }

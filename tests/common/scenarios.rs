@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use ferroshmem::{AtomicInt, Cmp, Error, Pe, Result, SignalOp};
+use ferroshmem::{AtomicInt, Cmp, Error, MallocHints, Pe, Result, SignalOp};
 
 /// Fails the scenario with a message unless `cond` holds.
 macro_rules! ensure {
@@ -599,8 +599,27 @@ pub async fn queries(pe: &Pe) -> Result<()> {
         matches!(pe.ptr(&buf, n), Err(Error::PeOutOfRange { .. })),
         "ptr past the end"
     );
+    let world = pe.team_world();
+    ensure!(
+        world.ptr(&buf, next)? == pe.ptr(&buf, next)?,
+        "team_ptr on the world team"
+    );
+    ensure!(
+        matches!(world.ptr(&buf, n), Err(Error::PeOutOfRange { .. })),
+        "team_ptr past the end"
+    );
     pe.barrier_all().await?;
     pe.free(buf).await?;
+    let hinted = pe
+        .malloc_with_hints::<u64>(8, MallocHints::ATOMICS_REMOTE | MallocHints::SIGNAL_REMOTE)
+        .await?;
+    pe.atomic_set(hinted.at(3), 0, me).await?;
+    pe.barrier_all().await?;
+    pe.atomic_add(hinted.at(3), 5, next).await?;
+    pe.barrier_all().await?;
+    let got = pe.g(hinted.at(3), me).await?;
+    ensure!(got == 5, "an atomic on a hinted allocation: {got}");
+    pe.free(hinted).await?;
     Ok(())
 }
 
