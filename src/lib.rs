@@ -39,7 +39,8 @@ pub use ferroshmem_gpu as gpu;
 pub use ferroshmem_observability as observability;
 pub use ferroshmem_runtime::config;
 pub use ferroshmem_runtime::{
-    AtomicInt, Cmp, DataPlane, Error, GpuError, HeapId, Result, SignalOp, SymBuffer, SymSlice, Wait,
+    AtomicInt, AtomicWord, Cmp, DataPlane, Error, GpuError, HeapId, Result, SignalOp, SymBuffer,
+    SymSlice, Wait,
 };
 pub use ferroshmem_runtime::{
     BitwiseReducible, ReduceOp, Reducible, Team, TeamConfig, MISMATCH_GRACE,

@@ -20,7 +20,7 @@ use crate::shared_memory::{SharedAtomic, SharedMapping};
 
 /// Integer types the atomic operations (and waits) work on: `i32`, `u32`, `i64`, `u64`.
 pub trait AtomicInt:
-    Pod + Eq + Ord + Send + Sync + Unpin + std::fmt::Debug + private::Sealed
+    AtomicWord<Int = Self> + Eq + Ord + Send + Sync + Unpin + std::fmt::Debug + private::Sealed
 {
     /// The matching atomic type.
     type Atomic: SharedAtomic;
@@ -53,8 +53,48 @@ pub trait AtomicInt:
     fn from_bits(bits: u64) -> Self;
 }
 
+/// A type the fetch, set and swap atomics take (`shmem_atomic_fetch/set/swap`'s types):
+/// every [`AtomicInt`], and `f32` and `f64`, which move as the integer of their width (their
+/// bits, unchanged). Sealed.
+pub trait AtomicWord: Pod + Send + Sync + Unpin + std::fmt::Debug + private::Sealed {
+    /// The integer of the same width the atomic runs on.
+    type Int: AtomicInt;
+    /// The value's bits as that integer.
+    fn into_int(self) -> Self::Int;
+    /// The value whose bits `int` holds.
+    fn from_int(int: Self::Int) -> Self;
+}
+
 mod private {
     pub trait Sealed {}
+}
+
+impl private::Sealed for f32 {}
+impl AtomicWord for f32 {
+    type Int = u32;
+    fn into_int(self) -> u32 {
+        self.to_bits()
+    }
+    fn from_int(int: u32) -> f32 {
+        f32::from_bits(int)
+    }
+}
+
+impl private::Sealed for f64 {}
+impl AtomicWord for f64 {
+    type Int = u64;
+    fn into_int(self) -> u64 {
+        self.to_bits()
+    }
+    fn from_int(int: u64) -> f64 {
+        f64::from_bits(int)
+    }
+}
+
+/// A view of words as the integers their atomics run on (the same view for integers).
+#[inline(always)]
+fn as_ints<T: AtomicWord>(view: SymSlice<'_, T>) -> SymSlice<'_, T::Int> {
+    view.as_bytes().cast()
 }
 
 macro_rules! atomic_int {
@@ -75,6 +115,11 @@ macro_rules! atomic_int {
             #[inline] fn fetch_xor(a: &$a, v: Self) -> Self { a.fetch_xor(v, SeqCst) }
             #[inline] fn to_bits(self) -> u64 { self as $u as u64 }
             #[inline] fn from_bits(bits: u64) -> Self { bits as $u as $t }
+        }
+        impl AtomicWord for $t {
+            type Int = $t;
+            #[inline(always)] fn into_int(self) -> $t { self }
+            #[inline(always)] fn from_int(int: $t) -> $t { int }
         }
     )*};
 }
@@ -112,7 +157,7 @@ macro_rules! binary_amos {
 }
 
 /// The old value of a remote atomic, from the bytes it fetched.
-fn old_value<T: AtomicInt>(bytes: Vec<u8>) -> Result<T> {
+fn old_value<T: Pod>(bytes: Vec<u8>) -> Result<T> {
     let mut old = T::zeroed();
     land(bytemuck::bytes_of_mut(&mut old), bytes)?;
     Ok(old)
@@ -177,43 +222,41 @@ impl DataPlane {
         })
     }
 
-    /// Atomically reads `dest[0]` on PE `pe` (`shmem_atomic_fetch`).
+    /// Atomically reads `dest[0]` on PE `pe` (`shmem_atomic_fetch`; integers, `f32`, `f64`).
     #[inline(always)]
-    pub fn atomic_fetch<'s, T: AtomicInt>(
+    pub fn atomic_fetch<'s, T: AtomicWord>(
         &self,
         dest: impl Into<SymSlice<'s, T>>,
         pe: usize,
     ) -> Landing<T> {
-        self.amo(dest.into(), pe, Amo::Fetch, |old| old, old_value)
+        self.amo(as_ints(dest.into()), pe, Amo::Fetch, T::from_int, old_value)
     }
 
-    /// Atomically writes `value` to `dest[0]` on PE `pe` (`shmem_atomic_set`).
+    /// Atomically writes `value` to `dest[0]` on PE `pe` (`shmem_atomic_set`; integers,
+    /// `f32`, `f64`).
     #[inline(always)]
-    pub fn atomic_set<'s, T: AtomicInt>(
+    pub fn atomic_set<'s, T: AtomicWord>(
         &self,
         dest: impl Into<SymSlice<'s, T>>,
         value: T,
         pe: usize,
     ) -> Landing<()> {
         // A swap, not a store: the wake-up protocol needs a read-modify-write.
-        self.amo(dest.into(), pe, Amo::Swap(value.to_bits()), drop, nothing)
+        let op = Amo::Swap(value.into_int().to_bits());
+        self.amo(as_ints(dest.into()), pe, op, drop, nothing)
     }
 
-    /// Atomically replaces `dest[0]` on PE `pe` with `value`, returning the old value.
+    /// Atomically replaces `dest[0]` on PE `pe` with `value`, returning the old value
+    /// (`shmem_atomic_swap`; integers, `f32`, `f64`).
     #[inline(always)]
-    pub fn atomic_swap<'s, T: AtomicInt>(
+    pub fn atomic_swap<'s, T: AtomicWord>(
         &self,
         dest: impl Into<SymSlice<'s, T>>,
         value: T,
         pe: usize,
     ) -> Landing<T> {
-        self.amo(
-            dest.into(),
-            pe,
-            Amo::Swap(value.to_bits()),
-            |old| old,
-            old_value,
-        )
+        let op = Amo::Swap(value.into_int().to_bits());
+        self.amo(as_ints(dest.into()), pe, op, T::from_int, old_value)
     }
 
     /// Atomically sets `dest[0]` on PE `pe` to `value` if it equals `cond`; returns the old

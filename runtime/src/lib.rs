@@ -30,7 +30,7 @@ pub mod team;
 pub mod wait;
 mod wait_vector;
 
-pub use amo::AtomicInt;
+pub use amo::{AtomicInt, AtomicWord};
 pub use collectives::{BitwiseReducible, ReduceOp, Reducible};
 pub use data_plane::{DataPlane, DataPlaneParts};
 pub use error::{Error, GpuError, Result};

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use ferroshmem::{AtomicInt, Cmp, Error, MallocHints, Pe, Result, SignalOp};
+use ferroshmem::{AtomicInt, AtomicWord, Cmp, Error, MallocHints, Pe, Result, SignalOp};
 
 /// Fails the scenario with a message unless `cond` holds.
 macro_rules! ensure {
@@ -198,6 +198,28 @@ pub async fn amo(pe: &Pe) -> Result<()> {
     amo_ops::<u32>(pe).await?;
     amo_ops::<i64>(pe).await?;
     amo_ops::<u64>(pe).await?;
+    float_amos::<f32>(pe, 1.5, -0.25).await?;
+    float_amos::<f64>(pe, 2.75e300, -1.0e-300).await?;
+    Ok(())
+}
+
+/// Fetch, set and swap on floats of the next PE (their bits move unchanged).
+async fn float_amos<F: AtomicWord + PartialEq>(pe: &Pe, a: F, b: F) -> Result<()> {
+    let (me, next) = (pe.my_pe(), (pe.my_pe() + 1) % pe.n_pes());
+    let word = pe.calloc::<F>(2).await?;
+    pe.barrier_all().await?;
+    pe.atomic_set(word.at(1), a, next).await?;
+    pe.barrier_all().await?;
+    let fetched = pe.atomic_fetch(word.at(1), me).await?;
+    ensure!(fetched == a, "float set then fetch: {fetched:?}");
+    pe.barrier_all().await?;
+    let old = pe.atomic_swap(word.at(1), b, next).await?;
+    ensure!(old == a, "float swap returned {old:?}");
+    pe.barrier_all().await?;
+    let now = pe.atomic_fetch(word.at(1), me).await?;
+    ensure!(now == b, "after the swap: {now:?}");
+    pe.barrier_all().await?;
+    pe.free(word).await?;
     Ok(())
 }
 
