@@ -2,9 +2,11 @@
 //! multi-process jobs (launcher, mpirun). Each checks values and returns an error describing
 //! the first mismatch.
 
+mod queries;
+
 use std::time::Duration;
 
-use ferroshmem::{AtomicInt, AtomicWord, Cmp, Error, MallocHints, Pe, Result, SignalOp};
+use ferroshmem::{AtomicInt, AtomicWord, Cmp, Error, Pe, Result, SignalOp};
 
 /// Fails the scenario with a message unless `cond` holds.
 macro_rules! ensure {
@@ -14,6 +16,7 @@ macro_rules! ensure {
         }
     };
 }
+pub(crate) use ensure;
 
 /// Names of all scenarios, for the multi-process driver.
 pub const ALL: &[&str] = &[
@@ -44,8 +47,8 @@ pub async fn run(name: &str, pe: Pe) -> Result<()> {
         "waits" => waits(&pe).await,
         "errors" => errors(&pe).await,
         "barrier" => barrier(&pe).await,
-        "queries" => queries(&pe).await,
-        "vector_waits" => vector_waits(&pe).await,
+        "queries" => queries::queries(&pe).await,
+        "vector_waits" => queries::vector_waits(&pe).await,
         other => Err(Error::InvalidArgument(format!("no scenario {other}"))),
     }
 }
@@ -582,129 +585,5 @@ pub async fn barrier(pe: &Pe) -> Result<()> {
         pe.sync_all().await?;
     }
     pe.free(counter).await?;
-    Ok(())
-}
-
-/// The query routines: the version and name, which PEs and addresses are accessible, and
-/// `ptr` (the next PE's copy read through it where that PE is mapped, none where it is not).
-pub async fn queries(pe: &Pe) -> Result<()> {
-    let (me, n) = (pe.my_pe(), pe.n_pes());
-    let next = (me + 1) % n;
-    ensure!(pe.info_get_version() == (1, 5), "version");
-    ensure!(pe.info_get_name().starts_with("ferroshmem"), "name");
-    ensure!(
-        (0..n).all(|p| pe.pe_accessible(p)) && !pe.pe_accessible(n),
-        "pe_accessible"
-    );
-    let buf = pe.calloc::<u64>(4).await?;
-    let own = pe.ptr(&buf, me)?.ok_or(Error::Shutdown)?;
-    ensure!(pe.addr_accessible(own.cast(), next), "a symmetric address");
-    ensure!(!pe.addr_accessible(own.cast(), n), "a PE past the end");
-    let on_stack = 7u64;
-    ensure!(
-        !pe.addr_accessible(std::ptr::from_ref(&on_stack).cast(), me),
-        "an address off the heap"
-    );
-    pe.p(buf.at(0), 100 + me as u64, me).await?;
-    pe.barrier_all().await?;
-    match pe.ptr(&buf, next)? {
-        Some(theirs) => {
-            // SAFETY: `theirs` is the next PE's copy of `buf`, mapped here and alive until
-            // the barrier below; it wrote it before the barrier above and nobody writes it now.
-            #[allow(unsafe_code)]
-            let seen = unsafe { theirs.read_volatile() };
-            ensure!(seen == 100 + next as u64, "read through ptr: {seen}");
-        }
-        None => ensure!(!pe.is_mapped(next), "no ptr to a mapped PE"),
-    }
-    ensure!(
-        matches!(pe.ptr(&buf, n), Err(Error::PeOutOfRange { .. })),
-        "ptr past the end"
-    );
-    let world = pe.team_world();
-    ensure!(
-        world.ptr(&buf, next)? == pe.ptr(&buf, next)?,
-        "team_ptr on the world team"
-    );
-    ensure!(
-        matches!(world.ptr(&buf, n), Err(Error::PeOutOfRange { .. })),
-        "team_ptr past the end"
-    );
-    pe.barrier_all().await?;
-    pe.free(buf).await?;
-    let hinted = pe
-        .malloc_with_hints::<u64>(8, MallocHints::ATOMICS_REMOTE | MallocHints::SIGNAL_REMOTE)
-        .await?;
-    pe.atomic_set(hinted.at(3), 0, me).await?;
-    pe.barrier_all().await?;
-    pe.atomic_add(hinted.at(3), 5, next).await?;
-    pe.barrier_all().await?;
-    let got = pe.g(hinted.at(3), me).await?;
-    ensure!(got == 5, "an atomic on a hinted allocation: {got}");
-    pe.free(hinted).await?;
-    Ok(())
-}
-
-/// The `_vector` waits and tests, each variable against its own value; the last wait is
-/// completed by the previous PE's write.
-pub async fn vector_waits(pe: &Pe) -> Result<()> {
-    let (me, n) = (pe.my_pe(), pe.n_pes());
-    let next = (me + 1) % n;
-    let vars = pe.calloc::<i32>(4).await?;
-    pe.put(&vars, &[0, 5, 2, 9], me).await?;
-    let values = [0, 5, 3, 9];
-    let skip_2 = [false, false, true, false];
-    let below = [1, 4, 1, 10];
-    ensure!(
-        !pe.test_all_vector(&vars, None, Cmp::Eq, &values)?,
-        "test_all_vector"
-    );
-    ensure!(
-        pe.test_all_vector(&vars, Some(&skip_2), Cmp::Eq, &values)?,
-        "test_all_vector with exclusions"
-    );
-    ensure!(
-        pe.test_some_vector(&vars, None, Cmp::Gt, &below)? == vec![1, 2],
-        "test_some_vector"
-    );
-    let mut seen = [false; 4];
-    for _ in 0..4 {
-        if let Some(i) = pe.test_any_vector(&vars, None, Cmp::Gt, &below)? {
-            seen[i] = true;
-        }
-    }
-    ensure!(
-        seen == [false, true, true, false],
-        "test_any_vector in turn: {seen:?}"
-    );
-    pe.wait_until_all_vector(&vars, Some(&skip_2), Cmp::Eq, &values)
-        .timeout(Duration::from_secs(30))
-        .await?;
-    let some = pe
-        .wait_until_some_vector(&vars, None, Cmp::Gt, &below)
-        .await?;
-    ensure!(some == vec![1, 2], "wait_until_some_vector {some:?}");
-    let any = pe
-        .wait_until_any_vector(&vars, None, Cmp::Gt, &below)
-        .await?;
-    ensure!(matches!(any, Some(1 | 2)), "wait_until_any_vector {any:?}");
-    let short = pe.test_all_vector(&vars, None, Cmp::Eq, &values[..3]);
-    ensure!(
-        matches!(short, Err(Error::InvalidArgument(_))),
-        "short values: {short:?}"
-    );
-    pe.barrier_all().await?;
-    let writer = async {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        pe.p(vars.at(2), 3, next).await
-    };
-    let waiter = pe
-        .wait_until_all_vector(&vars, None, Cmp::Eq, &values)
-        .timeout(Duration::from_secs(30));
-    let (written, waited) = tokio::join!(writer, waiter);
-    written?;
-    waited?;
-    pe.barrier_all().await?;
-    pe.free(vars).await?;
     Ok(())
 }
