@@ -52,7 +52,7 @@ impl DataPlane {
     /// ordering, completion and the atomics' guarantees, as in OpenSHMEM).
     ///
     /// # Errors
-    /// As the operations: [`Error::PeOutOfRange`](crate::Error::PeOutOfRange), a view of
+    /// As the operations: [`Error::PeOutOfRange`], a view of
     /// another heap or a freed allocation.
     pub fn ptr<'a, T: Pod>(
         &self,
