@@ -68,6 +68,11 @@ fn vector_waits() {
 }
 
 #[test]
+fn realloc() {
+    check_scenario("realloc");
+}
+
+#[test]
 fn barrier() {
     check_scenario("barrier");
 }

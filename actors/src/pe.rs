@@ -172,6 +172,53 @@ impl Pe {
         self.malloc(len).await
     }
 
+    /// Resizes a symmetric buffer on every PE (`shmem_realloc`): a new allocation of `len`
+    /// elements starting with this PE's first `min(old, len)` elements, then the old one
+    /// freed. Collective, like `malloc` and `free`; the other elements are unspecified.
+    ///
+    /// # Errors
+    /// As [`Pe::malloc`], with the buffer back untouched in the error; then as [`Pe::free`]
+    /// of the old buffer, with it back in the error (and the new one freed).
+    pub async fn realloc<T: Pod>(
+        &self,
+        buffer: SymBuffer<T>,
+        len: usize,
+    ) -> Result<SymBuffer<T>, FreeError<T>> {
+        let resized = match self.malloc::<T>(len).await {
+            Ok(resized) => resized,
+            Err(error) => {
+                return Err(FreeError {
+                    error,
+                    buffer: Some(buffer),
+                })
+            }
+        };
+        let keep = buffer.len().min(len);
+        let mut kept = vec![T::zeroed(); keep];
+        let copied = match self
+            .get(&mut kept, buffer.slice(..keep), self.my_pe())
+            .await
+        {
+            Ok(()) => self.put(resized.slice(..keep), &kept, self.my_pe()).await,
+            Err(e) => Err(e),
+        };
+        let freed = match copied {
+            Ok(()) => self.free(buffer).await,
+            Err(error) => Err(FreeError {
+                error,
+                buffer: Some(buffer),
+            }),
+        };
+        match freed {
+            Ok(()) => Ok(resized),
+            Err(failed) => {
+                // The new allocation goes; the old one is the caller's again.
+                let _ = self.free(resized).await;
+                Err(failed)
+            }
+        }
+    }
+
     /// Frees a symmetric buffer on every PE (`shmem_free`). Collective, like `malloc`; it
     /// synchronizes the PEs, so no PE frees memory another still uses. On a mismatch the
     /// buffer comes back untouched in the error.

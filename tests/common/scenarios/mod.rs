@@ -30,6 +30,7 @@ pub const ALL: &[&str] = &[
     "barrier",
     "queries",
     "vector_waits",
+    "realloc",
 ];
 
 /// Runs the scenario called `name` on `pe`.
@@ -49,6 +50,7 @@ pub async fn run(name: &str, pe: Pe) -> Result<()> {
         "barrier" => barrier(&pe).await,
         "queries" => queries::queries(&pe).await,
         "vector_waits" => queries::vector_waits(&pe).await,
+        "realloc" => queries::realloc(&pe).await,
         other => Err(Error::InvalidArgument(format!("no scenario {other}"))),
     }
 }

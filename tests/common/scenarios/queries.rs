@@ -1,9 +1,9 @@
-//! Scenarios of the query routines (version, name, accessibility, `ptr`, hinted allocation)
-//! and of the `_vector` waits and tests.
+//! Scenarios of the query routines (version, name, accessibility, `ptr`), of the allocation
+//! extras (hints, `realloc`) and of the `_vector` waits and tests.
 
 use std::time::Duration;
 
-use ferroshmem::{Cmp, Error, MallocHints, Pe, Result};
+use ferroshmem::{Cmp, Error, FreeError, MallocHints, Pe, Result};
 
 use super::ensure;
 
@@ -128,5 +128,52 @@ pub async fn vector_waits(pe: &Pe) -> Result<()> {
     waited?;
     pe.barrier_all().await?;
     pe.free(vars).await?;
+    Ok(())
+}
+
+/// `realloc` keeps this PE's first elements when it grows and when it shrinks, the result is
+/// symmetric (the previous PE puts into it), and a refused size gives the buffer back whole.
+pub async fn realloc(pe: &Pe) -> Result<()> {
+    let (me, n) = (pe.my_pe(), pe.n_pes());
+    let next = (me + 1) % n;
+    let mine: Vec<u64> = (0..4).map(|i| (me * 10 + i) as u64).collect();
+    let buf = pe.malloc::<u64>(4).await?;
+    pe.put(&buf, &mine, me).await?;
+    let buf = pe.realloc(buf, 8).await?;
+    let mut got = vec![0u64; 8];
+    pe.get(&mut got, &buf, me).await?;
+    ensure!(got[..4] == mine[..], "grown: {got:?}");
+    pe.barrier_all().await?;
+    pe.p(buf.at(7), 700 + next as u64, next).await?;
+    pe.barrier_all().await?;
+    ensure!(
+        pe.g(buf.at(7), me).await? == 700 + me as u64,
+        "a put into the grown buffer"
+    );
+    let buf = pe.realloc(buf, 2).await?;
+    ensure!(buf.len() == 2, "shrunk to {}", buf.len());
+    let mut got = vec![0u64; 2];
+    pe.get(&mut got, &buf, me).await?;
+    ensure!(got[..] == mine[..2], "shrunk: {got:?}");
+    let refused = pe.realloc(buf, usize::MAX).await;
+    let buf = match refused {
+        Err(FreeError {
+            error: Error::InvalidArgument(_) | Error::HeapExhausted { .. },
+            buffer: Some(buf),
+        }) => buf,
+        other => {
+            return Err(Error::InvalidArgument(format!(
+                "a huge realloc: {:?}",
+                other.map(|b| b.len()).map_err(|e| e.error)
+            )))
+        }
+    };
+    ensure!(buf.len() == 2, "the refused buffer's length");
+    pe.get(&mut got, &buf, me).await?;
+    ensure!(
+        got[..] == mine[..2],
+        "the refused buffer's contents: {got:?}"
+    );
+    pe.free(buf).await?;
     Ok(())
 }
