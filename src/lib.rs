@@ -33,7 +33,9 @@
 pub mod launcher;
 
 pub use ferroshmem_actors::launch_env;
-pub use ferroshmem_actors::{init, run, run_local, FreeError, MallocHints, Pe};
+pub use ferroshmem_actors::{
+    init, init_thread, run, run_local, FreeError, MallocHints, Pe, ThreadLevel,
+};
 pub use ferroshmem_ep as ep;
 pub use ferroshmem_gpu as gpu;
 pub use ferroshmem_observability as observability;

@@ -294,7 +294,11 @@ async fn pe_program() {
     let Ok(mode) = std::env::var(PE_MODE) else {
         return;
     };
-    let pe = ferroshmem::init().await.expect("join the job");
+    let (pe, provided) = ferroshmem::init_thread(ferroshmem::ThreadLevel::Serialized)
+        .await
+        .expect("join the job");
+    assert_eq!(provided, ferroshmem::ThreadLevel::Multiple);
+    assert_eq!(pe.query_thread(), provided);
     pe.barrier_all().await.expect("barrier");
     println!("PE {} of {} joined", pe.my_pe(), pe.n_pes());
     if mode == "abort" {

@@ -13,6 +13,8 @@ mod rendezvous;
 pub mod routes;
 mod segment_exchange;
 mod team;
+mod threads;
 
 pub use launch::{init, run, run_local};
 pub use pe::{FreeError, MallocHints, Pe};
+pub use threads::{init_thread, ThreadLevel};
