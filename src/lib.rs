@@ -42,7 +42,7 @@ pub use ferroshmem_observability as observability;
 pub use ferroshmem_runtime::config;
 pub use ferroshmem_runtime::{
     AtomicInt, AtomicWord, Cmp, DataPlane, Error, GpuError, HeapId, Result, SignalOp, SymBuffer,
-    SymSlice, Wait,
+    SymSlice, Wait, WaitWord,
 };
 pub use ferroshmem_runtime::{
     BitwiseReducible, ReduceOp, Reducible, Team, TeamConfig, MISMATCH_GRACE,

@@ -42,4 +42,4 @@ pub use query::{LIBRARY_NAME, SPEC_VERSION};
 pub use segment::Segment;
 pub use signal::SignalOp;
 pub use team::{Team, TeamConfig, Teams, MISMATCH_GRACE};
-pub use wait::{Cmp, Wait};
+pub use wait::{Cmp, Wait, WaitWord};

@@ -14,7 +14,7 @@
 
 use std::os::fd::AsFd;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, AtomicU64};
+use std::sync::atomic::{AtomicI16, AtomicI32, AtomicI64, AtomicU16, AtomicU32, AtomicU64};
 
 use crate::error::{Error, Result};
 
@@ -31,7 +31,7 @@ macro_rules! shared_atomic {
         impl SharedAtomic for $t {}
     )*};
 }
-shared_atomic!(AtomicU32, AtomicU64, AtomicI32, AtomicI64);
+shared_atomic!(AtomicU16, AtomicI16, AtomicU32, AtomicU64, AtomicI32, AtomicI64);
 
 /// A read-write shared mapping of a whole file (a memfd) into this process.
 #[derive(Debug)]

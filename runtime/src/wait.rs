@@ -327,6 +327,46 @@ where
 }
 
 /// A checked set of waited-on variables in this PE's segment.
+/// A type the waits and tests take (`shmem_wait_until`'s and `shmem_test`'s types): every
+/// [`AtomicInt`], and 16-bit integers, which only waits and tests take (OpenSHMEM has no
+/// 16-bit atomics). Sealed.
+pub trait WaitWord:
+    bytemuck::Pod + Ord + Send + Sync + Unpin + std::fmt::Debug + sealed::Sealed
+{
+    /// Atomic load of the word at mapping offset `offset` (aligned: checked by the caller).
+    fn load_at(map: &SharedMapping, offset: usize) -> Self;
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+impl<T: AtomicInt> sealed::Sealed for T {}
+impl<T: AtomicInt> WaitWord for T {
+    #[inline(always)]
+    fn load_at(map: &SharedMapping, offset: usize) -> T {
+        T::load(T::at(map, offset))
+    }
+}
+
+impl sealed::Sealed for i16 {}
+impl WaitWord for i16 {
+    #[inline(always)]
+    fn load_at(map: &SharedMapping, offset: usize) -> i16 {
+        map.atomic::<std::sync::atomic::AtomicI16>(offset)
+            .load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl sealed::Sealed for u16 {}
+impl WaitWord for u16 {
+    #[inline(always)]
+    fn load_at(map: &SharedMapping, offset: usize) -> u16 {
+        map.atomic::<std::sync::atomic::AtomicU16>(offset)
+            .load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
 pub(crate) struct Ivars<'a, T> {
     map: &'a SharedMapping,
     /// Mapping offset of the first variable.
@@ -336,7 +376,7 @@ pub(crate) struct Ivars<'a, T> {
     _type: std::marker::PhantomData<fn() -> T>,
 }
 
-impl<'a, T: AtomicInt> Ivars<'a, T> {
+impl<'a, T: WaitWord> Ivars<'a, T> {
     pub(crate) fn bytes(&self) -> Range<usize> {
         self.offset..self.offset + self.len * std::mem::size_of::<T>()
     }
@@ -352,12 +392,12 @@ impl<'a, T: AtomicInt> Ivars<'a, T> {
         (start..self.len)
             .chain(0..start)
             .filter(|&i| !self.exclude.is_some_and(|ex| ex[i]))
-            .map(move |i| (i, T::load(T::at(self.map, self.offset + i * size))))
+            .map(move |i| (i, T::load_at(self.map, self.offset + i * size)))
     }
 }
 
 impl DataPlane {
-    pub(crate) fn ivars<'a, T: AtomicInt>(
+    pub(crate) fn ivars<'a, T: WaitWord>(
         &'a self,
         ivars: SymSlice<'_, T>,
         exclude: Option<&'a [bool]>,
@@ -386,7 +426,7 @@ impl DataPlane {
 
     /// Waits until `ivar[0]` in this PE's segment satisfies `cmp value`
     /// (`shmem_wait_until`); resolves to the value that satisfied it.
-    pub fn wait_until<'s, T: AtomicInt>(
+    pub fn wait_until<'s, T: WaitWord>(
         &self,
         ivar: impl Into<SymSlice<'s, T>>,
         cmp: Cmp,
@@ -397,9 +437,9 @@ impl DataPlane {
             .as_ref()
             .map_or(0..0, |&at| at..at + std::mem::size_of::<T>());
         let check = located.map(|at| {
-            let a = T::at(self.own_segment().mapping(), at);
+            let map = self.own_segment().mapping();
             move || {
-                let v = T::load(a);
+                let v = T::load_at(map, at);
                 cmp.holds(v, value).then_some(v)
             }
         });
@@ -408,7 +448,7 @@ impl DataPlane {
 
     /// Waits until every variable of `ivars` not excluded satisfies `cmp value`
     /// (`shmem_wait_until_all`). `exclude[i] == true` leaves out `ivars[i]`.
-    pub fn wait_until_all<'a, T: AtomicInt>(
+    pub fn wait_until_all<'a, T: WaitWord>(
         &'a self,
         ivars: impl Into<SymSlice<'a, T>>,
         exclude: Option<&'a [bool]>,
@@ -424,7 +464,7 @@ impl DataPlane {
 
     /// Waits until some variable of `ivars` not excluded satisfies `cmp value` and resolves
     /// to its index (`shmem_wait_until_any`); `None` at once if every variable is excluded.
-    pub fn wait_until_any<'a, T: AtomicInt>(
+    pub fn wait_until_any<'a, T: WaitWord>(
         &'a self,
         ivars: impl Into<SymSlice<'a, T>>,
         exclude: Option<&'a [bool]>,
@@ -451,7 +491,7 @@ impl DataPlane {
     /// Waits until at least one variable of `ivars` not excluded satisfies `cmp value` and
     /// resolves to the indices of all that do (`shmem_wait_until_some`); empty at once if
     /// every variable is excluded.
-    pub fn wait_until_some<'a, T: AtomicInt>(
+    pub fn wait_until_some<'a, T: WaitWord>(
         &'a self,
         ivars: impl Into<SymSlice<'a, T>>,
         exclude: Option<&'a [bool]>,
@@ -477,18 +517,18 @@ impl DataPlane {
     }
 
     /// Whether `ivar[0]` in this PE's segment satisfies `cmp value` now (`shmem_test`).
-    pub fn test<'s, T: AtomicInt>(
+    pub fn test<'s, T: WaitWord>(
         &self,
         ivar: impl Into<SymSlice<'s, T>>,
         cmp: Cmp,
         value: T,
     ) -> Result<bool> {
         let at = self.locate_atomic(ivar.into())?;
-        Ok(cmp.holds(T::load(T::at(self.own_segment().mapping(), at)), value))
+        Ok(cmp.holds(T::load_at(self.own_segment().mapping(), at), value))
     }
 
     /// Whether every variable not excluded satisfies `cmp value` now (`shmem_test_all`).
-    pub fn test_all<'s, T: AtomicInt>(
+    pub fn test_all<'s, T: WaitWord>(
         &self,
         ivars: impl Into<SymSlice<'s, T>>,
         exclude: Option<&[bool]>,
@@ -505,7 +545,7 @@ impl DataPlane {
     /// (`shmem_test_any`). Each call starts its search one index further than the last
     /// (`wait_until_any` too), so a series of calls returns every satisfied index in turn,
     /// as OpenSHMEM asks: a loop that does not exclude what it handled still sees the rest.
-    pub fn test_any<'s, T: AtomicInt>(
+    pub fn test_any<'s, T: WaitWord>(
         &self,
         ivars: impl Into<SymSlice<'s, T>>,
         exclude: Option<&[bool]>,
@@ -523,7 +563,7 @@ impl DataPlane {
 
     /// The indices of all variables not excluded that satisfy `cmp value` now
     /// (`shmem_test_some`).
-    pub fn test_some<'s, T: AtomicInt>(
+    pub fn test_some<'s, T: WaitWord>(
         &self,
         ivars: impl Into<SymSlice<'s, T>>,
         exclude: Option<&[bool]>,

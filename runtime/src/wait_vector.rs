@@ -5,15 +5,14 @@
 
 use std::sync::atomic::Ordering;
 
-use crate::amo::AtomicInt;
 use crate::data_plane::DataPlane;
 use crate::error::{Error, Result};
 use crate::heap::SymSlice;
-use crate::wait::{Cmp, Ivars, Wait};
+use crate::wait::{Cmp, Ivars, Wait, WaitWord};
 
 impl DataPlane {
     /// The variables of a vector form, once `values` has one value per variable.
-    fn vector<'a, T: AtomicInt>(
+    fn vector<'a, T: WaitWord>(
         &'a self,
         ivars: SymSlice<'a, T>,
         exclude: Option<&'a [bool]>,
@@ -31,7 +30,7 @@ impl DataPlane {
 
     /// Waits until every variable `i` not excluded satisfies `cmp values[i]`
     /// (`shmem_wait_until_all_vector`).
-    pub fn wait_until_all_vector<'a, T: AtomicInt>(
+    pub fn wait_until_all_vector<'a, T: WaitWord>(
         &'a self,
         ivars: impl Into<SymSlice<'a, T>>,
         exclude: Option<&'a [bool]>,
@@ -52,7 +51,7 @@ impl DataPlane {
 
     /// Waits until some variable `i` not excluded satisfies `cmp values[i]` and resolves to
     /// its index (`shmem_wait_until_any_vector`); `None` at once if every one is excluded.
-    pub fn wait_until_any_vector<'a, T: AtomicInt>(
+    pub fn wait_until_any_vector<'a, T: WaitWord>(
         &'a self,
         ivars: impl Into<SymSlice<'a, T>>,
         exclude: Option<&'a [bool]>,
@@ -79,7 +78,7 @@ impl DataPlane {
     /// Waits until at least one variable `i` not excluded satisfies `cmp values[i]` and
     /// resolves to the indices of all that do (`shmem_wait_until_some_vector`); empty at once
     /// if every one is excluded.
-    pub fn wait_until_some_vector<'a, T: AtomicInt>(
+    pub fn wait_until_some_vector<'a, T: WaitWord>(
         &'a self,
         ivars: impl Into<SymSlice<'a, T>>,
         exclude: Option<&'a [bool]>,
@@ -102,7 +101,7 @@ impl DataPlane {
 
     /// Whether every variable `i` not excluded satisfies `cmp values[i]` now
     /// (`shmem_test_all_vector`).
-    pub fn test_all_vector<'s, T: AtomicInt>(
+    pub fn test_all_vector<'s, T: WaitWord>(
         &self,
         ivars: impl Into<SymSlice<'s, T>>,
         exclude: Option<&[bool]>,
@@ -116,7 +115,7 @@ impl DataPlane {
 
     /// The index of a variable `i` not excluded that satisfies `cmp values[i]` now, if any
     /// (`shmem_test_any_vector`); each call starts one index further.
-    pub fn test_any_vector<'s, T: AtomicInt>(
+    pub fn test_any_vector<'s, T: WaitWord>(
         &self,
         ivars: impl Into<SymSlice<'s, T>>,
         exclude: Option<&[bool]>,
@@ -134,7 +133,7 @@ impl DataPlane {
 
     /// The indices of all variables `i` not excluded that satisfy `cmp values[i]` now
     /// (`shmem_test_some_vector`).
-    pub fn test_some_vector<'s, T: AtomicInt>(
+    pub fn test_some_vector<'s, T: WaitWord>(
         &self,
         ivars: impl Into<SymSlice<'s, T>>,
         exclude: Option<&[bool]>,
@@ -147,7 +146,7 @@ impl DataPlane {
 }
 
 /// The indices of the variables not excluded that satisfy `cmp` with their own values.
-fn satisfied<T: AtomicInt>(set: &Ivars<'_, T>, cmp: Cmp, values: &[T]) -> Vec<usize> {
+fn satisfied<T: WaitWord>(set: &Ivars<'_, T>, cmp: Cmp, values: &[T]) -> Vec<usize> {
     set.values()
         .filter(|&(i, v)| cmp.holds(v, values[i]))
         .map(|(i, _)| i)

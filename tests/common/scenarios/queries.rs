@@ -128,6 +128,42 @@ pub async fn vector_waits(pe: &Pe) -> Result<()> {
     waited?;
     pe.barrier_all().await?;
     pe.free(vars).await?;
+    sixteen_bit_waits(pe).await
+}
+
+/// Waits and tests on 16-bit words (which only waits and tests take): the previous PE's put
+/// completes a wait; the vector and `_any` forms see them too.
+async fn sixteen_bit_waits(pe: &Pe) -> Result<()> {
+    let (me, n) = (pe.my_pe(), pe.n_pes());
+    let next = (me + 1) % n;
+    let shorts = pe.calloc::<i16>(3).await?;
+    let flags = pe.calloc::<u16>(2).await?;
+    pe.put(&shorts, &[-7, 0, 300], me).await?;
+    ensure!(pe.test(shorts.at(0), Cmp::Lt, 0)?, "test on i16");
+    ensure!(
+        pe.test_some(&shorts, None, Cmp::Ne, 0)? == vec![0, 2],
+        "test_some on i16"
+    );
+    ensure!(
+        pe.test_all_vector(&shorts, None, Cmp::Eq, &[-7, 0, 300])?,
+        "test_all_vector on i16"
+    );
+    pe.barrier_all().await?;
+    let writer = async {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        pe.put(flags.at(1), &[0xfffe_u16], next).await
+    };
+    let waiter = pe
+        .wait_until(flags.at(1), Cmp::Eq, 0xfffe_u16)
+        .timeout(Duration::from_secs(30));
+    let (written, waited) = tokio::join!(writer, waiter);
+    written?;
+    ensure!(waited? == 0xfffe, "wait_until on u16");
+    let any = pe.wait_until_any(&flags, None, Cmp::Gt, 0).await?;
+    ensure!(any == Some(1), "wait_until_any on u16: {any:?}");
+    pe.barrier_all().await?;
+    pe.free(flags).await?;
+    pe.free(shorts).await?;
     Ok(())
 }
 
