@@ -385,6 +385,32 @@ impl<'a, T: WaitWord> Ivars<'a, T> {
         self.values_from(0)
     }
 
+    /// Whether every variable `i` not excluded satisfies `cmp value_of(i)`.
+    pub(crate) fn all(&self, cmp: Cmp, value_of: impl Fn(usize) -> T) -> bool {
+        self.values().all(|(i, v)| cmp.holds(v, value_of(i)))
+    }
+
+    /// The first variable `i` not excluded, from index `start % len` round, that satisfies
+    /// `cmp value_of(i)`.
+    pub(crate) fn first_from(
+        &self,
+        start: usize,
+        cmp: Cmp,
+        value_of: impl Fn(usize) -> T,
+    ) -> Option<usize> {
+        self.values_from(start)
+            .find(|&(i, v)| cmp.holds(v, value_of(i)))
+            .map(|(i, _)| i)
+    }
+
+    /// The indices of the variables `i` not excluded that satisfy `cmp value_of(i)`.
+    pub(crate) fn satisfied(&self, cmp: Cmp, value_of: impl Fn(usize) -> T) -> Vec<usize> {
+        self.values()
+            .filter(|&(i, v)| cmp.holds(v, value_of(i)))
+            .map(|(i, _)| i)
+            .collect()
+    }
+
     /// The values not excluded, from index `start % len` round to the one before it.
     pub(crate) fn values_from(&self, start: usize) -> impl Iterator<Item = (usize, T)> + '_ {
         let size = std::mem::size_of::<T>();
@@ -456,10 +482,7 @@ impl DataPlane {
         value: T,
     ) -> Wait<'a, impl FnMut() -> Option<()> + Unpin + Send + 'a> {
         let set = self.ivars(ivars.into(), exclude);
-        let watched = set.as_ref().map_or(0..0, |s| s.bytes());
-        let check =
-            set.map(|set| move || set.values().all(|(_, v)| cmp.holds(v, value)).then_some(()));
-        Wait::new(self, "wait_until_all", watched, check)
+        self.wait_all_of(set, cmp, move |_| value, "wait_until_all")
     }
 
     /// Waits until some variable of `ivars` not excluded satisfies `cmp value` and resolves
@@ -472,20 +495,7 @@ impl DataPlane {
         value: T,
     ) -> Wait<'a, impl FnMut() -> Option<Option<usize>> + Unpin + Send + 'a> {
         let set = self.ivars(ivars.into(), exclude);
-        let watched = set.as_ref().map_or(0..0, |s| s.bytes());
-        let start = self.any_calls.fetch_add(1, Ordering::Relaxed);
-        let check = set.map(|set| {
-            move || {
-                let mut candidates = set.values_from(start).peekable();
-                if candidates.peek().is_none() {
-                    return Some(None);
-                }
-                candidates
-                    .find(|&(_, v)| cmp.holds(v, value))
-                    .map(|(i, _)| Some(i))
-            }
-        });
-        Wait::new(self, "wait_until_any", watched, check)
+        self.wait_any_of(set, cmp, move |_| value, "wait_until_any")
     }
 
     /// Waits until at least one variable of `ivars` not excluded satisfies `cmp value` and
@@ -499,21 +509,62 @@ impl DataPlane {
         value: T,
     ) -> Wait<'a, impl FnMut() -> Option<Vec<usize>> + Unpin + Send + 'a> {
         let set = self.ivars(ivars.into(), exclude);
+        self.wait_some_of(set, cmp, move |_| value, "wait_until_some")
+    }
+
+    /// A wait until every variable `i` of `set` satisfies `cmp value_of(i)`.
+    pub(crate) fn wait_all_of<'a, T: WaitWord>(
+        &'a self,
+        set: Result<Ivars<'a, T>>,
+        cmp: Cmp,
+        value_of: impl Fn(usize) -> T + Unpin + Send + 'a,
+        operation: &'static str,
+    ) -> Wait<'a, impl FnMut() -> Option<()> + Unpin + Send + 'a> {
+        let watched = set.as_ref().map_or(0..0, |s| s.bytes());
+        let check = set.map(|set| move || set.all(cmp, &value_of).then_some(()));
+        Wait::new(self, operation, watched, check)
+    }
+
+    /// A wait until some variable `i` of `set` satisfies `cmp value_of(i)`, resolving to its
+    /// index (`None` at once for an empty set); each such wait starts one index further.
+    pub(crate) fn wait_any_of<'a, T: WaitWord>(
+        &'a self,
+        set: Result<Ivars<'a, T>>,
+        cmp: Cmp,
+        value_of: impl Fn(usize) -> T + Unpin + Send + 'a,
+        operation: &'static str,
+    ) -> Wait<'a, impl FnMut() -> Option<Option<usize>> + Unpin + Send + 'a> {
+        let watched = set.as_ref().map_or(0..0, |s| s.bytes());
+        let start = self.any_calls.fetch_add(1, Ordering::Relaxed);
+        let check = set.map(|set| {
+            move || match set.values().next() {
+                None => Some(None),
+                Some(_) => set.first_from(start, cmp, &value_of).map(Some),
+            }
+        });
+        Wait::new(self, operation, watched, check)
+    }
+
+    /// A wait until at least one variable `i` of `set` satisfies `cmp value_of(i)`,
+    /// resolving to the indices of all that do (empty at once for an empty set).
+    pub(crate) fn wait_some_of<'a, T: WaitWord>(
+        &'a self,
+        set: Result<Ivars<'a, T>>,
+        cmp: Cmp,
+        value_of: impl Fn(usize) -> T + Unpin + Send + 'a,
+        operation: &'static str,
+    ) -> Wait<'a, impl FnMut() -> Option<Vec<usize>> + Unpin + Send + 'a> {
         let watched = set.as_ref().map_or(0..0, |s| s.bytes());
         let check = set.map(|set| {
             move || {
                 if set.values().next().is_none() {
                     return Some(Vec::new());
                 }
-                let hits: Vec<usize> = set
-                    .values()
-                    .filter(|&(_, v)| cmp.holds(v, value))
-                    .map(|(i, _)| i)
-                    .collect();
+                let hits = set.satisfied(cmp, &value_of);
                 (!hits.is_empty()).then_some(hits)
             }
         });
-        Wait::new(self, "wait_until_some", watched, check)
+        Wait::new(self, operation, watched, check)
     }
 
     /// Whether `ivar[0]` in this PE's segment satisfies `cmp value` now (`shmem_test`).
@@ -535,10 +586,7 @@ impl DataPlane {
         cmp: Cmp,
         value: T,
     ) -> Result<bool> {
-        Ok(self
-            .ivars(ivars.into(), exclude)?
-            .values()
-            .all(|(_, v)| cmp.holds(v, value)))
+        Ok(self.ivars(ivars.into(), exclude)?.all(cmp, |_| value))
     }
 
     /// The index of a variable not excluded that satisfies `cmp value` now, if any
@@ -554,11 +602,7 @@ impl DataPlane {
     ) -> Result<Option<usize>> {
         let set = self.ivars(ivars.into(), exclude)?;
         let start = self.any_calls.fetch_add(1, Ordering::Relaxed);
-        let found = set
-            .values_from(start)
-            .find(|&(_, v)| cmp.holds(v, value))
-            .map(|(i, _)| i);
-        Ok(found)
+        Ok(set.first_from(start, cmp, |_| value))
     }
 
     /// The indices of all variables not excluded that satisfy `cmp value` now
@@ -570,11 +614,6 @@ impl DataPlane {
         cmp: Cmp,
         value: T,
     ) -> Result<Vec<usize>> {
-        Ok(self
-            .ivars(ivars.into(), exclude)?
-            .values()
-            .filter(|&(_, v)| cmp.holds(v, value))
-            .map(|(i, _)| i)
-            .collect())
+        Ok(self.ivars(ivars.into(), exclude)?.satisfied(cmp, |_| value))
     }
 }

@@ -38,15 +38,7 @@ impl DataPlane {
         values: &'a [T],
     ) -> Wait<'a, impl FnMut() -> Option<()> + Unpin + Send + 'a> {
         let set = self.vector(ivars.into(), exclude, values);
-        let watched = set.as_ref().map_or(0..0, |s| s.bytes());
-        let check = set.map(|set| {
-            move || {
-                set.values()
-                    .all(|(i, v)| cmp.holds(v, values[i]))
-                    .then_some(())
-            }
-        });
-        Wait::new(self, "wait_until_all_vector", watched, check)
+        self.wait_all_of(set, cmp, move |i| values[i], "wait_until_all_vector")
     }
 
     /// Waits until some variable `i` not excluded satisfies `cmp values[i]` and resolves to
@@ -59,20 +51,7 @@ impl DataPlane {
         values: &'a [T],
     ) -> Wait<'a, impl FnMut() -> Option<Option<usize>> + Unpin + Send + 'a> {
         let set = self.vector(ivars.into(), exclude, values);
-        let watched = set.as_ref().map_or(0..0, |s| s.bytes());
-        let start = self.any_calls.fetch_add(1, Ordering::Relaxed);
-        let check = set.map(|set| {
-            move || {
-                let mut candidates = set.values_from(start).peekable();
-                if candidates.peek().is_none() {
-                    return Some(None);
-                }
-                candidates
-                    .find(|&(i, v)| cmp.holds(v, values[i]))
-                    .map(|(i, _)| Some(i))
-            }
-        });
-        Wait::new(self, "wait_until_any_vector", watched, check)
+        self.wait_any_of(set, cmp, move |i| values[i], "wait_until_any_vector")
     }
 
     /// Waits until at least one variable `i` not excluded satisfies `cmp values[i]` and
@@ -86,17 +65,7 @@ impl DataPlane {
         values: &'a [T],
     ) -> Wait<'a, impl FnMut() -> Option<Vec<usize>> + Unpin + Send + 'a> {
         let set = self.vector(ivars.into(), exclude, values);
-        let watched = set.as_ref().map_or(0..0, |s| s.bytes());
-        let check = set.map(|set| {
-            move || {
-                if set.values().next().is_none() {
-                    return Some(Vec::new());
-                }
-                let hits = satisfied(&set, cmp, values);
-                (!hits.is_empty()).then_some(hits)
-            }
-        });
-        Wait::new(self, "wait_until_some_vector", watched, check)
+        self.wait_some_of(set, cmp, move |i| values[i], "wait_until_some_vector")
     }
 
     /// Whether every variable `i` not excluded satisfies `cmp values[i]` now
@@ -109,8 +78,7 @@ impl DataPlane {
         values: &[T],
     ) -> Result<bool> {
         let set = self.vector(ivars.into(), exclude, values)?;
-        let all = set.values().all(|(i, v)| cmp.holds(v, values[i]));
-        Ok(all)
+        Ok(set.all(cmp, |i| values[i]))
     }
 
     /// The index of a variable `i` not excluded that satisfies `cmp values[i]` now, if any
@@ -124,11 +92,7 @@ impl DataPlane {
     ) -> Result<Option<usize>> {
         let set = self.vector(ivars.into(), exclude, values)?;
         let start = self.any_calls.fetch_add(1, Ordering::Relaxed);
-        let found = set
-            .values_from(start)
-            .find(|&(i, v)| cmp.holds(v, values[i]))
-            .map(|(i, _)| i);
-        Ok(found)
+        Ok(set.first_from(start, cmp, |i| values[i]))
     }
 
     /// The indices of all variables `i` not excluded that satisfy `cmp values[i]` now
@@ -141,14 +105,6 @@ impl DataPlane {
         values: &[T],
     ) -> Result<Vec<usize>> {
         let set = self.vector(ivars.into(), exclude, values)?;
-        Ok(satisfied(&set, cmp, values))
+        Ok(set.satisfied(cmp, |i| values[i]))
     }
-}
-
-/// The indices of the variables not excluded that satisfy `cmp` with their own values.
-fn satisfied<T: WaitWord>(set: &Ivars<'_, T>, cmp: Cmp, values: &[T]) -> Vec<usize> {
-    set.values()
-        .filter(|&(i, v)| cmp.holds(v, values[i]))
-        .map(|(i, _)| i)
-        .collect()
 }
