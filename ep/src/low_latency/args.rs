@@ -162,14 +162,13 @@ impl Buffer {
         let (state, regions) = self.low_latency_parts();
         let n = self.gpu.n_pes();
         let local = self.config.local_experts(n);
-        let mut calls = HostBuffer::<u64>::new(self.gpu.context(), 2).ok();
-        let calls = match calls.as_mut() {
-            Some(host) => self
+        let calls = match HostBuffer::<u64>::new(self.gpu.context(), 2) {
+            Ok(mut host) => self
                 .gpu
-                .copy_local(host, &state.calls)
+                .copy_local(&mut host, &state.calls)
                 .await
                 .map(|()| host.as_slice().to_vec()),
-            None => Err(Error::Shutdown),
+            Err(e) => Err(e),
         };
         let signals = self
             .copy_region_out::<u64>(regions.signals, local * n)
