@@ -312,14 +312,24 @@ pub async fn captured_rounds(gpu: &GpuPe, buffer: &mut Buffer, shape: &Shape) ->
         graph.replay().await?;
         let got = download(gpu, graph.out(), tokens * h).await?;
         let pe_input = mine.as_pe_input();
-        for t in 0..tokens {
+        let wrong: Vec<usize> = (0..tokens)
+            .filter(|&t| {
+                let want =
+                    reference::low_latency_combine_token(&pe_input, t, h, shape.top_k, expert);
+                got[t * h..(t + 1) * h] != want[..]
+            })
+            .collect();
+        if let Some(&t) = wrong.first() {
             let want = reference::low_latency_combine_token(&pe_input, t, h, shape.top_k, expert);
-            if got[t * h..(t + 1) * h] != want[..] {
-                return Err(Error::InvalidArgument(format!(
-                    "PE {me} of {}, replay of {routing:?} seed {seed}: combined token {t} differs",
-                    shape.n
-                )));
-            }
+            return Err(Error::InvalidArgument(format!(
+                "PE {me} of {}, replay of {routing:?} seed {seed}: {} of {tokens} combined \
+                 tokens differ, the first {t} (its experts {:?}; got {:?}.., want {:?}..)",
+                shape.n,
+                wrong.len(),
+                &mine.topk_idx[t * shape.top_k..(t + 1) * shape.top_k],
+                &got[t * h..t * h + 4],
+                &want[..4],
+            )));
         }
     }
     drop(graph);

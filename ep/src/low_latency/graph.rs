@@ -222,7 +222,10 @@ impl LowLatencyGraph<'_> {
         if let Err(e) = self.graph.launch(&buffer.stream) {
             return Err(buffer.broke(e));
         }
-        buffer.finish("ep low-latency graph").await?;
+        if let Err(e) = buffer.finish("ep low-latency graph").await {
+            buffer.log_waits("graph replay").await;
+            return Err(e);
+        }
         self.received = buffer.received(None)?;
         Ok(())
     }
