@@ -57,6 +57,16 @@ impl MallocHints {
     pub fn contains(self, other: MallocHints) -> bool {
         self.0 & other.0 == other.0
     }
+
+    /// The hints of OpenSHMEM's bit mask (`SHMEM_MALLOC_*` values or-ed together), or `None`
+    /// when it holds a bit that names no hint.
+    pub fn from_bits(bits: u64) -> Option<MallocHints> {
+        let known = (Self::ATOMICS_REMOTE | Self::SIGNAL_REMOTE).0;
+        u8::try_from(bits)
+            .ok()
+            .filter(|b| b & !known == 0)
+            .map(MallocHints)
+    }
 }
 
 impl std::ops::BitOr for MallocHints {

@@ -170,6 +170,13 @@ impl DataPlane {
         self.area_ends[Area::User as usize]
     }
 
+    /// The address, in this process, of heap offset 0 of this PE's own copy (the start of
+    /// the user heap): a local pointer into the heap minus it is the symmetric offset that
+    /// names the same object on every PE.
+    pub fn heap_base(&self) -> usize {
+        self.own.mapping().base_addr() + HEADER_SIZE
+    }
+
     /// Shuts this PE's data plane down, once it has finalized: from then on every operation
     /// of every handle to it fails with [`Error::Shutdown`] (or with the job's failure, if it
     /// had failed before), and its waits end.

@@ -324,6 +324,24 @@ impl<'a, T: Pod> SymSlice<'a, T> {
     }
 }
 
+impl<T: Pod> SymSlice<'static, T> {
+    /// A view of `len` elements at heap-relative byte `offset` of heap `heap`'s user area,
+    /// borrowing no buffer: how an address handed over by a foreign caller (the C ABI's
+    /// pointers) is named. Nothing is trusted: every operation checks it against the heap,
+    /// as it checks any view.
+    pub fn in_user_heap(heap: HeapId, offset: usize, len: usize) -> Self {
+        SymSlice {
+            heap,
+            area: Area::User,
+            base: offset,
+            start: 0,
+            len,
+            limit: len,
+            _borrow: PhantomData,
+        }
+    }
+}
+
 impl<'a> SymSlice<'a, u8> {
     /// Reinterprets these bytes as elements of `U` (as many as fit). The offset is kept as it
     /// is: atomics on a misaligned result report [`Error::MisalignedAtomic`].

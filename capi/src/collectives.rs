@@ -1,0 +1,363 @@
+//! Collectives on teams (`shmem_TYPENAME_broadcast`, `_collect`, `_fcollect`, `_alltoall`,
+//! `_alltoalls`, their `mem` forms, `shmem_TYPENAME_OP_reduce`) and the deprecated
+//! active-set forms (`shmem_broadcast32` …, `shmem_barrier`, `shmem_TYPENAME_OP_to_all`),
+//! whose `pSync` and `pWrk` arrays ferroshmem does not need (it keeps its own).
+#![allow(unsafe_code)] // `#[no_mangle]`/`#[export_name]` exports only; raw memory lives in `crate::raw`.
+
+use std::ffi::{c_int, c_void};
+
+use bytemuck::Pod;
+use ferroshmem_runtime::{Error, ReduceOp, Reducible, Result, Team};
+
+use crate::state::{ok, shmem, Shmem};
+use crate::teams::returned;
+
+/// A C count or root as an index.
+fn index(value: c_int, what: &str) -> Result<usize> {
+    usize::try_from(value)
+        .map_err(|_| Error::InvalidArgument(format!("a negative {what} ({value})")))
+}
+
+/// `nelems` elements of `source` into `dest` on every member, from member `root`.
+fn broadcast<T: Pod>(
+    s: &Shmem,
+    team: &Team,
+    (dest, source): (*mut T, *const T),
+    nelems: usize,
+    root: usize,
+) -> Result<()> {
+    let (dest, source) = (s.view(dest, nelems)?, s.view(source, nelems)?);
+    s.block(team.broadcast(dest, source, root))
+}
+
+/// Every member's `nelems` elements of `source`, in member order, into `dest`.
+fn fcollect<T: Pod>(
+    s: &Shmem,
+    team: &Team,
+    (dest, source): (*mut T, *const T),
+    nelems: usize,
+) -> Result<()> {
+    let total = nelems
+        .checked_mul(team.n_pes())
+        .ok_or_else(|| Error::InvalidArgument("nelems overflows".into()))?;
+    let (dest, source) = (s.view(dest, total)?, s.view(source, nelems)?);
+    s.block(team.fcollect(dest, source))
+}
+
+/// Every member's `nelems` elements (each its own count), in member order, into `dest`.
+fn collect<T: Pod>(
+    s: &Shmem,
+    team: &Team,
+    (dest, source): (*mut T, *const T),
+    nelems: usize,
+) -> Result<()> {
+    let (dest, source) = (s.view_to_end(dest)?, s.view(source, nelems)?);
+    s.block(team.collect(dest, source)).map(drop)
+}
+
+/// Block `j` of `nelems` elements of each member's `source` into block `i` of member `j`'s
+/// `dest`, where `i` is the sender.
+fn alltoall<T: Pod>(
+    s: &Shmem,
+    team: &Team,
+    (dest, source): (*mut T, *const T),
+    nelems: usize,
+) -> Result<()> {
+    let total = nelems
+        .checked_mul(team.n_pes())
+        .ok_or_else(|| Error::InvalidArgument("nelems overflows".into()))?;
+    let (dest, source) = (s.view(dest, total)?, s.view(source, total)?);
+    s.block(team.alltoall(dest, source, nelems))
+}
+
+/// As `alltoall`, the elements `dst` and `sst` apart.
+fn alltoalls<T: Pod>(
+    s: &Shmem,
+    team: &Team,
+    (dest, source): (*mut T, *const T),
+    (dst, sst): (isize, isize),
+    nelems: usize,
+) -> Result<()> {
+    let stride = |v: isize, what| {
+        usize::try_from(v)
+            .map_err(|_| Error::InvalidArgument(format!("a negative {what} stride ({v})")))
+    };
+    let (dst, sst) = (stride(dst, "dest")?, stride(sst, "source")?);
+    let (dest, source) = (s.view_to_end(dest)?, s.view_to_end(source)?);
+    s.block(team.alltoalls(dest, source, dst, sst, nelems))
+}
+
+/// `op` over every member's `nreduce` elements of `source`, into `dest`.
+fn reduce<T: Reducible>(
+    s: &Shmem,
+    team: &Team,
+    op: ReduceOp,
+    (dest, source): (*mut T, *const T),
+    nreduce: usize,
+) -> Result<()> {
+    let (dest, source) = (s.view(dest, nreduce)?, s.view(source, nreduce)?);
+    s.block(team.reduce(op, dest, source))
+}
+
+/// Runs a team collective for C: the team of `handle`, then `run`; 0 or -1.
+#[inline]
+fn on_team(
+    routine: &'static str,
+    handle: *mut c_void,
+    run: impl FnOnce(&Shmem, &Team) -> Result<()>,
+) -> c_int {
+    let state = shmem(routine);
+    returned(
+        routine,
+        state.team(handle).and_then(|team| run(state, &team)),
+    )
+}
+
+/// Runs a deprecated active-set collective for C: its team, then `run`; a failure ends the
+/// job (these routines return nothing).
+#[inline]
+fn on_active_set(
+    routine: &'static str,
+    (start, log_stride, size): (c_int, c_int, c_int),
+    run: impl FnOnce(&Shmem, &Team) -> Result<()>,
+) {
+    let state = shmem(routine);
+    ok(
+        routine,
+        state
+            .active_set(start, log_stride, size)
+            .and_then(|team| run(state, &team)),
+    )
+}
+
+/// The typed team collectives of each `name: type`.
+macro_rules! team_collectives {
+    ($($name:ident: $t:ty),* $(,)?) => {$(
+        #[doc = concat!("`shmem_", stringify!($name), "_*` team collectives.")]
+        pub mod $name {
+            use super::*;
+
+            #[doc = concat!("`shmem_", stringify!($name), "_broadcast`.")]
+            #[export_name = concat!("shmem_", stringify!($name), "_broadcast")]
+            pub extern "C" fn broadcast(team: *mut c_void, dest: *mut $t, source: *const $t, nelems: usize, root: c_int) -> c_int {
+                on_team(concat!("shmem_", stringify!($name), "_broadcast"), team, |s, t| {
+                    super::broadcast(s, t, (dest, source), nelems, index(root, "PE_root")?)
+                })
+            }
+
+            #[doc = concat!("`shmem_", stringify!($name), "_collect`.")]
+            #[export_name = concat!("shmem_", stringify!($name), "_collect")]
+            pub extern "C" fn collect(team: *mut c_void, dest: *mut $t, source: *const $t, nelems: usize) -> c_int {
+                on_team(concat!("shmem_", stringify!($name), "_collect"), team, |s, t| super::collect(s, t, (dest, source), nelems))
+            }
+
+            #[doc = concat!("`shmem_", stringify!($name), "_fcollect`.")]
+            #[export_name = concat!("shmem_", stringify!($name), "_fcollect")]
+            pub extern "C" fn fcollect(team: *mut c_void, dest: *mut $t, source: *const $t, nelems: usize) -> c_int {
+                on_team(concat!("shmem_", stringify!($name), "_fcollect"), team, |s, t| super::fcollect(s, t, (dest, source), nelems))
+            }
+
+            #[doc = concat!("`shmem_", stringify!($name), "_alltoall`.")]
+            #[export_name = concat!("shmem_", stringify!($name), "_alltoall")]
+            pub extern "C" fn alltoall(team: *mut c_void, dest: *mut $t, source: *const $t, nelems: usize) -> c_int {
+                on_team(concat!("shmem_", stringify!($name), "_alltoall"), team, |s, t| super::alltoall(s, t, (dest, source), nelems))
+            }
+
+            #[doc = concat!("`shmem_", stringify!($name), "_alltoalls`.")]
+            #[export_name = concat!("shmem_", stringify!($name), "_alltoalls")]
+            pub extern "C" fn alltoalls(team: *mut c_void, dest: *mut $t, source: *const $t, dst: isize, sst: isize, nelems: usize) -> c_int {
+                on_team(concat!("shmem_", stringify!($name), "_alltoalls"), team, |s, t| super::alltoalls(s, t, (dest, source), (dst, sst), nelems))
+            }
+        }
+    )*};
+}
+
+/// The team reductions `shmem_TYPENAME_OP_reduce` of one operator over each `name: type`.
+macro_rules! team_reductions {
+    ($module:ident, $op:ident => $($name:ident: $t:ty),* $(,)?) => {
+        #[doc = concat!("`shmem_TYPENAME_", stringify!($module), "_reduce` team reductions.")]
+        pub mod $module {
+            use super::*;
+            $(
+                #[doc = concat!("`shmem_", stringify!($name), "_", stringify!($module), "_reduce`.")]
+                #[export_name = concat!("shmem_", stringify!($name), "_", stringify!($module), "_reduce")]
+                pub extern "C" fn $name(team: *mut c_void, dest: *mut $t, source: *const $t, nreduce: usize) -> c_int {
+                    on_team(concat!("shmem_", stringify!($name), "_", stringify!($module), "_reduce"), team, |s, t| {
+                        super::reduce(s, t, ReduceOp::$op, (dest, source), nreduce)
+                    })
+                }
+            )*
+        }
+    };
+}
+
+/// The deprecated `shmem_TYPENAME_OP_to_all` of one operator over each `name: type`.
+macro_rules! active_set_reductions {
+    ($module:ident, $c_op:ident, $op:ident => $($name:ident: $t:ty),* $(,)?) => {
+        #[doc = concat!("`shmem_TYPENAME_", stringify!($c_op), "_to_all` (deprecated).")]
+        pub mod $module {
+            use super::*;
+            $(
+                #[doc = concat!("`shmem_", stringify!($name), "_", stringify!($c_op), "_to_all`.")]
+                #[export_name = concat!("shmem_", stringify!($name), "_", stringify!($c_op), "_to_all")]
+                pub extern "C" fn $name(
+                    dest: *mut $t, source: *const $t, nreduce: c_int,
+                    start: c_int, log_stride: c_int, size: c_int, _work: *mut $t, _sync: *mut i64,
+                ) {
+                    on_active_set(concat!("shmem_", stringify!($name), "_", stringify!($c_op), "_to_all"), (start, log_stride, size), |s, t| {
+                        super::reduce(s, t, ReduceOp::$op, (dest, source), index(nreduce, "nreduce")?)
+                    })
+                }
+            )*
+        }
+    };
+}
+
+/// The deprecated sized active-set collectives (`shmem_broadcast32` …) of one width.
+macro_rules! active_set_collectives {
+    ($($bits:literal => $module:ident: $t:ty),* $(,)?) => {$(
+        #[doc = concat!("`shmem_*", stringify!($bits), "` active-set collectives (deprecated).")]
+        pub mod $module {
+            use super::*;
+
+            #[doc = concat!("`shmem_broadcast", stringify!($bits), "`: root is a number in the active set.")]
+            #[export_name = concat!("shmem_broadcast", stringify!($bits))]
+            pub extern "C" fn broadcast(dest: *mut $t, source: *const $t, nelems: usize, root: c_int, start: c_int, log_stride: c_int, size: c_int, _sync: *mut i64) {
+                on_active_set(concat!("shmem_broadcast", stringify!($bits)), (start, log_stride, size), |s, t| {
+                    super::broadcast(s, t, (dest, source), nelems, index(root, "PE_root")?)
+                })
+            }
+
+            #[doc = concat!("`shmem_collect", stringify!($bits), "`.")]
+            #[export_name = concat!("shmem_collect", stringify!($bits))]
+            pub extern "C" fn collect(dest: *mut $t, source: *const $t, nelems: usize, start: c_int, log_stride: c_int, size: c_int, _sync: *mut i64) {
+                on_active_set(concat!("shmem_collect", stringify!($bits)), (start, log_stride, size), |s, t| super::collect(s, t, (dest, source), nelems))
+            }
+
+            #[doc = concat!("`shmem_fcollect", stringify!($bits), "`.")]
+            #[export_name = concat!("shmem_fcollect", stringify!($bits))]
+            pub extern "C" fn fcollect(dest: *mut $t, source: *const $t, nelems: usize, start: c_int, log_stride: c_int, size: c_int, _sync: *mut i64) {
+                on_active_set(concat!("shmem_fcollect", stringify!($bits)), (start, log_stride, size), |s, t| super::fcollect(s, t, (dest, source), nelems))
+            }
+
+            #[doc = concat!("`shmem_alltoall", stringify!($bits), "`.")]
+            #[export_name = concat!("shmem_alltoall", stringify!($bits))]
+            pub extern "C" fn alltoall(dest: *mut $t, source: *const $t, nelems: usize, start: c_int, log_stride: c_int, size: c_int, _sync: *mut i64) {
+                on_active_set(concat!("shmem_alltoall", stringify!($bits)), (start, log_stride, size), |s, t| super::alltoall(s, t, (dest, source), nelems))
+            }
+
+            #[doc = concat!("`shmem_alltoalls", stringify!($bits), "`.")]
+            #[export_name = concat!("shmem_alltoalls", stringify!($bits))]
+            pub extern "C" fn alltoalls(dest: *mut $t, source: *const $t, dst: isize, sst: isize, nelems: usize, start: c_int, log_stride: c_int, size: c_int, _sync: *mut i64) {
+                on_active_set(concat!("shmem_alltoalls", stringify!($bits)), (start, log_stride, size), |s, t| super::alltoalls(s, t, (dest, source), (dst, sst), nelems))
+            }
+        }
+    )*};
+}
+
+team_collectives!(
+    float: f32, double: f64, char: i8, schar: i8, short: i16, int: i32, long: i64, longlong: i64,
+    uchar: u8, ushort: u16, uint: u32, ulong: u64, ulonglong: u64, int8: i8, int16: i16,
+    int32: i32, int64: i64, uint8: u8, uint16: u16, uint32: u32, uint64: u64, size: usize,
+    ptrdiff: isize, longdouble: crate::types::LongDouble,
+);
+
+/// The `mem` team collectives (bytes).
+pub mod mem {
+    use super::*;
+
+    /// `shmem_broadcastmem`.
+    #[no_mangle]
+    pub extern "C" fn shmem_broadcastmem(
+        team: *mut c_void,
+        dest: *mut u8,
+        source: *const u8,
+        nelems: usize,
+        root: c_int,
+    ) -> c_int {
+        on_team("shmem_broadcastmem", team, |s, t| {
+            broadcast(s, t, (dest, source), nelems, index(root, "PE_root")?)
+        })
+    }
+
+    /// `shmem_collectmem`.
+    #[no_mangle]
+    pub extern "C" fn shmem_collectmem(
+        team: *mut c_void,
+        dest: *mut u8,
+        source: *const u8,
+        nelems: usize,
+    ) -> c_int {
+        on_team("shmem_collectmem", team, |s, t| {
+            collect(s, t, (dest, source), nelems)
+        })
+    }
+
+    /// `shmem_fcollectmem`.
+    #[no_mangle]
+    pub extern "C" fn shmem_fcollectmem(
+        team: *mut c_void,
+        dest: *mut u8,
+        source: *const u8,
+        nelems: usize,
+    ) -> c_int {
+        on_team("shmem_fcollectmem", team, |s, t| {
+            fcollect(s, t, (dest, source), nelems)
+        })
+    }
+
+    /// `shmem_alltoallmem`.
+    #[no_mangle]
+    pub extern "C" fn shmem_alltoallmem(
+        team: *mut c_void,
+        dest: *mut u8,
+        source: *const u8,
+        nelems: usize,
+    ) -> c_int {
+        on_team("shmem_alltoallmem", team, |s, t| {
+            alltoall(s, t, (dest, source), nelems)
+        })
+    }
+
+    /// `shmem_alltoallsmem`.
+    #[no_mangle]
+    pub extern "C" fn shmem_alltoallsmem(
+        team: *mut c_void,
+        dest: *mut u8,
+        source: *const u8,
+        dst: isize,
+        sst: isize,
+        nelems: usize,
+    ) -> c_int {
+        on_team("shmem_alltoallsmem", team, |s, t| {
+            alltoalls(s, t, (dest, source), (dst, sst), nelems)
+        })
+    }
+
+    /// `shmem_barrier` (deprecated): completes this PE's operations, then waits for the
+    /// active set.
+    #[no_mangle]
+    pub extern "C" fn shmem_barrier(start: c_int, log_stride: c_int, size: c_int, _sync: *mut i64) {
+        on_active_set("shmem_barrier", (start, log_stride, size), |s, t| {
+            s.block(t.barrier())
+        })
+    }
+}
+
+team_reductions!(and, And => uchar: u8, ushort: u16, uint: u32, ulong: u64, ulonglong: u64, int8: i8, int16: i16, int32: i32, int64: i64, uint8: u8, uint16: u16, uint32: u32, uint64: u64, size: usize);
+team_reductions!(or, Or => uchar: u8, ushort: u16, uint: u32, ulong: u64, ulonglong: u64, int8: i8, int16: i16, int32: i32, int64: i64, uint8: u8, uint16: u16, uint32: u32, uint64: u64, size: usize);
+team_reductions!(xor, Xor => uchar: u8, ushort: u16, uint: u32, ulong: u64, ulonglong: u64, int8: i8, int16: i16, int32: i32, int64: i64, uint8: u8, uint16: u16, uint32: u32, uint64: u64, size: usize);
+team_reductions!(max, Max => char: i8, schar: i8, short: i16, int: i32, long: i64, longlong: i64, ptrdiff: isize, uchar: u8, ushort: u16, uint: u32, ulong: u64, ulonglong: u64, int8: i8, int16: i16, int32: i32, int64: i64, uint8: u8, uint16: u16, uint32: u32, uint64: u64, size: usize, float: f32, double: f64);
+team_reductions!(min, Min => char: i8, schar: i8, short: i16, int: i32, long: i64, longlong: i64, ptrdiff: isize, uchar: u8, ushort: u16, uint: u32, ulong: u64, ulonglong: u64, int8: i8, int16: i16, int32: i32, int64: i64, uint8: u8, uint16: u16, uint32: u32, uint64: u64, size: usize, float: f32, double: f64);
+team_reductions!(sum, Sum => char: i8, schar: i8, short: i16, int: i32, long: i64, longlong: i64, ptrdiff: isize, uchar: u8, ushort: u16, uint: u32, ulong: u64, ulonglong: u64, int8: i8, int16: i16, int32: i32, int64: i64, uint8: u8, uint16: u16, uint32: u32, uint64: u64, size: usize, float: f32, double: f64);
+team_reductions!(prod, Prod => char: i8, schar: i8, short: i16, int: i32, long: i64, longlong: i64, ptrdiff: isize, uchar: u8, ushort: u16, uint: u32, ulong: u64, ulonglong: u64, int8: i8, int16: i16, int32: i32, int64: i64, uint8: u8, uint16: u16, uint32: u32, uint64: u64, size: usize, float: f32, double: f64);
+
+active_set_collectives!(32 => sized32: u32, 64 => sized64: u64);
+
+active_set_reductions!(and_to_all, and, And => short: i16, int: i32, long: i64, longlong: i64);
+active_set_reductions!(or_to_all, or, Or => short: i16, int: i32, long: i64, longlong: i64);
+active_set_reductions!(xor_to_all, xor, Xor => short: i16, int: i32, long: i64, longlong: i64);
+active_set_reductions!(max_to_all, max, Max => short: i16, int: i32, long: i64, longlong: i64, float: f32, double: f64);
+active_set_reductions!(min_to_all, min, Min => short: i16, int: i32, long: i64, longlong: i64, float: f32, double: f64);
+active_set_reductions!(sum_to_all, sum, Sum => short: i16, int: i32, long: i64, longlong: i64, float: f32, double: f64);
+active_set_reductions!(prod_to_all, prod, Prod => short: i16, int: i32, long: i64, longlong: i64, float: f32, double: f64);

@@ -1,0 +1,218 @@
+//! The library's one PE: the job this process joined at `shmem_init`, the runtime its futures
+//! run on, the allocations `shmem_malloc` handed out, and the translation of the C caller's
+//! pointers into symmetric views.
+//!
+//! # Blocking
+//!
+//! OpenSHMEM's C calls block. [`Shmem::block`] polls an operation's future once: on a mapped
+//! route (a PE of this node) it is done by then, and the call costs its loads and stores
+//! alone, with no allocation and no runtime entered. Only an operation still in flight (a
+//! PE on another node, a collective, a wait) blocks the calling thread on the runtime, which
+//! any number of threads may do at once (`SHMEM_THREAD_MULTIPLE`).
+//!
+//! # Errors
+//!
+//! Where OpenSHMEM leaves an outcome undefined (an address outside the heap, a PE out of
+//! range, a lost peer), the call prints the routine, the error and the PE, then ends this
+//! process with a non-zero status, which ends the job ([`fail`]). Nothing goes on silently.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::os::raw::c_int;
+use std::pin::pin;
+use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
+
+use bytemuck::Pod;
+use ferroshmem_actors::{Pe, ThreadLevel};
+use ferroshmem_runtime::{Error, HeapId, Result, SymBuffer, SymSlice, Team};
+use futures::FutureExt;
+
+/// This process's PE, once `shmem_init` made it.
+static STATE: OnceLock<Shmem> = OnceLock::new();
+
+/// Serialises the calls that make the state, so that two threads calling `shmem_init` at
+/// once join the job once.
+static INIT: Mutex<()> = Mutex::new(());
+
+/// The first handle of a team made by a split; below it, the predefined teams.
+pub(crate) const FIRST_TEAM_HANDLE: usize = 3;
+
+/// What the library holds for the life of the process.
+pub(crate) struct Shmem {
+    runtime: tokio::runtime::Runtime,
+    pe: Pe,
+    me: usize,
+    heap: HeapId,
+    heap_base: usize,
+    heap_bytes: usize,
+    level: ThreadLevel,
+    /// `shmem_malloc`'s allocations by heap offset, for `shmem_free` and `shmem_realloc`.
+    allocations: Mutex<HashMap<usize, SymBuffer<u8>>>,
+    /// Teams made by splits, by handle − [`FIRST_TEAM_HANDLE`]; `None` once destroyed.
+    teams: Mutex<Vec<Option<Team>>>,
+}
+
+/// Joins the job (once per process) and returns the state; `requested` is the thread level
+/// asked for.
+pub(crate) fn init(routine: &'static str, requested: ThreadLevel) -> &'static Shmem {
+    let _once = INIT.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(state) = STATE.get() {
+        return state;
+    }
+    let state = join(requested).unwrap_or_else(|e| fail(routine, &e));
+    STATE.get_or_init(|| state)
+}
+
+/// Starts the runtime and joins the launched job.
+fn join(requested: ThreadLevel) -> Result<Shmem> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("ferroshmem")
+        .enable_all()
+        .build()
+        .map_err(|e| Error::os("starting the runtime", e))?;
+    let (pe, level) = runtime.block_on(ferroshmem_actors::init_thread(requested))?;
+    Ok(Shmem {
+        me: pe.my_pe(),
+        heap: pe.heap_id(),
+        heap_base: pe.heap_base(),
+        heap_bytes: pe.user_heap_bytes(),
+        runtime,
+        pe,
+        level,
+        allocations: Mutex::new(HashMap::new()),
+        teams: Mutex::new(Vec::new()),
+    })
+}
+
+/// The state, or the end of the job when `routine` was called before `shmem_init`.
+#[inline(always)]
+pub(crate) fn shmem(routine: &'static str) -> &'static Shmem {
+    match STATE.get() {
+        Some(state) => state,
+        None => fail(
+            routine,
+            &Error::InvalidArgument("called before shmem_init".into()),
+        ),
+    }
+}
+
+/// The state, if `shmem_init` ran.
+pub(crate) fn initialized() -> Option<&'static Shmem> {
+    STATE.get()
+}
+
+/// Prints `routine`'s failure with this PE's number, then ends the process (and so the job)
+/// with status 1.
+#[cold]
+pub(crate) fn fail(routine: &str, error: &Error) -> ! {
+    match STATE.get() {
+        Some(state) => eprintln!("ferroshmem: PE {}: {routine}: {error}", state.me),
+        None => eprintln!("ferroshmem: {routine}: {error}"),
+    }
+    std::process::exit(1)
+}
+
+/// `result`'s value, or the end of the job naming `routine`.
+#[inline(always)]
+pub(crate) fn ok<T>(routine: &'static str, result: Result<T>) -> T {
+    match result {
+        Ok(value) => value,
+        Err(e) => fail(routine, &e),
+    }
+}
+
+/// A C `int` PE number as an index.
+#[inline(always)]
+pub(crate) fn pe_index(pe: c_int, n_pes: usize) -> Result<usize> {
+    usize::try_from(pe)
+        .ok()
+        .filter(|&p| p < n_pes)
+        .ok_or(Error::PeOutOfRange {
+            pe: usize::try_from(pe).unwrap_or(usize::MAX),
+            n_pes,
+        })
+}
+
+impl Shmem {
+    /// This PE.
+    #[inline(always)]
+    pub(crate) fn pe(&self) -> &Pe {
+        &self.pe
+    }
+
+    /// This PE's number.
+    pub(crate) fn me(&self) -> usize {
+        self.me
+    }
+
+    /// The thread level provided.
+    pub(crate) fn level(&self) -> ThreadLevel {
+        self.level
+    }
+
+    /// Runs `operation` to its end: at once when its first poll finishes it (a mapped
+    /// route), else on the runtime, blocking this thread.
+    #[inline(always)]
+    pub(crate) fn block<F: Future>(&self, operation: F) -> F::Output {
+        let mut operation = pin!(operation);
+        match operation.as_mut().now_or_never() {
+            Some(outcome) => outcome,
+            None => self.runtime.block_on(operation),
+        }
+    }
+
+    /// The symmetric view of `len` elements at the C caller's address `addr` in this PE's
+    /// heap.
+    ///
+    /// # Errors
+    /// [`Error::NotSymmetric`] when `addr` is not in the heap; the operations check the rest.
+    #[inline(always)]
+    pub(crate) fn view<T: Pod>(&self, addr: *const T, len: usize) -> Result<SymSlice<'static, T>> {
+        match (addr as usize).checked_sub(self.heap_base) {
+            Some(offset) if offset < self.heap_bytes => {
+                Ok(SymSlice::in_user_heap(self.heap, offset, len))
+            }
+            _ => Err(Error::NotSymmetric),
+        }
+    }
+
+    /// The symmetric view from the C caller's address `addr` to the end of the user heap
+    /// (where a collective's output length is known only to the call).
+    ///
+    /// # Errors
+    /// [`Error::NotSymmetric`] when `addr` is not in the heap.
+    pub(crate) fn view_to_end<T: Pod>(&self, addr: *const T) -> Result<SymSlice<'static, T>> {
+        let offset = (addr as usize).wrapping_sub(self.heap_base);
+        let len = self.heap_bytes.saturating_sub(offset) / std::mem::size_of::<T>().max(1);
+        self.view(addr, len)
+    }
+
+    /// Whether `addr` lies in this PE's symmetric heap.
+    pub(crate) fn in_heap(&self, addr: *const u8) -> bool {
+        self.view(addr, 0).is_ok()
+    }
+
+    /// The C caller's pointer to heap offset `offset`.
+    pub(crate) fn address(&self, offset: usize) -> *mut u8 {
+        (self.heap_base + offset) as *mut u8
+    }
+
+    /// A C `int` PE number of the world team as an index.
+    #[inline(always)]
+    pub(crate) fn pe_of(&self, pe: c_int) -> Result<usize> {
+        pe_index(pe, self.pe.n_pes())
+    }
+
+    /// The allocations `shmem_malloc` handed out.
+    pub(crate) fn allocations(&self) -> MutexGuard<'_, HashMap<usize, SymBuffer<u8>>> {
+        self.allocations
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The teams made by splits.
+    pub(crate) fn split_teams(&self) -> MutexGuard<'_, Vec<Option<Team>>> {
+        self.teams.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
