@@ -20,11 +20,16 @@
 //! call before `shmem_init`), the routine prints its name, the error and the PE, then ends
 //! the job with a non-zero status: never a silent corruption, never a hang.
 
+pub mod amo;
+pub mod amo_deprecated;
 pub mod collectives;
+pub mod locks;
 pub mod memory;
 mod raw;
 pub mod rma;
 pub mod setup;
+pub mod signals;
 pub mod state;
 pub mod teams;
 pub mod types;
+pub mod waits;

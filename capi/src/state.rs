@@ -17,7 +17,7 @@
 //! process with a non-zero status, which ends the job ([`fail`]). Nothing goes on silently.
 
 use std::collections::HashMap;
-use std::future::Future;
+use std::future::IntoFuture;
 use std::os::raw::c_int;
 use std::pin::pin;
 use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
@@ -154,8 +154,8 @@ impl Shmem {
     /// Runs `operation` to its end: at once when its first poll finishes it (a mapped
     /// route), else on the runtime, blocking this thread.
     #[inline(always)]
-    pub(crate) fn block<F: Future>(&self, operation: F) -> F::Output {
-        let mut operation = pin!(operation);
+    pub(crate) fn block<F: IntoFuture>(&self, operation: F) -> F::Output {
+        let mut operation = pin!(operation.into_future());
         match operation.as_mut().now_or_never() {
             Some(outcome) => outcome,
             None => self.runtime.block_on(operation),
