@@ -1,14 +1,16 @@
-//! The launcher's error type, [`LaunchError`], and the exit code each error maps to.
+//! The launcher's error type, [`LaunchError`] (also that of the compiler wrappers), and the
+//! exit code each error maps to.
 
 use std::io;
+use std::path::PathBuf;
 
-/// Why a job could not be launched. A job that started and then failed is not an error: it
-/// is an [`Outcome`](super::Outcome).
+/// Why a job could not be launched, or a compiler wrapper could not run the compiler. A job
+/// that started and then failed is not an error: it is an [`Outcome`](super::Outcome).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum LaunchError {
-    /// The PE program could not be started (not found, not executable, out of processes).
-    /// PEs already started were killed.
+    /// The PE program (or the compiler) could not be started (not found, not executable, out
+    /// of processes). PEs already started were killed.
     #[error("cannot start `{program}`: {source}")]
     Spawn {
         /// The program, as given.
@@ -16,6 +18,21 @@ pub enum LaunchError {
         /// What the operating system said.
         #[source]
         source: io::Error,
+    },
+    /// `ferroshmem cc` or `ferroshmem c++` did not find a part of the C API (its headers or
+    /// its library) where it looks.
+    #[error(
+        "{what} not found in {}: build it with `cargo build -p ferroshmem-c` (with --release \
+         for a release ferroshmem), or set {variable} to where it is",
+        path.display()
+    )]
+    CapiMissing {
+        /// What is missing.
+        what: &'static str,
+        /// The directory it was looked for in.
+        path: PathBuf,
+        /// The environment variable that names that directory instead.
+        variable: &'static str,
     },
     /// Setting the job up failed: bad options, the bootstrap root, the signal handlers.
     #[error(transparent)]

@@ -1,6 +1,6 @@
-//! Where the PEs run: `--hosts a:2,b:2` parsed into [`Host`]s, each rank's [`Placement`],
-//! the remote shell command that starts a PE on another host, and the address the root
-//! listens on so that those hosts reach it.
+//! Where the PEs run: `--hosts a:2,b:2` (or `--hosts a,b -N 2`) parsed into [`Host`]s,
+//! each rank's [`Placement`], the remote shell command that starts a PE on another host, and
+//! the address the root listens on so that those hosts reach it.
 //!
 //! # Remote PEs
 //! A PE on another host is started as `RSH HOST WORD...`, where the words are one shell
@@ -31,6 +31,40 @@ pub struct Host {
 /// # Errors
 /// [`Error::InvalidArgument`] naming the bad entry.
 pub fn parse_hosts(text: &str) -> Result<Vec<Host>> {
+    parse_entries(text)?
+        .into_iter()
+        .map(|(name, slots)| {
+            Ok(Host {
+                name,
+                slots: slots.unwrap_or(1),
+            })
+        })
+        .collect()
+}
+
+/// Parses `a,b,c` for `-N pes_per_host`: every host runs `pes_per_host` PEs, so no entry
+/// may give a count of its own.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] naming the bad entry, or one that gives a count.
+pub fn parse_hosts_per_host(text: &str, pes_per_host: usize) -> Result<Vec<Host>> {
+    parse_entries(text)?
+        .into_iter()
+        .map(|(name, slots)| match slots {
+            None => Ok(Host {
+                name,
+                slots: pes_per_host,
+            }),
+            Some(n) => Err(Error::InvalidArgument(format!(
+                "--hosts entry \"{name}:{n}\" gives a count, but -N {pes_per_host} sets every \
+                 host's count: drop the counts or -N"
+            ))),
+        })
+        .collect()
+}
+
+/// The `--hosts` entries: each host's name and its count, if it gives one.
+fn parse_entries(text: &str) -> Result<Vec<(String, Option<usize>)>> {
     let bad = |entry: &str, why: &str| {
         Error::InvalidArgument(format!(
             "--hosts entry {entry:?}: {why} (expected HOST[:N],...)"
@@ -41,21 +75,20 @@ pub fn parse_hosts(text: &str) -> Result<Vec<Host>> {
             let (name, slots) = match entry.rsplit_once(':') {
                 Some((name, n)) => (
                     name,
-                    n.parse::<usize>()
-                        .map_err(|_| bad(entry, "N is not a number"))?,
+                    Some(
+                        n.parse::<usize>()
+                            .map_err(|_| bad(entry, "N is not a number"))?,
+                    ),
                 ),
-                None => (entry, 1),
+                None => (entry, None),
             };
             if name.is_empty() || name.starts_with('-') || name.contains(char::is_whitespace) {
                 return Err(bad(entry, "not a host name"));
             }
-            if slots == 0 {
+            if slots == Some(0) {
                 return Err(bad(entry, "a host needs at least one PE"));
             }
-            Ok(Host {
-                name: name.to_string(),
-                slots,
-            })
+            Ok((name.to_string(), slots))
         })
         .collect()
 }
@@ -164,7 +197,7 @@ pub fn remote_words(
 }
 
 /// `word` quoted for a POSIX shell: in single quotes, each `'` written as `'\''`.
-fn quote(word: &OsStr) -> OsString {
+pub(super) fn quote(word: &OsStr) -> OsString {
     let mut out = Vec::with_capacity(word.len() + 2);
     out.push(b'\'');
     for &b in word.as_bytes() {
@@ -210,6 +243,23 @@ mod tests {
         );
         for bad in ["", "a:0", "a:x", ":2", "a,,b", "-x:1", "a b:1"] {
             assert!(parse_hosts(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn pes_per_host_gives_every_host_its_count() {
+        let hosts = parse_hosts_per_host("a,b", 3).unwrap();
+        assert_eq!(
+            hosts
+                .iter()
+                .map(|h| (h.name.as_str(), h.slots))
+                .collect::<Vec<_>>(),
+            vec![("a", 3), ("b", 3)]
+        );
+        let err = parse_hosts_per_host("a,b:2", 3).unwrap_err().to_string();
+        assert!(err.contains("\"b:2\"") && err.contains("-N 3"), "{err}");
+        for bad in ["", "a:0", "a,,b", "-x"] {
+            assert!(parse_hosts_per_host(bad, 2).is_err(), "{bad:?}");
         }
     }
 

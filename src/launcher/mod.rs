@@ -22,9 +22,14 @@
 //!   run under the launcher too.
 //!
 //! [`launch`] is the launcher as a library call, [`relaunch_self`] lets a program (a
-//! benchmark) start itself as a job, and [`cli_main`] is the `ferroshmem` binary.
+//! benchmark) start itself as a job, and [`cli_main`] is the `ferroshmem` binary, which also
+//! takes `oshrun`'s and `mpirun`'s spellings (`-np 4`, `-N 2`: see the `argv` module) and
+//! wraps the C compiler for programs of the C API (`ferroshmem cc`, `ferroshmem c++`: see the
+//! `compile` module).
 
+mod argv;
 mod cli;
+mod compile;
 mod error;
 pub mod hosts;
 mod metrics;
