@@ -41,8 +41,8 @@ pub use ferroshmem_gpu as gpu;
 pub use ferroshmem_observability as observability;
 pub use ferroshmem_runtime::config;
 pub use ferroshmem_runtime::{
-    AtomicInt, AtomicWord, Cmp, DataPlane, Error, GpuError, HeapId, Result, SignalOp, SymBuffer,
-    SymSlice, Wait, WaitWord,
+    AtomicInt, AtomicWord, Cmp, Context, ContextOptions, DataPlane, Error, GpuError, HeapId,
+    Result, SignalOp, SymBuffer, SymSlice, Wait, WaitWord,
 };
 pub use ferroshmem_runtime::{
     BitwiseReducible, ReduceOp, Reducible, Team, TeamConfig, MISMATCH_GRACE,

@@ -73,6 +73,11 @@ fn realloc() {
 }
 
 #[test]
+fn contexts() {
+    check_scenario("contexts");
+}
+
+#[test]
 fn barrier() {
     check_scenario("barrier");
 }

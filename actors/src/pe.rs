@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use bytemuck::Pod;
 use ferroshmem_runtime::heap::AllocRequest;
-use ferroshmem_runtime::{DataPlane, Error, Result, SymBuffer, Teams};
+use ferroshmem_runtime::{Context, ContextOptions, DataPlane, Error, Result, SymBuffer, Teams};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::oneshot;
 
@@ -117,6 +117,13 @@ impl Pe {
                 teams,
             }),
         })
+    }
+
+    /// A new communication context of the world's PEs (`shmem_ctx_create`): its operations
+    /// are ordered and completed by its own `fence` and `quiet`, apart from this handle's
+    /// (the default context's). See [`Context`].
+    pub fn ctx_create(&self, options: ContextOptions) -> Context {
+        Context::new(self.inner.data.clone(), options)
     }
 
     /// This PE's predefined teams.

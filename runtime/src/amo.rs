@@ -15,7 +15,7 @@ use crate::data_plane::DataPlane;
 use crate::error::Result;
 use crate::heap::SymSlice;
 use crate::landing::{land, nothing, Landing};
-use crate::route::{Amo, Completion, RemoteOp, Route};
+use crate::route::{Amo, Completion, Domain, RemoteOp, Route};
 use crate::shared_memory::{SharedAtomic, SharedMapping};
 
 /// Integer types the atomic operations (and waits) work on: `i32`, `u32`, `i64`, `u64`.
@@ -93,7 +93,7 @@ impl AtomicWord for f64 {
 
 /// A view of words as the integers their atomics run on (the same view for integers).
 #[inline(always)]
-fn as_ints<T: AtomicWord>(view: SymSlice<'_, T>) -> SymSlice<'_, T::Int> {
+pub(crate) fn as_ints<T: AtomicWord>(view: SymSlice<'_, T>) -> SymSlice<'_, T::Int> {
     view.as_bytes().cast()
 }
 
@@ -157,11 +157,15 @@ macro_rules! binary_amos {
 }
 
 /// The old value of a remote atomic, from the bytes it fetched.
-fn old_value<T: Pod>(bytes: Vec<u8>) -> Result<T> {
+pub(crate) fn old_value<T: Pod>(bytes: Vec<u8>) -> Result<T> {
     let mut old = T::zeroed();
     land(bytemuck::bytes_of_mut(&mut old), bytes)?;
     Ok(old)
 }
+
+/// How an atomic's outcome is made: from the word's old value on a mapped route, from the
+/// bytes the remote transport fetched on the other.
+pub(crate) type Outcome<T, R> = (fn(T) -> R, fn(Vec<u8>) -> Result<R>);
 
 impl DataPlane {
     /// Runs `op` on the atomic `dest[0]` of PE `pe`; the outcome is `keep` of the word's old
@@ -175,7 +179,20 @@ impl DataPlane {
         keep: fn(T) -> R,
         decode: fn(Vec<u8>) -> Result<R>,
     ) -> Landing<R> {
-        match self.start_amo(dest, pe, op) {
+        self.amo_in(None, dest, pe, op, (keep, decode))
+    }
+
+    /// [`DataPlane::amo`] in ordering domain `domain` (`None`: the default context's).
+    #[inline(always)]
+    pub(crate) fn amo_in<T: AtomicInt, R: Pod>(
+        &self,
+        domain: Option<&Domain>,
+        dest: SymSlice<'_, T>,
+        pe: usize,
+        op: Amo,
+        (keep, decode): Outcome<T, R>,
+    ) -> Landing<R> {
+        match self.start_amo(dest, pe, op, domain) {
             Ok(Ok(old)) => Landing::ready(Ok(keep(old))),
             Ok(Err(remote)) => Landing::remote(self.awaited(remote), decode),
             Err(e) => Landing::ready(Err(e)),
@@ -193,6 +210,7 @@ impl DataPlane {
         dest: SymSlice<'_, T>,
         pe: usize,
         op: Amo,
+        domain: Option<&Domain>,
     ) -> Result<std::result::Result<T, Completion>> {
         let width = std::mem::size_of::<T>();
         let (route, at) = self.validate(pe, || self.locate_atomic(dest))?;
@@ -217,108 +235,120 @@ impl DataPlane {
             })),
             Route::Remote => {
                 let remote = || RemoteOp::Amo { op, width };
-                Err(self.remote(OpKind::Amo, pe, width, at, remote))
+                Err(self.remote_in(domain, OpKind::Amo, pe, (width, at), remote))
             }
         })
     }
+}
 
-    /// Atomically reads `dest[0]` on PE `pe` (`shmem_atomic_fetch`; integers, `f32`, `f64`).
-    #[inline(always)]
-    pub fn atomic_fetch<'s, T: AtomicWord>(
-        &self,
-        dest: impl Into<SymSlice<'s, T>>,
-        pe: usize,
-    ) -> Landing<T> {
-        self.amo(as_ints(dest.into()), pe, Amo::Fetch, T::from_int, old_value)
-    }
+/// The named atomics (`atomic_fetch` … `atomic_xor`) as methods of a type with an `amo`
+/// method of [`DataPlane::amo`]'s shape: the data plane's (the default context's) and each
+/// [`crate::Context`]'s. A macro, not a trait, so that callers need no trait in scope.
+macro_rules! named_atomics {
+    () => {
+        /// Atomically reads `dest[0]` on PE `pe` (`shmem_atomic_fetch`; integers, `f32`, `f64`).
+        #[inline(always)]
+        pub fn atomic_fetch<'s, T: AtomicWord>(
+            &self,
+            dest: impl Into<SymSlice<'s, T>>,
+            pe: usize,
+        ) -> Landing<T> {
+            self.amo(as_ints(dest.into()), pe, Amo::Fetch, T::from_int, old_value)
+        }
 
-    /// Atomically writes `value` to `dest[0]` on PE `pe` (`shmem_atomic_set`; integers,
-    /// `f32`, `f64`).
-    #[inline(always)]
-    pub fn atomic_set<'s, T: AtomicWord>(
-        &self,
-        dest: impl Into<SymSlice<'s, T>>,
-        value: T,
-        pe: usize,
-    ) -> Landing<()> {
-        // A swap, not a store: the wake-up protocol needs a read-modify-write.
-        let op = Amo::Swap(value.into_int().to_bits());
-        self.amo(as_ints(dest.into()), pe, op, drop, nothing)
-    }
+        /// Atomically writes `value` to `dest[0]` on PE `pe` (`shmem_atomic_set`; integers,
+        /// `f32`, `f64`).
+        #[inline(always)]
+        pub fn atomic_set<'s, T: AtomicWord>(
+            &self,
+            dest: impl Into<SymSlice<'s, T>>,
+            value: T,
+            pe: usize,
+        ) -> Landing<()> {
+            // A swap, not a store: the wake-up protocol needs a read-modify-write.
+            let op = Amo::Swap(value.into_int().to_bits());
+            self.amo(as_ints(dest.into()), pe, op, drop, nothing)
+        }
 
-    /// Atomically replaces `dest[0]` on PE `pe` with `value`, returning the old value
-    /// (`shmem_atomic_swap`; integers, `f32`, `f64`).
-    #[inline(always)]
-    pub fn atomic_swap<'s, T: AtomicWord>(
-        &self,
-        dest: impl Into<SymSlice<'s, T>>,
-        value: T,
-        pe: usize,
-    ) -> Landing<T> {
-        let op = Amo::Swap(value.into_int().to_bits());
-        self.amo(as_ints(dest.into()), pe, op, T::from_int, old_value)
-    }
+        /// Atomically replaces `dest[0]` on PE `pe` with `value`, returning the old value
+        /// (`shmem_atomic_swap`; integers, `f32`, `f64`).
+        #[inline(always)]
+        pub fn atomic_swap<'s, T: AtomicWord>(
+            &self,
+            dest: impl Into<SymSlice<'s, T>>,
+            value: T,
+            pe: usize,
+        ) -> Landing<T> {
+            let op = Amo::Swap(value.into_int().to_bits());
+            self.amo(as_ints(dest.into()), pe, op, T::from_int, old_value)
+        }
 
-    /// Atomically sets `dest[0]` on PE `pe` to `value` if it equals `cond`; returns the old
-    /// value (`shmem_atomic_compare_swap`).
-    #[inline(always)]
-    pub fn atomic_compare_swap<'s, T: AtomicInt>(
-        &self,
-        dest: impl Into<SymSlice<'s, T>>,
-        cond: T,
-        value: T,
-        pe: usize,
-    ) -> Landing<T> {
-        let op = Amo::CompareSwap(cond.to_bits(), value.to_bits());
-        self.amo(dest.into(), pe, op, |old| old, old_value)
-    }
+        /// Atomically sets `dest[0]` on PE `pe` to `value` if it equals `cond`; returns the old
+        /// value (`shmem_atomic_compare_swap`).
+        #[inline(always)]
+        pub fn atomic_compare_swap<'s, T: AtomicInt>(
+            &self,
+            dest: impl Into<SymSlice<'s, T>>,
+            cond: T,
+            value: T,
+            pe: usize,
+        ) -> Landing<T> {
+            let op = Amo::CompareSwap(cond.to_bits(), value.to_bits());
+            self.amo(dest.into(), pe, op, |old| old, old_value)
+        }
 
-    /// Atomically increments `dest[0]` on PE `pe`, returning the old value.
-    #[inline(always)]
-    pub fn atomic_fetch_inc<'s, T: AtomicInt>(
-        &self,
-        dest: impl Into<SymSlice<'s, T>>,
-        pe: usize,
-    ) -> Landing<T> {
-        self.amo(
-            dest.into(),
-            pe,
-            Amo::Add(T::ONE.to_bits()),
-            |old| old,
-            old_value,
-        )
-    }
+        /// Atomically increments `dest[0]` on PE `pe`, returning the old value.
+        #[inline(always)]
+        pub fn atomic_fetch_inc<'s, T: AtomicInt>(
+            &self,
+            dest: impl Into<SymSlice<'s, T>>,
+            pe: usize,
+        ) -> Landing<T> {
+            self.amo(
+                dest.into(),
+                pe,
+                Amo::Add(T::ONE.to_bits()),
+                |old| old,
+                old_value,
+            )
+        }
 
-    /// Atomically increments `dest[0]` on PE `pe`.
-    #[inline(always)]
-    pub fn atomic_inc<'s, T: AtomicInt>(
-        &self,
-        dest: impl Into<SymSlice<'s, T>>,
-        pe: usize,
-    ) -> Landing<()> {
-        self.amo(dest.into(), pe, Amo::Add(T::ONE.to_bits()), drop, nothing)
-    }
+        /// Atomically increments `dest[0]` on PE `pe`.
+        #[inline(always)]
+        pub fn atomic_inc<'s, T: AtomicInt>(
+            &self,
+            dest: impl Into<SymSlice<'s, T>>,
+            pe: usize,
+        ) -> Landing<()> {
+            self.amo(dest.into(), pe, Amo::Add(T::ONE.to_bits()), drop, nothing)
+        }
 
-    binary_amos! {
-        /// Atomically adds `value` (wrapping) to `dest[0]` on PE `pe`, returning the old
-        /// value (`shmem_atomic_fetch_add`).
-        atomic_fetch_add,
-        /// Atomically adds `value` (wrapping) to `dest[0]` on PE `pe` (`shmem_atomic_add`).
-        atomic_add => Add;
-        /// Atomically ands `value` into `dest[0]` on PE `pe`, returning the old value
-        /// (`shmem_atomic_fetch_and`).
-        atomic_fetch_and,
-        /// Atomically ands `value` into `dest[0]` on PE `pe` (`shmem_atomic_and`).
-        atomic_and => And;
-        /// Atomically ors `value` into `dest[0]` on PE `pe`, returning the old value
-        /// (`shmem_atomic_fetch_or`).
-        atomic_fetch_or,
-        /// Atomically ors `value` into `dest[0]` on PE `pe` (`shmem_atomic_or`).
-        atomic_or => Or;
-        /// Atomically xors `value` into `dest[0]` on PE `pe`, returning the old value
-        /// (`shmem_atomic_fetch_xor`).
-        atomic_fetch_xor,
-        /// Atomically xors `value` into `dest[0]` on PE `pe` (`shmem_atomic_xor`).
-        atomic_xor => Xor;
-    }
+        binary_amos! {
+            /// Atomically adds `value` (wrapping) to `dest[0]` on PE `pe`, returning the old
+            /// value (`shmem_atomic_fetch_add`).
+            atomic_fetch_add,
+            /// Atomically adds `value` (wrapping) to `dest[0]` on PE `pe` (`shmem_atomic_add`).
+            atomic_add => Add;
+            /// Atomically ands `value` into `dest[0]` on PE `pe`, returning the old value
+            /// (`shmem_atomic_fetch_and`).
+            atomic_fetch_and,
+            /// Atomically ands `value` into `dest[0]` on PE `pe` (`shmem_atomic_and`).
+            atomic_and => And;
+            /// Atomically ors `value` into `dest[0]` on PE `pe`, returning the old value
+            /// (`shmem_atomic_fetch_or`).
+            atomic_fetch_or,
+            /// Atomically ors `value` into `dest[0]` on PE `pe` (`shmem_atomic_or`).
+            atomic_or => Or;
+            /// Atomically xors `value` into `dest[0]` on PE `pe`, returning the old value
+            /// (`shmem_atomic_fetch_xor`).
+            atomic_fetch_xor,
+            /// Atomically xors `value` into `dest[0]` on PE `pe` (`shmem_atomic_xor`).
+            atomic_xor => Xor;
+        }
+    };
+}
+pub(crate) use {binary_amos, named_atomics};
+
+impl DataPlane {
+    named_atomics!();
 }

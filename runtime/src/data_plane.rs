@@ -15,7 +15,7 @@ use crate::doorbell::Doorbell;
 use crate::error::{Error, Result};
 use crate::health::Health;
 use crate::heap::{Area, HeapId, Span, SymSlice};
-use crate::route::{Completion, Remote, RemoteOp, Remotes, Route};
+use crate::route::{Completion, Domain, Remote, RemoteOp, Remotes, Route};
 use crate::segment::{Segment, HEADER_SIZE};
 use crate::team::shape::NodeShape;
 use crate::team::Teams;
@@ -367,13 +367,27 @@ impl DataPlane {
         at: usize,
         remote: impl FnOnce() -> RemoteOp,
     ) -> Completion {
+        self.remote_in(None, op, pe, (bytes, at), remote)
+    }
+
+    /// [`DataPlane::remote`] in ordering domain `domain` (a context's; `None`: the default
+    /// context's).
+    pub(crate) fn remote_in(
+        &self,
+        domain: Option<&Domain>,
+        op: Op,
+        pe: usize,
+        (bytes, at): (usize, usize),
+        remote: impl FnOnce() -> RemoteOp,
+    ) -> Completion {
         match &self.remotes {
             Some(r) => {
                 if let Err(failed) = self.health.check() {
                     return Box::pin(std::future::ready(Err(failed)));
                 }
                 r.traffic.count(op, pe, bytes);
-                let completion = r.start(pe, at, remote());
+                let domain = domain.unwrap_or(r.default_domain());
+                let completion = r.start_in(domain, pe, at, remote());
                 // A peer lost (or the job failed otherwise) ends the operations still in
                 // flight, which the fabric might never complete.
                 let health = self.health.clone();
@@ -407,16 +421,23 @@ impl DataPlane {
 
     /// Keeps the completion of an `_nbi` remote operation for the next `quiet`.
     pub(crate) fn defer(&self, completion: Completion) {
+        self.defer_in(None, completion);
+    }
+
+    /// Keeps the completion of an `_nbi` remote operation for the next `quiet` of `domain`
+    /// (`None`: the default context's).
+    pub(crate) fn defer_in(&self, domain: Option<&Domain>, completion: Completion) {
         if let Some(r) = &self.remotes {
-            r.defer(completion);
+            domain.unwrap_or(r.default_domain()).defer(completion);
         }
     }
 
-    /// The completion of every `_nbi` remote operation not yet awaited, if any (see
-    /// `Remotes::quiet`).
+    /// The completion of every `_nbi` remote operation of `domain` (`None`: the default
+    /// context's) not yet awaited, if any (see `Domain::quiet`).
     #[inline]
-    pub(crate) fn remote_pending(&self) -> Option<Completion> {
-        self.remotes.as_ref().and_then(Remotes::quiet)
+    pub(crate) fn remote_pending(&self, domain: Option<&Domain>) -> Option<Completion> {
+        let r = self.remotes.as_ref()?;
+        domain.unwrap_or(r.default_domain()).quiet()
     }
 
     /// A handle to this PE's own segment, for remote completions that write into it later.

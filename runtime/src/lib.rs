@@ -9,6 +9,7 @@ pub mod amo;
 pub mod barrier;
 pub mod collectives;
 pub mod config;
+pub mod context;
 pub mod data_plane;
 pub mod doorbell;
 pub mod error;
@@ -32,6 +33,7 @@ mod wait_vector;
 
 pub use amo::{AtomicInt, AtomicWord};
 pub use collectives::{BitwiseReducible, ReduceOp, Reducible};
+pub use context::{Context, ContextOptions};
 pub use data_plane::{DataPlane, DataPlaneParts};
 pub use error::{Error, GpuError, Result};
 pub use exchange::{Exchange, ExchangeFuture};

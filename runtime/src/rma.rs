@@ -16,7 +16,7 @@ use crate::data_plane::DataPlane;
 use crate::error::{Error, Result};
 use crate::heap::SymSlice;
 use crate::landing::{land, nothing, GetLanding, Landing};
-use crate::route::{Completion, RemoteOp, Route};
+use crate::route::{Completion, Domain, RemoteOp, Route};
 use crate::segment::Segment;
 
 /// Checks an element stride of a strided transfer and returns the elements it spans.
@@ -58,7 +58,7 @@ impl DataPlane {
         src: &[T],
         pe: usize,
     ) -> Landing<()> {
-        match self.start_put(dest.into(), bytemuck::cast_slice(src), src.len(), pe) {
+        match self.start_put(dest.into(), bytemuck::cast_slice(src), src.len(), pe, None) {
             Ok(None) => Landing::ready(Ok(())),
             Ok(Some(remote)) => Landing::remote(self.awaited(remote), nothing),
             Err(e) => Landing::ready(Err(e)),
@@ -75,7 +75,7 @@ impl DataPlane {
         pe: usize,
     ) -> Result<()> {
         if let Some(remote) =
-            self.start_put(dest.into(), bytemuck::cast_slice(src), src.len(), pe)?
+            self.start_put(dest.into(), bytemuck::cast_slice(src), src.len(), pe, None)?
         {
             self.defer(remote);
         }
@@ -85,12 +85,13 @@ impl DataPlane {
     /// Validates a put of `bytes` (`len` elements) into `dest` on PE `pe` and does it on a
     /// mapped route, or starts it on the remote one and returns its completion.
     #[inline(always)]
-    fn start_put<T: Pod>(
+    pub(crate) fn start_put<T: Pod>(
         &self,
         dest: SymSlice<'_, T>,
         bytes: &[u8],
         len: usize,
         pe: usize,
+        domain: Option<&Domain>,
     ) -> Result<Option<Completion>> {
         let (route, at) = self.validate(pe, || self.locate(dest, len, "put destination"))?;
         Ok(match route {
@@ -98,7 +99,7 @@ impl DataPlane {
                 self.put_mapped(target, at, bytes, pe);
                 None
             }
-            Route::Remote => Some(self.remote(Op::Put, pe, bytes.len(), at, || {
+            Route::Remote => Some(self.remote_in(domain, Op::Put, pe, (bytes.len(), at), || {
                 RemoteOp::Put(bytes.to_vec())
             })),
         })
@@ -144,7 +145,7 @@ impl DataPlane {
         pe: usize,
     ) -> GetLanding<'a> {
         let dest: &'a mut [u8] = bytemuck::cast_slice_mut(dest);
-        match self.start_get(dest, src.into(), pe) {
+        match self.start_get(dest, src.into(), pe, None) {
             Ok(None) => GetLanding::ready(Ok(())),
             Ok(Some(remote)) => GetLanding::remote(self.awaited(remote), dest),
             Err(e) => GetLanding::ready(Err(e)),
@@ -154,11 +155,12 @@ impl DataPlane {
     /// Validates a get into `dest` (bytes of `src`'s elements) and does it on a mapped
     /// route, or starts it on the remote one and returns its completion.
     #[inline(always)]
-    fn start_get<T: Pod>(
+    pub(crate) fn start_get<T: Pod>(
         &self,
         dest: &mut [u8],
         src: SymSlice<'_, T>,
         pe: usize,
+        domain: Option<&Domain>,
     ) -> Result<Option<Completion>> {
         let moved = dest.len();
         let len = moved / std::mem::size_of::<T>().max(1);
@@ -168,7 +170,9 @@ impl DataPlane {
                 self.mapped(Op::Get, pe, moved, || source.mapping().read(at, dest));
                 None
             }
-            Route::Remote => Some(self.remote(Op::Get, pe, moved, at, || RemoteOp::Get(moved))),
+            Route::Remote => {
+                Some(self.remote_in(domain, Op::Get, pe, (moved, at), || RemoteOp::Get(moved)))
+            }
         })
     }
 
@@ -182,7 +186,7 @@ impl DataPlane {
         src: impl Into<SymSlice<'s, T>>,
         pe: usize,
     ) -> Result<()> {
-        if let Some(remote) = self.start_get_into(dest.into(), src.into(), pe)? {
+        if let Some(remote) = self.start_get_into(dest.into(), src.into(), pe, None)? {
             self.defer(remote);
         }
         Ok(())
@@ -196,7 +200,7 @@ impl DataPlane {
         src: SymSlice<'_, T>,
         pe: usize,
     ) -> Landing<()> {
-        match self.start_get_into(dest, src, pe) {
+        match self.start_get_into(dest, src, pe, None) {
             Ok(None) => Landing::ready(Ok(())),
             Ok(Some(remote)) => Landing::remote(self.awaited(remote), nothing),
             Err(e) => Landing::ready(Err(e)),
@@ -206,11 +210,12 @@ impl DataPlane {
     /// Validates a get of `src` on PE `pe` into this PE's symmetric `dest` and does it on a
     /// mapped route, or starts it on the remote one and returns its completion, which
     /// writes the bytes into `dest` (and wakes its waiters) when they arrive.
-    fn start_get_into<T: Pod>(
+    pub(crate) fn start_get_into<T: Pod>(
         &self,
         dest: SymSlice<'_, T>,
         src: SymSlice<'_, T>,
         pe: usize,
+        domain: Option<&Domain>,
     ) -> Result<Option<Completion>> {
         let moved = dest.len().saturating_mul(std::mem::size_of::<T>());
         let (route, (dst_at, src_at)) = self.validate(pe, || {
@@ -230,7 +235,9 @@ impl DataPlane {
                 None
             }
             Route::Remote => {
-                let got = self.remote(Op::Get, pe, moved, src_at, || RemoteOp::Get(moved));
+                let got = self.remote_in(domain, Op::Get, pe, (moved, src_at), || {
+                    RemoteOp::Get(moved)
+                });
                 let own = self.own_handle();
                 Some(Box::pin(async move {
                     let bytes = got.await?;
@@ -257,7 +264,7 @@ impl DataPlane {
     #[inline(always)]
     pub fn g<'s, T: Pod>(&self, src: impl Into<SymSlice<'s, T>>, pe: usize) -> Landing<T> {
         let mut v = T::zeroed();
-        match self.start_get(bytemuck::bytes_of_mut(&mut v), src.into(), pe) {
+        match self.start_get(bytemuck::bytes_of_mut(&mut v), src.into(), pe, None) {
             Ok(None) => Landing::ready(Ok(v)),
             Ok(Some(remote)) => Landing::remote(self.awaited(remote), read_element),
             Err(e) => Landing::ready(Err(e)),
@@ -372,9 +379,14 @@ impl DataPlane {
     /// delivered before those issued after (`shmem_fence`). To PEs on other nodes, the
     /// remote operations issued after it start once those issued before have completed.
     pub fn fence(&self) {
+        self.fence_in(None);
+    }
+
+    /// [`DataPlane::fence`] in ordering domain `domain` (`None`: the default context's).
+    pub(crate) fn fence_in(&self, domain: Option<&Domain>) {
         fence(Ordering::SeqCst);
         if let Some(r) = &self.remotes {
-            r.fence();
+            domain.unwrap_or(r.default_domain()).fence();
         }
     }
 
@@ -385,11 +397,17 @@ impl DataPlane {
     /// operation to a PE on another node.
     #[inline(always)]
     pub fn quiet(&self) -> Landing<()> {
+        self.quiet_in(None)
+    }
+
+    /// [`DataPlane::quiet`] of ordering domain `domain` (`None`: the default context's).
+    #[inline(always)]
+    pub(crate) fn quiet_in(&self, domain: Option<&Domain>) -> Landing<()> {
         fence(Ordering::SeqCst);
         if self.is_shut_down() {
             return Landing::ready(Err(Error::Shutdown));
         }
-        match self.remote_pending() {
+        match self.remote_pending(domain) {
             None => Landing::ready(Ok(())),
             Some(pending) => Landing::remote(self.awaited(pending), nothing),
         }

@@ -258,6 +258,61 @@ fn all_of(pending: Vec<Completion>) -> Completion {
     })
 }
 
+/// An ordering domain of remote operations (a communication context's): the completions of
+/// its `_nbi` operations that its `quiet` has not yet awaited, and whether a `fence` asks its
+/// next operation to start only once those before it have completed. The default context's
+/// lives in [`Remotes`]; each [`crate::Context`] has its own, so that its `quiet` and `fence`
+/// concern its operations alone.
+pub(crate) struct Domain {
+    deferred: Mutex<Deferred>,
+    fenced: AtomicBool,
+}
+
+impl Default for Domain {
+    fn default() -> Self {
+        Domain {
+            deferred: Mutex::new(Deferred {
+                pending: Vec::new(),
+                prune_at: PRUNE_FIRST,
+            }),
+            fenced: AtomicBool::new(false),
+        }
+    }
+}
+
+impl Domain {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Deferred> {
+        self.deferred.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Orders the operations started after it after those started before.
+    pub fn fence(&self) {
+        self.fenced.store(true, Ordering::Release);
+    }
+
+    /// Keeps the completion of an `_nbi` operation for the next `quiet`. Completions that
+    /// have ended are dropped from time to time (the first error kept), so that a caller
+    /// that rarely calls `quiet` does not hoard them.
+    pub fn defer(&self, completion: Completion) {
+        self.lock().keep(completion);
+    }
+
+    /// The completion of every operation deferred so far (taken now), or `None` when there
+    /// are none: it ends once all have, with the first error, if any.
+    pub fn quiet(&self) -> Option<Completion> {
+        let pending = self.lock().take();
+        (!pending.is_empty()).then(|| all_of(pending))
+    }
+
+    /// The operations a fence since the last start asks the next one to wait for.
+    fn fenced_before(&self) -> Vec<Completion> {
+        match self.fenced.swap(false, Ordering::AcqRel) {
+            true => self.lock().take(),
+            false => Vec::new(),
+        }
+    }
+}
+
 /// A data plane's remote transport, its traffic, the completions of its `_nbi`
 /// operations that `quiet` has not yet awaited, and those of its world barriers' signals.
 pub(crate) struct Remotes {
@@ -265,13 +320,12 @@ pub(crate) struct Remotes {
     pub traffic: Traffic,
     /// How long a task awaiting a completion reads the queue before it sleeps.
     spin: Duration,
-    deferred: Mutex<Deferred>,
+    /// The default context's ordering domain.
+    default: Domain,
     /// The world barriers' remote signals: a barrier does not wait for its signals to be
     /// acknowledged (its peers' own signals tell it all it needs), so their completions are
     /// kept here, their errors reported by a later barrier.
     signals: Mutex<Deferred>,
-    /// Set by `fence`: the next operation waits for the deferred ones first.
-    fenced: AtomicBool,
 }
 
 impl std::fmt::Debug for Remotes {
@@ -293,15 +347,11 @@ impl Remotes {
             transport,
             traffic,
             spin,
-            deferred: Mutex::new(Deferred {
-                pending: Vec::new(),
-                prune_at: PRUNE_FIRST,
-            }),
+            default: Domain::default(),
             signals: Mutex::new(Deferred {
                 pending: Vec::new(),
                 prune_at: PRUNE_FIRST,
             }),
-            fenced: AtomicBool::new(false),
         }
     }
 
@@ -325,11 +375,11 @@ impl Remotes {
         })
     }
 
-    /// Starts `op`; after a fence with operations outstanding, only once they completed
-    /// (its own completion then drives it, as `quiet` or its caller polls it).
-    pub fn start(&self, pe: usize, at: usize, op: RemoteOp) -> Completion {
-        if self.fenced.swap(false, Ordering::AcqRel) {
-            let before = self.lock().take();
+    /// Starts `op` in `domain`; after a fence there with operations outstanding, only once
+    /// they completed (its own completion then drives it, as `quiet` or its caller polls it).
+    pub fn start_in(&self, domain: &Domain, pe: usize, at: usize, op: RemoteOp) -> Completion {
+        {
+            let before = domain.fenced_before();
             if !before.is_empty() {
                 let transport = self.transport.clone();
                 let after_them = async move {
@@ -355,13 +405,9 @@ impl Remotes {
         self.transport.start(pe, at, op)
     }
 
-    /// Orders the operations started after it after those started before.
-    pub fn fence(&self) {
-        self.fenced.store(true, Ordering::Release);
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Deferred> {
-        self.deferred.lock().unwrap_or_else(PoisonError::into_inner)
+    /// The default context's ordering domain.
+    pub fn default_domain(&self) -> &Domain {
+        &self.default
     }
 
     fn signals(&self) -> std::sync::MutexGuard<'_, Deferred> {
@@ -381,20 +427,6 @@ impl Remotes {
     /// The completion of every world barrier signal kept (taken now), or `None`.
     pub fn signals_landed(&self) -> Option<Completion> {
         let pending = self.signals().take();
-        (!pending.is_empty()).then(|| all_of(pending))
-    }
-
-    /// Keeps the completion of an `_nbi` operation for the next `quiet`. Completions that
-    /// have ended are dropped from time to time (the first error kept), so that a PE that
-    /// rarely calls `quiet` does not hoard them.
-    pub fn defer(&self, completion: Completion) {
-        self.lock().keep(completion);
-    }
-
-    /// The completion of every operation deferred so far (taken now), or `None` when there
-    /// are none: it ends once all have, with the first error, if any.
-    pub fn quiet(&self) -> Option<Completion> {
-        let pending = self.lock().take();
         (!pending.is_empty()).then(|| all_of(pending))
     }
 }

@@ -11,7 +11,7 @@ use crate::data_plane::DataPlane;
 use crate::error::Result;
 use crate::heap::SymSlice;
 use crate::landing::{nothing, Landing};
-use crate::route::{Amo, Completion, RemoteOp, Route};
+use crate::route::{Amo, Completion, Domain, RemoteOp, Route};
 use crate::segment::Segment;
 use crate::wait::{Cmp, Wait};
 
@@ -63,7 +63,7 @@ impl DataPlane {
         op: SignalOp,
         pe: usize,
     ) -> Landing<()> {
-        match self.start_put_signal(dest.into(), src, sig.into(), value, op, pe) {
+        match self.start_put_signal(dest.into(), src, (sig.into(), value, op), pe, None) {
             Ok(None) => Landing::ready(Ok(())),
             Ok(Some(remote)) => Landing::remote(self.awaited(remote), nothing),
             Err(e) => Landing::ready(Err(e)),
@@ -80,7 +80,9 @@ impl DataPlane {
         op: SignalOp,
         pe: usize,
     ) -> Result<()> {
-        if let Some(remote) = self.start_put_signal(dest.into(), src, sig.into(), value, op, pe)? {
+        if let Some(remote) =
+            self.start_put_signal(dest.into(), src, (sig.into(), value, op), pe, None)?
+        {
             self.defer(remote);
         }
         Ok(())
@@ -89,14 +91,13 @@ impl DataPlane {
     /// Validates a put-with-signal and does it on a mapped route, or starts it on the remote
     /// one and returns its completion.
     #[inline(always)]
-    fn start_put_signal<T: Pod>(
+    pub(crate) fn start_put_signal<T: Pod>(
         &self,
         dest: SymSlice<'_, T>,
         src: &[T],
-        sig: SymSlice<'_, u64>,
-        value: u64,
-        op: SignalOp,
+        (sig, value, op): (SymSlice<'_, u64>, u64, SignalOp),
         pe: usize,
+        domain: Option<&Domain>,
     ) -> Result<Option<Completion>> {
         let bytes: &[u8] = bytemuck::cast_slice(src);
         let moved = bytes.len() + 8;
@@ -119,7 +120,7 @@ impl DataPlane {
                     signal_at: sig_at,
                     signal: op.amo(value),
                 };
-                Some(self.remote(Op::PutSignal, pe, moved, at, remote))
+                Some(self.remote_in(domain, Op::PutSignal, pe, (moved, at), remote))
             }
         })
     }
@@ -133,7 +134,19 @@ impl DataPlane {
         op: SignalOp,
         pe: usize,
     ) -> Landing<()> {
-        let (route, at) = match self.validate(pe, || self.locate_atomic(sig.into())) {
+        self.signal_op_in(None, sig.into(), (value, op), pe)
+    }
+
+    /// [`DataPlane::signal_op`] in ordering domain `domain` (`None`: the default context's).
+    #[inline(always)]
+    pub(crate) fn signal_op_in(
+        &self,
+        domain: Option<&Domain>,
+        sig: SymSlice<'_, u64>,
+        (value, op): (u64, SignalOp),
+        pe: usize,
+    ) -> Landing<()> {
+        let (route, at) = match self.validate(pe, || self.locate_atomic(sig)) {
             Ok(valid) => valid,
             Err(e) => return Landing::ready(Err(e)),
         };
@@ -148,7 +161,7 @@ impl DataPlane {
                     width: 8,
                 };
                 Landing::remote(
-                    self.awaited(self.remote(Op::Signal, pe, 8, at, remote)),
+                    self.awaited(self.remote_in(domain, Op::Signal, pe, (8, at), remote)),
                     nothing,
                 )
             }

@@ -72,7 +72,8 @@ impl Remote for Transport {
 /// ended.
 fn poll_driven(q: &Arc<Queue>, spin: Duration, polls: usize) -> bool {
     let remotes = Remotes::new(Arc::new(Transport(q.clone())), Traffic::disabled(), spin);
-    let mut completion = remotes.driven(remotes.start(1, 0, RemoteOp::Get(8)));
+    let mut completion =
+        remotes.driven(remotes.start_in(remotes.default_domain(), 1, 0, RemoteOp::Get(8)));
     let mut cx = Context::from_waker(Waker::noop());
     (0..polls).any(|_| completion.as_mut().poll(&mut cx).is_ready())
 }

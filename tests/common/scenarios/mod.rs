@@ -2,6 +2,7 @@
 //! multi-process jobs (launcher, mpirun). Each checks values and returns an error describing
 //! the first mismatch.
 
+mod contexts;
 mod queries;
 
 use std::time::Duration;
@@ -31,6 +32,7 @@ pub const ALL: &[&str] = &[
     "queries",
     "vector_waits",
     "realloc",
+    "contexts",
 ];
 
 /// Runs the scenario called `name` on `pe`.
@@ -51,6 +53,7 @@ pub async fn run(name: &str, pe: Pe) -> Result<()> {
         "queries" => queries::queries(&pe).await,
         "vector_waits" => queries::vector_waits(&pe).await,
         "realloc" => queries::realloc(&pe).await,
+        "contexts" => contexts::contexts(&pe).await,
         other => Err(Error::InvalidArgument(format!("no scenario {other}"))),
     }
 }
