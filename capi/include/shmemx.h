@@ -1,0 +1,48 @@
+/*
+ * shmemx.h: ferroshmem's extensions to the OpenSHMEM 1.5 C API (libferroshmem_c).
+ *
+ * The shmemx_ names are routines that OpenSHMEM 1.6 adds (under their shmem_ names there):
+ *
+ *   shmemx_TYPENAME_ibput / ibget   blocked strided put and get: nblocks blocks of bsize
+ *                                   contiguous elements, block i going from source + i * sst
+ *                                   to dest + i * dst (strides in elements)
+ *   shmemx_signal_add / set         update a remote signal word without a put
+ *   shmemx_pe_quiet                 quiet only the operations to the given PEs
+ *
+ * In C11 the type-generic shmemx_ibput / shmemx_ibget select the typed routine by dest.
+ */
+#ifndef FERROSHMEM_SHMEMX_H
+#define FERROSHMEM_SHMEMX_H
+
+#include <shmem.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FSHMEMX_DECL_IB(T, N, S)                                                               \
+    void shmemx_##N##_ibput(T *dest, const T *source, ptrdiff_t dst, ptrdiff_t sst,           \
+                            size_t bsize, size_t nblocks, int pe);                            \
+    void shmemx_##N##_ibget(T *dest, const T *source, ptrdiff_t dst, ptrdiff_t sst,           \
+                            size_t bsize, size_t nblocks, int pe);
+FSHMEM_RMA_TYPES(FSHMEMX_DECL_IB, )
+#undef FSHMEMX_DECL_IB
+
+void shmemx_signal_add(uint64_t *sig_addr, uint64_t signal, int pe);
+void shmemx_signal_set(uint64_t *sig_addr, uint64_t signal, int pe);
+
+void shmemx_pe_quiet(const int *target_pes, size_t npes);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#if !defined(__cplusplus) && defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
+#define FSHMEMX_GA(T, N, S) T *: shmemx_##N##S,
+#define shmemx_ibput(...)                                                                      \
+    FSHMEM_GEN(FSHMEM_G_RMA, FSHMEMX_GA, _ibput, FSHMEM_ARG0, __VA_ARGS__)
+#define shmemx_ibget(...)                                                                      \
+    FSHMEM_GEN(FSHMEM_G_RMA, FSHMEMX_GA, _ibget, FSHMEM_ARG0, __VA_ARGS__)
+#endif
+
+#endif /* FERROSHMEM_SHMEMX_H */
