@@ -4,26 +4,32 @@
 //! OpenSHMEM allows), and the pre-1.4 names (`shmem_int_fadd`, `shmem_long_cswap` …).
 #![allow(unsafe_code)] // `#[no_mangle]`/`#[export_name]` exports only; raw memory lives in `crate::raw`.
 
-use std::ffi::c_int;
+use std::ffi::{c_int, c_void};
 
 use bytemuck::Pod;
-use ferroshmem_runtime::{DataPlane, SymSlice};
+use ferroshmem_runtime::landing::Landing;
+use ferroshmem_runtime::{Context, DataPlane, SymSlice};
 
 use crate::raw;
-use crate::state::{ok, shmem};
+use crate::state::{ok, shmem, DEFAULT_CONTEXT};
 
-/// Runs the atomic `op` on the symmetric word at `dest` of `pe` and returns its outcome.
+/// Runs an atomic on the symmetric word at `dest` of `pe` in the context of C handle `ctx`
+/// (`on_default` on the data plane for `SHMEM_CTX_DEFAULT`, `on_context` on a made one) and
+/// returns its outcome.
 #[inline(always)]
 pub(crate) fn amo<T: Pod, R: Pod + Unpin>(
     routine: &'static str,
-    dest: *const T,
-    pe: c_int,
-    op: impl FnOnce(&DataPlane, SymSlice<'static, T>, usize) -> ferroshmem_runtime::landing::Landing<R>,
+    (ctx, dest, pe): (usize, *const T, c_int),
+    on_default: impl FnOnce(&DataPlane, SymSlice<'static, T>, usize) -> Landing<R>,
+    on_context: impl FnOnce(&Context, SymSlice<'static, T>, usize) -> Landing<R>,
 ) -> R {
     let state = shmem(routine);
     let outcome = state.view(dest, 1).and_then(|word| {
         let pe = state.pe_of(pe)?;
-        state.block(op(state.pe(), word, pe))
+        match state.context(ctx)? {
+            None => state.block(on_default(state.pe(), word, pe)),
+            Some(c) => state.block(on_context(&c, word, pe)),
+        }
     });
     ok(routine, outcome)
 }
@@ -34,64 +40,57 @@ pub(crate) fn into_fetch<T: Pod>(routine: &'static str, fetch: *mut T, old: T) {
     ok(routine, raw::store(fetch, old, "fetch"));
 }
 
-/// The standard AMOs (`compare_swap`, `fetch_inc`, `inc`, `fetch_add`, `add`, and the
-/// extended ones) of each `name: C type as runtime type`.
+/// One atomic of one type, `shmem_TYPE_atomic_OP` and `shmem_ctx_TYPE_atomic_OP`, running
+/// `$method` of the data plane or the context with `$call` then the PE; `nbi` forms store
+/// the old value to their leading `fetch` argument.
+macro_rules! atomic {
+    ($fn:ident, $ctx_fn:ident, $name:ident, $t:ty, $op:literal, ($($arg:ident: $ty:ty),*) -> $ret:ty, $method:ident($($call:ident),*)) => {
+        #[doc = concat!("`shmem_", stringify!($name), "_atomic_", $op, "`.")]
+        #[export_name = concat!("shmem_", stringify!($name), "_atomic_", $op)]
+        pub extern "C" fn $fn(dest: *mut $t, $($arg: $ty,)* pe: c_int) -> $ret {
+            let routine = concat!("shmem_", stringify!($name), "_atomic_", $op);
+            amo(routine, (DEFAULT_CONTEXT, dest, pe), |d, w, pe| d.$method(w, $($call,)* pe), |c, w, pe| c.$method(w, $($call,)* pe))
+        }
+
+        #[doc = concat!("`shmem_ctx_", stringify!($name), "_atomic_", $op, "`.")]
+        #[export_name = concat!("shmem_ctx_", stringify!($name), "_atomic_", $op)]
+        pub extern "C" fn $ctx_fn(ctx: *mut c_void, dest: *mut $t, $($arg: $ty,)* pe: c_int) -> $ret {
+            let routine = concat!("shmem_ctx_", stringify!($name), "_atomic_", $op);
+            amo(routine, (ctx as usize, dest, pe), |d, w, pe| d.$method(w, $($call,)* pe), |c, w, pe| c.$method(w, $($call,)* pe))
+        }
+    };
+    (nbi $fn:ident, $ctx_fn:ident, $name:ident, $t:ty, $op:literal, ($($arg:ident: $ty:ty),*), $method:ident($($call:ident),*)) => {
+        #[doc = concat!("`shmem_", stringify!($name), "_atomic_", $op, "_nbi`.")]
+        #[export_name = concat!("shmem_", stringify!($name), "_atomic_", $op, "_nbi")]
+        pub extern "C" fn $fn(fetch: *mut $t, dest: *mut $t, $($arg: $ty,)* pe: c_int) {
+            let routine = concat!("shmem_", stringify!($name), "_atomic_", $op, "_nbi");
+            into_fetch(routine, fetch, amo(routine, (DEFAULT_CONTEXT, dest, pe), |d, w, pe| d.$method(w, $($call,)* pe), |c, w, pe| c.$method(w, $($call,)* pe)))
+        }
+
+        #[doc = concat!("`shmem_ctx_", stringify!($name), "_atomic_", $op, "_nbi`.")]
+        #[export_name = concat!("shmem_ctx_", stringify!($name), "_atomic_", $op, "_nbi")]
+        pub extern "C" fn $ctx_fn(ctx: *mut c_void, fetch: *mut $t, dest: *mut $t, $($arg: $ty,)* pe: c_int) {
+            let routine = concat!("shmem_ctx_", stringify!($name), "_atomic_", $op, "_nbi");
+            into_fetch(routine, fetch, amo(routine, (ctx as usize, dest, pe), |d, w, pe| d.$method(w, $($call,)* pe), |c, w, pe| c.$method(w, $($call,)* pe)))
+        }
+    };
+}
+
+/// The standard AMOs (`compare_swap`, `fetch_inc`, `inc`, `fetch_add`, `add`, with their
+/// `_nbi` fetching forms) of each `name: type`.
 macro_rules! standard_amos {
     ($($name:ident: $t:ty),* $(,)?) => {$(
         #[doc = concat!("`shmem_", stringify!($name), "_atomic_*`: the standard AMOs.")]
         pub mod $name {
             use super::*;
-
-            #[doc = concat!("`shmem_", stringify!($name), "_atomic_compare_swap`.")]
-            #[export_name = concat!("shmem_", stringify!($name), "_atomic_compare_swap")]
-            pub extern "C" fn compare_swap(dest: *mut $t, cond: $t, value: $t, pe: c_int) -> $t {
-                amo(concat!("shmem_", stringify!($name), "_atomic_compare_swap"), dest, pe, |d, w, pe| d.atomic_compare_swap(w, cond, value, pe))
-            }
-
-            #[doc = concat!("`shmem_", stringify!($name), "_atomic_compare_swap_nbi`.")]
-            #[export_name = concat!("shmem_", stringify!($name), "_atomic_compare_swap_nbi")]
-            pub extern "C" fn compare_swap_nbi(fetch: *mut $t, dest: *mut $t, cond: $t, value: $t, pe: c_int) {
-                let routine = concat!("shmem_", stringify!($name), "_atomic_compare_swap_nbi");
-                into_fetch(routine, fetch, amo(routine, dest, pe, |d, w, pe| d.atomic_compare_swap(w, cond, value, pe)))
-            }
-
-            #[doc = concat!("`shmem_", stringify!($name), "_atomic_fetch_inc`.")]
-            #[export_name = concat!("shmem_", stringify!($name), "_atomic_fetch_inc")]
-            pub extern "C" fn fetch_inc(dest: *mut $t, pe: c_int) -> $t {
-                amo(concat!("shmem_", stringify!($name), "_atomic_fetch_inc"), dest, pe, |d, w, pe| d.atomic_fetch_inc(w, pe))
-            }
-
-            #[doc = concat!("`shmem_", stringify!($name), "_atomic_fetch_inc_nbi`.")]
-            #[export_name = concat!("shmem_", stringify!($name), "_atomic_fetch_inc_nbi")]
-            pub extern "C" fn fetch_inc_nbi(fetch: *mut $t, dest: *mut $t, pe: c_int) {
-                let routine = concat!("shmem_", stringify!($name), "_atomic_fetch_inc_nbi");
-                into_fetch(routine, fetch, amo(routine, dest, pe, |d, w, pe| d.atomic_fetch_inc(w, pe)))
-            }
-
-            #[doc = concat!("`shmem_", stringify!($name), "_atomic_inc`.")]
-            #[export_name = concat!("shmem_", stringify!($name), "_atomic_inc")]
-            pub extern "C" fn inc(dest: *mut $t, pe: c_int) {
-                amo(concat!("shmem_", stringify!($name), "_atomic_inc"), dest, pe, |d, w, pe| d.atomic_inc(w, pe))
-            }
-
-            #[doc = concat!("`shmem_", stringify!($name), "_atomic_fetch_add`.")]
-            #[export_name = concat!("shmem_", stringify!($name), "_atomic_fetch_add")]
-            pub extern "C" fn fetch_add(dest: *mut $t, value: $t, pe: c_int) -> $t {
-                amo(concat!("shmem_", stringify!($name), "_atomic_fetch_add"), dest, pe, |d, w, pe| d.atomic_fetch_add(w, value, pe))
-            }
-
-            #[doc = concat!("`shmem_", stringify!($name), "_atomic_fetch_add_nbi`.")]
-            #[export_name = concat!("shmem_", stringify!($name), "_atomic_fetch_add_nbi")]
-            pub extern "C" fn fetch_add_nbi(fetch: *mut $t, dest: *mut $t, value: $t, pe: c_int) {
-                let routine = concat!("shmem_", stringify!($name), "_atomic_fetch_add_nbi");
-                into_fetch(routine, fetch, amo(routine, dest, pe, |d, w, pe| d.atomic_fetch_add(w, value, pe)))
-            }
-
-            #[doc = concat!("`shmem_", stringify!($name), "_atomic_add`.")]
-            #[export_name = concat!("shmem_", stringify!($name), "_atomic_add")]
-            pub extern "C" fn add(dest: *mut $t, value: $t, pe: c_int) {
-                amo(concat!("shmem_", stringify!($name), "_atomic_add"), dest, pe, |d, w, pe| d.atomic_add(w, value, pe))
-            }
+            atomic!(compare_swap, ctx_compare_swap, $name, $t, "compare_swap", (cond: $t, value: $t) -> $t, atomic_compare_swap(cond, value));
+            atomic!(nbi compare_swap_nbi, ctx_compare_swap_nbi, $name, $t, "compare_swap", (cond: $t, value: $t), atomic_compare_swap(cond, value));
+            atomic!(fetch_inc, ctx_fetch_inc, $name, $t, "fetch_inc", () -> $t, atomic_fetch_inc());
+            atomic!(nbi fetch_inc_nbi, ctx_fetch_inc_nbi, $name, $t, "fetch_inc", (), atomic_fetch_inc());
+            atomic!(inc, ctx_inc, $name, $t, "inc", () -> (), atomic_inc());
+            atomic!(fetch_add, ctx_fetch_add, $name, $t, "fetch_add", (value: $t) -> $t, atomic_fetch_add(value));
+            atomic!(nbi fetch_add_nbi, ctx_fetch_add_nbi, $name, $t, "fetch_add", (value: $t), atomic_fetch_add(value));
+            atomic!(add, ctx_add, $name, $t, "add", (value: $t) -> (), atomic_add(value));
         }
     )*};
 }
@@ -103,38 +102,11 @@ macro_rules! extended_amos {
         #[doc = concat!("`shmem_", stringify!($name), "_atomic_*`: the extended AMOs.")]
         pub mod $name {
             use super::*;
-
-            #[doc = concat!("`shmem_", stringify!($name), "_atomic_fetch`.")]
-            #[export_name = concat!("shmem_", stringify!($name), "_atomic_fetch")]
-            pub extern "C" fn fetch(source: *const $t, pe: c_int) -> $t {
-                amo(concat!("shmem_", stringify!($name), "_atomic_fetch"), source, pe, |d, w, pe| d.atomic_fetch(w, pe))
-            }
-
-            #[doc = concat!("`shmem_", stringify!($name), "_atomic_fetch_nbi`.")]
-            #[export_name = concat!("shmem_", stringify!($name), "_atomic_fetch_nbi")]
-            pub extern "C" fn fetch_nbi(fetch: *mut $t, source: *const $t, pe: c_int) {
-                let routine = concat!("shmem_", stringify!($name), "_atomic_fetch_nbi");
-                into_fetch(routine, fetch, amo(routine, source, pe, |d, w, pe| d.atomic_fetch(w, pe)))
-            }
-
-            #[doc = concat!("`shmem_", stringify!($name), "_atomic_set`.")]
-            #[export_name = concat!("shmem_", stringify!($name), "_atomic_set")]
-            pub extern "C" fn set(dest: *mut $t, value: $t, pe: c_int) {
-                amo(concat!("shmem_", stringify!($name), "_atomic_set"), dest, pe, |d, w, pe| d.atomic_set(w, value, pe))
-            }
-
-            #[doc = concat!("`shmem_", stringify!($name), "_atomic_swap`.")]
-            #[export_name = concat!("shmem_", stringify!($name), "_atomic_swap")]
-            pub extern "C" fn swap(dest: *mut $t, value: $t, pe: c_int) -> $t {
-                amo(concat!("shmem_", stringify!($name), "_atomic_swap"), dest, pe, |d, w, pe| d.atomic_swap(w, value, pe))
-            }
-
-            #[doc = concat!("`shmem_", stringify!($name), "_atomic_swap_nbi`.")]
-            #[export_name = concat!("shmem_", stringify!($name), "_atomic_swap_nbi")]
-            pub extern "C" fn swap_nbi(fetch: *mut $t, dest: *mut $t, value: $t, pe: c_int) {
-                let routine = concat!("shmem_", stringify!($name), "_atomic_swap_nbi");
-                into_fetch(routine, fetch, amo(routine, dest, pe, |d, w, pe| d.atomic_swap(w, value, pe)))
-            }
+            atomic!(fetch, ctx_fetch, $name, $t, "fetch", () -> $t, atomic_fetch());
+            atomic!(nbi fetch_nbi, ctx_fetch_nbi, $name, $t, "fetch", (), atomic_fetch());
+            atomic!(set, ctx_set, $name, $t, "set", (value: $t) -> (), atomic_set(value));
+            atomic!(swap, ctx_swap, $name, $t, "swap", (value: $t) -> $t, atomic_swap(value));
+            atomic!(nbi swap_nbi, ctx_swap_nbi, $name, $t, "swap", (value: $t), atomic_swap(value));
         }
     )*};
 }
@@ -145,49 +117,17 @@ macro_rules! bitwise_amos {
         #[doc = concat!("`shmem_", stringify!($name), "_atomic_*`: the bitwise AMOs.")]
         pub mod $name {
             use super::*;
-            bitwise_amo!($name, $t, fetch_and, fetch_and_nbi, and, atomic_fetch_and, atomic_and, "and");
-            bitwise_amo!($name, $t, fetch_or, fetch_or_nbi, or, atomic_fetch_or, atomic_or, "or");
-            bitwise_amo!($name, $t, fetch_xor, fetch_xor_nbi, xor, atomic_fetch_xor, atomic_xor, "xor");
+            atomic!(fetch_and, ctx_fetch_and, $name, $t, "fetch_and", (value: $t) -> $t, atomic_fetch_and(value));
+            atomic!(nbi fetch_and_nbi, ctx_fetch_and_nbi, $name, $t, "fetch_and", (value: $t), atomic_fetch_and(value));
+            atomic!(and, ctx_and, $name, $t, "and", (value: $t) -> (), atomic_and(value));
+            atomic!(fetch_or, ctx_fetch_or, $name, $t, "fetch_or", (value: $t) -> $t, atomic_fetch_or(value));
+            atomic!(nbi fetch_or_nbi, ctx_fetch_or_nbi, $name, $t, "fetch_or", (value: $t), atomic_fetch_or(value));
+            atomic!(or, ctx_or, $name, $t, "or", (value: $t) -> (), atomic_or(value));
+            atomic!(fetch_xor, ctx_fetch_xor, $name, $t, "fetch_xor", (value: $t) -> $t, atomic_fetch_xor(value));
+            atomic!(nbi fetch_xor_nbi, ctx_fetch_xor_nbi, $name, $t, "fetch_xor", (value: $t), atomic_fetch_xor(value));
+            atomic!(xor, ctx_xor, $name, $t, "xor", (value: $t) -> (), atomic_xor(value));
         }
     )*};
-}
-
-/// One bitwise operator's three routines for one type.
-macro_rules! bitwise_amo {
-    ($name:ident, $t:ty, $fetch:ident, $fetch_nbi:ident, $plain:ident, $rust_fetch:ident, $rust_plain:ident, $op:literal) => {
-        #[doc = concat!("`shmem_", stringify!($name), "_atomic_fetch_", $op, "`.")]
-        #[export_name = concat!("shmem_", stringify!($name), "_atomic_fetch_", $op)]
-        pub extern "C" fn $fetch(dest: *mut $t, value: $t, pe: c_int) -> $t {
-            amo(
-                concat!("shmem_", stringify!($name), "_atomic_fetch_", $op),
-                dest,
-                pe,
-                |d, w, pe| d.$rust_fetch(w, value, pe),
-            )
-        }
-
-        #[doc = concat!("`shmem_", stringify!($name), "_atomic_fetch_", $op, "_nbi`.")]
-        #[export_name = concat!("shmem_", stringify!($name), "_atomic_fetch_", $op, "_nbi")]
-        pub extern "C" fn $fetch_nbi(fetch: *mut $t, dest: *mut $t, value: $t, pe: c_int) {
-            let routine = concat!("shmem_", stringify!($name), "_atomic_fetch_", $op, "_nbi");
-            into_fetch(
-                routine,
-                fetch,
-                amo(routine, dest, pe, |d, w, pe| d.$rust_fetch(w, value, pe)),
-            )
-        }
-
-        #[doc = concat!("`shmem_", stringify!($name), "_atomic_", $op, "`.")]
-        #[export_name = concat!("shmem_", stringify!($name), "_atomic_", $op)]
-        pub extern "C" fn $plain(dest: *mut $t, value: $t, pe: c_int) {
-            amo(
-                concat!("shmem_", stringify!($name), "_atomic_", $op),
-                dest,
-                pe,
-                |d, w, pe| d.$rust_plain(w, value, pe),
-            )
-        }
-    };
 }
 
 /// The standard AMO types (`size_t` and `ptrdiff_t` as the 64-bit words they are).

@@ -6,6 +6,7 @@
 use std::ffi::{c_int, c_long};
 
 use crate::amo::amo;
+use crate::state::DEFAULT_CONTEXT;
 
 /// The deprecated integer AMOs of each `name: type`.
 macro_rules! integer_amos {
@@ -17,31 +18,31 @@ macro_rules! integer_amos {
             #[doc = concat!("`shmem_", stringify!($name), "_fadd`.")]
             #[export_name = concat!("shmem_", stringify!($name), "_fadd")]
             pub extern "C" fn fadd(dest: *mut $t, value: $t, pe: c_int) -> $t {
-                amo(concat!("shmem_", stringify!($name), "_fadd"), dest, pe, |d, w, pe| d.atomic_fetch_add(w, value, pe))
+                amo(concat!("shmem_", stringify!($name), "_fadd"), (DEFAULT_CONTEXT, dest, pe), |d, w, pe| d.atomic_fetch_add(w, value, pe), |c, w, pe| c.atomic_fetch_add(w, value, pe))
             }
 
             #[doc = concat!("`shmem_", stringify!($name), "_finc`.")]
             #[export_name = concat!("shmem_", stringify!($name), "_finc")]
             pub extern "C" fn finc(dest: *mut $t, pe: c_int) -> $t {
-                amo(concat!("shmem_", stringify!($name), "_finc"), dest, pe, |d, w, pe| d.atomic_fetch_inc(w, pe))
+                amo(concat!("shmem_", stringify!($name), "_finc"), (DEFAULT_CONTEXT, dest, pe), |d, w, pe| d.atomic_fetch_inc(w, pe), |c, w, pe| c.atomic_fetch_inc(w, pe))
             }
 
             #[doc = concat!("`shmem_", stringify!($name), "_add`.")]
             #[export_name = concat!("shmem_", stringify!($name), "_add")]
             pub extern "C" fn add(dest: *mut $t, value: $t, pe: c_int) {
-                amo(concat!("shmem_", stringify!($name), "_add"), dest, pe, |d, w, pe| d.atomic_add(w, value, pe))
+                amo(concat!("shmem_", stringify!($name), "_add"), (DEFAULT_CONTEXT, dest, pe), |d, w, pe| d.atomic_add(w, value, pe), |c, w, pe| c.atomic_add(w, value, pe))
             }
 
             #[doc = concat!("`shmem_", stringify!($name), "_inc`.")]
             #[export_name = concat!("shmem_", stringify!($name), "_inc")]
             pub extern "C" fn inc(dest: *mut $t, pe: c_int) {
-                amo(concat!("shmem_", stringify!($name), "_inc"), dest, pe, |d, w, pe| d.atomic_inc(w, pe))
+                amo(concat!("shmem_", stringify!($name), "_inc"), (DEFAULT_CONTEXT, dest, pe), |d, w, pe| d.atomic_inc(w, pe), |c, w, pe| c.atomic_inc(w, pe))
             }
 
             #[doc = concat!("`shmem_", stringify!($name), "_cswap`.")]
             #[export_name = concat!("shmem_", stringify!($name), "_cswap")]
             pub extern "C" fn cswap(dest: *mut $t, cond: $t, value: $t, pe: c_int) -> $t {
-                amo(concat!("shmem_", stringify!($name), "_cswap"), dest, pe, |d, w, pe| d.atomic_compare_swap(w, cond, value, pe))
+                amo(concat!("shmem_", stringify!($name), "_cswap"), (DEFAULT_CONTEXT, dest, pe), |d, w, pe| d.atomic_compare_swap(w, cond, value, pe), |c, w, pe| c.atomic_compare_swap(w, cond, value, pe))
             }
         }
     )*};
@@ -57,19 +58,19 @@ macro_rules! word_amos {
             #[doc = concat!("`shmem_", stringify!($name), "_swap`.")]
             #[export_name = concat!("shmem_", stringify!($name), "_swap")]
             pub extern "C" fn swap(dest: *mut $t, value: $t, pe: c_int) -> $t {
-                amo(concat!("shmem_", stringify!($name), "_swap"), dest, pe, |d, w, pe| d.atomic_swap(w, value, pe))
+                amo(concat!("shmem_", stringify!($name), "_swap"), (DEFAULT_CONTEXT, dest, pe), |d, w, pe| d.atomic_swap(w, value, pe), |c, w, pe| c.atomic_swap(w, value, pe))
             }
 
             #[doc = concat!("`shmem_", stringify!($name), "_fetch`.")]
             #[export_name = concat!("shmem_", stringify!($name), "_fetch")]
             pub extern "C" fn fetch(source: *const $t, pe: c_int) -> $t {
-                amo(concat!("shmem_", stringify!($name), "_fetch"), source, pe, |d, w, pe| d.atomic_fetch(w, pe))
+                amo(concat!("shmem_", stringify!($name), "_fetch"), (DEFAULT_CONTEXT, source, pe), |d, w, pe| d.atomic_fetch(w, pe), |c, w, pe| c.atomic_fetch(w, pe))
             }
 
             #[doc = concat!("`shmem_", stringify!($name), "_set`.")]
             #[export_name = concat!("shmem_", stringify!($name), "_set")]
             pub extern "C" fn set(dest: *mut $t, value: $t, pe: c_int) {
-                amo(concat!("shmem_", stringify!($name), "_set"), dest, pe, |d, w, pe| d.atomic_set(w, value, pe))
+                amo(concat!("shmem_", stringify!($name), "_set"), (DEFAULT_CONTEXT, dest, pe), |d, w, pe| d.atomic_set(w, value, pe), |c, w, pe| c.atomic_set(w, value, pe))
             }
         }
     )*};
@@ -92,7 +93,10 @@ pub mod word {
 /// `shmem_swap` (pre-1.4): a swap on a `long`.
 #[no_mangle]
 pub extern "C" fn shmem_swap(dest: *mut c_long, value: c_long, pe: c_int) -> c_long {
-    amo("shmem_swap", dest, pe, |d, w, pe| {
-        d.atomic_swap(w, value, pe)
-    })
+    amo(
+        "shmem_swap",
+        (DEFAULT_CONTEXT, dest, pe),
+        |d, w, pe| d.atomic_swap(w, value, pe),
+        |c, w, pe| c.atomic_swap(w, value, pe),
+    )
 }

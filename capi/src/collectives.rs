@@ -7,7 +7,7 @@
 use std::ffi::{c_int, c_void};
 
 use bytemuck::Pod;
-use ferroshmem_runtime::{Error, ReduceOp, Reducible, Result, Team};
+use ferroshmem_runtime::{Complex32, Complex64, Error, ReduceOp, Reducible, Result, Team};
 
 use crate::state::{ok, shmem, Shmem};
 use crate::teams::returned;
@@ -349,8 +349,8 @@ team_reductions!(or, Or => uchar: u8, ushort: u16, uint: u32, ulong: u64, ulongl
 team_reductions!(xor, Xor => uchar: u8, ushort: u16, uint: u32, ulong: u64, ulonglong: u64, int8: i8, int16: i16, int32: i32, int64: i64, uint8: u8, uint16: u16, uint32: u32, uint64: u64, size: usize);
 team_reductions!(max, Max => char: i8, schar: i8, short: i16, int: i32, long: i64, longlong: i64, ptrdiff: isize, uchar: u8, ushort: u16, uint: u32, ulong: u64, ulonglong: u64, int8: i8, int16: i16, int32: i32, int64: i64, uint8: u8, uint16: u16, uint32: u32, uint64: u64, size: usize, float: f32, double: f64);
 team_reductions!(min, Min => char: i8, schar: i8, short: i16, int: i32, long: i64, longlong: i64, ptrdiff: isize, uchar: u8, ushort: u16, uint: u32, ulong: u64, ulonglong: u64, int8: i8, int16: i16, int32: i32, int64: i64, uint8: u8, uint16: u16, uint32: u32, uint64: u64, size: usize, float: f32, double: f64);
-team_reductions!(sum, Sum => char: i8, schar: i8, short: i16, int: i32, long: i64, longlong: i64, ptrdiff: isize, uchar: u8, ushort: u16, uint: u32, ulong: u64, ulonglong: u64, int8: i8, int16: i16, int32: i32, int64: i64, uint8: u8, uint16: u16, uint32: u32, uint64: u64, size: usize, float: f32, double: f64);
-team_reductions!(prod, Prod => char: i8, schar: i8, short: i16, int: i32, long: i64, longlong: i64, ptrdiff: isize, uchar: u8, ushort: u16, uint: u32, ulong: u64, ulonglong: u64, int8: i8, int16: i16, int32: i32, int64: i64, uint8: u8, uint16: u16, uint32: u32, uint64: u64, size: usize, float: f32, double: f64);
+team_reductions!(sum, Sum => char: i8, schar: i8, short: i16, int: i32, long: i64, longlong: i64, ptrdiff: isize, uchar: u8, ushort: u16, uint: u32, ulong: u64, ulonglong: u64, int8: i8, int16: i16, int32: i32, int64: i64, uint8: u8, uint16: u16, uint32: u32, uint64: u64, size: usize, float: f32, double: f64, complexf: Complex32, complexd: Complex64);
+team_reductions!(prod, Prod => char: i8, schar: i8, short: i16, int: i32, long: i64, longlong: i64, ptrdiff: isize, uchar: u8, ushort: u16, uint: u32, ulong: u64, ulonglong: u64, int8: i8, int16: i16, int32: i32, int64: i64, uint8: u8, uint16: u16, uint32: u32, uint64: u64, size: usize, float: f32, double: f64, complexf: Complex32, complexd: Complex64);
 
 active_set_collectives!(32 => sized32: u32, 64 => sized64: u64);
 
@@ -359,5 +359,5 @@ active_set_reductions!(or_to_all, or, Or => short: i16, int: i32, long: i64, lon
 active_set_reductions!(xor_to_all, xor, Xor => short: i16, int: i32, long: i64, longlong: i64);
 active_set_reductions!(max_to_all, max, Max => short: i16, int: i32, long: i64, longlong: i64, float: f32, double: f64);
 active_set_reductions!(min_to_all, min, Min => short: i16, int: i32, long: i64, longlong: i64, float: f32, double: f64);
-active_set_reductions!(sum_to_all, sum, Sum => short: i16, int: i32, long: i64, longlong: i64, float: f32, double: f64);
-active_set_reductions!(prod_to_all, prod, Prod => short: i16, int: i32, long: i64, longlong: i64, float: f32, double: f64);
+active_set_reductions!(sum_to_all, sum, Sum => short: i16, int: i32, long: i64, longlong: i64, float: f32, double: f64, complexf: Complex32, complexd: Complex64);
+active_set_reductions!(prod_to_all, prod, Prod => short: i16, int: i32, long: i64, longlong: i64, float: f32, double: f64, complexf: Complex32, complexd: Complex64);

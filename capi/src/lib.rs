@@ -23,6 +23,8 @@
 pub mod amo;
 pub mod amo_deprecated;
 pub mod collectives;
+pub mod ctx;
+pub mod extras;
 pub mod locks;
 pub mod memory;
 mod raw;

@@ -6,13 +6,13 @@
 //! which the compiler inlines, so a put to a PE of this node is its copy alone.
 #![allow(unsafe_code)] // `#[no_mangle]`/`#[export_name]` exports only; raw memory lives in `crate::raw`.
 
-use std::ffi::c_int;
+use std::ffi::{c_int, c_void};
 
 use bytemuck::Pod;
 use ferroshmem_runtime::{Error, Result};
 
 use crate::raw;
-use crate::state::{ok, shmem};
+use crate::state::{ok, shmem, DEFAULT_CONTEXT};
 use crate::types::LongDouble;
 
 /// A C `ptrdiff_t` stride as the runtime's: at least 0.
@@ -21,36 +21,45 @@ fn stride(stride: isize, what: &str) -> Result<usize> {
         .map_err(|_| Error::InvalidArgument(format!("a negative {what} stride ({stride})")))
 }
 
+/// The operations of the context of C handle `ctx` (`None`: the default context's).
+type Ctx = Option<std::sync::Arc<ferroshmem_runtime::Context>>;
+
 /// `put`: `nelems` elements from the local `source` into symmetric `dest` on `pe`.
 #[inline(always)]
 pub(crate) fn put<T: Pod>(
     routine: &'static str,
-    dest: *mut T,
-    source: *const T,
+    ctx: usize,
+    (dest, source): (*mut T, *const T),
     nelems: usize,
     pe: c_int,
 ) {
-    let state = shmem(routine);
+    let s = shmem(routine);
     let done = raw::local(source, nelems, "source").and_then(|source| {
-        let dest = state.view(dest, nelems)?;
-        state.block(state.pe().put(dest, source, state.pe_of(pe)?))
+        let (dest, pe) = (s.view(dest, nelems)?, s.pe_of(pe)?);
+        match s.context(ctx)? {
+            None => s.block(s.pe().put(dest, source, pe)),
+            Some(c) => s.block(c.put(dest, source, pe)),
+        }
     });
     ok(routine, done)
 }
 
-/// `put_nbi`: as `put`, complete at `quiet`.
+/// `put_nbi`: as `put`, complete at the context's `quiet`.
 #[inline(always)]
 pub(crate) fn put_nbi<T: Pod>(
     routine: &'static str,
-    dest: *mut T,
-    source: *const T,
+    ctx: usize,
+    (dest, source): (*mut T, *const T),
     nelems: usize,
     pe: c_int,
 ) {
-    let state = shmem(routine);
+    let s = shmem(routine);
     let done = raw::local(source, nelems, "source").and_then(|source| {
-        let dest = state.view(dest, nelems)?;
-        state.pe().put_nbi(dest, source, state.pe_of(pe)?)
+        let (dest, pe) = (s.view(dest, nelems)?, s.pe_of(pe)?);
+        match s.context(ctx)? {
+            None => s.pe().put_nbi(dest, source, pe),
+            Some(c) => c.put_nbi(dest, source, pe),
+        }
     });
     ok(routine, done)
 }
@@ -59,58 +68,87 @@ pub(crate) fn put_nbi<T: Pod>(
 #[inline(always)]
 pub(crate) fn get<T: Pod>(
     routine: &'static str,
-    dest: *mut T,
-    source: *const T,
+    ctx: usize,
+    (dest, source): (*mut T, *const T),
     nelems: usize,
     pe: c_int,
 ) {
-    let state = shmem(routine);
+    let s = shmem(routine);
     let done = raw::local_mut(dest, nelems, "dest").and_then(|dest| {
-        let source = state.view(source, nelems)?;
-        state.block(state.pe().get(dest, source, state.pe_of(pe)?))
+        let (source, pe) = (s.view(source, nelems)?, s.pe_of(pe)?);
+        match s.context(ctx)? {
+            None => s.block(s.pe().get(dest, source, pe)),
+            Some(c) => s.block(c.get(dest, source, pe)),
+        }
     });
     ok(routine, done)
 }
 
-/// `get_nbi`: as `get`, complete at `quiet`; a destination outside the heap is filled
-/// before the call returns (OpenSHMEM lets a non-blocking call complete early).
+/// `get_nbi`: as `get`, complete at the context's `quiet`; a destination outside the heap
+/// is filled before the call returns (OpenSHMEM lets a non-blocking call complete early).
 #[inline(always)]
 pub(crate) fn get_nbi<T: Pod>(
     routine: &'static str,
-    dest: *mut T,
-    source: *const T,
+    ctx: usize,
+    (dest, source): (*mut T, *const T),
     nelems: usize,
     pe: c_int,
 ) {
-    let state = shmem(routine);
-    if !state.in_heap(dest.cast()) {
-        return get(routine, dest, source, nelems, pe);
+    let s = shmem(routine);
+    if !s.in_heap(dest.cast()) {
+        return get(routine, ctx, (dest, source), nelems, pe);
     }
     let done = raw::local_mut(dest, nelems, "dest").and_then(|_| {
-        let (dest, source) = (state.view(dest, nelems)?, state.view(source, nelems)?);
-        state.pe().get_nbi(dest, source, state.pe_of(pe)?)
+        let (dest, source, pe) = (s.view(dest, nelems)?, s.view(source, nelems)?, s.pe_of(pe)?);
+        match s.context(ctx)? {
+            None => s.pe().get_nbi(dest, source, pe),
+            Some(c) => c.get_nbi(dest, source, pe),
+        }
     });
     ok(routine, done)
 }
 
 /// `p`: one element into symmetric `dest` on `pe`.
 #[inline(always)]
-pub(crate) fn p<T: Pod>(routine: &'static str, dest: *mut T, value: T, pe: c_int) {
-    let state = shmem(routine);
-    let done = state
-        .view(dest, 1)
-        .and_then(|dest| state.block(state.pe().p(dest, value, state.pe_of(pe)?)));
+pub(crate) fn p<T: Pod>(routine: &'static str, ctx: usize, dest: *mut T, value: T, pe: c_int) {
+    let s = shmem(routine);
+    let done = s.view(dest, 1).and_then(|dest| {
+        let pe = s.pe_of(pe)?;
+        match s.context(ctx)? {
+            None => s.block(s.pe().p(dest, value, pe)),
+            Some(c) => s.block(c.p(dest, value, pe)),
+        }
+    });
     ok(routine, done)
 }
 
 /// `g`: one element of symmetric `source` on `pe`.
 #[inline(always)]
-pub(crate) fn g<T: Pod + Unpin>(routine: &'static str, source: *const T, pe: c_int) -> T {
-    let state = shmem(routine);
-    let value = state
-        .view(source, 1)
-        .and_then(|source| state.block(state.pe().g(source, state.pe_of(pe)?)));
+pub(crate) fn g<T: Pod + Unpin>(
+    routine: &'static str,
+    ctx: usize,
+    source: *const T,
+    pe: c_int,
+) -> T {
+    let s = shmem(routine);
+    let value = s.view(source, 1).and_then(|source| {
+        let pe = s.pe_of(pe)?;
+        match s.context(ctx)? {
+            None => s.block(s.pe().g(source, pe)),
+            Some(c) => s.block(c.g(source, pe)),
+        }
+    });
     ok(routine, value)
+}
+
+/// Completes a context's operations before a strided transfer on it, which the runtime
+/// runs on the data plane: so it is ordered after them, as the context's fence would.
+fn strided_on(s: &crate::state::Shmem, ctx: usize) -> Result<()> {
+    let context: Ctx = s.context(ctx)?;
+    match context {
+        None => Ok(()),
+        Some(c) => s.block(c.quiet()),
+    }
 }
 
 /// `iput`: `nelems` elements, every `sst`-th of the local `source`, into every `dst`-th of
@@ -118,18 +156,19 @@ pub(crate) fn g<T: Pod + Unpin>(routine: &'static str, source: *const T, pe: c_i
 #[inline(always)]
 pub(crate) fn iput<T: Pod>(
     routine: &'static str,
+    ctx: usize,
     (dest, source): (*mut T, *const T),
     (dst, sst): (isize, isize),
-    nelems: usize,
-    pe: c_int,
+    (nelems, pe): (usize, c_int),
 ) {
-    let state = shmem(routine);
+    let s = shmem(routine);
     let done = (|| {
         let (dst, sst) = (stride(dst, "dest")?, stride(sst, "source")?);
         let source = raw::local(source, extent(sst, nelems), "source")?;
-        let dest = state.view(dest, extent(dst, nelems))?;
-        let pe = state.pe_of(pe)?;
-        state.block(state.pe().iput(dest, source, dst, sst, nelems, pe))
+        let dest = s.view(dest, extent(dst, nelems))?;
+        let pe = s.pe_of(pe)?;
+        strided_on(s, ctx)?;
+        s.block(s.pe().iput(dest, source, dst, sst, nelems, pe))
     })();
     ok(routine, done)
 }
@@ -139,18 +178,19 @@ pub(crate) fn iput<T: Pod>(
 #[inline(always)]
 pub(crate) fn iget<T: Pod>(
     routine: &'static str,
+    ctx: usize,
     (dest, source): (*mut T, *const T),
     (dst, sst): (isize, isize),
-    nelems: usize,
-    pe: c_int,
+    (nelems, pe): (usize, c_int),
 ) {
-    let state = shmem(routine);
+    let s = shmem(routine);
     let done = (|| {
         let (dst, sst) = (stride(dst, "dest")?, stride(sst, "source")?);
         let dest = raw::local_mut(dest, extent(dst, nelems), "dest")?;
-        let source = state.view(source, extent(sst, nelems))?;
-        let pe = state.pe_of(pe)?;
-        state.block(state.pe().iget(dest, source, dst, sst, nelems, pe))
+        let source = s.view(source, extent(sst, nelems))?;
+        let pe = s.pe_of(pe)?;
+        strided_on(s, ctx)?;
+        s.block(s.pe().iget(dest, source, dst, sst, nelems, pe))
     })();
     ok(routine, done)
 }
@@ -163,49 +203,61 @@ fn extent(stride: usize, nelems: usize) -> usize {
     }
 }
 
+/// One RMA routine in its plain and `shmem_ctx_` forms: `$plain` and `$ctx` are the two
+/// C names, `$body` the generic body, called with the context's handle.
+macro_rules! with_ctx {
+    ($fn:ident, $ctx_fn:ident, $plain:expr, $ctx:expr, ($($arg:ident: $ty:ty),*) $(-> $ret:ty)?, $body:ident($($call:tt)*)) => {
+        #[doc = concat!("`", $plain, "`.")]
+        #[export_name = $plain]
+        pub extern "C" fn $fn($($arg: $ty),*) $(-> $ret)? {
+            super::$body($plain, DEFAULT_CONTEXT, $($call)*)
+        }
+
+        #[doc = concat!("`", $ctx, "`.")]
+        #[export_name = $ctx]
+        pub extern "C" fn $ctx_fn(ctx: *mut c_void, $($arg: $ty),*) $(-> $ret)? {
+            super::$body($ctx, ctx as usize, $($call)*)
+        }
+    };
+}
+
+/// The RMA routines of one element type, named `shmem_$prefix…` and `shmem_ctx_$prefix…`
+/// (`$prefix` "int_" for the typed ones, "" for the sized and `mem` ones, which name
+/// `$suffix` after the verb: "32", "mem").
+macro_rules! rma_routines {
+    ($module:ident, $t:ty, $prefix:expr, $suffix:expr, strided: $strided:tt) => {
+        #[doc = concat!("`shmem_", $prefix, "put", $suffix, "` and the rest of its RMA routines.")]
+        pub mod $module {
+            use super::*;
+
+            with_ctx!(put, ctx_put, concat!("shmem_", $prefix, "put", $suffix), concat!("shmem_ctx_", $prefix, "put", $suffix),
+                (dest: *mut $t, source: *const $t, nelems: usize, pe: c_int), put((dest, source), nelems, pe));
+            with_ctx!(put_nbi, ctx_put_nbi, concat!("shmem_", $prefix, "put", $suffix, "_nbi"), concat!("shmem_ctx_", $prefix, "put", $suffix, "_nbi"),
+                (dest: *mut $t, source: *const $t, nelems: usize, pe: c_int), put_nbi((dest, source), nelems, pe));
+            with_ctx!(get, ctx_get, concat!("shmem_", $prefix, "get", $suffix), concat!("shmem_ctx_", $prefix, "get", $suffix),
+                (dest: *mut $t, source: *const $t, nelems: usize, pe: c_int), get((dest, source), nelems, pe));
+            with_ctx!(get_nbi, ctx_get_nbi, concat!("shmem_", $prefix, "get", $suffix, "_nbi"), concat!("shmem_ctx_", $prefix, "get", $suffix, "_nbi"),
+                (dest: *mut $t, source: *const $t, nelems: usize, pe: c_int), get_nbi((dest, source), nelems, pe));
+            strided_routines!($strided, $t, $prefix, $suffix);
+        }
+    };
+}
+
+/// `iput` and `iget` of one element type (none for `mem`).
+macro_rules! strided_routines {
+    (false, $t:ty, $prefix:expr, $suffix:expr) => {};
+    (true, $t:ty, $prefix:expr, $suffix:expr) => {
+        with_ctx!(iput, ctx_iput, concat!("shmem_", $prefix, "iput", $suffix), concat!("shmem_ctx_", $prefix, "iput", $suffix),
+            (dest: *mut $t, source: *const $t, dst: isize, sst: isize, nelems: usize, pe: c_int), iput((dest, source), (dst, sst), (nelems, pe)));
+        with_ctx!(iget, ctx_iget, concat!("shmem_", $prefix, "iget", $suffix), concat!("shmem_ctx_", $prefix, "iget", $suffix),
+            (dest: *mut $t, source: *const $t, dst: isize, sst: isize, nelems: usize, pe: c_int), iget((dest, source), (dst, sst), (nelems, pe)));
+    };
+}
+
 /// The typed RMA routines of each `name: type` of the table.
 macro_rules! typed_rma {
     ($($name:ident: $t:ty),* $(,)?) => {$(
-        #[doc = concat!("`shmem_", stringify!($name), "_*` RMA routines.")]
-        pub mod $name {
-            use super::*;
-
-            #[doc = concat!("`shmem_", stringify!($name), "_put`.")]
-            #[export_name = concat!("shmem_", stringify!($name), "_put")]
-            pub extern "C" fn put(dest: *mut $t, source: *const $t, nelems: usize, pe: c_int) {
-                super::put(concat!("shmem_", stringify!($name), "_put"), dest, source, nelems, pe)
-            }
-
-            #[doc = concat!("`shmem_", stringify!($name), "_put_nbi`.")]
-            #[export_name = concat!("shmem_", stringify!($name), "_put_nbi")]
-            pub extern "C" fn put_nbi(dest: *mut $t, source: *const $t, nelems: usize, pe: c_int) {
-                super::put_nbi(concat!("shmem_", stringify!($name), "_put_nbi"), dest, source, nelems, pe)
-            }
-
-            #[doc = concat!("`shmem_", stringify!($name), "_get`.")]
-            #[export_name = concat!("shmem_", stringify!($name), "_get")]
-            pub extern "C" fn get(dest: *mut $t, source: *const $t, nelems: usize, pe: c_int) {
-                super::get(concat!("shmem_", stringify!($name), "_get"), dest, source, nelems, pe)
-            }
-
-            #[doc = concat!("`shmem_", stringify!($name), "_get_nbi`.")]
-            #[export_name = concat!("shmem_", stringify!($name), "_get_nbi")]
-            pub extern "C" fn get_nbi(dest: *mut $t, source: *const $t, nelems: usize, pe: c_int) {
-                super::get_nbi(concat!("shmem_", stringify!($name), "_get_nbi"), dest, source, nelems, pe)
-            }
-
-            #[doc = concat!("`shmem_", stringify!($name), "_iput`.")]
-            #[export_name = concat!("shmem_", stringify!($name), "_iput")]
-            pub extern "C" fn iput(dest: *mut $t, source: *const $t, dst: isize, sst: isize, nelems: usize, pe: c_int) {
-                super::iput(concat!("shmem_", stringify!($name), "_iput"), (dest, source), (dst, sst), nelems, pe)
-            }
-
-            #[doc = concat!("`shmem_", stringify!($name), "_iget`.")]
-            #[export_name = concat!("shmem_", stringify!($name), "_iget")]
-            pub extern "C" fn iget(dest: *mut $t, source: *const $t, dst: isize, sst: isize, nelems: usize, pe: c_int) {
-                super::iget(concat!("shmem_", stringify!($name), "_iget"), (dest, source), (dst, sst), nelems, pe)
-            }
-        }
+        rma_routines!($name, $t, concat!(stringify!($name), "_"), "", strided: true);
     )*};
 }
 
@@ -217,63 +269,10 @@ macro_rules! typed_p_g {
         pub mod $name {
             use super::*;
 
-            #[doc = concat!("`shmem_", stringify!($name), "_p`.")]
-            #[export_name = concat!("shmem_", stringify!($name), "_p")]
-            pub extern "C" fn p(dest: *mut $t, value: $t, pe: c_int) {
-                super::super::p(concat!("shmem_", stringify!($name), "_p"), dest, value, pe)
-            }
-
-            #[doc = concat!("`shmem_", stringify!($name), "_g`.")]
-            #[export_name = concat!("shmem_", stringify!($name), "_g")]
-            pub extern "C" fn g(source: *const $t, pe: c_int) -> $t {
-                super::super::g(concat!("shmem_", stringify!($name), "_g"), source, pe)
-            }
-        }
-    )*};
-}
-
-/// The sized RMA routines (`shmem_put32` …) of each `bits: type`.
-macro_rules! sized_rma {
-    ($($bits:literal => $module:ident: $t:ty),* $(,)?) => {$(
-        #[doc = concat!("`shmem_*", stringify!($bits), "` RMA routines.")]
-        pub mod $module {
-            use super::*;
-
-            #[doc = concat!("`shmem_put", stringify!($bits), "`.")]
-            #[export_name = concat!("shmem_put", stringify!($bits))]
-            pub extern "C" fn put(dest: *mut $t, source: *const $t, nelems: usize, pe: c_int) {
-                super::put(concat!("shmem_put", stringify!($bits)), dest, source, nelems, pe)
-            }
-
-            #[doc = concat!("`shmem_put", stringify!($bits), "_nbi`.")]
-            #[export_name = concat!("shmem_put", stringify!($bits), "_nbi")]
-            pub extern "C" fn put_nbi(dest: *mut $t, source: *const $t, nelems: usize, pe: c_int) {
-                super::put_nbi(concat!("shmem_put", stringify!($bits), "_nbi"), dest, source, nelems, pe)
-            }
-
-            #[doc = concat!("`shmem_get", stringify!($bits), "`.")]
-            #[export_name = concat!("shmem_get", stringify!($bits))]
-            pub extern "C" fn get(dest: *mut $t, source: *const $t, nelems: usize, pe: c_int) {
-                super::get(concat!("shmem_get", stringify!($bits)), dest, source, nelems, pe)
-            }
-
-            #[doc = concat!("`shmem_get", stringify!($bits), "_nbi`.")]
-            #[export_name = concat!("shmem_get", stringify!($bits), "_nbi")]
-            pub extern "C" fn get_nbi(dest: *mut $t, source: *const $t, nelems: usize, pe: c_int) {
-                super::get_nbi(concat!("shmem_get", stringify!($bits), "_nbi"), dest, source, nelems, pe)
-            }
-
-            #[doc = concat!("`shmem_iput", stringify!($bits), "`.")]
-            #[export_name = concat!("shmem_iput", stringify!($bits))]
-            pub extern "C" fn iput(dest: *mut $t, source: *const $t, dst: isize, sst: isize, nelems: usize, pe: c_int) {
-                super::iput(concat!("shmem_iput", stringify!($bits)), (dest, source), (dst, sst), nelems, pe)
-            }
-
-            #[doc = concat!("`shmem_iget", stringify!($bits), "`.")]
-            #[export_name = concat!("shmem_iget", stringify!($bits))]
-            pub extern "C" fn iget(dest: *mut $t, source: *const $t, dst: isize, sst: isize, nelems: usize, pe: c_int) {
-                super::iget(concat!("shmem_iget", stringify!($bits)), (dest, source), (dst, sst), nelems, pe)
-            }
+            with_ctx!(p, ctx_p, concat!("shmem_", stringify!($name), "_p"), concat!("shmem_ctx_", stringify!($name), "_p"),
+                (dest: *mut $t, value: $t, pe: c_int), p(dest, value, pe));
+            with_ctx!(g, ctx_g, concat!("shmem_", stringify!($name), "_g"), concat!("shmem_ctx_", stringify!($name), "_g"),
+                (source: *const $t, pe: c_int) -> $t, g(source, pe));
         }
     )*};
 }
@@ -285,9 +284,22 @@ typed_rma!(
     uint64: u64, size: usize, ptrdiff: isize,
 );
 
+rma_routines!(bits8, u8, "", "8", strided: true);
+rma_routines!(bits16, u16, "", "16", strided: true);
+rma_routines!(bits32, u32, "", "32", strided: true);
+rma_routines!(bits64, u64, "", "64", strided: true);
+rma_routines!(bits128, LongDouble, "", "128", strided: true);
+rma_routines!(mem, u8, "", "mem", strided: false);
+
 /// `p` and `g` by type.
 pub mod single {
     use super::*;
+
+    /// The bodies, for the generated modules (which call `super::` of theirs).
+    mod bodies {
+        pub(crate) use super::super::{g, p};
+    }
+    use bodies::{g, p};
 
     typed_p_g!(
         float: f32, double: f64, char: i8, schar: i8, short: i16, int: i32, long: i64,
@@ -295,30 +307,4 @@ pub mod single {
         int16: i16, int32: i32, int64: i64, uint8: u8, uint16: u16, uint32: u32, uint64: u64,
         size: usize, ptrdiff: isize,
     );
-}
-
-sized_rma!(8 => bits8: u8, 16 => bits16: u16, 32 => bits32: u32, 64 => bits64: u64, 128 => bits128: LongDouble);
-
-/// `shmem_putmem`: `nelems` bytes.
-#[no_mangle]
-pub extern "C" fn shmem_putmem(dest: *mut u8, source: *const u8, nelems: usize, pe: c_int) {
-    put("shmem_putmem", dest, source, nelems, pe)
-}
-
-/// `shmem_putmem_nbi`.
-#[no_mangle]
-pub extern "C" fn shmem_putmem_nbi(dest: *mut u8, source: *const u8, nelems: usize, pe: c_int) {
-    put_nbi("shmem_putmem_nbi", dest, source, nelems, pe)
-}
-
-/// `shmem_getmem`: `nelems` bytes.
-#[no_mangle]
-pub extern "C" fn shmem_getmem(dest: *mut u8, source: *const u8, nelems: usize, pe: c_int) {
-    get("shmem_getmem", dest, source, nelems, pe)
-}
-
-/// `shmem_getmem_nbi`.
-#[no_mangle]
-pub extern "C" fn shmem_getmem_nbi(dest: *mut u8, source: *const u8, nelems: usize, pe: c_int) {
-    get_nbi("shmem_getmem_nbi", dest, source, nelems, pe)
 }

@@ -3,13 +3,13 @@
 //! `shmem_signal_add` and `shmem_signal_set` (also as `shmemx_*`).
 #![allow(unsafe_code)] // `#[no_mangle]`/`#[export_name]` exports only; raw memory lives in `crate::raw`.
 
-use std::ffi::c_int;
+use std::ffi::{c_int, c_void};
 
 use bytemuck::Pod;
 use ferroshmem_runtime::{Error, Result, SignalOp};
 
 use crate::raw;
-use crate::state::{ok, shmem};
+use crate::state::{ok, shmem, DEFAULT_CONTEXT};
 use crate::types::LongDouble;
 use crate::waits::cmp;
 
@@ -24,11 +24,11 @@ fn signal_op(code: c_int) -> Result<SignalOp> {
     }
 }
 
-/// `put_signal` (`nbi`: complete at `quiet`): `nelems` elements into `dest` on `pe`, then
-/// the signal updated there, ordered after the data.
+/// `put_signal` (`nbi`: complete at the context's `quiet`): `nelems` elements into `dest`
+/// on `pe`, then the signal updated there, ordered after the data.
 #[inline(always)]
 pub(crate) fn put_signal<T: Pod>(
-    routine: &'static str,
+    (routine, ctx): (&'static str, usize),
     (dest, source, nelems): (*mut T, *const T, usize),
     (sig, signal, code): (*mut u64, u64, c_int),
     pe: c_int,
@@ -38,52 +38,93 @@ pub(crate) fn put_signal<T: Pod>(
     let done = raw::local(source, nelems, "source").and_then(|source| {
         let (dest, sig) = (s.view(dest, nelems)?, s.view(sig, 1)?);
         let (op, pe) = (signal_op(code)?, s.pe_of(pe)?);
-        match nbi {
-            true => s.pe().put_signal_nbi(dest, source, sig, signal, op, pe),
-            false => s.block(s.pe().put_signal(dest, source, sig, signal, op, pe)),
+        match (s.context(ctx)?, nbi) {
+            (None, true) => s.pe().put_signal_nbi(dest, source, sig, signal, op, pe),
+            (None, false) => s.block(s.pe().put_signal(dest, source, sig, signal, op, pe)),
+            (Some(c), true) => c.put_signal_nbi(dest, source, (sig, signal, op), pe),
+            (Some(c), false) => s.block(c.put_signal(dest, source, (sig, signal, op), pe)),
         }
     });
     ok(routine, done)
 }
 
-/// The put-with-signal routines of each `name: type`, and of each size.
+/// The put-with-signal routines of each `module, "name": type` (`shmem_NAME`,
+/// `shmem_NAME_nbi` and their `shmem_ctx_` forms).
 macro_rules! put_signals {
-    ($($name:ident, $routine:literal: $t:ty),* $(,)?) => {$(
-        #[doc = concat!("`", $routine, "` and its `_nbi` form.")]
-        pub mod $name {
+    ($($module:ident, $rest:literal: $t:ty),* $(,)?) => {$(
+        #[doc = concat!("`shmem_", $rest, "` and its `_nbi` and `shmem_ctx_` forms.")]
+        pub mod $module {
             use super::*;
-
-            #[doc = concat!("`", $routine, "`.")]
-            #[export_name = $routine]
-            pub extern "C" fn put_signal(dest: *mut $t, source: *const $t, nelems: usize, sig: *mut u64, signal: u64, op: c_int, pe: c_int) {
-                super::put_signal($routine, (dest, source, nelems), (sig, signal, op), pe, false)
-            }
-
-            #[doc = concat!("`", $routine, "_nbi`.")]
-            #[export_name = concat!($routine, "_nbi")]
-            pub extern "C" fn put_signal_nbi(dest: *mut $t, source: *const $t, nelems: usize, sig: *mut u64, signal: u64, op: c_int, pe: c_int) {
-                super::put_signal(concat!($routine, "_nbi"), (dest, source, nelems), (sig, signal, op), pe, true)
-            }
+            put_signal_routine!(put_signal, ctx_put_signal, $rest, "", $t, false);
+            put_signal_routine!(put_signal_nbi, ctx_put_signal_nbi, $rest, "_nbi", $t, true);
         }
     )*};
 }
 
+/// One put-with-signal routine in its plain and `shmem_ctx_` forms.
+macro_rules! put_signal_routine {
+    ($fn:ident, $ctx_fn:ident, $rest:literal, $nbi:literal, $t:ty, $is_nbi:expr) => {
+        #[doc = concat!("`shmem_", $rest, $nbi, "`.")]
+        #[export_name = concat!("shmem_", $rest, $nbi)]
+        pub extern "C" fn $fn(
+            dest: *mut $t,
+            source: *const $t,
+            nelems: usize,
+            sig: *mut u64,
+            signal: u64,
+            op: c_int,
+            pe: c_int,
+        ) {
+            let routine = concat!("shmem_", $rest, $nbi);
+            super::put_signal(
+                (routine, DEFAULT_CONTEXT),
+                (dest, source, nelems),
+                (sig, signal, op),
+                pe,
+                $is_nbi,
+            )
+        }
+
+        #[doc = concat!("`shmem_ctx_", $rest, $nbi, "`.")]
+        #[export_name = concat!("shmem_ctx_", $rest, $nbi)]
+        pub extern "C" fn $ctx_fn(
+            ctx: *mut c_void,
+            dest: *mut $t,
+            source: *const $t,
+            nelems: usize,
+            sig: *mut u64,
+            signal: u64,
+            op: c_int,
+            pe: c_int,
+        ) {
+            let routine = concat!("shmem_ctx_", $rest, $nbi);
+            super::put_signal(
+                (routine, ctx as usize),
+                (dest, source, nelems),
+                (sig, signal, op),
+                pe,
+                $is_nbi,
+            )
+        }
+    };
+}
+
 put_signals!(
-    float, "shmem_float_put_signal": f32, double, "shmem_double_put_signal": f64,
-    longdouble, "shmem_longdouble_put_signal": LongDouble, char, "shmem_char_put_signal": i8,
-    schar, "shmem_schar_put_signal": i8, short, "shmem_short_put_signal": i16,
-    int, "shmem_int_put_signal": i32, long, "shmem_long_put_signal": i64,
-    longlong, "shmem_longlong_put_signal": i64, uchar, "shmem_uchar_put_signal": u8,
-    ushort, "shmem_ushort_put_signal": u16, uint, "shmem_uint_put_signal": u32,
-    ulong, "shmem_ulong_put_signal": u64, ulonglong, "shmem_ulonglong_put_signal": u64,
-    int8, "shmem_int8_put_signal": i8, int16, "shmem_int16_put_signal": i16,
-    int32, "shmem_int32_put_signal": i32, int64, "shmem_int64_put_signal": i64,
-    uint8, "shmem_uint8_put_signal": u8, uint16, "shmem_uint16_put_signal": u16,
-    uint32, "shmem_uint32_put_signal": u32, uint64, "shmem_uint64_put_signal": u64,
-    size, "shmem_size_put_signal": usize, ptrdiff, "shmem_ptrdiff_put_signal": isize,
-    bits8, "shmem_put8_signal": u8, bits16, "shmem_put16_signal": u16,
-    bits32, "shmem_put32_signal": u32, bits64, "shmem_put64_signal": u64,
-    bits128, "shmem_put128_signal": LongDouble, mem, "shmem_putmem_signal": u8,
+    float, "float_put_signal": f32, double, "double_put_signal": f64,
+    longdouble, "longdouble_put_signal": LongDouble, char, "char_put_signal": i8,
+    schar, "schar_put_signal": i8, short, "short_put_signal": i16,
+    int, "int_put_signal": i32, long, "long_put_signal": i64,
+    longlong, "longlong_put_signal": i64, uchar, "uchar_put_signal": u8,
+    ushort, "ushort_put_signal": u16, uint, "uint_put_signal": u32,
+    ulong, "ulong_put_signal": u64, ulonglong, "ulonglong_put_signal": u64,
+    int8, "int8_put_signal": i8, int16, "int16_put_signal": i16,
+    int32, "int32_put_signal": i32, int64, "int64_put_signal": i64,
+    uint8, "uint8_put_signal": u8, uint16, "uint16_put_signal": u16,
+    uint32, "uint32_put_signal": u32, uint64, "uint64_put_signal": u64,
+    size, "size_put_signal": usize, ptrdiff, "ptrdiff_put_signal": isize,
+    bits8, "put8_signal": u8, bits16, "put16_signal": u16,
+    bits32, "put32_signal": u32, bits64, "put64_signal": u64,
+    bits128, "put128_signal": LongDouble, mem, "putmem_signal": u8,
 );
 
 /// `shmem_signal_fetch`: this PE's signal word, read atomically.

@@ -20,11 +20,11 @@ use std::collections::HashMap;
 use std::future::IntoFuture;
 use std::os::raw::c_int;
 use std::pin::pin;
-use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use bytemuck::Pod;
 use ferroshmem_actors::{Pe, ThreadLevel};
-use ferroshmem_runtime::{Error, HeapId, Result, SymBuffer, SymSlice, Team};
+use ferroshmem_runtime::{Context, Error, HeapId, Result, SymBuffer, SymSlice, Team};
 use futures::FutureExt;
 
 /// This process's PE, once `shmem_init` made it.
@@ -36,6 +36,20 @@ static INIT: Mutex<()> = Mutex::new(());
 
 /// The first handle of a team made by a split; below it, the predefined teams.
 pub(crate) const FIRST_TEAM_HANDLE: usize = 3;
+
+/// `SHMEM_CTX_DEFAULT`'s handle: the data plane's own operations.
+pub(crate) const DEFAULT_CONTEXT: usize = 1;
+
+/// The first handle of a context made by `shmem_ctx_create`.
+pub(crate) const FIRST_CONTEXT_HANDLE: usize = 2;
+
+/// A context made for C, with the handle of the team it was made from.
+pub(crate) struct MadeContext {
+    /// The context.
+    pub context: Arc<Context>,
+    /// The C handle of its team (`SHMEM_TEAM_WORLD` for `shmem_ctx_create`'s).
+    pub team: usize,
+}
 
 /// What the library holds for the life of the process.
 pub(crate) struct Shmem {
@@ -50,6 +64,9 @@ pub(crate) struct Shmem {
     allocations: Mutex<HashMap<usize, SymBuffer<u8>>>,
     /// Teams made by splits, by handle − [`FIRST_TEAM_HANDLE`]; `None` once destroyed.
     teams: Mutex<Vec<Option<Team>>>,
+    /// Contexts made by `shmem_ctx_create`, by handle − [`FIRST_CONTEXT_HANDLE`]; `None`
+    /// once destroyed.
+    contexts: Mutex<Vec<Option<MadeContext>>>,
 }
 
 /// Joins the job (once per process) and returns the state; `requested` is the thread level
@@ -82,6 +99,7 @@ fn join(requested: ThreadLevel) -> Result<Shmem> {
         level,
         allocations: Mutex::new(HashMap::new()),
         teams: Mutex::new(Vec::new()),
+        contexts: Mutex::new(Vec::new()),
     })
 }
 
@@ -209,6 +227,35 @@ impl Shmem {
         self.allocations
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The contexts made for C.
+    pub(crate) fn made_contexts(&self) -> MutexGuard<'_, Vec<Option<MadeContext>>> {
+        self.contexts.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The context of C handle `handle`: `None` for `SHMEM_CTX_DEFAULT` (the data plane's
+    /// own operations).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for `SHMEM_CTX_INVALID`, a destroyed context or a handle
+    /// never given out.
+    #[inline(always)]
+    pub(crate) fn context(&self, handle: usize) -> Result<Option<Arc<Context>>> {
+        if handle == DEFAULT_CONTEXT {
+            return Ok(None);
+        }
+        let contexts = self.made_contexts();
+        match handle
+            .checked_sub(FIRST_CONTEXT_HANDLE)
+            .and_then(|i| contexts.get(i))
+        {
+            Some(Some(made)) => Ok(Some(made.context.clone())),
+            Some(None) => Err(Error::InvalidArgument("a destroyed context".into())),
+            None => Err(Error::InvalidArgument(format!(
+                "{handle:#x} is not a context handle (SHMEM_CTX_INVALID?)"
+            ))),
+        }
     }
 
     /// The teams made by splits.

@@ -13,7 +13,7 @@ use crate::raw;
 use crate::state::{fail, shmem, Shmem, FIRST_TEAM_HANDLE};
 
 /// `SHMEM_TEAM_WORLD`'s handle.
-const WORLD: usize = 1;
+pub(crate) const WORLD: usize = 1;
 /// `SHMEM_TEAM_SHARED`'s handle.
 const SHARED: usize = 2;
 

@@ -73,7 +73,7 @@ use crate::error::{Error, Result};
 use crate::heap::SymSlice;
 use crate::team::Team;
 
-pub use reduce_ops::{BitwiseReducible, ReduceOp, Reducible};
+pub use reduce_ops::{BitwiseReducible, Complex32, Complex64, ReduceOp, Reducible};
 
 /// What a member called, packed in a word so that members can compare calls cheaply: the
 /// collective (4 bits), a detail such as the root or the reduction (20 bits), and a size in

@@ -34,11 +34,17 @@ const SMALL_WORDS: usize = 64;
 /// Where one contribution lives: a view and the world PE that holds it.
 type Input<'a, T> = (SymSlice<'a, T>, usize);
 
-/// Refuses a bitwise operator on a floating-point type.
+/// Refuses a bitwise operator on a floating-point type, and `min`/`max` on complex numbers.
 fn applies<T: Reducible>(op: ReduceOp) -> Result<()> {
     if op.is_bitwise() && !T::INTEGER {
         return Err(Error::InvalidArgument(format!(
             "{op:?} applies to integers only, not {}",
+            std::any::type_name::<T>()
+        )));
+    }
+    if matches!(op, ReduceOp::Min | ReduceOp::Max) && !T::ORDERED {
+        return Err(Error::InvalidArgument(format!(
+            "{op:?} applies to ordered types only, not {}",
             std::any::type_name::<T>()
         )));
     }

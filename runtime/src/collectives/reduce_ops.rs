@@ -1,5 +1,6 @@
 //! The reduction operators and the element types they apply to: `and`, `or`, `xor` on
-//! integers; `min`, `max`, `sum`, `prod` on integers, `f32` and `f64`.
+//! integers; `min`, `max`, `sum`, `prod` on integers, `f32` and `f64`; `sum` and `prod` on
+//! complex numbers ([`Complex32`], [`Complex64`]: C's `float _Complex` and `double _Complex`).
 //!
 //! Integer sums and products wrap. Floating-point `min`/`max` keep the first operand unless
 //! the second compares smaller/larger (a NaN operand is kept only when it comes first).
@@ -43,11 +44,13 @@ mod private {
     pub trait Sealed {}
 }
 
-/// Element types of reductions: the integers of 8 to 64 bits (and `isize`/`usize`), `f32`
-/// and `f64`.
+/// Element types of reductions: the integers of 8 to 64 bits (and `isize`/`usize`), `f32`,
+/// `f64`, and [`Complex32`], [`Complex64`].
 pub trait Reducible: Pod + Send + Sync + std::fmt::Debug + private::Sealed {
     /// Whether bitwise operators apply.
     const INTEGER: bool;
+    /// Whether `min` and `max` apply (not to complex numbers).
+    const ORDERED: bool = true;
     /// A number naming the type in collective descriptors.
     const TAG: u64;
     /// Combines element-wise: `acc[i] = acc[i] op other[i]`.
@@ -103,6 +106,52 @@ macro_rules! floats {
     )*};
 }
 
+/// The complex types: a complex number as C lays out `float _Complex` (`Complex32`) and
+/// `double _Complex` (`Complex64`): the real part, then the imaginary part.
+macro_rules! complexes {
+    ($($name:ident($f:ty) = $tag:expr, $doc:literal;)*) => {$(
+        #[doc = $doc]
+        #[derive(Debug, Clone, Copy, Default, PartialEq, bytemuck::Zeroable, bytemuck::Pod)]
+        #[repr(C)]
+        pub struct $name {
+            /// The real part.
+            pub re: $f,
+            /// The imaginary part.
+            pub im: $f,
+        }
+
+        impl private::Sealed for $name {}
+        impl Reducible for $name {
+            const INTEGER: bool = false;
+            const ORDERED: bool = false;
+            const TAG: u64 = $tag;
+            #[inline]
+            fn combine(op: ReduceOp, acc: &mut [Self], other: &[Self]) {
+                let pairs = acc.iter_mut().zip(other);
+                match op {
+                    ReduceOp::Sum => pairs.for_each(|(a, b)| {
+                        a.re += b.re;
+                        a.im += b.im;
+                    }),
+                    ReduceOp::Prod => pairs.for_each(|(a, b)| {
+                        *a = $name {
+                            re: a.re * b.re - a.im * b.im,
+                            im: a.re * b.im + a.im * b.re,
+                        }
+                    }),
+                    // Refused before any reduction starts.
+                    _ => {}
+                }
+            }
+        }
+    )*};
+}
+
+complexes! {
+    Complex32(f32) = 13, "A complex number of `f32` parts (C's `float _Complex`).";
+    Complex64(f64) = 14, "A complex number of `f64` parts (C's `double _Complex`).";
+}
+
 integers!(
     i8 = 1,
     i16 = 2,
@@ -120,6 +169,16 @@ floats!(f32 = 11, f64 = 12);
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn complex_numbers_add_and_multiply_as_complex_numbers() {
+        let mut a = [Complex64 { re: 1.0, im: 2.0 }];
+        Complex64::combine(ReduceOp::Prod, &mut a, &[Complex64 { re: 3.0, im: -1.0 }]);
+        assert_eq!(a, [Complex64 { re: 5.0, im: 5.0 }], "(1+2i)(3-i) = 5+5i");
+        Complex64::combine(ReduceOp::Sum, &mut a, &[Complex64 { re: -5.0, im: 1.0 }]);
+        assert_eq!(a, [Complex64 { re: 0.0, im: 6.0 }]);
+        assert!(!Complex32::ORDERED);
+    }
 
     #[test]
     fn operators_combine_element_wise() {
