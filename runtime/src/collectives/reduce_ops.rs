@@ -177,7 +177,7 @@ mod tests {
         assert_eq!(a, [Complex64 { re: 5.0, im: 5.0 }], "(1+2i)(3-i) = 5+5i");
         Complex64::combine(ReduceOp::Sum, &mut a, &[Complex64 { re: -5.0, im: 1.0 }]);
         assert_eq!(a, [Complex64 { re: 0.0, im: 6.0 }]);
-        assert!(!Complex32::ORDERED);
+        const { assert!(!Complex32::ORDERED) };
     }
 
     #[test]
