@@ -16,14 +16,6 @@
 
 #define K 10 /* operations per PE in the contention tests */
 
-/* OSHMEM 4.1's 32-bit compare-and-swap (shmem_int/uint_atomic_compare_swap, shmem_int_cswap,
- * the ctx forms) overruns its caller's stack ("stack smashing detected"); built against OSHMEM
- * those checks are left out. */
-#ifdef FSH_TEST_OSHMEM
-#define CSWAP_SKIPPED(T) (sizeof(T) == 4)
-#else
-#define CSWAP_SKIPPED(T) 0
-#endif
 
 /* fetch, set, swap (extended types) and compare_swap (standard types) on the next PE's word. */
 #define TEST_EXT(T, N)                                                                         \

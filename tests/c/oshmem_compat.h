@@ -8,6 +8,9 @@
  * waits and tests poll shmem_TYPENAME_test; the team collectives and reductions work on
  * SHMEM_TEAM_WORLD only (the only team there is here), with barriers and gets. A test passing
  * through them shows that the test's expectations are right, not that OSHMEM is.
+ *
+ * It also replaces two OSHMEM 4.1 routines that are wrong: shmem_calloc (no barrier after
+ * zeroing) and the fetching bitwise AMOs (wrong value stored).
  */
 #ifndef FSH_TEST_OSHMEM_COMPAT_H
 #define FSH_TEST_OSHMEM_COMPAT_H
@@ -23,6 +26,9 @@
 #define SHMEM_SIGNAL_ADD 1
 #define SHMEM_MALLOC_ATOMICS_REMOTE 1L
 #define SHMEM_MALLOC_SIGNAL_REMOTE 2L
+#ifndef SHMEM_CTX_INVALID
+#define SHMEM_CTX_INVALID ((shmem_ctx_t)0) /* 1.5; OSHMEM 4.1 has no name for it */
+#endif
 
 static inline void fsh_shim_die(const char *what)
 {
