@@ -37,7 +37,7 @@
 #define SHMEM_MAJOR_VERSION 1
 #define SHMEM_MINOR_VERSION 5
 #define SHMEM_MAX_NAME_LEN 256
-#define SHMEM_VENDOR_STRING "ferroshmem"
+#define SHMEM_VENDOR_STRING "ferroshmem 0.1.0"
 
 #define SHMEM_THREAD_SINGLE 0
 #define SHMEM_THREAD_FUNNELED 1
@@ -151,14 +151,18 @@ typedef struct {
 /* Type tables (OpenSHMEM 1.5, Tables 5, 6, 7, 8, 10, 11 and the deprecated to_all list)      */
 /* ---------------------------------------------------------------------------------------- */
 
-#define FSHMEM_RMA_TYPES(X, S)                                                                 \
-    X(float, float, S) X(double, double, S) X(long double, longdouble, S) X(char, char, S)    \
+/* The RMA types but long double, which the library takes only through pointers (its p and g
+ * are inline functions over put and get, below). */
+#define FSHMEM_RMA_TYPES_BY_VALUE(X, S)                                                        \
+    X(float, float, S) X(double, double, S) X(char, char, S)                                  \
     X(signed char, schar, S) X(short, short, S) X(int, int, S) X(long, long, S)               \
     X(long long, longlong, S) X(unsigned char, uchar, S) X(unsigned short, ushort, S)         \
     X(unsigned int, uint, S) X(unsigned long, ulong, S) X(unsigned long long, ulonglong, S)   \
     X(int8_t, int8, S) X(int16_t, int16, S) X(int32_t, int32, S) X(int64_t, int64, S)         \
     X(uint8_t, uint8, S) X(uint16_t, uint16, S) X(uint32_t, uint32, S)                        \
     X(uint64_t, uint64, S) X(size_t, size, S) X(ptrdiff_t, ptrdiff, S)
+
+#define FSHMEM_RMA_TYPES(X, S) FSHMEM_RMA_TYPES_BY_VALUE(X, S) X(long double, longdouble, S)
 
 #define FSHMEM_AMO_TYPES(X, S)                                                                 \
     X(int, int, S) X(long, long, S) X(long long, longlong, S) X(unsigned int, uint, S)        \
@@ -193,7 +197,9 @@ typedef struct {
     X(unsigned long, ulong, S) X(unsigned long long, ulonglong, S) X(int8_t, int8, S)         \
     X(int16_t, int16, S) X(int32_t, int32, S) X(int64_t, int64, S) X(uint8_t, uint8, S)       \
     X(uint16_t, uint16, S) X(uint32_t, uint32, S) X(uint64_t, uint64, S) X(size_t, size, S)   \
-    X(float, float, S) X(double, double, S) X(long double, longdouble, S)
+    X(float, float, S) X(double, double, S)
+/* Not supported: reductions of long double (ferroshmem computes reductions in Rust, which
+ * has no 80-bit extended type). */
 
 /* Reductions: sum, prod */
 #define FSHMEM_ARITHRED_TYPES(X, S) FSHMEM_MINMAXRED_TYPES(X, S) FSHMEM_COMPLEX_TYPES(X, S)
@@ -202,8 +208,7 @@ typedef struct {
 #define FSHMEM_TOALL_BIT_TYPES(X, S)                                                           \
     X(short, short, S) X(int, int, S) X(long, long, S) X(long long, longlong, S)
 #define FSHMEM_TOALL_MINMAX_TYPES(X, S)                                                        \
-    FSHMEM_TOALL_BIT_TYPES(X, S) X(float, float, S) X(double, double, S)                      \
-    X(long double, longdouble, S)
+    FSHMEM_TOALL_BIT_TYPES(X, S) X(float, float, S) X(double, double, S)
 #define FSHMEM_TOALL_ARITH_TYPES(X, S) FSHMEM_TOALL_MINMAX_TYPES(X, S) FSHMEM_COMPLEX_TYPES(X, S)
 
 /* Deprecated (pre-1.4) AMO names */
@@ -285,10 +290,6 @@ int shmem_ctx_get_team(shmem_ctx_t ctx, shmem_team_t *team);
     void shmem_ctx_##N##_put(shmem_ctx_t ctx, T *dest, const T *source, size_t nelems, int pe); \
     void shmem_##N##_get(T *dest, const T *source, size_t nelems, int pe);                    \
     void shmem_ctx_##N##_get(shmem_ctx_t ctx, T *dest, const T *source, size_t nelems, int pe); \
-    void shmem_##N##_p(T *dest, T value, int pe);                                             \
-    void shmem_ctx_##N##_p(shmem_ctx_t ctx, T *dest, T value, int pe);                        \
-    T shmem_##N##_g(const T *source, int pe);                                                 \
-    T shmem_ctx_##N##_g(shmem_ctx_t ctx, const T *source, int pe);                            \
     void shmem_##N##_iput(T *dest, const T *source, ptrdiff_t dst, ptrdiff_t sst,             \
                           size_t nelems, int pe);                                             \
     void shmem_ctx_##N##_iput(shmem_ctx_t ctx, T *dest, const T *source, ptrdiff_t dst,       \
@@ -313,6 +314,35 @@ int shmem_ctx_get_team(shmem_ctx_t ctx, shmem_team_t *team);
                                         size_t nelems, uint64_t *sig_addr, uint64_t signal,   \
                                         int sig_op, int pe);
 FSHMEM_RMA_TYPES(FSHMEM_DECL_RMA, )
+
+#define FSHMEM_DECL_PG(T, N, S)                                                                \
+    void shmem_##N##_p(T *dest, T value, int pe);                                             \
+    void shmem_ctx_##N##_p(shmem_ctx_t ctx, T *dest, T value, int pe);                        \
+    T shmem_##N##_g(const T *source, int pe);                                                 \
+    T shmem_ctx_##N##_g(shmem_ctx_t ctx, const T *source, int pe);
+FSHMEM_RMA_TYPES_BY_VALUE(FSHMEM_DECL_PG, )
+#undef FSHMEM_DECL_PG
+
+/* long double's p and g: one-element put and get (the library takes long double through
+ * pointers only). */
+static inline void shmem_longdouble_p(long double *dest, long double value, int pe) {
+    shmem_longdouble_put(dest, &value, 1, pe);
+}
+static inline void shmem_ctx_longdouble_p(shmem_ctx_t ctx, long double *dest, long double value,
+                                          int pe) {
+    shmem_ctx_longdouble_put(ctx, dest, &value, 1, pe);
+}
+static inline long double shmem_longdouble_g(const long double *source, int pe) {
+    long double value;
+    shmem_longdouble_get(&value, source, 1, pe);
+    return value;
+}
+static inline long double shmem_ctx_longdouble_g(shmem_ctx_t ctx, const long double *source,
+                                                 int pe) {
+    long double value;
+    shmem_ctx_longdouble_get(ctx, &value, source, 1, pe);
+    return value;
+}
 
 /* ---------------------------------------------------------------------------------------- */
 /* RMA: sized (8, 16, 32, 64, 128 bits) and byte (mem) forms                                  */
@@ -645,8 +675,7 @@ static inline void fshmem_generic_no_match(void) {}
     X(char, char, S) X(signed char, schar, S) X(short, short, S) X(int, int, S)               \
     X(long, long, S) X(long long, longlong, S) X(unsigned char, uchar, S)                     \
     X(unsigned short, ushort, S) X(unsigned int, uint, S) X(unsigned long, ulong, S)          \
-    X(unsigned long long, ulonglong, S) X(float, float, S) X(double, double, S)               \
-    X(long double, longdouble, S)
+    X(unsigned long long, ulonglong, S) X(float, float, S) X(double, double, S)
 #define FSHMEM_G_ARITHRED(X, S) FSHMEM_G_MINMAXRED(X, S) FSHMEM_COMPLEX_TYPES(X, S)
 
 /* Selection on the first argument (ARG = FSHMEM_ARG0) or the second (FSHMEM_ARG1, after a team) */

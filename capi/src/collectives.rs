@@ -9,6 +9,7 @@ use std::ffi::{c_int, c_void};
 use bytemuck::Pod;
 use ferroshmem_runtime::{Complex32, Complex64, Error, ReduceOp, Reducible, Result, Team};
 
+use crate::active_set::{self, ActiveSet};
 use crate::state::{ok, shmem, Shmem};
 use crate::teams::returned;
 
@@ -51,8 +52,15 @@ fn collect<T: Pod>(
     (dest, source): (*mut T, *const T),
     nelems: usize,
 ) -> Result<()> {
-    let (dest, source) = (s.view_to_end(dest)?, s.view(source, nelems)?);
-    s.block(team.collect(dest, source)).map(drop)
+    // The total is learnt in the call: `dest` reaches to the end of the heap, or to `source`
+    // where that follows it (a total that would run into it is then too long for `dest`).
+    let (whole, source) = (s.view_to_end(dest)?, s.view(source, nelems)?);
+    let (at, from) = (whole.span(s.heap())?.offset, source.span(s.heap())?.offset);
+    let room = match from >= at {
+        true => ((from - at) / std::mem::size_of::<T>().max(1)).min(whole.len()),
+        false => whole.len(),
+    };
+    s.block(team.collect(s.view(dest, room)?, source)).map(drop)
 }
 
 /// Block `j` of `nelems` elements of each member's `source` into block `i` of member `j`'s
@@ -83,8 +91,37 @@ fn alltoalls<T: Pod>(
             .map_err(|_| Error::InvalidArgument(format!("a negative {what} stride ({v})")))
     };
     let (dst, sst) = (stride(dst, "dest")?, stride(sst, "source")?);
-    let (dest, source) = (s.view_to_end(dest)?, s.view_to_end(source)?);
+    let total = nelems
+        .checked_mul(team.n_pes())
+        .ok_or_else(|| Error::InvalidArgument("nelems overflows".into()))?;
+    let extent = |stride: usize| match total {
+        0 => 0,
+        t => stride.saturating_mul(t - 1).saturating_add(1),
+    };
+    let (dest, source) = (s.view(dest, extent(dst))?, s.view(source, extent(sst))?);
     s.block(team.alltoalls(dest, source, dst, sst, nelems))
+}
+
+/// A C stride as an element count.
+fn stride(v: isize) -> Result<usize> {
+    usize::try_from(v).map_err(|_| Error::InvalidArgument(format!("a negative stride ({v})")))
+}
+
+/// `broadcast` as the deprecated routine has it: the root's `dest` keeps its contents.
+fn broadcast_keeping_root<T: Pod>(
+    s: &Shmem,
+    team: &Team,
+    (dest, source): (*mut T, *const T),
+    nelems: usize,
+    root: usize,
+) -> Result<()> {
+    if team.my_pe() != root {
+        return broadcast(s, team, (dest, source), nelems, root);
+    }
+    let mut kept = vec![T::zeroed(); nelems];
+    s.block(s.pe().get(&mut kept, s.view(dest, nelems)?, s.me()))?;
+    broadcast(s, team, (dest, source), nelems, root)?;
+    s.block(s.pe().put(s.view(dest, nelems)?, &kept, s.me()))
 }
 
 /// `op` over every member's `nreduce` elements of `source`, into `dest`.
@@ -113,21 +150,23 @@ fn on_team(
     )
 }
 
-/// Runs a deprecated active-set collective for C: its team, then `run`; a failure ends the
-/// job (these routines return nothing).
+/// Runs a deprecated active-set collective for C: on the world team (`on_team`) when the
+/// set is the whole job, else `on_set` (see [`crate::active_set`]); a failure ends the job
+/// (these routines return nothing).
 #[inline]
 fn on_active_set(
     routine: &'static str,
-    (start, log_stride, size): (c_int, c_int, c_int),
-    run: impl FnOnce(&Shmem, &Team) -> Result<()>,
+    triple: (c_int, c_int, c_int),
+    on_team: impl FnOnce(&Shmem, &Team) -> Result<()>,
+    on_set: impl FnOnce(&Shmem, &ActiveSet) -> Result<()>,
 ) {
     let state = shmem(routine);
-    ok(
-        routine,
-        state
-            .active_set(start, log_stride, size)
-            .and_then(|team| run(state, &team)),
-    )
+    let n = state.pe().n_pes();
+    let done = ActiveSet::new(triple, state.me(), n).and_then(|set| match set.is_whole_job(n) {
+        true => on_team(state, &state.pe().team_world()),
+        false => on_set(state, &set),
+    });
+    ok(routine, done)
 }
 
 /// The typed team collectives of each `name: type`.
@@ -202,11 +241,14 @@ macro_rules! active_set_reductions {
                 #[export_name = concat!("shmem_", stringify!($name), "_", stringify!($c_op), "_to_all")]
                 pub extern "C" fn $name(
                     dest: *mut $t, source: *const $t, nreduce: c_int,
-                    start: c_int, log_stride: c_int, size: c_int, _work: *mut $t, _sync: *mut i64,
+                    start: c_int, log_stride: c_int, size: c_int, _work: *mut $t, sync: *mut i64,
                 ) {
-                    on_active_set(concat!("shmem_", stringify!($name), "_", stringify!($c_op), "_to_all"), (start, log_stride, size), |s, t| {
-                        super::reduce(s, t, ReduceOp::$op, (dest, source), index(nreduce, "nreduce")?)
-                    })
+                    on_active_set(
+                        concat!("shmem_", stringify!($name), "_", stringify!($c_op), "_to_all"),
+                        (start, log_stride, size),
+                        |s, t| super::reduce(s, t, ReduceOp::$op, (dest, source), index(nreduce, "nreduce")?),
+                        |s, set| active_set::reduce(s, set, ReduceOp::$op, (dest, source), index(nreduce, "nreduce")?, sync),
+                    )
                 }
             )*
         }
@@ -222,34 +264,57 @@ macro_rules! active_set_collectives {
 
             #[doc = concat!("`shmem_broadcast", stringify!($bits), "`: root is a number in the active set.")]
             #[export_name = concat!("shmem_broadcast", stringify!($bits))]
-            pub extern "C" fn broadcast(dest: *mut $t, source: *const $t, nelems: usize, root: c_int, start: c_int, log_stride: c_int, size: c_int, _sync: *mut i64) {
-                on_active_set(concat!("shmem_broadcast", stringify!($bits)), (start, log_stride, size), |s, t| {
-                    super::broadcast(s, t, (dest, source), nelems, index(root, "PE_root")?)
-                })
+            pub extern "C" fn broadcast(dest: *mut $t, source: *const $t, nelems: usize, root: c_int, start: c_int, log_stride: c_int, size: c_int, sync: *mut i64) {
+                on_active_set(
+                    concat!("shmem_broadcast", stringify!($bits)),
+                    (start, log_stride, size),
+                    |s, t| super::broadcast_keeping_root(s, t, (dest, source), nelems, index(root, "PE_root")?),
+                    |s, set| active_set::broadcast(s, set, (dest, source), nelems, (index(root, "PE_root")?, sync)),
+                )
             }
 
             #[doc = concat!("`shmem_collect", stringify!($bits), "`.")]
             #[export_name = concat!("shmem_collect", stringify!($bits))]
-            pub extern "C" fn collect(dest: *mut $t, source: *const $t, nelems: usize, start: c_int, log_stride: c_int, size: c_int, _sync: *mut i64) {
-                on_active_set(concat!("shmem_collect", stringify!($bits)), (start, log_stride, size), |s, t| super::collect(s, t, (dest, source), nelems))
+            pub extern "C" fn collect(dest: *mut $t, source: *const $t, nelems: usize, start: c_int, log_stride: c_int, size: c_int, sync: *mut i64) {
+                on_active_set(
+                    concat!("shmem_collect", stringify!($bits)),
+                    (start, log_stride, size),
+                    |s, t| super::collect(s, t, (dest, source), nelems),
+                    |s, set| active_set::collect(s, set, (dest, source), nelems, sync),
+                )
             }
 
             #[doc = concat!("`shmem_fcollect", stringify!($bits), "`.")]
             #[export_name = concat!("shmem_fcollect", stringify!($bits))]
-            pub extern "C" fn fcollect(dest: *mut $t, source: *const $t, nelems: usize, start: c_int, log_stride: c_int, size: c_int, _sync: *mut i64) {
-                on_active_set(concat!("shmem_fcollect", stringify!($bits)), (start, log_stride, size), |s, t| super::fcollect(s, t, (dest, source), nelems))
+            pub extern "C" fn fcollect(dest: *mut $t, source: *const $t, nelems: usize, start: c_int, log_stride: c_int, size: c_int, sync: *mut i64) {
+                on_active_set(
+                    concat!("shmem_fcollect", stringify!($bits)),
+                    (start, log_stride, size),
+                    |s, t| super::fcollect(s, t, (dest, source), nelems),
+                    |s, set| active_set::fcollect(s, set, (dest, source), nelems, sync),
+                )
             }
 
             #[doc = concat!("`shmem_alltoall", stringify!($bits), "`.")]
             #[export_name = concat!("shmem_alltoall", stringify!($bits))]
-            pub extern "C" fn alltoall(dest: *mut $t, source: *const $t, nelems: usize, start: c_int, log_stride: c_int, size: c_int, _sync: *mut i64) {
-                on_active_set(concat!("shmem_alltoall", stringify!($bits)), (start, log_stride, size), |s, t| super::alltoall(s, t, (dest, source), nelems))
+            pub extern "C" fn alltoall(dest: *mut $t, source: *const $t, nelems: usize, start: c_int, log_stride: c_int, size: c_int, sync: *mut i64) {
+                on_active_set(
+                    concat!("shmem_alltoall", stringify!($bits)),
+                    (start, log_stride, size),
+                    |s, t| super::alltoall(s, t, (dest, source), nelems),
+                    |s, set| active_set::alltoalls(s, set, (dest, source), (1, 1, nelems), sync),
+                )
             }
 
             #[doc = concat!("`shmem_alltoalls", stringify!($bits), "`.")]
             #[export_name = concat!("shmem_alltoalls", stringify!($bits))]
-            pub extern "C" fn alltoalls(dest: *mut $t, source: *const $t, dst: isize, sst: isize, nelems: usize, start: c_int, log_stride: c_int, size: c_int, _sync: *mut i64) {
-                on_active_set(concat!("shmem_alltoalls", stringify!($bits)), (start, log_stride, size), |s, t| super::alltoalls(s, t, (dest, source), (dst, sst), nelems))
+            pub extern "C" fn alltoalls(dest: *mut $t, source: *const $t, dst: isize, sst: isize, nelems: usize, start: c_int, log_stride: c_int, size: c_int, sync: *mut i64) {
+                on_active_set(
+                    concat!("shmem_alltoalls", stringify!($bits)),
+                    (start, log_stride, size),
+                    |s, t| super::alltoalls(s, t, (dest, source), (dst, sst), nelems),
+                    |s, set| active_set::alltoalls(s, set, (dest, source), (stride(dst)?, stride(sst)?, nelems), sync),
+                )
             }
         }
     )*};
@@ -337,10 +402,25 @@ pub mod mem {
     /// `shmem_barrier` (deprecated): completes this PE's operations, then waits for the
     /// active set.
     #[no_mangle]
-    pub extern "C" fn shmem_barrier(start: c_int, log_stride: c_int, size: c_int, _sync: *mut i64) {
-        on_active_set("shmem_barrier", (start, log_stride, size), |s, t| {
-            s.block(t.barrier())
-        })
+    pub extern "C" fn shmem_barrier(start: c_int, log_stride: c_int, size: c_int, sync: *mut i64) {
+        on_active_set(
+            "shmem_barrier",
+            (start, log_stride, size),
+            |s, t| s.block(t.barrier()),
+            |s, set| active_set::barrier(s, set, sync),
+        )
+    }
+
+    /// `shmem_sync` (deprecated active-set form): waits for the active set's PEs (here
+    /// completing this PE's operations too, as `shmem_barrier` does).
+    #[no_mangle]
+    pub extern "C" fn shmem_sync(start: c_int, log_stride: c_int, size: c_int, sync: *mut i64) {
+        on_active_set(
+            "shmem_sync",
+            (start, log_stride, size),
+            |s, t| s.block(t.sync()),
+            |s, set| active_set::barrier(s, set, sync),
+        )
     }
 }
 

@@ -1,9 +1,10 @@
 //! The rest of the C API: `shmemx.h`'s OpenSHMEM 1.6 routines (`shmemx_TYPENAME_ibput` and
-//! `_ibget`, `shmemx_pe_quiet`), the deprecated active-set `shmem_sync`, and the deprecated
-//! cache routines, which have nothing to do on cache-coherent machines.
+//! `_ibget`, `shmemx_pe_quiet`). (The deprecated
+//! cache routines, which have nothing to do on cache-coherent machines, are inline in
+//! `shmem.h`.)
 #![allow(unsafe_code)] // `#[no_mangle]`/`#[export_name]` exports only; raw memory lives in `crate::raw`.
 
-use std::ffi::{c_int, c_void};
+use std::ffi::c_int;
 
 use bytemuck::Pod;
 use ferroshmem_runtime::{Error, Result};
@@ -99,37 +100,3 @@ pub extern "C" fn shmemx_pe_quiet(target_pes: *const c_int, npes: usize) {
     });
     ok("shmemx_pe_quiet", done)
 }
-
-/// `shmem_sync` (deprecated active-set form): waits for the active set's PEs.
-#[no_mangle]
-pub extern "C" fn shmem_sync(start: c_int, log_stride: c_int, size: c_int, _sync: *mut i64) {
-    let s = shmem("shmem_sync");
-    let synced = s
-        .active_set(start, log_stride, size)
-        .and_then(|t| s.block(t.sync()));
-    ok("shmem_sync", synced)
-}
-
-/// `shmem_clear_cache_inv` (deprecated): nothing to do.
-#[no_mangle]
-pub extern "C" fn shmem_clear_cache_inv() {}
-
-/// `shmem_set_cache_inv` (deprecated): nothing to do.
-#[no_mangle]
-pub extern "C" fn shmem_set_cache_inv() {}
-
-/// `shmem_clear_cache_line_inv` (deprecated): nothing to do.
-#[no_mangle]
-pub extern "C" fn shmem_clear_cache_line_inv(_dest: *mut c_void) {}
-
-/// `shmem_set_cache_line_inv` (deprecated): nothing to do.
-#[no_mangle]
-pub extern "C" fn shmem_set_cache_line_inv(_dest: *mut c_void) {}
-
-/// `shmem_udcflush` (deprecated): nothing to do.
-#[no_mangle]
-pub extern "C" fn shmem_udcflush() {}
-
-/// `shmem_udcflush_line` (deprecated): nothing to do.
-#[no_mangle]
-pub extern "C" fn shmem_udcflush_line(_dest: *mut c_void) {}

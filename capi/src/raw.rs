@@ -71,3 +71,21 @@ pub(crate) fn store_c_string(ptr: *mut c_char, capacity: usize, text: &str) -> R
     }
     Ok(())
 }
+
+/// Maps the heap file's `file_offset..+len` over the program's static data at `start`
+/// (its bytes copied in first): see [`crate::static_data`].
+pub(crate) fn alias_static_data(
+    fd: std::os::fd::BorrowedFd<'_>,
+    file_offset: u64,
+    start: usize,
+    len: usize,
+) -> Result<()> {
+    // SAFETY: `start..start + len` is the executable's own writable data (not this
+    // library's, which the caller checked lies elsewhere), which no other thread of this
+    // library touches during `shmem_init`; OpenSHMEM makes it symmetric, i.e. shared with
+    // the other PEs from then on. The heap allocation behind `file_offset` is this PE's,
+    // fresh, and at least `len` bytes long (checked by `DataPlane::heap_file`).
+    unsafe {
+        ferroshmem_runtime::shared_memory::SharedMapping::alias_fixed(fd, file_offset, start, len)
+    }
+}

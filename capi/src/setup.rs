@@ -146,13 +146,15 @@ pub extern "C" fn shmem_pe_accessible(pe: c_int) -> c_int {
         .into()
 }
 
-/// `shmem_addr_accessible`: 1 when `addr` is symmetric and `pe` can be reached.
+/// `shmem_addr_accessible`: 1 when `addr` is symmetric (in the heap or the program's static
+/// data) and `pe` can be reached.
 #[no_mangle]
 pub extern "C" fn shmem_addr_accessible(addr: *const c_void, pe: c_int) -> c_int {
     let state = shmem("shmem_addr_accessible");
+    let symmetric = state.in_heap(addr.cast());
     state
         .pe_of(pe)
-        .is_ok_and(|pe| state.pe().addr_accessible(addr.cast(), pe))
+        .is_ok_and(|pe| symmetric && state.pe().pe_accessible(pe))
         .into()
 }
 
@@ -163,7 +165,11 @@ pub extern "C" fn shmem_ptr(dest: *const c_void, pe: c_int) -> *mut c_void {
     let state = shmem("shmem_ptr");
     let found = state.pe_of(pe).and_then(|pe| {
         let view = state.view(dest.cast::<u8>(), 1)?;
-        state.pe().ptr(view, pe)
+        match pe == state.me() {
+            // This PE's own: the address itself (static data lives at its own address).
+            true => Ok(Some(dest.cast_mut().cast())),
+            false => state.pe().ptr(view, pe),
+        }
     });
     match found {
         Ok(Some(address)) => address.cast(),

@@ -27,6 +27,8 @@ use ferroshmem_actors::{Pe, ThreadLevel};
 use ferroshmem_runtime::{Context, Error, HeapId, Result, SymBuffer, SymSlice, Team};
 use futures::FutureExt;
 
+use crate::static_data::{self, StaticData};
+
 /// This process's PE, once `shmem_init` made it.
 static STATE: OnceLock<Shmem> = OnceLock::new();
 
@@ -42,6 +44,14 @@ pub(crate) const DEFAULT_CONTEXT: usize = 1;
 
 /// The first handle of a context made by `shmem_ctx_create`.
 pub(crate) const FIRST_CONTEXT_HANDLE: usize = 2;
+
+/// A team made for C by a split, with the contexts its configuration asked for.
+pub(crate) struct MadeTeam {
+    /// The team.
+    pub team: Team,
+    /// `shmem_team_config_t::num_contexts` as given to the split (0 when not given).
+    pub num_contexts: c_int,
+}
 
 /// A context made for C, with the handle of the team it was made from.
 pub(crate) struct MadeContext {
@@ -60,10 +70,12 @@ pub(crate) struct Shmem {
     heap_base: usize,
     heap_bytes: usize,
     level: ThreadLevel,
+    /// The program's static data, made symmetric at `shmem_init`.
+    static_data: Option<StaticData>,
     /// `shmem_malloc`'s allocations by heap offset, for `shmem_free` and `shmem_realloc`.
     allocations: Mutex<HashMap<usize, SymBuffer<u8>>>,
     /// Teams made by splits, by handle − [`FIRST_TEAM_HANDLE`]; `None` once destroyed.
-    teams: Mutex<Vec<Option<Team>>>,
+    teams: Mutex<Vec<Option<MadeTeam>>>,
     /// Contexts made by `shmem_ctx_create`, by handle − [`FIRST_CONTEXT_HANDLE`]; `None`
     /// once destroyed.
     contexts: Mutex<Vec<Option<MadeContext>>>,
@@ -89,6 +101,13 @@ fn join(requested: ThreadLevel) -> Result<Shmem> {
         .build()
         .map_err(|e| Error::os("starting the runtime", e))?;
     let (pe, level) = runtime.block_on(ferroshmem_actors::init_thread(requested))?;
+    let own_static = std::ptr::addr_of!(STATE) as usize;
+    let static_data = runtime.block_on(async {
+        let data = static_data::make_symmetric(&pe, own_static).await?;
+        // No PE reaches another's static data before that PE has mapped it.
+        pe.barrier_all().await?;
+        Ok::<_, Error>(data)
+    })?;
     Ok(Shmem {
         me: pe.my_pe(),
         heap: pe.heap_id(),
@@ -97,6 +116,7 @@ fn join(requested: ThreadLevel) -> Result<Shmem> {
         runtime,
         pe,
         level,
+        static_data,
         allocations: Mutex::new(HashMap::new()),
         teams: Mutex::new(Vec::new()),
         contexts: Mutex::new(Vec::new()),
@@ -159,6 +179,11 @@ impl Shmem {
         &self.pe
     }
 
+    /// This PE's heap.
+    pub(crate) fn heap(&self) -> HeapId {
+        self.heap
+    }
+
     /// This PE's number.
     pub(crate) fn me(&self) -> usize {
         self.me
@@ -191,6 +216,19 @@ impl Shmem {
             Some(offset) if offset < self.heap_bytes => {
                 Ok(SymSlice::in_user_heap(self.heap, offset, len))
             }
+            _ => self.static_view(addr, len),
+        }
+    }
+
+    /// The symmetric view of `len` elements at the address `addr` of the program's static
+    /// data, which lies in the heap too.
+    #[cold]
+    fn static_view<T: Pod>(&self, addr: *const T, len: usize) -> Result<SymSlice<'static, T>> {
+        match &self.static_data {
+            Some(data) if (data.start..data.start + data.len).contains(&(addr as usize)) => {
+                let offset = data.buffer.offset() + (addr as usize - data.start);
+                Ok(SymSlice::in_user_heap(self.heap, offset, len))
+            }
             _ => Err(Error::NotSymmetric),
         }
     }
@@ -199,9 +237,9 @@ impl Shmem {
     /// (where a collective's output length is known only to the call).
     ///
     /// # Errors
-    /// [`Error::NotSymmetric`] when `addr` is not in the heap.
+    /// [`Error::NotSymmetric`] when `addr` is not symmetric.
     pub(crate) fn view_to_end<T: Pod>(&self, addr: *const T) -> Result<SymSlice<'static, T>> {
-        let offset = (addr as usize).wrapping_sub(self.heap_base);
+        let offset = self.view(addr, 0)?.span(self.heap)?.offset;
         let len = self.heap_bytes.saturating_sub(offset) / std::mem::size_of::<T>().max(1);
         self.view(addr, len)
     }
@@ -259,7 +297,7 @@ impl Shmem {
     }
 
     /// The teams made by splits.
-    pub(crate) fn split_teams(&self) -> MutexGuard<'_, Vec<Option<Team>>> {
+    pub(crate) fn split_teams(&self) -> MutexGuard<'_, Vec<Option<MadeTeam>>> {
         self.teams.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }

@@ -10,7 +10,7 @@ use std::ffi::{c_int, c_long, c_void};
 use ferroshmem_runtime::{Error, Result, Team};
 
 use crate::raw;
-use crate::state::{fail, shmem, Shmem, FIRST_TEAM_HANDLE};
+use crate::state::{fail, ok, shmem, MadeTeam, Shmem, FIRST_TEAM_HANDLE};
 
 /// `SHMEM_TEAM_WORLD`'s handle.
 pub(crate) const WORLD: usize = 1;
@@ -36,7 +36,7 @@ impl Shmem {
             WORLD => Ok(self.pe().team_world()),
             SHARED => Ok(self.pe().team_node()),
             h if h >= FIRST_TEAM_HANDLE => match self.split_teams().get(h - FIRST_TEAM_HANDLE) {
-                Some(Some(team)) => Ok(team.clone()),
+                Some(Some(made)) => Ok(made.team.clone()),
                 Some(None) => Err(Error::TeamDestroyed),
                 None => Err(Error::InvalidArgument(format!(
                     "{handle:p} is not a team handle"
@@ -48,30 +48,11 @@ impl Shmem {
         }
     }
 
-    /// A new handle for `team`.
-    fn team_handle(&self, team: Team) -> *mut c_void {
+    /// A new handle for `team`, made with `num_contexts` asked for.
+    fn team_handle(&self, team: Team, num_contexts: c_int) -> *mut c_void {
         let mut teams = self.split_teams();
-        teams.push(Some(team));
+        teams.push(Some(MadeTeam { team, num_contexts }));
         (FIRST_TEAM_HANDLE + teams.len() - 1) as *mut c_void
-    }
-
-    /// The team of the active set of PEs `start`, `start + 2^log_stride`, … (`size` of
-    /// them) of a deprecated collective.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] for a set outside the job, or one other than the whole
-    /// job: such sets are not supported (use a team from `shmem_team_split_strided`).
-    pub(crate) fn active_set(&self, start: c_int, log_stride: c_int, size: c_int) -> Result<Team> {
-        let n = self.pe().n_pes();
-        let whole = start == 0 && usize::try_from(size) == Ok(n) && (log_stride == 0 || n == 1);
-        if whole {
-            return Ok(self.pe().team_world());
-        }
-        Err(Error::InvalidArgument(format!(
-            "the active set (PE_start {start}, logPE_stride {log_stride}, PE_size {size}) is not \
-             the whole job of {n} PEs: ferroshmem runs the deprecated active-set collectives on \
-             the whole job only (use a team from shmem_team_split_strided)"
-        )))
     }
 }
 
@@ -112,17 +93,40 @@ pub extern "C" fn shmem_team_translate_pe(
     number(translated.ok().flatten())
 }
 
-/// `shmem_team_get_config`: the team's configuration (contexts: none reserved); 0 on success.
+/// `SHMEM_TEAM_NUM_CONTEXTS`: the configuration mask's bit for `num_contexts`.
+const NUM_CONTEXTS: c_long = 1;
+
+/// The contexts a split's configuration asks for: `num_contexts` where the mask names it.
+fn asked_contexts(config: *const TeamConfigC, mask: c_long) -> Result<c_int> {
+    match mask & NUM_CONTEXTS {
+        0 => Ok(0),
+        _ => Ok(raw::local(config, 1, "config")?[0].num_contexts),
+    }
+}
+
+/// `shmem_team_get_config`: the team's configuration as its split was given it (the
+/// predefined teams: no contexts asked for); 0 on success.
 #[no_mangle]
 pub extern "C" fn shmem_team_get_config(
     team: *mut c_void,
-    _config_mask: c_long,
+    config_mask: c_long,
     config: *mut TeamConfigC,
 ) -> c_int {
     let state = shmem("shmem_team_get_config");
-    let got = state
-        .team(team)
-        .and_then(|_| raw::store(config, TeamConfigC { num_contexts: 0 }, "config"));
+    let got = state.team(team).and_then(|_| {
+        let made = (team as usize).checked_sub(FIRST_TEAM_HANDLE);
+        let num_contexts = made.map_or(0, |i| {
+            let teams = state.split_teams();
+            teams
+                .get(i)
+                .and_then(Option::as_ref)
+                .map_or(0, |m| m.num_contexts)
+        });
+        match config_mask & NUM_CONTEXTS {
+            0 => Ok(()),
+            _ => raw::store(config, TeamConfigC { num_contexts }, "config"),
+        }
+    });
     returned("shmem_team_get_config", got)
 }
 
@@ -135,11 +139,16 @@ pub extern "C" fn shmem_team_split_strided(
     start: c_int,
     stride: c_int,
     size: c_int,
-    _config: *const TeamConfigC,
-    _config_mask: c_long,
+    config: *const TeamConfigC,
+    config_mask: c_long,
     new_team: *mut *mut c_void,
 ) -> c_int {
     let state = shmem("shmem_team_split_strided");
+    // SHMEM_TEAM_INVALID unless the split gives this PE a team.
+    ok(
+        "shmem_team_split_strided",
+        raw::store(new_team, std::ptr::null_mut(), "new_team"),
+    );
     let made = (|| {
         let parent = state.team(parent)?;
         let start =
@@ -147,7 +156,8 @@ pub extern "C" fn shmem_team_split_strided(
         let size =
             usize::try_from(size).map_err(|_| Error::InvalidArgument(format!("size {size}")))?;
         let team = state.block(parent.split_strided(start, stride as isize, size))?;
-        let handle = team.map_or(std::ptr::null_mut(), |t| state.team_handle(t));
+        let contexts = asked_contexts(config, config_mask)?;
+        let handle = team.map_or(std::ptr::null_mut(), |t| state.team_handle(t, contexts));
         raw::store(new_team, handle, "new_team")
     })();
     returned("shmem_team_split_strided", made)
@@ -159,21 +169,30 @@ pub extern "C" fn shmem_team_split_strided(
 pub extern "C" fn shmem_team_split_2d(
     parent: *mut c_void,
     xrange: c_int,
-    _xaxis_config: *const TeamConfigC,
-    _xaxis_mask: c_long,
+    xaxis_config: *const TeamConfigC,
+    xaxis_mask: c_long,
     xaxis_team: *mut *mut c_void,
-    _yaxis_config: *const TeamConfigC,
-    _yaxis_mask: c_long,
+    yaxis_config: *const TeamConfigC,
+    yaxis_mask: c_long,
     yaxis_team: *mut *mut c_void,
 ) -> c_int {
     let state = shmem("shmem_team_split_2d");
+    // SHMEM_TEAM_INVALID unless the split succeeds.
+    for out in [xaxis_team, yaxis_team] {
+        ok(
+            "shmem_team_split_2d",
+            raw::store(out, std::ptr::null_mut(), "team"),
+        );
+    }
     let made = (|| {
         let parent = state.team(parent)?;
         let xrange = usize::try_from(xrange)
             .map_err(|_| Error::InvalidArgument(format!("xrange {xrange}")))?;
         let (x, y) = state.block(parent.split_2d(xrange))?;
-        raw::store(xaxis_team, state.team_handle(x), "xaxis_team")?;
-        raw::store(yaxis_team, state.team_handle(y), "yaxis_team")
+        let x_contexts = asked_contexts(xaxis_config, xaxis_mask)?;
+        let y_contexts = asked_contexts(yaxis_config, yaxis_mask)?;
+        raw::store(xaxis_team, state.team_handle(x, x_contexts), "xaxis_team")?;
+        raw::store(yaxis_team, state.team_handle(y, y_contexts), "yaxis_team")
     })();
     returned("shmem_team_split_2d", made)
 }
@@ -213,6 +232,12 @@ pub extern "C" fn shmem_team_ptr(team: *mut c_void, dest: *const c_void, pe: c_i
     let found = (|| {
         let team = state.team(team)?;
         let pe = usize::try_from(pe).map_err(|_| Error::InvalidArgument("negative PE".into()))?;
+        if team.world_pe(pe) == Some(state.me()) {
+            // This PE's own: the address itself (static data lives at its own address).
+            return state
+                .view(dest.cast::<u8>(), 1)
+                .map(|_| Some(dest.cast_mut().cast()));
+        }
         team.ptr(state.view(dest.cast::<u8>(), 1)?, pe)
     })();
     match found {

@@ -4,6 +4,7 @@
 //! any actor's mailbox. The operations themselves live in sibling modules ([`crate::rma`],
 //! [`crate::amo`], [`crate::signal`], [`crate::wait`], [`crate::barrier`]).
 
+use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -175,6 +176,27 @@ impl DataPlane {
     /// names the same object on every PE.
     pub fn heap_base(&self) -> usize {
         self.own.mapping().base_addr() + HEADER_SIZE
+    }
+
+    /// The file behind this PE's heap and the file offset of heap bytes
+    /// `offset..offset + len` of the user heap: what
+    /// [`SharedMapping::alias_fixed`](crate::shared_memory::SharedMapping::alias_fixed) maps
+    /// to make a C program's static data symmetric.
+    ///
+    /// # Errors
+    /// [`Error::OutOfBounds`] when the range passes the user heap.
+    pub fn heap_file(&self, offset: usize, len: usize) -> Result<(BorrowedFd<'_>, u64)> {
+        if offset
+            .checked_add(len)
+            .is_none_or(|end| end > self.user_heap_bytes())
+        {
+            return Err(Error::OutOfBounds {
+                what: "heap file range",
+                needed: offset.saturating_add(len),
+                available: self.user_heap_bytes(),
+            });
+        }
+        Ok((self.own.fd(), (HEADER_SIZE + offset) as u64))
     }
 
     /// Shuts this PE's data plane down, once it has finalized: from then on every operation

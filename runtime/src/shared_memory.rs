@@ -71,6 +71,62 @@ impl SharedMapping {
         Ok(SharedMapping { base, len })
     }
 
+    /// Maps `len` bytes of `fd` from `file_offset` over this process's memory at `addr`
+    /// (shared, read-write, replacing what was mapped there), after copying what was there
+    /// into the file: the bytes at `addr` stay as they were, and from then on are the file's
+    /// (how a C program's static data joins the symmetric heap). Never unmapped.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when `addr`, `len` or `file_offset` is not page-aligned or
+    /// `len` is 0; the copy's or the mapping's OS error (nothing replaced then).
+    ///
+    /// # Safety
+    /// `[addr, addr + len)` must be memory of this process that nothing else (no other
+    /// thread, no Rust reference) reads or writes during the call, and whose contents may be
+    /// shared with other processes from then on (the program's own data, not the allocator's
+    /// or the runtime's); `fd` must be a file at least `file_offset + len` bytes long.
+    pub unsafe fn alias_fixed(
+        fd: impl AsFd,
+        file_offset: u64,
+        addr: usize,
+        len: usize,
+    ) -> Result<()> {
+        use rustix::mm::{mmap, MapFlags, ProtFlags};
+        let page = rustix::param::page_size();
+        let aligned = addr % page == 0 && len % page == 0 && file_offset % page as u64 == 0;
+        if !aligned || len == 0 {
+            return Err(Error::InvalidArgument(format!(
+                "aliasing {len} bytes at {addr:#x} to file offset {file_offset}: not whole pages"
+            )));
+        }
+        // SAFETY: `addr..addr + len` is readable process memory nothing else touches during
+        // the call (the caller's promise); the slice lives only for this copy.
+        let contents = unsafe { std::slice::from_raw_parts(addr as *const u8, len) };
+        rustix::io::pwrite(fd.as_fd(), contents, file_offset)
+            .map_err(|e| Error::os("copying data into a symmetric segment", e))
+            .and_then(|written| match written == len {
+                true => Ok(()),
+                false => Err(Error::os(
+                    "copying data into a symmetric segment",
+                    "short write",
+                )),
+            })?;
+        // SAFETY: MAP_FIXED replaces the caller's range, which it promised nothing else uses
+        // during the call and whose contents the file now holds; the file is long enough.
+        unsafe {
+            mmap(
+                addr as *mut std::ffi::c_void,
+                len,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::SHARED | MapFlags::FIXED,
+                fd,
+                file_offset,
+            )
+        }
+        .map_err(|e| Error::os("mmap of static data over a symmetric segment", e))?;
+        Ok(())
+    }
+
     /// Length of the mapping in bytes.
     pub fn len(&self) -> usize {
         self.len

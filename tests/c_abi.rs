@@ -1,0 +1,213 @@
+//! The C ABI end to end, as a C user runs it: each program of `tests/c/` built with
+//! `ferroshmem cc` against `shmem.h` and `libferroshmem_c`, then run with
+//! `ferroshmem run -np N` at 1, 2 and 4 PEs (each program checks its own values and exits
+//! non-zero on the first difference); the OpenSHMEM benchmarks of `benches/oshmem/` built
+//! unmodified; and the C ABI's refusals (a routine given an address outside the heap ends
+//! the job, naming the routine, the error and the PE).
+//!
+//! Skipped, saying so, where no C compiler is installed.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc::channel;
+use std::time::Duration;
+
+use rustix::process::{kill_process, Pid, Signal};
+
+/// The longest a program may run at one PE count.
+const LIMIT: Duration = Duration::from_secs(120);
+
+/// The directory of this test's executable, where cargo put `libferroshmem_c` (a
+/// dependency of these tests).
+fn lib_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test's path");
+    exe.parent().expect("the test's directory").to_path_buf()
+}
+
+/// Where the built programs go.
+fn out_dir() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("c_abi");
+    std::fs::create_dir_all(&dir).expect("an output directory");
+    dir
+}
+
+/// Whether a C compiler runs here; says why the tests skip when not.
+fn have_cc() -> bool {
+    let found = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !found {
+        eprintln!("skipped: no C compiler (cc) on this machine");
+    }
+    found
+}
+
+/// `ferroshmem ARGS` with the C library's directory set, its output captured.
+fn ferroshmem(args: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_ferroshmem"))
+        .args(args)
+        .env("FERROSHMEM_LIB_DIR", lib_dir())
+        // The library these tests were built with, not another build's that cargo's own
+        // search path may name first.
+        .env("LD_LIBRARY_PATH", lib_dir())
+        .env("FERROSHMEM_BOOTSTRAP_TIMEOUT", "30s")
+        .env("FERROSHMEM_SYMMETRIC_SIZE", "64M")
+        .env_remove("FERROSHMEM_RANK")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start ferroshmem")
+}
+
+/// Waits for `child`, killing it and failing the test after [`LIMIT`].
+fn finish(child: Child, what: &str) -> Output {
+    let pid = Pid::from_child(&child);
+    let (tx, rx) = channel();
+    std::thread::spawn(move || tx.send(child.wait_with_output()));
+    match rx.recv_timeout(LIMIT) {
+        Ok(output) => output.expect("ferroshmem's output"),
+        Err(_) => {
+            let _ = kill_process(pid, Signal::KILL);
+            panic!("{what}: still running after {LIMIT:?}");
+        }
+    }
+}
+
+/// Builds `source` with `ferroshmem cc` and `flags` into the output directory; returns the
+/// program.
+fn build(source: &Path, name: &str, flags: &[&str]) -> PathBuf {
+    let program = out_dir().join(name);
+    let mut args = vec!["cc", "-O1", "-Wall"];
+    args.extend_from_slice(flags);
+    args.extend([
+        "-o",
+        program.to_str().expect("a UTF-8 path"),
+        source.to_str().expect("a UTF-8 path"),
+    ]);
+    let output = finish(ferroshmem(&args), &format!("building {name}"));
+    assert!(
+        output.status.success(),
+        "ferroshmem cc {}: {}{}",
+        source.display(),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    program
+}
+
+/// Builds `tests/c/NAME.c` and runs it at 1, 2 and 4 PEs; every run must exit 0.
+fn check_program(name: &str) {
+    if !have_cc() {
+        return;
+    }
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/c/{name}.c"));
+    let program = build(&source, name, &["-std=c11"]);
+    for n in ["1", "2", "4"] {
+        let what = format!("{name} at {n} PEs");
+        let output = finish(
+            ferroshmem(&["run", "-np", n, program.to_str().expect("a UTF-8 path")]),
+            &what,
+        );
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr),
+        );
+        assert!(
+            output.status.success(),
+            "{what} failed ({:?}):\n{stdout}\n{stderr}",
+            output.status
+        );
+        eprintln!("{what}: {} lines of checks passed", stdout.lines().count());
+    }
+}
+
+#[test]
+fn setup_and_queries() {
+    check_program("setup");
+}
+
+#[test]
+fn memory_management() {
+    check_program("memory");
+}
+
+#[test]
+fn remote_memory_access() {
+    check_program("rma");
+}
+
+#[test]
+fn atomics() {
+    check_program("amo");
+}
+
+#[test]
+fn signals() {
+    check_program("signal");
+}
+
+#[test]
+fn point_to_point_synchronization_and_locks() {
+    check_program("sync");
+}
+
+#[test]
+fn collectives() {
+    check_program("collectives");
+}
+
+#[test]
+fn teams() {
+    check_program("teams");
+}
+
+#[test]
+fn contexts() {
+    check_program("ctx");
+}
+
+/// The OpenSHMEM benchmarks compile unmodified against ferroshmem's `shmem.h`.
+#[test]
+fn the_oshmem_benchmarks_build_unmodified() {
+    if !have_cc() {
+        return;
+    }
+    for name in ["host_pt2pt", "host_collectives"] {
+        let source = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("benches/oshmem/{name}.c"));
+        // As their build line has it: the compiler's default C dialect.
+        build(&source, name, &[]);
+    }
+}
+
+/// A routine handed an address that is not symmetric (a local variable on the stack) ends
+/// the job non-zero, naming
+/// the routine, the error and the PE, instead of writing anywhere.
+#[test]
+fn a_put_outside_the_heap_ends_the_job_with_a_message() {
+    if !have_cc() {
+        return;
+    }
+    let source = out_dir().join("outside.c");
+    std::fs::write(
+        &source,
+        "#include <shmem.h>\nint main(void) {\n    int x;\n    shmem_init();\n    \
+         shmem_int_p(&x, 1, 0);\n    shmem_finalize();\n    return 0;\n}\n",
+    )
+    .expect("write the program");
+    let program = build(&source, "outside", &["-std=c11"]);
+    let output = finish(
+        ferroshmem(&["run", "-n", "2", program.to_str().expect("a UTF-8 path")]),
+        "outside",
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("shmem_int_p: address is outside this job's symmetric heap"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("ferroshmem: PE "), "{stderr}");
+}
