@@ -211,3 +211,26 @@ fn a_put_outside_the_heap_ends_the_job_with_a_message() {
     );
     assert!(stderr.contains("ferroshmem: PE "), "{stderr}");
 }
+
+/// `shmem_global_exit` on one PE ends the whole job with its status, while the other PE
+/// waits in a barrier that would otherwise never end.
+#[test]
+fn global_exit_ends_the_job_with_its_status() {
+    if !have_cc() {
+        return;
+    }
+    let source = out_dir().join("global_exit.c");
+    std::fs::write(
+        &source,
+        "#include <shmem.h>\nint main(void) {\n    shmem_init();\n    if (shmem_my_pe() == 1)\n        \
+         shmem_global_exit(3);\n    shmem_barrier_all();\n    shmem_finalize();\n    return 0;\n}\n",
+    )
+    .expect("write the program");
+    let program = build(&source, "global_exit", &["-std=c11"]);
+    let output = finish(
+        ferroshmem(&["run", "-n", "2", program.to_str().expect("a UTF-8 path")]),
+        "global_exit",
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(3), "{stderr}");
+}

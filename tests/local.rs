@@ -78,6 +78,11 @@ fn contexts() {
 }
 
 #[test]
+fn fetching_nbi_atomics() {
+    check_scenario("fetching_nbi_atomics");
+}
+
+#[test]
 fn barrier() {
     check_scenario("barrier");
 }

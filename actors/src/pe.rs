@@ -311,6 +311,15 @@ impl Pe {
         self.ask(|reply| Command::HeapUsage { reply }).await
     }
 
+    /// Ends the whole job now with `status` (`shmem_global_exit`): this process exits with it
+    /// at once, without waiting for any PE; under a launcher (`ferroshmem run`, `mpirun`) the
+    /// other PEs are then stopped, and in a `run_local` job every PE ends with the process.
+    /// The other PEs see this one lost if they communicate with it before they are stopped.
+    pub fn global_exit(&self, status: i32) -> ! {
+        tracing::info!(pe = self.my_pe(), status, "global exit");
+        std::process::exit(status)
+    }
+
     /// Ends this PE's part in the job: a final `barrier_all`, then the PE leaves the control
     /// plane cleanly (`shmem_finalize`). `run_local` and `run` call it for you.
     ///

@@ -87,10 +87,10 @@ pub extern "C" fn shmem_finalize() {
 /// launcher stops the others).
 #[no_mangle]
 pub extern "C" fn shmem_global_exit(status: c_int) {
-    if let Some(state) = state::initialized() {
-        tracing::info!(pe = state.me(), status, "shmem_global_exit");
+    match state::initialized() {
+        Some(state) => state.pe().global_exit(status),
+        None => std::process::exit(status),
     }
-    std::process::exit(status)
 }
 
 /// `shmem_my_pe`.

@@ -205,7 +205,7 @@ impl DataPlane {
     /// value), or starts it on the remote one (where the transport does both: `Err` of its
     /// completion).
     #[inline(always)]
-    fn start_amo<T: AtomicInt>(
+    pub(crate) fn start_amo<T: AtomicInt>(
         &self,
         dest: SymSlice<'_, T>,
         pe: usize,

@@ -6,6 +6,7 @@
 //! pieces; users normally reach them through the `ferroshmem` facade.
 
 pub mod amo;
+mod amo_nbi;
 pub mod barrier;
 pub mod collectives;
 pub mod config;

@@ -38,7 +38,7 @@ fn strided_extent(stride: usize, nelems: usize, what: &str) -> Result<usize> {
 /// Makes a plain write of mapping bytes `[start, end)` of `target` visible and wakes the
 /// owner's waiters sleeping on them.
 #[inline]
-fn publish(target: &Segment, start: usize, end: usize) {
+pub(crate) fn publish(target: &Segment, start: usize, end: usize) {
     fence(Ordering::SeqCst);
     target.wake_watchers(start, end);
 }

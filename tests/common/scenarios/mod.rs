@@ -33,6 +33,7 @@ pub const ALL: &[&str] = &[
     "vector_waits",
     "realloc",
     "contexts",
+    "fetching_nbi_atomics",
 ];
 
 /// Runs the scenario called `name` on `pe`.
@@ -54,6 +55,7 @@ pub async fn run(name: &str, pe: Pe) -> Result<()> {
         "vector_waits" => queries::vector_waits(&pe).await,
         "realloc" => queries::realloc(&pe).await,
         "contexts" => contexts::contexts(&pe).await,
+        "fetching_nbi_atomics" => contexts::fetching_nbi_atomics(&pe).await,
         other => Err(Error::InvalidArgument(format!("no scenario {other}"))),
     }
 }
