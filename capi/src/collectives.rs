@@ -115,13 +115,8 @@ fn broadcast_keeping_root<T: Pod>(
     nelems: usize,
     root: usize,
 ) -> Result<()> {
-    if team.my_pe() != root {
-        return broadcast(s, team, (dest, source), nelems, root);
-    }
-    let mut kept = vec![T::zeroed(); nelems];
-    s.block(s.pe().get(&mut kept, s.view(dest, nelems)?, s.me()))?;
-    broadcast(s, team, (dest, source), nelems, root)?;
-    s.block(s.pe().put(s.view(dest, nelems)?, &kept, s.me()))
+    let (dest, source) = (s.view(dest, nelems)?, s.view(source, nelems)?);
+    s.block(team.broadcast_to_others(dest, source, root))
 }
 
 /// `op` over every member's `nreduce` elements of `source`, into `dest`.

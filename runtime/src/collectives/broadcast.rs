@@ -59,7 +59,36 @@ impl Team {
         source: impl Into<SymSlice<'s, T>>,
         root: usize,
     ) -> Result<()> {
-        let (dest, source) = (dest.into(), source.into());
+        self.broadcast_with(dest.into(), source.into(), root, true)
+            .await
+    }
+
+    /// [`Team::broadcast`] that leaves the root's own `dest` as it was, as OpenSHMEM's
+    /// deprecated active-set broadcasts (`shmem_broadcast32`, `_64`) have it. The two forms
+    /// match each other in a call (members may mix them).
+    ///
+    /// # Errors
+    /// As [`Team::broadcast`].
+    ///
+    /// Cancel safety: not cancel safe; dropped midway, it leaves the team unusable.
+    pub async fn broadcast_to_others<'d, 's, T: Pod>(
+        &self,
+        dest: impl Into<SymSlice<'d, T>>,
+        source: impl Into<SymSlice<'s, T>>,
+        root: usize,
+    ) -> Result<()> {
+        self.broadcast_with(dest.into(), source.into(), root, false)
+            .await
+    }
+
+    /// The broadcasts; `root_copies`: whether the root copies `source` into its own `dest`.
+    async fn broadcast_with<T: Pod>(
+        &self,
+        dest: SymSlice<'_, T>,
+        source: SymSlice<'_, T>,
+        root: usize,
+        root_copies: bool,
+    ) -> Result<()> {
         let n = self.n_pes();
         let nelems = source.len();
         let checks = (|| {
@@ -76,34 +105,36 @@ impl Team {
         let bytes = bytes_of::<T>(nelems);
         let desc = Descriptor::of(Kind::Broadcast, root as u64, bytes as u64);
         let mut op = self.begin(desc)?;
-        let outcome = self.broadcast_in(&mut op, dest, source, root, desc).await;
+        let outcome = self
+            .broadcast_in(&mut op, (dest, source), (root, root_copies), desc)
+            .await;
         op.settle(outcome)
     }
 
     async fn broadcast_in<T: Pod>(
         &self,
         op: &mut Op<'_>,
-        dest: SymSlice<'_, T>,
-        source: SymSlice<'_, T>,
-        root: usize,
+        (dest, source): (SymSlice<'_, T>, SymSlice<'_, T>),
+        (root, root_copies): (usize, bool),
         desc: u64,
     ) -> Result<()> {
         let (n, me) = (self.n_pes(), self.my_pe());
         let bytes = bytes_of::<T>(source.len());
         if n == 1 || bytes == 0 {
-            return if me == root {
-                self.copy_local(dest, source)
-            } else {
-                Ok(())
+            return match me == root && root_copies {
+                true => self.copy_local(dest, source),
+                false => Ok(()),
             };
         }
         let shape = match self.inner.plan.broadcast(bytes) {
             BroadcastAlgorithm::Tree(shape) => shape,
             BroadcastAlgorithm::Eager => {
-                return self.eager_broadcast(op, dest, source, root, desc).await
+                return self
+                    .eager_broadcast(op, (dest, source), (root, root_copies), desc)
+                    .await
             }
         };
-        self.tree_broadcast(op, shape, dest, source, root, desc)
+        self.tree_broadcast(op, shape, (dest, source), (root, root_copies), desc)
             .await
     }
 
@@ -111,9 +142,8 @@ impl Team {
     async fn eager_broadcast<T: Pod>(
         &self,
         op: &mut Op<'_>,
-        dest: SymSlice<'_, T>,
-        source: SymSlice<'_, T>,
-        root: usize,
+        (dest, source): (SymSlice<'_, T>, SymSlice<'_, T>),
+        (root, root_copies): (usize, bool),
         desc: u64,
     ) -> Result<()> {
         let (n, me) = (self.n_pes(), self.my_pe());
@@ -126,7 +156,10 @@ impl Team {
                 self.eager_send(op, to, Payload::Sym(source), bytes, stamp)
                     .await?;
             }
-            return self.copy_local(dest, source);
+            return match root_copies {
+                true => self.copy_local(dest, source),
+                false => Ok(()),
+            };
         }
         self.eager_wait(op, Senders::One(root)).await?;
         let got = self.eager_peek(op, root, stamp)?;
@@ -156,9 +189,8 @@ impl Team {
         &self,
         op: &mut Op<'_>,
         shape: Shape,
-        dest: SymSlice<'_, T>,
-        source: SymSlice<'_, T>,
-        root: usize,
+        (dest, source): (SymSlice<'_, T>, SymSlice<'_, T>),
+        (root, root_copies): (usize, bool),
         desc: u64,
     ) -> Result<()> {
         let me = self.my_pe();
@@ -187,7 +219,7 @@ impl Team {
         for &c in &children {
             self.post(c, layout.sig(me), ready, layout.sig(me) + 8, &[forward])?;
         }
-        if me == root {
+        if me == root && root_copies {
             // The children read the root's source, so its own copy can wait until now.
             self.copy_local(dest, source)?;
         }

@@ -168,7 +168,17 @@ async fn check_broadcast(pe: &Pe, t: &Team, b: &Bufs, len: usize, root: usize) -
     t.broadcast(b.dst().slice(..len), b.dst().slice(..len), root)
         .await?;
     let want: Vec<u32> = (0..len).map(|i| word(root_pe, 2, i)).collect();
-    expect(pe, b.dst(), &want, &format!("in-place broadcast of {len}")).await
+    expect(pe, b.dst(), &want, &format!("in-place broadcast of {len}")).await?;
+    // To the others only: the root's destination keeps what it held.
+    let held: Vec<u32> = (0..len).map(|i| word(me, 3, i)).collect();
+    write(pe, b.dst(), &held).await?;
+    t.broadcast_to_others(b.dst(), b.src().slice(..len), root)
+        .await?;
+    let want: Vec<u32> = match me == root_pe {
+        true => held,
+        false => (0..len).map(|i| word(root_pe, 1, i)).collect(),
+    };
+    expect(pe, b.dst(), &want, &format!("broadcast to others of {len}")).await
 }
 
 async fn check_fcollect(pe: &Pe, t: &Team, b: &Bufs, len: usize) -> Result<()> {
