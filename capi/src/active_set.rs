@@ -88,7 +88,7 @@ impl ActiveSet {
 
 /// Waits for every member of `set` (see the module's docs), through `psync`.
 pub(crate) fn barrier(s: &Shmem, set: &ActiveSet, psync: *mut i64) -> Result<()> {
-    let dp = s.pe();
+    let dp = s.dp();
     let (arrivals, release) = (
         s.view(psync.wrapping_add(ARRIVALS), 1)?,
         s.view(psync.wrapping_add(RELEASE), 1)?,
@@ -117,12 +117,12 @@ fn read<T: Pod>(
     out: &mut [T],
 ) -> Result<()> {
     let pe = set.pe(i)?;
-    s.block(s.pe().get(out, s.view(addr, out.len())?, pe))
+    s.block(s.dp().get(out, s.view(addr, out.len())?, pe))
 }
 
 /// Writes `data` to this PE's symmetric `addr`.
 fn write<T: Pod>(s: &Shmem, addr: *mut T, data: &[T]) -> Result<()> {
-    s.block(s.pe().put(s.view(addr, data.len())?, data, s.me()))
+    s.block(s.dp().put(s.view(addr, data.len())?, data, s.me()))
 }
 
 /// `broadcast`: member `root`'s `nelems` elements of `source` into every other member's

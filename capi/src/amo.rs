@@ -24,10 +24,19 @@ pub(crate) fn amo<T: Pod, R: Pod + Unpin>(
     on_context: impl FnOnce(&Context, SymSlice<'static, T>, usize) -> Landing<R>,
 ) -> R {
     let state = shmem(routine);
+    if ctx == DEFAULT_CONTEXT {
+        if let (Some(word), Some(p)) = (state.try_view(dest, 1), state.try_pe(pe)) {
+            let landing = on_default(state.dp(), word, p);
+            return match landing.succeeded_at_once() {
+                Some(value) => value,
+                None => ok(routine, state.block(landing)),
+            };
+        }
+    }
     let outcome = state.view(dest, 1).and_then(|word| {
         let pe = state.pe_of(pe)?;
         match state.context(ctx)? {
-            None => state.block(on_default(state.pe(), word, pe)),
+            None => state.block(on_default(state.dp(), word, pe)),
             Some(c) => state.block(on_context(&c, word, pe)),
         }
     });

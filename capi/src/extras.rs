@@ -42,10 +42,10 @@ fn blocked<T: Pod>(
         let pe = s.pe_of(pe)?;
         match put {
             true => s.block(
-                s.pe()
+                s.dp()
                     .put(s.view(to, bsize)?, raw::local(from, bsize, "source")?, pe),
             ),
-            false => s.block(s.pe().get(
+            false => s.block(s.dp().get(
                 raw::local_mut(to, bsize, "dest")?,
                 s.view(from, bsize)?,
                 pe,
@@ -96,7 +96,7 @@ pub extern "C" fn shmemx_pe_quiet(target_pes: *const c_int, npes: usize) {
     let s = shmem("shmemx_pe_quiet");
     let done = raw::local(target_pes, npes, "target_pes").and_then(|pes| {
         pes.iter().try_for_each(|&pe| s.pe_of(pe).map(drop))?;
-        s.block(s.pe().quiet())
+        s.block(s.dp().quiet())
     });
     ok("shmemx_pe_quiet", done)
 }

@@ -12,7 +12,7 @@ pub extern "C" fn shmem_set_lock(lock: *mut c_long) {
     let s = shmem("shmem_set_lock");
     let held = s
         .view(lock.cast::<u64>(), 1)
-        .and_then(|l| s.block(s.pe().set_lock(l)));
+        .and_then(|l| s.block(s.dp().set_lock(l)));
     ok("shmem_set_lock", held)
 }
 
@@ -22,7 +22,7 @@ pub extern "C" fn shmem_test_lock(lock: *mut c_long) -> c_int {
     let s = shmem("shmem_test_lock");
     let taken = s
         .view(lock.cast::<u64>(), 1)
-        .and_then(|l| s.block(s.pe().test_lock(l)));
+        .and_then(|l| s.block(s.dp().test_lock(l)));
     c_int::from(!ok("shmem_test_lock", taken))
 }
 
@@ -32,6 +32,6 @@ pub extern "C" fn shmem_clear_lock(lock: *mut c_long) {
     let s = shmem("shmem_clear_lock");
     let released = s
         .view(lock.cast::<u64>(), 1)
-        .and_then(|l| s.block(s.pe().clear_lock(l)));
+        .and_then(|l| s.block(s.dp().clear_lock(l)));
     ok("shmem_clear_lock", released)
 }

@@ -31,6 +31,43 @@ fn check<T>(ptr: *const T, len: usize, what: &'static str) -> Result<()> {
     }
 }
 
+/// Whether `len` elements of `T` at `ptr` can be a slice (the checks of [`check`], with no
+/// error built: the fast paths' form).
+#[inline(always)]
+fn fits<T>(ptr: *const T, len: usize) -> bool {
+    !ptr.is_null()
+        && (ptr as usize) % std::mem::align_of::<T>() == 0
+        && len
+            .checked_mul(std::mem::size_of::<T>())
+            .is_some_and(|b| b <= isize::MAX as usize)
+}
+
+/// [`local`] for the fast paths: `None` where `local` would refuse.
+#[inline(always)]
+pub(crate) fn try_local<'a, T>(ptr: *const T, len: usize) -> Option<&'a [T]> {
+    if len == 0 {
+        return Some(&[]);
+    }
+    if !fits(ptr, len) {
+        return None;
+    }
+    // SAFETY: as `local` (the same checks passed).
+    Some(unsafe { std::slice::from_raw_parts(ptr, len) })
+}
+
+/// [`local_mut`] for the fast paths: `None` where `local_mut` would refuse.
+#[inline(always)]
+pub(crate) fn try_local_mut<'a, T>(ptr: *mut T, len: usize) -> Option<&'a mut [T]> {
+    if len == 0 {
+        return Some(&mut []);
+    }
+    if !fits(ptr, len) {
+        return None;
+    }
+    // SAFETY: as `local_mut` (the same checks passed).
+    Some(unsafe { std::slice::from_raw_parts_mut(ptr, len) })
+}
+
 /// The caller's `len` elements at `ptr`, read-only (empty for `len` 0, whatever `ptr` is).
 pub(crate) fn local<'a, T>(ptr: *const T, len: usize, what: &'static str) -> Result<&'a [T]> {
     if len == 0 {

@@ -34,10 +34,23 @@ pub(crate) fn put<T: Pod>(
     pe: c_int,
 ) {
     let s = shmem(routine);
+    if ctx == DEFAULT_CONTEXT {
+        if let (Some(from), Some(to), Some(p)) = (
+            raw::try_local(source, nelems),
+            s.try_view(dest, nelems),
+            s.try_pe(pe),
+        ) {
+            let landing = s.dp().put(to, from, p);
+            if landing.succeeded_at_once().is_none() {
+                ok(routine, s.block(landing));
+            }
+            return;
+        }
+    }
     let done = raw::local(source, nelems, "source").and_then(|source| {
         let (dest, pe) = (s.view(dest, nelems)?, s.pe_of(pe)?);
         match s.context(ctx)? {
-            None => s.block(s.pe().put(dest, source, pe)),
+            None => s.block(s.dp().put(dest, source, pe)),
             Some(c) => s.block(c.put(dest, source, pe)),
         }
     });
@@ -57,7 +70,7 @@ pub(crate) fn put_nbi<T: Pod>(
     let done = raw::local(source, nelems, "source").and_then(|source| {
         let (dest, pe) = (s.view(dest, nelems)?, s.pe_of(pe)?);
         match s.context(ctx)? {
-            None => s.pe().put_nbi(dest, source, pe),
+            None => s.dp().put_nbi(dest, source, pe),
             Some(c) => c.put_nbi(dest, source, pe),
         }
     });
@@ -74,10 +87,23 @@ pub(crate) fn get<T: Pod>(
     pe: c_int,
 ) {
     let s = shmem(routine);
+    if ctx == DEFAULT_CONTEXT {
+        if let (Some(to), Some(from), Some(p)) = (
+            raw::try_local_mut(dest, nelems),
+            s.try_view(source, nelems),
+            s.try_pe(pe),
+        ) {
+            let landing = s.dp().get(to, from, p);
+            if !landing.succeeded_at_once() {
+                ok(routine, s.block(landing));
+            }
+            return;
+        }
+    }
     let done = raw::local_mut(dest, nelems, "dest").and_then(|dest| {
         let (source, pe) = (s.view(source, nelems)?, s.pe_of(pe)?);
         match s.context(ctx)? {
-            None => s.block(s.pe().get(dest, source, pe)),
+            None => s.block(s.dp().get(dest, source, pe)),
             Some(c) => s.block(c.get(dest, source, pe)),
         }
     });
@@ -101,7 +127,7 @@ pub(crate) fn get_nbi<T: Pod>(
     let done = raw::local_mut(dest, nelems, "dest").and_then(|_| {
         let (dest, source, pe) = (s.view(dest, nelems)?, s.view(source, nelems)?, s.pe_of(pe)?);
         match s.context(ctx)? {
-            None => s.pe().get_nbi(dest, source, pe),
+            None => s.dp().get_nbi(dest, source, pe),
             Some(c) => c.get_nbi(dest, source, pe),
         }
     });
@@ -112,10 +138,19 @@ pub(crate) fn get_nbi<T: Pod>(
 #[inline(always)]
 pub(crate) fn p<T: Pod>(routine: &'static str, ctx: usize, dest: *mut T, value: T, pe: c_int) {
     let s = shmem(routine);
+    if ctx == DEFAULT_CONTEXT {
+        if let (Some(to), Some(p)) = (s.try_view(dest, 1), s.try_pe(pe)) {
+            let landing = s.dp().p(to, value, p);
+            if landing.succeeded_at_once().is_none() {
+                ok(routine, s.block(landing));
+            }
+            return;
+        }
+    }
     let done = s.view(dest, 1).and_then(|dest| {
         let pe = s.pe_of(pe)?;
         match s.context(ctx)? {
-            None => s.block(s.pe().p(dest, value, pe)),
+            None => s.block(s.dp().p(dest, value, pe)),
             Some(c) => s.block(c.p(dest, value, pe)),
         }
     });
@@ -131,10 +166,19 @@ pub(crate) fn g<T: Pod + Unpin>(
     pe: c_int,
 ) -> T {
     let s = shmem(routine);
+    if ctx == DEFAULT_CONTEXT {
+        if let (Some(from), Some(p)) = (s.try_view(source, 1), s.try_pe(pe)) {
+            let landing = s.dp().g(from, p);
+            return match landing.succeeded_at_once() {
+                Some(value) => value,
+                None => ok(routine, s.block(landing)),
+            };
+        }
+    }
     let value = s.view(source, 1).and_then(|source| {
         let pe = s.pe_of(pe)?;
         match s.context(ctx)? {
-            None => s.block(s.pe().g(source, pe)),
+            None => s.block(s.dp().g(source, pe)),
             Some(c) => s.block(c.g(source, pe)),
         }
     });
@@ -168,7 +212,7 @@ pub(crate) fn iput<T: Pod>(
         let dest = s.view(dest, extent(dst, nelems))?;
         let pe = s.pe_of(pe)?;
         strided_on(s, ctx)?;
-        s.block(s.pe().iput(dest, source, dst, sst, nelems, pe))
+        s.block(s.dp().iput(dest, source, dst, sst, nelems, pe))
     })();
     ok(routine, done)
 }
@@ -190,7 +234,7 @@ pub(crate) fn iget<T: Pod>(
         let source = s.view(source, extent(sst, nelems))?;
         let pe = s.pe_of(pe)?;
         strided_on(s, ctx)?;
-        s.block(s.pe().iget(dest, source, dst, sst, nelems, pe))
+        s.block(s.dp().iget(dest, source, dst, sst, nelems, pe))
     })();
     ok(routine, done)
 }

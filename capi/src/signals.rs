@@ -39,8 +39,8 @@ pub(crate) fn put_signal<T: Pod>(
         let (dest, sig) = (s.view(dest, nelems)?, s.view(sig, 1)?);
         let (op, pe) = (signal_op(code)?, s.pe_of(pe)?);
         match (s.context(ctx)?, nbi) {
-            (None, true) => s.pe().put_signal_nbi(dest, source, sig, signal, op, pe),
-            (None, false) => s.block(s.pe().put_signal(dest, source, sig, signal, op, pe)),
+            (None, true) => s.dp().put_signal_nbi(dest, source, sig, signal, op, pe),
+            (None, false) => s.block(s.dp().put_signal(dest, source, sig, signal, op, pe)),
             (Some(c), true) => c.put_signal_nbi(dest, source, (sig, signal, op), pe),
             (Some(c), false) => s.block(c.put_signal(dest, source, (sig, signal, op), pe)),
         }
@@ -133,7 +133,7 @@ pub extern "C" fn shmem_signal_fetch(sig: *const u64) -> u64 {
     let s = shmem("shmem_signal_fetch");
     ok(
         "shmem_signal_fetch",
-        s.view(sig, 1).and_then(|v| s.pe().signal_fetch(v)),
+        s.view(sig, 1).and_then(|v| s.dp().signal_fetch(v)),
     )
 }
 
@@ -143,7 +143,7 @@ pub extern "C" fn shmem_signal_wait_until(sig: *mut u64, code: c_int, value: u64
     let s = shmem("shmem_signal_wait_until");
     let seen = s
         .view(sig, 1)
-        .and_then(|v| s.block(s.pe().signal_wait_until(v, cmp(code)?, value)));
+        .and_then(|v| s.block(s.dp().signal_wait_until(v, cmp(code)?, value)));
     ok("shmem_signal_wait_until", seen)
 }
 
@@ -152,7 +152,7 @@ fn signal(routine: &'static str, sig: *mut u64, value: u64, op: SignalOp, pe: c_
     let s = shmem(routine);
     let done = s
         .view(sig, 1)
-        .and_then(|v| s.block(s.pe().signal_op(v, value, op, s.pe_of(pe)?)));
+        .and_then(|v| s.block(s.dp().signal_op(v, value, op, s.pe_of(pe)?)));
     ok(routine, done)
 }
 

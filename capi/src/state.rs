@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use bytemuck::Pod;
 use ferroshmem_actors::{Pe, ThreadLevel};
-use ferroshmem_runtime::{Context, Error, HeapId, Result, SymBuffer, SymSlice, Team};
+use ferroshmem_runtime::{Context, DataPlane, Error, HeapId, Result, SymBuffer, SymSlice, Team};
 use futures::FutureExt;
 
 use crate::static_data::{self, StaticData};
@@ -65,7 +65,10 @@ pub(crate) struct MadeContext {
 pub(crate) struct Shmem {
     runtime: tokio::runtime::Runtime,
     pe: Pe,
+    /// The PE's data plane, held directly: one indirection less on every operation.
+    dp: Arc<DataPlane>,
     me: usize,
+    n_pes: usize,
     heap: HeapId,
     heap_base: usize,
     heap_bytes: usize,
@@ -110,6 +113,8 @@ fn join(requested: ThreadLevel) -> Result<Shmem> {
     })?;
     Ok(Shmem {
         me: pe.my_pe(),
+        n_pes: pe.n_pes(),
+        dp: pe.data_plane(),
         heap: pe.heap_id(),
         heap_base: pe.heap_base(),
         heap_bytes: pe.user_heap_bytes(),
@@ -166,7 +171,7 @@ pub(crate) fn pe_index(pe: c_int, n_pes: usize) -> Result<usize> {
     usize::try_from(pe)
         .ok()
         .filter(|&p| p < n_pes)
-        .ok_or(Error::PeOutOfRange {
+        .ok_or_else(|| Error::PeOutOfRange {
             pe: usize::try_from(pe).unwrap_or(usize::MAX),
             n_pes,
         })
@@ -177,6 +182,12 @@ impl Shmem {
     #[inline(always)]
     pub(crate) fn pe(&self) -> &Pe {
         &self.pe
+    }
+
+    /// This PE's data plane: the one-sided operations.
+    #[inline(always)]
+    pub(crate) fn dp(&self) -> &DataPlane {
+        &self.dp
     }
 
     /// This PE's heap.
@@ -244,6 +255,28 @@ impl Shmem {
         self.view(addr, len)
     }
 
+    /// [`Shmem::view`] for the fast paths: `None` for an address outside the heap (the slow
+    /// path then tells the static data and the errors apart).
+    #[inline(always)]
+    pub(crate) fn try_view<T: Pod>(
+        &self,
+        addr: *const T,
+        len: usize,
+    ) -> Option<SymSlice<'static, T>> {
+        match (addr as usize).checked_sub(self.heap_base) {
+            Some(offset) if offset < self.heap_bytes => {
+                Some(SymSlice::in_user_heap(self.heap, offset, len))
+            }
+            _ => None,
+        }
+    }
+
+    /// [`Shmem::pe_of`] for the fast paths.
+    #[inline(always)]
+    pub(crate) fn try_pe(&self, pe: c_int) -> Option<usize> {
+        usize::try_from(pe).ok().filter(|&p| p < self.n_pes)
+    }
+
     /// Whether `addr` lies in this PE's symmetric heap.
     pub(crate) fn in_heap(&self, addr: *const u8) -> bool {
         self.view(addr, 0).is_ok()
@@ -257,7 +290,7 @@ impl Shmem {
     /// A C `int` PE number of the world team as an index.
     #[inline(always)]
     pub(crate) fn pe_of(&self, pe: c_int) -> Result<usize> {
-        pe_index(pe, self.pe.n_pes())
+        pe_index(pe, self.n_pes)
     }
 
     /// The allocations `shmem_malloc` handed out.

@@ -93,7 +93,7 @@ pub(crate) fn wait_until<T: WaitWord>(
     let s = shmem(routine);
     let done = s
         .view(ivar, 1)
-        .and_then(|v| s.block(s.pe().wait_until(v, cmp(code)?, value)));
+        .and_then(|v| s.block(s.dp().wait_until(v, cmp(code)?, value)));
     ok(routine, done);
 }
 
@@ -108,7 +108,7 @@ pub(crate) fn test<T: WaitWord>(
     let s = shmem(routine);
     let held = s
         .view(ivar, 1)
-        .and_then(|v| s.pe().test(v, cmp(code)?, value));
+        .and_then(|v| s.dp().test(v, cmp(code)?, value));
     ok(routine, held).into()
 }
 
@@ -123,7 +123,7 @@ pub(crate) fn all<T: WaitWord>(
 ) -> c_int {
     let s = shmem(routine);
     let done = set(s, array, status, code, against).and_then(|set| {
-        let (dp, exclude) = (s.pe(), set.exclude.as_deref());
+        let (dp, exclude) = (s.dp(), set.exclude.as_deref());
         match (set.values, wait) {
             (Values::One(v), true) => s
                 .block(dp.wait_until_all(set.ivars, exclude, set.cmp, v))
@@ -150,7 +150,7 @@ pub(crate) fn any<T: WaitWord>(
 ) -> usize {
     let s = shmem(routine);
     let found = set(s, array, status, code, against).and_then(|set| {
-        let (dp, exclude) = (s.pe(), set.exclude.as_deref());
+        let (dp, exclude) = (s.dp(), set.exclude.as_deref());
         match (set.values, wait) {
             (Values::One(v), true) => s.block(dp.wait_until_any(set.ivars, exclude, set.cmp, v)),
             (Values::Each(v), true) => {
@@ -176,7 +176,7 @@ pub(crate) fn some<T: WaitWord>(
 ) -> usize {
     let s = shmem(routine);
     let found = set(s, array, status, code, against).and_then(|set| {
-        let (dp, exclude) = (s.pe(), set.exclude.as_deref());
+        let (dp, exclude) = (s.dp(), set.exclude.as_deref());
         let satisfied = match (set.values, wait) {
             (Values::One(v), true) => s.block(dp.wait_until_some(set.ivars, exclude, set.cmp, v)),
             (Values::Each(v), true) => {

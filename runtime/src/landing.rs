@@ -60,6 +60,16 @@ impl<T: Pod> Landing<T> {
     }
 }
 
+impl<T: Pod> Landing<T> {
+    /// The operation's value when it ran at once and succeeded (a mapped route): `None` when
+    /// it failed or travels still (await the future then). Reads no error, so a caller that
+    /// cannot await (a C routine) pays nothing more on its fast path.
+    #[inline(always)]
+    pub fn succeeded_at_once(&self) -> Option<T> {
+        self.state.as_ref().ok().copied()
+    }
+}
+
 impl<T: Pod + Unpin> Future for Landing<T> {
     type Output = Result<T>;
 
@@ -140,6 +150,15 @@ impl<'a> GetLanding<'a> {
         GetLanding {
             state: Err(Box::new(GetPending::Remote(completion, dest))),
         }
+    }
+}
+
+impl GetLanding<'_> {
+    /// Whether the get ran at once and succeeded (a mapped route): the bytes are in the
+    /// buffer. `false` when it failed or travels still (await the future then).
+    #[inline(always)]
+    pub fn succeeded_at_once(&self) -> bool {
+        self.state.is_ok()
     }
 }
 
