@@ -454,6 +454,10 @@ async fn gather(
             biased;
             part = receiver => part.unwrap_or_else(|_| Err(health.check().err().unwrap_or(Error::Shutdown))),
             failed = health.failed() => Err(failed),
+        };
+        let part = match part {
+            Err(e @ Error::Os { .. }) => Err(loss_or(e, &health).await),
+            other => other,
         }?;
         if reply.status == Status::Ok {
             reply.status = part.status;
@@ -465,6 +469,18 @@ async fn gather(
         reply.data.clear();
     }
     Ok(reply)
+}
+
+/// How long a request that failed on the fabric (a connection reset: its peer died) waits
+/// for the job to learn of the loss, so that it fails with the peer's loss.
+const LOSS_GRACE: Duration = Duration::from_secs(2);
+
+/// The job's failure if it comes within [`LOSS_GRACE`] of the fabric error `error` (the
+/// peer's process died, and the bootstrap root is about to say so), else `error`.
+async fn loss_or(error: Error, health: &Health) -> Error {
+    tokio::time::timeout(LOSS_GRACE, health.failed())
+        .await
+        .unwrap_or(error)
 }
 
 /// The service thread, started before the agent's shared state exists (that holds the
