@@ -10,7 +10,7 @@
 //! One module per family of routines, each exporting the C symbols of its family; the typed
 //! families are generated per type from OpenSHMEM's type tables (a module per type). Every
 //! routine is a thin body over the Rust API: [`state`] holds this process's PE, turns the C
-//! caller's pointers into symmetric views, and runs each operation to its end, and [`raw`]
+//! caller's pointers into symmetric views, and runs each operation to its end, and `raw`
 //! is the one module that reads the caller's memory through raw pointers.
 //!
 //! ## Errors

@@ -4,7 +4,7 @@
 //!
 //! # Blocking
 //!
-//! OpenSHMEM's C calls block. [`Shmem::block`] polls an operation's future once: on a mapped
+//! OpenSHMEM's C calls block. `Shmem::block` polls an operation's future once: on a mapped
 //! route (a PE of this node) it is done by then, and the call costs its loads and stores
 //! alone, with no allocation and no runtime entered. Only an operation still in flight (a
 //! PE on another node, a collective, a wait) blocks the calling thread on the runtime, which
@@ -14,7 +14,7 @@
 //!
 //! Where OpenSHMEM leaves an outcome undefined (an address outside the heap, a PE out of
 //! range, a lost peer), the call prints the routine, the error and the PE, then ends this
-//! process with a non-zero status, which ends the job ([`fail`]). Nothing goes on silently.
+//! process with a non-zero status, which ends the job (`fail`). Nothing goes on silently.
 
 use std::collections::HashMap;
 use std::future::IntoFuture;
