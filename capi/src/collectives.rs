@@ -157,10 +157,14 @@ fn on_active_set(
 ) {
     let state = shmem(routine);
     let n = state.pe().n_pes();
-    let done = ActiveSet::new(triple, state.me(), n).and_then(|set| match set.is_whole_job(n) {
-        true => on_team(state, &state.pe().team_world()),
-        false => on_set(state, &set),
-    });
+    // The whole job (the common case) is told apart without building the member list.
+    let done = match triple {
+        (0, 0, size) if usize::try_from(size) == Ok(n) => on_team(state, state.world()),
+        _ => ActiveSet::new(triple, state.me(), n).and_then(|set| match set.is_whole_job(n) {
+            true => on_team(state, state.world()),
+            false => on_set(state, &set),
+        }),
+    };
     ok(routine, done)
 }
 

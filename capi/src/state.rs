@@ -67,6 +67,8 @@ pub(crate) struct Shmem {
     pe: Pe,
     /// The PE's data plane, held directly: one indirection less on every operation.
     dp: Arc<DataPlane>,
+    /// The world team.
+    world: Team,
     me: usize,
     n_pes: usize,
     heap: HeapId,
@@ -115,6 +117,7 @@ fn join(requested: ThreadLevel) -> Result<Shmem> {
         me: pe.my_pe(),
         n_pes: pe.n_pes(),
         dp: pe.data_plane(),
+        world: pe.team_world(),
         heap: pe.heap_id(),
         heap_base: pe.heap_base(),
         heap_bytes: pe.user_heap_bytes(),
@@ -182,6 +185,11 @@ impl Shmem {
     #[inline(always)]
     pub(crate) fn pe(&self) -> &Pe {
         &self.pe
+    }
+
+    /// The world team (`SHMEM_TEAM_WORLD`), held for the collectives.
+    pub(crate) fn world(&self) -> &Team {
+        &self.world
     }
 
     /// This PE's data plane: the one-sided operations.

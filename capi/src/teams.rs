@@ -33,7 +33,7 @@ impl Shmem {
     /// [`Error::TeamDestroyed`] for a destroyed team.
     pub(crate) fn team(&self, handle: *mut c_void) -> Result<Team> {
         match handle as usize {
-            WORLD => Ok(self.pe().team_world()),
+            WORLD => Ok(self.world().clone()),
             SHARED => Ok(self.pe().team_node()),
             h if h >= FIRST_TEAM_HANDLE => match self.split_teams().get(h - FIRST_TEAM_HANDLE) {
                 Some(Some(made)) => Ok(made.team.clone()),
