@@ -83,6 +83,11 @@ fn fetching_nbi_atomics() {
 }
 
 #[test]
+fn blocked_strided() {
+    check_scenario("blocked_strided");
+}
+
+#[test]
 fn barrier() {
     check_scenario("barrier");
 }

@@ -13,45 +13,53 @@ use crate::raw;
 use crate::state::{ok, shmem};
 use crate::types::LongDouble;
 
-/// The element offset of block `i` at `stride` elements apart.
-fn block(i: usize, stride: isize) -> Result<usize> {
-    usize::try_from(stride)
-        .ok()
-        .and_then(|s| s.checked_mul(i))
-        .ok_or_else(|| {
-            Error::InvalidArgument(format!("a negative or overflowing block stride ({stride})"))
-        })
+/// The elements `nblocks` blocks of `bsize` reach at `stride` apart (the runtime checks the
+/// strides against the blocks).
+fn reach(stride: isize, (bsize, nblocks): (usize, usize)) -> Result<(usize, usize)> {
+    let stride = usize::try_from(stride)
+        .map_err(|_| Error::InvalidArgument(format!("a negative block stride ({stride})")))?;
+    let extent = match nblocks {
+        0 => Some(0),
+        n => (n - 1)
+            .checked_mul(stride)
+            .and_then(|x| x.checked_add(bsize)),
+    };
+    extent
+        .map(|e| (stride, e))
+        .ok_or_else(|| Error::InvalidArgument(format!("block stride {stride} overflows")))
 }
 
 /// `ibput` (`put`) or `ibget`: `nblocks` blocks of `bsize` elements, block `i` from
-/// `source + i·sst` to `dest + i·dst`.
+/// `source + i·sst` to `dest + i·dst` ([`ferroshmem_runtime::DataPlane::ibput`]).
 fn blocked<T: Pod>(
     routine: &'static str,
     (dest, source): (*mut T, *const T),
     (dst, sst): (isize, isize),
-    (bsize, nblocks): (usize, usize),
+    blocks: (usize, usize),
     pe: c_int,
     put: bool,
 ) {
     let s = shmem(routine);
-    let done = (0..nblocks).try_for_each(|i| {
-        let (to, from) = (
-            dest.wrapping_add(block(i, dst)?),
-            source.wrapping_add(block(i, sst)?),
-        );
+    let done = (|| {
+        let ((dst, dest_len), (sst, src_len)) = (reach(dst, blocks)?, reach(sst, blocks)?);
         let pe = s.pe_of(pe)?;
         match put {
-            true => s.block(
-                s.dp()
-                    .put(s.view(to, bsize)?, raw::local(from, bsize, "source")?, pe),
-            ),
-            false => s.block(s.dp().get(
-                raw::local_mut(to, bsize, "dest")?,
-                s.view(from, bsize)?,
-                pe,
-            )),
+            true => {
+                let (to, from) = (
+                    s.view(dest, dest_len)?,
+                    raw::local(source, src_len, "source")?,
+                );
+                s.block(s.dp().ibput(to, from, (dst, sst), blocks, pe))
+            }
+            false => {
+                let (to, from) = (
+                    raw::local_mut(dest, dest_len, "dest")?,
+                    s.view(source, src_len)?,
+                );
+                s.block(s.dp().ibget(to, from, (dst, sst), blocks, pe))
+            }
         }
-    });
+    })();
     ok(routine, done)
 }
 

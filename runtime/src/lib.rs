@@ -24,6 +24,7 @@ pub mod lock;
 mod post;
 mod query;
 pub mod rma;
+mod rma_blocked;
 pub mod route;
 pub mod segment;
 pub mod shared_memory;

@@ -34,6 +34,7 @@ pub const ALL: &[&str] = &[
     "realloc",
     "contexts",
     "fetching_nbi_atomics",
+    "blocked_strided",
 ];
 
 /// Runs the scenario called `name` on `pe`.
@@ -56,6 +57,7 @@ pub async fn run(name: &str, pe: Pe) -> Result<()> {
         "realloc" => queries::realloc(&pe).await,
         "contexts" => contexts::contexts(&pe).await,
         "fetching_nbi_atomics" => contexts::fetching_nbi_atomics(&pe).await,
+        "blocked_strided" => queries::blocked_strided(&pe).await,
         other => Err(Error::InvalidArgument(format!("no scenario {other}"))),
     }
 }

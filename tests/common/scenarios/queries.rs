@@ -213,3 +213,47 @@ pub async fn realloc(pe: &Pe) -> Result<()> {
     pe.free(buf).await?;
     Ok(())
 }
+
+/// OpenSHMEM 1.6's blocked strided transfers: three blocks of two elements, 3 apart in the
+/// source and 4 apart in the destination, put into the next PE and read back from the
+/// previous one; a stride shorter than a block is refused.
+pub async fn blocked_strided(pe: &Pe) -> Result<()> {
+    let (me, n) = (pe.my_pe(), pe.n_pes());
+    let (next, prev) = ((me + 1) % n, (me + n - 1) % n);
+    let dest = pe.calloc::<u32>(12).await?;
+    let src: Vec<u32> = (0..9).map(|i| (me as u32) << 8 | i).collect();
+    pe.barrier_all().await?;
+    pe.ibput(&dest, &src, (4, 3), (2, 3), next).await?;
+    pe.barrier_all().await?;
+    let mut got = vec![0u32; 12];
+    pe.get(&mut got, &dest, me).await?;
+    let from = |p: usize, i: u32| (p as u32) << 8 | i;
+    let want: Vec<u32> = (0..12)
+        .map(|j| match (j / 4, j % 4) {
+            (b, 0 | 1) => from(prev, b * 3 + j % 4),
+            _ => 0,
+        })
+        .collect();
+    ensure!(got == want, "PE {me}: ibput from PE {prev} gave {got:?}");
+    // Block b of the next PE's dest holds this PE's elements 3b, 3b + 1; read back 3 apart,
+    // they land where they started.
+    let mut back = vec![u32::MAX; 8];
+    pe.ibget(&mut back, &dest, (3, 4), (2, 3), next).await?;
+    let want_back: Vec<u32> = (0..8)
+        .map(|k| match k % 3 {
+            2 => u32::MAX,
+            _ => from(me, k),
+        })
+        .collect();
+    ensure!(
+        back == want_back,
+        "PE {me}: ibget from PE {next} gave {back:?}"
+    );
+    let refused = pe.ibput(&dest, &src, (1, 3), (2, 2), next).await;
+    ensure!(
+        matches!(refused, Err(Error::InvalidArgument(_))),
+        "{refused:?}"
+    );
+    pe.barrier_all().await?;
+    pe.free(dest).await.map_err(|e| e.error)
+}
