@@ -59,8 +59,13 @@ impl Team {
         source: impl Into<SymSlice<'s, T>>,
         root: usize,
     ) -> Result<()> {
-        self.broadcast_with(dest.into(), source.into(), root, true)
-            .await
+        let source = source.into();
+        let (dest, desc) = self.broadcast_checks(dest.into(), source, root)?;
+        let mut op = self.begin(desc)?;
+        let outcome = self
+            .broadcast_in(&mut op, (dest, source), (root, true), desc)
+            .await;
+        op.settle(outcome)
     }
 
     /// [`Team::broadcast`] that leaves the root's own `dest` as it was, as OpenSHMEM's
@@ -77,18 +82,23 @@ impl Team {
         source: impl Into<SymSlice<'s, T>>,
         root: usize,
     ) -> Result<()> {
-        self.broadcast_with(dest.into(), source.into(), root, false)
-            .await
+        let source = source.into();
+        let (dest, desc) = self.broadcast_checks(dest.into(), source, root)?;
+        let mut op = self.begin(desc)?;
+        let outcome = self
+            .broadcast_in(&mut op, (dest, source), (root, false), desc)
+            .await;
+        op.settle(outcome)
     }
 
-    /// The broadcasts; `root_copies`: whether the root copies `source` into its own `dest`.
-    async fn broadcast_with<T: Pod>(
+    /// A broadcast's checks (refused on every member alike): `dest` cut to the source's
+    /// length, and the call's descriptor.
+    fn broadcast_checks<'d, T: Pod>(
         &self,
-        dest: SymSlice<'_, T>,
+        dest: SymSlice<'d, T>,
         source: SymSlice<'_, T>,
         root: usize,
-        root_copies: bool,
-    ) -> Result<()> {
+    ) -> Result<(SymSlice<'d, T>, u64)> {
         let n = self.n_pes();
         let nelems = source.len();
         let checks = (|| {
@@ -103,12 +113,10 @@ impl Team {
         })();
         let dest = self.refuse_on(Kind::Broadcast, checks)?;
         let bytes = bytes_of::<T>(nelems);
-        let desc = Descriptor::of(Kind::Broadcast, root as u64, bytes as u64);
-        let mut op = self.begin(desc)?;
-        let outcome = self
-            .broadcast_in(&mut op, (dest, source), (root, root_copies), desc)
-            .await;
-        op.settle(outcome)
+        Ok((
+            dest,
+            Descriptor::of(Kind::Broadcast, root as u64, bytes as u64),
+        ))
     }
 
     async fn broadcast_in<T: Pod>(
