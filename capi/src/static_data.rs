@@ -81,7 +81,7 @@ pub(crate) async fn make_symmetric(pe: &Pe, own_static: usize) -> Result<Option<
         }
         None => (0, 0),
     };
-    let page = 4096;
+    let page = ferroshmem_runtime::shared_memory::page_size();
     let buffer = pe.align::<u8>(page, len.max(1)).await?;
     if len == 0 {
         pe.free(buffer).await.map_err(|e| e.error)?;

@@ -33,6 +33,11 @@ macro_rules! shared_atomic {
 }
 shared_atomic!(AtomicU16, AtomicI16, AtomicU32, AtomicU64, AtomicI32, AtomicI64);
 
+/// The size of this machine's memory pages: the unit [`SharedMapping::alias_fixed`] maps in.
+pub fn page_size() -> usize {
+    rustix::param::page_size()
+}
+
 /// A read-write shared mapping of a whole file (a memfd) into this process.
 #[derive(Debug)]
 pub struct SharedMapping {
@@ -92,7 +97,7 @@ impl SharedMapping {
         len: usize,
     ) -> Result<()> {
         use rustix::mm::{mmap, MapFlags, ProtFlags};
-        let page = rustix::param::page_size();
+        let page = page_size();
         let aligned = addr % page == 0 && len % page == 0 && file_offset % page as u64 == 0;
         if !aligned || len == 0 {
             return Err(Error::InvalidArgument(format!(
