@@ -8,8 +8,12 @@
  *                                   to dest + i * dst (strides in elements)
  *   shmemx_signal_add / set         update a remote signal word without a put
  *   shmemx_pe_quiet                 quiet only the operations to the given PEs
+ *   shmemx_TYPENAME_sum_inscan      prefix sums over a team: PE i of the team gets the sum of
+ *   shmemx_TYPENAME_sum_exscan      source over PEs 0..i (inscan) or 0..i-1 (exscan; PE 0
+ *                                   gets zeros); dest may be source; 0, or -1 on an error
  *
- * In C11 the type-generic shmemx_ibput / shmemx_ibget select the typed routine by dest.
+ * In C11 the type-generic shmemx_ibput / shmemx_ibget select the typed routine by dest,
+ * shmemx_sum_inscan / shmemx_sum_exscan by dest (after the team).
  */
 #ifndef FERROSHMEM_SHMEMX_H
 #define FERROSHMEM_SHMEMX_H
@@ -33,6 +37,12 @@ void shmemx_signal_set(uint64_t *sig_addr, uint64_t signal, int pe);
 
 void shmemx_pe_quiet(const int *target_pes, size_t npes);
 
+#define FSHMEMX_DECL_SCAN(T, N, S)                                                             \
+    int shmemx_##N##S(shmem_team_t team, T *dest, const T *source, size_t nelems);
+FSHMEM_ARITHRED_TYPES(FSHMEMX_DECL_SCAN, _sum_inscan)
+FSHMEM_ARITHRED_TYPES(FSHMEMX_DECL_SCAN, _sum_exscan)
+#undef FSHMEMX_DECL_SCAN
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
@@ -43,6 +53,10 @@ void shmemx_pe_quiet(const int *target_pes, size_t npes);
     FSHMEM_GEN(FSHMEM_G_RMA, FSHMEMX_GA, _ibput, FSHMEM_ARG0, __VA_ARGS__)
 #define shmemx_ibget(...)                                                                      \
     FSHMEM_GEN(FSHMEM_G_RMA, FSHMEMX_GA, _ibget, FSHMEM_ARG0, __VA_ARGS__)
+#define shmemx_sum_inscan(...)                                                                 \
+    FSHMEM_GEN(FSHMEM_G_ARITHRED, FSHMEMX_GA, _sum_inscan, FSHMEM_ARG1, __VA_ARGS__)
+#define shmemx_sum_exscan(...)                                                                 \
+    FSHMEM_GEN(FSHMEM_G_ARITHRED, FSHMEMX_GA, _sum_exscan, FSHMEM_ARG1, __VA_ARGS__)
 #endif
 
 #endif /* FERROSHMEM_SHMEMX_H */

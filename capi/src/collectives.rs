@@ -131,6 +131,22 @@ fn reduce<T: Reducible>(
     s.block(team.reduce(op, dest, source))
 }
 
+/// The sum over the members before this one (and this one, `inclusive`) of `nelems`
+/// elements of `source`, into `dest` (OpenSHMEM 1.6's scans).
+fn sum_scan<T: Reducible>(
+    s: &Shmem,
+    team: &Team,
+    inclusive: bool,
+    (dest, source): (*mut T, *const T),
+    nelems: usize,
+) -> Result<()> {
+    let (dest, source) = (s.view(dest, nelems)?, s.view(source, nelems)?);
+    match inclusive {
+        true => s.block(team.sum_inscan(dest, source)),
+        false => s.block(team.sum_exscan(dest, source)),
+    }
+}
+
 /// Runs a team collective for C: the team of `handle`, then `run`; 0 or -1.
 #[inline]
 fn on_team(
@@ -222,6 +238,26 @@ macro_rules! team_reductions {
                 pub extern "C" fn $name(team: *mut c_void, dest: *mut $t, source: *const $t, nreduce: usize) -> c_int {
                     on_team(concat!("shmem_", stringify!($name), "_", stringify!($module), "_reduce"), team, |s, t| {
                         super::reduce(s, t, ReduceOp::$op, (dest, source), nreduce)
+                    })
+                }
+            )*
+        }
+    };
+}
+
+/// OpenSHMEM 1.6's `shmem_TYPENAME_sum_inscan` or `_exscan` (`inclusive`) over each `name:
+/// type`, as `shmemx_` routines.
+macro_rules! team_scans {
+    ($module:ident, $inclusive:expr => $($name:ident: $t:ty),* $(,)?) => {
+        #[doc = concat!("`shmemx_TYPENAME_", stringify!($module), "` team scans.")]
+        pub mod $module {
+            use super::*;
+            $(
+                #[doc = concat!("`shmemx_", stringify!($name), "_", stringify!($module), "`.")]
+                #[export_name = concat!("shmemx_", stringify!($name), "_", stringify!($module))]
+                pub extern "C" fn $name(team: *mut c_void, dest: *mut $t, source: *const $t, nelems: usize) -> c_int {
+                    on_team(concat!("shmemx_", stringify!($name), "_", stringify!($module)), team, |s, t| {
+                        super::sum_scan(s, t, $inclusive, (dest, source), nelems)
                     })
                 }
             )*
@@ -430,6 +466,8 @@ team_reductions!(max, Max => char: i8, schar: i8, short: i16, int: i32, long: i6
 team_reductions!(min, Min => char: i8, schar: i8, short: i16, int: i32, long: i64, longlong: i64, ptrdiff: isize, uchar: u8, ushort: u16, uint: u32, ulong: u64, ulonglong: u64, int8: i8, int16: i16, int32: i32, int64: i64, uint8: u8, uint16: u16, uint32: u32, uint64: u64, size: usize, float: f32, double: f64);
 team_reductions!(sum, Sum => char: i8, schar: i8, short: i16, int: i32, long: i64, longlong: i64, ptrdiff: isize, uchar: u8, ushort: u16, uint: u32, ulong: u64, ulonglong: u64, int8: i8, int16: i16, int32: i32, int64: i64, uint8: u8, uint16: u16, uint32: u32, uint64: u64, size: usize, float: f32, double: f64, complexf: Complex32, complexd: Complex64);
 team_reductions!(prod, Prod => char: i8, schar: i8, short: i16, int: i32, long: i64, longlong: i64, ptrdiff: isize, uchar: u8, ushort: u16, uint: u32, ulong: u64, ulonglong: u64, int8: i8, int16: i16, int32: i32, int64: i64, uint8: u8, uint16: u16, uint32: u32, uint64: u64, size: usize, float: f32, double: f64, complexf: Complex32, complexd: Complex64);
+team_scans!(sum_inscan, true => char: i8, schar: i8, short: i16, int: i32, long: i64, longlong: i64, ptrdiff: isize, uchar: u8, ushort: u16, uint: u32, ulong: u64, ulonglong: u64, int8: i8, int16: i16, int32: i32, int64: i64, uint8: u8, uint16: u16, uint32: u32, uint64: u64, size: usize, float: f32, double: f64, complexf: Complex32, complexd: Complex64);
+team_scans!(sum_exscan, false => char: i8, schar: i8, short: i16, int: i32, long: i64, longlong: i64, ptrdiff: isize, uchar: u8, ushort: u16, uint: u32, ulong: u64, ulonglong: u64, int8: i8, int16: i16, int32: i32, int64: i64, uint8: u8, uint16: u16, uint32: u32, uint64: u64, size: usize, float: f32, double: f64, complexf: Complex32, complexd: Complex64);
 
 active_set_collectives!(32 => sized32: u32, 64 => sized64: u64);
 

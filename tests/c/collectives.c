@@ -11,9 +11,15 @@
  *                               alltoalls32/64 on all PEs
  *   ok collectives to_all       *_to_all for int, long (every op) and double (max min sum prod),
  *                               on all PEs and on the even PEs (PE_start 0, logPE_stride 1)
+ *   ok collectives scan         ferroshmem's shmemx_TYPENAME_sum_inscan/exscan (OpenSHMEM
+ *                               1.6) for int, long, double, in place and not, and the C11
+ *                               shmemx_sum_inscan on the world and on a team of the odd PEs
  */
 #include "check.h"
 #include <complex.h>
+#ifndef FSH_TEST_OSHMEM
+#include <shmemx.h>
+#endif
 
 #define NE 6  /* elements per PE in the team collectives */
 #define NR 5  /* elements reduced */
@@ -236,6 +242,62 @@ static void test_generic_reduce(void)
 }
 #endif
 
+#ifndef FSH_TEST_OSHMEM
+/* The sum scans: PE p of the team gets the sum of RV over the team's PEs before it (and p,
+ * inclusive), where team PE j is world PE start + j * stride. */
+#define TEST_SCAN(T, N)                                                                        \
+    static T scan_src_##N[NR], scan_dst_##N[NR];                                               \
+    static void test_scan_##N(shmem_team_t team, int start, int stride)                        \
+    {                                                                                          \
+        int p = shmem_team_my_pe(team);                                                        \
+        for (int inclusive = 1; inclusive >= 0; inclusive--) {                                 \
+            for (int i = 0; i < NR; i++)                                                       \
+                scan_src_##N[i] = (T)RV(me, i);                                                \
+            shmem_team_sync(team);                                                             \
+            T *dest = inclusive ? scan_dst_##N : scan_src_##N;                                 \
+            int rc = inclusive ? shmemx_##N##_sum_inscan(team, dest, scan_src_##N, NR)         \
+                               : shmemx_##N##_sum_exscan(team, dest, scan_src_##N, NR);        \
+            CHECK_EQ(rc, 0, "shmemx_" #N "_sum_%sscan", inclusive ? "in" : "ex");              \
+            for (int i = 0; i < NR; i++) {                                                     \
+                T want = 0;                                                                    \
+                for (int j = 0; j < p + inclusive; j++)                                        \
+                    want += (T)RV(start + j * stride, i);                                      \
+                CHECK_EQ(dest[i], want, "shmemx_" #N "_sum_%sscan: [%d]",                      \
+                         inclusive ? "in" : "ex", i);                                          \
+            }                                                                                  \
+            shmem_team_sync(team);                                                             \
+        }                                                                                      \
+    }
+TEST_SCAN(int, int)
+TEST_SCAN(long, long)
+TEST_SCAN(double, double)
+
+static void test_scans(void)
+{
+    test_scan_int(SHMEM_TEAM_WORLD, 0, 1);
+    test_scan_long(SHMEM_TEAM_WORLD, 0, 1);
+    test_scan_double(SHMEM_TEAM_WORLD, 0, 1);
+    shmem_team_t odd = SHMEM_TEAM_INVALID;
+    if (npes >= 2)
+        shmem_team_split_strided(SHMEM_TEAM_WORLD, 1, 2, npes / 2, NULL, 0, &odd);
+    if (odd != SHMEM_TEAM_INVALID) {
+        test_scan_long(odd, 1, 2);
+        for (int i = 0; i < NR; i++)
+            gi_src[i] = RV(me, i);
+        shmem_team_sync(odd);
+        shmemx_sum_inscan(odd, gi_dst, gi_src, NR);
+        for (int i = 0; i < NR; i++) {
+            int s = 0;
+            for (int j = 0; j <= shmem_team_my_pe(odd); j++)
+                s += RV(1 + 2 * j, i);
+            CHECK_EQ(gi_dst[i], s, "shmemx_sum_inscan (int) on the odd PEs: [%d]", i);
+        }
+        shmem_team_destroy(odd);
+    }
+    shmem_barrier_all();
+}
+#endif
+
 /* ---- deprecated active-set collectives ---------------------------------------------------- */
 
 #define SYNC_MAX 64
@@ -375,6 +437,11 @@ int main(void)
         run_toall(1, (npes + 1) / 2);
     ok(npes >= 2 ? "collectives to_all: int long double, all PEs and the even PEs"
                  : "collectives to_all: int long double, all PEs (1 PE: no strided set)");
+#ifndef FSH_TEST_OSHMEM
+    test_scans();
+    ok(npes >= 2 ? "collectives scan: int long double, in place, C11 name, world and odd PEs"
+                 : "collectives scan: int long double, in place, world (1 PE: no odd team)");
+#endif
     shmem_finalize();
     return 0;
 }

@@ -1,6 +1,6 @@
 //! Collectives on teams (OpenSHMEM 1.5 §9.9): `sync`, `barrier`, `broadcast`, `fcollect`,
-//! `collect`, `alltoall`, `alltoalls`, reductions and `reducescatter`, each an awaited
-//! future on a [`Team`].
+//! `collect`, `alltoall`, `alltoalls`, reductions, `reducescatter` and 1.6's sum scans, each
+//! an awaited future on a [`Team`].
 //!
 //! They are built from the data plane's own operations on symmetric memory (puts, gets,
 //! signals, waits), never from a second transport, so the same algorithms serve any PE the
@@ -15,6 +15,7 @@
 //! | `alltoall(s)` | eager | flat | flat |
 //! | reductions | eager: each member receives every contribution and combines them in member order | a tree up into member 0's `dest`, then down: a star, or binomial in teams above `flat_max_pes` | reduce-scatter, then allgather |
 //! | `reducescatter` | eager | flat: sync, combine this member's block from every source, sync | flat |
+//! | `sum_inscan`, `sum_exscan` | flat: sync, sum the sources of the members before (and of this one) into private memory, sync, write | flat | flat |
 //!
 //! "Small" is up to [`TeamConfig::eager_copy_bytes`](crate::TeamConfig::eager_copy_bytes)
 //! for the collectives that move data, up to
@@ -63,6 +64,7 @@ pub(crate) mod plan;
 mod push;
 mod reduce;
 mod reduce_ops;
+mod scan;
 mod shapes;
 mod sync;
 
@@ -107,6 +109,7 @@ impl Descriptor {
             9 => "a reduction",
             10 => "reducescatter",
             11 => "a team split",
+            12 => "a scan",
             _ => "an unknown collective",
         };
         format!(
@@ -132,6 +135,7 @@ pub(crate) enum Kind {
     Reduce = 9,
     Reducescatter = 10,
     Split = 11,
+    Scan = 12,
 }
 
 /// The heap byte range of a view, checked against this PE's heap.

@@ -188,7 +188,7 @@ impl Team {
     /// Elements `range` of the `count` inputs combined in input order, every input read at
     /// once: on a team that spans nodes, the reads from other nodes overlap instead of taking
     /// a round trip each.
-    async fn combine_overlapped<'s, T: Reducible>(
+    pub(super) async fn combine_overlapped<'s, T: Reducible>(
         &self,
         op: ReduceOp,
         count: usize,

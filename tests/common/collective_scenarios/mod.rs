@@ -373,6 +373,47 @@ async fn check_reduce<T: Elem>(
     Ok(())
 }
 
+/// The sum scans: `sum_inscan` into `dst`, then `sum_exscan` in place in `src`; member `m`
+/// gets the sum over members before it (and itself, inclusive) in member order.
+async fn check_scan<T: Elem>(pe: &Pe, t: &Team, b: &Bufs, len: usize) -> Result<()> {
+    let me = t.my_pe();
+    let src = b.src.all().as_bytes().cast::<T>();
+    let dst = b.dst.all().as_bytes().cast::<T>();
+    let contribution = |j: usize, i: usize| T::value(t.world_pe(j).unwrap_or(0), i, ReduceOp::Sum);
+    let prefix = |members: usize, i: usize| {
+        (0..members).fold(T::zeroed(), |a, j| {
+            T::apply(ReduceOp::Sum, a, contribution(j, i))
+        })
+    };
+    let mine: Vec<T> = (0..len).map(|i| contribution(me, i)).collect();
+    for inclusive in [true, false] {
+        write(pe, src, &mine).await?;
+        let (to, members) = match inclusive {
+            true => (dst, me + 1),
+            false => (src, me),
+        };
+        match inclusive {
+            true => t.sum_inscan(to.slice(..len), src.slice(..len)).await?,
+            false => t.sum_exscan(to.slice(..len), src.slice(..len)).await?,
+        }
+        let got = read(pe, to.slice(..len)).await?;
+        if let Some(i) = (0..len).find(|&i| got[i] != prefix(members, i)) {
+            return Err(Error::InvalidArgument(format!(
+                "{} sum scan of {len} {}: element {i} is {:?}, expected {:?}",
+                if inclusive {
+                    "inclusive"
+                } else {
+                    "exclusive, in-place"
+                },
+                std::any::type_name::<T>(),
+                got[i],
+                prefix(members, i)
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Every collective, on every team of `config`, at every size of `sizes`.
 async fn matrix(pe: &Pe, b: &Bufs, config: TeamConfig, sizes: &[usize]) -> Result<()> {
     for (name, team) in sub_teams(pe, config).await? {
@@ -403,6 +444,8 @@ async fn matrix(pe: &Pe, b: &Bufs, config: TeamConfig, sizes: &[usize]) -> Resul
                     check_reduce::<i8>(pe, &t, b, len, ReduceOp::Sum).await?;
                     check_reduce::<f32>(pe, &t, b, len, ReduceOp::Prod).await?;
                     check_reduce::<f64>(pe, &t, b, len, ReduceOp::Sum).await?;
+                    check_scan::<i32>(pe, &t, b, len).await?;
+                    check_scan::<f64>(pe, &t, b, len).await?;
                 }
                 t.barrier().await
             }
