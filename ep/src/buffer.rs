@@ -273,15 +273,21 @@ impl Buffer {
             meta: at(net.meta),
             fetched: at(net.fetched),
             fetch_rows: self.config.top_k.min(self.gpu.n_pes()) as i32,
-            pairs: net.pairs.map_or(0, at),
+            pairs: net.low_latency.map_or(0, |l| at(l.pairs)),
+            landing: net.low_latency.map_or(0, |l| at(l.landing)),
+            landing_slot: net.low_latency.map_or(0, |l| at(l.landing_slot)),
+            landed: net.low_latency.map_or(0, |l| at(l.landed)),
         }
     }
 
-    /// The address of this PE's counter `which` (of `config::counter`) and the value every PE's calls so
-    /// far bring it to (`calls` each).
+    /// The address of this PE's counter `which` (of `config::counter`: a word per source PE,
+    /// which that PE sets to its call number) and the call number of this call, `calls`.
     pub(crate) fn counter(&self, which: usize, calls: u64) -> (u64, u64) {
-        let at = self.base + (self.regions.counters + 8 * which) as u64;
-        (at, calls * self.gpu.n_pes() as u64)
+        let words = which * self.gpu.n_pes();
+        (
+            self.base + (self.regions.counters + 8 * words) as u64,
+            calls,
+        )
     }
 
     /// Clears the outcome word before a call's kernels are queued.

@@ -115,8 +115,9 @@ impl Config {
 /// aligned to 256 bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Regions {
-    /// Four 64-bit counters other PEs add to: notified, dispatched, combine-ready, combined;
-    /// then the low-latency mode's signals, if any (all zeroed at creation).
+    /// Four counters, each a 64-bit word per source PE that the source sets to its call
+    /// number: notified, dispatched, combine-ready, combined; then the low-latency mode's
+    /// signals, if any (all zeroed at creation).
     pub counters: usize,
     /// Bytes of the counters and signals.
     pub counter_bytes: usize,
@@ -169,13 +170,6 @@ pub(crate) struct LowLatencyRegions {
     pub back: usize,
 }
 
-/// Counter indices within [`Regions::counters`].
-/// Blocks of the low-latency send's grid where the job spans nodes. Its warps wait for
-/// fetch-adds on the receivers' place counters; under the `cpu` NIC handler the receiver
-/// performs each with a kernel of its own, which needs a free multiprocessor: a full-width
-/// send grid on every PE sharing a GPU would leave none, and wait forever.
-pub(crate) const NETWORK_SEND_BLOCKS: u32 = 8;
-
 /// Warps of the normal-mode combine's grid where the job spans nodes: each has a staging
 /// slot of `min(top_k, n)` rows for the rows it fetches from other nodes.
 pub(crate) const NETWORK_COMBINE_WARPS: usize = 128;
@@ -193,8 +187,26 @@ pub(crate) struct NetworkRegions {
     pub meta: usize,
     /// The combine's fetched rows: [`NETWORK_COMBINE_WARPS`] × `min(top_k, n)` BF16 rows.
     pub fetched: usize,
-    /// Low-latency mode: a BF16 row (or its FP8 cast and scales) per (token, slot) pair.
-    pub pairs: Option<usize>,
+    /// Low-latency mode's parts.
+    pub low_latency: Option<NetworkLowLatency>,
+}
+
+/// Byte offsets of the low-latency mode's network parts (`L` local experts, `n` PEs, `T`
+/// tokens at most per PE). Rows for another node's experts land in records of their own, a
+/// part per (local expert, source), rather than among the packed rows: the places there
+/// would be taken by atomics on the receiver (see `low_latency.cu`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct NetworkLowLatency {
+    /// A BF16 row (or its FP8 cast and scales) per (token, slot) pair, staged to be put.
+    pub pairs: usize,
+    /// `L × n × T` records of a BF16 row's size: the rows from each source on another node,
+    /// as its puts landed (an FP8 row is followed by its scales).
+    pub landing: usize,
+    /// Each landing record's (token × top_k + slot) on its source (`i32`).
+    pub landing_slot: usize,
+    /// Per (local expert, source): where its landed rows go among the expert's packed rows,
+    /// and how many (two `i32`), as the receive hook found them.
+    pub landed: usize,
 }
 
 impl NetworkRegions {
@@ -212,21 +224,34 @@ impl NetworkRegions {
         let meta = (config.top_k * 12).next_multiple_of(16);
         let pairs = config.max_tokens.checked_mul(config.top_k);
         let fetch_rows = NETWORK_COMBINE_WARPS * config.top_k.min(n);
+        let exchange_row = part(dispatch_width.checked_mul(4))?;
+        let rows = part(record.and_then(|r| r.checked_mul(config.max_tokens)))?;
+        let meta = part(pairs.and_then(|p| p.checked_mul(meta)))?;
+        let fetched = part(row_bytes.and_then(|b| b.checked_mul(fetch_rows)))?;
+        let low_latency = match config.low_latency {
+            false => None,
+            true => {
+                let parts = (config.num_experts / n.max(1)).checked_mul(n);
+                let records = parts.and_then(|p| p.checked_mul(config.max_tokens));
+                Some(NetworkLowLatency {
+                    pairs: part(pairs.zip(row_bytes).and_then(|(p, b)| p.checked_mul(b)))?,
+                    landing: part(records.zip(row_bytes).and_then(|(r, b)| r.checked_mul(b)))?,
+                    landing_slot: part(records.and_then(|r| r.checked_mul(4)))?,
+                    landed: part(parts.and_then(|p| p.checked_mul(8)))?,
+                })
+            }
+        };
         Ok(NetworkRegions {
-            exchange_row: part(dispatch_width.checked_mul(4))?,
-            rows: part(record.and_then(|r| r.checked_mul(config.max_tokens)))?,
-            meta: part(pairs.and_then(|p| p.checked_mul(meta)))?,
-            fetched: part(row_bytes.and_then(|b| b.checked_mul(fetch_rows)))?,
-            pairs: match config.low_latency {
-                true => Some(part(
-                    pairs.zip(row_bytes).and_then(|(p, b)| p.checked_mul(b)),
-                )?),
-                false => None,
-            },
+            exchange_row,
+            rows,
+            meta,
+            fetched,
+            low_latency,
         })
     }
 }
 
+/// Counter indices within [`Regions::counters`].
 pub(crate) mod counter {
     /// Rows of the dispatch table arrived.
     pub const NOTIFIED: usize = 0;
@@ -255,12 +280,13 @@ impl Regions {
             Ok(start)
         };
         let local = config.num_experts / n.max(1);
-        // Low latency: dispatch signals (L × n), combine signals (n), place counters (L u64).
+        // Four counters of n words; low latency: dispatch signals (L × n), combine signals
+        // (n), place counters (L u64).
         let counter_words = match config.low_latency {
             true => local
                 .checked_mul(n)
-                .and_then(|w| w.checked_add(4 + n + local)),
-            false => Some(4),
+                .and_then(|w| w.checked_add(4 * n + n + local)),
+            false => Some(4 * n),
         };
         let counters = part(counter_words.and_then(|w| w.checked_mul(8)))?;
         let dispatch_table = part(n.checked_mul(dispatch_width * 4))?;
@@ -278,9 +304,9 @@ impl Regions {
                 let staged = local.checked_mul(rows).ok_or_else(overflow)?;
                 let rows_of = |count: usize| row_bytes.and_then(|b| b.checked_mul(count));
                 Some(LowLatencyRegions {
-                    signals: counters + 4 * 8,
-                    combine_signals: counters + (4 + local * n) * 8,
-                    places: counters + (4 + local * n + n) * 8,
+                    signals: counters + 4 * n * 8,
+                    combine_signals: counters + (4 * n + local * n) * 8,
+                    places: counters + (4 * n + local * n + n) * 8,
                     packed: part(rows_of(staged))?,
                     packed_fp8: part(staged.checked_mul(config.hidden))?,
                     packed_scales: part(staged.checked_mul(config.hidden / 128 * 4))?,
@@ -342,10 +368,16 @@ mod tests {
         assert_eq!(net.meta - net.rows, 4096 * (7168 * 2 + 56 * 4));
         assert_eq!(net.fetched - net.meta, 4096 * 8 * 96);
         assert_eq!(r.bytes - net.fetched, 128 * 8 * 7168 * 2);
-        assert!(net.pairs.is_none());
+        assert!(net.low_latency.is_none());
         let ll = Config::low_latency(128, 7168, 8, 256);
-        let pairs = Regions::new(&ll, 8, true).unwrap().network.unwrap().pairs;
-        assert!(pairs.is_some_and(|p| p % 256 == 0));
+        let r = Regions::new(&ll, 8, true).unwrap();
+        let net = r.network.unwrap().low_latency.unwrap();
+        // 128 × 8 staged pairs; 32 experts × 8 sources × 128 landing records and their
+        // slots; a (place, rows) pair per (expert, source).
+        assert_eq!(net.landing - net.pairs, 128 * 8 * 7168 * 2);
+        assert_eq!(net.landing_slot - net.landing, 32 * 8 * 128 * 7168 * 2);
+        assert_eq!(net.landed - net.landing_slot, 32 * 8 * 128 * 4);
+        assert_eq!(r.bytes - net.landed, 32 * 8 * 8);
     }
 
     #[test]

@@ -44,11 +44,14 @@ __device__ __forceinline__ unsigned ep_bf16(float f) {
 
 __device__ __forceinline__ unsigned ep_pack(float lo, float hi) { return ep_bf16(lo) | (ep_bf16(hi) << 16); }
 
-// Waits until this PE's counter reaches target; false if the host aborted first.
+// Waits until every PE's word of this PE's counter (a word per source, each set to the
+// source's call number) reaches call `target`; false if the host aborted first.
 __device__ __forceinline__ bool ep_wait_counter(const fsh_u64* counter, fsh_u64 target, const volatile fsh_u64* abort_word) {
     unsigned spins = 0;
-    while (fsh_signal_fetch(counter) < target) {
-        if ((++spins & 255u) == 0 && *abort_word != 0) return false;
+    for (int s = 0; s < fsh_n_pes(); ++s) {
+        while (fsh_signal_fetch(counter + s) < target) {
+            if ((++spins & 255u) == 0 && *abort_word != 0) return false;
+        }
     }
     return true;
 }
@@ -143,9 +146,10 @@ extern "C" __global__ void ep_layout(const long long* topk, int tokens, int k, i
     }
 }
 
-// One block. Writes this PE's `width`-word row into row my_pe of `table` on every PE, adding
-// 1 to each PE's counter once its row is there; waits until this PE's counter reaches
-// target (every PE's row arrived); copies the table to `snapshot` (pinned host memory).
+// One block. Writes this PE's `width`-word row into row my_pe of `table` on every PE, setting
+// this PE's word of each PE's counter to call `target` once its row is there; waits until
+// every word of this PE's counter reaches it (every PE's row arrived); copies the table to
+// `snapshot` (pinned host memory).
 // Where the job spans nodes, the row is first copied to `staged` (symmetric: a put to
 // another node reads its source through this PE's heap).
 extern "C" __global__ void ep_exchange(const int* row, int width, int* staged, int* table, fsh_u64* counter,
@@ -159,8 +163,8 @@ extern "C" __global__ void ep_exchange(const int* row, int width, int* staged, i
         from = staged; // the block put's first barrier orders these writes before it
     }
     for (int pe = 0; pe < n; ++pe)
-        fsh_putmem_signal_nbi_block(table + (long long)me * width, from, (fsh_size_t)width * sizeof(int), counter, 1,
-                                    FSH_SIGNAL_ADD, pe);
+        fsh_putmem_signal_nbi_block(table + (long long)me * width, from, (fsh_size_t)width * sizeof(int), counter + me,
+                                    target, FSH_SIGNAL_SET, pe);
     if (threadIdx.x == 0) {
         fsh_quiet();
         arrived = ep_wait_counter(counter, target, abort_word);
@@ -182,10 +186,12 @@ __device__ __forceinline__ bool ep_any_status(const int* table, int width) {
     return any != 0;
 }
 
-// Called by every thread of every block at the end: the grid's last block to finish adds 1
-// to `counter` on every PE (after this PE's writes of every block are visible, and its
-// transfers to other nodes complete).
-__device__ __forceinline__ void ep_tell_all(unsigned* blocks_done, fsh_u64* counter) {
+// Called by every thread of every block at the end: the grid's last block to finish sets this
+// PE's word of `counter` on every PE to `call` (after this PE's writes of every block are
+// visible, and its transfers to other nodes complete). Sets, not adds: to a PE on another node
+// a set is a write, where an add would be an atomic, a kernel on the target's GPU under the
+// `cpu` NIC handler, which the target's own waiting kernel could hold back.
+__device__ __forceinline__ void ep_tell_all(unsigned* blocks_done, fsh_u64* counter, fsh_u64 call) {
     __syncthreads();
     if (threadIdx.x == 0) {
         if (FSH_NETWORK) fsh_quiet();
@@ -194,7 +200,7 @@ __device__ __forceinline__ void ep_tell_all(unsigned* blocks_done, fsh_u64* coun
         if (before == gridDim.x - 1) {
             *blocks_done = 0;
             __threadfence_system();
-            for (int pe = 0; pe < fsh_n_pes(); ++pe) fsh_signal_op(counter, 1, FSH_SIGNAL_ADD, pe);
+            for (int pe = 0; pe < fsh_n_pes(); ++pe) fsh_signal_op(counter + fsh_my_pe(), call, FSH_SIGNAL_SET, pe);
         }
     }
 }
@@ -267,7 +273,7 @@ extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS) ep_dispatch(const e
                                        int experts, const int* send_pos, const int* table, int width,
                                        ep_v4* recv_x, float* recv_scales, int* recv_src, long long* recv_topk,
                                        float* recv_weights, int* rows, unsigned* blocks_done, fsh_u64* counter,
-                                       unsigned char* staged_rows, unsigned char* staged_meta) {
+                                       fsh_u64 call, unsigned char* staged_rows, unsigned char* staged_meta) {
     __shared__ int base[EP_MAX_PES];
     int n = fsh_n_pes(), me = fsh_my_pe(), local = experts / n;
     for (int r = threadIdx.x; r < n; r += blockDim.x) {
@@ -303,10 +309,10 @@ extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS) ep_dispatch(const e
             ep_send_remote(remote_pe, remote_at, remote, t, x, scales, topk, weights, pieces, scale_count, k, local,
                            to, staged_rows, staged_meta, lane);
     }
-    ep_tell_all(blocks_done, counter);
+    ep_tell_all(blocks_done, counter, call);
 }
 
-// One thread: waits until this PE's counter reaches target.
+// One thread: waits until every word of this PE's counter reaches call `target`.
 extern "C" __global__ void ep_wait(const fsh_u64* counter, fsh_u64 target, const volatile fsh_u64* abort_word,
                                    fsh_u64* outcome) {
     if (!ep_wait_counter(counter, target, abort_word)) *outcome = EP_ABORTED;
@@ -317,8 +323,8 @@ extern "C" __global__ void ep_wait(const fsh_u64* counter, fsh_u64 target, const
 // A row on a PE of another node is fetched first into the warp's staging slot (`fetched`:
 // fetch_rows rows per warp of the grid).
 extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS) ep_combine(const ep_v4* y, const int* rows, int tokens, int hidden, const int* table,
-                                      ep_v4* out, unsigned* blocks_done, fsh_u64* counter, ep_v4* fetched,
-                                      int fetch_rows) {
+                                      ep_v4* out, unsigned* blocks_done, fsh_u64* counter, fsh_u64 call,
+                                      ep_v4* fetched, int fetch_rows) {
     int n = fsh_n_pes();
     bool skip = ep_any_status(table, EP_ROW_HEAD);
     int lane = threadIdx.x & 31, warps = blockDim.x >> 5;
@@ -361,7 +367,7 @@ extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS) ep_combine(const ep
             out[t * pieces + i] = ep_pack4(a);
         }
     }
-    ep_tell_all(blocks_done, counter);
+    ep_tell_all(blocks_done, counter, call);
 }
 
 // Copies `pieces` 16-byte pieces (a combine input into the receive region), a warp a row.

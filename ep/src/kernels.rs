@@ -12,7 +12,7 @@ use ferroshmem_gpu::cudarc::driver::CudaStream;
 use ferroshmem_gpu::{CompileOptions, GpuModule, GpuPe, KernelArg, LaunchDims};
 use ferroshmem_runtime::Result;
 
-use crate::config::{NETWORK_COMBINE_WARPS, NETWORK_SEND_BLOCKS};
+use crate::config::NETWORK_COMBINE_WARPS;
 
 const SOURCE: &str = concat!(include_str!("kernels.cu"), include_str!("low_latency.cu"));
 
@@ -64,7 +64,11 @@ pub(crate) struct Staging {
     pub fetched: u64,
     /// Rows of each warp's slot in `fetched`.
     pub fetch_rows: i32,
+    /// The low-latency mode's parts (config's `NetworkLowLatency`).
     pub pairs: u64,
+    pub landing: u64,
+    pub landing_slot: u64,
+    pub landed: u64,
 }
 
 /// A dispatch's inputs and outputs, as device addresses.
@@ -151,6 +155,16 @@ pub(crate) struct LowLatencyReceiveArgs {
     /// Rows per local expert (scratch), and the same with the rows per source (pinned).
     pub recv_count: u64,
     pub counts_out: u64,
+    /// Where the rows landed from other nodes go: the packed rows (as the send's), their
+    /// shape, and whether the dispatch cast them to FP8.
+    pub packed: u64,
+    pub packed_fp8: u64,
+    pub packed_scales: u64,
+    pub packed_pe: u64,
+    pub packed_slot: u64,
+    pub hidden: i32,
+    pub max_tokens: i32,
+    pub fp8: bool,
 }
 
 /// A low-latency combine: the send-back half, the wait and the weighted sums.
@@ -249,7 +263,7 @@ impl Kernels {
     }
 
     /// Queues `ep_exchange`: `row` (`width` words) into every PE's `table`, then the wait
-    /// for `counter` to reach `target`, then the table's snapshot.
+    /// for every word of `counter` to reach call `target`, then the table's snapshot.
     #[allow(clippy::too_many_arguments)]
     pub fn exchange(
         &self,
@@ -274,7 +288,7 @@ impl Kernels {
         // SAFETY: ep_exchange takes (const int*, int, int*, int*, u64*, u64, int*, const
         // u64*, u64*) as passed; row holds `width` words, the staged row (0 on one node)
         // `dispatch_width` words at least, table and counter are symmetric
-        // addresses of this PE's region (n × width words, a counter), snapshot is pinned
+        // addresses of this PE's region (n × width words, a counter of n words), snapshot is pinned
         // memory of n × width words; all belong to the caller's buffer, which waits for its
         // stream before freeing them.
         unsafe {
@@ -287,7 +301,7 @@ impl Kernels {
         }
     }
 
-    /// Queues `ep_wait` for this PE's `counter` to reach `target`.
+    /// Queues `ep_wait` for every word of this PE's `counter` to reach call `target`.
     pub fn wait(
         &self,
         stream: &CudaStream,
@@ -301,7 +315,7 @@ impl Kernels {
             places.outcome.into(),
         ];
         // SAFETY: ep_wait takes (const u64*, u64, const u64*, u64*) as passed: a symmetric
-        // counter of the caller's region and its pinned words, alive until its stream is done.
+        // counter of n words of the caller's region and its pinned words, alive until its stream is done.
         unsafe {
             self.module
                 .launch("ep_wait", LaunchDims::linear(1, 1), stream, &args)
@@ -326,7 +340,7 @@ impl Kernels {
             a.snapshot,
             places,
         )?;
-        let args: [KernelArg; 22] = [
+        let args: [KernelArg; 23] = [
             a.x.into(),
             a.scales.into(),
             a.topk_idx.into(),
@@ -347,12 +361,13 @@ impl Kernels {
             a.rows.into(),
             places.blocks_done.into(),
             a.dispatched.0.into(),
+            a.dispatched.1.into(),
             places.staging.rows.into(),
             places.staging.meta.into(),
         ];
         // SAFETY: ep_dispatch takes (const v4*, const float*, const long long*, const float*,
         // int, int, int, int, int, const int*, const int*, int, v4*, float*, int*, long long*,
-        // float*, int*, unsigned*, u64*, u8*, u8*) as passed. The caller checked that x (and its scales),
+        // float*, int*, unsigned*, u64*, u64, u8*, u8*) as passed. The caller checked that x (and its scales),
         // topk_idx and topk_weights hold `tokens` rows (or passed 0 tokens), that a row's
         // pieces fit the receive region's bf16 row, that `rows` holds tokens × n words, and
         // sized the receive parts of the symmetric region (addresses of this PE's copy) for
@@ -392,7 +407,7 @@ impl Kernels {
             };
         }
         self.exchange(stream, (a.head, 3), a.table, a.ready, a.snapshot, places)?;
-        let args: [KernelArg; 10] = [
+        let args: [KernelArg; 11] = [
             a.recv_x.into(),
             a.rows.into(),
             a.tokens.into(),
@@ -401,6 +416,7 @@ impl Kernels {
             a.out.into(),
             places.blocks_done.into(),
             a.combined.0.into(),
+            a.combined.1.into(),
             places.staging.fetched.into(),
             places.staging.fetch_rows.into(),
         ];
@@ -410,7 +426,7 @@ impl Kernels {
             _ => (NETWORK_COMBINE_WARPS as u32 / (THREADS / 32)).min(self.blocks),
         };
         // SAFETY: ep_combine takes (const v4*, const int*, int, int, const int*, v4*,
-        // unsigned*, u64*, v4*, int) as passed: the receive region (symmetric, read on the
+        // unsigned*, u64*, u64, v4*, int) as passed: the receive region (symmetric, read on the
         // PEs the handle's rows name, each row within that PE's received rows), the handle's
         // tokens × n rows, the combine table, `out` (checked to hold `tokens` rows), and the
         // staging slots (0 on one node) of fetch_rows rows for each of the grid's warps.
@@ -432,7 +448,7 @@ impl Kernels {
         a: &LowLatencySendArgs,
         places: &Places,
     ) -> Result<()> {
-        let args: [KernelArg; 22] = [
+        let args: [KernelArg; 24] = [
             a.x.into(),
             a.topk_idx.into(),
             a.tokens.into(),
@@ -455,24 +471,23 @@ impl Kernels {
             i32::from(a.rejected).into(),
             a.calls.into(),
             places.staging.pairs.into(),
+            places.staging.landing.into(),
+            places.staging.landing_slot.into(),
         ];
-        let blocks = match places.staging.pairs {
-            0 => self.blocks,
-            _ => self.blocks.min(NETWORK_SEND_BLOCKS),
-        };
         // SAFETY: ep_ll_send takes (const v4*, const long long*, int, int, int, int, int,
         // u64*, v4*, int*, int*, int, u8*, float*, int*, int*, int*, unsigned*, u64*, int,
-        // const u64*, u8*) as passed (the buffer's two call words, then a BF16 row per pair, 0
-        // on one node). x and topk_idx hold `tokens` rows (checked by the caller, or 0 tokens;
-        // for FP8 the caller checked hidden is a multiple of 128). A row's place is
-        // below n × max_tokens among its expert's rows: each source sends an expert at most
-        // one row per token (the kernel refuses a repeated expert). Counters, scratch and
-        // pinned words belong to the caller's buffer, which keeps them until its stream is
-        // done.
+        // const u64*, u8*, u8*, int*) as passed (the buffer's two call words, then a BF16 row
+        // per pair, the landing records and their slots, all 0 on one node). x and topk_idx
+        // hold `tokens` rows (checked by the caller, or 0 tokens; for FP8 the caller checked
+        // hidden is a multiple of 128). A row's place is below n × max_tokens among its
+        // expert's rows, and below max_tokens among its landing part's: each source sends an
+        // expert at most one row per token (the kernel refuses a repeated expert). Counters,
+        // scratch and pinned words belong to the caller's buffer, which keeps them until its
+        // stream is done.
         unsafe {
             self.module.launch(
                 "ep_ll_send",
-                LaunchDims::linear(blocks, THREADS),
+                LaunchDims::linear(self.blocks, THREADS),
                 stream,
                 &args,
             )
@@ -486,7 +501,7 @@ impl Kernels {
         a: &LowLatencyReceiveArgs,
         places: &Places,
     ) -> Result<()> {
-        let args: [KernelArg; 8] = [
+        let args: [KernelArg; 9] = [
             a.local_experts.into(),
             a.signals.into(),
             a.calls.into(),
@@ -495,14 +510,56 @@ impl Kernels {
             a.counts_out.into(),
             places.abort.into(),
             places.outcome.into(),
+            places.staging.landed.into(),
         ];
         // SAFETY: ep_ll_receive takes (int, const u64*, u64*, u64*, int*, int*, const u64*,
-        // u64*) as passed: L × n signals and L place counters of this PE's region, the two call
-        // words and L words of scratch, L + L × n pinned words, all the caller's buffer's.
+        // u64*, int*) as passed: L × n signals and L place counters of this PE's region, the
+        // two call words and L words of scratch, L + L × n pinned words, then L × n pairs of
+        // words of the region (0 on one node), all the caller's buffer's.
         unsafe {
             self.module.launch(
                 "ep_ll_receive",
                 LaunchDims::linear(1, EXCHANGE_THREADS),
+                stream,
+                &args,
+            )?
+        };
+        match places.staging.landing {
+            0 => Ok(()),
+            _ => self.low_latency_gather(stream, a, places),
+        }
+    }
+
+    /// Queues the move of the rows landed from other nodes among the packed rows.
+    fn low_latency_gather(
+        &self,
+        stream: &CudaStream,
+        a: &LowLatencyReceiveArgs,
+        places: &Places,
+    ) -> Result<()> {
+        let args: [KernelArg; 12] = [
+            a.local_experts.into(),
+            places.staging.landed.into(),
+            places.staging.landing.into(),
+            places.staging.landing_slot.into(),
+            (a.hidden / 8).into(),
+            a.max_tokens.into(),
+            i32::from(a.fp8).into(),
+            a.packed.into(),
+            a.packed_fp8.into(),
+            a.packed_scales.into(),
+            a.packed_pe.into(),
+            a.packed_slot.into(),
+        ];
+        // SAFETY: ep_ll_gather takes (int, const int*, const u8*, const int*, int, int, int,
+        // v4*, u8*, float*, int*, int*) as passed: the (place, rows) pairs the receive hook
+        // queued before it wrote, each below n × max_tokens in all per expert (the rows the
+        // expert's sources signalled), L × n × max_tokens landing records of a BF16 row's size
+        // and their slots, the packed parts the send lays out, all of the caller's buffer.
+        unsafe {
+            self.module.launch(
+                "ep_ll_gather",
+                LaunchDims::linear(self.blocks, THREADS),
                 stream,
                 &args,
             )

@@ -48,9 +48,13 @@
 //! A job that spans nodes takes the device library's network path for PEs on other nodes
 //! (no mapping: `fsh_ptr` is null for them). What goes there is staged in the sender's part
 //! of the symmetric region and put (rows, top-k, weights, scales, low-latency rows per pair);
-//! the normal combine fetches those PEs' rows into per-warp staging slots; the low-latency
-//! place counters are network atomics. PEs of the same node still copy through their
-//! mappings. [`Buffer::bytes_needed`] says how much more such a buffer takes.
+//! the normal combine fetches those PEs' rows into per-warp staging slots. A low-latency
+//! dispatch puts a row for another node into the receiver's landing records of (expert,
+//! source), numbered by the sender itself, and the receiver moves them in behind its own
+//! node's rows once every signal is in: nothing crosses nodes but writes (signals included),
+//! since under the `cpu` NIC handler a remote atomic runs as a kernel on the target's GPU,
+//! which that PE's own waiting kernels can hold back. PEs of the same node still copy through
+//! their mappings. [`Buffer::bytes_needed`] says how much more such a buffer takes.
 //!
 //! # FP8
 //!

@@ -18,8 +18,12 @@
 // while the blocks they wait for have nowhere to run.
 //
 // To a PE on another node (fsh_ptr null; FSH_NETWORK) rows are staged in this PE's heap and
-// put by the warp, the place counter is a network atomic, and each block completes its
-// transfers before it counts itself done.
+// put by the warp into the receiver's landing records of (expert, this source), at places this
+// PE numbers itself; each block completes its transfers before it counts itself done. The
+// receiver, once every signal is in, moves the landed rows in behind the rows of its own
+// node's senders (ep_ll_gather). So nothing crosses nodes but writes: under the `cpu` NIC
+// handler a remote atomic is a kernel on the receiver's GPU, which the receiver's waiting
+// kernels could hold back for good.
 
 // The first index of a refused token's row that is out of range or repeats an earlier one.
 __device__ __forceinline__ int ep_ll_first_bad(const long long* row, int k, int experts) {
@@ -75,37 +79,34 @@ __device__ __forceinline__ void ep_cast_row(unsigned char* dst, float* scales, c
     }
 }
 
-// Pair p's row into place `at` of PE r on another node: cast (with `fp8`) or copied into the
-// pair's staging row of this PE's heap, put by the warp, its source PE and slot beside it.
-__device__ void ep_ll_put_remote(const ep_v4* row, int pieces, int fp8, unsigned char* stage, long long at, int r,
-                                 int me, long long p, ep_v4* packed, unsigned char* packed_fp8, float* packed_scales,
-                                 int* packed_pe, int* packed_slot, int lane) {
+// Pair p's row into landing record `at` of PE r on another node (a BF16 row's bytes; an FP8
+// row then its scales): cast (with `fp8`) or copied into the pair's staging row of this PE's
+// heap, put by the warp, its slot beside it.
+__device__ void ep_ll_put_landing(const ep_v4* row, int pieces, int fp8, unsigned char* stage, long long at, int r,
+                                  long long p, unsigned char* landing, int* landing_slot, int lane) {
+    unsigned char* record = landing + at * pieces * 16;
     if (fp8) {
-        float* scales = (float*)(stage + (long long)pieces * 8);
-        ep_cast_row(stage, scales, row, pieces, lane);
-        fsh_putmem_nbi_warp(packed_fp8 + at * pieces * 8, stage, (fsh_size_t)pieces * 8, r);
-        fsh_putmem_nbi_warp(packed_scales + at * (pieces / 16), scales, (fsh_size_t)(pieces / 16) * 4, r);
+        ep_cast_row(stage, (float*)(stage + (long long)pieces * 8), row, pieces, lane);
+        fsh_putmem_nbi_warp(record, stage, (fsh_size_t)pieces * 8 + (fsh_size_t)(pieces / 16) * 4, r);
     } else {
         ep_copy_row((ep_v4*)stage, row, pieces, lane);
-        fsh_putmem_nbi_warp(packed + at * pieces, stage, (fsh_size_t)pieces * 16, r);
+        fsh_putmem_nbi_warp(record, stage, (fsh_size_t)pieces * 16, r);
     }
-    if (lane == 0) {
-        fsh_p(packed_pe + at, me, r);
-        fsh_p(packed_slot + at, (int)p, r);
-    }
+    if (lane == 0) fsh_p(landing_slot + at, (int)p, r);
 }
 
 // Sends each (token, slot) pair to its expert (a warp a pair). places: [L] 64-bit counters on each
 // receiver; packed: [L][n * T] rows with packed_pe, packed_slot beside them (with `fp8`, the
 // rows cast to packed_fp8, [L][n * T][hidden] bytes, with packed_scales); counts: rows sent
 // per expert (zero between calls); bad: the first refused token (INT_MAX between calls);
-// signals: [L][n] words on each receiver.
+// signals: [L][n] words on each receiver; landing, landing_slot: [L][n][T] records on each
+// receiver for rows from other nodes (0 on one node).
 extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS) ep_ll_send(const ep_v4* x, const long long* topk, int tokens, int pieces, int k,
                                       int experts, int max_tokens, fsh_u64* places, ep_v4* packed, int* packed_pe,
                                       int* packed_slot, int fp8, unsigned char* packed_fp8, float* packed_scales,
                                       int* counts, int* bad, int* status_out, unsigned* blocks_done,
                                       fsh_u64* signals, int rejected, const fsh_u64* calls,
-                                      unsigned char* staged) {
+                                      unsigned char* staged, unsigned char* landing, int* landing_slot) {
     // `rejected`: the host refused this PE's input (then it passes no tokens).
     fsh_u64 call = calls[0] + 1;
     int n = fsh_n_pes(), me = fsh_my_pe(), local = experts / n;
@@ -120,18 +121,20 @@ extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS) ep_ll_send(const ep
         }
         if (e < 0) continue;
         int r = (int)(e / local), le = (int)(e % local);
+        bool lands = FSH_NETWORK && !fsh_ptr(places + le, r);
         unsigned place = 0;
         if (lane == 0) {
-            place = (unsigned)fsh_atomic_fetch_add(places + le, (fsh_u64)1, r);
-            atomicAdd(&counts[e], 1);
+            unsigned sent = (unsigned)atomicAdd(&counts[e], 1);
+            place = lands ? sent : (unsigned)fsh_atomic_fetch_add(places + le, (fsh_u64)1, r);
         }
         place = __shfl_sync(0xffffffffu, place, 0);
-        long long at = (long long)le * rows + place;
-        if (FSH_NETWORK && !fsh_ptr(packed_pe + at, r)) {
-            ep_ll_put_remote(x + (p / k) * pieces, pieces, fp8, staged + p * pieces * 16, at, r, me, p, packed,
-                             packed_fp8, packed_scales, packed_pe, packed_slot, lane);
+        if (lands) {
+            long long at = ((long long)le * n + me) * max_tokens + place;
+            ep_ll_put_landing(x + (p / k) * pieces, pieces, fp8, staged + p * pieces * 16, at, r, p, landing,
+                              landing_slot, lane);
             continue;
         }
+        long long at = (long long)le * rows + place;
         if (fp8)
             ep_cast_row((unsigned char*)fsh_ptr(packed_fp8 + at * pieces * 8, r),
                         (float*)fsh_ptr(packed_scales + at * (pieces / 16), r), x + (p / k) * pieces, pieces, lane);
@@ -175,13 +178,31 @@ extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS) ep_ll_send(const ep
     if (threadIdx.x == 0) *blocks_done = 0;
 }
 
+// Where each source's landed rows for one local expert go (`landed`: place, rows per source):
+// after the rows of this node's senders (which took places 0.. from the place counter), in
+// source order. `counts`: the expert's rows per source.
+__device__ void ep_ll_place_landed(const int* counts, int n, int refusals, const fsh_u64* signals, int* landed) {
+    int at = 0;
+    for (int s = 0; s < n; ++s)
+        if (fsh_ptr(signals, s)) at += max(counts[s], 0);
+    for (int s = 0; s < n; ++s) {
+        int rows = refusals || fsh_ptr(signals, s) ? 0 : max(counts[s], 0);
+        landed[2 * s] = at;
+        landed[2 * s + 1] = rows;
+        at += rows;
+    }
+}
+
 // The receive hook: one block. Waits for every (local expert, source) signal of this call;
 // writes the rows per local expert to `recv_count` (device) and, with the rows per (expert,
 // source), to `counts_out` (pinned host memory: L words, then L × n, -1 for a refusing
 // source); clears the place counters for the next call. A refusal anywhere: no rows at all.
+// Where the job spans nodes, `landed` gets per (local expert, source) the place among the
+// expert's rows where that source's landed rows go and how many (0 for a source on this node:
+// its rows are in place already).
 extern "C" __global__ void ep_ll_receive(int local, const fsh_u64* signals, fsh_u64* calls, fsh_u64* places,
                                          int* recv_count, int* counts_out, const volatile fsh_u64* abort_word,
-                                         fsh_u64* outcome) {
+                                         fsh_u64* outcome, int* landed) {
     __shared__ int ok, refusals;
     int n = fsh_n_pes();
     fsh_u64 call = calls[0] + 1;
@@ -201,6 +222,7 @@ extern "C" __global__ void ep_ll_receive(int local, const fsh_u64* signals, fsh_
     __syncthreads();
     if (!ok) {
         if (threadIdx.x == 0) *outcome = EP_ABORTED;
+        for (int i = threadIdx.x; FSH_NETWORK && landed && i < local * n; i += blockDim.x) landed[2 * i + 1] = 0;
         return;
     }
     for (int le = threadIdx.x; le < local; le += blockDim.x) {
@@ -210,6 +232,36 @@ extern "C" __global__ void ep_ll_receive(int local, const fsh_u64* signals, fsh_
         recv_count[le] = total;
         counts_out[le] = total;
         places[le] = 0;
+        if (FSH_NETWORK && landed) ep_ll_place_landed(counts_out + local + le * n, n, refusals, signals, landed + 2 * le * n);
+    }
+}
+
+// Moves the rows that PEs on other nodes put into this PE's landing records ([L][n][T], as
+// `landed` places them) among the packed rows, with their source and slot, so that they lie
+// as rows from this node's senders do. A warp a record; records past a part's rows are skipped.
+extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS) ep_ll_gather(int local, const int* landed, const unsigned char* landing,
+                                        const int* landing_slot, int pieces, int max_tokens, int fp8, ep_v4* packed,
+                                        unsigned char* packed_fp8, float* packed_scales, int* packed_pe,
+                                        int* packed_slot) {
+    int n = fsh_n_pes(), lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+    long long rows = (long long)n * max_tokens, records = (long long)local * rows;
+    for (long long w = (long long)blockIdx.x * warps + (threadIdx.x >> 5); w < records; w += (long long)gridDim.x * warps) {
+        long long part = w / max_tokens;
+        int i = (int)(w % max_tokens);
+        if (i >= landed[2 * part + 1]) continue;
+        long long at = (part / n) * rows + landed[2 * part] + i;
+        const unsigned char* record = landing + w * pieces * 16;
+        if (fp8) {
+            ep_copy_row((ep_v4*)(packed_fp8 + at * pieces * 8), (const ep_v4*)record, pieces / 2, lane);
+            const float* scales = (const float*)(record + (long long)pieces * 8);
+            for (int j = lane; j < pieces / 16; j += 32) packed_scales[at * (pieces / 16) + j] = scales[j];
+        } else {
+            ep_copy_row(packed + at * pieces, (const ep_v4*)record, pieces, lane);
+        }
+        if (lane == 0) {
+            packed_pe[at] = (int)(part % n);
+            packed_slot[at] = landing_slot[w];
+        }
     }
 }
 

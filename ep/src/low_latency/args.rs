@@ -75,8 +75,8 @@ impl Buffer {
         }
     }
 
-    /// The receive hook's arguments.
-    pub(super) fn low_latency_receive_args(&self) -> LowLatencyReceiveArgs {
+    /// The receive hook's arguments, for a dispatch that cast its rows to FP8 or not.
+    pub(super) fn low_latency_receive_args(&self, fp8: bool) -> LowLatencyReceiveArgs {
         let (state, regions) = self.low_latency_parts();
         let at = |offset: usize| self.base + offset as u64;
         LowLatencyReceiveArgs {
@@ -86,6 +86,14 @@ impl Buffer {
             places: at(regions.places),
             recv_count: self.recv_count_addr(),
             counts_out: state.counts_out.addr(),
+            packed: at(regions.packed),
+            packed_fp8: at(regions.packed_fp8),
+            packed_scales: at(regions.packed_scales),
+            packed_pe: at(regions.packed_pe),
+            packed_slot: at(regions.packed_slot),
+            hidden: self.config.hidden as i32,
+            max_tokens: self.config.max_tokens as i32,
+            fp8,
         }
     }
 

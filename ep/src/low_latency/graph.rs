@@ -150,7 +150,7 @@ impl Buffer {
         };
         self.check_round(&input, &round)?;
         let send = self.low_latency_send_args(&input, false);
-        let receive = self.low_latency_receive_args();
+        let receive = self.low_latency_receive_args(round.fp8);
         let weights = (&*round.topk_idx, &*round.topk_weights);
         let out = (round.out.device_ptr(), round.tokens);
         let combine = self.low_latency_combine_args(round.y, weights, out, false);

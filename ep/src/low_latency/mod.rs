@@ -354,7 +354,7 @@ impl<'a> LowLatencySend<'a> {
             return Ok(());
         }
         self.receive_queued = true;
-        let args = buffer.low_latency_receive_args();
+        let args = buffer.low_latency_receive_args(self.fp8);
         buffer
             .kernels
             .low_latency_receive(&buffer.stream, &args, &buffer.places())

@@ -390,10 +390,19 @@ __device__ __forceinline__ void fsh__signal_update(fsh_u64* r, fsh_u64 value, in
     else fsh__st_release(r, value);
 }
 
+// To a PE on another node a set is an 8-byte inline RDMA write (as NVSHMEM's IBGDA posts it):
+// executed in order after the queue's earlier writes, and, under the `cpu` NIC handler, a copy
+// at the target rather than a kernel of the target's, which its own waiting kernels could hold
+// back. An add is a network atomic.
+__device__ __forceinline__ void fsh__net_signal(fsh_u64* sig, fsh_u64 value, int op, int pe) {
+    if (!fsh__check(FSH_OP_SIGNAL_OP, pe, sig, 8)) return;
+    if (op == FSH_SIGNAL_ADD) fsh__net_amo(pe, sig, FSH_IBGDA_AMO_SIGNAL_ADD, 8, value, 0, false);
+    else fsh__net_rdma(pe, true, &value, sig, 8, false);
+}
+
 __device__ __forceinline__ void fsh_signal_op(fsh_u64* sig, fsh_u64 value, int op, int pe) {
     if (fsh__qp(pe)) {
-        if (fsh__check(FSH_OP_SIGNAL_OP, pe, sig, 8))
-            fsh__net_amo(pe, sig, op == FSH_SIGNAL_ADD ? FSH_IBGDA_AMO_SIGNAL_ADD : FSH_IBGDA_AMO_SIGNAL_SET, 8, value, 0, false);
+        fsh__net_signal(sig, value, op, pe);
         return;
     }
     fsh_u64* r = (fsh_u64*)fsh__peer(sig, pe, FSH_OP_SIGNAL_OP, 8);
@@ -650,7 +659,7 @@ __device__ __noinline__ void fsh__sync_all_thread() {
     for (int dist = 1; dist < n; dist <<= 1, ++round) {
         int to = (me + dist) % n;
         fsh_u64 flag = base + FSH_SYNC_FLAGS + 64ull * round;
-        if (fsh__qp(to)) fsh__net_amo(to, (const void*)flag, FSH_IBGDA_AMO_SIGNAL_SET, 8, epoch, 0, false);
+        if (fsh__qp(to)) fsh__net_rdma(to, true, &epoch, (const void*)flag, 8, false);
         else fsh__st_release((fsh_u64*)(flag + ((fsh_i64)to - me) * (fsh_i64)fsh_state.stride), epoch);
         while (fsh__ld_acquire((const fsh_u64*)flag) < epoch) {}
     }

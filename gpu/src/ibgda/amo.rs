@@ -30,7 +30,8 @@ pub enum AmoFamily {
     Set,
     /// `swap`.
     Swap,
-    /// `signal_op` with `SIGNAL_SET` (and the signal of `put_signal`).
+    /// A signal set posted as an atomic (the device library posts `signal_op` with
+    /// `SIGNAL_SET`, and the signal of `put_signal`, as an inline RDMA write instead).
     SignalSet,
     /// `signal_op` with `SIGNAL_ADD`.
     SignalAdd,
