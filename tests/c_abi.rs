@@ -1,11 +1,12 @@
 //! The C ABI end to end, as a C user runs it: each program of `tests/c/` built with
-//! `ferroshmem cc` against `shmem.h` and `libferroshmem_c`, then run with
+//! `ferroshmem cc` (the C++ one with `ferroshmem c++`) against `shmem.h` and
+//! `libferroshmem_c`, then run with
 //! `ferroshmem run -np N` at 1, 2 and 4 PEs (each program checks its own values and exits
 //! non-zero on the first difference); the OpenSHMEM benchmarks of `benches/oshmem/` built
 //! unmodified; and the C ABI's refusals (a routine given an address outside the heap ends
 //! the job, naming the routine, the error and the PE).
 //!
-//! Skipped, saying so, where no C compiler is installed.
+//! Skipped, saying so, where no C (or C++) compiler is installed.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -31,18 +32,29 @@ fn out_dir() -> PathBuf {
     dir
 }
 
-/// Whether a C compiler runs here; says why the tests skip when not.
-fn have_cc() -> bool {
-    let found = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
+/// Whether the compiler `ferroshmem DRIVER` starts (`cc`: `$CC` or `cc`; `c++`: `$CXX` or
+/// `c++`) runs here; says why the tests skip when not.
+fn have_compiler(driver: &str) -> bool {
+    let (variable, language) = match driver {
+        "c++" => ("CXX", "C++"),
+        _ => ("CC", "C"),
+    };
+    let compiler = std::env::var(variable).unwrap_or_else(|_| driver.into());
+    let found = Command::new(&compiler)
         .arg("--version")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|s| s.success());
     if !found {
-        eprintln!("skipped: no C compiler (cc) on this machine");
+        eprintln!("skipped: no {language} compiler ({compiler}) on this machine");
     }
     found
+}
+
+/// Whether a C compiler runs here.
+fn have_cc() -> bool {
+    have_compiler("cc")
 }
 
 /// `ferroshmem ARGS` with the C library's directory set, its output captured.
@@ -80,8 +92,14 @@ fn finish(child: Child, what: &str) -> Output {
 /// Builds `source` with `ferroshmem cc` and `flags` into the output directory; returns the
 /// program.
 fn build(source: &Path, name: &str, flags: &[&str]) -> PathBuf {
+    build_with("cc", source, name, flags)
+}
+
+/// Builds `source` with `ferroshmem DRIVER` (`cc` or `c++`) and `flags` into the output
+/// directory; returns the program.
+fn build_with(driver: &str, source: &Path, name: &str, flags: &[&str]) -> PathBuf {
     let program = out_dir().join(name);
-    let mut args = vec!["cc", "-O1", "-Wall"];
+    let mut args = vec![driver, "-O1", "-Wall"];
     args.extend_from_slice(flags);
     args.extend([
         "-o",
@@ -91,7 +109,7 @@ fn build(source: &Path, name: &str, flags: &[&str]) -> PathBuf {
     let output = finish(ferroshmem(&args), &format!("building {name}"));
     assert!(
         output.status.success(),
-        "ferroshmem cc {}: {}{}",
+        "ferroshmem {driver} {}: {}{}",
         source.display(),
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
@@ -101,11 +119,17 @@ fn build(source: &Path, name: &str, flags: &[&str]) -> PathBuf {
 
 /// Builds `tests/c/NAME.c` and runs it at 1, 2 and 4 PEs; every run must exit 0.
 fn check_program(name: &str) {
-    if !have_cc() {
+    check_source("cc", &format!("{name}.c"), name, "-std=c11");
+}
+
+/// Builds `tests/c/FILE` with `ferroshmem DRIVER` in language standard `std` into `name`
+/// and runs it at 1, 2 and 4 PEs; every run must exit 0.
+fn check_source(driver: &str, file: &str, name: &str, std: &str) {
+    if !have_compiler(driver) {
         return;
     }
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/c/{name}.c"));
-    let program = build(&source, name, &["-std=c11"]);
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/c/{file}"));
+    let program = build_with(driver, &source, name, &[std]);
     for n in ["1", "2", "4"] {
         let what = format!("{name} at {n} PEs");
         let output = finish(
@@ -168,6 +192,12 @@ fn teams() {
 #[test]
 fn contexts() {
     check_program("ctx");
+}
+
+/// The generic names from C++ (overloads over the C11 tables), inside templates.
+#[test]
+fn generic_names_from_cpp() {
+    check_source("c++", "generic.cpp", "generic", "-std=c++17");
 }
 
 /// The OpenSHMEM benchmarks compile unmodified against ferroshmem's `shmem.h`.

@@ -633,10 +633,8 @@ static inline void shmem_udcflush_line(void *dest) { (void)dest; }
  * specification's C11 synopses give them; the RMA, AMO and signalling names also take an
  * optional leading shmem_ctx_t (shmem_put(ctx, dest, source, nelems, pe)). A type outside the
  * routine's table selects fshmem_generic_no_match, so the call fails to compile. Only types that
- * are distinct in C appear (int32_t is int, size_t is unsigned long, ... on LP64 systems). */
-#if !defined(__cplusplus) && defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
-
-static inline void fshmem_generic_no_match(void) {}
+ * are distinct in C appear (int32_t is int, size_t is unsigned long, ... on LP64 systems). In C++
+ * the same names are overloads over the same tables (shmem_cxx.h). */
 
 #define FSHMEM_ARG0(...) FSHMEM_ARG0_(__VA_ARGS__, ~)
 #define FSHMEM_ARG0_(a, ...) a
@@ -677,6 +675,12 @@ static inline void fshmem_generic_no_match(void) {}
     X(unsigned short, ushort, S) X(unsigned int, uint, S) X(unsigned long, ulong, S)          \
     X(unsigned long long, ulonglong, S) X(float, float, S) X(double, double, S)
 #define FSHMEM_G_ARITHRED(X, S) FSHMEM_G_MINMAXRED(X, S) FSHMEM_COMPLEX_TYPES(X, S)
+
+#if defined(__cplusplus) && __cplusplus >= 201103L
+#include "shmem_cxx.h"
+#elif !defined(__cplusplus) && defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
+
+static inline void fshmem_generic_no_match(void) {}
 
 /* Selection on the first argument (ARG = FSHMEM_ARG0) or the second (FSHMEM_ARG1, after a team) */
 #define FSHMEM_GEN(TABLE, A, S, ARG, ...)                                                      \

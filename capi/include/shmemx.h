@@ -13,7 +13,7 @@
  *                                   gets zeros); dest may be source; 0, or -1 on an error
  *
  * In C11 the type-generic shmemx_ibput / shmemx_ibget select the typed routine by dest,
- * shmemx_sum_inscan / shmemx_sum_exscan by dest (after the team).
+ * shmemx_sum_inscan / shmemx_sum_exscan by dest (after the team); in C++ they are overloads.
  */
 #ifndef FERROSHMEM_SHMEMX_H
 #define FERROSHMEM_SHMEMX_H
@@ -47,7 +47,17 @@ FSHMEM_ARITHRED_TYPES(FSHMEMX_DECL_SCAN, _sum_exscan)
 } /* extern "C" */
 #endif
 
-#if !defined(__cplusplus) && defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
+#if defined(__cplusplus) && __cplusplus >= 201103L
+/* C++: the generic names as overloads (see shmem_cxx.h) */
+#define FSHMEMX_CXX(T, N, S) FSHMEM_CXX_FORWARD(shmemx##S, shmemx_##N##S, T *)
+#define FSHMEMX_CXX_TEAM(T, N, S) FSHMEM_CXX_FORWARD2(shmemx##S, shmemx_##N##S, shmem_team_t, T *)
+FSHMEM_G_RMA(FSHMEMX_CXX, _ibput)
+FSHMEM_G_RMA(FSHMEMX_CXX, _ibget)
+FSHMEM_G_ARITHRED(FSHMEMX_CXX_TEAM, _sum_inscan)
+FSHMEM_G_ARITHRED(FSHMEMX_CXX_TEAM, _sum_exscan)
+#undef FSHMEMX_CXX_TEAM
+#undef FSHMEMX_CXX
+#elif !defined(__cplusplus) && defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
 #define FSHMEMX_GA(T, N, S) T *: shmemx_##N##S,
 #define shmemx_ibput(...)                                                                      \
     FSHMEM_GEN(FSHMEM_G_RMA, FSHMEMX_GA, _ibput, FSHMEM_ARG0, __VA_ARGS__)
