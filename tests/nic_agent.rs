@@ -218,6 +218,121 @@ fn a_write_is_visible_in_the_heap_before_its_reply_comes() {
     }
 }
 
+/// A heap that, like a GPU heap's batched copies, lands the writes deferred to one flush in
+/// address order, and logs the address of each write as it lands.
+struct AddressOrderMemory {
+    landed: HostMemory,
+    deferred: Mutex<Vec<(u64, Vec<u8>)>>,
+    log: Mutex<Vec<u64>>,
+}
+
+impl AddressOrderMemory {
+    fn land(&self, addr: u64, data: &[u8]) -> ferroshmem::Result<()> {
+        self.log.lock().expect("not poisoned").push(addr);
+        self.landed.write(addr, data)
+    }
+
+    fn apply_deferred(&self) -> ferroshmem::Result<()> {
+        let mut deferred = std::mem::take(&mut *self.deferred.lock().expect("not poisoned"));
+        deferred.sort_by_key(|&(addr, _)| addr);
+        deferred
+            .iter()
+            .try_for_each(|(addr, data)| self.land(*addr, data))
+    }
+}
+
+impl HeapMemory for AddressOrderMemory {
+    fn base(&self) -> u64 {
+        self.landed.base()
+    }
+    fn size(&self) -> usize {
+        self.landed.size()
+    }
+    fn read(&self, addr: u64, out: &mut [u8]) -> ferroshmem::Result<()> {
+        self.apply_deferred()?;
+        self.landed.read(addr, out)
+    }
+    fn write(&self, addr: u64, data: &[u8]) -> ferroshmem::Result<()> {
+        self.apply_deferred()?;
+        self.land(addr, data)
+    }
+    fn write_deferred(&self, addr: u64, data: &[u8]) -> ferroshmem::Result<()> {
+        let mut deferred = self.deferred.lock().expect("not poisoned");
+        deferred.push((addr, data.to_vec()));
+        Ok(())
+    }
+    fn flush(&self) -> ferroshmem::Result<()> {
+        self.apply_deferred()
+    }
+    fn atomic(&self, addr: u64, width: Width, op: AmoOp) -> ferroshmem::Result<u64> {
+        self.apply_deferred()?;
+        self.landed.atomic(addr, width, op)
+    }
+}
+
+/// An ordered write (a fenced WQE: the device library's signal set) lands only after the
+/// writes before it, even where the heap lands a batch's deferred writes in address order:
+/// PE 0 sends PE 1, in one message, data at a high address and then an ordered 8-byte flag
+/// below it; PE 1's heap must show the data first.
+#[test]
+fn an_ordered_write_lands_after_the_writes_before_it() {
+    std::env::set_var("FERROSHMEM_SYMMETRIC_SIZE", "64M");
+    let heaps: Arc<Mutex<Vec<Option<Arc<AddressOrderMemory>>>>> =
+        Arc::new(Mutex::new(vec![None; 2]));
+    let results = common::runtime()
+        .block_on(ferroshmem::run_local(2, move |pe| {
+            let heaps = heaps.clone();
+            async move {
+                let config = small();
+                let rings = pe.malloc::<u64>(config.ring_words(2)).await?;
+                let memory = Arc::new(AddressOrderMemory {
+                    landed: HostMemory::new(BASE + pe.my_pe() as u64 * (1 << 32), HEAP)?,
+                    deferred: Mutex::default(),
+                    log: Mutex::default(),
+                });
+                heaps.lock().expect("not poisoned")[pe.my_pe()] = Some(memory.clone());
+                let exchange = Arc::new(pe.clone());
+                let agent = Agent::new(pe.data_plane(), exchange, rings, memory, config).await?;
+                pe.barrier_all().await?;
+                if pe.my_pe() == 0 {
+                    let peer = agent.peer(1).expect("PE 1");
+                    let (data, flag) = (peer.base + 4096, peer.base);
+                    let requests = vec![
+                        Request::Write {
+                            addr: data,
+                            rkey: peer.rkey,
+                            data: vec![7; 64],
+                        },
+                        Request::OrderedWrite {
+                            addr: flag,
+                            rkey: peer.rkey,
+                            data: 1u64.to_le_bytes().to_vec(),
+                        },
+                    ];
+                    for reply in agent.submit_many(1, requests) {
+                        assert_eq!(reply.await?.status, Status::Ok);
+                    }
+                    let target = heaps.lock().expect("not poisoned")[1]
+                        .clone()
+                        .expect("PE 1's heap");
+                    let log = target.log.lock().expect("not poisoned").clone();
+                    let at = |addr| log.iter().position(|&a| a == addr);
+                    assert!(
+                        at(data).zip(at(flag)).is_some_and(|(d, f)| d < f),
+                        "the flag landed before the data it follows: {log:x?}"
+                    );
+                }
+                pe.barrier_all().await?;
+                agent.shutdown().await;
+                Ok::<(), Error>(())
+            }
+        }))
+        .expect("the job runs");
+    for r in results {
+        r.expect("every PE");
+    }
+}
+
 #[test]
 fn pe_entry() {
     let Ok(scenario) = std::env::var(SCENARIO) else {

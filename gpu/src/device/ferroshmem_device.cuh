@@ -210,6 +210,7 @@ __device__ __forceinline__ fsh_qp_t* fsh__qp(int pe);
 __device__ __noinline__ void fsh__net_rdma(int pe, bool write, void* local, const void* remote, fsh_size_t bytes, bool wait);
 __device__ __noinline__ fsh_u64 fsh__net_g(int pe, const void* remote, fsh_u32 bytes);
 __device__ __noinline__ fsh_u64 fsh__net_amo(int pe, const void* remote, fsh_u32 family, fsh_u32 width, fsh_u64 value, fsh_u64 compare, bool fetch);
+__device__ __noinline__ void fsh__net_set(int pe, const void* remote, fsh_u64 value);
 __device__ __noinline__ void fsh__net_quiet();
 template <typename T> __device__ __forceinline__ fsh_u64 fsh__net_word(T v);
 
@@ -390,14 +391,14 @@ __device__ __forceinline__ void fsh__signal_update(fsh_u64* r, fsh_u64 value, in
     else fsh__st_release(r, value);
 }
 
-// To a PE on another node a set is an 8-byte inline RDMA write (as NVSHMEM's IBGDA posts it):
-// executed in order after the queue's earlier writes, and, under the `cpu` NIC handler, a copy
-// at the target rather than a kernel of the target's, which its own waiting kernels could hold
-// back. An add is a network atomic.
+// To a PE on another node a set is a fenced 8-byte inline RDMA write (fsh__net_set): shown
+// after the queue's earlier writes, and, under the `cpu` NIC handler, a copy at the target
+// rather than a kernel of the target's, which its own waiting kernels could hold back. An add
+// is a network atomic.
 __device__ __forceinline__ void fsh__net_signal(fsh_u64* sig, fsh_u64 value, int op, int pe) {
     if (!fsh__check(FSH_OP_SIGNAL_OP, pe, sig, 8)) return;
     if (op == FSH_SIGNAL_ADD) fsh__net_amo(pe, sig, FSH_IBGDA_AMO_SIGNAL_ADD, 8, value, 0, false);
-    else fsh__net_rdma(pe, true, &value, sig, 8, false);
+    else fsh__net_set(pe, sig, value);
 }
 
 __device__ __forceinline__ void fsh_signal_op(fsh_u64* sig, fsh_u64 value, int op, int pe) {
@@ -659,7 +660,7 @@ __device__ __noinline__ void fsh__sync_all_thread() {
     for (int dist = 1; dist < n; dist <<= 1, ++round) {
         int to = (me + dist) % n;
         fsh_u64 flag = base + FSH_SYNC_FLAGS + 64ull * round;
-        if (fsh__qp(to)) fsh__net_rdma(to, true, &epoch, (const void*)flag, 8, false);
+        if (fsh__qp(to)) fsh__net_set(to, (const void*)flag, epoch);
         else fsh__st_release((fsh_u64*)(flag + ((fsh_i64)to - me) * (fsh_i64)fsh_state.stride), epoch);
         while (fsh__ld_acquire((const fsh_u64*)flag) < epoch) {}
     }

@@ -185,6 +185,19 @@ __device__ __noinline__ void fsh__net_rdma(int pe, bool write, void* local, cons
     if (wait) fsh__qp_wait(q, pe, end);
 }
 
+// Sets the word at symmetric `remote` on `pe` to `value` (a signal set, a barrier flag): an
+// 8-byte inline RDMA write with a fence, which the target shows only after the writes posted
+// before it on the queue (the data the signal announces). Completed by fsh_quiet.
+__device__ __noinline__ void fsh__net_set(int pe, const void* remote, fsh_u64 value) {
+    fsh_qp_t* q = fsh__qp(pe);
+    if (q->error) return;
+    fsh_u32 nbb = (2 + (4 + 8 + 15) / 16 + 3) / 4;
+    fsh_u64 at = fsh__qp_reserve(q, pe, nbb);
+    fsh_ibgda_wqe_inline(q->sq, q->nwqes - 1, (fsh_u32)at, q->qpn, FSH_IBGDA_CQ_UPDATE | FSH_IBGDA_FENCE, &value, 8,
+                         fsh__raddr(q, remote), q->rkey);
+    fsh__qp_submit(q, at, nbb);
+}
+
 // Reads the `bytes` (at most 8) at symmetric `remote` on `pe` into a result slot and returns
 // them (fsh_g): an RDMA read, waited for.
 __device__ __noinline__ fsh_u64 fsh__net_g(int pe, const void* remote, fsh_u32 bytes) {

@@ -68,6 +68,11 @@ impl HeapMemory for GpuHeap {
         self.copies.to_device_deferred(addr, data)
     }
 
+    fn write_ordered(&self, addr: u64, data: &[u8]) -> Result<()> {
+        tracing::trace!(addr, len = data.len(), "NIC agent copy after the others");
+        self.copies.to_device_after(addr, data)
+    }
+
     fn flush(&self) -> Result<()> {
         self.copies.drain()
     }

@@ -266,6 +266,17 @@ impl Staged {
         Ok(())
     }
 
+    /// As [`Staged::to_device_deferred`], but the copy lands after every write deferred
+    /// before it: those are queued first (the stream keeps the order), not merged with it.
+    pub fn to_device_after(&self, addr: u64, data: &[u8]) -> Result<()> {
+        {
+            driver::bind(&self.ctx)?;
+            let mut staging = self.staging.lock().unwrap_or_else(PoisonError::into_inner);
+            self.issue_pending(&mut staging)?;
+        }
+        self.to_device_deferred(addr, data)
+    }
+
     /// Waits until every copy queued and every deferred write is done.
     pub fn drain(&self) -> Result<()> {
         self.idle().map(drop)

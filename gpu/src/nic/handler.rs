@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 use ferroshmem_runtime::{Error, Result};
 
 use super::{Agent, AmoOp, Reply, Request, Status};
-use crate::ibgda::{AtomicOp, Completion, Consumer, DecodedWqe, Syndrome, WorkRequest};
+use crate::ibgda::{AtomicOp, Completion, Consumer, DecodedWqe, Fence, Syndrome, WorkRequest};
 
 /// The initiator's side of the WQEs' local buffers: a write's source, read before the
 /// request leaves, and a read's or an atomic's destination, written when the reply lands.
@@ -304,34 +304,28 @@ fn source_span<E>(decoded: &std::result::Result<DecodedWqe, E>) -> Option<(u64, 
 }
 
 /// The agent's request of a decoded WQE and where its reply lands; `source`: a write's
-/// local bytes, read. A write whose source could not be read is refused.
+/// local bytes, read. A write whose source could not be read is refused. A write with a
+/// fence is an ordered write: the target shows it only after the writes before it (the
+/// device library fences a signal set, which announces the data before it).
 fn request_of(
     wqe: DecodedWqe,
     source: Option<Result<Vec<u8>>>,
 ) -> std::result::Result<(Request, Landing), Syndrome> {
+    let write = |addr, rkey, data| match wqe.flags.fence {
+        Fence::None => Request::Write { addr, rkey, data },
+        _ => Request::OrderedWrite { addr, rkey, data },
+    };
     Ok(match wqe.request {
         WorkRequest::Nop => (Request::Nop, Landing::Nothing),
         WorkRequest::Write { remote, rkey, .. } | WorkRequest::WriteImm { remote, rkey, .. } => {
             match source {
-                Some(Ok(data)) => (
-                    Request::Write {
-                        addr: remote,
-                        rkey,
-                        data,
-                    },
-                    Landing::Nothing,
-                ),
+                Some(Ok(data)) => (write(remote, rkey, data), Landing::Nothing),
                 _ => return Err(Syndrome::LocalProt),
             }
         }
-        WorkRequest::WriteInline { data, remote, rkey } => (
-            Request::Write {
-                addr: remote,
-                rkey,
-                data,
-            },
-            Landing::Nothing,
-        ),
+        WorkRequest::WriteInline { data, remote, rkey } => {
+            (write(remote, rkey, data), Landing::Nothing)
+        }
         WorkRequest::Read {
             local,
             remote,

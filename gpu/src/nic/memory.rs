@@ -31,8 +31,9 @@ pub trait HeapMemory: Send + Sync + 'static {
     /// As [`HeapMemory::read`].
     fn write(&self, addr: u64, data: &[u8]) -> Result<()>;
     /// Starts copying `data` to `addr`, visible to the heap's owner once
-    /// [`HeapMemory::flush`] returns; deferred writes land in call order, and a later read or
-    /// atomic sees them. The agent defers the writes of one batch of requests and flushes
+    /// [`HeapMemory::flush`] returns; overlapping deferred writes land in call order, and a
+    /// later read or atomic sees them, but the owner may see them land in any order before
+    /// the flush returns (see [`HeapMemory::write_ordered`]). The agent defers the writes of one batch of requests and flushes
     /// before it replies to any of them, so a GPU heap waits for its copies once per batch.
     /// `data` is the caller's again once this returns. The default writes at once.
     ///
@@ -40,6 +41,16 @@ pub trait HeapMemory: Send + Sync + 'static {
     /// As [`HeapMemory::read`].
     fn write_deferred(&self, addr: u64, data: &[u8]) -> Result<()> {
         self.write(addr, data)
+    }
+    /// As [`HeapMemory::write_deferred`], but the heap's owner sees this write only after
+    /// every write deferred before it (a signal after the data it announces). The default
+    /// flushes first.
+    ///
+    /// # Errors
+    /// As [`HeapMemory::read`].
+    fn write_ordered(&self, addr: u64, data: &[u8]) -> Result<()> {
+        self.flush()?;
+        self.write_deferred(addr, data)
     }
     /// Waits until every deferred write is visible to the heap's owner.
     ///

@@ -164,6 +164,17 @@ pub enum Request {
         /// The bytes.
         data: Vec<u8>,
     },
+    /// Write `data` at `addr`, visible only after every earlier write of the same queue is
+    /// (a WQE with a fence: the device library posts a signal set so, after the data it
+    /// announces).
+    OrderedWrite {
+        /// The remote heap address.
+        addr: u64,
+        /// The remote key the initiator used.
+        rkey: u32,
+        /// The bytes.
+        data: Vec<u8>,
+    },
     /// Read `len` bytes at `addr` (an RDMA READ); they come back in [`Reply::data`].
     Read {
         /// The remote heap address.

@@ -225,7 +225,7 @@ impl Shared {
         };
         let memory = &self.memory;
         let (addr, len) = match &action {
-            Action::Write(data) => (header.addr, data.len()),
+            Action::Write(data) | Action::OrderedWrite(data) => (header.addr, data.len()),
             Action::Read(len) => (header.addr, *len),
             Action::Atomic(width, _) => (header.addr, width.bytes() as usize),
             Action::Nop => (0, 0),
@@ -235,6 +235,9 @@ impl Shared {
         }
         let done = match action {
             Action::Write(data) => memory.write_deferred(addr, data).map(|()| (0, Vec::new())),
+            Action::OrderedWrite(data) => {
+                memory.write_ordered(addr, data).map(|()| (0, Vec::new()))
+            }
             Action::Read(len) => {
                 let mut data = vec![0; len];
                 memory.read(addr, &mut data).map(|()| (0, data))

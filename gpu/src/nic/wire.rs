@@ -33,6 +33,7 @@ const WRITE: u8 = 1;
 const READ: u8 = 2;
 const ATOMIC: u8 = 3;
 const NOP: u8 = 4;
+const ORDERED_WRITE: u8 = 5;
 const SKIP: u8 = 0xFF;
 
 /// Where things are in the agent's buffer, for `n` PEs and rings of `blocks` blocks.
@@ -119,7 +120,7 @@ impl Header {
     /// The payload bytes that follow the header.
     pub fn payload(&self) -> usize {
         match self.kind {
-            WRITE => self.len as usize,
+            WRITE | ORDERED_WRITE => self.len as usize,
             ATOMIC => AMO_PAYLOAD,
             _ => 0,
         }
@@ -232,38 +233,10 @@ impl From<Vec<u8>> for Payload {
 
 /// Splits `request` into chunks of at most `max` payload (or read) bytes.
 pub(crate) fn chunks(request: Request, max: usize) -> Vec<Chunk> {
-    let header = |kind, rkey, addr, len: usize, span| Header {
-        kind,
-        width: 0,
-        amo: 0,
-        rkey,
-        len: len as u32,
-        seq: 0,
-        addr,
-        reply_at: 0,
-        span,
-    };
     match request {
-        Request::Write { addr, rkey, data } => {
-            let span = (addr, addr.wrapping_add(data.len() as u64));
-            let len = data.len();
-            let bytes = Arc::new(data);
-            let mut out = Vec::with_capacity(len.div_ceil(max).max(1));
-            let mut from = 0;
-            loop {
-                let to = len.min(from + max);
-                out.push(Chunk {
-                    header: header(WRITE, rkey, addr.wrapping_add(from as u64), to - from, span),
-                    payload: Payload {
-                        bytes: bytes.clone(),
-                        part: from..to,
-                    },
-                });
-                from = to;
-                if from >= len {
-                    break out;
-                }
-            }
+        Request::Write { addr, rkey, data } => write_chunks(WRITE, (addr, rkey), data, max),
+        Request::OrderedWrite { addr, rkey, data } => {
+            write_chunks(ORDERED_WRITE, (addr, rkey), data, max)
         }
         Request::Read { addr, rkey, len } => {
             let span = (addr, addr.wrapping_add(len as u64));
@@ -305,10 +278,52 @@ pub(crate) fn chunks(request: Request, max: usize) -> Vec<Chunk> {
     }
 }
 
+/// A request record's header: `kind` at `addr` under `rkey`, `len` bytes, part of `span`.
+fn header(kind: u8, rkey: u32, addr: u64, len: usize, span: (u64, u64)) -> Header {
+    Header {
+        kind,
+        width: 0,
+        amo: 0,
+        rkey,
+        len: len as u32,
+        seq: 0,
+        addr,
+        reply_at: 0,
+        span,
+    }
+}
+
+/// A write of `kind` (`WRITE` or `ORDERED_WRITE`) of `data` at `addr` under `rkey`, in
+/// chunks of at most `max` bytes (an ordered write's chunks are each ordered: they land
+/// in order anyway).
+fn write_chunks(kind: u8, (addr, rkey): (u64, u32), data: Vec<u8>, max: usize) -> Vec<Chunk> {
+    let span = (addr, addr.wrapping_add(data.len() as u64));
+    let len = data.len();
+    let bytes = Arc::new(data);
+    let mut out = Vec::with_capacity(len.div_ceil(max).max(1));
+    let mut from = 0;
+    loop {
+        let to = len.min(from + max);
+        out.push(Chunk {
+            header: header(kind, rkey, addr.wrapping_add(from as u64), to - from, span),
+            payload: Payload {
+                bytes: bytes.clone(),
+                part: from..to,
+            },
+        });
+        from = to;
+        if from >= len {
+            return out;
+        }
+    }
+}
+
 /// What a target is asked to do by one record.
 #[derive(Debug)]
 pub(crate) enum Action<'a> {
     Write(&'a [u8]),
+    /// A write that must not be seen before the writes performed before it.
+    OrderedWrite(&'a [u8]),
     Read(usize),
     Atomic(Width, AmoOp),
     Nop,
@@ -321,6 +336,7 @@ pub(crate) fn action<'a>(
 ) -> std::result::Result<Action<'a>, Status> {
     match header.kind {
         WRITE => Ok(Action::Write(payload)),
+        ORDERED_WRITE => Ok(Action::OrderedWrite(payload)),
         READ => Ok(Action::Read(header.len as usize)),
         ATOMIC => {
             let width = Width::of(header.width as usize).ok_or(Status::RemoteInvalidRequest)?;
