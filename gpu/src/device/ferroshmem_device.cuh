@@ -372,8 +372,13 @@ FSH__TYPED(fsh_get_nbi_block, fsh_getmem_nbi_block)
 
 // ---------------------------------------------------------------- ordering
 
-// Orders this thread's puts, AMOs and signals (nvshmem_fence).
-__device__ __forceinline__ void fsh_fence() { fsh__fence_sys(); }
+// Orders this thread's puts, AMOs and signals (nvshmem_fence). To PEs on other nodes it
+// completes them (as fsh_quiet): the `cpu` NIC handler's target lands a batch's writes in
+// any order, where a ConnectX queue pair keeps them in order.
+__device__ __forceinline__ void fsh_fence() {
+    fsh__fence_sys();
+    if (FSH_NETWORK && fsh_state.net) fsh__net_quiet();
+}
 // Completes this thread's puts, AMOs and signals: visible everywhere after it, and before
 // any later access of this thread (nvshmem_quiet; sequentially consistent, as NVSHMEM's).
 // Operations to PEs on other nodes complete when their CQEs come back.
