@@ -349,9 +349,14 @@ impl Consumer {
     }
 
     /// Finishes the oldest WQE in flight, which must be `index`: a CQE when it is signaled or
-    /// failed; after a failure, WR-flush CQEs for every other WQE posted. A WQE refused at
-    /// decode completes in error whatever `status` says.
+    /// failed; after a failure, WR-flush CQEs for every other WQE posted (whose own
+    /// completions, coming later, then do nothing). A WQE refused at decode completes in
+    /// error whatever `status` says.
     pub fn complete(&mut self, index: u16, status: Completion) -> Result<(), WqeError> {
+        if self.in_error && self.inflight.iter().all(|f| f.index != index) {
+            // An error before it flushed it: its CQE is written already.
+            return Ok(());
+        }
         match self.inflight.front() {
             Some(f) if f.index == index => {}
             _ => return Err(WqeError::NotInFlight { index }),
