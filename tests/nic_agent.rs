@@ -115,19 +115,39 @@ fn timeouts_shutdown_and_bad_arguments_end_requests_with_typed_errors() {
 }
 
 /// A heap whose deferred writes land only when flushed (as a GPU heap's queued copies do),
-/// each PE's kept where the other PE of the job can look at it.
+/// each PE's kept where the other PE of the job can look at it; with `address_order`, a
+/// flush lands them in address order (as a GPU heap's runs of adjacent copies do). `log`
+/// holds the address of each write as it landed.
 struct DeferringMemory {
     landed: HostMemory,
     deferred: Mutex<Vec<(u64, Vec<u8>)>>,
+    address_order: bool,
+    log: Mutex<Vec<u64>>,
 }
 
 impl DeferringMemory {
+    fn new(pe: &Pe, address_order: bool) -> ferroshmem::Result<DeferringMemory> {
+        Ok(DeferringMemory {
+            landed: HostMemory::new(BASE + pe.my_pe() as u64 * (1 << 32), HEAP)?,
+            deferred: Mutex::default(),
+            address_order,
+            log: Mutex::default(),
+        })
+    }
+
+    fn land(&self, addr: u64, data: &[u8]) -> ferroshmem::Result<()> {
+        self.log.lock().expect("not poisoned").push(addr);
+        self.landed.write(addr, data)
+    }
+
     fn apply_deferred(&self) -> ferroshmem::Result<()> {
-        let deferred = std::mem::take(&mut *self.deferred.lock().expect("not poisoned"));
-        for (addr, data) in deferred {
-            self.landed.write(addr, &data)?;
+        let mut deferred = std::mem::take(&mut *self.deferred.lock().expect("not poisoned"));
+        if self.address_order {
+            deferred.sort_by_key(|&(addr, _)| addr);
         }
-        Ok(())
+        deferred
+            .iter()
+            .try_for_each(|(addr, data)| self.land(*addr, data))
     }
 }
 
@@ -144,7 +164,7 @@ impl HeapMemory for DeferringMemory {
     }
     fn write(&self, addr: u64, data: &[u8]) -> ferroshmem::Result<()> {
         self.apply_deferred()?;
-        self.landed.write(addr, data)
+        self.land(addr, data)
     }
     fn write_deferred(&self, addr: u64, data: &[u8]) -> ferroshmem::Result<()> {
         let mut deferred = self.deferred.lock().expect("not poisoned");
@@ -173,10 +193,7 @@ fn a_write_is_visible_in_the_heap_before_its_reply_comes() {
             async move {
                 let config = small();
                 let rings = pe.malloc::<u64>(config.ring_words(2)).await?;
-                let memory = Arc::new(DeferringMemory {
-                    landed: HostMemory::new(BASE + pe.my_pe() as u64 * (1 << 32), HEAP)?,
-                    deferred: Mutex::default(),
-                });
+                let memory = Arc::new(DeferringMemory::new(&pe, false)?);
                 heaps.lock().expect("not poisoned")[pe.my_pe()] = Some(memory.clone());
                 let exchange = Arc::new(pe.clone());
                 let agent = Agent::new(pe.data_plane(), exchange, rings, memory, config).await?;
@@ -218,58 +235,6 @@ fn a_write_is_visible_in_the_heap_before_its_reply_comes() {
     }
 }
 
-/// A heap that, like a GPU heap's batched copies, lands the writes deferred to one flush in
-/// address order, and logs the address of each write as it lands.
-struct AddressOrderMemory {
-    landed: HostMemory,
-    deferred: Mutex<Vec<(u64, Vec<u8>)>>,
-    log: Mutex<Vec<u64>>,
-}
-
-impl AddressOrderMemory {
-    fn land(&self, addr: u64, data: &[u8]) -> ferroshmem::Result<()> {
-        self.log.lock().expect("not poisoned").push(addr);
-        self.landed.write(addr, data)
-    }
-
-    fn apply_deferred(&self) -> ferroshmem::Result<()> {
-        let mut deferred = std::mem::take(&mut *self.deferred.lock().expect("not poisoned"));
-        deferred.sort_by_key(|&(addr, _)| addr);
-        deferred
-            .iter()
-            .try_for_each(|(addr, data)| self.land(*addr, data))
-    }
-}
-
-impl HeapMemory for AddressOrderMemory {
-    fn base(&self) -> u64 {
-        self.landed.base()
-    }
-    fn size(&self) -> usize {
-        self.landed.size()
-    }
-    fn read(&self, addr: u64, out: &mut [u8]) -> ferroshmem::Result<()> {
-        self.apply_deferred()?;
-        self.landed.read(addr, out)
-    }
-    fn write(&self, addr: u64, data: &[u8]) -> ferroshmem::Result<()> {
-        self.apply_deferred()?;
-        self.land(addr, data)
-    }
-    fn write_deferred(&self, addr: u64, data: &[u8]) -> ferroshmem::Result<()> {
-        let mut deferred = self.deferred.lock().expect("not poisoned");
-        deferred.push((addr, data.to_vec()));
-        Ok(())
-    }
-    fn flush(&self) -> ferroshmem::Result<()> {
-        self.apply_deferred()
-    }
-    fn atomic(&self, addr: u64, width: Width, op: AmoOp) -> ferroshmem::Result<u64> {
-        self.apply_deferred()?;
-        self.landed.atomic(addr, width, op)
-    }
-}
-
 /// An ordered write (a fenced WQE: the device library's signal set) lands only after the
 /// writes before it, even where the heap lands a batch's deferred writes in address order:
 /// PE 0 sends PE 1, in one message, data at a high address and then an ordered 8-byte flag
@@ -277,19 +242,14 @@ impl HeapMemory for AddressOrderMemory {
 #[test]
 fn an_ordered_write_lands_after_the_writes_before_it() {
     std::env::set_var("FERROSHMEM_SYMMETRIC_SIZE", "64M");
-    let heaps: Arc<Mutex<Vec<Option<Arc<AddressOrderMemory>>>>> =
-        Arc::new(Mutex::new(vec![None; 2]));
+    let heaps: Arc<Mutex<Vec<Option<Arc<DeferringMemory>>>>> = Arc::new(Mutex::new(vec![None; 2]));
     let results = common::runtime()
         .block_on(ferroshmem::run_local(2, move |pe| {
             let heaps = heaps.clone();
             async move {
                 let config = small();
                 let rings = pe.malloc::<u64>(config.ring_words(2)).await?;
-                let memory = Arc::new(AddressOrderMemory {
-                    landed: HostMemory::new(BASE + pe.my_pe() as u64 * (1 << 32), HEAP)?,
-                    deferred: Mutex::default(),
-                    log: Mutex::default(),
-                });
+                let memory = Arc::new(DeferringMemory::new(&pe, true)?);
                 heaps.lock().expect("not poisoned")[pe.my_pe()] = Some(memory.clone());
                 let exchange = Arc::new(pe.clone());
                 let agent = Agent::new(pe.data_plane(), exchange, rings, memory, config).await?;
