@@ -189,6 +189,14 @@ typedef struct {
     X(int16_t, int16, S) X(int32_t, int32, S) X(int64_t, int64, S) X(uint8_t, uint8, S)       \
     X(uint16_t, uint16, S) X(uint32_t, uint32, S) X(uint64_t, uint64, S) X(size_t, size, S)
 
+/* long double reductions: on x86-64 only (computed with its x87 unit; another target's long
+ * double has another layout, and ferroshmem moves it but does not reduce it). */
+#if defined(__x86_64__)
+#define FSHMEM_LONGDOUBLE_RED(X, S) X(long double, longdouble, S)
+#else
+#define FSHMEM_LONGDOUBLE_RED(X, S)
+#endif
+
 /* Reductions: max, min */
 #define FSHMEM_MINMAXRED_TYPES(X, S)                                                           \
     X(char, char, S) X(signed char, schar, S) X(short, short, S) X(int, int, S)               \
@@ -197,9 +205,7 @@ typedef struct {
     X(unsigned long, ulong, S) X(unsigned long long, ulonglong, S) X(int8_t, int8, S)         \
     X(int16_t, int16, S) X(int32_t, int32, S) X(int64_t, int64, S) X(uint8_t, uint8, S)       \
     X(uint16_t, uint16, S) X(uint32_t, uint32, S) X(uint64_t, uint64, S) X(size_t, size, S)   \
-    X(float, float, S) X(double, double, S)
-/* Not supported: reductions of long double (ferroshmem computes reductions in Rust, which
- * has no 80-bit extended type). */
+    X(float, float, S) X(double, double, S) FSHMEM_LONGDOUBLE_RED(X, S)
 
 /* Reductions: sum, prod */
 #define FSHMEM_ARITHRED_TYPES(X, S) FSHMEM_MINMAXRED_TYPES(X, S) FSHMEM_COMPLEX_TYPES(X, S)
@@ -208,7 +214,8 @@ typedef struct {
 #define FSHMEM_TOALL_BIT_TYPES(X, S)                                                           \
     X(short, short, S) X(int, int, S) X(long, long, S) X(long long, longlong, S)
 #define FSHMEM_TOALL_MINMAX_TYPES(X, S)                                                        \
-    FSHMEM_TOALL_BIT_TYPES(X, S) X(float, float, S) X(double, double, S)
+    FSHMEM_TOALL_BIT_TYPES(X, S) X(float, float, S) X(double, double, S)                      \
+    FSHMEM_LONGDOUBLE_RED(X, S)
 #define FSHMEM_TOALL_ARITH_TYPES(X, S) FSHMEM_TOALL_MINMAX_TYPES(X, S) FSHMEM_COMPLEX_TYPES(X, S)
 
 /* Deprecated (pre-1.4) AMO names */
@@ -673,7 +680,8 @@ static inline void shmem_udcflush_line(void *dest) { (void)dest; }
     X(char, char, S) X(signed char, schar, S) X(short, short, S) X(int, int, S)               \
     X(long, long, S) X(long long, longlong, S) X(unsigned char, uchar, S)                     \
     X(unsigned short, ushort, S) X(unsigned int, uint, S) X(unsigned long, ulong, S)          \
-    X(unsigned long long, ulonglong, S) X(float, float, S) X(double, double, S)
+    X(unsigned long long, ulonglong, S) X(float, float, S) X(double, double, S)             \
+    FSHMEM_LONGDOUBLE_RED(X, S)
 #define FSHMEM_G_ARITHRED(X, S) FSHMEM_G_MINMAXRED(X, S) FSHMEM_COMPLEX_TYPES(X, S)
 
 #if defined(__cplusplus) && __cplusplus >= 201103L

@@ -469,6 +469,24 @@ team_reductions!(prod, Prod => char: i8, schar: i8, short: i16, int: i32, long: 
 team_scans!(sum_inscan, true => char: i8, schar: i8, short: i16, int: i32, long: i64, longlong: i64, ptrdiff: isize, uchar: u8, ushort: u16, uint: u32, ulong: u64, ulonglong: u64, int8: i8, int16: i16, int32: i32, int64: i64, uint8: u8, uint16: u16, uint32: u32, uint64: u64, size: usize, float: f32, double: f64, complexf: Complex32, complexd: Complex64);
 team_scans!(sum_exscan, false => char: i8, schar: i8, short: i16, int: i32, long: i64, longlong: i64, ptrdiff: isize, uchar: u8, ushort: u16, uint: u32, ulong: u64, ulonglong: u64, int8: i8, int16: i16, int32: i32, int64: i64, uint8: u8, uint16: u16, uint32: u32, uint64: u64, size: usize, float: f32, double: f64, complexf: Complex32, complexd: Complex64);
 
+/// `long double` reductions: x86-64 only (its x87 arithmetic; see [`LongDouble`]).
+#[cfg(target_arch = "x86_64")]
+mod long_double {
+    use super::*;
+    use crate::types::LongDouble;
+
+    team_reductions!(max, Max => longdouble: LongDouble);
+    team_reductions!(min, Min => longdouble: LongDouble);
+    team_reductions!(sum, Sum => longdouble: LongDouble);
+    team_reductions!(prod, Prod => longdouble: LongDouble);
+    team_scans!(sum_inscan, true => longdouble: LongDouble);
+    team_scans!(sum_exscan, false => longdouble: LongDouble);
+    active_set_reductions!(max_to_all, max, Max => longdouble: LongDouble);
+    active_set_reductions!(min_to_all, min, Min => longdouble: LongDouble);
+    active_set_reductions!(sum_to_all, sum, Sum => longdouble: LongDouble);
+    active_set_reductions!(prod_to_all, prod, Prod => longdouble: LongDouble);
+}
+
 active_set_collectives!(32 => sized32: u32, 64 => sized64: u64);
 
 active_set_reductions!(and_to_all, and, And => short: i16, int: i32, long: i64, longlong: i64);

@@ -3,12 +3,9 @@
 
 use std::ffi::{c_int, c_long, c_longlong};
 
-use bytemuck::{Pod, Zeroable};
-
-/// C's `long double` on x86-64 (80-bit extended precision in 16 bytes), moved as bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
-#[repr(C)]
-pub struct LongDouble(pub [u64; 2]);
+/// C's `long double` (x86-64's 80-bit extended precision in 16 bytes; moved as 16 bytes on
+/// any target, reduced on x86-64 only).
+pub use ferroshmem_runtime::LongDouble;
 
 const _: () = assert!(std::mem::size_of::<c_int>() == 4);
 const _: () = assert!(std::mem::size_of::<c_long>() == 8);

@@ -140,8 +140,14 @@ static inline int prev_pe(void) { return (me + npes - 1) % npes; }
     X(unsigned short, ushort) X(unsigned int, uint) X(unsigned long, ulong)                   \
     X(unsigned long long, ulonglong) X(int8_t, int8) X(int16_t, int16) X(int32_t, int32)      \
     X(int64_t, int64) X(uint8_t, uint8) X(uint16_t, uint16) X(uint32_t, uint32)               \
-    X(uint64_t, uint64) X(size_t, size) X(float, float) X(double, double)
-/* long double reductions are left out: ferroshmem does not support them (see shmem.h). */
+    X(uint64_t, uint64) X(size_t, size) X(float, float) X(double, double) LONGDOUBLE_RED(X)
+
+/* long double reductions exist on x86-64 only (see shmem.h). */
+#if defined(__x86_64__) && !defined(FSH_TEST_OSHMEM)
+#define LONGDOUBLE_RED(X) X(long double, longdouble)
+#else
+#define LONGDOUBLE_RED(X)
+#endif
 
 /* OSHMEM 4.1's 32-bit compare-and-swap (shmem_int/uint_atomic_compare_swap, shmem_int_cswap,
  * the ctx forms) overruns its caller's stack ("stack smashing detected"); built against OSHMEM

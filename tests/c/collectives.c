@@ -12,8 +12,12 @@
  *   ok collectives to_all       *_to_all for int, long (every op) and double (max min sum prod),
  *                               on all PEs and on the even PEs (PE_start 0, logPE_stride 1)
  *   ok collectives scan         ferroshmem's shmemx_TYPENAME_sum_inscan/exscan (OpenSHMEM
- *                               1.6) for int, long, double, in place and not, and the C11
- *                               shmemx_sum_inscan on the world and on a team of the odd PEs
+ *                               1.6) for int, long, double (and long double on x86-64), in
+ *                               place and not, and the C11 shmemx_sum_inscan on the world and
+ *                               on a team of the odd PEs
+ *   ok collectives long double  (x86-64) sum, max and min of long double keep its 64-bit
+ *                               significand (values a double cannot hold), C11 names
+ * long double also runs through the reduce and to_all checks on x86-64.
  */
 #include "check.h"
 #include <complex.h>
@@ -271,12 +275,43 @@ static void test_generic_reduce(void)
 TEST_SCAN(int, int)
 TEST_SCAN(long, long)
 TEST_SCAN(double, double)
+#if defined(__x86_64__)
+TEST_SCAN(long double, longdouble)
+
+/* long double reductions keep its 64-bit significand: PE p gives 1 + (p + 1) * 2^-62, whose
+ * sum over up to 4 PEs is exact in long double (in any order) and not in double. */
+static long double ld_src[2], ld_dst[2];
+static void test_longdouble_precision(void)
+{
+    const long double e = 0x1p-62L;
+    ld_src[0] = 1.0L + (me + 1) * e;
+    ld_src[1] = -ld_src[0];
+    shmem_barrier_all();
+    CHECK_EQ(shmem_longdouble_sum_reduce(SHMEM_TEAM_WORLD, ld_dst, ld_src, 2), 0, "sum");
+    long double want = npes + npes * (npes + 1) / 2 * e;
+    CHECK_EQ(ld_dst[0], want, "shmem_longdouble_sum_reduce: 64-bit significands");
+    CHECK_EQ((double)want, (double)npes, "the low bits are below a double's");
+    CHECK_EQ(ld_dst[1], -want, "shmem_longdouble_sum_reduce: [1]");
+    shmem_barrier_all();
+    shmem_max_reduce(SHMEM_TEAM_WORLD, ld_dst, ld_src, 2);
+    CHECK_EQ(ld_dst[0], 1.0L + npes * e, "shmem_max_reduce (long double)");
+    CHECK_EQ(ld_dst[1], -(1.0L + e), "shmem_max_reduce (long double): [1]");
+    shmem_barrier_all();
+    shmem_min_reduce(SHMEM_TEAM_WORLD, ld_dst, ld_src, 1);
+    CHECK_EQ(ld_dst[0], 1.0L + e, "shmem_min_reduce (long double)");
+    shmem_barrier_all();
+}
+#endif
 
 static void test_scans(void)
 {
     test_scan_int(SHMEM_TEAM_WORLD, 0, 1);
     test_scan_long(SHMEM_TEAM_WORLD, 0, 1);
     test_scan_double(SHMEM_TEAM_WORLD, 0, 1);
+#if defined(__x86_64__)
+    test_scan_longdouble(SHMEM_TEAM_WORLD, 0, 1);
+    test_longdouble_precision();
+#endif
     shmem_team_t odd = SHMEM_TEAM_INVALID;
     if (npes >= 2)
         shmem_team_split_strided(SHMEM_TEAM_WORLD, 1, 2, npes / 2, NULL, 0, &odd);
@@ -385,6 +420,9 @@ TEST_ACTIVESET(64, uint64_t)
 TOALL_ARITH(int, int)
 TOALL_ARITH(long, long)
 TOALL_ARITH(double, double)
+#if defined(__x86_64__) && !defined(FSH_TEST_OSHMEM)
+TOALL_ARITH(long double, longdouble)
+#endif
 TOALL_BIT(int, int)
 TOALL_BIT(long, long)
 
@@ -395,6 +433,9 @@ static void run_toall(int logstride, int size)
     RUN_OPS(int)
     RUN_OPS(long)
     RUN_OPS(double)
+#if defined(__x86_64__) && !defined(FSH_TEST_OSHMEM)
+    RUN_OPS(longdouble)
+#endif
     toall_int_and(logstride, size);
     toall_int_or(logstride, size);
     toall_int_xor(logstride, size);
@@ -423,10 +464,10 @@ int main(void)
     test_complexred_complexd();
 #ifndef FSH_TEST_OSHMEM
     test_generic_reduce();
-    ok("collectives reduce: and or xor (14 TYPENAMEs), max min sum prod (24), in place, "
+    ok("collectives reduce: and or xor (14 TYPENAMEs), max min sum prod (24 and long double on x86-64), in place, "
        "complexf complexd, C11 names");
 #else
-    ok("collectives reduce: and or xor (14 TYPENAMEs), max min sum prod (24), in place, "
+    ok("collectives reduce: and or xor (14 TYPENAMEs), max min sum prod (24 and long double on x86-64), in place, "
        "complexf complexd (C11 names skipped on OSHMEM)");
 #endif
     test_activeset_32();
@@ -435,12 +476,15 @@ int main(void)
     run_toall(0, npes);
     if (npes >= 2)
         run_toall(1, (npes + 1) / 2);
-    ok(npes >= 2 ? "collectives to_all: int long double, all PEs and the even PEs"
-                 : "collectives to_all: int long double, all PEs (1 PE: no strided set)");
+    ok(npes >= 2 ? "collectives to_all: int long double (and long double), all PEs and the even PEs"
+                 : "collectives to_all: int long double (and long double), all PEs (1 PE: no strided set)");
 #ifndef FSH_TEST_OSHMEM
     test_scans();
-    ok(npes >= 2 ? "collectives scan: int long double, in place, C11 name, world and odd PEs"
-                 : "collectives scan: int long double, in place, world (1 PE: no odd team)");
+    ok(npes >= 2 ? "collectives scan: int long double long-double, in place, C11 name, world and odd PEs"
+                 : "collectives scan: int long double long-double, in place, world (1 PE: no odd team)");
+#if defined(__x86_64__)
+    ok("collectives long double: sum max min keep 64-bit significands, C11 names");
+#endif
 #endif
     shmem_finalize();
     return 0;

@@ -60,6 +60,7 @@ mod alltoall;
 mod broadcast;
 mod eager;
 mod gather;
+mod long_double;
 pub(crate) mod plan;
 mod push;
 mod reduce;
@@ -75,6 +76,7 @@ use crate::error::{Error, Result};
 use crate::heap::SymSlice;
 use crate::team::Team;
 
+pub use long_double::LongDouble;
 pub use reduce_ops::{BitwiseReducible, Complex32, Complex64, ReduceOp, Reducible};
 
 /// What a member called, packed in a word so that members can compare calls cheaply: the

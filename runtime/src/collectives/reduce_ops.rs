@@ -1,6 +1,7 @@
 //! The reduction operators and the element types they apply to: `and`, `or`, `xor` on
 //! integers; `min`, `max`, `sum`, `prod` on integers, `f32` and `f64`; `sum` and `prod` on
-//! complex numbers ([`Complex32`], [`Complex64`]: C's `float _Complex` and `double _Complex`).
+//! complex numbers ([`Complex32`], [`Complex64`]: C's `float _Complex` and `double _Complex`);
+//! `min`, `max`, `sum`, `prod` on C's `long double` on x86-64 ([`LongDouble`](super::LongDouble)).
 //!
 //! Integer sums and products wrap. Floating-point `min`/`max` keep the first operand unless
 //! the second compares smaller/larger (a NaN operand is kept only when it comes first).
@@ -40,12 +41,12 @@ impl ReduceOp {
     }
 }
 
-mod private {
+pub(super) mod private {
     pub trait Sealed {}
 }
 
 /// Element types of reductions: the integers of 8 to 64 bits (and `isize`/`usize`), `f32`,
-/// `f64`, and [`Complex32`], [`Complex64`].
+/// `f64`, [`Complex32`], [`Complex64`], and on x86-64 [`LongDouble`](super::LongDouble).
 pub trait Reducible: Pod + Send + Sync + std::fmt::Debug + private::Sealed {
     /// Whether bitwise operators apply.
     const INTEGER: bool;
