@@ -145,10 +145,12 @@ async fn peer_lost(pe: Pe, gpu: GpuPe) -> Result<()> {
         return Ok(());
     }
     tokio::time::sleep(Duration::from_millis(600)).await;
+    eprintln!("PE 0: dispatching with PE 1 dead");
     let input = shape.input(0, Routing::Random, 7);
     let started = Instant::now();
     let outcome = normal::dispatch_only(&gpu, &mut buffer, &input).await;
     let took = started.elapsed();
+    eprintln!("PE 0: the dispatch returned after {took:?}");
     match outcome {
         Err(e @ Error::PeerLost { .. }) if took < CALL_TIMEOUT => {
             eprintln!("ep scenario peer_lost: ok on PE 0 ({e} after {took:?})");

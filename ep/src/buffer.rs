@@ -331,9 +331,19 @@ impl Buffer {
                 self.device_reports()
             }
             Err(e) => {
+                let pe = self.gpu.my_pe();
+                tracing::debug!(pe, error = %e, "{operation} gave up; telling its kernels to stop");
                 self.words.store(ABORT, 1);
                 guard.disarm();
-                let _ = tokio::time::timeout(DRAIN, self.gpu.wait_stream(&self.stream)).await;
+                match tokio::time::timeout(DRAIN, self.gpu.wait_stream(&self.stream)).await {
+                    Ok(drained) => {
+                        tracing::debug!(pe, ?drained, "{operation}: its kernels stopped")
+                    }
+                    Err(_) => tracing::error!(
+                        pe,
+                        "{operation}: its kernels still run {DRAIN:?} after being told to stop"
+                    ),
+                }
                 self.broken = Some(e.clone());
                 Err(e)
             }

@@ -69,11 +69,25 @@ impl Module {
             unsafe { sys::cuModuleEnumerateFunctions(functions.as_mut_ptr(), count, self.module) },
             "cuModuleEnumerateFunctions",
         )?;
+        let mut local_bytes = 0usize;
         for function in functions {
             // SAFETY: a handle the driver just gave for this live module.
             check(unsafe { sys::cuFuncLoad(function) }, "cuFuncLoad")?;
+            let mut bytes = 0;
+            check(
+                // SAFETY: a loaded function of this live module, valid out-pointer.
+                unsafe {
+                    sys::cuFuncGetAttribute(
+                        &mut bytes,
+                        sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES,
+                        function,
+                    )
+                },
+                "cuFuncGetAttribute(LOCAL_SIZE_BYTES)",
+            )?;
+            local_bytes = local_bytes.max(usize::try_from(bytes).unwrap_or(0));
         }
-        Ok(())
+        reserve_local_memory(local_bytes)
     }
 
     /// The kernel named `name` (an `extern "C"` name).
@@ -108,6 +122,31 @@ impl Drop for Module {
             unsafe { sys::cuModuleUnload(self.module) };
         }
     }
+}
+
+/// Makes the bound context's per-thread stack (its local memory) hold `bytes`, now. A
+/// launch of a kernel that needs more than the context holds grows it first, and growing
+/// waits until every kernel of the context has finished: a launch made while another kernel
+/// of the PE waits for something that only comes after that launch (a dispatch's exchange
+/// waiting for a peer's counts, a receive waiting for a send queued behind it) would wait for
+/// ever. Growing at load time, when no kernel of the module can be waiting yet, takes that
+/// wait out of the launches.
+fn reserve_local_memory(bytes: usize) -> Result<()> {
+    let mut held = 0usize;
+    check(
+        // SAFETY: valid out-pointer; a context is bound by the caller.
+        unsafe { sys::cuCtxGetLimit(&mut held, sys::CUlimit::CU_LIMIT_STACK_SIZE) },
+        "cuCtxGetLimit(STACK_SIZE)",
+    )?;
+    if bytes <= held {
+        return Ok(());
+    }
+    tracing::debug!(held, bytes, "growing the context's per-thread local memory");
+    check(
+        // SAFETY: a context is bound by the caller; the value is a byte count.
+        unsafe { sys::cuCtxSetLimit(sys::CUlimit::CU_LIMIT_STACK_SIZE, bytes) },
+        "cuCtxSetLimit(STACK_SIZE)",
+    )
 }
 
 /// Grid, block and dynamic shared memory of a launch.
