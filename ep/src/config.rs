@@ -32,8 +32,8 @@ pub struct Config {
     /// How long a call waits for the other PEs before it fails with
     /// [`Error::Timeout`] (the buffer is unusable afterwards).
     pub timeout: Duration,
-    /// Thread blocks of the copy kernels per PE; `None`: two per multiprocessor of the GPU
-    /// (for each PE that shares it).
+    /// Thread blocks of the copy kernels per PE; `None` shares the GPU's multiprocessors
+    /// among the PEs that use it.
     pub blocks: Option<u32>,
     /// Whether the buffer also serves the low-latency mode (its packed region takes
     /// `experts/PE × PEs × max_tokens` rows more).
