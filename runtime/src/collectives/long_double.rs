@@ -32,16 +32,15 @@ mod x87 {
         pub fn from_f64(value: f64) -> LongDouble {
             let mut out = LongDouble([0; 2]);
             // SAFETY: loads the 8 bytes of `value` and stores 10 bytes into `out` (16
-            // bytes); every x87 register is declared clobbered, so the register stack is
-            // empty on entry, and the block leaves it empty (one load, one store-and-pop).
+            // bytes); the x87 registers are clobbered (the C ABI's), so the register stack
+            // is empty on entry, and the block leaves it empty (one load, one store-and-pop).
             unsafe {
                 asm!(
                     "fld qword ptr [{v}]",
                     "fstp tbyte ptr [{o}]",
                     v = in(reg) &value,
                     o = in(reg) &mut out,
-                    out("st(0)") _, out("st(1)") _, out("st(2)") _, out("st(3)") _,
-                    out("st(4)") _, out("st(5)") _, out("st(6)") _, out("st(7)") _,
+                    clobber_abi("C"),
                     options(nostack),
                 );
             }
@@ -52,56 +51,44 @@ mod x87 {
         pub fn to_f64(self) -> f64 {
             let mut out = 0f64;
             // SAFETY: loads the 10 bytes of `self` and stores 8 into `out`; the register
-            // stack is empty on entry (all clobbered) and on exit (one load, one pop).
+            // stack is empty on entry (clobbered) and on exit (one load, one pop).
             unsafe {
                 asm!(
                     "fld tbyte ptr [{v}]",
                     "fstp qword ptr [{o}]",
                     v = in(reg) &self,
                     o = in(reg) &mut out,
-                    out("st(0)") _, out("st(1)") _, out("st(2)") _, out("st(3)") _,
-                    out("st(4)") _, out("st(5)") _, out("st(6)") _, out("st(7)") _,
+                    clobber_abi("C"),
                     options(nostack),
                 );
             }
             out
         }
 
-        /// `self + other` (`add`) or `self * other`, rounded once to extended precision.
-        fn arithmetic(self, other: LongDouble, add: bool) -> LongDouble {
-            let mut out = LongDouble([0; 2]);
-            // SAFETY: loads 10 bytes from each operand and stores 10 into `out`; the stack is
-            // empty on entry (all clobbered) and on exit (two loads, an op that pops, a pop).
+        /// `self + other` and `self * other`, each rounded once to extended precision.
+        fn sum_and_product(self, other: LongDouble) -> (LongDouble, LongDouble) {
+            let (mut sum, mut product) = (LongDouble([0; 2]), LongDouble([0; 2]));
+            // SAFETY: loads 10 bytes from each operand and stores 10 into `sum` and
+            // `product`; the stack is empty on entry (clobbered) and on exit: three loads,
+            // a multiply stored and popped, an add that pops, a store that pops.
             unsafe {
-                if add {
-                    asm!(
-                        "fld tbyte ptr [{a}]",
-                        "fld tbyte ptr [{b}]",
-                        "faddp st(1), st",
-                        "fstp tbyte ptr [{o}]",
-                        a = in(reg) &self,
-                        b = in(reg) &other,
-                        o = in(reg) &mut out,
-                        out("st(0)") _, out("st(1)") _, out("st(2)") _, out("st(3)") _,
-                        out("st(4)") _, out("st(5)") _, out("st(6)") _, out("st(7)") _,
-                        options(nostack),
-                    );
-                } else {
-                    asm!(
-                        "fld tbyte ptr [{a}]",
-                        "fld tbyte ptr [{b}]",
-                        "fmulp st(1), st",
-                        "fstp tbyte ptr [{o}]",
-                        a = in(reg) &self,
-                        b = in(reg) &other,
-                        o = in(reg) &mut out,
-                        out("st(0)") _, out("st(1)") _, out("st(2)") _, out("st(3)") _,
-                        out("st(4)") _, out("st(5)") _, out("st(6)") _, out("st(7)") _,
-                        options(nostack),
-                    );
-                }
+                asm!(
+                    "fld tbyte ptr [{a}]",
+                    "fld tbyte ptr [{b}]",
+                    "fld st(1)",
+                    "fmul st, st(1)",
+                    "fstp tbyte ptr [{p}]",
+                    "faddp st(1), st",
+                    "fstp tbyte ptr [{s}]",
+                    a = in(reg) &self,
+                    b = in(reg) &other,
+                    p = in(reg) &mut product,
+                    s = in(reg) &mut sum,
+                    clobber_abi("C"),
+                    options(nostack),
+                );
             }
-            out
+            (sum, product)
         }
 
         /// Whether `self < other` (false when either is a NaN).
@@ -110,21 +97,20 @@ mod x87 {
             let unordered: u8;
             // SAFETY: loads 10 bytes from each operand; `fucomip` compares st(0) (self) with
             // st(1) (other) into the flags and pops, `fstp st(0)` pops the other: the stack
-            // is empty on entry (all clobbered) and on exit.
+            // is empty on entry (clobbered) and on exit.
             unsafe {
                 asm!(
                     "fld tbyte ptr [{b}]",
                     "fld tbyte ptr [{a}]",
                     "fucomip st, st(1)",
                     "fstp st(0)",
-                    "setb {below}",
-                    "setp {unordered}",
+                    "setb al",
+                    "setp cl",
                     a = in(reg) &self,
                     b = in(reg) &other,
-                    below = out(reg_byte) below,
-                    unordered = out(reg_byte) unordered,
-                    out("st(0)") _, out("st(1)") _, out("st(2)") _, out("st(3)") _,
-                    out("st(4)") _, out("st(5)") _, out("st(6)") _, out("st(7)") _,
+                    out("al") below,
+                    out("cl") unordered,
+                    clobber_abi("C"),
                     options(nostack),
                 );
             }
@@ -151,8 +137,8 @@ mod x87 {
                         *a = *b
                     }
                 }),
-                ReduceOp::Sum => pairs.for_each(|(a, b)| *a = a.arithmetic(*b, true)),
-                ReduceOp::Prod => pairs.for_each(|(a, b)| *a = a.arithmetic(*b, false)),
+                ReduceOp::Sum => pairs.for_each(|(a, b)| *a = a.sum_and_product(*b).0),
+                ReduceOp::Prod => pairs.for_each(|(a, b)| *a = a.sum_and_product(*b).1),
                 // Refused before any reduction starts.
                 ReduceOp::And | ReduceOp::Or | ReduceOp::Xor => {}
             }
