@@ -8,6 +8,7 @@ use ferroshmem::gpu::{CompileOptions, DeviceBuffer, GpuPe, HostBuffer, LaunchDim
 use ferroshmem::{Cmp, Error, GpuError, Pe, Result, SignalOp};
 
 mod groups;
+mod local_memory;
 
 /// A scenario's name and body.
 pub type Scenario = (
@@ -25,6 +26,9 @@ pub fn all() -> Vec<Scenario> {
         ("debug_reports", |p, g| Box::pin(debug_reports(p, g))),
         ("dropped_futures", |p, g| Box::pin(dropped_futures(p, g))),
         ("group_calls", |p, g| Box::pin(groups::group_calls(p, g))),
+        ("local_memory", |p, g| {
+            Box::pin(local_memory::launch_beside_a_waiting_kernel(p, g))
+        }),
     ]
 }
 
