@@ -180,49 +180,32 @@ impl HeapMemory for DeferringMemory {
     }
 }
 
-/// A write's reply comes only once the write is visible in the target's heap, however the
-/// heap defers its writes: PE 0 keeps 64 small writes in flight to PE 1 and, as each reply
-/// comes, finds its bytes in PE 1's heap without any further request.
-#[test]
-fn a_write_is_visible_in_the_heap_before_its_reply_comes() {
+/// Runs two PEs whose agents land into [`DeferringMemory`] heaps (`address_order` as given):
+/// PE 0 runs `on_pe0` with its agent and PE 1's heap, then both shut their agents down.
+fn with_deferring_heaps<F, Fut>(address_order: bool, on_pe0: F)
+where
+    F: Fn(Agent, Arc<DeferringMemory>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ferroshmem::Result<Agent>> + Send,
+{
     std::env::set_var("FERROSHMEM_SYMMETRIC_SIZE", "64M");
     let heaps: Arc<Mutex<Vec<Option<Arc<DeferringMemory>>>>> = Arc::new(Mutex::new(vec![None; 2]));
     let results = common::runtime()
         .block_on(ferroshmem::run_local(2, move |pe| {
-            let heaps = heaps.clone();
+            let (heaps, on_pe0) = (heaps.clone(), on_pe0.clone());
             async move {
                 let config = small();
                 let rings = pe.malloc::<u64>(config.ring_words(2)).await?;
-                let memory = Arc::new(DeferringMemory::new(&pe, false)?);
+                let memory = Arc::new(DeferringMemory::new(&pe, address_order)?);
                 heaps.lock().expect("not poisoned")[pe.my_pe()] = Some(memory.clone());
                 let exchange = Arc::new(pe.clone());
-                let agent = Agent::new(pe.data_plane(), exchange, rings, memory, config).await?;
+                let mut agent =
+                    Agent::new(pe.data_plane(), exchange, rings, memory, config).await?;
                 pe.barrier_all().await?;
                 if pe.my_pe() == 0 {
                     let target = heaps.lock().expect("not poisoned")[1]
                         .clone()
                         .expect("PE 1's heap");
-                    let peer = agent.peer(1).expect("PE 1");
-                    let writes: Vec<_> = (0..64u64)
-                        .map(|k| {
-                            let write = Request::Write {
-                                addr: peer.base + 8 * k,
-                                rkey: peer.rkey,
-                                data: (k + 1).to_le_bytes().to_vec(),
-                            };
-                            (k, agent.submit(1, write))
-                        })
-                        .collect();
-                    for (k, reply) in writes {
-                        assert_eq!(reply.await?.status, Status::Ok);
-                        let mut seen = [0; 8];
-                        target.landed.read(peer.base + 8 * k, &mut seen)?;
-                        assert_eq!(
-                            u64::from_le_bytes(seen),
-                            k + 1,
-                            "write {k} replied to before it landed"
-                        );
-                    }
+                    agent = on_pe0(agent, target).await?;
                 }
                 pe.barrier_all().await?;
                 agent.shutdown().await;
@@ -235,62 +218,69 @@ fn a_write_is_visible_in_the_heap_before_its_reply_comes() {
     }
 }
 
+/// A write's reply comes only once the write is visible in the target's heap, however the
+/// heap defers its writes: PE 0 keeps 64 small writes in flight to PE 1 and, as each reply
+/// comes, finds its bytes in PE 1's heap without any further request.
+#[test]
+fn a_write_is_visible_in_the_heap_before_its_reply_comes() {
+    with_deferring_heaps(false, |agent, target| async move {
+        let peer = agent.peer(1).expect("PE 1");
+        let writes: Vec<_> = (0..64u64)
+            .map(|k| {
+                let write = Request::Write {
+                    addr: peer.base + 8 * k,
+                    rkey: peer.rkey,
+                    data: (k + 1).to_le_bytes().to_vec(),
+                };
+                (k, agent.submit(1, write))
+            })
+            .collect();
+        for (k, reply) in writes {
+            assert_eq!(reply.await?.status, Status::Ok);
+            let mut seen = [0; 8];
+            target.landed.read(peer.base + 8 * k, &mut seen)?;
+            assert_eq!(
+                u64::from_le_bytes(seen),
+                k + 1,
+                "write {k} replied to before it landed"
+            );
+        }
+        Ok(agent)
+    });
+}
+
 /// An ordered write (a fenced WQE: the device library's signal set) lands only after the
 /// writes before it, even where the heap lands a batch's deferred writes in address order:
 /// PE 0 sends PE 1, in one message, data at a high address and then an ordered 8-byte flag
 /// below it; PE 1's heap must show the data first.
 #[test]
 fn an_ordered_write_lands_after_the_writes_before_it() {
-    std::env::set_var("FERROSHMEM_SYMMETRIC_SIZE", "64M");
-    let heaps: Arc<Mutex<Vec<Option<Arc<DeferringMemory>>>>> = Arc::new(Mutex::new(vec![None; 2]));
-    let results = common::runtime()
-        .block_on(ferroshmem::run_local(2, move |pe| {
-            let heaps = heaps.clone();
-            async move {
-                let config = small();
-                let rings = pe.malloc::<u64>(config.ring_words(2)).await?;
-                let memory = Arc::new(DeferringMemory::new(&pe, true)?);
-                heaps.lock().expect("not poisoned")[pe.my_pe()] = Some(memory.clone());
-                let exchange = Arc::new(pe.clone());
-                let agent = Agent::new(pe.data_plane(), exchange, rings, memory, config).await?;
-                pe.barrier_all().await?;
-                if pe.my_pe() == 0 {
-                    let peer = agent.peer(1).expect("PE 1");
-                    let (data, flag) = (peer.base + 4096, peer.base);
-                    let requests = vec![
-                        Request::Write {
-                            addr: data,
-                            rkey: peer.rkey,
-                            data: vec![7; 64],
-                        },
-                        Request::OrderedWrite {
-                            addr: flag,
-                            rkey: peer.rkey,
-                            data: 1u64.to_le_bytes().to_vec(),
-                        },
-                    ];
-                    for reply in agent.submit_many(1, requests) {
-                        assert_eq!(reply.await?.status, Status::Ok);
-                    }
-                    let target = heaps.lock().expect("not poisoned")[1]
-                        .clone()
-                        .expect("PE 1's heap");
-                    let log = target.log.lock().expect("not poisoned").clone();
-                    let at = |addr| log.iter().position(|&a| a == addr);
-                    assert!(
-                        at(data).zip(at(flag)).is_some_and(|(d, f)| d < f),
-                        "the flag landed before the data it follows: {log:x?}"
-                    );
-                }
-                pe.barrier_all().await?;
-                agent.shutdown().await;
-                Ok::<(), Error>(())
-            }
-        }))
-        .expect("the job runs");
-    for r in results {
-        r.expect("every PE");
-    }
+    with_deferring_heaps(true, |agent, target| async move {
+        let peer = agent.peer(1).expect("PE 1");
+        let (data, flag) = (peer.base + 4096, peer.base);
+        let requests = vec![
+            Request::Write {
+                addr: data,
+                rkey: peer.rkey,
+                data: vec![7; 64],
+            },
+            Request::OrderedWrite {
+                addr: flag,
+                rkey: peer.rkey,
+                data: 1u64.to_le_bytes().to_vec(),
+            },
+        ];
+        for reply in agent.submit_many(1, requests) {
+            assert_eq!(reply.await?.status, Status::Ok);
+        }
+        let log = target.log.lock().expect("not poisoned").clone();
+        let at = |addr| log.iter().position(|&a| a == addr);
+        assert!(
+            at(data).zip(at(flag)).is_some_and(|(d, f)| d < f),
+            "the flag landed before the data it follows: {log:x?}"
+        );
+        Ok(agent)
+    });
 }
 
 #[test]

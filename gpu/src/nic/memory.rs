@@ -33,8 +33,9 @@ pub trait HeapMemory: Send + Sync + 'static {
     /// Starts copying `data` to `addr`, visible to the heap's owner once
     /// [`HeapMemory::flush`] returns; overlapping deferred writes land in call order, and a
     /// later read or atomic sees them, but the owner may see them land in any order before
-    /// the flush returns (see [`HeapMemory::write_ordered`]). The agent defers the writes of one batch of requests and flushes
-    /// before it replies to any of them, so a GPU heap waits for its copies once per batch.
+    /// the flush returns (see [`HeapMemory::write_ordered`]). The agent defers the writes of
+    /// one batch of requests and flushes before it replies to any of them, so a GPU heap
+    /// waits for its copies once per batch.
     /// `data` is the caller's again once this returns. The default writes at once.
     ///
     /// # Errors
