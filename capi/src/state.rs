@@ -75,8 +75,10 @@ pub(crate) struct Shmem {
     heap_base: usize,
     heap_bytes: usize,
     level: ThreadLevel,
-    /// The program's static data, made symmetric at `shmem_init`.
-    static_data: Option<StaticData>,
+    /// The program's static data, made symmetric at `shmem_init` (held for its buffer).
+    _static_data: Option<StaticData>,
+    /// Where the static data lies, read by every operation on a static variable.
+    static_range: StaticRange,
     /// `shmem_malloc`'s allocations by heap offset, for `shmem_free` and `shmem_realloc`.
     allocations: Mutex<HashMap<usize, SymBuffer<u8>>>,
     /// Teams made by splits, by handle − [`FIRST_TEAM_HANDLE`]; `None` once destroyed.
@@ -84,6 +86,40 @@ pub(crate) struct Shmem {
     /// Contexts made by `shmem_ctx_create`, by handle − [`FIRST_CONTEXT_HANDLE`]; `None`
     /// once destroyed.
     contexts: Mutex<Vec<Option<MadeContext>>>,
+}
+
+/// The program's static data as addresses: `[start, start + len)` lies at heap offset
+/// `offset` (`len` 0 without static data).
+#[derive(Debug, Clone, Copy, Default)]
+struct StaticRange {
+    start: usize,
+    len: usize,
+    offset: usize,
+}
+
+impl StaticRange {
+    fn of(data: Option<&StaticData>) -> Self {
+        data.map_or_else(Self::default, |data| Self {
+            start: data.start,
+            len: data.len,
+            offset: data.buffer.offset(),
+        })
+    }
+
+    /// The heap offset of static address `addr`, if it lies in the static data.
+    #[inline(always)]
+    fn offset_of(self, addr: usize) -> Option<usize> {
+        match addr.checked_sub(self.start) {
+            Some(within) if within < self.len => Some(self.offset + within),
+            _ => None,
+        }
+    }
+}
+
+/// [`Error::NotSymmetric`], built only on the failing path.
+#[cold]
+fn not_symmetric() -> Error {
+    Error::NotSymmetric
 }
 
 /// Joins the job (once per process) and returns the state; `requested` is the thread level
@@ -124,7 +160,8 @@ fn join(requested: ThreadLevel) -> Result<Shmem> {
         runtime,
         pe,
         level,
-        static_data,
+        static_range: StaticRange::of(static_data.as_ref()),
+        _static_data: static_data,
         allocations: Mutex::new(HashMap::new()),
         teams: Mutex::new(Vec::new()),
         contexts: Mutex::new(Vec::new()),
@@ -224,32 +261,14 @@ impl Shmem {
         }
     }
 
-    /// The symmetric view of `len` elements at the C caller's address `addr` in this PE's
-    /// heap.
+    /// The symmetric view of `len` elements at the C caller's address `addr`, in this PE's
+    /// heap or its static data.
     ///
     /// # Errors
-    /// [`Error::NotSymmetric`] when `addr` is not in the heap; the operations check the rest.
+    /// [`Error::NotSymmetric`] when `addr` is neither; the operations check the rest.
     #[inline(always)]
     pub(crate) fn view<T: Pod>(&self, addr: *const T, len: usize) -> Result<SymSlice<'static, T>> {
-        match (addr as usize).checked_sub(self.heap_base) {
-            Some(offset) if offset < self.heap_bytes => {
-                Ok(SymSlice::in_user_heap(self.heap, offset, len))
-            }
-            _ => self.static_view(addr, len),
-        }
-    }
-
-    /// The symmetric view of `len` elements at the address `addr` of the program's static
-    /// data, which lies in the heap too.
-    #[cold]
-    fn static_view<T: Pod>(&self, addr: *const T, len: usize) -> Result<SymSlice<'static, T>> {
-        match &self.static_data {
-            Some(data) if (data.start..data.start + data.len).contains(&(addr as usize)) => {
-                let offset = data.buffer.offset() + (addr as usize - data.start);
-                Ok(SymSlice::in_user_heap(self.heap, offset, len))
-            }
-            _ => Err(Error::NotSymmetric),
-        }
+        self.try_view(addr, len).ok_or_else(not_symmetric)
     }
 
     /// The symmetric view from the C caller's address `addr` to the end of the user heap
@@ -263,20 +282,19 @@ impl Shmem {
         self.view(addr, len)
     }
 
-    /// [`Shmem::view`] for the fast paths: `None` for an address outside the heap (the slow
-    /// path then tells the static data and the errors apart).
+    /// [`Shmem::view`] for the fast paths: `None` for an address that is not symmetric.
     #[inline(always)]
     pub(crate) fn try_view<T: Pod>(
         &self,
         addr: *const T,
         len: usize,
     ) -> Option<SymSlice<'static, T>> {
-        match (addr as usize).checked_sub(self.heap_base) {
-            Some(offset) if offset < self.heap_bytes => {
-                Some(SymSlice::in_user_heap(self.heap, offset, len))
-            }
-            _ => None,
-        }
+        let addr = addr as usize;
+        let offset = match addr.checked_sub(self.heap_base) {
+            Some(offset) if offset < self.heap_bytes => offset,
+            _ => self.static_range.offset_of(addr)?,
+        };
+        Some(SymSlice::in_user_heap(self.heap, offset, len))
     }
 
     /// [`Shmem::pe_of`] for the fast paths.

@@ -300,11 +300,11 @@ impl<'a, T: Pod> SymSlice<'a, T> {
                 available: self.limit,
             });
         }
-        // A hand-made allocation may sit anywhere: its offsets must not wrap.
-        let offset = self
-            .base
-            .checked_add(self.start * std::mem::size_of::<T>())
-            .ok_or(Error::NotSymmetric)?;
+        // A hand-made allocation may sit anywhere: its offsets must not wrap. (No `ok_or`:
+        // an error built eagerly is dropped by a call on every successful operation.)
+        let Some(offset) = self.base.checked_add(self.start * std::mem::size_of::<T>()) else {
+            return Err(Error::NotSymmetric);
+        };
         Ok(Span {
             offset,
             len: self.len,
