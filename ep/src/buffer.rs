@@ -15,6 +15,7 @@ use crate::config::{Config, Regions, ROW_HEAD};
 use crate::kernels::{Kernels, Places, Staging};
 use crate::layout::{bad_expert, Layout};
 use crate::low_latency::LowLatencyState;
+use crate::rows::RowsPool;
 
 /// Index of the abort word in [`Buffer::words`]: the host sets it to make waiting kernels
 /// give up.
@@ -51,6 +52,8 @@ pub struct Buffer {
     pub(crate) words: HostWords,
     pub(crate) dispatches: u64,
     pub(crate) combines: u64,
+    /// The tables of dispatches' handles, reused.
+    pub(crate) rows_pool: RowsPool,
     /// The low-latency mode's state, if the buffer serves it.
     pub(crate) low_latency: Option<LowLatencyState>,
     broken: Option<Error>,
@@ -86,6 +89,7 @@ impl Buffer {
             true => Some(LowLatencyState::new(gpu, &config).await?),
             false => None,
         };
+        let rows_pool = RowsPool::new(config.max_tokens * n);
         // No PE adds to another's counters before every PE has zeroed its own.
         gpu.barrier_all().await?;
         Ok(Buffer {
@@ -103,6 +107,7 @@ impl Buffer {
             config,
             dispatches: 0,
             combines: 0,
+            rows_pool,
             low_latency,
             broken: None,
         })

@@ -11,6 +11,7 @@ use crate::bf16::Bf16;
 use crate::buffer::{check_statuses, Buffer};
 use crate::config::{counter, ROW_HEAD};
 use crate::kernels::DispatchArgs;
+use crate::rows::RowsTable;
 
 /// Token rows to dispatch, on the PE's GPU.
 #[derive(Debug, Clone, Copy)]
@@ -93,7 +94,7 @@ pub struct DispatchInput<'a> {
 #[derive(Debug)]
 pub struct Handle {
     /// `tokens × n_pes`: the row of token `t` on PE `p`, or -1.
-    pub(crate) rows: DeviceBuffer<i32>,
+    pub(crate) rows: RowsTable,
     pub(crate) tokens: usize,
     pub(crate) received: usize,
     pub(crate) dispatch: u64,
@@ -153,7 +154,7 @@ impl Buffer {
             .err();
         let tokens = if refused.is_some() { 0 } else { input.tokens };
         let n = self.gpu.n_pes();
-        let rows = DeviceBuffer::<i32>::new(self.gpu.context(), (tokens * n).max(1))?;
+        let rows = self.rows_pool.take(self.gpu.context())?;
         self.dispatches += 1;
         let args = self.dispatch_args(&input, tokens, refused.is_some(), &rows);
         self.start();
@@ -195,7 +196,7 @@ impl Buffer {
         input: &DispatchInput<'_>,
         tokens: usize,
         refused: bool,
-        rows: &DeviceBuffer<i32>,
+        rows: &RowsTable,
     ) -> DispatchArgs {
         let r = &self.regions;
         let at = |offset: usize| self.base + offset as u64;

@@ -76,6 +76,7 @@ mod kernels;
 mod layout;
 mod low_latency;
 pub mod reference;
+mod rows;
 
 pub use bf16::Bf16;
 pub use buffer::Buffer;
