@@ -58,14 +58,14 @@ macro_rules! atomic {
         #[export_name = concat!("shmem_", stringify!($name), "_atomic_", $op)]
         pub extern "C" fn $fn(dest: *mut $t, $($arg: $ty,)* pe: c_int) -> $ret {
             let routine = concat!("shmem_", stringify!($name), "_atomic_", $op);
-            amo(routine, (DEFAULT_CONTEXT, dest, pe), |d, w, pe| d.$method(w, $($call,)* pe), |c, w, pe| c.$method(w, $($call,)* pe))
+            amo(routine, (DEFAULT_CONTEXT, dest, pe), #[inline(always)] |d, w, pe| d.$method(w, $($call,)* pe), |c, w, pe| c.$method(w, $($call,)* pe))
         }
 
         #[doc = concat!("`shmem_ctx_", stringify!($name), "_atomic_", $op, "`.")]
         #[export_name = concat!("shmem_ctx_", stringify!($name), "_atomic_", $op)]
         pub extern "C" fn $ctx_fn(ctx: *mut c_void, dest: *mut $t, $($arg: $ty,)* pe: c_int) -> $ret {
             let routine = concat!("shmem_ctx_", stringify!($name), "_atomic_", $op);
-            amo(routine, (ctx as usize, dest, pe), |d, w, pe| d.$method(w, $($call,)* pe), |c, w, pe| c.$method(w, $($call,)* pe))
+            amo(routine, (ctx as usize, dest, pe), #[inline(always)] |d, w, pe| d.$method(w, $($call,)* pe), |c, w, pe| c.$method(w, $($call,)* pe))
         }
     };
     (nbi $fn:ident, $ctx_fn:ident, $name:ident, $t:ty, $op:literal, ($($arg:ident: $ty:ty),*), $method:ident($($call:ident),*)) => {
@@ -73,14 +73,14 @@ macro_rules! atomic {
         #[export_name = concat!("shmem_", stringify!($name), "_atomic_", $op, "_nbi")]
         pub extern "C" fn $fn(fetch: *mut $t, dest: *mut $t, $($arg: $ty,)* pe: c_int) {
             let routine = concat!("shmem_", stringify!($name), "_atomic_", $op, "_nbi");
-            into_fetch(routine, fetch, amo(routine, (DEFAULT_CONTEXT, dest, pe), |d, w, pe| d.$method(w, $($call,)* pe), |c, w, pe| c.$method(w, $($call,)* pe)))
+            into_fetch(routine, fetch, amo(routine, (DEFAULT_CONTEXT, dest, pe), #[inline(always)] |d, w, pe| d.$method(w, $($call,)* pe), |c, w, pe| c.$method(w, $($call,)* pe)))
         }
 
         #[doc = concat!("`shmem_ctx_", stringify!($name), "_atomic_", $op, "_nbi`.")]
         #[export_name = concat!("shmem_ctx_", stringify!($name), "_atomic_", $op, "_nbi")]
         pub extern "C" fn $ctx_fn(ctx: *mut c_void, fetch: *mut $t, dest: *mut $t, $($arg: $ty,)* pe: c_int) {
             let routine = concat!("shmem_ctx_", stringify!($name), "_atomic_", $op, "_nbi");
-            into_fetch(routine, fetch, amo(routine, (ctx as usize, dest, pe), |d, w, pe| d.$method(w, $($call,)* pe), |c, w, pe| c.$method(w, $($call,)* pe)))
+            into_fetch(routine, fetch, amo(routine, (ctx as usize, dest, pe), #[inline(always)] |d, w, pe| d.$method(w, $($call,)* pe), |c, w, pe| c.$method(w, $($call,)* pe)))
         }
     };
 }

@@ -215,24 +215,32 @@ impl DataPlane {
         let width = std::mem::size_of::<T>();
         let (route, at) = self.validate(pe, || self.locate_atomic(dest))?;
         Ok(match route {
-            Route::Mapped(target) => Ok(self.mapped(OpKind::Amo, pe, width, || {
-                let a = T::at(target.mapping(), at);
-                let old = match op {
-                    Amo::Fetch => T::load(a),
-                    Amo::Swap(v) => T::swap(a, T::from_bits(v)),
-                    Amo::CompareSwap(cond, v) => {
-                        T::compare_swap(a, T::from_bits(cond), T::from_bits(v))
+            // Inlined into each caller (each exported atomic of the C ABI among them), where
+            // `op` is known and the match folds to one instruction.
+            Route::Mapped(target) => Ok(self.mapped(
+                OpKind::Amo,
+                pe,
+                width,
+                #[inline(always)]
+                || {
+                    let a = T::at(target.mapping(), at);
+                    let old = match op {
+                        Amo::Fetch => T::load(a),
+                        Amo::Swap(v) => T::swap(a, T::from_bits(v)),
+                        Amo::CompareSwap(cond, v) => {
+                            T::compare_swap(a, T::from_bits(cond), T::from_bits(v))
+                        }
+                        Amo::Add(v) => T::fetch_add(a, T::from_bits(v)),
+                        Amo::And(v) => T::fetch_and(a, T::from_bits(v)),
+                        Amo::Or(v) => T::fetch_or(a, T::from_bits(v)),
+                        Amo::Xor(v) => T::fetch_xor(a, T::from_bits(v)),
+                    };
+                    if op != Amo::Fetch {
+                        target.wake_watchers(at, at + width);
                     }
-                    Amo::Add(v) => T::fetch_add(a, T::from_bits(v)),
-                    Amo::And(v) => T::fetch_and(a, T::from_bits(v)),
-                    Amo::Or(v) => T::fetch_or(a, T::from_bits(v)),
-                    Amo::Xor(v) => T::fetch_xor(a, T::from_bits(v)),
-                };
-                if op != Amo::Fetch {
-                    target.wake_watchers(at, at + width);
-                }
-                old
-            })),
+                    old
+                },
+            )),
             Route::Remote => {
                 let remote = || RemoteOp::Amo { op, width };
                 Err(self.remote_in(domain, OpKind::Amo, pe, (width, at), remote))
