@@ -12,7 +12,9 @@
 //! Low-latency mode: 128 tokens per PE, the same model: dispatch (send, then the receive
 //! hook) of BF16 rows and casting them to FP8, and BF16 combine, calls back to back after one host barrier, each awaited
 //! by the host (so each figure includes the host's wait for the GPU, which DeepEP's kernel
-//! times do not).
+//! times do not). Then the same BF16 round captured into a CUDA graph and replayed (one
+//! launch per round, as a decoding loop runs it), its dispatch and combine timed on the
+//! stream.
 //!
 //! Beside it, in the same run, the copy-engine bound: each PE moves the same bytes with one
 //! `cuMemcpyAsync` device to device (`GpuPe::copy_local`), all PEs at once; and DeepEP's
@@ -30,7 +32,7 @@
 
 use std::time::{Duration, Instant};
 
-use ferroshmem::ep::{Bf16, Buffer, Config, DispatchInput, LowLatencyInput, Rows};
+use ferroshmem::ep::{Bf16, Buffer, Config, DispatchInput, LowLatencyInput, LowLatencyRound, Rows};
 use ferroshmem::gpu::cudarc::driver::{sys::CUevent_flags, CudaEvent, CudaStream};
 use ferroshmem::gpu::{DeviceBuffer, GpuPe, GpuSharing, HostBuffer};
 use ferroshmem::{Error, Pe, Result};
@@ -95,6 +97,9 @@ struct Figures {
     fp8_copy_s: f64,
     ll: LowLatencyFigures,
     ll_fp8: LowLatencyFigures,
+    /// A round replayed from a CUDA graph: `dispatch_s` is the whole round awaited,
+    /// `combine_s` unused.
+    ll_graph: LowLatencyFigures,
     mps: bool,
 }
 
@@ -186,6 +191,7 @@ async fn bench(pe: Pe, args: Args) -> Result<Figures> {
     drop((x, out, fp8, scales));
     let ll = low_latency(&pe, &gpu, &args, false).await?;
     let ll_fp8 = low_latency(&pe, &gpu, &args, true).await?;
+    let ll_graph = low_latency_graph(&pe, &gpu, &args).await?;
     Ok(Figures {
         received_bytes: bytes as f64,
         fp8_bytes: fp8_bytes as f64,
@@ -196,6 +202,7 @@ async fn bench(pe: Pe, args: Args) -> Result<Figures> {
         fp8_copy_s: fp8_copy,
         ll,
         ll_fp8,
+        ll_graph,
         mps,
     })
 }
@@ -255,6 +262,64 @@ async fn low_latency(pe: &Pe, gpu: &GpuPe, args: &Args, fp8: bool) -> Result<Low
     Ok(LowLatencyFigures {
         dispatch_s: figures.dispatch_s / calls,
         combine_s: figures.combine_s / calls,
+        dispatch_stream_s: figures.dispatch_stream_s / calls,
+        combine_stream_s: figures.combine_stream_s / calls,
+    })
+}
+
+/// A BF16 low-latency round (dispatch, the receive hook, combine of the received rows as
+/// they are) captured into a CUDA graph and replayed, as a decoding loop would: one launch
+/// per round. Events around the replay and one captured between the receive hook and the
+/// combine split the stream's time into dispatch and combine.
+async fn low_latency_graph(pe: &Pe, gpu: &GpuPe, args: &Args) -> Result<LowLatencyFigures> {
+    let tokens = args.ll_tokens;
+    let config = Config {
+        blocks: args.blocks,
+        ..Config::low_latency(tokens, args.hidden, args.top_k, args.experts)
+    };
+    let mut buffer = Buffer::new(gpu, config).await?;
+    let x: Vec<Bf16> = (0..tokens * args.hidden)
+        .map(|i| Bf16::from_f32(((mix(i as u64) % 17) as f32 - 8.0) / 8.0))
+        .collect();
+    let mut x = upload(gpu, &x).await?;
+    let ll_args = Args { tokens, ..*args };
+    let mut topk_idx = upload(gpu, &routing(&ll_args, pe.my_pe())).await?;
+    let mut topk_weights =
+        upload(gpu, &vec![1.0f32 / args.top_k as f32; tokens * args.top_k]).await?;
+    let mut out = DeviceBuffer::<Bf16>::new(gpu.context(), tokens * args.hidden)?;
+    let events = [event(gpu)?, event(gpu)?, event(gpu)?];
+    let round = LowLatencyRound {
+        x: &mut x,
+        topk_idx: &mut topk_idx,
+        topk_weights: &mut topk_weights,
+        tokens,
+        fp8: false,
+        y: None,
+        out: &mut out,
+    };
+    let mut graph = buffer.capture_low_latency(round, |received| {
+        gpu.record_event(&events[1], received.stream())
+    })?;
+    let mut figures = LowLatencyFigures::default();
+    pe.barrier_all().await?;
+    for i in 0..args.iters * 5 + 5 {
+        let t0 = Instant::now();
+        record(&events[0], graph.stream())?;
+        let replay = graph.queue_replay()?;
+        record(&events[2], replay.stream())?;
+        replay.finish().await?;
+        if i >= 5 {
+            figures.dispatch_s += t0.elapsed().as_secs_f64();
+            figures.dispatch_stream_s += elapsed_s(&events[0], &events[1])?;
+            figures.combine_stream_s += elapsed_s(&events[1], &events[2])?;
+        }
+    }
+    drop(graph);
+    buffer.destroy().await?;
+    let calls = (args.iters * 5) as f64;
+    Ok(LowLatencyFigures {
+        dispatch_s: figures.dispatch_s / calls,
+        combine_s: 0.0,
         dispatch_stream_s: figures.dispatch_stream_s / calls,
         combine_stream_s: figures.combine_stream_s / calls,
     })
@@ -418,7 +483,21 @@ fn report_low_latency(args: &Args, figures: &[Figures]) {
         us(|f| f.ll.combine_s),
         us(|f| f.ll.combine_stream_s)
     );
+    println!(
+        "| low latency, BF16 round replayed from a CUDA graph (one launch per round) | dispatch on the stream {:.1} µs, combine on the stream {:.1} µs; the round awaited {:.1} µs | |",
+        us(|f| f.ll_graph.dispatch_stream_s),
+        us(|f| f.ll_graph.combine_stream_s),
+        us(|f| f.ll_graph.dispatch_s)
+    );
     println!("FIGURE ep_ll_dispatch_us {:.1} us", us(|f| f.ll.dispatch_s));
+    println!(
+        "FIGURE ep_ll_graph_dispatch_stream_us {:.1} us",
+        us(|f| f.ll_graph.dispatch_stream_s)
+    );
+    println!(
+        "FIGURE ep_ll_graph_combine_stream_us {:.1} us",
+        us(|f| f.ll_graph.combine_stream_s)
+    );
     println!(
         "FIGURE ep_ll_dispatch_stream_us {:.1} us",
         us(|f| f.ll.dispatch_stream_s)

@@ -85,5 +85,5 @@ pub use dispatch::{Dispatch, DispatchInput, Handle, Rows};
 pub use layout::Layout;
 pub use low_latency::{
     CapturedReceive, LowLatencyCombining, LowLatencyDispatch, LowLatencyGraph, LowLatencyHandle,
-    LowLatencyInput, LowLatencyRound, LowLatencySend,
+    LowLatencyInput, LowLatencyReplay, LowLatencyRound, LowLatencySend,
 };

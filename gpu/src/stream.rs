@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use bytemuck::Pod;
 use cudarc::driver::sys::CUstreamWaitValue_flags as WaitFlags;
-use cudarc::driver::CudaStream;
+use cudarc::driver::{CudaEvent, CudaStream};
 use ferroshmem_observability::traffic::Op;
 use ferroshmem_runtime::{Cmp, Error, Result, SignalOp, SymSlice};
 
@@ -332,6 +332,18 @@ impl GpuPe {
     pub async fn wait_stream(&self, stream: &CudaStream) -> Result<()> {
         self.bind()?;
         self.track(stream.cu_stream())?.await
+    }
+
+    /// Records `event` on `stream`, also while `stream` is being captured ([`GpuPe::capture`]):
+    /// there the record becomes a node of the graph, replayed with it, so an event recorded
+    /// inside a capture and one outside time a part of a replay (`CudaEvent::elapsed_ms`).
+    /// Outside a capture it is a plain record.
+    ///
+    /// # Errors
+    /// A driver error.
+    pub fn record_event(&self, event: &CudaEvent, stream: &CudaStream) -> Result<()> {
+        self.bind()?;
+        driver::record_external(event.cu_event(), stream.cu_stream())
     }
 
     /// Captures what `record` queues on `stream` into a CUDA graph, to replay with

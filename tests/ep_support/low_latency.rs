@@ -309,7 +309,11 @@ pub async fn captured_rounds(gpu: &GpuPe, buffer: &mut Buffer, shape: &Shape) ->
         graph
             .write_inputs(&mine.x, &mine.topk_idx, &mine.topk_weights)
             .await?;
-        graph.replay().await?;
+        // Odd seeds through the on-stream form: queued, then waited for.
+        match seed % 2 {
+            0 => graph.replay().await?,
+            _ => graph.queue_replay()?.finish().await?,
+        }
         let got = download(gpu, graph.out(), tokens * h).await?;
         let pe_input = mine.as_pe_input();
         let wrong: Vec<usize> = (0..tokens)

@@ -200,7 +200,7 @@ impl Buffer {
     }
 }
 
-impl LowLatencyGraph<'_> {
+impl<'a> LowLatencyGraph<'a> {
     /// Replays the round and waits for it: the combined tokens are in `round.out` when it
     /// returns. Collective: every PE replays its graph.
     ///
@@ -213,6 +213,16 @@ impl LowLatencyGraph<'_> {
     /// # Cancel safety
     /// Dropping the future midway leaves the buffer unusable, as for a call.
     pub async fn replay(&mut self) -> Result<()> {
+        self.queue_replay()?.finish().await
+    }
+
+    /// Queues a replay on [`LowLatencyGraph::stream`] without waiting (the on-stream form of
+    /// [`LowLatencyGraph::replay`]): work queued after it on the stream sees the combined
+    /// tokens in `round.out`. [`LowLatencyReplay::finish`] then waits for it.
+    ///
+    /// # Errors
+    /// An unusable buffer's error; a driver error (the buffer is then unusable).
+    pub fn queue_replay(&mut self) -> Result<LowLatencyReplay<'_, 'a>> {
         let buffer = &mut *self.buffer;
         buffer.usable()?;
         let state = buffer.low_latency.as_mut().expect("a low-latency buffer");
@@ -222,12 +232,7 @@ impl LowLatencyGraph<'_> {
         if let Err(e) = self.graph.launch(&buffer.stream) {
             return Err(buffer.broke(e));
         }
-        if let Err(e) = buffer.finish("ep low-latency graph").await {
-            buffer.log_waits("graph replay").await;
-            return Err(e);
-        }
-        self.received = buffer.received(None)?;
-        Ok(())
+        Ok(LowLatencyReplay { graph: Some(self) })
     }
 
     /// Writes the next replay's inputs (`tokens` rows of each, as captured) into the round's
@@ -274,6 +279,51 @@ impl LowLatencyGraph<'_> {
     /// The buffer's stream, where replays run.
     pub fn stream(&self) -> &Arc<CudaStream> {
         &self.buffer.stream
+    }
+}
+
+/// A replay queued by [`LowLatencyGraph::queue_replay`], not yet waited for.
+///
+/// # Cancel safety
+/// Dropping it unfinished (or dropping [`LowLatencyReplay::finish`]'s future midway) makes
+/// the kernels give up and leaves the buffer unusable, as for a dropped call.
+#[derive(Debug)]
+pub struct LowLatencyReplay<'g, 'a> {
+    graph: Option<&'g mut LowLatencyGraph<'a>>,
+}
+
+impl LowLatencyReplay<'_, '_> {
+    /// The buffer's stream, where the replay is queued.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        self.graph
+            .as_ref()
+            .expect("a replay not yet finished")
+            .stream()
+    }
+
+    /// Waits for the replay (as [`LowLatencyGraph::replay`]).
+    ///
+    /// # Errors
+    /// As [`LowLatencyGraph::replay`].
+    pub async fn finish(mut self) -> Result<()> {
+        let graph = self.graph.take().expect("a replay is finished once");
+        let buffer = &mut *graph.buffer;
+        if let Err(e) = buffer.finish("ep low-latency graph").await {
+            buffer.log_waits("graph replay").await;
+            return Err(e);
+        }
+        graph.received = buffer.received(None)?;
+        Ok(())
+    }
+}
+
+impl Drop for LowLatencyReplay<'_, '_> {
+    fn drop(&mut self) {
+        if let Some(graph) = self.graph.take() {
+            graph
+                .buffer
+                .give_up("a low-latency graph replay was dropped before it finished");
+        }
     }
 }
 

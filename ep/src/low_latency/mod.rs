@@ -25,7 +25,7 @@ use crate::config::{Config, LowLatencyRegions};
 mod args;
 mod graph;
 
-pub use graph::{CapturedReceive, LowLatencyGraph, LowLatencyRound};
+pub use graph::{CapturedReceive, LowLatencyGraph, LowLatencyReplay, LowLatencyRound};
 
 /// The low-latency mode's state on one PE.
 #[derive(Debug)]

@@ -300,6 +300,18 @@ impl Drop for Mapping {
     }
 }
 
+/// Records `event` on `stream` as an event record node when `stream` is being captured into
+/// a graph (`CU_EVENT_RECORD_EXTERNAL`; a plain record there only orders the graph's work and
+/// cannot be timed), as a plain record otherwise.
+pub(crate) fn record_external(event: sys::CUevent, stream: sys::CUstream) -> Result<()> {
+    let external = sys::CUevent_record_flags_enum::CU_EVENT_RECORD_EXTERNAL as u32;
+    check(
+        // SAFETY: the caller passes a live event and a live stream of the bound context.
+        unsafe { sys::cuEventRecordWithFlags(event, stream, external) },
+        "cuEventRecordWithFlags",
+    )
+}
+
 /// A CUDA event without timing, for completion polling; destroyed on drop.
 #[derive(Debug)]
 pub(crate) struct Event(sys::CUevent);
