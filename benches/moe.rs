@@ -17,7 +17,8 @@
 //! stream.
 //!
 //! Beside it, in the same run, the copy-engine bound: each PE moves the same bytes with one
-//! `cuMemcpyAsync` device to device (`GpuPe::copy_local`), all PEs at once; and DeepEP's
+//! `cuMemcpyAsync` device to device (`GpuPe::copy_local`), all PEs at once (for low-latency
+//! mode, the BF16 rows a dispatch brings each PE, awaited as the calls are); and DeepEP's
 //! published H800 figures for the record (intranode, 8 EP: dispatch 153 GB/s, combine
 //! 158 GB/s; low latency, 8 EP: dispatch 77 µs, combine 114 µs).
 //!
@@ -100,6 +101,10 @@ struct Figures {
     /// A round replayed from a CUDA graph: `dispatch_s` is the whole round awaited,
     /// `combine_s` unused.
     ll_graph: LowLatencyFigures,
+    /// The BF16 bytes of the rows a low-latency dispatch brings this PE.
+    ll_bytes: f64,
+    /// Seconds per awaited `cuMemcpyAsync` of `ll_bytes`, every PE copying at once.
+    ll_copy_s: f64,
     mps: bool,
 }
 
@@ -192,6 +197,8 @@ async fn bench(pe: Pe, args: Args) -> Result<Figures> {
     let ll = low_latency(&pe, &gpu, &args, false).await?;
     let ll_fp8 = low_latency(&pe, &gpu, &args, true).await?;
     let ll_graph = low_latency_graph(&pe, &gpu, &args).await?;
+    let ll_bytes = low_latency_rows(&args, pe.my_pe(), pe.n_pes()) * args.hidden * 2;
+    let ll_copy = copy_engine_time(&pe, &gpu, ll_bytes, args.iters * 5).await?;
     Ok(Figures {
         received_bytes: bytes as f64,
         fp8_bytes: fp8_bytes as f64,
@@ -203,6 +210,8 @@ async fn bench(pe: Pe, args: Args) -> Result<Figures> {
         ll,
         ll_fp8,
         ll_graph,
+        ll_bytes: ll_bytes as f64,
+        ll_copy_s: ll_copy,
         mps,
     })
 }
@@ -383,6 +392,20 @@ async fn normal_rounds(
     Ok((per(dispatch), per(combine), received))
 }
 
+/// The rows a low-latency dispatch brings PE `me` of `pes`: every PE's (token, slot) pairs
+/// whose expert lives on `me`.
+fn low_latency_rows(args: &Args, me: usize, pes: usize) -> usize {
+    let ll_args = Args {
+        tokens: args.ll_tokens,
+        ..*args
+    };
+    let local = args.experts / pes;
+    (0..pes)
+        .flat_map(|source| routing(&ll_args, source))
+        .filter(|&e| e >= 0 && e as usize / local == me)
+        .count()
+}
+
 /// Seconds per `cuMemcpyAsync` of `bytes` device to device, every PE copying at once.
 async fn copy_engine_time(pe: &Pe, gpu: &GpuPe, bytes: usize, iters: usize) -> Result<f64> {
     let src = DeviceBuffer::<u8>::new(gpu.context(), bytes.max(1))?;
@@ -467,11 +490,13 @@ fn report(args: &Args, figures: &[Figures]) {
 fn report_low_latency(args: &Args, figures: &[Figures]) {
     let mean = |f: fn(&Figures) -> f64| figures.iter().map(f).sum::<f64>() / figures.len() as f64;
     let us = |f: fn(&Figures) -> f64| mean(f) * 1e6;
+    let copy = us(|f| f.ll_copy_s);
     println!(
-        "| low latency, {} tokens/PE, BF16: dispatch (send + receive hook) | awaited {:.1} µs, on the stream {:.1} µs | |",
+        "| low latency, {} tokens/PE, BF16: dispatch (send + receive hook) | awaited {:.1} µs, on the stream {:.1} µs | {:.2}× awaited |",
         args.ll_tokens,
         us(|f| f.ll.dispatch_s),
-        us(|f| f.ll.dispatch_stream_s)
+        us(|f| f.ll.dispatch_stream_s),
+        copy / us(|f| f.ll.dispatch_s)
     );
     println!(
         "| low latency: dispatch casting to FP8 | awaited {:.1} µs, on the stream {:.1} µs | |",
@@ -479,9 +504,14 @@ fn report_low_latency(args: &Args, figures: &[Figures]) {
         us(|f| f.ll_fp8.dispatch_stream_s)
     );
     println!(
-        "| low latency: combine (BF16, weighted) | awaited {:.1} µs, on the stream {:.1} µs | |",
+        "| low latency: combine (BF16, weighted) | awaited {:.1} µs, on the stream {:.1} µs | {:.2}× awaited |",
         us(|f| f.ll.combine_s),
-        us(|f| f.ll.combine_stream_s)
+        us(|f| f.ll.combine_stream_s),
+        copy / us(|f| f.ll.combine_s)
+    );
+    println!(
+        "| low latency copy-engine bound (cuMemcpyAsync D2D of the BF16 rows received, {:.1} MB per PE, all PEs at once, awaited) | {copy:.1} µs | 1.00× |",
+        mean(|f| f.ll_bytes) / 1e6
     );
     println!(
         "| low latency, BF16 round replayed from a CUDA graph (one launch per round) | dispatch on the stream {:.1} µs, combine on the stream {:.1} µs; the round awaited {:.1} µs | |",
@@ -490,6 +520,7 @@ fn report_low_latency(args: &Args, figures: &[Figures]) {
         us(|f| f.ll_graph.dispatch_s)
     );
     println!("FIGURE ep_ll_dispatch_us {:.1} us", us(|f| f.ll.dispatch_s));
+    println!("FIGURE ep_ll_copy_engine_us {copy:.1} us");
     println!(
         "FIGURE ep_ll_graph_dispatch_stream_us {:.1} us",
         us(|f| f.ll_graph.dispatch_stream_s)
