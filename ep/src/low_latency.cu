@@ -332,9 +332,13 @@ extern "C" __global__ void ep_ll_wait_back(const fsh_u64* signals, fsh_u64* call
     }
 }
 
+// The slots a reduce loads before it adds: their loads are in flight together.
+#define EP_LL_REDUCE_BATCH 8
+
 // Sums each token's rows weighted by its top-k weights, in f32 in slot order, rounded to
 // bf16, unless `refused`. A warp takes 32 pieces of one token at a time, so that the few
-// tokens of a low-latency call still spread over every warp of the grid.
+// tokens of a low-latency call still spread over every warp of the grid; each lane loads a
+// batch of slots' pieces before adding any, so that its loads overlap.
 extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS) ep_ll_reduce(const ep_v4* back, const long long* topk, const float* weights, int tokens,
                                         int hidden, int k, const int* refused, ep_v4* out) {
     if (*refused) return;
@@ -343,18 +347,28 @@ extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS) ep_ll_reduce(const 
     for (long long w = (long long)blockIdx.x * warps + (threadIdx.x >> 5); w < work; w += (long long)gridDim.x * warps) {
         long long t = w / chunks;
         int i = (int)(w % chunks) * 32 + lane;
-        if (i < pieces) {
-            float a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-            for (int j = 0; j < k; ++j) {
-                if (topk[t * k + j] < 0) continue;
-                float weight = weights[t * k + j];
-                ep_v4 v = back[(t * k + j) * pieces + i];
-                a[0] = __fadd_rn(a[0], __fmul_rn(weight, ep_lo(v.x))); a[1] = __fadd_rn(a[1], __fmul_rn(weight, ep_hi(v.x)));
-                a[2] = __fadd_rn(a[2], __fmul_rn(weight, ep_lo(v.y))); a[3] = __fadd_rn(a[3], __fmul_rn(weight, ep_hi(v.y)));
-                a[4] = __fadd_rn(a[4], __fmul_rn(weight, ep_lo(v.z))); a[5] = __fadd_rn(a[5], __fmul_rn(weight, ep_hi(v.z)));
-                a[6] = __fadd_rn(a[6], __fmul_rn(weight, ep_lo(v.w))); a[7] = __fadd_rn(a[7], __fmul_rn(weight, ep_hi(v.w)));
+        if (i >= pieces) continue;
+        float a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        for (int j0 = 0; j0 < k; j0 += EP_LL_REDUCE_BATCH) {
+            ep_v4 v[EP_LL_REDUCE_BATCH];
+            float weight[EP_LL_REDUCE_BATCH];
+            bool taken[EP_LL_REDUCE_BATCH];
+#pragma unroll
+            for (int u = 0; u < EP_LL_REDUCE_BATCH; ++u) {
+                int j = j0 + u;
+                taken[u] = j < k && topk[t * k + j] >= 0;
+                weight[u] = taken[u] ? weights[t * k + j] : 0.0f;
+                v[u] = taken[u] ? back[(t * k + j) * pieces + i] : ep_v4{0, 0, 0, 0};
             }
-            out[t * pieces + i] = ep_pack4(a);
+#pragma unroll
+            for (int u = 0; u < EP_LL_REDUCE_BATCH; ++u) {
+                if (!taken[u]) continue;
+                a[0] = __fadd_rn(a[0], __fmul_rn(weight[u], ep_lo(v[u].x))); a[1] = __fadd_rn(a[1], __fmul_rn(weight[u], ep_hi(v[u].x)));
+                a[2] = __fadd_rn(a[2], __fmul_rn(weight[u], ep_lo(v[u].y))); a[3] = __fadd_rn(a[3], __fmul_rn(weight[u], ep_hi(v[u].y)));
+                a[4] = __fadd_rn(a[4], __fmul_rn(weight[u], ep_lo(v[u].z))); a[5] = __fadd_rn(a[5], __fmul_rn(weight[u], ep_hi(v[u].z)));
+                a[6] = __fadd_rn(a[6], __fmul_rn(weight[u], ep_lo(v[u].w))); a[7] = __fadd_rn(a[7], __fmul_rn(weight[u], ep_hi(v[u].w)));
+            }
         }
+        out[t * pieces + i] = ep_pack4(a);
     }
 }
