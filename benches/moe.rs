@@ -1,6 +1,7 @@
 //! MoE dispatch and combine (`ferroshmem::ep`) with DeepEP's settings, on the PEs of one
 //! process sharing the GPUs there are (several PEs per GPU; run it under CUDA MPS so that
-//! their kernels run side by side).
+//! their kernels run side by side), or on the PEs of a launched job, one per process
+//! (`ferroshmem run -n 8 -- moe-<hash>`). PE 0 gathers every PE's figures and reports them.
 //!
 //! Normal mode: 4096 tokens per PE, hidden 7168, top-8 of 256 experts chosen uniformly at
 //! random (DeepEP's `test_intranode.py`), BF16 dispatch, FP8 dispatch (e4m3 bytes with
@@ -26,6 +27,7 @@
 //! cargo bench --no-run --bench moe
 //! target/release/deps/moe-<hash> [--pes 8] [--tokens 4096] [--hidden 7168] [--top-k 8]
 //!                                [--experts 256] [--iters 20] [--blocks N] [--ll-tokens 128]
+//! target/release/ferroshmem run -n 8 -- target/release/deps/moe-<hash> [OPTIONS]
 //! ```
 //!
 //! Prints a table and lines `FIGURE <name> <value> <unit>`. Without a GPU it says so and
@@ -86,8 +88,9 @@ fn parse_args() -> Result<Args> {
     Ok(args)
 }
 
-/// One PE's figures.
-#[derive(Debug, Clone, Copy, Default)]
+/// One PE's figures (plain data: every PE puts its own into PE 0's heap).
+#[derive(Debug, Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
+#[repr(C)]
 struct Figures {
     received_bytes: f64,
     fp8_bytes: f64,
@@ -105,7 +108,6 @@ struct Figures {
     ll_bytes: f64,
     /// Seconds per awaited `cuMemcpyAsync` of `ll_bytes`, every PE copying at once.
     ll_copy_s: f64,
-    mps: bool,
 }
 
 /// splitmix64, for routings and values.
@@ -140,24 +142,46 @@ async fn upload<T: bytemuck::Pod>(gpu: &GpuPe, data: &[T]) -> Result<DeviceBuffe
     Ok(dev)
 }
 
-async fn bench(pe: Pe, args: Args) -> Result<Figures> {
+/// Every PE's figures, on PE 0 (`None` on the others), and whether the PEs share the GPU
+/// under CUDA MPS.
+type Gathered = Option<(Vec<Figures>, bool)>;
+
+/// Measures this PE's figures and gathers every PE's on PE 0.
+async fn bench(pe: Pe, args: Args) -> Result<Gathered> {
     let gpu = pe.init_gpu().await?;
     let mps = matches!(
         gpu.sharing(),
         GpuSharing::InProcess { mps: true, .. } | GpuSharing::Processes { mps: true, .. }
     );
+    let mine = measure(&pe, &gpu, args).await?;
+    let all = pe.calloc::<Figures>(pe.n_pes()).await?;
+    pe.p(all.at(pe.my_pe()), mine, 0).await?;
+    pe.barrier_all().await?;
+    let gathered = if pe.my_pe() == 0 {
+        let mut figures = vec![Figures::default(); pe.n_pes()];
+        pe.get(&mut figures, &all, 0).await?;
+        Some((figures, mps))
+    } else {
+        None
+    };
+    pe.free(all).await?;
+    Ok(gathered)
+}
+
+/// This PE's figures: normal mode, its copy-engine bounds, then low latency.
+async fn measure(pe: &Pe, gpu: &GpuPe, args: Args) -> Result<Figures> {
     let config = Config {
         blocks: args.blocks,
         ..Config::new(args.tokens, args.hidden, args.top_k, args.experts)
     };
-    let mut buffer = Buffer::new(&gpu, config).await?;
+    let mut buffer = Buffer::new(gpu, config).await?;
     let x: Vec<Bf16> = (0..args.tokens * args.hidden)
         .map(|i| Bf16::from_f32(((mix(i as u64) % 17) as f32 - 8.0) / 8.0))
         .collect();
-    let x = upload(&gpu, &x).await?;
-    let topk_idx = upload(&gpu, &routing(&args, pe.my_pe())).await?;
+    let x = upload(gpu, &x).await?;
+    let topk_idx = upload(gpu, &routing(&args, pe.my_pe())).await?;
     let topk_weights = upload(
-        &gpu,
+        gpu,
         &vec![1.0f32 / args.top_k as f32; args.tokens * args.top_k],
     )
     .await?;
@@ -169,16 +193,16 @@ async fn bench(pe: Pe, args: Args) -> Result<Figures> {
         tokens: args.tokens,
     };
     let (dispatch, combine, received) =
-        normal_rounds(&pe, &mut buffer, input, &mut out, args.iters).await?;
+        normal_rounds(pe, &mut buffer, input, &mut out, args.iters).await?;
     // FP8 rows (the bytes of random e4m3 values; the kernels move them as they are).
     let fp8 = upload(
-        &gpu,
+        gpu,
         &(0..args.tokens * args.hidden)
             .map(|i| mix(i as u64) as u8 & 0x77)
             .collect::<Vec<u8>>(),
     )
     .await?;
-    let scales = upload(&gpu, &vec![1.0f32; args.tokens * (args.hidden / 128)]).await?;
+    let scales = upload(gpu, &vec![1.0f32; args.tokens * (args.hidden / 128)]).await?;
     let fp8_input = DispatchInput {
         x: Rows::Fp8 {
             x: &fp8,
@@ -187,18 +211,18 @@ async fn bench(pe: Pe, args: Args) -> Result<Figures> {
         ..input
     };
     let (fp8_dispatch, _, _) =
-        normal_rounds(&pe, &mut buffer, fp8_input, &mut out, args.iters).await?;
+        normal_rounds(pe, &mut buffer, fp8_input, &mut out, args.iters).await?;
     let bytes = received * args.hidden * std::mem::size_of::<Bf16>();
     let fp8_bytes = received * (args.hidden + args.hidden / 128 * 4);
-    let copy = copy_engine_time(&pe, &gpu, bytes, args.iters).await?;
-    let fp8_copy = copy_engine_time(&pe, &gpu, fp8_bytes, args.iters).await?;
+    let copy = copy_engine_time(pe, gpu, bytes, args.iters).await?;
+    let fp8_copy = copy_engine_time(pe, gpu, fp8_bytes, args.iters).await?;
     buffer.destroy().await?;
     drop((x, out, fp8, scales));
-    let ll = low_latency(&pe, &gpu, &args, false).await?;
-    let ll_fp8 = low_latency(&pe, &gpu, &args, true).await?;
-    let ll_graph = low_latency_graph(&pe, &gpu, &args).await?;
+    let ll = low_latency(pe, gpu, &args, false).await?;
+    let ll_fp8 = low_latency(pe, gpu, &args, true).await?;
+    let ll_graph = low_latency_graph(pe, gpu, &args).await?;
     let ll_bytes = low_latency_rows(&args, pe.my_pe(), pe.n_pes()) * args.hidden * 2;
-    let ll_copy = copy_engine_time(&pe, &gpu, ll_bytes, args.iters * 5).await?;
+    let ll_copy = copy_engine_time(pe, gpu, ll_bytes, args.iters * 5).await?;
     Ok(Figures {
         received_bytes: bytes as f64,
         fp8_bytes: fp8_bytes as f64,
@@ -212,7 +236,6 @@ async fn bench(pe: Pe, args: Args) -> Result<Figures> {
         ll_graph,
         ll_bytes: ll_bytes as f64,
         ll_copy_s: ll_copy,
-        mps,
     })
 }
 
@@ -336,7 +359,8 @@ async fn low_latency_graph(pe: &Pe, gpu: &GpuPe, args: &Args) -> Result<LowLaten
 
 /// One PE's low-latency figures, seconds per call: awaited by the host, and between events
 /// on the stream around the queued kernels (no host wait).
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
+#[repr(C)]
 struct LowLatencyFigures {
     dispatch_s: f64,
     combine_s: f64,
@@ -422,7 +446,7 @@ async fn copy_engine_time(pe: &Pe, gpu: &GpuPe, bytes: usize, iters: usize) -> R
     Ok(total.as_secs_f64() / iters as f64)
 }
 
-fn report(args: &Args, figures: &[Figures]) {
+fn report(args: &Args, figures: &[Figures], mps: bool) {
     let n = figures.len() as f64;
     let mean = |f: fn(&Figures) -> f64| figures.iter().map(f).sum::<f64>() / n;
     let gbps = |bytes: f64, s: f64| bytes / s / 1e9;
@@ -440,7 +464,7 @@ fn report(args: &Args, figures: &[Figures]) {
         args.hidden,
         args.top_k,
         args.experts,
-        figures.iter().all(|f| f.mps)
+        mps
     );
     println!("| figure | per-PE mean | vs copy-engine bound |");
     println!("|---|---|---|");
@@ -557,12 +581,20 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
+    // Launched (`ferroshmem run -n N`), the job has the launcher's PEs; alone, `--pes`.
+    let pes = match ferroshmem::launch_env::LaunchEnv::detect() {
+        Ok(launched) => launched.map_or(args.pes, |env| env.size),
+        Err(e) => {
+            eprintln!("moe: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
     if std::env::var_os("FERROSHMEM_SYMMETRIC_SIZE").is_none() {
         let config = Config::new(args.tokens, args.hidden, args.top_k, args.experts);
         let ll = Config::low_latency(args.ll_tokens, args.hidden, args.top_k, args.experts);
         let need = [config, ll]
             .iter()
-            .map(|c| Buffer::bytes_needed(c, args.pes, false).unwrap_or(1 << 30))
+            .map(|c| Buffer::bytes_needed(c, pes, false).unwrap_or(1 << 30))
             .max()
             .unwrap_or(1 << 30);
         std::env::set_var(
@@ -575,14 +607,17 @@ fn main() -> std::process::ExitCode {
         .build()
         .expect("tokio runtime");
     let outcome = rt.block_on(async move {
-        ferroshmem::run_local(args.pes, move |pe| bench(pe, args))
+        ferroshmem::run(pes, move |pe| bench(pe, args))
             .await?
             .into_iter()
-            .collect::<Result<Vec<Figures>>>()
+            .collect::<Result<Vec<Gathered>>>()
     });
     match outcome {
-        Ok(figures) => {
-            report(&args, &figures);
+        Ok(gathered) => {
+            // PE 0's process reports; the others have nothing to say.
+            if let Some((figures, mps)) = gathered.into_iter().flatten().next() {
+                report(&args, &figures, mps);
+            }
             std::process::ExitCode::SUCCESS
         }
         Err(e) => {
