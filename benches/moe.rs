@@ -242,20 +242,14 @@ async fn measure(pe: &Pe, gpu: &GpuPe, args: Args) -> Result<Figures> {
 /// Seconds per low-latency dispatch (send and receive; `fp8`: casting rows to FP8) and combine
 /// of `ll_tokens` tokens, calls back to back (one host barrier before them all), each awaited.
 async fn low_latency(pe: &Pe, gpu: &GpuPe, args: &Args, fp8: bool) -> Result<LowLatencyFigures> {
+    let LowLatencyBench {
+        mut buffer,
+        x,
+        topk_idx,
+        topk_weights,
+        mut out,
+    } = LowLatencyBench::new(pe, gpu, args).await?;
     let tokens = args.ll_tokens;
-    let config = Config {
-        blocks: args.blocks,
-        ..Config::low_latency(tokens, args.hidden, args.top_k, args.experts)
-    };
-    let mut buffer = Buffer::new(gpu, config).await?;
-    let x: Vec<Bf16> = (0..tokens * args.hidden)
-        .map(|i| Bf16::from_f32(((mix(i as u64) % 17) as f32 - 8.0) / 8.0))
-        .collect();
-    let x = upload(gpu, &x).await?;
-    let ll_args = Args { tokens, ..*args };
-    let topk_idx = upload(gpu, &routing(&ll_args, pe.my_pe())).await?;
-    let topk_weights = upload(gpu, &vec![1.0f32 / args.top_k as f32; tokens * args.top_k]).await?;
-    let mut out = DeviceBuffer::<Bf16>::new(gpu.context(), tokens * args.hidden)?;
     let input = LowLatencyInput {
         fp8,
         x: &x,
@@ -290,13 +284,7 @@ async fn low_latency(pe: &Pe, gpu: &GpuPe, args: &Args, fp8: bool) -> Result<Low
         }
     }
     buffer.destroy().await?;
-    let calls = (args.iters * 5) as f64;
-    Ok(LowLatencyFigures {
-        dispatch_s: figures.dispatch_s / calls,
-        combine_s: figures.combine_s / calls,
-        dispatch_stream_s: figures.dispatch_stream_s / calls,
-        combine_stream_s: figures.combine_stream_s / calls,
-    })
+    Ok(figures.per_call(args.iters * 5))
 }
 
 /// A BF16 low-latency round (dispatch, the receive hook, combine of the received rows as
@@ -304,21 +292,14 @@ async fn low_latency(pe: &Pe, gpu: &GpuPe, args: &Args, fp8: bool) -> Result<Low
 /// per round. Events around the replay and one captured between the receive hook and the
 /// combine split the stream's time into dispatch and combine.
 async fn low_latency_graph(pe: &Pe, gpu: &GpuPe, args: &Args) -> Result<LowLatencyFigures> {
+    let LowLatencyBench {
+        mut buffer,
+        mut x,
+        mut topk_idx,
+        mut topk_weights,
+        mut out,
+    } = LowLatencyBench::new(pe, gpu, args).await?;
     let tokens = args.ll_tokens;
-    let config = Config {
-        blocks: args.blocks,
-        ..Config::low_latency(tokens, args.hidden, args.top_k, args.experts)
-    };
-    let mut buffer = Buffer::new(gpu, config).await?;
-    let x: Vec<Bf16> = (0..tokens * args.hidden)
-        .map(|i| Bf16::from_f32(((mix(i as u64) % 17) as f32 - 8.0) / 8.0))
-        .collect();
-    let mut x = upload(gpu, &x).await?;
-    let ll_args = Args { tokens, ..*args };
-    let mut topk_idx = upload(gpu, &routing(&ll_args, pe.my_pe())).await?;
-    let mut topk_weights =
-        upload(gpu, &vec![1.0f32 / args.top_k as f32; tokens * args.top_k]).await?;
-    let mut out = DeviceBuffer::<Bf16>::new(gpu.context(), tokens * args.hidden)?;
     let events = [event(gpu)?, event(gpu)?, event(gpu)?];
     let round = LowLatencyRound {
         x: &mut x,
@@ -348,13 +329,40 @@ async fn low_latency_graph(pe: &Pe, gpu: &GpuPe, args: &Args) -> Result<LowLaten
     }
     drop(graph);
     buffer.destroy().await?;
-    let calls = (args.iters * 5) as f64;
-    Ok(LowLatencyFigures {
-        dispatch_s: figures.dispatch_s / calls,
-        combine_s: 0.0,
-        dispatch_stream_s: figures.dispatch_stream_s / calls,
-        combine_stream_s: figures.combine_stream_s / calls,
-    })
+    Ok(figures.per_call(args.iters * 5))
+}
+
+/// A low-latency buffer with one round's inputs (`ll_tokens` tokens of random BF16 rows,
+/// this PE's routing, equal weights) and its output, on this PE's GPU.
+struct LowLatencyBench {
+    buffer: Buffer,
+    x: DeviceBuffer<Bf16>,
+    topk_idx: DeviceBuffer<i64>,
+    topk_weights: DeviceBuffer<f32>,
+    out: DeviceBuffer<Bf16>,
+}
+
+impl LowLatencyBench {
+    async fn new(pe: &Pe, gpu: &GpuPe, args: &Args) -> Result<LowLatencyBench> {
+        let tokens = args.ll_tokens;
+        let config = Config {
+            blocks: args.blocks,
+            ..Config::low_latency(tokens, args.hidden, args.top_k, args.experts)
+        };
+        let buffer = Buffer::new(gpu, config).await?;
+        let x: Vec<Bf16> = (0..tokens * args.hidden)
+            .map(|i| Bf16::from_f32(((mix(i as u64) % 17) as f32 - 8.0) / 8.0))
+            .collect();
+        let ll_args = Args { tokens, ..*args };
+        let weights = vec![1.0f32 / args.top_k as f32; tokens * args.top_k];
+        Ok(LowLatencyBench {
+            buffer,
+            x: upload(gpu, &x).await?,
+            topk_idx: upload(gpu, &routing(&ll_args, pe.my_pe())).await?,
+            topk_weights: upload(gpu, &weights).await?,
+            out: DeviceBuffer::new(gpu.context(), tokens * args.hidden)?,
+        })
+    }
 }
 
 /// One PE's low-latency figures, seconds per call: awaited by the host, and between events
@@ -366,6 +374,19 @@ struct LowLatencyFigures {
     combine_s: f64,
     dispatch_stream_s: f64,
     combine_stream_s: f64,
+}
+
+impl LowLatencyFigures {
+    /// These sums of `calls` calls' times, per call.
+    fn per_call(self, calls: usize) -> LowLatencyFigures {
+        let calls = calls as f64;
+        LowLatencyFigures {
+            dispatch_s: self.dispatch_s / calls,
+            combine_s: self.combine_s / calls,
+            dispatch_stream_s: self.dispatch_stream_s / calls,
+            combine_stream_s: self.combine_stream_s / calls,
+        }
+    }
 }
 
 fn event(gpu: &GpuPe) -> Result<CudaEvent> {
@@ -543,29 +564,28 @@ fn report_low_latency(args: &Args, figures: &[Figures]) {
         us(|f| f.ll_graph.combine_stream_s),
         us(|f| f.ll_graph.dispatch_s)
     );
-    println!("FIGURE ep_ll_dispatch_us {:.1} us", us(|f| f.ll.dispatch_s));
-    println!("FIGURE ep_ll_copy_engine_us {copy:.1} us");
-    println!(
-        "FIGURE ep_ll_graph_dispatch_stream_us {:.1} us",
-        us(|f| f.ll_graph.dispatch_stream_s)
-    );
-    println!(
-        "FIGURE ep_ll_graph_combine_stream_us {:.1} us",
-        us(|f| f.ll_graph.combine_stream_s)
-    );
-    println!(
-        "FIGURE ep_ll_dispatch_stream_us {:.1} us",
-        us(|f| f.ll.dispatch_stream_s)
-    );
-    println!(
-        "FIGURE ep_ll_fp8_dispatch_stream_us {:.1} us",
-        us(|f| f.ll_fp8.dispatch_stream_s)
-    );
-    println!("FIGURE ep_ll_combine_us {:.1} us", us(|f| f.ll.combine_s));
-    println!(
-        "FIGURE ep_ll_combine_stream_us {:.1} us",
-        us(|f| f.ll.combine_stream_s)
-    );
+    let lines = [
+        ("ep_ll_dispatch_us", us(|f| f.ll.dispatch_s)),
+        ("ep_ll_copy_engine_us", copy),
+        (
+            "ep_ll_graph_dispatch_stream_us",
+            us(|f| f.ll_graph.dispatch_stream_s),
+        ),
+        (
+            "ep_ll_graph_combine_stream_us",
+            us(|f| f.ll_graph.combine_stream_s),
+        ),
+        ("ep_ll_dispatch_stream_us", us(|f| f.ll.dispatch_stream_s)),
+        (
+            "ep_ll_fp8_dispatch_stream_us",
+            us(|f| f.ll_fp8.dispatch_stream_s),
+        ),
+        ("ep_ll_combine_us", us(|f| f.ll.combine_s)),
+        ("ep_ll_combine_stream_us", us(|f| f.ll.combine_stream_s)),
+    ];
+    for (name, value) in lines {
+        println!("FIGURE {name} {value:.1} us");
+    }
 }
 
 fn main() -> std::process::ExitCode {
