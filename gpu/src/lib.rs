@@ -34,7 +34,7 @@ pub use context::{detect, device_for_local_rank, GpuDevice, GpuInventory};
 pub use cudarc;
 pub use driver::{Graph, LaunchDims};
 pub use heap::{GpuBuffer, GPU_HEADER};
-pub use module::{CompileOptions, GpuModule, KernelArg, DEVICE_HEADER};
+pub use module::{compile_library_ptx, CompileOptions, GpuModule, KernelArg, DEVICE_HEADER};
 pub use pe::GpuPe;
 pub use sharing::GpuSharing;
 

@@ -101,6 +101,26 @@ fn nvrtc(source: &str, cc: (i32, i32), extra: &[String]) -> Result<String> {
     }
 }
 
+/// Compiles `source` with the device library prepended, as [`GpuPe::compile_ptx`] does, for
+/// compute capability `cc`, with the device library's network path where `network` (a job
+/// that spans nodes) and its checks where `options.debug` says (off when `None`). Needs NVRTC
+/// only, no GPU: a library's tests check that its kernels compile this way where no GPU is.
+///
+/// # Errors
+/// [`GpuError::NoGpu`] where NVRTC cannot be loaded, [`GpuError::Compile`] with NVRTC's log.
+pub fn compile_library_ptx(
+    source: &str,
+    cc: (i32, i32),
+    network: bool,
+    options: &CompileOptions,
+) -> Result<String> {
+    let full = format!(
+        "{}{DEVICE_HEADER}\n#line 1 \"kernel.cu\"\n{source}\n",
+        library_defines(options.debug.unwrap_or(false), network)
+    );
+    nvrtc(&full, cc, &options.options)
+}
+
 /// A loaded module of one PE, with the device library's state in place.
 #[derive(Debug)]
 pub struct GpuModule {
@@ -123,12 +143,16 @@ impl GpuPe {
     /// [`GpuPe::load_ptx`] loads into any PE of the job on a GPU of the same model (a library
     /// compiles its kernels once per process this way). Blocking, like `compile`.
     pub fn compile_ptx(&self, source: &str, options: &CompileOptions) -> Result<String> {
-        let debug = options.debug.unwrap_or(self.device_debug());
-        let full = format!(
-            "{}{DEVICE_HEADER}\n#line 1 \"kernel.cu\"\n{source}\n",
-            library_defines(debug, self.spans_nodes())
-        );
-        nvrtc(&full, self.device().compute_capability(), &options.options)
+        let options = CompileOptions {
+            debug: Some(options.debug.unwrap_or(self.device_debug())),
+            ..options.clone()
+        };
+        compile_library_ptx(
+            source,
+            self.device().compute_capability(),
+            self.spans_nodes(),
+            &options,
+        )
     }
 
     /// Loads PTX that was compiled with the device library (by [`GpuPe::compile`] on any PE
@@ -378,11 +402,7 @@ fn internal_ptx(cc: (i32, i32), network: bool) -> Result<String> {
     if let Some(done) = ptx.as_ref() {
         return Ok(done.clone());
     }
-    let full = format!(
-        "{}{DEVICE_HEADER}\n{INTERNAL_SOURCE}\n",
-        library_defines(false, network)
-    );
-    let compiled = nvrtc(&full, cc, &[])?;
+    let compiled = compile_library_ptx(INTERNAL_SOURCE, cc, network, &CompileOptions::default())?;
     *ptx = Some(compiled.clone());
     Ok(compiled)
 }
@@ -427,5 +447,33 @@ impl InternalKernels {
         Ok(InternalKernels {
             module: pe.load_ptx(&ptx)?,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{compile_library_ptx, CompileOptions, INTERNAL_SOURCE};
+    use ferroshmem_runtime::{Error, GpuError};
+
+    /// The device library and its internal kernels (collectives, waits, the network path's
+    /// helpers) compile for the H200 (sm_90) on one node and across nodes, with the checks
+    /// on and off: what every PE does at set-up, checked where NVRTC is but no GPU (skipped
+    /// where NVRTC is not).
+    #[test]
+    fn the_library_compiles_under_nvrtc_on_one_node_and_across_nodes() {
+        for (network, debug) in [(false, false), (false, true), (true, false), (true, true)] {
+            let options = CompileOptions {
+                debug: Some(debug),
+                ..CompileOptions::default()
+            };
+            match compile_library_ptx(INTERNAL_SOURCE, (9, 0), network, &options) {
+                Err(Error::Gpu(GpuError::NoGpu(why))) => {
+                    eprintln!("skipping: {why}");
+                    return;
+                }
+                Err(e) => panic!("network {network}, debug {debug}: {e}"),
+                Ok(ptx) => assert!(ptx.contains(".entry "), "no kernel in the PTX"),
+            }
+        }
     }
 }
