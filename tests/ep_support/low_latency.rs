@@ -201,21 +201,7 @@ pub async fn round(
             .await?;
     }
     let got = download(gpu, &out, mine.tokens * shape.hidden).await?;
-    for t in 0..mine.tokens {
-        let want = reference::low_latency_combine_token(
-            &pe_inputs[me],
-            t,
-            shape.hidden,
-            shape.top_k,
-            expert,
-        );
-        if got[t * shape.hidden..(t + 1) * shape.hidden] != want[..] {
-            return Err(Error::InvalidArgument(format!(
-                "{what}: combined token {t} differs"
-            )));
-        }
-    }
-    Ok(())
+    compare_combined(&got, mine, shape, &what)
 }
 
 /// Queues the experts of a captured round (each scales its rows by its number + 1, in
@@ -315,28 +301,32 @@ pub async fn captured_rounds(gpu: &GpuPe, buffer: &mut Buffer, shape: &Shape) ->
             _ => graph.queue_replay()?.finish().await?,
         }
         let got = download(gpu, graph.out(), tokens * h).await?;
-        let pe_input = mine.as_pe_input();
-        let wrong: Vec<usize> = (0..tokens)
-            .filter(|&t| {
-                let want =
-                    reference::low_latency_combine_token(&pe_input, t, h, shape.top_k, expert);
-                got[t * h..(t + 1) * h] != want[..]
-            })
-            .collect();
-        if let Some(&t) = wrong.first() {
-            let want = reference::low_latency_combine_token(&pe_input, t, h, shape.top_k, expert);
-            return Err(Error::InvalidArgument(format!(
-                "PE {me} of {}, replay of {routing:?} seed {seed}: {} of {tokens} combined \
-                 tokens differ, the first {t} (its experts {:?}; got {:?}.., want {:?}..)",
-                shape.n,
-                wrong.len(),
-                &mine.topk_idx[t * shape.top_k..(t + 1) * shape.top_k],
-                &got[t * h..t * h + 4],
-                &want[..4],
-            )));
-        }
+        let replay = format!("PE {me} of {}, replay of {routing:?} seed {seed}", shape.n);
+        compare_combined(&got, mine, shape, &replay)?;
     }
     drop(graph);
     drop(module);
     Ok(())
+}
+
+/// Whether a PE's combined tokens `got` are the reference's for its input `mine`; else an
+/// error naming the first token that differs (`what`: which PE and round).
+fn compare_combined(got: &[Bf16], mine: &Input, shape: &Shape, what: &str) -> Result<()> {
+    let (tokens, h, k) = (mine.tokens, shape.hidden, shape.top_k);
+    let pe_input = mine.as_pe_input();
+    let want = |t| reference::low_latency_combine_token(&pe_input, t, h, k, expert);
+    let wrong: Vec<usize> = (0..tokens)
+        .filter(|&t| got[t * h..(t + 1) * h] != want(t)[..])
+        .collect();
+    let Some(&t) = wrong.first() else {
+        return Ok(());
+    };
+    Err(Error::InvalidArgument(format!(
+        "{what}: {} of {tokens} combined tokens differ, the first {t} (its experts {:?}; got \
+         {:?}.., want {:?}..)",
+        wrong.len(),
+        &mine.topk_idx[t * k..(t + 1) * k],
+        &got[t * h..t * h + 4],
+        &want(t)[..4],
+    )))
 }
