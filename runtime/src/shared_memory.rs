@@ -169,7 +169,7 @@ impl SharedMapping {
             if src.len() >= streaming_threshold() {
                 streaming_copy(src, dst);
             } else {
-                std::ptr::copy_nonoverlapping(src.as_ptr(), dst, src.len());
+                copy_nonoverlapping_bytes(src.as_ptr(), dst, src.len());
             }
         }
     }
@@ -180,11 +180,7 @@ impl SharedMapping {
         // SAFETY: the source range lies inside the mapping (checked above) and `dst` is an
         // exclusive Rust slice distinct from shared memory, so the ranges do not overlap.
         unsafe {
-            std::ptr::copy_nonoverlapping(
-                self.base.as_ptr().add(offset),
-                dst.as_mut_ptr(),
-                dst.len(),
-            )
+            copy_nonoverlapping_bytes(self.base.as_ptr().add(offset), dst.as_mut_ptr(), dst.len())
         }
     }
 
@@ -227,6 +223,31 @@ impl SharedMapping {
         // lives as long as `self`, which the returned reference borrows; atomics allow
         // concurrent access from any thread and, being lock-free, from any process.
         unsafe { &*self.base.as_ptr().add(offset).cast::<A>() }
+    }
+}
+
+/// Copies `len` bytes between ranges that do not overlap. A word (4 or 8 bytes, what one
+/// element of most operations is) moves as one load and one store: where the length is known
+/// only at run time (the C ABI's calls) this skips a call into `memcpy`; where it is a
+/// constant the branch folds away.
+///
+/// # Safety
+/// `src` must be valid for reads and `dst` for writes of `len` bytes, and the two ranges must
+/// not overlap.
+#[inline(always)]
+unsafe fn copy_nonoverlapping_bytes(src: *const u8, dst: *mut u8, len: usize) {
+    // SAFETY: the caller's contract, for every arm; the word arms read and write exactly
+    // `len` bytes, unaligned.
+    unsafe {
+        match len {
+            8 => dst
+                .cast::<u64>()
+                .write_unaligned(src.cast::<u64>().read_unaligned()),
+            4 => dst
+                .cast::<u32>()
+                .write_unaligned(src.cast::<u32>().read_unaligned()),
+            _ => std::ptr::copy_nonoverlapping(src, dst, len),
+        }
     }
 }
 
