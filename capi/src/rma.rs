@@ -100,6 +100,21 @@ pub(crate) fn get<T: Pod>(
             return;
         }
     }
+    get_checked(routine, ctx, (dest, source), nelems, pe)
+}
+
+/// `get` on a context, to another node or with an argument to refuse: out of line, so that
+/// the fast path's frame stays small.
+#[cold]
+#[inline(never)]
+fn get_checked<T: Pod>(
+    routine: &'static str,
+    ctx: usize,
+    (dest, source): (*mut T, *const T),
+    nelems: usize,
+    pe: c_int,
+) {
+    let s = shmem(routine);
     let done = raw::local_mut(dest, nelems, "dest").and_then(|dest| {
         let (source, pe) = (s.view(source, nelems)?, s.pe_of(pe)?);
         match s.context(ctx)? {
