@@ -159,6 +159,7 @@ impl SharedMapping {
     /// Copies `src` into the mapping at `offset`. Copies larger than half the last-level
     /// cache use streaming (non-temporal) stores, which do not evict the writer's cache for
     /// data only the target will read.
+    #[inline]
     pub fn write(&self, offset: usize, src: &[u8]) {
         self.check(offset, src.len());
         // SAFETY: the destination range lies inside the mapping (checked above), the source is
@@ -175,6 +176,7 @@ impl SharedMapping {
     }
 
     /// Copies from the mapping at `offset` into `dst`.
+    #[inline]
     pub fn read(&self, offset: usize, dst: &mut [u8]) {
         self.check(offset, dst.len());
         // SAFETY: the source range lies inside the mapping (checked above) and `dst` is an
