@@ -52,30 +52,45 @@ __device__ __forceinline__ unsigned ep_e4m3x2(float lo, float hi) {
     return r;
 }
 
+// Casts piece `sub` of group `g` (16 pieces of a bf16 row, 128 elements) to e4m3, its half-warp
+// sharing the group's amax (every lane of the warp must call it; lanes past `groups` only
+// join the shuffle). The group's scale is amax / 448, amax at least 1e-4.
+__device__ __forceinline__ void ep_cast_piece(unsigned char* dst, float* scales, ep_v4 v, int g, int groups, int sub) {
+    float f[8] = {ep_lo(v.x), ep_hi(v.x), ep_lo(v.y), ep_hi(v.y), ep_lo(v.z), ep_hi(v.z), ep_lo(v.w), ep_hi(v.w)};
+    float amax = 0.0f;
+    for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(f[i]));
+    for (int o = 8; o >= 1; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    amax = fmaxf(amax, 1e-4f);
+    if (g >= groups) return;
+    float inverse = 448.0f / amax;
+    unsigned w0 = ep_e4m3x2(__fmul_rn(f[0], inverse), __fmul_rn(f[1], inverse));
+    unsigned w1 = ep_e4m3x2(__fmul_rn(f[2], inverse), __fmul_rn(f[3], inverse));
+    unsigned w2 = ep_e4m3x2(__fmul_rn(f[4], inverse), __fmul_rn(f[5], inverse));
+    unsigned w3 = ep_e4m3x2(__fmul_rn(f[6], inverse), __fmul_rn(f[7], inverse));
+    uint2 out;
+    out.x = w0 | (w1 << 16);
+    out.y = w2 | (w3 << 16);
+    *(uint2*)(dst + (long long)(g * 16 + sub) * 8) = out;
+    if (sub == 0) scales[g] = amax / 448.0f;
+}
+
+// Groups of a row a half-warp loads before casting any (loads in flight per lane).
+#define EP_CAST_BATCH 4
+
 // Casts a bf16 row (`pieces` 16-byte pieces, a multiple of 16) to e4m3 with one scale per
-// 128 elements (amax / 448, amax at least 1e-4): each half-warp takes a group of 16 pieces.
+// 128 elements: each half-warp takes a group of 16 pieces, loading EP_CAST_BATCH groups
+// before it casts them.
 __device__ __forceinline__ void ep_cast_row(unsigned char* dst, float* scales, const ep_v4* src, int pieces, int lane) {
-    int groups = pieces / 16, sub = lane & 15;
-    for (int g0 = 0; g0 < groups; g0 += 2) {
-        int g = g0 + (lane >> 4);
-        bool active = g < groups;
-        ep_v4 v = active ? src[g * 16 + sub] : ep_v4{0, 0, 0, 0};
-        float f[8] = {ep_lo(v.x), ep_hi(v.x), ep_lo(v.y), ep_hi(v.y), ep_lo(v.z), ep_hi(v.z), ep_lo(v.w), ep_hi(v.w)};
-        float amax = 0.0f;
-        for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(f[i]));
-        for (int o = 8; o >= 1; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-        amax = fmaxf(amax, 1e-4f);
-        float inverse = 448.0f / amax;
-        if (!active) continue;
-        unsigned w0 = ep_e4m3x2(__fmul_rn(f[0], inverse), __fmul_rn(f[1], inverse));
-        unsigned w1 = ep_e4m3x2(__fmul_rn(f[2], inverse), __fmul_rn(f[3], inverse));
-        unsigned w2 = ep_e4m3x2(__fmul_rn(f[4], inverse), __fmul_rn(f[5], inverse));
-        unsigned w3 = ep_e4m3x2(__fmul_rn(f[6], inverse), __fmul_rn(f[7], inverse));
-        uint2 out;
-        out.x = w0 | (w1 << 16);
-        out.y = w2 | (w3 << 16);
-        *(uint2*)(dst + (long long)(g * 16 + sub) * 8) = out;
-        if (sub == 0) scales[g] = amax / 448.0f;
+    int groups = pieces / 16, sub = lane & 15, half = lane >> 4;
+    for (int g0 = 0; g0 < groups; g0 += 2 * EP_CAST_BATCH) {
+        ep_v4 v[EP_CAST_BATCH];
+#pragma unroll
+        for (int b = 0; b < EP_CAST_BATCH; ++b) {
+            int g = g0 + 2 * b + half;
+            v[b] = g < groups ? src[g * 16 + sub] : ep_v4{0, 0, 0, 0};
+        }
+#pragma unroll
+        for (int b = 0; b < EP_CAST_BATCH; ++b) ep_cast_piece(dst, scales, v[b], g0 + 2 * b + half, groups, sub);
     }
 }
 
