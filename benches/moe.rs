@@ -13,7 +13,10 @@
 //! Low-latency mode: 128 tokens per PE, the same model: dispatch (send, then the receive
 //! hook) of BF16 rows and casting them to FP8, and BF16 combine, calls back to back after one host barrier, each awaited
 //! by the host (so each figure includes the host's wait for the GPU, which DeepEP's kernel
-//! times do not). Then the same BF16 round captured into a CUDA graph and replayed (one
+//! times do not); then the same calls, each queued behind a barrier of every PE on the stream,
+//! so that the PEs' kernels start together as on separate GPUs (PEs sharing one GPU here
+//! launch through one queue, up to a hundred microseconds apart), timed on the stream from the
+//! barrier. Then the same BF16 round captured into a CUDA graph and replayed (one
 //! launch per round, as a decoding loop runs it), its dispatch and combine timed on the
 //! stream.
 //!
@@ -27,6 +30,7 @@
 //! cargo bench --no-run --bench moe
 //! target/release/deps/moe-<hash> [--pes 8] [--tokens 4096] [--hidden 7168] [--top-k 8]
 //!                                [--experts 256] [--iters 20] [--blocks N] [--ll-tokens 128]
+//!                                [--mode all|normal|low-latency]
 //! target/release/ferroshmem run -n 8 -- target/release/deps/moe-<hash> [OPTIONS]
 //! ```
 //!
@@ -51,6 +55,36 @@ struct Args {
     iters: usize,
     blocks: Option<u32>,
     ll_tokens: usize,
+    mode: Mode,
+}
+
+/// Which modes a run measures (`--mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    All,
+    Normal,
+    LowLatency,
+}
+
+impl Mode {
+    fn parse(value: &str) -> Result<Mode> {
+        match value {
+            "all" => Ok(Mode::All),
+            "normal" => Ok(Mode::Normal),
+            "low-latency" => Ok(Mode::LowLatency),
+            _ => Err(Error::InvalidArgument(format!(
+                "--mode takes all, normal or low-latency, not {value:?}"
+            ))),
+        }
+    }
+
+    fn normal(self) -> bool {
+        self != Mode::LowLatency
+    }
+
+    fn low_latency(self) -> bool {
+        self != Mode::Normal
+    }
 }
 
 fn parse_args() -> Result<Args> {
@@ -63,10 +97,15 @@ fn parse_args() -> Result<Args> {
         iters: 20,
         blocks: None,
         ll_tokens: 128,
+        mode: Mode::All,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         if flag == "--bench" {
+            continue;
+        }
+        if flag == "--mode" {
+            args.mode = Mode::parse(&it.next().unwrap_or_default())?;
             continue;
         }
         let value: usize = it
@@ -101,6 +140,9 @@ struct Figures {
     fp8_copy_s: f64,
     ll: LowLatencyFigures,
     ll_fp8: LowLatencyFigures,
+    /// The same calls, each behind a barrier on the stream (`Start::Together`).
+    ll_gated: LowLatencyFigures,
+    ll_fp8_gated: LowLatencyFigures,
     /// A round replayed from a CUDA graph: `dispatch_s` is the whole round awaited,
     /// `combine_s` unused.
     ll_graph: LowLatencyFigures,
@@ -168,8 +210,28 @@ async fn bench(pe: Pe, args: Args) -> Result<Gathered> {
     Ok(gathered)
 }
 
-/// This PE's figures: normal mode, its copy-engine bounds, then low latency.
+/// This PE's figures: normal mode and its copy-engine bounds, then low latency (those the
+/// run's mode asks; the others stay zero).
 async fn measure(pe: &Pe, gpu: &GpuPe, args: Args) -> Result<Figures> {
+    let mut figures = Figures::default();
+    if args.mode.normal() {
+        measure_normal(pe, gpu, args, &mut figures).await?;
+    }
+    if args.mode.low_latency() {
+        figures.ll = low_latency(pe, gpu, &args, false, Start::BackToBack).await?;
+        figures.ll_fp8 = low_latency(pe, gpu, &args, true, Start::BackToBack).await?;
+        figures.ll_gated = low_latency(pe, gpu, &args, false, Start::Together).await?;
+        figures.ll_fp8_gated = low_latency(pe, gpu, &args, true, Start::Together).await?;
+        figures.ll_graph = low_latency_graph(pe, gpu, &args).await?;
+        let ll_bytes = low_latency_rows(&args, pe.my_pe(), pe.n_pes()) * args.hidden * 2;
+        figures.ll_bytes = ll_bytes as f64;
+        figures.ll_copy_s = copy_engine_time(pe, gpu, ll_bytes, args.iters * 5).await?;
+    }
+    Ok(figures)
+}
+
+/// Normal mode's figures and their copy-engine bounds, into `figures`.
+async fn measure_normal(pe: &Pe, gpu: &GpuPe, args: Args, figures: &mut Figures) -> Result<()> {
     let config = Config {
         blocks: args.blocks,
         ..Config::new(args.tokens, args.hidden, args.top_k, args.experts)
@@ -217,31 +279,37 @@ async fn measure(pe: &Pe, gpu: &GpuPe, args: Args) -> Result<Figures> {
     let copy = copy_engine_time(pe, gpu, bytes, args.iters).await?;
     let fp8_copy = copy_engine_time(pe, gpu, fp8_bytes, args.iters).await?;
     buffer.destroy().await?;
-    drop((x, out, fp8, scales));
-    let ll = low_latency(pe, gpu, &args, false).await?;
-    let ll_fp8 = low_latency(pe, gpu, &args, true).await?;
-    let ll_graph = low_latency_graph(pe, gpu, &args).await?;
-    let ll_bytes = low_latency_rows(&args, pe.my_pe(), pe.n_pes()) * args.hidden * 2;
-    let ll_copy = copy_engine_time(pe, gpu, ll_bytes, args.iters * 5).await?;
-    Ok(Figures {
-        received_bytes: bytes as f64,
-        fp8_bytes: fp8_bytes as f64,
-        dispatch_s: dispatch,
-        combine_s: combine,
-        fp8_dispatch_s: fp8_dispatch,
-        copy_s: copy,
-        fp8_copy_s: fp8_copy,
-        ll,
-        ll_fp8,
-        ll_graph,
-        ll_bytes: ll_bytes as f64,
-        ll_copy_s: ll_copy,
-    })
+    figures.received_bytes = bytes as f64;
+    figures.fp8_bytes = fp8_bytes as f64;
+    figures.dispatch_s = dispatch;
+    figures.combine_s = combine;
+    figures.fp8_dispatch_s = fp8_dispatch;
+    figures.copy_s = copy;
+    figures.fp8_copy_s = fp8_copy;
+    Ok(())
+}
+
+/// How the calls of a low-latency measurement start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Start {
+    /// One host barrier before them all, then each call queued once the previous one is
+    /// awaited: the PEs' launches, which share the GPU here, go out as their hosts get to them.
+    BackToBack,
+    /// Each call queued behind a barrier of every PE on its stream, so that the PEs' kernels
+    /// start together on the GPU, as those of PEs on separate GPUs (whose launches do not
+    /// queue behind each other's) would; its stream times start after the barrier.
+    Together,
 }
 
 /// Seconds per low-latency dispatch (send and receive; `fp8`: casting rows to FP8) and combine
-/// of `ll_tokens` tokens, calls back to back (one host barrier before them all), each awaited.
-async fn low_latency(pe: &Pe, gpu: &GpuPe, args: &Args, fp8: bool) -> Result<LowLatencyFigures> {
+/// of `ll_tokens` tokens, each awaited, started as `start` says.
+async fn low_latency(
+    pe: &Pe,
+    gpu: &GpuPe,
+    args: &Args,
+    fp8: bool,
+    start: Start,
+) -> Result<LowLatencyFigures> {
     let LowLatencyBench {
         mut buffer,
         x,
@@ -261,12 +329,18 @@ async fn low_latency(pe: &Pe, gpu: &GpuPe, args: &Args, fp8: bool) -> Result<Low
     pe.barrier_all().await?;
     for i in 0..args.iters * 5 + 5 {
         let t0 = Instant::now();
+        if start == Start::Together {
+            gpu.barrier_all_on_stream(buffer.stream())?;
+        }
         record(&events[0], buffer.stream())?;
         let mut sent = buffer.low_latency_dispatch(input)?;
         sent.queue_receive()?;
         record(&events[1], sent.stream())?;
         let handle = sent.receive().await?.handle();
         let t1 = Instant::now();
+        if start == Start::Together {
+            gpu.barrier_all_on_stream(buffer.stream())?;
+        }
         record(&events[2], buffer.stream())?;
         let combining = buffer.queue_low_latency_combine(
             &handle,
@@ -468,6 +542,35 @@ async fn copy_engine_time(pe: &Pe, gpu: &GpuPe, bytes: usize, iters: usize) -> R
 }
 
 fn report(args: &Args, figures: &[Figures], mps: bool) {
+    let (mode, tokens) = match args.mode {
+        Mode::LowLatency => ("low-latency mode", args.ll_tokens),
+        _ => ("normal mode", args.tokens),
+    };
+    println!(
+        "MoE {mode}: {} PEs, {tokens} tokens/PE, hidden {}, top-{} of {} experts; MPS: {mps}",
+        figures.len(),
+        args.hidden,
+        args.top_k,
+        args.experts,
+    );
+    println!("| figure | per-PE mean | vs copy-engine bound |");
+    println!("|---|---|---|");
+    let normal = match args.mode.normal() {
+        true => report_normal(figures).to_vec(),
+        false => Vec::new(),
+    };
+    println!("| DeepEP H800 (published, intranode 8 EP, NVLink) | dispatch 153 GB/s, combine 158 GB/s | |");
+    println!("| DeepEP H800 (published, low latency 8 EP) | dispatch 77 µs, combine 114 µs | |");
+    if args.mode.low_latency() {
+        report_low_latency(args, figures);
+    }
+    for (name, value, unit) in normal {
+        println!("FIGURE {name} {value:.2} {unit}");
+    }
+}
+
+/// The normal mode's lines of the report; returns its `FIGURE` lines' names, values and units.
+fn report_normal(figures: &[Figures]) -> [(&'static str, f64, &'static str); 7] {
     let n = figures.len() as f64;
     let mean = |f: fn(&Figures) -> f64| figures.iter().map(f).sum::<f64>() / n;
     let gbps = |bytes: f64, s: f64| bytes / s / 1e9;
@@ -478,17 +581,6 @@ fn report(args: &Args, figures: &[Figures], mps: bool) {
         .iter()
         .map(|f| gbps(f.received_bytes, f.dispatch_s))
         .fold(f64::MAX, f64::min);
-    println!(
-        "MoE normal mode: {} PEs, {} tokens/PE, hidden {}, top-{} of {} experts; MPS: {}",
-        figures.len(),
-        args.tokens,
-        args.hidden,
-        args.top_k,
-        args.experts,
-        mps
-    );
-    println!("| figure | per-PE mean | vs copy-engine bound |");
-    println!("|---|---|---|");
     println!(
         "| received bytes per PE | {:.1} MB | |",
         mean(|f| f.received_bytes) / 1e6
@@ -513,22 +605,15 @@ fn report(args: &Args, figures: &[Figures], mps: bool) {
         fp8_bw / fp8_copy_bw,
         mean(|f| f.fp8_copy_s) * 1e6
     );
-    println!("| DeepEP H800 (published, intranode 8 EP, NVLink) | dispatch 153 GB/s, combine 158 GB/s | |");
-    println!("| DeepEP H800 (published, low latency 8 EP) | dispatch 77 µs, combine 114 µs | |");
-    report_low_latency(args, figures);
-    println!("FIGURE ep_normal_dispatch_bw {dispatch_bw:.2} GB/s");
-    println!("FIGURE ep_normal_combine_bw {combine_bw:.2} GB/s");
-    println!("FIGURE ep_normal_copy_engine_bw {copy_bw:.2} GB/s");
-    println!("FIGURE ep_normal_fp8_dispatch_bw {fp8_bw:.2} GB/s");
-    println!("FIGURE ep_normal_fp8_copy_engine_bw {fp8_copy_bw:.2} GB/s");
-    println!(
-        "FIGURE ep_normal_dispatch_us {:.1} us",
-        mean(|f| f.dispatch_s) * 1e6
-    );
-    println!(
-        "FIGURE ep_normal_combine_us {:.1} us",
-        mean(|f| f.combine_s) * 1e6
-    );
+    [
+        ("ep_normal_dispatch_bw", dispatch_bw, "GB/s"),
+        ("ep_normal_combine_bw", combine_bw, "GB/s"),
+        ("ep_normal_copy_engine_bw", copy_bw, "GB/s"),
+        ("ep_normal_fp8_dispatch_bw", fp8_bw, "GB/s"),
+        ("ep_normal_fp8_copy_engine_bw", fp8_copy_bw, "GB/s"),
+        ("ep_normal_dispatch_us", mean(|f| f.dispatch_s) * 1e6, "us"),
+        ("ep_normal_combine_us", mean(|f| f.combine_s) * 1e6, "us"),
+    ]
 }
 
 /// The low-latency lines of the report.
@@ -553,6 +638,12 @@ fn report_low_latency(args: &Args, figures: &[Figures]) {
         us(|f| f.ll.combine_s),
         us(|f| f.ll.combine_stream_s),
         copy / us(|f| f.ll.combine_s)
+    );
+    println!(
+        "| low latency, each call behind a barrier on the stream (PEs start together): BF16 dispatch, FP8 dispatch, combine | on the stream {:.1}, {:.1}, {:.1} µs | |",
+        us(|f| f.ll_gated.dispatch_stream_s),
+        us(|f| f.ll_fp8_gated.dispatch_stream_s),
+        us(|f| f.ll_gated.combine_stream_s)
     );
     println!(
         "| low latency copy-engine bound (cuMemcpyAsync D2D of the BF16 rows received, {:.1} MB per PE, all PEs at once, awaited) | {copy:.1} µs | 1.00× |",
@@ -582,6 +673,18 @@ fn report_low_latency(args: &Args, figures: &[Figures]) {
         ),
         ("ep_ll_combine_us", us(|f| f.ll.combine_s)),
         ("ep_ll_combine_stream_us", us(|f| f.ll.combine_stream_s)),
+        (
+            "ep_ll_together_dispatch_stream_us",
+            us(|f| f.ll_gated.dispatch_stream_s),
+        ),
+        (
+            "ep_ll_together_fp8_dispatch_stream_us",
+            us(|f| f.ll_fp8_gated.dispatch_stream_s),
+        ),
+        (
+            "ep_ll_together_combine_stream_us",
+            us(|f| f.ll_gated.combine_stream_s),
+        ),
     ];
     for (name, value) in lines {
         println!("FIGURE {name} {value:.1} us");
