@@ -131,10 +131,12 @@ pub(crate) struct LowLatencySendArgs {
     pub packed: u64,
     pub packed_pe: u64,
     pub packed_slot: u64,
-    /// Whether to cast rows to FP8 (into `packed_fp8`, with `packed_scales`).
+    /// Whether to cast rows to FP8 (into `packed_fp8`, with `packed_scales`), each token once
+    /// into `cast` first (`max_tokens` rows of `hidden` bytes, then their scales).
     pub fp8: bool,
     pub packed_fp8: u64,
     pub packed_scales: u64,
+    pub cast: u64,
     /// Per-expert send counters, the first bad token (scratch), the status (pinned).
     pub counts: u64,
     pub bad: u64,
@@ -448,7 +450,10 @@ impl Kernels {
         a: &LowLatencySendArgs,
         places: &Places,
     ) -> Result<()> {
-        let args: [KernelArg; 24] = [
+        if a.fp8 && a.tokens > 0 {
+            self.low_latency_cast(stream, a)?;
+        }
+        let args: [KernelArg; 25] = [
             a.x.into(),
             a.topk_idx.into(),
             a.tokens.into(),
@@ -473,12 +478,13 @@ impl Kernels {
             places.staging.pairs.into(),
             places.staging.landing.into(),
             places.staging.landing_slot.into(),
+            a.cast.into(),
         ];
         // SAFETY: ep_ll_send takes (const v4*, const long long*, int, int, int, int, int,
         // u64*, v4*, int*, int*, int, u8*, float*, int*, int*, int*, unsigned*, u64*, int,
-        // const u64*, u8*, u8*, int*) as passed (the buffer's two call words, then a BF16 row
-        // per pair, the landing records and their slots, all 0 on one node). x and topk_idx
-        // hold `tokens` rows (checked by the caller, or 0 tokens; for FP8 the caller checked
+        // const u64*, u8*, u8*, int*, const u8*) as passed (the buffer's two call words, then
+        // a BF16 row per pair, the landing records and their slots, all 0 on one node, then
+        // the cast rows, filled before it on the stream for FP8). x and topk_idx hold `tokens` rows (checked by the caller, or 0 tokens; for FP8 the caller checked
         // hidden is a multiple of 128). A row's place is below n × max_tokens among its
         // expert's rows, and below max_tokens among its landing part's: each source sends an
         // expert at most one row per token (the kernel refuses a repeated expert). Counters,
@@ -487,6 +493,29 @@ impl Kernels {
         unsafe {
             self.module.launch(
                 "ep_ll_send",
+                LaunchDims::linear(self.blocks, THREADS),
+                stream,
+                &args,
+            )
+        }
+    }
+
+    /// Queues the cast of a low-latency dispatch's rows to FP8, each token once, into `a.cast`.
+    fn low_latency_cast(&self, stream: &CudaStream, a: &LowLatencySendArgs) -> Result<()> {
+        let args: [KernelArg; 5] = [
+            a.x.into(),
+            a.tokens.into(),
+            (a.hidden / 8).into(),
+            a.max_tokens.into(),
+            a.cast.into(),
+        ];
+        // SAFETY: ep_ll_cast takes (const v4*, int, int, int, u8*) as passed: x holds `tokens`
+        // rows (checked by the caller) of `hidden` BF16 values, hidden a multiple of 128 for FP8
+        // (checked by the caller), tokens at most max_tokens, and `cast` is the buffer's
+        // max_tokens × (hidden + hidden / 32) bytes, kept until its stream is done.
+        unsafe {
+            self.module.launch(
+                "ep_ll_cast",
                 LaunchDims::linear(self.blocks, THREADS),
                 stream,
                 &args,
@@ -566,14 +595,15 @@ impl Kernels {
         }
     }
 
-    /// Queues a low-latency combine: rows back to their sources, the wait, the weighted sums.
+    /// Queues a low-latency combine: rows back to their sources and the wait (one kernel), then
+    /// the weighted sums.
     pub fn low_latency_combine(
         &self,
         stream: &CudaStream,
         a: &LowLatencyCombineArgs,
         places: &Places,
     ) -> Result<()> {
-        let back: [KernelArg; 12] = [
+        let back: [KernelArg; 15] = [
             a.y.into(),
             a.packed_pe.into(),
             a.packed_slot.into(),
@@ -586,6 +616,9 @@ impl Kernels {
             i32::from(a.rejected).into(),
             a.calls.into(),
             a.packed.into(),
+            a.refused.into(),
+            places.abort.into(),
+            places.outcome.into(),
         ];
         let per_expert = (self.blocks / a.local_experts).max(1);
         let dims = LaunchDims {
@@ -593,28 +626,13 @@ impl Kernels {
             ..LaunchDims::linear(1, THREADS)
         };
         // SAFETY: ep_ll_send_back takes (const v4*, const int*, const int*, const int*, int,
-        // int, v4*, unsigned*, u64*, int, const u64*, v4*) as passed: y holds the packed rows (the caller
-        // checked its length, or it is the packed region, the last argument), the packed sources and counts
-        // are those of the latest receive, and each row goes to its source's `back` row of
-        // (token, slot), within T × top_k rows.
+        // int, v4*, unsigned*, u64*, int, u64*, v4*, int*, const u64*, u64*) as passed: y holds
+        // the packed rows (the caller checked its length, or it is the packed region, the
+        // 12th argument), the packed sources and counts are those of the latest receive, and
+        // each row goes to its source's `back` row of (token, slot), within T × top_k rows;
+        // then this PE's n combine signals, the two call words, a scratch word and the pinned
+        // words.
         unsafe { self.module.launch("ep_ll_send_back", dims, stream, &back)? };
-        let wait: [KernelArg; 5] = [
-            a.signals.into(),
-            a.calls.into(),
-            a.refused.into(),
-            places.abort.into(),
-            places.outcome.into(),
-        ];
-        // SAFETY: ep_ll_wait_back takes (const u64*, u64*, int*, const u64*, u64*) as passed:
-        // this PE's n combine signals, the two call words, a scratch word, the pinned words.
-        unsafe {
-            self.module.launch(
-                "ep_ll_wait_back",
-                LaunchDims::linear(1, EXCHANGE_THREADS),
-                stream,
-                &wait,
-            )?
-        };
         let reduce: [KernelArg; 8] = [
             a.back.into(),
             a.topk_idx.into(),

@@ -110,18 +110,50 @@ __device__ void ep_ll_put_landing(const ep_v4* row, int pieces, int fp8, unsigne
     if (lane == 0) fsh_p(landing_slot + at, (int)p, r);
 }
 
-// Sends each (token, slot) pair to its expert (a warp a pair). places: [L] 64-bit counters on each
-// receiver; packed: [L][n * T] rows with packed_pe, packed_slot beside them (with `fp8`, the
-// rows cast to packed_fp8, [L][n * T][hidden] bytes, with packed_scales); counts: rows sent
-// per expert (zero between calls); bad: the first refused token (INT_MAX between calls);
-// signals: [L][n] words on each receiver; landing, landing_slot: [L][n][T] records on each
-// receiver for rows from other nodes (0 on one node).
+// Groups of a row that one warp of ep_ll_cast casts (each half-warp EP_CAST_BATCH of them).
+#define EP_CAST_UNIT (2 * EP_CAST_BATCH)
+
+// Casts each of `tokens` bf16 rows of x once to e4m3 (before ep_ll_send copies it to each of
+// its experts): rows into cast ([max_tokens][pieces * 8] bytes), their scales after them
+// ([max_tokens][pieces / 16] floats). A warp takes EP_CAST_UNIT groups of one row; the
+// units are spread over the grid's blocks first.
+extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS) ep_ll_cast(const ep_v4* x, int tokens, int pieces, int max_tokens,
+                                      unsigned char* cast) {
+    int lane = threadIdx.x & 31, groups = pieces / 16;
+    int units_per_row = (groups + EP_CAST_UNIT - 1) / EP_CAST_UNIT;
+    float* scales = (float*)(cast + (long long)max_tokens * pieces * 8);
+    long long units = (long long)tokens * units_per_row;
+    long long first = (long long)(threadIdx.x >> 5) * gridDim.x + blockIdx.x;
+    for (long long u = first; u < units; u += (long long)gridDim.x * (blockDim.x >> 5)) {
+        long long t = u / units_per_row;
+        int g = (int)(u % units_per_row) * EP_CAST_UNIT, count = min(EP_CAST_UNIT, groups - g);
+        ep_cast_row(cast + (t * pieces + g * 16) * 8, scales + t * groups + g, x + t * pieces + g * 16, count * 16, lane);
+    }
+}
+
+// Copies token t's row as ep_ll_cast left it (e4m3 bytes, then its scales) to `to_row` and
+// `to_scales` on PE r.
+__device__ __forceinline__ void ep_ll_copy_cast(unsigned char* to_row, float* to_scales, int r, const unsigned char* cast,
+                                                long long t, int pieces, int max_tokens, int lane) {
+    const float* scales = (const float*)(cast + (long long)max_tokens * pieces * 8) + t * (pieces / 16);
+    ep_copy_row((ep_v4*)fsh_ptr(to_row, r), (const ep_v4*)(cast + t * pieces * 8), pieces / 2, lane);
+    float* dst_scales = (float*)fsh_ptr(to_scales, r);
+    for (int j = lane; j < pieces / 16; j += 32) dst_scales[j] = scales[j];
+}
+
+// Sends each (token, slot) pair to its expert (a warp a pair). places: [L] 64-bit counters on
+// each receiver; packed: [L][n * T] rows with packed_pe, packed_slot beside them (with `fp8`,
+// the rows as ep_ll_cast left them in `cast` go to packed_fp8, [L][n * T][hidden] bytes, with
+// packed_scales); counts: rows sent per expert (zero between calls); bad: the first refused
+// token (INT_MAX between calls); signals: [L][n] words on each receiver; landing,
+// landing_slot: [L][n][T] records on each receiver for rows from other nodes (0 on one node).
 extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS) ep_ll_send(const ep_v4* x, const long long* topk, int tokens, int pieces, int k,
                                       int experts, int max_tokens, fsh_u64* places, ep_v4* packed, int* packed_pe,
                                       int* packed_slot, int fp8, unsigned char* packed_fp8, float* packed_scales,
                                       int* counts, int* bad, int* status_out, unsigned* blocks_done,
                                       fsh_u64* signals, int rejected, const fsh_u64* calls,
-                                      unsigned char* staged, unsigned char* landing, int* landing_slot) {
+                                      unsigned char* staged, unsigned char* landing, int* landing_slot,
+                                      const unsigned char* cast) {
     // `rejected`: the host refused this PE's input (then it passes no tokens).
     fsh_u64 call = calls[0] + 1;
     int n = fsh_n_pes(), me = fsh_my_pe(), local = experts / n;
@@ -151,8 +183,8 @@ extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS) ep_ll_send(const ep
         }
         long long at = (long long)le * rows + place;
         if (fp8)
-            ep_cast_row((unsigned char*)fsh_ptr(packed_fp8 + at * pieces * 8, r),
-                        (float*)fsh_ptr(packed_scales + at * (pieces / 16), r), x + (p / k) * pieces, pieces, lane);
+            ep_ll_copy_cast(packed_fp8 + at * pieces * 8, packed_scales + at * (pieces / 16), r, cast, p / k, pieces,
+                            max_tokens, lane);
         else
             ep_copy_row((ep_v4*)fsh_ptr(packed + at * pieces, r), x + (p / k) * pieces, pieces, lane);
         if (lane == 0) {
@@ -280,14 +312,41 @@ extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS) ep_ll_gather(int lo
     }
 }
 
+// Waits (one block) until every PE has sent its rows back for combine `call`, then advances
+// the combine's call word; `refused` (device) says whether one refused its input (then nobody
+// sums; outcome 2).
+__device__ void ep_ll_wait_back(const fsh_u64* signals, fsh_u64 call, fsh_u64* calls, int* refused,
+                                const volatile fsh_u64* abort_word, fsh_u64* outcome) {
+    __shared__ int ok, any;
+    if (threadIdx.x == 0) { ok = 1; any = 0; }
+    __syncthreads();
+    for (int s = threadIdx.x; s < fsh_n_pes(); s += blockDim.x) {
+        unsigned spins = 0;
+        fsh_u64 v;
+        while (((v = fsh_signal_fetch(signals + s)) & 0x7fffffffffffffffull) < call) {
+            if ((++spins & 255u) == 0 && *abort_word != 0) { ok = 0; break; }
+        }
+        if (v >> 63) any = 1;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        calls[1] = call;
+        *refused = any || !ok;
+        if (!ok) *outcome = EP_ABORTED;
+        else if (any) *outcome = EP_REFUSED;
+    }
+}
+
 // Sends each packed row of y ([L][n * T] rows; recv_count[le] of them per expert) back to its
 // source PE, into row (token * k + slot) of its `back` area (a grid of blocks × L); then the
-// grid's last block sets this PE's combine signal on every PE to `call`. A row for another
-// node is put from its own packed row (copied there first when y is the caller's buffer).
+// grid's last block sets this PE's combine signal on every PE to `call` and waits for every
+// PE's (the only block that waits: the others have finished). A row for another node is put
+// from its own packed row (copied there first when y is the caller's buffer).
 extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS) ep_ll_send_back(const ep_v4* y, const int* packed_pe, const int* packed_slot,
                                            const int* recv_count, int hidden, int max_tokens, ep_v4* back,
                                            unsigned* blocks_done, fsh_u64* signals, int rejected,
-                                           const fsh_u64* calls, ep_v4* packed) {
+                                           fsh_u64* calls, ep_v4* packed, int* refused,
+                                           const volatile fsh_u64* abort_word, fsh_u64* outcome) {
     // `rejected`: the host refused this PE's input: nothing is sent, and the signal says so (bit 63).
     fsh_u64 call = calls[1] + 1;
     int n = fsh_n_pes(), me = fsh_my_pe();
@@ -308,43 +367,21 @@ extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS) ep_ll_send_back(con
             ep_copy_row(to, from, pieces, lane);
         }
     }
+    __shared__ int last;
     __syncthreads();
     if (threadIdx.x == 0) {
         if (FSH_NETWORK) fsh_quiet();
         __threadfence_system();
-        unsigned before = atomicAdd(blocks_done, 1u);
-        if (before == gridDim.x * gridDim.y - 1) {
+        last = atomicAdd(blocks_done, 1u) == gridDim.x * gridDim.y - 1;
+        if (last) {
             *blocks_done = 0;
             __threadfence_system();
             fsh_u64 signal = call | (rejected ? 0x8000000000000000ull : 0ull);
             for (int pe = 0; pe < n; ++pe) fsh_signal_op(signals + me, signal, FSH_SIGNAL_SET, pe);
         }
     }
-}
-
-// One block: waits until every PE has sent its rows back for this call; `refused` (device)
-// says whether one refused its input (then nobody sums; outcome 2).
-extern "C" __global__ void ep_ll_wait_back(const fsh_u64* signals, fsh_u64* calls, int* refused,
-                                           const volatile fsh_u64* abort_word, fsh_u64* outcome) {
-    __shared__ int ok, any;
-    fsh_u64 call = calls[1] + 1;
-    if (threadIdx.x == 0) { ok = 1; any = 0; }
     __syncthreads();
-    if (threadIdx.x == 0) calls[1] = call; // every thread has read it
-    for (int s = threadIdx.x; s < fsh_n_pes(); s += blockDim.x) {
-        unsigned spins = 0;
-        fsh_u64 v;
-        while (((v = fsh_signal_fetch(signals + s)) & 0x7fffffffffffffffull) < call) {
-            if ((++spins & 255u) == 0 && *abort_word != 0) { ok = 0; break; }
-        }
-        if (v >> 63) any = 1;
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        *refused = any || !ok;
-        if (!ok) *outcome = EP_ABORTED;
-        else if (any) *outcome = EP_REFUSED;
-    }
+    if (last) ep_ll_wait_back(signals, call, calls, refused, abort_word, outcome);
 }
 
 // The slots a reduce loads before it adds: their loads are in flight together.

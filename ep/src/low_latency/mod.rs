@@ -39,6 +39,9 @@ pub(crate) struct LowLatencyState {
     status: HostBuffer<i32>,
     /// The call numbers the kernels read and advance: dispatches, then combines, received.
     calls: DeviceBuffer<u64>,
+    /// A dispatch's rows cast to FP8, each token once: `max_tokens` rows of `hidden` bytes,
+    /// then their scales (`hidden / 128` floats a row).
+    cast: DeviceBuffer<u8>,
     dispatches: u64,
     combines: u64,
     /// The dispatch whose combine is due, if any.
@@ -61,9 +64,11 @@ impl LowLatencyState {
         let mut calls = DeviceBuffer::new(gpu.context(), 2)?;
         gpu.copy_local(&mut calls, &HostBuffer::<u64>::new(gpu.context(), 2)?)
             .await?;
+        let cast_bytes = config.max_tokens * (config.hidden + config.hidden / 32);
         Ok(LowLatencyState {
             scratch,
             calls,
+            cast: DeviceBuffer::new(gpu.context(), cast_bytes.max(1))?,
             counts_out: HostBuffer::new(gpu.context(), local + local * n)?,
             status: HostBuffer::new(gpu.context(), 3)?,
             dispatches: 0,
