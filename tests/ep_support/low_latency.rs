@@ -153,8 +153,10 @@ async fn check_received_fp8(
     Ok(())
 }
 
-/// One low-latency round of every PE's inputs, checked: odd seeds run the experts in place,
-/// even ones send results from a device buffer; `fp8` casts the rows on the way.
+/// One low-latency round of every PE's inputs, checked: seeds 0 mod 3 run every PE's experts
+/// in place (combine reads rows where they lie), 1 mod 3 send results from a device buffer,
+/// 2 mod 3 mix the two (even PEs in place); `fp8` casts the rows on the way (then results come
+/// from a buffer).
 pub async fn round(
     gpu: &GpuPe,
     buffer: &mut Buffer,
@@ -189,7 +191,12 @@ pub async fn round(
     }
     let handle = d.handle();
     let mut out = DeviceBuffer::<Bf16>::new(gpu.context(), (mine.tokens * shape.hidden).max(1))?;
-    if seed % 2 == 1 && !fp8 {
+    let in_place = match seed % 3 {
+        0 => true,
+        1 => false,
+        _ => me % 2 == 0,
+    };
+    if in_place && !fp8 {
         experts_in_place(gpu, &d, shape)?;
         buffer
             .low_latency_combine(&handle, None, (&topk_idx, &topk_weights), &mut out)
