@@ -279,12 +279,23 @@ pub(crate) fn copy_device_to_pinned_queued(
     )
 }
 
-/// Synchronous copy of host bytes to a device address.
+/// Copies host bytes to a device address and returns once they are in device memory.
+///
+/// `cuMemcpyHtoD` from pageable memory may return before its DMA has landed (CUDA's "API
+/// synchronization behavior"), and kernels on non-blocking streams (every stream here) are not
+/// ordered after the legacy default stream it runs on: a kernel launched next could read the
+/// old bytes (a module's device state still zero, its heap base 0). So the legacy stream is
+/// synchronized after the copy; it holds nothing else of ferroshmem's.
 pub(crate) fn copy_from_host(dst: u64, src: &[u8]) -> Result<()> {
     // SAFETY: `src` is a live slice; `dst` is a valid device range of that size.
     check(
         unsafe { sys::cuMemcpyHtoD_v2(dst, src.as_ptr().cast::<c_void>(), src.len()) },
         "cuMemcpyHtoD",
+    )?;
+    // SAFETY: the null stream is the current context's legacy default stream.
+    check(
+        unsafe { sys::cuStreamSynchronize(std::ptr::null_mut()) },
+        "cuStreamSynchronize",
     )
 }
 
