@@ -287,13 +287,13 @@ pub(crate) fn copy_device_to_pinned_queued(
 /// old bytes (a module's device state still zero, its heap base 0). So the legacy stream is
 /// synchronized after the copy; it holds nothing else of ferroshmem's.
 pub(crate) fn copy_from_host(dst: u64, src: &[u8]) -> Result<()> {
-    // SAFETY: `src` is a live slice; `dst` is a valid device range of that size.
     check(
+        // SAFETY: `src` is a live slice; `dst` is a valid device range of that size.
         unsafe { sys::cuMemcpyHtoD_v2(dst, src.as_ptr().cast::<c_void>(), src.len()) },
         "cuMemcpyHtoD",
     )?;
-    // SAFETY: the null stream is the current context's legacy default stream.
     check(
+        // SAFETY: the null stream is the current context's legacy default stream.
         unsafe { sys::cuStreamSynchronize(std::ptr::null_mut()) },
         "cuStreamSynchronize",
     )
