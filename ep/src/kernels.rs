@@ -136,6 +136,7 @@ pub(crate) struct LowLatencySendArgs {
     pub fp8: bool,
     pub packed_fp8: u64,
     pub packed_scales: u64,
+    /// The rows cast to FP8 (the low-latency state's buffer).
     pub cast: u64,
     /// Per-expert send counters, the first bad token (scratch), the status (pinned).
     pub counts: u64,
@@ -484,7 +485,8 @@ impl Kernels {
         // u64*, v4*, int*, int*, int, u8*, float*, int*, int*, int*, unsigned*, u64*, int,
         // const u64*, u8*, u8*, int*, const u8*) as passed (the buffer's two call words, then
         // a BF16 row per pair, the landing records and their slots, all 0 on one node, then
-        // the cast rows, filled before it on the stream for FP8). x and topk_idx hold `tokens` rows (checked by the caller, or 0 tokens; for FP8 the caller checked
+        // the cast rows, filled before it on the stream for FP8). x and topk_idx hold
+        // `tokens` rows (checked by the caller, or 0 tokens; for FP8 the caller checked
         // hidden is a multiple of 128). A row's place is below n × max_tokens among its
         // expert's rows, and below max_tokens among its landing part's: each source sends an
         // expert at most one row per token (the kernel refuses a repeated expert). Counters,
@@ -658,54 +660,4 @@ impl Kernels {
 }
 
 #[cfg(test)]
-mod tests {
-    use ferroshmem_gpu::{compile_library_ptx, CompileOptions};
-    use ferroshmem_runtime::{Error, GpuError};
-
-    use super::SOURCE;
-
-    /// The names of the source's kernels (`extern "C" __global__ void [__launch_bounds__(..)]
-    /// name(`).
-    fn kernel_names() -> Vec<&'static str> {
-        SOURCE
-            .split("extern \"C\" __global__")
-            .skip(1)
-            .filter_map(|rest| {
-                let rest = match rest.split_once("__launch_bounds__") {
-                    Some((_, bounded)) => bounded.split_once(')')?.1,
-                    None => rest,
-                };
-                rest.split('(').next()?.split_whitespace().last()
-            })
-            .collect()
-    }
-
-    /// Every kernel compiles for the H200 (sm_90) with NVRTC, on one node and with the
-    /// network path, with the device library's checks on and off: what a GPU machine does at
-    /// a buffer's creation, checked where NVRTC is but no GPU (skipped where NVRTC is not).
-    #[test]
-    fn every_kernel_compiles_under_nvrtc_on_one_node_and_across_nodes() {
-        let names = kernel_names();
-        assert!(names.contains(&"ep_ll_reduce") && names.contains(&"ep_layout"));
-        for (network, debug) in [(false, false), (true, false), (true, true)] {
-            let options = CompileOptions {
-                debug: Some(debug),
-                ..CompileOptions::default()
-            };
-            let ptx = match compile_library_ptx(SOURCE, (9, 0), network, &options) {
-                Err(Error::Gpu(GpuError::NoGpu(why))) => {
-                    eprintln!("skipping: {why}");
-                    return;
-                }
-                Err(e) => panic!("network {network}, debug {debug}: {e}"),
-                Ok(ptx) => ptx,
-            };
-            for name in &names {
-                assert!(
-                    ptx.contains(&format!(".entry {name}(")),
-                    "network {network}, debug {debug}: no kernel {name} in the PTX"
-                );
-            }
-        }
-    }
-}
+mod tests;
