@@ -47,7 +47,9 @@ async fn pair(pe: &Pe) -> Team {
         .expect("member");
     let config = team.config();
     assert!(
-        config.eager_bytes > 0 && config.eager_copy_bytes >= 8 * LEN,
+        config.eager_bytes > 0
+            && config.eager_copy_bytes >= 8 * LEN
+            && config.eager_broadcast_bytes >= 8 * LEN,
         "{config:?}"
     );
     team

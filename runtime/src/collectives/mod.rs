@@ -18,7 +18,8 @@
 //! | `sum_inscan`, `sum_exscan` | flat: sync, sum the sources of the members before (and of this one) into private memory, sync, write | flat | flat |
 //!
 //! "Small" is up to [`TeamConfig::eager_copy_bytes`](crate::TeamConfig::eager_copy_bytes)
-//! for the collectives that move data, up to
+//! for the collectives that move data (for a broadcast within one node, up to
+//! [`TeamConfig::eager_broadcast_bytes`](crate::TeamConfig::eager_broadcast_bytes)), up to
 //! [`TeamConfig::eager_bytes`](crate::TeamConfig::eager_bytes) for reductions, and only in
 //! teams of at most `flat_max_pes` members (the others have no eager slots). Eager messages
 //! go through the receivers' scratch slots (two per sender, with credits so that a sender

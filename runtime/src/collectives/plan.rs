@@ -110,6 +110,17 @@ impl Plan {
         self.eager(bytes) && bytes <= self.config.eager_copy_bytes
     }
 
+    /// Whether a broadcast of `bytes` goes through the eager slots: up to
+    /// `eager_broadcast_bytes` on one node, where members read the root's buffer in place
+    /// cheaply, up to `eager_copy_bytes` across nodes.
+    fn eager_broadcast(&self, bytes: usize) -> bool {
+        let limit = match self.nodes.nodes() {
+            1 => self.config.eager_broadcast_bytes,
+            _ => self.config.eager_copy_bytes,
+        };
+        self.eager_copy(bytes) && bytes <= limit
+    }
+
     /// Whether the team is small enough for flat algorithms.
     pub fn flat(&self) -> bool {
         self.n <= self.config.flat_max_pes
@@ -133,7 +144,7 @@ impl Plan {
 
     /// A broadcast of `bytes` bytes.
     pub fn broadcast(&self, bytes: usize) -> BroadcastAlgorithm {
-        if self.eager_copy(bytes) {
+        if self.eager_broadcast(bytes) {
             BroadcastAlgorithm::Eager
         } else if self.nodes.layered() {
             BroadcastAlgorithm::Tree(Shape::Nodes)
@@ -208,6 +219,12 @@ mod tests {
         let four = plan(&[0; 4]);
         assert_eq!(four.sync(), SyncAlgorithm::Flat);
         assert_eq!(four.broadcast(8), BroadcastAlgorithm::Eager);
+        assert_eq!(four.broadcast(32), BroadcastAlgorithm::Eager);
+        assert_eq!(
+            four.broadcast(256),
+            BroadcastAlgorithm::Tree(Shape::Star),
+            "read in place past one line"
+        );
         assert_eq!(four.broadcast(4096), BroadcastAlgorithm::Tree(Shape::Star));
         assert_eq!(four.reduce(8), ReduceAlgorithm::Eager);
         assert_eq!(four.reduce(16 << 10), ReduceAlgorithm::Tree(Shape::Star));
@@ -246,6 +263,11 @@ mod tests {
             assert_eq!(p.reduce(1 << 20), ReduceAlgorithm::Tree(Shape::Nodes));
             // Eager sizes stay eager (push-only already), block moves stay flat.
             assert_eq!(p.broadcast(8), BroadcastAlgorithm::Eager);
+            assert_eq!(
+                p.broadcast(256),
+                BroadcastAlgorithm::Eager,
+                "no fabric reads"
+            );
             assert_eq!(p.reduce(8), ReduceAlgorithm::Eager);
             assert_eq!(p.fcollect(4096), MoveAlgorithm::Push);
             assert_eq!(p.alltoall(4096, false), MoveAlgorithm::Push);

@@ -56,6 +56,13 @@ pub struct TeamConfig {
     /// Default 1 KiB; the predefined teams of a job whose PEs outnumber the machine's online
     /// CPUs take 4 KiB, since there every synchronization costs a trip through the scheduler.
     pub eager_copy_bytes: usize,
+    /// The same limit for a broadcast within one node, at most `eager_copy_bytes`: its
+    /// members read the root's buffer in place, one copy where eager messages take two and
+    /// occupy a line more per 64 bytes, so in place wins beyond a message that shares its
+    /// header's line. Default 32 bytes; an oversubscribed job's predefined teams take 4 KiB,
+    /// as for `eager_copy_bytes`. Across nodes, where reading in place is a fabric round
+    /// trip, broadcasts follow `eager_copy_bytes`.
+    pub eager_broadcast_bytes: usize,
     /// Teams of up to this many members use flat algorithms (each PE talks to every other
     /// directly); larger teams use binomial trees and rings for small messages. Default 8.
     pub flat_max_pes: usize,
@@ -98,6 +105,7 @@ impl Default for TeamConfig {
         TeamConfig {
             eager_bytes: 4096,
             eager_copy_bytes: 1024,
+            eager_broadcast_bytes: 32,
             flat_max_pes: 8,
             large_bytes: 64 << 10,
         }
@@ -106,8 +114,9 @@ impl Default for TeamConfig {
 
 impl TeamConfig {
     /// The configuration of the predefined teams of a job of `n_pes` PEs with heaps of
-    /// `heap_size` bytes on this machine: the default, with `eager_copy_bytes` raised to
-    /// `eager_bytes` when the PEs outnumber the machine's online CPUs, and without eager
+    /// `heap_size` bytes on this machine: the default, with `eager_copy_bytes` and
+    /// `eager_broadcast_bytes` raised to `eager_bytes` when the PEs outnumber the machine's
+    /// online CPUs, and without eager
     /// slots when the heap is too small to spare them (the two predefined teams' regions
     /// would take more than 1/16 of it).
     ///
@@ -121,6 +130,7 @@ impl TeamConfig {
         let mut config = if n_pes > cpus {
             TeamConfig {
                 eager_copy_bytes: default.eager_bytes,
+                eager_broadcast_bytes: default.eager_bytes,
                 ..default
             }
         } else {
@@ -143,10 +153,12 @@ impl TeamConfig {
         Ok(())
     }
 
+    /// Five little-endian words, one a field (a team creation's arguments hold them).
     fn encode(&self, out: &mut Vec<u8>) {
         for v in [
             self.eager_bytes,
             self.eager_copy_bytes,
+            self.eager_broadcast_bytes,
             self.flat_max_pes,
             self.large_bytes,
         ] {

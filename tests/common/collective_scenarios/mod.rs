@@ -50,6 +50,7 @@ fn configs() -> Vec<(&'static str, TeamConfig)> {
             "eager up to 4 KiB, star trees",
             TeamConfig {
                 eager_copy_bytes: 4096,
+                eager_broadcast_bytes: 4096,
                 large_bytes: usize::MAX,
                 ..default
             },
