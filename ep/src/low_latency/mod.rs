@@ -10,6 +10,10 @@
 //! the receiver's per-expert counter, so the order of an expert's rows is the order senders
 //! took places, and each row carries its source PE and (token × top_k + slot).
 //! [`LowLatencyDispatch::rows_from`] says how many rows each source sent each expert.
+//!
+//! Cast to FP8 ([`LowLatencyInput::fp8`]), each token is cast once on the sender (a kernel
+//! ahead of the send, into the state's own buffer) and its bytes and scales go to each of its
+//! experts as they are.
 
 use std::marker::PhantomData;
 
