@@ -35,13 +35,20 @@ pub(crate) fn dmabuf_fd(ctx: &CudaContext, addr: u64, bytes: usize) -> Result<Ow
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// Sets `bytes` of GPU memory at `addr` to `value`.
+/// Sets `bytes` of GPU memory at `addr` to `value`, and returns once they are set: a memset
+/// of device memory may return before it has run, on the legacy default stream, which kernels
+/// on our non-blocking streams are not ordered after (as for `copy_from_host`).
 pub(crate) fn fill(ctx: &CudaContext, addr: u64, value: u8, bytes: usize) -> Result<()> {
     bind(ctx)?;
     check(
         // SAFETY: the range is the caller's GPU memory in the bound context.
         unsafe { sys::cuMemsetD8_v2(addr, value, bytes) },
         "cuMemsetD8",
+    )?;
+    check(
+        // SAFETY: the null stream is the bound context's legacy default stream.
+        unsafe { sys::cuStreamSynchronize(std::ptr::null_mut()) },
+        "cuStreamSynchronize",
     )
 }
 
