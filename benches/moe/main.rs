@@ -146,8 +146,8 @@ struct Figures {
     ll: LowLatencyFigures,
     ll_fp8: LowLatencyFigures,
     /// The same calls, each behind a barrier on the stream (`Start::Together`).
-    ll_gated: LowLatencyFigures,
-    ll_fp8_gated: LowLatencyFigures,
+    ll_together: LowLatencyFigures,
+    ll_fp8_together: LowLatencyFigures,
     /// A round replayed from a CUDA graph: `dispatch_s` is the whole round awaited,
     /// `combine_s` unused.
     ll_graph: LowLatencyFigures,
@@ -225,8 +225,8 @@ async fn measure(pe: &Pe, gpu: &GpuPe, args: Args) -> Result<Figures> {
     if args.mode.low_latency() {
         figures.ll = low_latency(pe, gpu, &args, false, Start::BackToBack).await?;
         figures.ll_fp8 = low_latency(pe, gpu, &args, true, Start::BackToBack).await?;
-        figures.ll_gated = low_latency(pe, gpu, &args, false, Start::Together).await?;
-        figures.ll_fp8_gated = low_latency(pe, gpu, &args, true, Start::Together).await?;
+        figures.ll_together = low_latency(pe, gpu, &args, false, Start::Together).await?;
+        figures.ll_fp8_together = low_latency(pe, gpu, &args, true, Start::Together).await?;
         figures.ll_graph = low_latency_graph(pe, gpu, &args).await?;
         let ll_bytes = low_latency_rows(&args, pe.my_pe(), pe.n_pes()) * args.hidden * 2;
         figures.ll_bytes = ll_bytes as f64;

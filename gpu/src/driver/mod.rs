@@ -292,6 +292,12 @@ pub(crate) fn copy_from_host(dst: u64, src: &[u8]) -> Result<()> {
         unsafe { sys::cuMemcpyHtoD_v2(dst, src.as_ptr().cast::<c_void>(), src.len()) },
         "cuMemcpyHtoD",
     )?;
+    synchronize_legacy_stream()
+}
+
+/// Waits for the work of the current context's legacy default stream: what the driver's
+/// synchronous copies and memsets queued there and may not have finished.
+pub(crate) fn synchronize_legacy_stream() -> Result<()> {
     check(
         // SAFETY: the null stream is the current context's legacy default stream.
         unsafe { sys::cuStreamSynchronize(std::ptr::null_mut()) },

@@ -10,7 +10,7 @@ use cudarc::driver::sys;
 use cudarc::driver::CudaContext;
 use ferroshmem_runtime::Result;
 
-use super::{bind, check};
+use super::{bind, check, synchronize_legacy_stream};
 
 /// A dmabuf file descriptor exporting `bytes` of GPU memory at `addr` (both aligned to the
 /// host page size), for `ibv_reg_dmabuf_mr` and `mlx5dv_devx_umem_reg_ex`.
@@ -45,11 +45,7 @@ pub(crate) fn fill(ctx: &CudaContext, addr: u64, value: u8, bytes: usize) -> Res
         unsafe { sys::cuMemsetD8_v2(addr, value, bytes) },
         "cuMemsetD8",
     )?;
-    check(
-        // SAFETY: the null stream is the bound context's legacy default stream.
-        unsafe { sys::cuStreamSynchronize(std::ptr::null_mut()) },
-        "cuStreamSynchronize",
-    )
+    synchronize_legacy_stream()
 }
 
 /// A page of device registers (a NIC's doorbell page) mapped into the GPU; unmapped on drop.
