@@ -92,6 +92,7 @@ fn refused_low_latency_inputs_fail_every_pe_and_the_buffer_goes_on() {
                     topk_idx: &topk_idx,
                     tokens,
                     fp8: false,
+                    hook: me % 2 == 0,
                 })?
                 .receive()
                 .await
@@ -123,6 +124,7 @@ fn low_latency_calls_out_of_order_or_mode_or_dropped_are_refused() {
             topk_idx: &topk_idx,
             tokens: input.tokens,
             fp8: false,
+            hook: true,
         };
         let mut normal = Buffer::new(&gpu, shape.config()).await?;
         let err = normal.low_latency_dispatch(ll_input).unwrap_err();

@@ -22,13 +22,21 @@ pub(crate) enum Start {
     Together,
 }
 
-/// Seconds per low-latency dispatch (send and receive; `fp8`: casting rows to FP8) and combine
-/// of `ll_tokens` tokens, each awaited, started as `start` says.
+/// How a measured low-latency dispatch sends: casting rows to FP8 or not, receiving by a hook
+/// of its own or in the send's kernel.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Sending {
+    pub fp8: bool,
+    pub hook: bool,
+}
+
+/// Seconds per low-latency dispatch (send and receive, as `sending` says) and combine of
+/// `ll_tokens` tokens, each awaited, started as `start` says.
 pub(crate) async fn low_latency(
     pe: &Pe,
     gpu: &GpuPe,
     args: &Args,
-    fp8: bool,
+    Sending { fp8, hook }: Sending,
     start: Start,
 ) -> Result<LowLatencyFigures> {
     let LowLatencyBench {
@@ -44,6 +52,7 @@ pub(crate) async fn low_latency(
         x: &x,
         topk_idx: &topk_idx,
         tokens,
+        hook,
     };
     let mut figures = LowLatencyFigures::default();
     let events = [event(gpu)?, event(gpu)?, event(gpu)?, event(gpu)?];
@@ -227,7 +236,7 @@ pub(crate) fn report_low_latency(args: &Args, figures: &[Figures]) {
     let us = |f: fn(&Figures) -> f64| mean(f) * 1e6;
     let copy = us(|f| f.ll_copy_s);
     println!(
-        "| low latency, {} tokens/PE, BF16: dispatch (send + receive hook) | awaited {:.1} µs, on the stream {:.1} µs | {:.2}× awaited |",
+        "| low latency, {} tokens/PE, BF16: dispatch (send and receive in one kernel) | awaited {:.1} µs, on the stream {:.1} µs | {:.2}× awaited |",
         args.ll_tokens,
         us(|f| f.ll.dispatch_s),
         us(|f| f.ll.dispatch_stream_s),
@@ -249,6 +258,10 @@ pub(crate) fn report_low_latency(args: &Args, figures: &[Figures]) {
         us(|f| f.ll_together.dispatch_stream_s),
         us(|f| f.ll_fp8_together.dispatch_stream_s),
         us(|f| f.ll_together.combine_stream_s)
+    );
+    println!(
+        "| low latency, started together: BF16 dispatch with a receive hook of its own (a kernel more) | on the stream {:.1} µs | |",
+        us(|f| f.ll_hook_together.dispatch_stream_s)
     );
     println!(
         "| low latency copy-engine bound (cuMemcpyAsync D2D of the BF16 rows received, {:.1} MB per PE, all PEs at once, awaited) | {copy:.1} µs | 1.00× |",
@@ -289,6 +302,10 @@ pub(crate) fn report_low_latency(args: &Args, figures: &[Figures]) {
         (
             "ep_ll_together_combine_stream_us",
             us(|f| f.ll_together.combine_stream_s),
+        ),
+        (
+            "ep_ll_together_hook_dispatch_stream_us",
+            us(|f| f.ll_hook_together.dispatch_stream_s),
         ),
     ];
     for (name, value) in lines {

@@ -46,7 +46,8 @@ use ferroshmem::{Error, Pe, Result};
 mod low_latency;
 
 use low_latency::{
-    low_latency, low_latency_graph, low_latency_rows, report_low_latency, LowLatencyFigures, Start,
+    low_latency, low_latency_graph, low_latency_rows, report_low_latency, LowLatencyFigures,
+    Sending, Start,
 };
 
 /// What the command line asks.
@@ -148,6 +149,8 @@ struct Figures {
     /// The same calls, each behind a barrier on the stream (`Start::Together`).
     ll_together: LowLatencyFigures,
     ll_fp8_together: LowLatencyFigures,
+    /// BF16 calls started together, each received by a hook of its own.
+    ll_hook_together: LowLatencyFigures,
     /// A round replayed from a CUDA graph: `dispatch_s` is the whole round awaited,
     /// `combine_s` unused.
     ll_graph: LowLatencyFigures,
@@ -223,10 +226,25 @@ async fn measure(pe: &Pe, gpu: &GpuPe, args: Args) -> Result<Figures> {
         measure_normal(pe, gpu, args, &mut figures).await?;
     }
     if args.mode.low_latency() {
-        figures.ll = low_latency(pe, gpu, &args, false, Start::BackToBack).await?;
-        figures.ll_fp8 = low_latency(pe, gpu, &args, true, Start::BackToBack).await?;
-        figures.ll_together = low_latency(pe, gpu, &args, false, Start::Together).await?;
-        figures.ll_fp8_together = low_latency(pe, gpu, &args, true, Start::Together).await?;
+        let (bf16, fp8) = (
+            Sending {
+                fp8: false,
+                hook: false,
+            },
+            Sending {
+                fp8: true,
+                hook: false,
+            },
+        );
+        let hooked = Sending {
+            fp8: false,
+            hook: true,
+        };
+        figures.ll = low_latency(pe, gpu, &args, bf16, Start::BackToBack).await?;
+        figures.ll_fp8 = low_latency(pe, gpu, &args, fp8, Start::BackToBack).await?;
+        figures.ll_together = low_latency(pe, gpu, &args, bf16, Start::Together).await?;
+        figures.ll_fp8_together = low_latency(pe, gpu, &args, fp8, Start::Together).await?;
+        figures.ll_hook_together = low_latency(pe, gpu, &args, hooked, Start::Together).await?;
         figures.ll_graph = low_latency_graph(pe, gpu, &args).await?;
         let ll_bytes = low_latency_rows(&args, pe.my_pe(), pe.n_pes()) * args.hidden * 2;
         figures.ll_bytes = ll_bytes as f64;

@@ -12,7 +12,7 @@ use ferroshmem_gpu::{DeviceBuffer, GpuBuffer, GpuPe, GpuSharing, HostBuffer, Hos
 use ferroshmem_runtime::{Error, Result};
 
 use crate::config::{Config, Regions, ROW_HEAD};
-use crate::kernels::{Kernels, Places, Staging};
+use crate::kernels::{GpuShare, Kernels, Places, Staging};
 use crate::layout::{bad_expert, Layout};
 use crate::low_latency::LowLatencyState;
 use crate::rows::RowsPool;
@@ -71,8 +71,9 @@ impl Buffer {
         config.check(n)?;
         let regions = Regions::new(&config, n, gpu.spans_nodes())?;
         let blocks = config.blocks.unwrap_or_else(|| default_blocks(gpu));
+        let share = config.blocks.is_none().then(|| gpu_share(gpu));
         let compiling = gpu.clone();
-        let kernels = tokio::task::spawn_blocking(move || Kernels::load(&compiling, blocks))
+        let kernels = tokio::task::spawn_blocking(move || Kernels::load(&compiling, blocks, share))
             .await
             .map_err(|e| Error::InvalidArgument(format!("compiling the ep kernels: {e}")))??;
         let ctx = gpu.context();
@@ -430,11 +431,19 @@ impl Drop for Abandon<'_> {
 /// Blocks of the row kernels by default: two per multiprocessor of the GPU, shared among the
 /// PEs that use it (at least 1); two measured faster than one with 8 PEs on an H200.
 fn default_blocks(gpu: &GpuPe) -> u32 {
-    let sharing = match gpu.sharing() {
+    gpu_share(gpu).blocks(2)
+}
+
+/// The GPU's multiprocessors and the PEs that use it.
+fn gpu_share(gpu: &GpuPe) -> GpuShare {
+    let pes = match gpu.sharing() {
         GpuSharing::Alone => 1,
         GpuSharing::InProcess { with, .. } | GpuSharing::Processes { with, .. } => with.len() + 1,
     };
-    (2 * gpu.device().multiprocessors() / sharing as u32).max(1)
+    GpuShare {
+        multiprocessors: gpu.device().multiprocessors(),
+        pes: pes as u32,
+    }
 }
 
 /// The dispatch or combine table's rows that refused their input: `Err` naming the first

@@ -33,7 +33,9 @@ pub struct Config {
     /// [`Error::Timeout`] (the buffer is unusable afterwards).
     pub timeout: Duration,
     /// Thread blocks of the copy kernels per PE; `None` shares the GPU's multiprocessors
-    /// among the PEs that use it.
+    /// among the PEs that use it (two blocks per multiprocessor of a PE's share; the
+    /// low-latency kernels then take a block per 16 units of their work, up to four per
+    /// multiprocessor for the send and eight for the combine).
     pub blocks: Option<u32>,
     /// Whether the buffer also serves the low-latency mode (its packed region takes
     /// `experts/PE × PEs × max_tokens` rows more).

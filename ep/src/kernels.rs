@@ -37,7 +37,35 @@ pub(crate) struct Kernels {
     module: GpuModule,
     /// Blocks of the row-moving kernels.
     pub blocks: u32,
+    /// This PE's share of the GPU, when the configuration left the block count to us: the
+    /// low-latency kernels then size their grids by their work (`None`: every kernel takes
+    /// `blocks`).
+    pub share: Option<GpuShare>,
 }
+
+/// The GPU's multiprocessors and the PEs that share them.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct GpuShare {
+    pub multiprocessors: u32,
+    pub pes: u32,
+}
+
+impl GpuShare {
+    /// `per_sm` blocks per multiprocessor of this PE's share (at least 1).
+    pub fn blocks(self, per_sm: u32) -> u32 {
+        (per_sm * self.multiprocessors / self.pes.max(1)).max(1)
+    }
+}
+
+/// Warps of a block of the row-moving kernels.
+const WARPS: u32 = THREADS / 32;
+
+/// Blocks a low-latency send takes per multiprocessor of its share: as many as fit at once
+/// (four of 512 threads), measured best on an H200 with 8 PEs.
+const LOW_LATENCY_SEND_PER_SM: u32 = 4;
+/// The same for the combine's kernels (which never wait but in one block): twice that,
+/// measured best there too.
+const LOW_LATENCY_COMBINE_PER_SM: u32 = 8;
 
 /// Addresses a dispatch's kernels use beyond their inputs.
 #[derive(Debug, Clone, Copy)]
@@ -147,8 +175,8 @@ pub(crate) struct LowLatencySendArgs {
     pub calls: u64,
 }
 
-/// A low-latency dispatch's receive half (the hook).
-#[derive(Debug, Clone, Copy)]
+/// A low-latency dispatch's receive half (the hook, or the send's last block).
+#[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct LowLatencyReceiveArgs {
     pub local_experts: i32,
     pub signals: u64,
@@ -198,7 +226,7 @@ pub(crate) struct LowLatencyCombineArgs {
 
 impl Kernels {
     /// Compiles the kernels for `gpu`'s kind of GPU (once per process) and loads them.
-    pub fn load(gpu: &GpuPe, blocks: u32) -> Result<Kernels> {
+    pub fn load(gpu: &GpuPe, blocks: u32, share: Option<GpuShare>) -> Result<Kernels> {
         let options = CompileOptions::default();
         let key = (
             gpu.device().compute_capability(),
@@ -224,7 +252,20 @@ impl Kernels {
         Ok(Kernels {
             module: gpu.load_ptx(&ptx)?,
             blocks,
+            share,
         })
+    }
+
+    /// Blocks of a low-latency kernel with `warps` units of work (a warp each), taking at
+    /// most `per_sm` blocks per multiprocessor of this PE's share of the GPU.
+    fn low_latency_blocks(&self, warps: u64, per_sm: u32) -> u32 {
+        match self.share {
+            Some(share) => {
+                let wanted = warps.div_ceil(u64::from(WARPS)).max(1);
+                wanted.min(u64::from(share.blocks(per_sm))) as u32
+            }
+            None => self.blocks,
+        }
     }
 
     /// Takes the device library's report, if any of this PE's kernels wrote one: a
@@ -450,11 +491,13 @@ impl Kernels {
         stream: &CudaStream,
         a: &LowLatencySendArgs,
         places: &Places,
+        receive: Option<&LowLatencyReceiveArgs>,
     ) -> Result<()> {
         if a.fp8 && a.tokens > 0 {
             self.low_latency_cast(stream, a)?;
         }
-        let args: [KernelArg; 25] = [
+        let r = receive.copied().unwrap_or_default();
+        let args: [KernelArg; 31] = [
             a.x.into(),
             a.topk_idx.into(),
             a.tokens.into(),
@@ -480,25 +523,38 @@ impl Kernels {
             places.staging.landing.into(),
             places.staging.landing_slot.into(),
             a.cast.into(),
+            i32::from(receive.is_some()).into(),
+            r.recv_count.into(),
+            r.counts_out.into(),
+            places.abort.into(),
+            places.outcome.into(),
+            places.staging.landed.into(),
         ];
         // SAFETY: ep_ll_send takes (const v4*, const long long*, int, int, int, int, int,
         // u64*, v4*, int*, int*, int, u8*, float*, int*, int*, int*, unsigned*, u64*, int,
-        // const u64*, u8*, u8*, int*, const u8*) as passed (the buffer's two call words, then
-        // a BF16 row per pair, the landing records and their slots, all 0 on one node, then
-        // the cast rows, filled before it on the stream for FP8). x and topk_idx hold
+        // u64*, u8*, u8*, int*, const u8*, int, int*, int*, const u64*, u64*, int*) as passed
+        // (the buffer's two call words, then a BF16 row per pair, the landing records and
+        // their slots, all 0 on one node, then the cast rows, filled before it on the stream
+        // for FP8; then, read only with `receive`, the receive's words as for ep_ll_receive). x and topk_idx hold
         // `tokens` rows (checked by the caller, or 0 tokens; for FP8 the caller checked
         // hidden is a multiple of 128). A row's place is below n × max_tokens among its
         // expert's rows, and below max_tokens among its landing part's: each source sends an
         // expert at most one row per token (the kernel refuses a repeated expert). Counters,
         // scratch and pinned words belong to the caller's buffer, which keeps them until its
         // stream is done.
+        let pairs = (a.tokens.max(0) as u64) * (a.top_k.max(0) as u64);
+        let blocks = self.low_latency_blocks(pairs, LOW_LATENCY_SEND_PER_SM);
         unsafe {
             self.module.launch(
                 "ep_ll_send",
-                LaunchDims::linear(self.blocks, THREADS),
+                LaunchDims::linear(blocks, THREADS),
                 stream,
                 &args,
-            )
+            )?
+        };
+        match (receive, places.staging.landing) {
+            (Some(r), landing) if landing != 0 => self.low_latency_gather(stream, r, places),
+            _ => Ok(()),
         }
     }
 
@@ -622,7 +678,11 @@ impl Kernels {
             places.abort.into(),
             places.outcome.into(),
         ];
-        let per_expert = (self.blocks / a.local_experts).max(1);
+        let blocks = match self.share {
+            Some(share) => share.blocks(LOW_LATENCY_COMBINE_PER_SM),
+            None => self.blocks,
+        };
+        let per_expert = (blocks / a.local_experts).max(1);
         let dims = LaunchDims {
             grid: (per_expert, a.local_experts, 1),
             ..LaunchDims::linear(1, THREADS)
@@ -648,10 +708,13 @@ impl Kernels {
         // SAFETY: ep_ll_reduce takes (const v4*, const long long*, const float*, int, int, int,
         // const int*, v4*) as passed: `tokens` rows of top-k and weights and of `out` (checked
         // by the caller), this PE's back rows, the scratch word the wait wrote.
+        let pieces = (a.hidden.max(0) as u64 / 8).div_ceil(32);
+        let work = (a.tokens.max(0) as u64) * pieces;
+        let blocks = self.low_latency_blocks(work, LOW_LATENCY_COMBINE_PER_SM);
         unsafe {
             self.module.launch(
                 "ep_ll_reduce",
-                LaunchDims::linear(self.blocks, THREADS),
+                LaunchDims::linear(blocks, THREADS),
                 stream,
                 &reduce,
             )

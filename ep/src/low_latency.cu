@@ -4,8 +4,9 @@
 // among the expert's rows, at a place taken from the receiver's per-expert place counter (a
 // remote atomic), with its source PE and (token * k + slot) beside it; the sender's grid's
 // last block then tells every receiver, per expert, how many rows it sent ((call << 32) |
-// count, one signal word per (local expert, source)). The receive hook is one block per PE
-// that waits for its experts' signals and publishes the counts. Combine sends each packed row
+// count, one signal word per (local expert, source)). The receive is one block per PE that
+// waits for its experts' signals and publishes the counts: a kernel of its own (the receive
+// hook), or the send grid's last block once it has signalled (a dispatch without a hook). Combine sends each packed row
 // back to its token's PE, into the place of its (token, slot); the last block signals every
 // source; the source waits (one block) for every PE, then sums each token's rows weighted by
 // its top-k weights.
@@ -141,19 +142,27 @@ __device__ __forceinline__ void ep_ll_copy_cast(unsigned char* to_row, float* to
     for (int j = lane; j < pieces / 16; j += 32) dst_scales[j] = scales[j];
 }
 
+// Declared here for ep_ll_send's last block; defined with the receive hook below.
+__device__ void ep_ll_receive_block(int local, const fsh_u64* signals, fsh_u64* calls, fsh_u64* places,
+                                    int* recv_count, int* counts_out, const volatile fsh_u64* abort_word,
+                                    fsh_u64* outcome, int* landed);
+
 // Sends each (token, slot) pair to its expert (a warp a pair). places: [L] 64-bit counters on
 // each receiver; packed: [L][n * T] rows with packed_pe, packed_slot beside them (with `fp8`,
 // the rows as ep_ll_cast left them in `cast` go to packed_fp8, [L][n * T][hidden] bytes, with
 // packed_scales); counts: rows sent per expert (zero between calls); bad: the first refused
 // token (INT_MAX between calls); signals: [L][n] words on each receiver; landing,
 // landing_slot: [L][n][T] records on each receiver for rows from other nodes (0 on one node).
+// With `receive` (a dispatch without a hook), the last block then receives as the hook would
+// (ep_ll_receive_block, with the arguments after it): one kernel boundary fewer.
 extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS) ep_ll_send(const ep_v4* x, const long long* topk, int tokens, int pieces, int k,
                                       int experts, int max_tokens, fsh_u64* places, ep_v4* packed, int* packed_pe,
                                       int* packed_slot, int fp8, unsigned char* packed_fp8, float* packed_scales,
                                       int* counts, int* bad, int* status_out, unsigned* blocks_done,
-                                      fsh_u64* signals, int rejected, const fsh_u64* calls,
+                                      fsh_u64* signals, int rejected, fsh_u64* calls,
                                       unsigned char* staged, unsigned char* landing, int* landing_slot,
-                                      const unsigned char* cast) {
+                                      const unsigned char* cast, int receive, int* recv_count, int* counts_out,
+                                      const volatile fsh_u64* abort_word, fsh_u64* outcome, int* landed) {
     // `rejected`: the host refused this PE's input (then it passes no tokens).
     fsh_u64 call = calls[0] + 1;
     int n = fsh_n_pes(), me = fsh_my_pe(), local = experts / n;
@@ -223,6 +232,7 @@ extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS) ep_ll_send(const ep
         fsh_signal_op(signals + (long long)(e % local) * n + me, (call << 32) | count, FSH_SIGNAL_SET, e / local);
     }
     if (threadIdx.x == 0) *blocks_done = 0;
+    if (receive) ep_ll_receive_block(local, signals, calls, places, recv_count, counts_out, abort_word, outcome, landed);
 }
 
 // Where each source's landed rows for one local expert go (`landed`: place, rows per source):
@@ -240,16 +250,17 @@ __device__ void ep_ll_place_landed(const int* counts, int n, int refusals, const
     }
 }
 
-// The receive hook: one block. Waits for every (local expert, source) signal of this call;
+// The receive, by one block: waits for every (local expert, source) signal of this call;
 // writes the rows per local expert to `recv_count` (device) and, with the rows per (expert,
 // source), to `counts_out` (pinned host memory: L words, then L × n, -1 for a refusing
 // source); clears the place counters for the next call. A refusal anywhere: no rows at all.
 // Where the job spans nodes, `landed` gets per (local expert, source) the place among the
 // expert's rows where that source's landed rows go and how many (0 for a source on this node:
-// its rows are in place already).
-extern "C" __global__ void ep_ll_receive(int local, const fsh_u64* signals, fsh_u64* calls, fsh_u64* places,
-                                         int* recv_count, int* counts_out, const volatile fsh_u64* abort_word,
-                                         fsh_u64* outcome, int* landed) {
+// its rows are in place already). Run by the receive hook's kernel, or by the send grid's
+// last block when the dispatch has no hook.
+__device__ void ep_ll_receive_block(int local, const fsh_u64* signals, fsh_u64* calls, fsh_u64* places,
+                                    int* recv_count, int* counts_out, const volatile fsh_u64* abort_word,
+                                    fsh_u64* outcome, int* landed) {
     __shared__ int ok, refusals;
     int n = fsh_n_pes();
     fsh_u64 call = calls[0] + 1;
@@ -281,6 +292,13 @@ extern "C" __global__ void ep_ll_receive(int local, const fsh_u64* signals, fsh_
         places[le] = 0;
         if (FSH_NETWORK && landed) ep_ll_place_landed(counts_out + local + le * n, n, refusals, signals, landed + 2 * le * n);
     }
+}
+
+// The receive hook (a dispatch's later half): one block, as ep_ll_receive_block.
+extern "C" __global__ void ep_ll_receive(int local, const fsh_u64* signals, fsh_u64* calls, fsh_u64* places,
+                                         int* recv_count, int* counts_out, const volatile fsh_u64* abort_word,
+                                         fsh_u64* outcome, int* landed) {
+    ep_ll_receive_block(local, signals, calls, places, recv_count, counts_out, abort_word, outcome, landed);
 }
 
 // Moves the rows that PEs on other nodes put into this PE's landing records ([L][n][T], as

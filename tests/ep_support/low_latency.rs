@@ -156,7 +156,8 @@ async fn check_received_fp8(
 /// One low-latency round of every PE's inputs, checked: seeds 0 mod 3 run every PE's experts
 /// in place (combine reads rows where they lie), 1 mod 3 send results from a device buffer,
 /// 2 mod 3 mix the two (even PEs in place); `fp8` casts the rows on the way (then results come
-/// from a buffer).
+/// from a buffer). Half the PEs of a round (which half alternates with the seed) receive by a
+/// hook of its own, the others in the send's kernel.
 pub async fn round(
     gpu: &GpuPe,
     buffer: &mut Buffer,
@@ -179,6 +180,7 @@ pub async fn round(
         topk_idx: &topk_idx,
         tokens: mine.tokens,
         fp8,
+        hook: (seed + me as u64) % 2 == 0,
     })?;
     let d = sent.receive().await?;
     let what = format!(

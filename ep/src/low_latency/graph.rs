@@ -147,6 +147,7 @@ impl Buffer {
             topk_idx: round.topk_idx,
             tokens: round.tokens,
             fp8: round.fp8,
+            hook: false,
         };
         self.check_round(&input, &round)?;
         let send = self.low_latency_send_args(&input, false);
@@ -156,9 +157,8 @@ impl Buffer {
         let combine = self.low_latency_combine_args(round.y, weights, out, false);
         let places = self.places();
         let graph = self.gpu.capture(&self.stream, |stream| {
-            self.kernels.low_latency_send(stream, &send, &places)?;
             self.kernels
-                .low_latency_receive(stream, &receive, &places)?;
+                .low_latency_send(stream, &send, &places, Some(&receive))?;
             experts(&CapturedReceive {
                 stream,
                 buffer: self,

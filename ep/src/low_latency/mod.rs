@@ -1,8 +1,8 @@
 //! Low-latency mode (DeepEP's `low_latency_dispatch` / `low_latency_combine`): no layout
 //! step and no exchange of counts, each (token, expert) pair put straight into its expert's
-//! staging rows with a signal per expert and source; a receive hook
-//! ([`LowLatencySend::receive`]) that can be called later, so that compute overlaps the
-//! transfer; and a combine that weighs each expert's row by the token's top-k weight on the
+//! staging rows with a signal per expert and source; a receive ([`LowLatencySend::receive`])
+//! by the send's own kernel or, with [`LowLatencyInput::hook`], by a hook of its own queued
+//! later, so that compute overlaps the transfer; and a combine that weighs each expert's row by the token's top-k weight on the
 //! token's own PE.
 //!
 //! Received rows come packed per local expert (`L × n·T` rows, DeepEP's `packed_recv_x`),
@@ -94,6 +94,12 @@ pub struct LowLatencyInput<'a> {
     /// Whether to cast the rows to FP8 on the way (e4m3, one scale per 128 elements, as
     /// [`crate::fp8::quantize`]; DeepEP's `use_fp8`; `hidden` a multiple of 128).
     pub fp8: bool,
+    /// Whether a receive hook of its own waits for the rows (DeepEP's `return_recv_hook`):
+    /// `true`, the send ends once this PE's rows are out and
+    /// [`LowLatencySend::queue_receive`] queues the wait, so that work queued between them
+    /// overlaps the transfer; `false`, the send's last block waits for the rows itself (one
+    /// kernel boundary fewer, the lower latency) and `queue_receive` has nothing to queue.
+    pub hook: bool,
 }
 
 /// A low-latency dispatch whose rows are on their way: [`receive`](LowLatencySend::receive)
@@ -172,16 +178,17 @@ impl Buffer {
         let refused = self.check_send(&input).err();
         let tokens = if refused.is_some() { 0 } else { input.tokens };
         let args = self.low_latency_send_args(&input, refused.is_some());
+        let receive = (!input.hook).then(|| self.low_latency_receive_args(input.fp8));
         self.start();
-        if let Err(e) = self
-            .kernels
-            .low_latency_send(&self.stream, &args, &self.places())
+        if let Err(e) =
+            self.kernels
+                .low_latency_send(&self.stream, &args, &self.places(), receive.as_ref())
         {
             return Err(self.broke(e));
         }
         Ok(LowLatencySend {
             _input: PhantomData,
-            receive_queued: false,
+            receive_queued: receive.is_some(),
             buffer: Some(self),
             refused,
             tokens,
