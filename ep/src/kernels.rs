@@ -530,20 +530,20 @@ impl Kernels {
             places.outcome.into(),
             places.staging.landed.into(),
         ];
+        let pairs = (a.tokens.max(0) as u64) * (a.top_k.max(0) as u64);
+        let blocks = self.low_latency_blocks(pairs, LOW_LATENCY_SEND_PER_SM);
         // SAFETY: ep_ll_send takes (const v4*, const long long*, int, int, int, int, int,
         // u64*, v4*, int*, int*, int, u8*, float*, int*, int*, int*, unsigned*, u64*, int,
         // u64*, u8*, u8*, int*, const u8*, int, int*, int*, const u64*, u64*, int*) as passed
         // (the buffer's two call words, then a BF16 row per pair, the landing records and
         // their slots, all 0 on one node, then the cast rows, filled before it on the stream
-        // for FP8; then, read only with `receive`, the receive's words as for ep_ll_receive). x and topk_idx hold
-        // `tokens` rows (checked by the caller, or 0 tokens; for FP8 the caller checked
-        // hidden is a multiple of 128). A row's place is below n × max_tokens among its
+        // for FP8; then, read only with `receive`, the receive's words as for ep_ll_receive).
+        // x and topk_idx hold `tokens` rows (checked by the caller, or 0 tokens; for FP8 the
+        // caller checked hidden is a multiple of 128). A row's place is below n × max_tokens among its
         // expert's rows, and below max_tokens among its landing part's: each source sends an
         // expert at most one row per token (the kernel refuses a repeated expert). Counters,
         // scratch and pinned words belong to the caller's buffer, which keeps them until its
         // stream is done.
-        let pairs = (a.tokens.max(0) as u64) * (a.top_k.max(0) as u64);
-        let blocks = self.low_latency_blocks(pairs, LOW_LATENCY_SEND_PER_SM);
         unsafe {
             self.module.launch(
                 "ep_ll_send",
@@ -705,12 +705,12 @@ impl Kernels {
             a.refused.into(),
             a.out.into(),
         ];
-        // SAFETY: ep_ll_reduce takes (const v4*, const long long*, const float*, int, int, int,
-        // const int*, v4*) as passed: `tokens` rows of top-k and weights and of `out` (checked
-        // by the caller), this PE's back rows, the scratch word the wait wrote.
         let pieces = (a.hidden.max(0) as u64 / 8).div_ceil(32);
         let work = (a.tokens.max(0) as u64) * pieces;
         let blocks = self.low_latency_blocks(work, LOW_LATENCY_COMBINE_PER_SM);
+        // SAFETY: ep_ll_reduce takes (const v4*, const long long*, const float*, int, int, int,
+        // const int*, v4*) as passed: `tokens` rows of top-k and weights and of `out` (checked
+        // by the caller), this PE's back rows, the scratch word the wait wrote.
         unsafe {
             self.module.launch(
                 "ep_ll_reduce",
