@@ -159,13 +159,10 @@ pub(crate) struct LowLatencySendArgs {
     pub packed: u64,
     pub packed_pe: u64,
     pub packed_slot: u64,
-    /// Whether to cast rows to FP8 (into `packed_fp8`, with `packed_scales`), each token once
-    /// into `cast` first (`max_tokens` rows of `hidden` bytes, then their scales).
+    /// Whether to cast rows to FP8 (into `packed_fp8`, with `packed_scales`).
     pub fp8: bool,
     pub packed_fp8: u64,
     pub packed_scales: u64,
-    /// The rows cast to FP8 (the low-latency state's buffer).
-    pub cast: u64,
     /// Per-expert send counters, the first bad token (scratch), the status (pinned).
     pub counts: u64,
     pub bad: u64,
@@ -493,11 +490,8 @@ impl Kernels {
         places: &Places,
         receive: Option<&LowLatencyReceiveArgs>,
     ) -> Result<()> {
-        if a.fp8 && a.tokens > 0 {
-            self.low_latency_cast(stream, a)?;
-        }
         let r = receive.copied().unwrap_or_default();
-        let args: [KernelArg; 31] = [
+        let args: [KernelArg; 30] = [
             a.x.into(),
             a.topk_idx.into(),
             a.tokens.into(),
@@ -522,7 +516,6 @@ impl Kernels {
             places.staging.pairs.into(),
             places.staging.landing.into(),
             places.staging.landing_slot.into(),
-            a.cast.into(),
             i32::from(receive.is_some()).into(),
             r.recv_count.into(),
             r.counts_out.into(),
@@ -534,13 +527,12 @@ impl Kernels {
         let blocks = self.low_latency_blocks(pairs, LOW_LATENCY_SEND_PER_SM);
         // SAFETY: ep_ll_send takes (const v4*, const long long*, int, int, int, int, int,
         // u64*, v4*, int*, int*, int, u8*, float*, int*, int*, int*, unsigned*, u64*, int,
-        // u64*, u8*, u8*, int*, const u8*, int, int*, int*, const u64*, u64*, int*) as passed
-        // (the buffer's two call words, then a BF16 row per pair, the landing records and
-        // their slots, all 0 on one node, then the cast rows, filled before it on the stream
-        // for FP8; then, read only with `receive`, the receive's words as for ep_ll_receive).
-        // x and topk_idx hold `tokens` rows (checked by the caller, or 0 tokens; for FP8 the
-        // caller checked hidden is a multiple of 128). A row's place is below n × max_tokens among its
-        // expert's rows, and below max_tokens among its landing part's: each source sends an
+        // u64*, u8*, u8*, int*, int, int*, int*, const u64*, u64*, int*) as passed (the
+        // buffer's two call words, then a BF16 row per pair, the landing records and their
+        // slots, all 0 on one node; then, read only with `receive`, the receive's words as for
+        // ep_ll_receive). x and topk_idx hold `tokens` rows (checked by the caller, or 0
+        // tokens; for FP8 the caller checked hidden is a multiple of 128). A row's place is
+        // below n × max_tokens among its expert's rows, and below max_tokens among its landing part's: each source sends an
         // expert at most one row per token (the kernel refuses a repeated expert). Counters,
         // scratch and pinned words belong to the caller's buffer, which keeps them until its
         // stream is done.
@@ -555,29 +547,6 @@ impl Kernels {
         match (receive, places.staging.landing) {
             (Some(r), landing) if landing != 0 => self.low_latency_gather(stream, r, places),
             _ => Ok(()),
-        }
-    }
-
-    /// Queues the cast of a low-latency dispatch's rows to FP8, each token once, into `a.cast`.
-    fn low_latency_cast(&self, stream: &CudaStream, a: &LowLatencySendArgs) -> Result<()> {
-        let args: [KernelArg; 5] = [
-            a.x.into(),
-            a.tokens.into(),
-            (a.hidden / 8).into(),
-            a.max_tokens.into(),
-            a.cast.into(),
-        ];
-        // SAFETY: ep_ll_cast takes (const v4*, int, int, int, u8*) as passed: x holds `tokens`
-        // rows (checked by the caller) of `hidden` BF16 values, hidden a multiple of 128 for FP8
-        // (checked by the caller), tokens at most max_tokens, and `cast` is the buffer's
-        // max_tokens × (hidden + hidden / 32) bytes, kept until its stream is done.
-        unsafe {
-            self.module.launch(
-                "ep_ll_cast",
-                LaunchDims::linear(self.blocks, THREADS),
-                stream,
-                &args,
-            )
         }
     }
 

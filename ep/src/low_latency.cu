@@ -111,37 +111,6 @@ __device__ void ep_ll_put_landing(const ep_v4* row, int pieces, int fp8, unsigne
     if (lane == 0) fsh_p(landing_slot + at, (int)p, r);
 }
 
-// Groups of a row that one warp of ep_ll_cast casts (each half-warp EP_CAST_BATCH of them).
-#define EP_CAST_UNIT (2 * EP_CAST_BATCH)
-
-// Casts each of `tokens` bf16 rows of x once to e4m3 (before ep_ll_send copies it to each of
-// its experts): rows into cast ([max_tokens][pieces * 8] bytes), their scales after them
-// ([max_tokens][pieces / 16] floats). A warp takes EP_CAST_UNIT groups of one row; the
-// units are spread over the grid's blocks first.
-extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS) ep_ll_cast(const ep_v4* x, int tokens, int pieces, int max_tokens,
-                                      unsigned char* cast) {
-    int lane = threadIdx.x & 31, groups = pieces / 16;
-    int units_per_row = (groups + EP_CAST_UNIT - 1) / EP_CAST_UNIT;
-    float* scales = (float*)(cast + (long long)max_tokens * pieces * 8);
-    long long units = (long long)tokens * units_per_row;
-    long long first = (long long)(threadIdx.x >> 5) * gridDim.x + blockIdx.x;
-    for (long long u = first; u < units; u += (long long)gridDim.x * (blockDim.x >> 5)) {
-        long long t = u / units_per_row;
-        int g = (int)(u % units_per_row) * EP_CAST_UNIT, count = min(EP_CAST_UNIT, groups - g);
-        ep_cast_row(cast + (t * pieces + g * 16) * 8, scales + t * groups + g, x + t * pieces + g * 16, count * 16, lane);
-    }
-}
-
-// Copies token t's row as ep_ll_cast left it (e4m3 bytes, then its scales) to `to_row` and
-// `to_scales` on PE r.
-__device__ __forceinline__ void ep_ll_copy_cast(unsigned char* to_row, float* to_scales, int r, const unsigned char* cast,
-                                                long long t, int pieces, int max_tokens, int lane) {
-    const float* scales = (const float*)(cast + (long long)max_tokens * pieces * 8) + t * (pieces / 16);
-    ep_copy_row((ep_v4*)fsh_ptr(to_row, r), (const ep_v4*)(cast + t * pieces * 8), pieces / 2, lane);
-    float* dst_scales = (float*)fsh_ptr(to_scales, r);
-    for (int j = lane; j < pieces / 16; j += 32) dst_scales[j] = scales[j];
-}
-
 // Declared here for ep_ll_send's last block; defined with the receive hook below.
 __device__ void ep_ll_receive_block(int local, const fsh_u64* signals, fsh_u64* calls, fsh_u64* places,
                                     int* recv_count, int* counts_out, const volatile fsh_u64* abort_word,
@@ -149,9 +118,10 @@ __device__ void ep_ll_receive_block(int local, const fsh_u64* signals, fsh_u64* 
 
 // Sends each (token, slot) pair to its expert (a warp a pair). places: [L] 64-bit counters on
 // each receiver; packed: [L][n * T] rows with packed_pe, packed_slot beside them (with `fp8`,
-// the rows as ep_ll_cast left them in `cast` go to packed_fp8, [L][n * T][hidden] bytes, with
-// packed_scales); counts: rows sent per expert (zero between calls); bad: the first refused
-// token (INT_MAX between calls); signals: [L][n] words on each receiver; landing,
+// each warp casts its pair's row straight into packed_fp8, [L][n * T][hidden] bytes, with
+// packed_scales: a kernel ahead to cast each token once cost more than the casts it saved);
+// counts: rows sent per expert (zero between calls); bad: the first refused token (INT_MAX
+// between calls); signals: [L][n] words on each receiver; landing,
 // landing_slot: [L][n][T] records on each receiver for rows from other nodes (0 on one node).
 // With `receive` (a dispatch without a hook), the last block then receives as the hook would
 // (ep_ll_receive_block, with the arguments after it): one kernel boundary fewer.
@@ -161,7 +131,7 @@ extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS) ep_ll_send(const ep
                                       int* counts, int* bad, int* status_out, unsigned* blocks_done,
                                       fsh_u64* signals, int rejected, fsh_u64* calls,
                                       unsigned char* staged, unsigned char* landing, int* landing_slot,
-                                      const unsigned char* cast, int receive, int* recv_count, int* counts_out,
+                                      int receive, int* recv_count, int* counts_out,
                                       const volatile fsh_u64* abort_word, fsh_u64* outcome, int* landed) {
     // `rejected`: the host refused this PE's input (then it passes no tokens).
     fsh_u64 call = calls[0] + 1;
@@ -192,8 +162,8 @@ extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS) ep_ll_send(const ep
         }
         long long at = (long long)le * rows + place;
         if (fp8)
-            ep_ll_copy_cast(packed_fp8 + at * pieces * 8, packed_scales + at * (pieces / 16), r, cast, p / k, pieces,
-                            max_tokens, lane);
+            ep_cast_row((unsigned char*)fsh_ptr(packed_fp8 + at * pieces * 8, r),
+                        (float*)fsh_ptr(packed_scales + at * (pieces / 16), r), x + (p / k) * pieces, pieces, lane);
         else
             ep_copy_row((ep_v4*)fsh_ptr(packed + at * pieces, r), x + (p / k) * pieces, pieces, lane);
         if (lane == 0) {

@@ -67,7 +67,6 @@ impl Buffer {
             fp8: input.fp8,
             packed_fp8: at(regions.packed_fp8),
             packed_scales: at(regions.packed_scales),
-            cast: state.cast.device_ptr(),
             counts: state.scratch.device_ptr(),
             bad: state.scratch.device_ptr() + 4 * experts as u64,
             status: state.status.addr(),

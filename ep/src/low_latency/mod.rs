@@ -11,9 +11,9 @@
 //! took places, and each row carries its source PE and (token × top_k + slot).
 //! [`LowLatencyDispatch::rows_from`] says how many rows each source sent each expert.
 //!
-//! Cast to FP8 ([`LowLatencyInput::fp8`]), each token is cast once on the sender (a kernel
-//! ahead of the send, into the state's own buffer) and its bytes and scales go to each of its
-//! experts as they are.
+//! Cast to FP8 ([`LowLatencyInput::fp8`]), each (token, expert) pair's warp casts the row on
+//! the way into the expert's packed rows (a kernel ahead to cast each token once, tried,
+//! cost more in its kernel boundary than the casts it saved).
 
 use std::marker::PhantomData;
 
@@ -43,9 +43,6 @@ pub(crate) struct LowLatencyState {
     status: HostBuffer<i32>,
     /// The call numbers the kernels read and advance: dispatches, then combines, received.
     calls: DeviceBuffer<u64>,
-    /// A dispatch's rows cast to FP8, each token once: `max_tokens` rows of `hidden` bytes,
-    /// then their scales (`hidden / 128` floats a row).
-    cast: DeviceBuffer<u8>,
     dispatches: u64,
     combines: u64,
     /// The dispatch whose combine is due, if any.
@@ -68,11 +65,9 @@ impl LowLatencyState {
         let mut calls = DeviceBuffer::new(gpu.context(), 2)?;
         gpu.copy_local(&mut calls, &HostBuffer::<u64>::new(gpu.context(), 2)?)
             .await?;
-        let cast_bytes = config.max_tokens * (config.hidden + config.hidden / 32);
         Ok(LowLatencyState {
             scratch,
             calls,
-            cast: DeviceBuffer::new(gpu.context(), cast_bytes.max(1))?,
             counts_out: HostBuffer::new(gpu.context(), local + local * n)?,
             status: HostBuffer::new(gpu.context(), 3)?,
             dispatches: 0,
