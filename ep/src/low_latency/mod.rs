@@ -2,8 +2,8 @@
 //! step and no exchange of counts, each (token, expert) pair put straight into its expert's
 //! staging rows with a signal per expert and source; a receive ([`LowLatencySend::receive`])
 //! by the send's own kernel or, with [`LowLatencyInput::hook`], by a hook of its own queued
-//! later, so that compute overlaps the transfer; and a combine that weighs each expert's row by the token's top-k weight on the
-//! token's own PE.
+//! later, so that compute overlaps the transfer; and a combine that weighs each expert's row
+//! by the token's top-k weight on the token's own PE.
 //!
 //! Received rows come packed per local expert (`L × n·T` rows, DeepEP's `packed_recv_x`),
 //! written in place by the senders (no copy on the receiver): each row's place is taken from
