@@ -532,10 +532,10 @@ impl Kernels {
         // slots, all 0 on one node; then, read only with `receive`, the receive's words as for
         // ep_ll_receive). x and topk_idx hold `tokens` rows (checked by the caller, or 0
         // tokens; for FP8 the caller checked hidden is a multiple of 128). A row's place is
-        // below n × max_tokens among its expert's rows, and below max_tokens among its landing part's: each source sends an
-        // expert at most one row per token (the kernel refuses a repeated expert). Counters,
-        // scratch and pinned words belong to the caller's buffer, which keeps them until its
-        // stream is done.
+        // below n × max_tokens among its expert's rows, and below max_tokens among its
+        // landing part's: each source sends an expert at most one row per token (the kernel
+        // refuses a repeated expert). Counters, scratch and pinned words belong to the
+        // caller's buffer, which keeps them until its stream is done.
         unsafe {
             self.module.launch(
                 "ep_ll_send",
