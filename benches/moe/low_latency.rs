@@ -230,28 +230,34 @@ pub(crate) fn low_latency_rows(args: &Args, me: usize, pes: usize) -> usize {
         .count()
 }
 
+/// A report line of a call's microseconds awaited and on the stream, with its ratio to the
+/// copy-engine bound `bound` (µs) where one applies.
+fn print_awaited(what: &str, (awaited, stream): (f64, f64), bound: Option<f64>) {
+    let ratio = bound.map_or(String::new(), |b| format!("{:.2}× awaited", b / awaited));
+    println!("| {what} | awaited {awaited:.1} µs, on the stream {stream:.1} µs | {ratio} |");
+}
+
 /// The low-latency lines of the report.
 pub(crate) fn report_low_latency(args: &Args, figures: &[Figures]) {
     let mean = |f: fn(&Figures) -> f64| figures.iter().map(f).sum::<f64>() / figures.len() as f64;
     let us = |f: fn(&Figures) -> f64| mean(f) * 1e6;
     let copy = us(|f| f.ll_copy_s);
-    println!(
-        "| low latency, {} tokens/PE, BF16: dispatch (send and receive in one kernel) | awaited {:.1} µs, on the stream {:.1} µs | {:.2}× awaited |",
-        args.ll_tokens,
-        us(|f| f.ll.dispatch_s),
-        us(|f| f.ll.dispatch_stream_s),
-        copy / us(|f| f.ll.dispatch_s)
+    let dispatch = format!(
+        "low latency, {} tokens/PE, BF16: dispatch (send and receive in one kernel)",
+        args.ll_tokens
     );
-    println!(
-        "| low latency: dispatch casting to FP8 | awaited {:.1} µs, on the stream {:.1} µs | |",
+    let dispatch_times = (us(|f| f.ll.dispatch_s), us(|f| f.ll.dispatch_stream_s));
+    print_awaited(&dispatch, dispatch_times, Some(copy));
+    let fp8_times = (
         us(|f| f.ll_fp8.dispatch_s),
-        us(|f| f.ll_fp8.dispatch_stream_s)
+        us(|f| f.ll_fp8.dispatch_stream_s),
     );
-    println!(
-        "| low latency: combine (BF16, weighted) | awaited {:.1} µs, on the stream {:.1} µs | {:.2}× awaited |",
-        us(|f| f.ll.combine_s),
-        us(|f| f.ll.combine_stream_s),
-        copy / us(|f| f.ll.combine_s)
+    print_awaited("low latency: dispatch casting to FP8", fp8_times, None);
+    let combine_times = (us(|f| f.ll.combine_s), us(|f| f.ll.combine_stream_s));
+    print_awaited(
+        "low latency: combine (BF16, weighted)",
+        combine_times,
+        Some(copy),
     );
     println!(
         "| low latency, each call behind a barrier on the stream (PEs start together): BF16 dispatch, FP8 dispatch, combine | on the stream {:.1}, {:.1}, {:.1} µs | |",
