@@ -8,8 +8,12 @@
 //! PE adds one to its node leader's gather flag (mapped memory) and waits for the leader's
 //! release; each leader (its node's lowest PE) waits until its gather flag counts every
 //! other PE of its node, runs the dissemination above among the leaders only (⌈log₂
-//! nodes⌉ rounds across the fabric), then releases its node. One-node jobs, and jobs of
-//! one PE per node, keep the flat dissemination.
+//! nodes⌉ rounds across the fabric), then releases its node. A one-node job whose PEs
+//! outnumber the CPUs they may use ([`crate::cpus`]) syncs the same way, as one node: where
+//! each round waits for a PE that may have no CPU, a gather and a release cost fewer trips
+//! through the scheduler than the dissemination's rounds, and the leader leaves first, so
+//! what it does next (often a broadcast from PE 0) is under way when the others leave.
+//! Other one-node jobs, and jobs of one PE per node, keep the flat dissemination.
 //!
 //! # Across nodes
 //!
@@ -400,5 +404,91 @@ impl DataPlane {
     pub async fn barrier_all(&self) -> Result<()> {
         self.quiet().await?;
         self.sync_all().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use crate::cpus::CpuShare;
+    use crate::data_plane::{DataPlane, DataPlaneParts};
+    use crate::health::Health;
+    use crate::heap::HeapId;
+    use crate::route::Route;
+    use crate::segment::Segment;
+
+    /// The data planes of one node's PEs, PE `i` recorded as running on `cpus[i]`.
+    fn node_of(cpus: &[&[usize]]) -> Vec<Arc<DataPlane>> {
+        let segments: Vec<Arc<Segment>> = (0..cpus.len())
+            .map(|pe| {
+                let segment = Segment::create(pe, 1 << 16).expect("segment");
+                segment.record_cpu_share(&CpuShare::of_cpus(cpus[pe]));
+                Arc::new(segment)
+            })
+            .collect();
+        (0..cpus.len())
+            .map(|my_pe| {
+                let parts = DataPlaneParts {
+                    my_pe,
+                    heap: HeapId(1),
+                    routes: segments.iter().cloned().map(Route::Mapped).collect(),
+                    remote: None,
+                    nodes: vec![0; cpus.len()],
+                    health: Arc::new(Health::new()),
+                    spin: Duration::from_micros(50),
+                };
+                Arc::new(DataPlane::new(parts).expect("data plane"))
+            })
+            .collect()
+    }
+
+    /// Runs `rounds` world barriers on every PE of `pes` at once.
+    async fn barriers(pes: &[Arc<DataPlane>], rounds: usize) {
+        let tasks: Vec<_> = pes
+            .iter()
+            .map(|pe| {
+                let pe = pe.clone();
+                tokio::spawn(async move {
+                    for _ in 0..rounds {
+                        pe.barrier_all().await?;
+                    }
+                    Ok::<(), crate::error::Error>(())
+                })
+            })
+            .collect();
+        for task in tasks {
+            let done = tokio::time::timeout(Duration::from_secs(10), task).await;
+            assert!(matches!(done, Ok(Ok(Ok(())))), "{done:?}");
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_crowded_node_gathers_at_its_leader_and_every_pe_agrees() {
+        let crowded = node_of(&[&[0], &[0], &[0], &[0]]);
+        assert!(crowded
+            .iter()
+            .all(|pe| pe.crowded() && pe.world_nodes.is_some()));
+        barriers(&crowded, 200).await;
+        let leader = crowded[0].own_segment();
+        let gather = leader
+            .barrier_flag(super::GATHER)
+            .load(super::Ordering::Acquire);
+        assert_eq!(
+            gather,
+            3 * 200,
+            "each of 3 PEs signals the leader every barrier"
+        );
+
+        // One PE may use four CPUs, the others one: together they are not crowded, and
+        // every PE reads the same records, so none syncs by node.
+        let roomy = node_of(&[&[0, 1, 2, 3], &[0], &[0], &[0]]);
+        assert!(roomy
+            .iter()
+            .all(|pe| !pe.crowded() && pe.world_nodes.is_none()));
+        barriers(&roomy, 200).await;
+        let flag = roomy[0].own_segment().barrier_flag(super::GATHER);
+        assert_eq!(flag.load(super::Ordering::Acquire), 0);
     }
 }

@@ -12,6 +12,7 @@ use std::time::Duration;
 use bytemuck::Pod;
 use ferroshmem_observability::{Op, PeMetrics, Traffic};
 
+use crate::cpus::CpuShare;
 use crate::doorbell::Doorbell;
 use crate::error::{Error, Result};
 use crate::health::Health;
@@ -57,10 +58,13 @@ pub struct DataPlane {
     pub(crate) routes: Vec<Route>,
     /// The node of every PE (see [`DataPlaneParts::nodes`]).
     nodes: Box<[usize]>,
-    /// How many PEs of the job share this PE's node (this one included).
-    node_pes: usize,
+    /// Whether the PEs of this PE's node outnumber the CPUs they may use ([`CpuShare`]),
+    /// alike on every PE of the node.
+    crowded: bool,
     /// The job's PEs grouped by node, when the world barrier syncs by node (the job spans
-    /// nodes and some node holds more than one PE); `None` for the flat dissemination.
+    /// nodes and some node holds more than one PE, or this PE's node is crowded: a gather
+    /// at one PE and its release take fewer trips through the scheduler than the
+    /// dissemination's rounds); `None` for the flat dissemination.
     pub(crate) world_nodes: Option<NodeShape>,
     /// This PE's own segment (also its own route).
     own: Arc<Segment>,
@@ -117,7 +121,12 @@ impl DataPlane {
             .iter()
             .filter(|&&node| Some(&node) == parts.nodes.get(parts.my_pe))
             .count();
-        let remote_spin = crate::wait::completion_spin(node_pes, parts.spin);
+        let node_shares = parts.routes.iter().filter_map(|route| match route {
+            Route::Mapped(segment) => Some(segment.cpu_share()),
+            Route::Remote => None,
+        });
+        let crowded = CpuShare::crowded(node_pes, node_shares);
+        let remote_spin = crate::wait::completion_spin(crowded, parts.spin);
         let remotes = parts
             .remote
             .map(|t| Remotes::new(t.clone(), metrics.traffic(t.name(), n_pes), remote_spin));
@@ -130,8 +139,9 @@ impl DataPlane {
             area_ends: [pool.user_heap_bytes(), heap_size],
             doorbell: Doorbell::start(parts.my_pe, own.clone())?,
             routes: parts.routes,
-            node_pes,
-            world_nodes: Some(NodeShape::new(&parts.nodes)).filter(NodeShape::layered),
+            crowded,
+            world_nodes: Some(NodeShape::new(&parts.nodes))
+                .filter(|shape| shape.layered() || crowded),
             nodes: parts.nodes.into_boxed_slice(),
             own,
             remotes,
@@ -319,9 +329,10 @@ impl DataPlane {
         matches!(self.routes.get(pe), Some(Route::Mapped(_)))
     }
 
-    /// How many PEs of the job share this PE's node, this one included.
-    pub(crate) fn node_pes(&self) -> usize {
-        self.node_pes
+    /// Whether the PEs of this PE's node outnumber the CPUs they may use, so that the PE a
+    /// wait depends on may need this PE's CPU to make progress.
+    pub(crate) fn crowded(&self) -> bool {
+        self.crowded
     }
 
     /// The node of every PE, indexed by PE: equal numbers for the PEs of one node, alike

@@ -11,6 +11,7 @@ pub mod barrier;
 pub mod collectives;
 pub mod config;
 pub mod context;
+pub mod cpus;
 pub mod data_plane;
 pub mod doorbell;
 pub mod error;

@@ -22,6 +22,9 @@ use std::sync::{Arc, OnceLock};
 
 use tokio::sync::Notify;
 
+use bytemuck::Zeroable;
+
+use crate::cpus::CpuShare;
 use crate::error::{Error, Result};
 use crate::landed::WriteCounters;
 use crate::shared_memory::SharedMapping;
@@ -45,6 +48,9 @@ pub const BARRIER_ROUNDS: usize = 64;
 const WATCH_SLOTS_OFFSET: usize = BARRIER_FLAGS_OFFSET + BARRIER_ROUNDS * CACHE_LINE;
 /// Number of sleepers whose watched range the header can hold; more watch everything.
 pub const WATCH_SLOTS: usize = 63;
+/// Where the owner records the CPUs it may run on ([`CpuShare`]), on a line of its own.
+const CPU_SHARE_OFFSET: usize =
+    (WATCH_SLOTS_OFFSET + WATCH_SLOTS * 16).next_multiple_of(CACHE_LINE);
 /// The watcher-mask bit set once a sleeper has had to watch everything. It is never cleared:
 /// clearing it when the wildcard count drops to zero would race with a new wildcard sleeper
 /// that has counted itself but not yet set the bit, whose wake-ups writers would then skip.
@@ -95,6 +101,10 @@ impl Segment {
             .map_err(|e| Error::os("sizing the symmetric heap (ftruncate)", e))?;
         let map = SharedMapping::map(&fd, total)?;
         map.write(PID_OFFSET, &std::process::id().to_ne_bytes());
+        map.write(
+            CPU_SHARE_OFFSET,
+            bytemuck::bytes_of(&CpuShare::of_this_thread()),
+        );
         map.atomic::<AtomicU64>(MAGIC_OFFSET)
             .store(MAGIC, Ordering::Release);
         Ok(Segment::mapped(fd, map, heap_size))
@@ -155,6 +165,21 @@ impl Segment {
         let mut b = [0u8; 4];
         self.map.read(PID_OFFSET, &mut b);
         u32::from_ne_bytes(b)
+    }
+
+    /// The CPUs the owner may run on, as it recorded them when it created the segment.
+    pub fn cpu_share(&self) -> CpuShare {
+        let mut share = CpuShare::zeroed();
+        self.map
+            .read(CPU_SHARE_OFFSET, bytemuck::bytes_of_mut(&mut share));
+        share
+    }
+
+    /// Records `share` as the owner's CPUs (as `create` does), for tests that play PEs
+    /// placed otherwise.
+    #[cfg(test)]
+    pub(crate) fn record_cpu_share(&self, share: &CpuShare) {
+        self.map.write(CPU_SHARE_OFFSET, bytemuck::bytes_of(share));
     }
 
     /// The futex word bumped by writers when the owner has sleeping waiters.
@@ -355,7 +380,7 @@ impl Segment {
     }
 }
 
-const _: () = assert!(WATCH_SLOTS_OFFSET + WATCH_SLOTS * 16 <= HEADER_SIZE);
+const _: () = assert!(CPU_SHARE_OFFSET + CpuShare::BYTES <= HEADER_SIZE);
 
 #[cfg(test)]
 mod tests {
@@ -371,6 +396,7 @@ mod tests {
         peer.mapping().read(HEADER_SIZE, &mut out);
         assert_eq!(out, [7; 8]);
         assert_eq!(peer.owner_pid(), std::process::id());
+        assert_eq!(peer.cpu_share(), CpuShare::of_this_thread());
         peer.barrier_flag(3).fetch_add(1, Ordering::SeqCst);
         assert_eq!(seg.barrier_flag(3).load(Ordering::SeqCst), 1);
     }

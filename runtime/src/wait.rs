@@ -2,11 +2,12 @@
 //! `test` forms, and the wait engine that signals and barriers share.
 //!
 //! A wait spins on the variable for a while (`FERROSHMEM_SPIN_US`, yielding to the executor
-//! and the OS every few microseconds, or after every round of checks when this node runs
-//! more of the job's PEs than this process may use CPUs), then sleeps until a writer rings
-//! the PE's doorbell ([`crate::doorbell`]), so an idle waiter holds no core. A wait returns early with the job's
-//! failure (a peer lost) and, given [`Wait::timeout`], with [`Error::Timeout`]. While it
-//! sleeps, the timeout and the job's health are checked at least every 10 ms.
+//! and the OS every few microseconds, or after every round of checks when the PEs of this
+//! node outnumber the CPUs they may use, [`crate::cpus`]), then sleeps until a writer rings
+//! the PE's doorbell ([`crate::doorbell`]), so an idle waiter holds no core. A wait returns
+//! early with the job's failure (a peer lost) and, given [`Wait::timeout`], with
+//! [`Error::Timeout`]. While it sleeps, the timeout and the job's health are checked at
+//! least every 10 ms.
 
 use std::future::{Future, IntoFuture};
 use std::ops::Range;
@@ -28,32 +29,24 @@ use crate::shared_memory::SharedMapping;
 /// How long one poll of a spinning wait (or of a task awaiting a remote completion) may spin
 /// before yielding (to the executor, and its thread to the OS).
 pub(crate) const SPIN_SLICE: Duration = Duration::from_micros(4);
-/// The same when this node runs more of the job's PEs than the process may use CPUs: one
-/// round of checks.
+/// The same on a crowded node (its PEs outnumber the CPUs they may use): one round of
+/// checks.
 const CROWDED_SPIN_SLICE: Duration = Duration::ZERO;
 
-/// Whether a node running `node_pes` PEs of the job is crowded: they outnumber the CPUs this
-/// process may run on (its affinity mask and CPU quota), so the PE a wait depends on may need
-/// this CPU to make progress.
-fn crowded(node_pes: usize) -> bool {
-    static CPUS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    node_pes > *CPUS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-}
-
-/// The spin slice of a PE whose node runs `node_pes` PEs of its job (see [`crowded`]).
-fn spin_slice(node_pes: usize) -> Duration {
-    match crowded(node_pes) {
+/// The spin slice of a PE on a crowded node or not (see [`DataPlane::crowded`]).
+fn spin_slice(crowded: bool) -> Duration {
+    match crowded {
         true => CROWDED_SPIN_SLICE,
         false => SPIN_SLICE,
     }
 }
 
 /// How long a task awaiting a remote operation's completion reads the transport's queue
-/// itself before it sleeps, on a node running `node_pes` PEs whose waits spin for `spin`:
-/// that spin, none where the node is [`crowded`] (the spinning task would keep the CPU from
-/// the PE the answer needs).
-pub(crate) fn completion_spin(node_pes: usize, spin: Duration) -> Duration {
-    match crowded(node_pes) {
+/// itself before it sleeps, on a node that is `crowded` or not, whose waits spin for
+/// `spin`: that spin, none where the node is crowded (the spinning task would keep the CPU
+/// from the PE the answer needs).
+pub(crate) fn completion_spin(crowded: bool, spin: Duration) -> Duration {
+    match crowded {
         true => Duration::ZERO,
         false => spin,
     }
@@ -274,7 +267,7 @@ where
         if this.sleeping.is_none() {
             if now.duration_since(started) < this.dp.spin {
                 drive(this.dp, &mut this.driver, None);
-                let slice_end = now + spin_slice(this.dp.node_pes());
+                let slice_end = now + spin_slice(this.dp.crowded());
                 loop {
                     for _ in 0..32 {
                         std::hint::spin_loop();

@@ -1,0 +1,136 @@
+//! The CPUs a node gives its PEs, and whether the PEs outnumber them (a *crowded* node).
+//!
+//! Each PE records in its segment header the CPUs it may run on: its affinity mask, and the
+//! cap a CPU quota (a cgroup's `cpu.max`) sets below that mask, if any. Every PE of a node
+//! reads the same records from the mapped segments, so every PE reaches the same verdict,
+//! which matters where the verdict picks a protocol that all of them must run alike (the
+//! world barrier's shape, `barrier.rs`). The verdict counts the CPUs of all the masks
+//! together: PEs bound to one core each (as `mpirun` binds a few ranks) are not crowded,
+//! while PEs that share one core are.
+
+use bytemuck::{Pod, Zeroable};
+
+/// Words of a recorded affinity mask: 1024 CPUs, as `CPU_SETSIZE`.
+const MASK_WORDS: usize = 16;
+
+/// The CPUs one PE may run on, as its segment header records them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
+#[repr(C)]
+pub struct CpuShare {
+    /// The affinity mask, bit `c` of word `c / 64` for CPU `c`.
+    mask: [u64; MASK_WORDS],
+    /// How many CPUs a quota lets the PE use when that is fewer than its mask holds;
+    /// `u64::MAX` when no quota binds.
+    quota: u64,
+}
+
+impl CpuShare {
+    /// The record's size in a segment header.
+    pub const BYTES: usize = std::mem::size_of::<CpuShare>();
+
+    /// The share of the calling thread: its affinity mask, and the standard library's
+    /// count of usable CPUs (which honours cgroup quotas) where it is below the mask's.
+    /// Where the mask cannot be read, every CPU that count allows.
+    pub fn of_this_thread() -> CpuShare {
+        let usable = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let mut share = CpuShare {
+            mask: [0; MASK_WORDS],
+            quota: u64::MAX,
+        };
+        match rustix::thread::sched_getaffinity(None) {
+            Ok(set) => {
+                for cpu in (0..MASK_WORDS * 64).filter(|&c| set.is_set(c)) {
+                    share.mask[cpu / 64] |= 1 << (cpu % 64);
+                }
+                if usable < share.cpus() {
+                    share.quota = usable as u64;
+                }
+            }
+            Err(_) => {
+                for cpu in 0..usable.min(MASK_WORDS * 64) {
+                    share.mask[cpu / 64] |= 1 << (cpu % 64);
+                }
+            }
+        }
+        share
+    }
+
+    /// The share of a PE that may run on `cpus` (each below 1024), with no quota.
+    #[cfg(test)]
+    pub(crate) fn of_cpus(cpus: &[usize]) -> CpuShare {
+        let mut mask = [0; MASK_WORDS];
+        for &c in cpus {
+            mask[c / 64] |= 1 << (c % 64);
+        }
+        CpuShare {
+            mask,
+            quota: u64::MAX,
+        }
+    }
+
+    /// The CPUs in the mask.
+    fn cpus(&self) -> usize {
+        self.mask.iter().map(|w| w.count_ones() as usize).sum()
+    }
+
+    /// Whether `node_pes` PEs with these `shares` (one per PE of the node, as their headers
+    /// record them) outnumber the CPUs they may use together: the union of their masks,
+    /// capped by the tightest quota among them.
+    pub fn crowded(node_pes: usize, shares: impl IntoIterator<Item = CpuShare>) -> bool {
+        let mut union = [0u64; MASK_WORDS];
+        let mut quota = u64::MAX;
+        for share in shares {
+            for (u, w) in union.iter_mut().zip(share.mask) {
+                *u |= w;
+            }
+            quota = quota.min(share.quota);
+        }
+        let cpus = CpuShare { mask: union, quota }.cpus() as u64;
+        node_pes as u64 > cpus.min(quota).max(1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn share(cpus: &[usize], quota: u64) -> CpuShare {
+        CpuShare {
+            quota,
+            ..CpuShare::of_cpus(cpus)
+        }
+    }
+
+    #[test]
+    fn pes_sharing_the_same_cpus_are_crowded_once_they_outnumber_them() {
+        let both = share(&[0, 1], u64::MAX);
+        assert!(!CpuShare::crowded(2, [both; 2]));
+        assert!(CpuShare::crowded(4, [both; 4]));
+    }
+
+    #[test]
+    fn pes_bound_to_a_core_each_are_not_crowded() {
+        let bound = [share(&[0], u64::MAX), share(&[1], u64::MAX)];
+        assert!(!CpuShare::crowded(2, bound));
+        let on_one = [share(&[0], u64::MAX), share(&[0], u64::MAX)];
+        assert!(CpuShare::crowded(2, on_one));
+        assert!(!CpuShare::crowded(
+            2,
+            [share(&[63], 9), share(&[64, 900], 9)]
+        ));
+    }
+
+    #[test]
+    fn a_quota_below_the_mask_caps_the_cpus() {
+        let wide = share(&(0..64).collect::<Vec<_>>(), 2);
+        assert!(!CpuShare::crowded(2, [wide; 2]));
+        assert!(CpuShare::crowded(4, [wide; 4]));
+    }
+
+    #[test]
+    fn this_thread_has_a_cpu() {
+        let mine = CpuShare::of_this_thread();
+        assert!(mine.cpus() >= 1);
+        assert!(!CpuShare::crowded(1, [mine]));
+    }
+}
