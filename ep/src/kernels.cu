@@ -187,22 +187,35 @@ __device__ __forceinline__ bool ep_any_status(const int* table, int width) {
 }
 
 // Called by every thread of every block at the end: the grid's last block to finish sets this
-// PE's word of `counter` on every PE to `call` (after this PE's writes of every block are
-// visible, and its transfers to other nodes complete). Sets, not adds: to a PE on another node
-// a set is a write, where an add would be an atomic, a kernel on the target's GPU under the
-// `cpu` NIC handler, which the target's own waiting kernel could hold back.
-__device__ __forceinline__ void ep_tell_all(unsigned* blocks_done, fsh_u64* counter, fsh_u64 call) {
+// PE's word of `counter` on every PE to `value` (after this PE's writes of every block are
+// visible, and its transfers to other nodes complete), a thread a PE; returns, on every
+// thread, whether its block was that last one. Sets, not adds: to a PE on another node a set
+// is a write, where an add would be an atomic, a kernel on the target's GPU under the `cpu`
+// NIC handler, which the target's own waiting kernel could hold back.
+//
+// A block counts itself done behind a GPU-scope fence, not a system-scope one: the last
+// block, on the same GPU, observes every count before it signals with system-scope releases,
+// which carry the counted blocks' writes (to peers on this GPU or over NVLink) along with its
+// own (the memory model's cumulativity; DeepEP's low-latency kernels count the same way). The
+// signals go out a thread each: one after another, each release cost a low-latency combine of
+// 8 PEs about 5 µs.
+__device__ __forceinline__ bool ep_tell_all(unsigned* blocks_done, fsh_u64* counter, fsh_u64 value) {
+    __shared__ int last;
     __syncthreads();
     if (threadIdx.x == 0) {
         if (FSH_NETWORK) fsh_quiet();
-        __threadfence_system();
-        unsigned before = atomicAdd(blocks_done, 1u);
-        if (before == gridDim.x - 1) {
+        __threadfence();
+        last = atomicAdd(blocks_done, 1u) == gridDim.x * gridDim.y - 1;
+        if (last) {
             *blocks_done = 0;
             __threadfence_system();
-            for (int pe = 0; pe < fsh_n_pes(); ++pe) fsh_signal_op(counter + fsh_my_pe(), call, FSH_SIGNAL_SET, pe);
         }
     }
+    __syncthreads();
+    if (!last) return false;
+    for (int pe = threadIdx.x; pe < fsh_n_pes(); pe += blockDim.x)
+        fsh_signal_op(counter + fsh_my_pe(), value, FSH_SIGNAL_SET, pe);
+    return true;
 }
 
 // Where a dispatch's rows land on their receivers (symmetric addresses; row `at` of each).

@@ -171,12 +171,13 @@ extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS) ep_ll_send(const ep
             *(int*)fsh_ptr(packed_slot + at, r) = (int)p;
         }
     }
-    // The grid's last block tells every receiver of every expert (a thread an expert).
+    // The grid's last block tells every receiver of every expert (a thread an expert). A
+    // block counts itself done behind a GPU-scope fence, as in ep_tell_all.
     __shared__ int last;
     __syncthreads();
     if (threadIdx.x == 0) {
         if (FSH_NETWORK) fsh_quiet();
-        __threadfence_system();
+        __threadfence();
         last = atomicAdd(blocks_done, 1u) == gridDim.x - 1;
     }
     __syncthreads();
@@ -337,7 +338,7 @@ extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS) ep_ll_send_back(con
                                            const volatile fsh_u64* abort_word, fsh_u64* outcome) {
     // `rejected`: the host refused this PE's input: nothing is sent, and the signal says so (bit 63).
     fsh_u64 call = calls[1] + 1;
-    int n = fsh_n_pes(), me = fsh_my_pe();
+    int n = fsh_n_pes();
     int le = blockIdx.y;
     int lane = threadIdx.x & 31, warps = blockDim.x >> 5, pieces = hidden / 8;
     long long base = (long long)le * n * max_tokens;
@@ -355,21 +356,8 @@ extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS) ep_ll_send_back(con
             ep_copy_row(to, from, pieces, lane);
         }
     }
-    __shared__ int last;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        if (FSH_NETWORK) fsh_quiet();
-        __threadfence_system();
-        last = atomicAdd(blocks_done, 1u) == gridDim.x * gridDim.y - 1;
-        if (last) {
-            *blocks_done = 0;
-            __threadfence_system();
-            fsh_u64 signal = call | (rejected ? 0x8000000000000000ull : 0ull);
-            for (int pe = 0; pe < n; ++pe) fsh_signal_op(signals + me, signal, FSH_SIGNAL_SET, pe);
-        }
-    }
-    __syncthreads();
-    if (last) ep_ll_wait_back(signals, call, calls, refused, abort_word, outcome);
+    fsh_u64 signal = call | (rejected ? 0x8000000000000000ull : 0ull);
+    if (ep_tell_all(blocks_done, signals, signal)) ep_ll_wait_back(signals, call, calls, refused, abort_word, outcome);
 }
 
 // The slots a reduce loads before it adds: their loads are in flight together.
