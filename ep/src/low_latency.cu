@@ -179,10 +179,10 @@ extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS) ep_ll_send(const ep
         if (FSH_NETWORK) fsh_quiet();
         __threadfence();
         last = atomicAdd(blocks_done, 1u) == gridDim.x - 1;
+        if (last) __threadfence_system();
     }
     __syncthreads();
     if (!last) return;
-    __threadfence_system();
     // A refused input (an expert out of range or named twice) is said in every signal (bit
     // 31): the receivers then take no rows at all, and the host learns the first bad token
     // from status_out.
