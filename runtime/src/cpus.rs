@@ -39,18 +39,14 @@ impl CpuShare {
         };
         match rustix::thread::sched_getaffinity(None) {
             Ok(set) => {
-                for cpu in (0..MASK_WORDS * 64).filter(|&c| set.is_set(c)) {
-                    share.mask[cpu / 64] |= 1 << (cpu % 64);
-                }
+                (0..MASK_WORDS * 64)
+                    .filter(|&c| set.is_set(c))
+                    .for_each(|c| share.allow(c));
                 if usable < share.cpus() {
                     share.quota = usable as u64;
                 }
             }
-            Err(_) => {
-                for cpu in 0..usable.min(MASK_WORDS * 64) {
-                    share.mask[cpu / 64] |= 1 << (cpu % 64);
-                }
-            }
+            Err(_) => (0..usable.min(MASK_WORDS * 64)).for_each(|c| share.allow(c)),
         }
         share
     }
@@ -58,14 +54,17 @@ impl CpuShare {
     /// The share of a PE that may run on `cpus` (each below 1024), with no quota.
     #[cfg(test)]
     pub(crate) fn of_cpus(cpus: &[usize]) -> CpuShare {
-        let mut mask = [0; MASK_WORDS];
-        for &c in cpus {
-            mask[c / 64] |= 1 << (c % 64);
-        }
-        CpuShare {
-            mask,
+        let mut share = CpuShare {
+            mask: [0; MASK_WORDS],
             quota: u64::MAX,
-        }
+        };
+        cpus.iter().for_each(|&c| share.allow(c));
+        share
+    }
+
+    /// Adds CPU `cpu` (below 1024) to the mask.
+    fn allow(&mut self, cpu: usize) {
+        self.mask[cpu / 64] |= 1 << (cpu % 64);
     }
 
     /// The CPUs in the mask.
