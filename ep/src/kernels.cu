@@ -186,20 +186,17 @@ __device__ __forceinline__ bool ep_any_status(const int* table, int width) {
     return any != 0;
 }
 
-// Called by every thread of every block at the end: the grid's last block to finish sets this
-// PE's word of `counter` on every PE to `value` (after this PE's writes of every block are
-// visible, and its transfers to other nodes complete), a thread a PE; returns, on every
-// thread, whether its block was that last one. Sets, not adds: to a PE on another node a set
-// is a write, where an add would be an atomic, a kernel on the target's GPU under the `cpu`
-// NIC handler, which the target's own waiting kernel could hold back.
+// Called by every thread of every block once the block's work is done: counts the block done
+// (after this PE's writes of the block are visible, and its transfers to other nodes
+// complete) and returns, on every thread, whether it was the grid's last block; the last
+// block resets the count for the next launch and fences at system scope, so that its
+// threads' later signals (system-scope releases) carry every counted block's writes.
 //
 // A block counts itself done behind a GPU-scope fence, not a system-scope one: the last
 // block, on the same GPU, observes every count before it signals with system-scope releases,
 // which carry the counted blocks' writes (to peers on this GPU or over NVLink) along with its
-// own (the memory model's cumulativity; DeepEP's low-latency kernels count the same way). The
-// signals go out a thread each: one after another, each release cost a low-latency combine of
-// 8 PEs about 5 µs.
-__device__ __forceinline__ bool ep_tell_all(unsigned* blocks_done, fsh_u64* counter, fsh_u64 value) {
+// own (the memory model's cumulativity; DeepEP's low-latency kernels count the same way).
+__device__ __forceinline__ bool ep_last_block(unsigned* blocks_done) {
     __shared__ int last;
     __syncthreads();
     if (threadIdx.x == 0) {
@@ -212,7 +209,18 @@ __device__ __forceinline__ bool ep_tell_all(unsigned* blocks_done, fsh_u64* coun
         }
     }
     __syncthreads();
-    if (!last) return false;
+    return last != 0;
+}
+
+// Called by every thread of every block at the end: the grid's last block to finish sets this
+// PE's word of `counter` on every PE to `value` (ep_last_block), a thread a PE; returns, on
+// every thread, whether its block was that last one. Sets, not adds: to a PE on another node
+// a set is a write, where an add would be an atomic, a kernel on the target's GPU under the
+// `cpu` NIC handler, which the target's own waiting kernel could hold back. The signals go
+// out a thread each: one after another, each release cost a low-latency combine of 8 PEs
+// about 5 µs.
+__device__ __forceinline__ bool ep_tell_all(unsigned* blocks_done, fsh_u64* counter, fsh_u64 value) {
+    if (!ep_last_block(blocks_done)) return false;
     for (int pe = threadIdx.x; pe < fsh_n_pes(); pe += blockDim.x)
         fsh_signal_op(counter + fsh_my_pe(), value, FSH_SIGNAL_SET, pe);
     return true;

@@ -171,18 +171,8 @@ extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS) ep_ll_send(const ep
             *(int*)fsh_ptr(packed_slot + at, r) = (int)p;
         }
     }
-    // The grid's last block tells every receiver of every expert (a thread an expert). A
-    // block counts itself done behind a GPU-scope fence, as in ep_tell_all.
-    __shared__ int last;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        if (FSH_NETWORK) fsh_quiet();
-        __threadfence();
-        last = atomicAdd(blocks_done, 1u) == gridDim.x - 1;
-        if (last) __threadfence_system();
-    }
-    __syncthreads();
-    if (!last) return;
+    // The grid's last block tells every receiver of every expert (a thread an expert).
+    if (!ep_last_block(blocks_done)) return;
     // A refused input (an expert out of range or named twice) is said in every signal (bit
     // 31): the receivers then take no rows at all, and the host learns the first bad token
     // from status_out.
@@ -202,7 +192,6 @@ extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS) ep_ll_send(const ep
         if (refused) count = 0x80000000ull;
         fsh_signal_op(signals + (long long)(e % local) * n + me, (call << 32) | count, FSH_SIGNAL_SET, e / local);
     }
-    if (threadIdx.x == 0) *blocks_done = 0;
     if (receive) ep_ll_receive_block(local, signals, calls, places, recv_count, counts_out, abort_word, outcome, landed);
 }
 
