@@ -186,6 +186,26 @@ __device__ __forceinline__ bool ep_any_status(const int* table, int width) {
     return any != 0;
 }
 
+// A kernel launched as a programmatic dependent (`launch_dependent`, compute capability 9.0
+// on) may start while the kernel ahead of it on the stream still runs: it waits here, before
+// it reads anything that kernel wrote, until that kernel has finished and its writes are
+// visible. A no-op after a plain launch.
+__device__ __forceinline__ void ep_wait_prior_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+// Lets the kernel behind this one on the stream, launched as a programmatic dependent, start
+// once every block of this grid has called this or exited: its launch then overlaps this
+// grid's end. Only where nothing this grid still waits for needs the multiprocessors that
+// kernel's early blocks take (they wait, resident, in ep_wait_prior_grid).
+__device__ __forceinline__ void ep_start_next_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 // Called by every thread of every block once the block's work is done: counts the block done
 // (after this PE's writes of the block are visible, and its transfers to other nodes
 // complete) and returns, on every thread, whether it was the grid's last block; the last

@@ -679,9 +679,11 @@ impl Kernels {
         let blocks = self.low_latency_blocks(work, LOW_LATENCY_COMBINE_PER_SM);
         // SAFETY: ep_ll_reduce takes (const v4*, const long long*, const float*, int, int, int,
         // const int*, v4*) as passed: `tokens` rows of top-k and weights and of `out` (checked
-        // by the caller), this PE's back rows, the scratch word the wait wrote.
+        // by the caller), this PE's back rows, the scratch word the wait wrote. It waits for
+        // the send-back (ep_wait_prior_grid) before it reads any of these, and the send-back
+        // lets it start only once its wait is over and every other block has exited.
         unsafe {
-            self.module.launch(
+            self.module.launch_dependent(
                 "ep_ll_reduce",
                 LaunchDims::linear(blocks, THREADS),
                 stream,

@@ -318,8 +318,9 @@ __device__ void ep_ll_wait_back(const fsh_u64* signals, fsh_u64 call, fsh_u64* c
 // Sends each packed row of y ([L][n * T] rows; recv_count[le] of them per expert) back to its
 // source PE, into row (token * k + slot) of its `back` area (a grid of blocks × L); then the
 // grid's last block sets this PE's combine signal on every PE to `call` and waits for every
-// PE's (the only block that waits: the others have finished). A row for another node is put
-// from its own packed row (copied there first when y is the caller's buffer).
+// PE's (the only block that waits: the others have finished), then lets the reduce, launched
+// as its programmatic dependent, start. A row for another node is put from its own packed row
+// (copied there first when y is the caller's buffer).
 extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS) ep_ll_send_back(const ep_v4* y, const int* packed_pe, const int* packed_slot,
                                            const int* recv_count, int hidden, int max_tokens, ep_v4* back,
                                            unsigned* blocks_done, fsh_u64* signals, int rejected,
@@ -346,18 +347,23 @@ extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS) ep_ll_send_back(con
         }
     }
     fsh_u64 signal = call | (rejected ? 0x8000000000000000ull : 0ull);
-    if (ep_tell_all(blocks_done, signals, signal)) ep_ll_wait_back(signals, call, calls, refused, abort_word, outcome);
+    if (!ep_tell_all(blocks_done, signals, signal)) return;
+    ep_ll_wait_back(signals, call, calls, refused, abort_word, outcome);
+    // Every other block has exited and the wait is over: the reduce may start.
+    ep_start_next_grid();
 }
 
 // The slots a reduce loads before it adds: their loads are in flight together.
 #define EP_LL_REDUCE_BATCH 8
 
 // Sums each token's rows weighted by its top-k weights, in f32 in slot order, rounded to
-// bf16, unless `refused`. A warp takes 32 pieces of one token at a time, so that the few
+// bf16, unless `refused`; launched as the send-back's programmatic dependent, it first waits
+// for the send-back to finish. A warp takes 32 pieces of one token at a time, so that the few
 // tokens of a low-latency call still spread over every warp of the grid; each lane loads a
 // batch of slots' pieces before adding any, so that its loads overlap.
 extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS) ep_ll_reduce(const ep_v4* back, const long long* topk, const float* weights, int tokens,
                                         int hidden, int k, const int* refused, ep_v4* out) {
+    ep_wait_prior_grid();
     if (*refused) return;
     int lane = threadIdx.x & 31, warps = blockDim.x >> 5, pieces = hidden / 8;
     long long chunks = (pieces + 31) / 32, work = (long long)tokens * chunks;

@@ -15,7 +15,7 @@ use bytemuck::{Pod, Zeroable};
 use cudarc::driver::CudaStream;
 use ferroshmem_runtime::{Error, GpuError, Result};
 
-use crate::driver::{self, Function, LaunchDims, Module};
+use crate::driver::{self, Function, LaunchDims, LaunchKind, Module};
 use crate::pe::GpuPe;
 
 /// The device library's source, as prepended to every module.
@@ -128,6 +128,13 @@ pub struct GpuModule {
     functions: Mutex<HashMap<String, Function>>,
     report: u64,
     ctx: Arc<cudarc::driver::CudaContext>,
+    /// Whether the GPU takes programmatic dependent launches (compute capability 9.0 on).
+    dependent_launch: bool,
+}
+
+/// Whether a GPU of compute capability `cc` takes programmatic dependent launches.
+fn takes_dependent_launch(cc: (i32, i32)) -> bool {
+    cc.0 >= 9
 }
 
 impl GpuPe {
@@ -174,6 +181,7 @@ impl GpuPe {
             functions: Mutex::new(HashMap::new()),
             report: self.report_addr(),
             ctx: self.context().clone(),
+            dependent_launch: takes_dependent_launch(self.device().compute_capability()),
         })
     }
 
@@ -233,7 +241,7 @@ impl GpuModule {
         args: &[KernelArg],
     ) -> Result<()> {
         // SAFETY: forwarded contract.
-        unsafe { self.launch_with(name, dims, stream, args, false) }
+        unsafe { self.launch_with(name, dims, stream, args, LaunchKind::Plain) }
     }
 
     /// As [`GpuModule::launch`], cooperatively: every block is resident at once, which the
@@ -249,7 +257,34 @@ impl GpuModule {
         args: &[KernelArg],
     ) -> Result<()> {
         // SAFETY: forwarded contract.
-        unsafe { self.launch_with(name, dims, stream, args, true) }
+        unsafe { self.launch_with(name, dims, stream, args, LaunchKind::Cooperative) }
+    }
+
+    /// As [`GpuModule::launch`], as a programmatic dependent of the kernel ahead of it on
+    /// `stream`: on a GPU of compute capability 9.0 on, the kernel may start (and wait,
+    /// resident) once every block of that kernel has exited or executed
+    /// `griddepcontrol.launch_dependents`, which hides the launch behind that kernel's end;
+    /// elsewhere it is a plain launch. The kernel must execute `griddepcontrol.wait` (a no-op
+    /// after a plain launch) before it reads anything the kernel ahead writes, and the kernel
+    /// ahead should let it start only where nothing it waits for needs the multiprocessors
+    /// the early blocks hold.
+    ///
+    /// # Safety
+    /// As [`GpuModule::launch`], and the kernel waits as said before it reads what the
+    /// kernel ahead of it writes.
+    pub unsafe fn launch_dependent(
+        &self,
+        name: &str,
+        dims: LaunchDims,
+        stream: &CudaStream,
+        args: &[KernelArg],
+    ) -> Result<()> {
+        let kind = match self.dependent_launch {
+            true => LaunchKind::Dependent,
+            false => LaunchKind::Plain,
+        };
+        // SAFETY: forwarded contract.
+        unsafe { self.launch_with(name, dims, stream, args, kind) }
     }
 
     unsafe fn launch_with(
@@ -258,7 +293,7 @@ impl GpuModule {
         dims: LaunchDims,
         stream: &CudaStream,
         args: &[KernelArg],
-        cooperative: bool,
+        kind: LaunchKind,
     ) -> Result<()> {
         let f = self.function(name)?;
         driver::bind(&self.ctx)?;
@@ -269,12 +304,12 @@ impl GpuModule {
             .collect();
         // SAFETY: the slots outlive the call (the driver copies parameters at launch); the
         // rest is the caller's contract.
-        unsafe { driver::launch(f, dims, stream.cu_stream(), &mut params, cooperative) }.map_err(
-            |e| match e {
+        unsafe { driver::launch(f, dims, stream.cu_stream(), &mut params, kind) }.map_err(|e| {
+            match e {
                 Error::Gpu(GpuError::Driver(what)) => Error::cuda(format!("{name}: {what}")),
                 other => other,
-            },
-        )
+            }
+        })
     }
 
     /// Runs the internal kernel `fsh_k_amo` of this module (one of [`InternalKernels`]) on
@@ -437,6 +472,7 @@ impl InternalKernels {
                 functions: Mutex::default(),
                 report: pe.report_addr(),
                 ctx: ctx.clone(),
+                dependent_launch: takes_dependent_launch(pe.device().compute_capability()),
             },
         })
     }

@@ -7,6 +7,7 @@
 use ferroshmem::gpu::{CompileOptions, DeviceBuffer, GpuPe, HostBuffer, LaunchDims, LocalMem};
 use ferroshmem::{Cmp, Error, GpuError, Pe, Result, SignalOp};
 
+mod dependent_launch;
 mod groups;
 mod local_memory;
 
@@ -26,6 +27,9 @@ pub fn all() -> Vec<Scenario> {
         ("debug_reports", |p, g| Box::pin(debug_reports(p, g))),
         ("dropped_futures", |p, g| Box::pin(dropped_futures(p, g))),
         ("group_calls", |p, g| Box::pin(groups::group_calls(p, g))),
+        ("dependent_launch", |p, g| {
+            Box::pin(dependent_launch::reads_after_the_kernel_ahead(p, g))
+        }),
         ("local_memory", |p, g| {
             Box::pin(local_memory::launch_beside_a_waiting_kernel(p, g))
         }),

@@ -1,5 +1,5 @@
 //! Raw driver calls for kernels: loading PTX modules, looking up kernels and globals,
-//! launching (plain and cooperative), and capturing streams into CUDA graphs.
+//! launching (plain, cooperative, or as a programmatic dependent), and capturing streams into CUDA graphs.
 
 use std::ffi::{c_void, CString};
 use std::sync::Arc;
@@ -171,18 +171,33 @@ impl LaunchDims {
     }
 }
 
+/// How a kernel is launched behind the work ahead of it on its stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LaunchKind {
+    /// In stream order: it starts once the work ahead has finished.
+    Plain,
+    /// In stream order, every block resident at once (the `_grid` barriers need it).
+    Cooperative,
+    /// A programmatic dependent launch (compute capability 9.0 on): the kernel may start
+    /// once every block of the kernel ahead has exited or executed
+    /// `griddepcontrol.launch_dependents`, and executes `griddepcontrol.wait` before it
+    /// reads what that kernel wrote.
+    Dependent,
+}
+
 /// Launches `f` on `stream` with parameters `params` (one pointer per kernel parameter,
-/// each to a value of the parameter's type), cooperatively (co-resident grid) if asked.
+/// each to a value of the parameter's type), as `kind` says.
 ///
 /// # Safety
 /// `params` must match the kernel's signature, and every memory the kernel touches must stay
-/// valid until the stream has executed it.
+/// valid until the stream has executed it. A `Dependent` kernel must wait
+/// (`griddepcontrol.wait`) before it reads anything the kernel ahead of it writes.
 pub(crate) unsafe fn launch(
     f: Function,
     dims: LaunchDims,
     stream: sys::CUstream,
     params: &mut [*mut c_void],
-    cooperative: bool,
+    kind: LaunchKind,
 ) -> Result<()> {
     let (g, b) = (dims.grid, dims.block);
     let p = if params.is_empty() {
@@ -190,9 +205,9 @@ pub(crate) unsafe fn launch(
     } else {
         params.as_mut_ptr()
     };
-    let status = if cooperative {
+    let status = match kind {
         // SAFETY: forwarded contract of this function.
-        unsafe {
+        LaunchKind::Cooperative => unsafe {
             sys::cuLaunchCooperativeKernel(
                 f.0,
                 g.0,
@@ -205,10 +220,9 @@ pub(crate) unsafe fn launch(
                 stream,
                 p,
             )
-        }
-    } else {
+        },
         // SAFETY: forwarded contract of this function.
-        unsafe {
+        LaunchKind::Plain => unsafe {
             sys::cuLaunchKernel(
                 f.0,
                 g.0,
@@ -222,6 +236,30 @@ pub(crate) unsafe fn launch(
                 p,
                 std::ptr::null_mut(),
             )
+        },
+        LaunchKind::Dependent => {
+            let mut value = sys::CUlaunchAttributeValue { pad: [0; 64] };
+            value.programmaticStreamSerializationAllowed = 1;
+            let mut attribute = sys::CUlaunchAttribute {
+                id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+                pad: [0; 4],
+                value,
+            };
+            let config = sys::CUlaunchConfig {
+                gridDimX: g.0,
+                gridDimY: g.1,
+                gridDimZ: g.2,
+                blockDimX: b.0,
+                blockDimY: b.1,
+                blockDimZ: b.2,
+                sharedMemBytes: dims.shared_bytes,
+                hStream: stream,
+                attrs: &mut attribute,
+                numAttrs: 1,
+            };
+            // SAFETY: `config` and its one attribute outlive the call (the driver reads them
+            // during it); the rest is the forwarded contract of this function.
+            unsafe { sys::cuLaunchKernelEx(&config, f.0, p, std::ptr::null_mut()) }
         }
     };
     check(status, "kernel launch")

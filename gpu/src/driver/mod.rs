@@ -601,7 +601,7 @@ mod nic;
 
 mod vmm;
 
-pub(crate) use kernels::{begin_capture, end_capture, launch, Function, Module, Owner};
+pub(crate) use kernels::{begin_capture, end_capture, launch, Function, LaunchKind, Module, Owner};
 pub use kernels::{Graph, LaunchDims};
 pub(crate) use nic::{dmabuf_fd, fill, IoMapping};
 pub(crate) use vmm::{granularity, AddressRange, Mapping, Physical};
