@@ -56,14 +56,19 @@ __device__ __forceinline__ bool ep_wait_counter(const fsh_u64* counter, fsh_u64 
     return true;
 }
 
-// Copies one row of 16-byte pieces, the 32 lanes of a warp sharing it.
+// Copies one row of 16-byte pieces, the 32 lanes of a warp sharing it, `DEPTH` loads in
+// flight per lane (the last batch of a row partly).
+template <int DEPTH = 4>
 __device__ __forceinline__ void ep_copy_row(ep_v4* dst, const ep_v4* src, int pieces, int lane) {
-    int i = lane;
-    for (; i + 96 < pieces; i += 128) {
-        ep_v4 a = src[i], b = src[i + 32], c = src[i + 64], d = src[i + 96];
-        dst[i] = a; dst[i + 32] = b; dst[i + 64] = c; dst[i + 96] = d;
+    for (int i = lane; i < pieces; i += 32 * DEPTH) {
+        ep_v4 v[DEPTH];
+#pragma unroll
+        for (int u = 0; u < DEPTH; ++u)
+            if (i + 32 * u < pieces) v[u] = src[i + 32 * u];
+#pragma unroll
+        for (int u = 0; u < DEPTH; ++u)
+            if (i + 32 * u < pieces) dst[i + 32 * u] = v[u];
     }
-    for (; i < pieces; i += 32) dst[i] = src[i];
 }
 
 // Copies one row to m places, the 32 lanes of a warp sharing it: each piece is read once.

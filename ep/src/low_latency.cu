@@ -343,7 +343,7 @@ extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS) ep_ll_send_back(con
             if (stage != from) ep_copy_row(stage, from, pieces, lane);
             fsh_putmem_nbi_warp(back + slot * pieces, stage, (fsh_size_t)pieces * 16, s);
         } else {
-            ep_copy_row(to, from, pieces, lane);
+            ep_copy_row<8>(to, from, pieces, lane);
         }
     }
     fsh_u64 signal = call | (rejected ? 0x8000000000000000ull : 0ull);
