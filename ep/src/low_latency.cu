@@ -349,7 +349,7 @@ extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS) ep_ll_send_back(con
     fsh_u64 signal = call | (rejected ? 0x8000000000000000ull : 0ull);
     if (!ep_tell_all(blocks_done, signals, signal)) return;
     ep_ll_wait_back(signals, call, calls, refused, abort_word, outcome);
-    // Every other block has exited and the wait is over: the reduce may start.
+    // Every other block has counted itself done and the wait is over: the reduce may start.
     ep_start_next_grid();
 }
 
