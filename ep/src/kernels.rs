@@ -60,8 +60,8 @@ impl GpuShare {
 /// Warps of a block of the row-moving kernels.
 const WARPS: u32 = THREADS / 32;
 
-/// Blocks a low-latency send takes per multiprocessor of its share: as many as fit at once
-/// (four of 512 threads), measured best on an H200 with 8 PEs.
+/// Blocks a low-latency send takes per multiprocessor of its share: four of 512 threads
+/// (twice what fits at once at the send's 59 registers), measured best on an H200 with 8 PEs.
 const LOW_LATENCY_SEND_PER_SM: u32 = 4;
 /// The same for the combine's kernels (which never wait but in one block): twice that,
 /// measured best there too.
