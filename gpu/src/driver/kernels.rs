@@ -1,5 +1,6 @@
 //! Raw driver calls for kernels: loading PTX modules, looking up kernels and globals,
-//! launching (plain, cooperative, or as a programmatic dependent), and capturing streams into CUDA graphs.
+//! launching (plain, cooperative, or as a programmatic dependent), and capturing streams
+//! into CUDA graphs.
 
 use std::ffi::{c_void, CString};
 use std::sync::Arc;
