@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use common::uts_hosts::{cannot_run, run_job};
 use ep_support::{Routing, Shape};
-use ferroshmem::ep::Buffer;
+use ferroshmem::ep::{Buffer, LowLatencyCombine};
 use ferroshmem::gpu::GpuPe;
 use ferroshmem::{Error, Pe, Result};
 
@@ -110,21 +110,32 @@ async fn normal_rounds(pe: Pe, gpu: GpuPe) -> Result<()> {
     buffer.destroy().await
 }
 
-/// Low-latency mode: every routing in BF16 (in place and from a buffer) and in FP8.
+/// Low-latency mode: every routing in BF16 (in place and from a buffer) and in FP8, graph
+/// replays, rounds back to back, with combines in place pushed, then pulled within each node.
 async fn low_latency_rounds(pe: Pe, gpu: GpuPe) -> Result<()> {
     let shape = Shape::small(pe.n_pes());
-    let mut config = low_latency::config(&shape);
-    config.timeout = CALL_TIMEOUT;
-    let mut buffer = Buffer::new(&gpu, config).await?;
-    for (i, routing) in Routing::ALL.into_iter().enumerate() {
-        for (seed, fp8) in [(i, false), (i + 11, false), (i + 21, true)] {
-            low_latency::round(&gpu, &mut buffer, &shape, (routing, seed as u64, fp8)).await?;
-            eprintln!("PE {}: low latency {routing:?} seed {seed} ok", pe.my_pe());
+    for combine in [LowLatencyCombine::Push, LowLatencyCombine::Pull] {
+        let mut config = low_latency::config_combining(&shape, combine);
+        config.timeout = CALL_TIMEOUT;
+        let mut buffer = Buffer::new(&gpu, config).await?;
+        for (i, routing) in Routing::ALL.into_iter().enumerate() {
+            for (seed, fp8) in [(i, false), (i + 11, false), (i + 21, true)] {
+                low_latency::round(&gpu, &mut buffer, &shape, (routing, seed as u64, fp8)).await?;
+                eprintln!(
+                    "PE {}: low latency {combine:?} {routing:?} seed {seed} ok",
+                    pe.my_pe()
+                );
+            }
         }
+        low_latency::captured_rounds(&gpu, &mut buffer, &shape).await?;
+        eprintln!(
+            "PE {}: low latency {combine:?} graph replays ok",
+            pe.my_pe()
+        );
+        low_latency::back_to_back_rounds(&gpu, &mut buffer, &shape, 4).await?;
+        buffer.destroy().await?;
     }
-    low_latency::captured_rounds(&gpu, &mut buffer, &shape).await?;
-    eprintln!("PE {}: low latency graph replays ok", pe.my_pe());
-    buffer.destroy().await
+    Ok(())
 }
 
 /// PE 1 dies once every buffer exists; PE 0's dispatch must end in an error, not hang.

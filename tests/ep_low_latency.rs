@@ -1,7 +1,7 @@
 //! Expert parallelism's low-latency mode on GPU PEs, in one-process jobs of 1, 2, 4 and 8 PEs
 //! sharing the GPUs there are: what each local expert receives against the host reference
 //! (rows ordered by source and slot, the GPU's order being the order senders took places),
-//! experts run on the GPU in place or results sent from a
+//! experts run on the GPU in place (combines pushed and pulled) or results sent from a
 //! device buffer, rows cast to FP8 on the way checked code for code against the host's cast,
 //! and every token's weighted combine checked exactly; refused inputs (an
 //! expert out of range, an expert named twice, too many tokens) failing every PE and leaving
@@ -15,10 +15,10 @@ mod ep_support;
 mod low_latency;
 
 use ep_support::{exclusive, job, upload, Routing, Shape};
-use ferroshmem::ep::{Bf16, Buffer, LowLatencyInput};
+use ferroshmem::ep::{Bf16, Buffer, LowLatencyCombine, LowLatencyInput};
 use ferroshmem::gpu::DeviceBuffer;
 use ferroshmem::Error;
-use low_latency::{config, round};
+use low_latency::{config, config_combining, round};
 
 #[test]
 fn low_latency_dispatch_and_combine_match_the_reference() {
@@ -28,12 +28,40 @@ fn low_latency_dispatch_and_combine_match_the_reference() {
     for n in [1, 2, 4, 8] {
         job(n, |pe, gpu| async move {
             let shape = Shape::small(pe.n_pes());
-            let mut buffer = Buffer::new(&gpu, config(&shape)).await?;
-            for (seed, routing) in Routing::ALL.into_iter().enumerate() {
-                for (seed, fp8) in [(seed, false), (seed + 11, false), (seed + 21, true)] {
-                    round(&gpu, &mut buffer, &shape, (routing, seed as u64, fp8)).await?;
+            for combine in [LowLatencyCombine::Push, LowLatencyCombine::Pull] {
+                let mut buffer = Buffer::new(&gpu, config_combining(&shape, combine)).await?;
+                for (seed, routing) in Routing::ALL.into_iter().enumerate() {
+                    for (seed, fp8) in [(seed, false), (seed + 11, false), (seed + 21, true)] {
+                        round(&gpu, &mut buffer, &shape, (routing, seed as u64, fp8)).await?;
+                    }
                 }
+                buffer.destroy().await?;
             }
+            Ok(())
+        });
+    }
+}
+
+/// DeepEP's low-latency shape (hidden 7168, top-8; combines pull by default there), rounds
+/// with nothing between a combine and the next dispatch: no dispatch may overwrite rows
+/// another PE's reduce still reads where they lie.
+#[test]
+fn back_to_back_rounds_at_full_hidden_match_the_reference() {
+    let Some(_turn) = exclusive("back_to_back_rounds_at_full_hidden_match_the_reference") else {
+        return;
+    };
+    for n in [2, 8] {
+        job(n, |pe, gpu| async move {
+            let shape = Shape {
+                n: pe.n_pes(),
+                max_tokens: 128,
+                hidden: 7168,
+                top_k: 8,
+                experts: 64,
+            };
+            let mut buffer = Buffer::new(&gpu, config(&shape)).await?;
+            assert!(buffer.config().pulls(), "hidden 7168 pulls by default");
+            low_latency::back_to_back_rounds(&gpu, &mut buffer, &shape, 6).await?;
             buffer.destroy().await
         });
     }
@@ -50,10 +78,13 @@ fn a_captured_round_replays_with_new_inputs_each_time() {
     for n in [1, 2, 4] {
         job(n, |pe, gpu| async move {
             let shape = Shape::small(pe.n_pes());
-            let mut buffer = Buffer::new(&gpu, config(&shape)).await?;
-            low_latency::captured_rounds(&gpu, &mut buffer, &shape).await?;
-            round(&gpu, &mut buffer, &shape, (Routing::Random, 40, false)).await?;
-            buffer.destroy().await
+            for combine in [LowLatencyCombine::Push, LowLatencyCombine::Pull] {
+                let mut buffer = Buffer::new(&gpu, config_combining(&shape, combine)).await?;
+                low_latency::captured_rounds(&gpu, &mut buffer, &shape).await?;
+                round(&gpu, &mut buffer, &shape, (Routing::Random, 40, false)).await?;
+                buffer.destroy().await?;
+            }
+            Ok(())
         });
     }
 }

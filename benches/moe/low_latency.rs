@@ -254,8 +254,13 @@ pub(crate) fn report_low_latency(args: &Args, figures: &[Figures]) {
     );
     print_awaited("low latency: dispatch casting to FP8", fp8_times, None);
     let combine_times = (us(|f| f.ll.combine_s), us(|f| f.ll.combine_stream_s));
+    let config = Config::low_latency(args.ll_tokens, args.hidden, args.top_k, args.experts);
+    let rows = match config.pulls() {
+        true => "each PE reads its rows where they lie",
+        false => "the rows sent back",
+    };
     print_awaited(
-        "low latency: combine (BF16, weighted)",
+        &format!("low latency: combine (BF16, weighted; in place: {rows})"),
         combine_times,
         Some(copy),
     );

@@ -16,6 +16,27 @@ pub const MAX_EXPERTS: usize = 1024;
 pub const MAX_TOP_K: usize = 32;
 /// Words at the head of each PE's row of a dispatch table: status, first bad token, its value.
 pub(crate) const ROW_HEAD: usize = 3;
+/// The least hidden size at which [`LowLatencyCombine::Auto`] pulls: on one H200 with 8 PEs
+/// a round (dispatch and combine) took as long either way at 4096, 15 µs less pulling at 7168
+/// and 7 µs more at 128 (`scripts/compare-moe`).
+pub const PULL_FROM_HIDDEN: usize = 4096;
+
+/// How a low-latency combine in place (the experts' results left in the received rows) gets
+/// each row to its token's PE on the same node. Rows for PEs on other nodes are always sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LowLatencyCombine {
+    /// [`Pull`](LowLatencyCombine::Pull) from [`PULL_FROM_HIDDEN`] on, else
+    /// [`Push`](LowLatencyCombine::Push).
+    #[default]
+    Auto,
+    /// The expert's PE writes each row into its token's PE (DeepEP's way), which then sums
+    /// them: each row is read twice and written once more.
+    Push,
+    /// Each token's PE reads its rows where they lie and sums them: half the traffic, but the
+    /// next dispatch first waits until every PE of the node has read this PE's rows (a kernel
+    /// of one block ahead of the send).
+    Pull,
+}
 
 /// What a [`Buffer`](crate::Buffer) is sized for, the same on every PE (DeepEP's
 /// `num_max_dispatch_tokens_per_rank`, `hidden`, `num_topk`, `num_experts`).
@@ -40,6 +61,8 @@ pub struct Config {
     /// Whether the buffer also serves the low-latency mode (its packed region takes
     /// `experts/PE × PEs × max_tokens` rows more).
     pub low_latency: bool,
+    /// How a low-latency combine in place gets its rows back within a node.
+    pub low_latency_combine: LowLatencyCombine,
 }
 
 impl Config {
@@ -53,6 +76,7 @@ impl Config {
             timeout: Duration::from_secs(60),
             blocks: None,
             low_latency: false,
+            low_latency_combine: LowLatencyCombine::Auto,
         }
     }
 
@@ -67,6 +91,15 @@ impl Config {
         Config {
             low_latency: true,
             ..Config::new(max_tokens, hidden, top_k, num_experts)
+        }
+    }
+
+    /// Whether low-latency combines in place pull (see [`LowLatencyCombine`]).
+    pub fn pulls(&self) -> bool {
+        match self.low_latency_combine {
+            LowLatencyCombine::Auto => self.hidden >= PULL_FROM_HIDDEN,
+            LowLatencyCombine::Push => false,
+            LowLatencyCombine::Pull => true,
         }
     }
 
@@ -158,6 +191,9 @@ pub(crate) struct LowLatencyRegions {
     pub combine_signals: usize,
     /// Place counters, `L` `u32`: senders take each row's place among an expert's rows here.
     pub places: usize,
+    /// Reduced signals, `n` words where combines pull: how much of the rows this PE's
+    /// combines left in place each PE of this node has read (counted by its reduce).
+    pub reduced: usize,
     /// Rows packed per local expert: `L × (n × T)` rows, in the order senders took places.
     pub packed: usize,
     /// The packed rows cast to FP8 by an FP8 dispatch: `L × (n × T)` rows of `hidden` bytes.
@@ -283,11 +319,11 @@ impl Regions {
         };
         let local = config.num_experts / n.max(1);
         // Four counters of n words; low latency: dispatch signals (L × n), combine signals
-        // (n), place counters (L u64).
+        // (n), place counters (L u64), reduced signals (n).
         let counter_words = match config.low_latency {
             true => local
                 .checked_mul(n)
-                .and_then(|w| w.checked_add(4 * n + n + local)),
+                .and_then(|w| w.checked_add(4 * n + n + local + n)),
             false => Some(4 * n),
         };
         let counters = part(counter_words.and_then(|w| w.checked_mul(8)))?;
@@ -309,6 +345,7 @@ impl Regions {
                     signals: counters + 4 * n * 8,
                     combine_signals: counters + (4 * n + local * n) * 8,
                     places: counters + (4 * n + local * n + n) * 8,
+                    reduced: counters + (4 * n + local * n + n + local) * 8,
                     packed: part(rows_of(staged))?,
                     packed_fp8: part(staged.checked_mul(config.hidden))?,
                     packed_scales: part(staged.checked_mul(config.hidden / 128 * 4))?,

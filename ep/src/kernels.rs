@@ -170,6 +170,11 @@ pub(crate) struct LowLatencySendArgs {
     pub signals: u64,
     /// The call numbers (device: dispatches, then combines, received so far).
     pub calls: u64,
+    /// Reduced signals, where the buffer pulls (else 0): what each PE of this node has read
+    /// of the rows this PE's combines left in place (this PE's region).
+    pub reduced: u64,
+    /// Each pair's place among its expert's rows (scratch, `max_tokens × top_k`).
+    pub sent_places: u64,
 }
 
 /// A low-latency dispatch's receive half (the hook, or the send's last block).
@@ -219,6 +224,10 @@ pub(crate) struct LowLatencyCombineArgs {
     pub tokens: i32,
     pub top_k: i32,
     pub out: u64,
+    /// As [`LowLatencySendArgs::sent_places`].
+    pub sent_places: u64,
+    /// As [`LowLatencySendArgs::reduced`].
+    pub reduced: u64,
 }
 
 impl Kernels {
@@ -490,8 +499,11 @@ impl Kernels {
         places: &Places,
         receive: Option<&LowLatencyReceiveArgs>,
     ) -> Result<()> {
+        if a.reduced != 0 {
+            self.low_latency_wait_reduced(stream, a, places)?;
+        }
         let r = receive.copied().unwrap_or_default();
-        let args: [KernelArg; 30] = [
+        let args: [KernelArg; 31] = [
             a.x.into(),
             a.topk_idx.into(),
             a.tokens.into(),
@@ -522,31 +534,62 @@ impl Kernels {
             places.abort.into(),
             places.outcome.into(),
             places.staging.landed.into(),
+            a.sent_places.into(),
         ];
         let pairs = (a.tokens.max(0) as u64) * (a.top_k.max(0) as u64);
         let blocks = self.low_latency_blocks(pairs, LOW_LATENCY_SEND_PER_SM);
+        let dims = LaunchDims::linear(blocks, THREADS);
         // SAFETY: ep_ll_send takes (const v4*, const long long*, int, int, int, int, int,
         // u64*, v4*, int*, int*, int, u8*, float*, int*, int*, int*, unsigned*, u64*, int,
-        // u64*, u8*, u8*, int*, int, int*, int*, const u64*, u64*, int*) as passed (the
+        // u64*, u8*, u8*, int*, int, int*, int*, const u64*, u64*, int*, int*) as passed (the
         // buffer's two call words, then a BF16 row per pair, the landing records and their
         // slots, all 0 on one node; then, read only with `receive`, the receive's words as for
-        // ep_ll_receive). x and topk_idx hold `tokens` rows (checked by the caller, or 0
-        // tokens; for FP8 the caller checked hidden is a multiple of 128). A row's place is
-        // below n × max_tokens among its expert's rows, and below max_tokens among its
-        // landing part's: each source sends an expert at most one row per token (the kernel
-        // refuses a repeated expert). Counters, scratch and pinned words belong to the
-        // caller's buffer, which keeps them until its stream is done.
+        // ep_ll_receive; then a place word per pair). x and topk_idx hold `tokens` rows
+        // (checked by the caller, or 0 tokens; for FP8 the caller checked hidden is a multiple
+        // of 128). A row's place is below n × max_tokens among its expert's rows, and below
+        // max_tokens among its landing part's: each source sends an expert at most one row per
+        // token (the kernel refuses a repeated expert). Counters, scratch and pinned words
+        // belong to the caller's buffer, which keeps them until its stream is done. Behind
+        // ep_ll_wait_reduced it waits for that kernel (ep_wait_prior_grid) before it reads or
+        // writes any of them.
         unsafe {
-            self.module.launch(
-                "ep_ll_send",
-                LaunchDims::linear(blocks, THREADS),
-                stream,
-                &args,
-            )?
+            match a.reduced {
+                0 => self.module.launch("ep_ll_send", dims, stream, &args)?,
+                _ => self
+                    .module
+                    .launch_dependent("ep_ll_send", dims, stream, &args)?,
+            }
         };
         match (receive, places.staging.landing) {
             (Some(r), landing) if landing != 0 => self.low_latency_gather(stream, r, places),
             _ => Ok(()),
+        }
+    }
+
+    /// Queues what a low-latency send does first (one block): wait until every PE of this node
+    /// has said it has read the rows this PE's combines left in place.
+    fn low_latency_wait_reduced(
+        &self,
+        stream: &CudaStream,
+        a: &LowLatencySendArgs,
+        places: &Places,
+    ) -> Result<()> {
+        let args: [KernelArg; 4] = [
+            a.reduced.into(),
+            a.calls.into(),
+            places.abort.into(),
+            places.outcome.into(),
+        ];
+        // SAFETY: ep_ll_wait_reduced takes (const u64*, const u64*, const u64*, u64*) as
+        // passed: this PE's n reduced signals, the two call words, the pinned abort and outcome
+        // words, all the caller's buffer's.
+        unsafe {
+            self.module.launch(
+                "ep_ll_wait_reduced",
+                LaunchDims::linear(1, EXCHANGE_THREADS),
+                stream,
+                &args,
+            )
         }
     }
 
@@ -630,7 +673,7 @@ impl Kernels {
         a: &LowLatencyCombineArgs,
         places: &Places,
     ) -> Result<()> {
-        let back: [KernelArg; 15] = [
+        let back: [KernelArg; 16] = [
             a.y.into(),
             a.packed_pe.into(),
             a.packed_slot.into(),
@@ -646,6 +689,7 @@ impl Kernels {
             a.refused.into(),
             places.abort.into(),
             places.outcome.into(),
+            i32::from(a.reduced != 0).into(),
         ];
         let blocks = match self.share {
             Some(share) => share.blocks(LOW_LATENCY_COMBINE_PER_SM),
@@ -657,14 +701,14 @@ impl Kernels {
             ..LaunchDims::linear(1, THREADS)
         };
         // SAFETY: ep_ll_send_back takes (const v4*, const int*, const int*, const int*, int,
-        // int, v4*, unsigned*, u64*, int, u64*, v4*, int*, const u64*, u64*) as passed: y holds
+        // int, v4*, unsigned*, u64*, int, u64*, v4*, int*, const u64*, u64*, int) as passed: y holds
         // the packed rows (the caller checked its length, or it is the packed region, the
         // 12th argument), the packed sources and counts are those of the latest receive, and
         // each row goes to its source's `back` row of (token, slot), within T × top_k rows;
-        // then this PE's n combine signals, the two call words, a scratch word and the pinned
-        // words.
+        // then this PE's n combine signals, the two call words, a scratch word, the pinned
+        // words and whether the buffer pulls.
         unsafe { self.module.launch("ep_ll_send_back", dims, stream, &back)? };
-        let reduce: [KernelArg; 8] = [
+        let reduce: [KernelArg; 14] = [
             a.back.into(),
             a.topk_idx.into(),
             a.topk_weights.into(),
@@ -673,15 +717,26 @@ impl Kernels {
             a.top_k.into(),
             a.refused.into(),
             a.out.into(),
+            a.packed.into(),
+            a.sent_places.into(),
+            a.signals.into(),
+            a.local_experts.into(),
+            a.max_tokens.into(),
+            a.reduced.into(),
         ];
         let pieces = (a.hidden.max(0) as u64 / 8).div_ceil(32);
         let work = (a.tokens.max(0) as u64) * pieces;
         let blocks = self.low_latency_blocks(work, LOW_LATENCY_COMBINE_PER_SM);
         // SAFETY: ep_ll_reduce takes (const v4*, const long long*, const float*, int, int, int,
-        // const int*, v4*) as passed: `tokens` rows of top-k and weights and of `out` (checked
-        // by the caller), this PE's back rows, the scratch word the wait wrote. It waits for
-        // the send-back (ep_wait_prior_grid) before it reads any of these, and the send-back
-        // lets it start only once its wait is over and every other block has exited.
+        // const int*, v4*, const v4*, const int*, const u64*, int, int, u64*) as passed: `tokens`
+        // rows of top-k and weights and of `out` (checked by the caller), this PE's back rows,
+        // the scratch word the wait wrote, the packed rows (read on the PEs of this node that
+        // combined in place, at places the dispatch noted, held below n × max_tokens: no PE
+        // of the node writes there before every block of this kernel has said it has read),
+        // the combine signals, this PE's n reduced signals where the buffer pulls, else 0
+        // (symmetric: each block adds to its own word on every PE of this node). It waits for the send-back (ep_wait_prior_grid)
+        // before it reads any of these, and the send-back lets it start only once its wait is
+        // over and every other block has counted itself done.
         unsafe {
             self.module.launch_dependent(
                 "ep_ll_reduce",

@@ -6,10 +6,16 @@
 // last block then tells every receiver, per expert, how many rows it sent ((call << 32) |
 // count, one signal word per (local expert, source)). The receive is one block per PE that
 // waits for its experts' signals and publishes the counts: a kernel of its own (the receive
-// hook), or the send grid's last block once it has signalled (a dispatch without a hook). Combine sends each packed row
-// back to its token's PE, into the place of its (token, slot); the last block signals every
-// source; the source waits (one block) for every PE, then sums each token's rows weighted by
-// its top-k weights.
+// hook), or the send grid's last block once it has signalled (a dispatch without a hook).
+// Combine sends each row back to its token's PE, into the place of its (token, slot); the last
+// block signals every source; the source waits (one block) for every PE, then sums each
+// token's rows weighted by its top-k weights.
+//
+// A buffer that pulls (`pull`, the host's choice) combines in place without sending anything
+// to PEs of its node: each source reads its rows where they lie, at the places its dispatch
+// noted (`sent_places`). Each block of its reduce then counts itself on every PE of the node
+// (`reduced`), and its dispatch first waits until every PE of the node has read what this
+// PE's combines left (one block, ep_ll_wait_reduced), so that no row is overwritten while read.
 //
 // Call numbers live in device memory (`calls`: dispatches, then combines received so far),
 // read by each kernel and advanced by the call's waiting kernel, so that a CUDA graph of a
@@ -111,6 +117,30 @@ __device__ void ep_ll_put_landing(const ep_v4* row, int pieces, int fp8, unsigne
     if (lane == 0) fsh_p(landing_slot + at, (int)p, r);
 }
 
+// What the blocks of one reduce add to its PE's `reduced` word on each PE of the node, in all
+// (ep_ll_count_reduced): a PE's grid size need not be known to the PEs that wait for it.
+#define EP_LL_REDUCED_SHARE (1ull << 20)
+
+// Waits (one block) until every PE of this node has read the rows the combines this PE has
+// done left in place (reduced[s] >= calls[1] shares: each PE's reduce counts them), then lets
+// the send, launched as its programmatic dependent, start. Gives up when the host says so.
+extern "C" __global__ void ep_ll_wait_reduced(const fsh_u64* reduced, const fsh_u64* calls,
+                                              const volatile fsh_u64* abort_word, fsh_u64* outcome) {
+    fsh_u64 combines = calls[1] * EP_LL_REDUCED_SHARE;
+    for (int s = threadIdx.x; s < fsh_n_pes(); s += blockDim.x) {
+        if (!fsh_ptr(reduced, s)) continue;
+        unsigned spins = 0;
+        while (fsh_signal_fetch(reduced + s) < combines) {
+            if ((++spins & 255u) == 0 && *abort_word != 0) {
+                *outcome = EP_ABORTED;
+                break;
+            }
+        }
+    }
+    __syncthreads();
+    ep_start_next_grid();
+}
+
 // Declared here for ep_ll_send's last block; defined with the receive hook below.
 __device__ void ep_ll_receive_block(int local, const fsh_u64* signals, fsh_u64* calls, fsh_u64* places,
                                     int* recv_count, int* counts_out, const volatile fsh_u64* abort_word,
@@ -122,7 +152,10 @@ __device__ void ep_ll_receive_block(int local, const fsh_u64* signals, fsh_u64* 
 // packed_scales: a kernel ahead to cast each token once cost more than the casts it saved);
 // counts: rows sent per expert (zero between calls); bad: the first refused token (INT_MAX
 // between calls); signals: [L][n] words on each receiver; landing,
-// landing_slot: [L][n][T] records on each receiver for rows from other nodes (0 on one node).
+// landing_slot: [L][n][T] records on each receiver for rows from other nodes (0 on one node);
+// sent_places: each pair's place among its expert's rows (read by the combine's reduce).
+// Where the buffer pulls it is launched as ep_ll_wait_reduced's programmatic dependent and
+// first waits for that kernel.
 // With `receive` (a dispatch without a hook), the last block then receives as the hook would
 // (ep_ll_receive_block, with the arguments after it): one kernel boundary fewer.
 extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS) ep_ll_send(const ep_v4* x, const long long* topk, int tokens, int pieces, int k,
@@ -132,8 +165,10 @@ extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS) ep_ll_send(const ep
                                       fsh_u64* signals, int rejected, fsh_u64* calls,
                                       unsigned char* staged, unsigned char* landing, int* landing_slot,
                                       int receive, int* recv_count, int* counts_out,
-                                      const volatile fsh_u64* abort_word, fsh_u64* outcome, int* landed) {
+                                      const volatile fsh_u64* abort_word, fsh_u64* outcome, int* landed,
+                                      int* sent_places) {
     // `rejected`: the host refused this PE's input (then it passes no tokens).
+    ep_wait_prior_grid();
     fsh_u64 call = calls[0] + 1;
     int n = fsh_n_pes(), me = fsh_my_pe(), local = experts / n;
     int lane = threadIdx.x & 31, warps = blockDim.x >> 5;
@@ -154,6 +189,7 @@ extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS) ep_ll_send(const ep
             place = lands ? sent : (unsigned)fsh_atomic_fetch_add(places + le, (fsh_u64)1, r);
         }
         place = __shfl_sync(0xffffffffu, place, 0);
+        if (lane == 0) sent_places[p] = (int)place;
         if (lands) {
             long long at = ((long long)le * n + me) * max_tokens + place;
             ep_ll_put_landing(x + (p / k) * pieces, pieces, fp8, staged + p * pieces * 16, at, r, p, landing,
@@ -290,6 +326,11 @@ extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS) ep_ll_gather(int lo
     }
 }
 
+// A combine signal: the call in the low 62 bits, bit 63 for a refused input, bit 62 for a
+// combine in place (its rows are read where they lie by the PEs of its node).
+#define EP_LL_CALL_BITS 0x3fffffffffffffffull
+#define EP_LL_IN_PLACE 0x4000000000000000ull
+
 // Waits (one block) until every PE has sent its rows back for combine `call`, then advances
 // the combine's call word; `refused` (device) says whether one refused its input (then nobody
 // sums; outcome 2).
@@ -301,7 +342,7 @@ __device__ void ep_ll_wait_back(const fsh_u64* signals, fsh_u64 call, fsh_u64* c
     for (int s = threadIdx.x; s < fsh_n_pes(); s += blockDim.x) {
         unsigned spins = 0;
         fsh_u64 v;
-        while (((v = fsh_signal_fetch(signals + s)) & 0x7fffffffffffffffull) < call) {
+        while (((v = fsh_signal_fetch(signals + s)) & EP_LL_CALL_BITS) < call) {
             if ((++spins & 255u) == 0 && *abort_word != 0) { ok = 0; break; }
         }
         if (v >> 63) any = 1;
@@ -316,21 +357,24 @@ __device__ void ep_ll_wait_back(const fsh_u64* signals, fsh_u64 call, fsh_u64* c
 }
 
 // Sends each packed row of y ([L][n * T] rows; recv_count[le] of them per expert) back to its
-// source PE, into row (token * k + slot) of its `back` area (a grid of blocks × L); then the
-// grid's last block sets this PE's combine signal on every PE to `call` and waits for every
-// PE's (the only block that waits: the others have finished), then lets the reduce, launched
-// as its programmatic dependent, start. A row for another node is put from its own packed row
-// (copied there first when y is the caller's buffer).
+// source PE, into row (token * k + slot) of its `back` area (a grid of blocks × L), but for a
+// source of this node when the buffer pulls and y is the packed rows (a combine in place: that
+// source reads the row where it lies); then the grid's last block sets this PE's combine signal on every PE to
+// `call` (bit 62 in place) and waits for every PE's (the only block that waits: the others have
+// finished), then lets the reduce, launched as its programmatic dependent, start. A row for
+// another node is put from its own packed row (copied there first when y is the caller's
+// buffer).
 extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS) ep_ll_send_back(const ep_v4* y, const int* packed_pe, const int* packed_slot,
                                            const int* recv_count, int hidden, int max_tokens, ep_v4* back,
                                            unsigned* blocks_done, fsh_u64* signals, int rejected,
                                            fsh_u64* calls, ep_v4* packed, int* refused,
-                                           const volatile fsh_u64* abort_word, fsh_u64* outcome) {
+                                           const volatile fsh_u64* abort_word, fsh_u64* outcome, int pull) {
     // `rejected`: the host refused this PE's input: nothing is sent, and the signal says so (bit 63).
     fsh_u64 call = calls[1] + 1;
     int n = fsh_n_pes();
     int le = blockIdx.y;
     int lane = threadIdx.x & 31, warps = blockDim.x >> 5, pieces = hidden / 8;
+    bool in_place = pull && y == packed;
     long long base = (long long)le * n * max_tokens;
     int rows = rejected ? 0 : recv_count[le];
     for (int i = blockIdx.x * warps + (threadIdx.x >> 5); i < rows; i += gridDim.x * warps) {
@@ -342,11 +386,11 @@ extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS) ep_ll_send_back(con
             ep_v4* stage = packed + (base + i) * pieces;
             if (stage != from) ep_copy_row(stage, from, pieces, lane);
             fsh_putmem_nbi_warp(back + slot * pieces, stage, (fsh_size_t)pieces * 16, s);
-        } else {
+        } else if (!in_place) {
             ep_copy_row<8>(to, from, pieces, lane);
         }
     }
-    fsh_u64 signal = call | (rejected ? 0x8000000000000000ull : 0ull);
+    fsh_u64 signal = call | (rejected ? 0x8000000000000000ull : 0ull) | (in_place ? EP_LL_IN_PLACE : 0ull);
     if (!ep_tell_all(blocks_done, signals, signal)) return;
     ep_ll_wait_back(signals, call, calls, refused, abort_word, outcome);
     // Every other block has counted itself done and the wait is over: the reduce may start.
@@ -354,19 +398,62 @@ extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS) ep_ll_send_back(con
 }
 
 // The slots a reduce loads before it adds: their loads are in flight together.
-#define EP_LL_REDUCE_BATCH 8
+#define EP_LL_REDUCE_BATCH 4
+
+// The PEs of this node that combined in place (their combine signal's bit 62), as a set of PE
+// numbers (n ≤ 64) shared by the block.
+__device__ unsigned long long ep_ll_in_place_pes(const fsh_u64* signals) {
+    __shared__ unsigned long long pes;
+    if (threadIdx.x == 0) pes = 0;
+    __syncthreads();
+    for (int s = threadIdx.x; s < fsh_n_pes(); s += blockDim.x)
+        if (fsh_ptr(signals, s) && (((const volatile fsh_u64*)signals)[s] & EP_LL_IN_PLACE)) atomicOr(&pes, 1ull << s);
+    __syncthreads();
+    return pes;
+}
+
+// Slot `pair` (token * k + slot, expert e) of a token's row: where it lies on the expert's PE
+// if that PE combined in place (`in_place`), at the place the dispatch noted (held among the
+// expert's rows even where the caller's top-k is not the dispatch's), else this PE's `back`
+// row.
+__device__ __forceinline__ const ep_v4* ep_ll_slot_row(const ep_v4* back, const ep_v4* packed, const int* sent_places,
+                                                      long long e, long long pair, int local, long long rows, int pieces,
+                                                      unsigned long long in_place) {
+    int r = (int)(e / local);
+    if (!((in_place >> r) & 1)) return back + pair * pieces;
+    long long place = min(max((long long)sent_places[pair], 0ll), rows - 1);
+    return (const ep_v4*)fsh_ptr(packed + ((e % local) * rows + place) * pieces, r);
+}
+
+// Counts this block on every PE of this node (its share of EP_LL_REDUCED_SHARE in this PE's
+// `reduced` word) once it has read all it reads: every load has returned (its sum is stored)
+// before the barrier, so a relaxed add may follow.
+__device__ __forceinline__ void ep_ll_count_reduced(fsh_u64* reduced) {
+    __syncthreads();
+    fsh_u64 b = blockIdx.x, blocks = gridDim.x;
+    fsh_u64 share = (b + 1) * EP_LL_REDUCED_SHARE / blocks - b * EP_LL_REDUCED_SHARE / blocks;
+    for (int s = threadIdx.x; s < fsh_n_pes(); s += blockDim.x) {
+        fsh_u64* word = (fsh_u64*)fsh_ptr(reduced + fsh_my_pe(), s);
+        if (word) asm volatile("red.relaxed.sys.global.add.u64 [%0], %1;" ::"l"(word), "l"(share) : "memory");
+    }
+}
 
 // Sums each token's rows weighted by its top-k weights, in f32 in slot order, rounded to
-// bf16, unless `refused`; launched as the send-back's programmatic dependent, it first waits
+// bf16, unless `refused`; then, where the buffer pulls (`reduced` not null), counts the block
+// read (ep_ll_count_reduced). Launched as the send-back's programmatic dependent, it first waits
 // for the send-back to finish. A warp takes 32 pieces of one token at a time, so that the few
 // tokens of a low-latency call still spread over every warp of the grid; each lane loads a
-// batch of slots' pieces before adding any, so that its loads overlap.
-extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS) ep_ll_reduce(const ep_v4* back, const long long* topk, const float* weights, int tokens,
-                                        int hidden, int k, const int* refused, ep_v4* out) {
+// batch of slots' pieces before adding any, so that its loads overlap (two blocks a
+// multiprocessor: a batch of four slots keeps it within 64 registers).
+extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS, 2) ep_ll_reduce(const ep_v4* back, const long long* topk, const float* weights, int tokens,
+                                        int hidden, int k, const int* refused, ep_v4* out, const ep_v4* packed,
+                                        const int* sent_places, const fsh_u64* signals, int local, int max_tokens,
+                                        fsh_u64* reduced) {
     ep_wait_prior_grid();
-    if (*refused) return;
+    unsigned long long in_place = ep_ll_in_place_pes(signals);
     int lane = threadIdx.x & 31, warps = blockDim.x >> 5, pieces = hidden / 8;
-    long long chunks = (pieces + 31) / 32, work = (long long)tokens * chunks;
+    long long rows = (long long)fsh_n_pes() * max_tokens;
+    long long chunks = (pieces + 31) / 32, work = *refused ? 0 : (long long)tokens * chunks;
     for (long long w = (long long)blockIdx.x * warps + (threadIdx.x >> 5); w < work; w += (long long)gridDim.x * warps) {
         long long t = w / chunks;
         int i = (int)(w % chunks) * 32 + lane;
@@ -379,9 +466,11 @@ extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS) ep_ll_reduce(const 
 #pragma unroll
             for (int u = 0; u < EP_LL_REDUCE_BATCH; ++u) {
                 int j = j0 + u;
-                taken[u] = j < k && topk[t * k + j] >= 0;
+                long long e = j < k ? topk[t * k + j] : -1;
+                taken[u] = e >= 0;
                 weight[u] = taken[u] ? weights[t * k + j] : 0.0f;
-                v[u] = taken[u] ? back[(t * k + j) * pieces + i] : ep_v4{0, 0, 0, 0};
+                v[u] = taken[u] ? ep_ll_slot_row(back, packed, sent_places, e, t * k + j, local, rows, pieces, in_place)[i]
+                                : ep_v4{0, 0, 0, 0};
             }
 #pragma unroll
             for (int u = 0; u < EP_LL_REDUCE_BATCH; ++u) {
@@ -394,4 +483,5 @@ extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS) ep_ll_reduce(const 
         }
         out[t * pieces + i] = ep_pack4(a);
     }
+    if (reduced) ep_ll_count_reduced(reduced);
 }

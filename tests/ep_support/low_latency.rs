@@ -6,8 +6,8 @@
 
 use ferroshmem::ep::reference::{self, PeInput};
 use ferroshmem::ep::{
-    fp8, Bf16, Buffer, CapturedReceive, Config, LowLatencyDispatch, LowLatencyInput,
-    LowLatencyRound,
+    fp8, Bf16, Buffer, CapturedReceive, Config, LowLatencyCombine, LowLatencyDispatch,
+    LowLatencyInput, LowLatencyRound,
 };
 use ferroshmem::gpu::{CompileOptions, DeviceBuffer, GpuModule, GpuPe, LaunchDims};
 use ferroshmem::{Error, Result};
@@ -40,6 +40,14 @@ extern "C" __global__ void scale_counted_rows(unsigned short* packed, const int*
 
 pub fn config(shape: &Shape) -> Config {
     Config::low_latency(shape.max_tokens, shape.hidden, shape.top_k, shape.experts)
+}
+
+/// As [`config`], combines in place going back as `combine` says.
+pub fn config_combining(shape: &Shape, combine: LowLatencyCombine) -> Config {
+    Config {
+        low_latency_combine: combine,
+        ..config(shape)
+    }
 }
 
 /// Checks what each local expert received against the reference.
@@ -211,6 +219,49 @@ pub async fn round(
     }
     let got = download(gpu, &out, mine.tokens * shape.hidden).await?;
     compare_combined(&got, mine, shape, &what)
+}
+
+/// Rounds one after another with nothing between a combine and the next dispatch (inputs
+/// uploaded first, every output checked at the end), experts in place: where combines pull,
+/// a dispatch that did not wait for every PE of the node to have read would overwrite rows
+/// another PE's reduce still reads.
+pub async fn back_to_back_rounds(
+    gpu: &GpuPe,
+    buffer: &mut Buffer,
+    shape: &Shape,
+    rounds: u64,
+) -> Result<()> {
+    let me = gpu.my_pe();
+    let mut staged = Vec::new();
+    for seed in 0..rounds {
+        let mine = shape.input(me, Routing::Random, 500 + seed);
+        let x = upload(gpu, &mine.x).await?;
+        let topk_idx = upload(gpu, &mine.topk_idx).await?;
+        let topk_weights = upload(gpu, &mine.topk_weights).await?;
+        let out = DeviceBuffer::<Bf16>::new(gpu.context(), (mine.tokens * shape.hidden).max(1))?;
+        staged.push((mine, x, topk_idx, topk_weights, out));
+    }
+    for (mine, x, topk_idx, topk_weights, out) in &mut staged {
+        let sent = buffer.low_latency_dispatch(LowLatencyInput {
+            x,
+            topk_idx,
+            tokens: mine.tokens,
+            fp8: false,
+            hook: false,
+        })?;
+        let d = sent.receive().await?;
+        experts_in_place(gpu, &d, shape)?;
+        let handle = d.handle();
+        buffer
+            .low_latency_combine(&handle, None, (topk_idx, topk_weights), out)
+            .await?;
+    }
+    for (round, (mine, _, _, _, out)) in staged.iter().enumerate() {
+        let got = download(gpu, out, mine.tokens * shape.hidden).await?;
+        let what = format!("PE {me} of {}, back-to-back round {round}", shape.n);
+        compare_combined(&got, mine, shape, &what)?;
+    }
+    Ok(())
 }
 
 /// Queues the experts of a captured round (each scales its rows by its number + 1, in

@@ -72,6 +72,12 @@ impl Buffer {
             status: state.status.addr(),
             signals: at(regions.signals),
             calls: state.calls.device_ptr(),
+            reduced: if self.config.pulls() {
+                at(regions.reduced)
+            } else {
+                0
+            },
+            sent_places: state.sent_places.device_ptr(),
         }
     }
 
@@ -134,6 +140,12 @@ impl Buffer {
             tokens: if rejected { 0 } else { tokens as i32 },
             top_k: self.config.top_k as i32,
             out,
+            sent_places: state.sent_places.device_ptr(),
+            reduced: if self.config.pulls() {
+                at(regions.reduced)
+            } else {
+                0
+            },
         }
     }
 
@@ -184,6 +196,7 @@ impl Buffer {
         let combine = self
             .copy_region_out::<u64>(regions.combine_signals, n)
             .await;
+        let reduced = self.copy_region_out::<u64>(regions.reduced, n).await;
         let words = |w: Result<Vec<u64>>| match w {
             Ok(words) => words
                 .iter()
@@ -197,6 +210,7 @@ impl Buffer {
             calls = ?calls,
             dispatch_signals = words(signals),
             combine_signals = ?combine,
+            reduced = ?reduced,
             "ep low-latency {operation} gave up; dispatch signals as call:count per (local expert, source)"
         );
     }

@@ -43,6 +43,9 @@ pub(crate) struct LowLatencyState {
     status: HostBuffer<i32>,
     /// The call numbers the kernels read and advance: dispatches, then combines, received.
     calls: DeviceBuffer<u64>,
+    /// Each (token, slot) pair's place among its expert's rows, noted by the send for the
+    /// reduce of a combine that reads the rows where they lie.
+    sent_places: DeviceBuffer<i32>,
     dispatches: u64,
     combines: u64,
     /// The dispatch whose combine is due, if any.
@@ -65,9 +68,17 @@ impl LowLatencyState {
         let mut calls = DeviceBuffer::new(gpu.context(), 2)?;
         gpu.copy_local(&mut calls, &HostBuffer::<u64>::new(gpu.context(), 2)?)
             .await?;
+        let pairs = config.max_tokens * config.top_k;
+        let mut sent_places = DeviceBuffer::new(gpu.context(), pairs)?;
+        gpu.copy_local(
+            &mut sent_places,
+            &HostBuffer::<i32>::new(gpu.context(), pairs)?,
+        )
+        .await?;
         Ok(LowLatencyState {
             scratch,
             calls,
+            sent_places,
             counts_out: HostBuffer::new(gpu.context(), local + local * n)?,
             status: HostBuffer::new(gpu.context(), 3)?,
             dispatches: 0,
