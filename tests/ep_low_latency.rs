@@ -42,19 +42,21 @@ fn low_latency_dispatch_and_combine_match_the_reference() {
     }
 }
 
-/// DeepEP's low-latency shape (hidden 7168, top-8; combines pull by default there), rounds
-/// with nothing between a combine and the next dispatch: no dispatch may overwrite rows
-/// another PE's reduce still reads where they lie.
+/// DeepEP's low-latency hidden size and top-k (combines pull by default there), 1024 tokens
+/// on PE 0 and one on each other PE, rounds with nothing between a combine and the next
+/// dispatch: no dispatch may overwrite rows PE 0's reduce still reads where they lie.
 #[test]
 fn back_to_back_rounds_at_full_hidden_match_the_reference() {
     let Some(_turn) = exclusive("back_to_back_rounds_at_full_hidden_match_the_reference") else {
         return;
     };
+    // Each PE's buffer takes about 1.7 GiB at this shape.
+    std::env::set_var("FERROSHMEM_SYMMETRIC_SIZE", "3G");
     for n in [2, 8] {
         job(n, |pe, gpu| async move {
             let shape = Shape {
                 n: pe.n_pes(),
-                max_tokens: 128,
+                max_tokens: 1024,
                 hidden: 7168,
                 top_k: 8,
                 experts: 64,

@@ -16,23 +16,23 @@ pub const MAX_EXPERTS: usize = 1024;
 pub const MAX_TOP_K: usize = 32;
 /// Words at the head of each PE's row of a dispatch table: status, first bad token, its value.
 pub(crate) const ROW_HEAD: usize = 3;
-/// The least hidden size at which [`LowLatencyCombine::Auto`] pulls: on one H200 with 8 PEs
-/// a round (dispatch and combine) took as long either way at 4096, 15 µs less pulling at 7168
-/// and 7 µs more at 128 (`scripts/compare-moe`).
-pub const PULL_FROM_HIDDEN: usize = 4096;
+/// The hidden size above which [`LowLatencyCombine::Auto`] pulls: on one H200 with 8 PEs,
+/// 128 tokens a PE, top-8, a round (dispatch and combine) took as long either way at 4096,
+/// 14–15 µs less pulling at 7168 and 7 µs more at 128 (`scripts/compare-moe`).
+pub const PULL_ABOVE_HIDDEN: usize = 4096;
 
 /// How a low-latency combine in place (the experts' results left in the received rows) gets
 /// each row to its token's PE on the same node. Rows for PEs on other nodes are always sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum LowLatencyCombine {
-    /// [`Pull`](LowLatencyCombine::Pull) from [`PULL_FROM_HIDDEN`] on, else
+    /// [`Pull`](LowLatencyCombine::Pull) above [`PULL_ABOVE_HIDDEN`], else
     /// [`Push`](LowLatencyCombine::Push).
     #[default]
     Auto,
     /// The expert's PE writes each row into its token's PE (DeepEP's way), which then sums
     /// them: each row is read twice and written once more.
     Push,
-    /// Each token's PE reads its rows where they lie and sums them: half the traffic, but the
+    /// Each token's PE reads its rows where they lie and sums them: a third of the traffic, but the
     /// next dispatch first waits until every PE of the node has read this PE's rows (a kernel
     /// of one block ahead of the send).
     Pull,
@@ -97,7 +97,7 @@ impl Config {
     /// Whether low-latency combines in place pull (see [`LowLatencyCombine`]).
     pub fn pulls(&self) -> bool {
         match self.low_latency_combine {
-            LowLatencyCombine::Auto => self.hidden >= PULL_FROM_HIDDEN,
+            LowLatencyCombine::Auto => self.hidden > PULL_ABOVE_HIDDEN,
             LowLatencyCombine::Push => false,
             LowLatencyCombine::Pull => true,
         }

@@ -708,7 +708,11 @@ impl Kernels {
         // then this PE's n combine signals, the two call words, a scratch word, the pinned
         // words and whether the buffer pulls.
         unsafe { self.module.launch("ep_ll_send_back", dims, stream, &back)? };
-        let reduce: [KernelArg; 14] = [
+        let pieces = (a.hidden.max(0) as u64 / 8).div_ceil(32);
+        let work = (a.tokens.max(0) as u64) * pieces;
+        let blocks = self.low_latency_blocks(work, LOW_LATENCY_COMBINE_PER_SM);
+        let dims = LaunchDims::linear(blocks, THREADS);
+        let args: [KernelArg; 14] = [
             a.back.into(),
             a.topk_idx.into(),
             a.topk_weights.into(),
@@ -724,26 +728,29 @@ impl Kernels {
             a.max_tokens.into(),
             a.reduced.into(),
         ];
-        let pieces = (a.hidden.max(0) as u64 / 8).div_ceil(32);
-        let work = (a.tokens.max(0) as u64) * pieces;
-        let blocks = self.low_latency_blocks(work, LOW_LATENCY_COMBINE_PER_SM);
-        // SAFETY: ep_ll_reduce takes (const v4*, const long long*, const float*, int, int, int,
-        // const int*, v4*, const v4*, const int*, const u64*, int, int, u64*) as passed: `tokens`
-        // rows of top-k and weights and of `out` (checked by the caller), this PE's back rows,
-        // the scratch word the wait wrote, the packed rows (read on the PEs of this node that
-        // combined in place, at places the dispatch noted, held below n × max_tokens: no PE
-        // of the node writes there before every block of this kernel has said it has read),
-        // the combine signals, this PE's n reduced signals where the buffer pulls, else 0
-        // (symmetric: each block adds to its own word on every PE of this node). It waits for the send-back (ep_wait_prior_grid)
-        // before it reads any of these, and the send-back lets it start only once its wait is
-        // over and every other block has counted itself done.
+        if a.reduced == 0 {
+            let sums = &args[..8];
+            // SAFETY: ep_ll_reduce takes (const v4*, const long long*, const float*, int, int,
+            // int, const int*, v4*), the first eight as passed: `tokens` rows of top-k and
+            // weights and of `out` (checked by the caller), this PE's back rows, the scratch
+            // word the wait wrote. It waits for the send-back (ep_wait_prior_grid) before it
+            // reads any of these, and the send-back lets it start only once its wait is over
+            // and every other block has counted itself done.
+            return unsafe {
+                self.module
+                    .launch_dependent("ep_ll_reduce", dims, stream, sums)
+            };
+        }
+        // SAFETY: ep_ll_reduce_pull takes ep_ll_reduce's arguments, then (const v4*, const
+        // int*, const u64*, int, int, u64*) as passed: the packed rows (read on the PEs of this
+        // node that combined in place, at places the dispatch noted, held below n ×
+        // max_tokens: no PE of the node writes there before every block of this kernel has
+        // counted itself read), the places, the combine signals, this PE's n reduced signals
+        // (symmetric: each block adds to its own word on every PE of this node). Launched and
+        // waiting as ep_ll_reduce.
         unsafe {
-            self.module.launch_dependent(
-                "ep_ll_reduce",
-                LaunchDims::linear(blocks, THREADS),
-                stream,
-                &reduce,
-            )
+            self.module
+                .launch_dependent("ep_ll_reduce_pull", dims, stream, &args)
         }
     }
 }

@@ -35,8 +35,8 @@
 //! sends each row back and sums every token's rows weighted by its top-k weights on the
 //! token's own PE. A combine in place (the experts' results left in the received rows) may
 //! instead let each token's PE read its rows where they lie on the PEs of its node
-//! ([`LowLatencyCombine::Pull`], by default from hidden [`PULL_FROM_HIDDEN`] on): half the
-//! traffic, for a wait at the next dispatch until every PE of the node has read.
+//! ([`LowLatencyCombine::Pull`], by default above hidden [`PULL_ABOVE_HIDDEN`]): a third of
+//! the traffic, for a wait at the next dispatch until every PE of the node has read.
 //!
 //! # CUDA graphs
 //!
@@ -83,7 +83,7 @@ mod rows;
 
 pub use bf16::Bf16;
 pub use buffer::Buffer;
-pub use config::{Config, LowLatencyCombine, MAX_EXPERTS, MAX_PES, MAX_TOP_K, PULL_FROM_HIDDEN};
+pub use config::{Config, LowLatencyCombine, MAX_EXPERTS, MAX_PES, MAX_TOP_K, PULL_ABOVE_HIDDEN};
 pub use dispatch::{Dispatch, DispatchInput, Handle, Rows};
 pub use layout::Layout;
 pub use low_latency::{

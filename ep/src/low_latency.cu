@@ -397,8 +397,6 @@ extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS) ep_ll_send_back(con
     ep_start_next_grid();
 }
 
-// The slots a reduce loads before it adds: their loads are in flight together.
-#define EP_LL_REDUCE_BATCH 4
 
 // The PEs of this node that combined in place (their combine signal's bit 62), as a set of PE
 // numbers (n ≤ 64) shared by the block.
@@ -438,42 +436,52 @@ __device__ __forceinline__ void ep_ll_count_reduced(fsh_u64* reduced) {
     }
 }
 
+// Where a reduce finds its rows: this PE's `back` rows, and, where the buffer pulls, the
+// packed rows of the PEs of this node that combined in place (`in_place`), at the places the
+// dispatch noted (`sent_places`; `local` experts a PE, `max_tokens`).
+struct ep_ll_rows {
+    const ep_v4* back;
+    const ep_v4* packed;
+    const int* sent_places;
+    unsigned long long in_place;
+    int local;
+    int max_tokens;
+};
+
 // Sums each token's rows weighted by its top-k weights, in f32 in slot order, rounded to
-// bf16, unless `refused`; then, where the buffer pulls (`reduced` not null), counts the block
-// read (ep_ll_count_reduced). Launched as the send-back's programmatic dependent, it first waits
-// for the send-back to finish. A warp takes 32 pieces of one token at a time, so that the few
+// bf16, unless `refused`. A warp takes 32 pieces of one token at a time, so that the few
 // tokens of a low-latency call still spread over every warp of the grid; each lane loads a
-// batch of slots' pieces before adding any, so that its loads overlap (two blocks a
-// multiprocessor: a batch of four slots keeps it within 64 registers).
-extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS, 2) ep_ll_reduce(const ep_v4* back, const long long* topk, const float* weights, int tokens,
-                                        int hidden, int k, const int* refused, ep_v4* out, const ep_v4* packed,
-                                        const int* sent_places, const fsh_u64* signals, int local, int max_tokens,
-                                        fsh_u64* reduced) {
-    ep_wait_prior_grid();
-    unsigned long long in_place = ep_ll_in_place_pes(signals);
+// batch of BATCH slots' pieces before adding any, so that its loads overlap. PULL: rows of
+// PEs in `rows.in_place` are read where they lie (ep_ll_slot_row); else all are `back` rows.
+template <int BATCH, bool PULL>
+__device__ __forceinline__ void ep_ll_sum_rows(const ep_ll_rows& rows, const long long* topk, const float* weights,
+                                               int tokens, int hidden, int k, const int* refused, ep_v4* out) {
     int lane = threadIdx.x & 31, warps = blockDim.x >> 5, pieces = hidden / 8;
-    long long rows = (long long)fsh_n_pes() * max_tokens;
+    long long expert_rows = (long long)fsh_n_pes() * rows.max_tokens;
     long long chunks = (pieces + 31) / 32, work = *refused ? 0 : (long long)tokens * chunks;
     for (long long w = (long long)blockIdx.x * warps + (threadIdx.x >> 5); w < work; w += (long long)gridDim.x * warps) {
         long long t = w / chunks;
         int i = (int)(w % chunks) * 32 + lane;
         if (i >= pieces) continue;
         float a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        for (int j0 = 0; j0 < k; j0 += EP_LL_REDUCE_BATCH) {
-            ep_v4 v[EP_LL_REDUCE_BATCH];
-            float weight[EP_LL_REDUCE_BATCH];
-            bool taken[EP_LL_REDUCE_BATCH];
+        for (int j0 = 0; j0 < k; j0 += BATCH) {
+            ep_v4 v[BATCH];
+            float weight[BATCH];
+            bool taken[BATCH];
 #pragma unroll
-            for (int u = 0; u < EP_LL_REDUCE_BATCH; ++u) {
+            for (int u = 0; u < BATCH; ++u) {
                 int j = j0 + u;
                 long long e = j < k ? topk[t * k + j] : -1;
                 taken[u] = e >= 0;
                 weight[u] = taken[u] ? weights[t * k + j] : 0.0f;
-                v[u] = taken[u] ? ep_ll_slot_row(back, packed, sent_places, e, t * k + j, local, rows, pieces, in_place)[i]
-                                : ep_v4{0, 0, 0, 0};
+                const ep_v4* row = !taken[u] ? nullptr
+                                   : PULL ? ep_ll_slot_row(rows.back, rows.packed, rows.sent_places, e, t * k + j,
+                                                           rows.local, expert_rows, pieces, rows.in_place)
+                                          : rows.back + (t * k + j) * pieces;
+                v[u] = taken[u] ? row[i] : ep_v4{0, 0, 0, 0};
             }
 #pragma unroll
-            for (int u = 0; u < EP_LL_REDUCE_BATCH; ++u) {
+            for (int u = 0; u < BATCH; ++u) {
                 if (!taken[u]) continue;
                 a[0] = __fadd_rn(a[0], __fmul_rn(weight[u], ep_lo(v[u].x))); a[1] = __fadd_rn(a[1], __fmul_rn(weight[u], ep_hi(v[u].x)));
                 a[2] = __fadd_rn(a[2], __fmul_rn(weight[u], ep_lo(v[u].y))); a[3] = __fadd_rn(a[3], __fmul_rn(weight[u], ep_hi(v[u].y)));
@@ -483,5 +491,29 @@ extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS, 2) ep_ll_reduce(con
         }
         out[t * pieces + i] = ep_pack4(a);
     }
-    if (reduced) ep_ll_count_reduced(reduced);
+}
+
+// The reduce of a buffer that pushes: every row is one of this PE's `back` rows (ep_ll_sum_rows,
+// eight slots' loads in flight). Launched as the send-back's programmatic dependent, it first
+// waits for the send-back to finish.
+extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS) ep_ll_reduce(const ep_v4* back, const long long* topk, const float* weights, int tokens,
+                                        int hidden, int k, const int* refused, ep_v4* out) {
+    ep_wait_prior_grid();
+    ep_ll_rows rows = {back, nullptr, nullptr, 0ull, 1, 0};
+    ep_ll_sum_rows<8, false>(rows, topk, weights, tokens, hidden, k, refused, out);
+}
+
+// The reduce of a buffer that pulls: rows of PEs of this node that combined in place are read
+// where they lie (ep_ll_sum_rows, four slots' loads in flight: two blocks a multiprocessor
+// within 64 registers), then the block counts itself read on every PE of the node
+// (ep_ll_count_reduced). Launched as the send-back's programmatic dependent, it first waits
+// for the send-back to finish.
+extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS, 2) ep_ll_reduce_pull(const ep_v4* back, const long long* topk, const float* weights, int tokens,
+                                        int hidden, int k, const int* refused, ep_v4* out, const ep_v4* packed,
+                                        const int* sent_places, const fsh_u64* signals, int local, int max_tokens,
+                                        fsh_u64* reduced) {
+    ep_wait_prior_grid();
+    ep_ll_rows rows = {back, packed, sent_places, ep_ll_in_place_pes(signals), local, max_tokens};
+    ep_ll_sum_rows<4, true>(rows, topk, weights, tokens, hidden, k, refused, out);
+    ep_ll_count_reduced(reduced);
 }

@@ -221,10 +221,22 @@ pub async fn round(
     compare_combined(&got, mine, shape, &what)
 }
 
+/// The first `tokens` tokens of `input`.
+fn first_tokens(mut input: Input, tokens: usize) -> Input {
+    let tokens = tokens.min(input.tokens);
+    let k = input.topk_idx.len() / input.tokens.max(1);
+    let hidden = input.x.len() / input.tokens.max(1);
+    input.x.truncate(tokens * hidden);
+    input.topk_idx.truncate(tokens * k);
+    input.topk_weights.truncate(tokens * k);
+    Input { tokens, ..input }
+}
+
 /// Rounds one after another with nothing between a combine and the next dispatch (inputs
-/// uploaded first, every output checked at the end), experts in place: where combines pull,
-/// a dispatch that did not wait for every PE of the node to have read would overwrite rows
-/// another PE's reduce still reads.
+/// uploaded first, every output checked at the end), experts in place, PE 0 dispatching every
+/// token and the others one each: where combines pull, PE 0's reduce reads long after the
+/// others' have ended, and a dispatch that did not wait for every PE of the node to have read
+/// would overwrite rows it still reads.
 pub async fn back_to_back_rounds(
     gpu: &GpuPe,
     buffer: &mut Buffer,
@@ -234,7 +246,8 @@ pub async fn back_to_back_rounds(
     let me = gpu.my_pe();
     let mut staged = Vec::new();
     for seed in 0..rounds {
-        let mine = shape.input(me, Routing::Random, 500 + seed);
+        let all = shape.input(me, Routing::Random, 500 + seed);
+        let mine = if me == 0 { all } else { first_tokens(all, 1) };
         let x = upload(gpu, &mine.x).await?;
         let topk_idx = upload(gpu, &mine.topk_idx).await?;
         let topk_weights = upload(gpu, &mine.topk_weights).await?;
