@@ -233,10 +233,11 @@ fn first_tokens(mut input: Input, tokens: usize) -> Input {
 }
 
 /// Rounds one after another with nothing between a combine and the next dispatch (inputs
-/// uploaded first, every output checked at the end), experts in place, PE 0 dispatching every
-/// token and the others one each: where combines pull, PE 0's reduce reads long after the
-/// others' have ended, and a dispatch that did not wait for every PE of the node to have read
-/// would overwrite rows it still reads.
+/// uploaded first, every output checked at the end), experts in place, one PE dispatching
+/// every token and the others one each, PE 0 in even rounds, PE 1 in odd ones: where
+/// combines pull, the heavy PE's reduce reads long after the others' have ended, and PE 1's
+/// next dispatch, had it not waited for every PE of the node to have read, would overwrite
+/// the rows it still reads.
 pub async fn back_to_back_rounds(
     gpu: &GpuPe,
     buffer: &mut Buffer,
@@ -247,7 +248,12 @@ pub async fn back_to_back_rounds(
     let mut staged = Vec::new();
     for seed in 0..rounds {
         let all = shape.input(me, Routing::Random, 500 + seed);
-        let mine = if me == 0 { all } else { first_tokens(all, 1) };
+        let heavy = (seed % 2) as usize;
+        let mine = if me == heavy {
+            all
+        } else {
+            first_tokens(all, 1)
+        };
         let x = upload(gpu, &mine.x).await?;
         let topk_idx = upload(gpu, &mine.topk_idx).await?;
         let topk_weights = upload(gpu, &mine.topk_weights).await?;
