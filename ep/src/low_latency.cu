@@ -359,11 +359,11 @@ __device__ void ep_ll_wait_back(const fsh_u64* signals, fsh_u64 call, fsh_u64* c
 // Sends each packed row of y ([L][n * T] rows; recv_count[le] of them per expert) back to its
 // source PE, into row (token * k + slot) of its `back` area (a grid of blocks × L), but for a
 // source of this node when the buffer pulls and y is the packed rows (a combine in place: that
-// source reads the row where it lies); then the grid's last block sets this PE's combine signal on every PE to
-// `call` (bit 62 in place) and waits for every PE's (the only block that waits: the others have
-// finished), then lets the reduce, launched as its programmatic dependent, start. A row for
-// another node is put from its own packed row (copied there first when y is the caller's
-// buffer).
+// source reads the row where it lies); then the grid's last block sets this PE's combine
+// signal on every PE to `call` (bit 62 in place) and waits for every PE's (the only block that
+// waits: the others have finished), then lets the reduce, launched as its programmatic
+// dependent, start. A row for another node is put from its own packed row (copied there first
+// when y is the caller's buffer).
 extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS) ep_ll_send_back(const ep_v4* y, const int* packed_pe, const int* packed_slot,
                                            const int* recv_count, int hidden, int max_tokens, ep_v4* back,
                                            unsigned* blocks_done, fsh_u64* signals, int rejected,
@@ -396,7 +396,6 @@ extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS) ep_ll_send_back(con
     // Every other block has counted itself done and the wait is over: the reduce may start.
     ep_start_next_grid();
 }
-
 
 // The PEs of this node that combined in place (their combine signal's bit 62), as a set of PE
 // numbers (n ≤ 64) shared by the block.

@@ -72,11 +72,7 @@ impl Buffer {
             status: state.status.addr(),
             signals: at(regions.signals),
             calls: state.calls.device_ptr(),
-            reduced: if self.config.pulls() {
-                at(regions.reduced)
-            } else {
-                0
-            },
+            reduced: self.reduced_addr(),
             sent_places: state.sent_places.device_ptr(),
         }
     }
@@ -100,6 +96,15 @@ impl Buffer {
             hidden: self.config.hidden as i32,
             max_tokens: self.config.max_tokens as i32,
             fp8,
+        }
+    }
+
+    /// Device address of this PE's reduced signals where the buffer pulls, else 0 (the
+    /// kernels then neither count nor wait).
+    fn reduced_addr(&self) -> u64 {
+        match self.config.pulls() {
+            true => self.base + self.low_latency_parts().1.reduced as u64,
+            false => 0,
         }
     }
 
@@ -141,11 +146,7 @@ impl Buffer {
             top_k: self.config.top_k as i32,
             out,
             sent_places: state.sent_places.device_ptr(),
-            reduced: if self.config.pulls() {
-                at(regions.reduced)
-            } else {
-                0
-            },
+            reduced: self.reduced_addr(),
         }
     }
 
