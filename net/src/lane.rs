@@ -11,18 +11,21 @@
 //! its connection to the peer still being made) holds the later ones the same way until it
 //! could, so that retries do not reorder them either.
 //!
-//! A held operation is posted by a task of its own, not when its completion is polled: an
-//! `_nbi` operation's completion is polled only at `quiet`, and a signal must not wait that
-//! long. (Outside a tokio runtime nothing could run that task: operations then go out at
-//! once, ordered only within their class.) Operations of the same class as those in flight go out at once, which keeps
-//! streams of puts (or of atomics) at the provider's speed.
+//! Held operations wait in the lane's queue and are posted, in order, by one task per lane
+//! that runs while the queue is not empty, not when their completions are polled: an `_nbi`
+//! operation's completion is polled only at `quiet`, and a signal must not wait that long.
+//! (Outside a tokio runtime nothing could run that task: operations then go out at once,
+//! ordered only within their class.) Operations of the same class as those in flight go out
+//! at once, which keeps streams of puts (or of atomics) at the provider's speed; a flood
+//! that outruns the provider costs one queue entry per operation, not a task each.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use ferroshmem_runtime::route::Completion;
 use ferroshmem_runtime::Error;
-use tokio::sync::{watch, Notify};
+use tokio::sync::{oneshot, Notify};
 
 use crate::Hooks;
 
@@ -88,65 +91,131 @@ impl InFlight {
 /// Posts an operation, given the callbacks for when the provider took it and when it ended.
 pub type Post = Box<dyn FnOnce(Hooks) -> Completion + Send>;
 
+/// An operation waiting in a lane for its turn, and where its completion goes once posted.
+struct Held {
+    class: Class,
+    post: Post,
+    completion: oneshot::Sender<Completion>,
+}
+
+/// The operations a lane holds, in order, and whether a task is posting them.
+#[derive(Default)]
+struct Queue {
+    held: VecDeque<Held>,
+    /// Set while a task posts the held operations: every later operation joins the queue.
+    draining: bool,
+}
+
 /// The order of one PE's operations to one peer; see the module documentation.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct Lane {
     in_flight: Arc<InFlight>,
-    /// Set to true once the last operation that could not go out at once has been posted.
-    last_held: Mutex<Option<watch::Receiver<bool>>>,
+    queue: Arc<Mutex<Queue>>,
+}
+
+impl std::fmt::Debug for Lane {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lane")
+            .field("in_flight", &self.in_flight)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Lane {
     /// Posts an operation of `class` through `post`, now or once the lane lets it go.
     pub fn start(&self, class: Class, post: Post) -> Completion {
-        let mut last = self
-            .last_held
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let behind = last.as_ref().filter(|held| !*held.borrow()).cloned();
-        let runtime = tokio::runtime::Handle::try_current().ok();
-        let hold = behind.is_some() || self.in_flight.busy(class.other());
-        let (posted, gate) = watch::channel(false);
-        let (Some(runtime), true) = (runtime, hold) else {
-            // Posted under the lock, so that no later operation overtakes it; one the
-            // provider could not take yet holds the later ones until it could.
-            let completion = post_now(&self.in_flight, class, post, posted);
-            if !*gate.borrow() {
-                *last = Some(gate);
-            }
-            return completion;
+        let mut queue = lock(&self.queue);
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            // Nothing could post later: it goes out now.
+            return post_now(&self.in_flight, class, post, oneshot::channel().0);
         };
-        *last = Some(gate);
-        drop(last);
-        let in_flight = self.in_flight.clone();
-        let task = runtime.spawn(async move {
-            if let Some(mut behind) = behind {
-                // An error means the one ahead was dropped unposted: its turn is over.
-                let _ = behind.wait_for(|posted| *posted).await;
+        if queue.draining || self.in_flight.busy(class.other()) {
+            let (completion, handed) = oneshot::channel();
+            queue.held.push_back(Held {
+                class,
+                post,
+                completion,
+            });
+            if !queue.draining {
+                queue.draining = true;
+                runtime.spawn(drain(self.queue.clone(), self.in_flight.clone(), None));
             }
-            in_flight.drained(class.other()).await;
-            post_now(&in_flight, class, post, posted).await
-        });
-        Box::pin(async move {
-            task.await
-                .unwrap_or_else(|e| Err(Error::os("a held fabric operation's task", e)))
-        })
+            return Box::pin(async move {
+                match handed.await {
+                    Ok(completion) => completion.await,
+                    // The task posting it ended with the runtime.
+                    Err(_) => Err(Error::Shutdown),
+                }
+            });
+        }
+        // Posted under the lock, so that no later operation overtakes it; one the provider
+        // could not take yet holds the later ones until it could.
+        let (taken, mut was_taken) = oneshot::channel();
+        let completion = post_now(&self.in_flight, class, post, taken);
+        if matches!(
+            was_taken.try_recv(),
+            Err(oneshot::error::TryRecvError::Empty)
+        ) {
+            queue.draining = true;
+            runtime.spawn(drain(
+                self.queue.clone(),
+                self.in_flight.clone(),
+                Some(was_taken),
+            ));
+        }
+        completion
     }
 }
 
-/// Posts an operation of `class`, counted in flight until it ends; `posted` learns when
-/// the provider took it.
+fn lock(queue: &Mutex<Queue>) -> std::sync::MutexGuard<'_, Queue> {
+    queue.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Posts a lane's held operations in order, each once the provider took the one before it
+/// (`ahead`, if that one is not yet taken) and the other class has drained; ends, letting
+/// later operations go out at once again, when none is left.
+async fn drain(
+    queue: Arc<Mutex<Queue>>,
+    in_flight: Arc<InFlight>,
+    mut ahead: Option<oneshot::Receiver<()>>,
+) {
+    loop {
+        if let Some(taken) = ahead.take() {
+            // An error means the one ahead was dropped unposted: its turn is over.
+            let _ = taken.await;
+        }
+        let next = {
+            let mut queue = lock(&queue);
+            match queue.held.pop_front() {
+                Some(next) => next,
+                None => {
+                    queue.draining = false;
+                    return;
+                }
+            }
+        };
+        in_flight.drained(next.class.other()).await;
+        let (taken, was_taken) = oneshot::channel();
+        let completion = post_now(&in_flight, next.class, next.post, taken);
+        // Whoever started it may have stopped waiting: it went out all the same.
+        let _ = next.completion.send(completion);
+        ahead = Some(was_taken);
+    }
+}
+
+/// Posts an operation of `class`, counted in flight until it ends; `taken` learns when the
+/// provider took it (or refused it for good).
 fn post_now(
     in_flight: &Arc<InFlight>,
     class: Class,
     post: Post,
-    posted: watch::Sender<bool>,
+    taken: oneshot::Sender<()>,
 ) -> Completion {
     in_flight.begin(class);
     let ended = in_flight.clone();
     post(Hooks {
         posted: Some(Box::new(move || {
-            let _ = posted.send(true);
+            let _ = taken.send(());
         })),
         ended: Some(Box::new(move || ended.end(class))),
     })
