@@ -220,3 +220,113 @@ fn post_now(
         ended: Some(Box::new(move || ended.end(class))),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    /// One of the hooks an operation is given.
+    type Callback = Box<dyn FnOnce() + Send>;
+
+    /// The names of the operations posted so far, in order, and the hooks each was given.
+    #[derive(Clone, Default)]
+    struct Provider {
+        posted: Arc<Mutex<Vec<&'static str>>>,
+        hooks: Arc<Mutex<Vec<(&'static str, Hooks)>>>,
+    }
+
+    impl Provider {
+        /// An operation named `name` that the provider takes at once when `takes`, else only
+        /// once [`Provider::take`] says so; it ends when [`Provider::end`] says so.
+        fn op(&self, name: &'static str, takes: bool) -> Post {
+            let provider = self.clone();
+            Box::new(move |mut hooks: Hooks| {
+                provider.posted.lock().unwrap().push(name);
+                if let Some(taken) = hooks.posted.take_if(|_| takes) {
+                    taken();
+                }
+                provider.hooks.lock().unwrap().push((name, hooks));
+                Box::pin(std::future::ready(Ok(Vec::new())))
+            })
+        }
+
+        fn hook(&self, name: &str, which: fn(&mut Hooks) -> Option<Callback>) {
+            let mut hooks = self.hooks.lock().unwrap();
+            let (_, h) = hooks.iter_mut().find(|(n, _)| *n == name).expect("posted");
+            which(h).expect("called once")();
+        }
+
+        fn take(&self, name: &str) {
+            self.hook(name, |h| h.posted.take());
+        }
+
+        fn end(&self, name: &str) {
+            self.hook(name, |h| h.ended.take());
+        }
+
+        /// Waits (a while at most) until the posted operations are `expected`, and a moment
+        /// more to see that no other follows.
+        async fn posted_are(&self, expected: &[&str]) {
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+            while self.posted.lock().unwrap().len() < expected.len()
+                && tokio::time::Instant::now() < deadline
+            {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            assert_eq!(*self.posted.lock().unwrap(), expected);
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_lane_posts_in_order_and_holds_across_classes_and_behind_untaken_operations() {
+        let lane = Lane::default();
+        let provider = Provider::default();
+        let start = |class, name, takes| drop(lane.start(class, provider.op(name, takes)));
+
+        start(Class::Rma, "w1", true);
+        provider.posted_are(&["w1"]).await;
+        // An atomic waits for the writes in flight; a write behind it waits its turn.
+        start(Class::Atomic, "a1", true);
+        start(Class::Rma, "w2", true);
+        provider.posted_are(&["w1"]).await;
+        provider.end("w1");
+        provider.posted_are(&["w1", "a1"]).await;
+        provider.end("a1");
+        provider.posted_are(&["w1", "a1", "w2"]).await;
+        // The queue is empty again: a write of the class in flight goes out at once.
+        start(Class::Rma, "w3", true);
+        provider.posted_are(&["w1", "a1", "w2", "w3"]).await;
+        // One the provider could not take yet holds the later ones, of any class.
+        start(Class::Rma, "w4", false);
+        start(Class::Rma, "w5", true);
+        provider.posted_are(&["w1", "a1", "w2", "w3", "w4"]).await;
+        provider.take("w4");
+        provider
+            .posted_are(&["w1", "a1", "w2", "w3", "w4", "w5"])
+            .await;
+        for name in ["w2", "w3", "w4", "w5"] {
+            provider.end(name);
+        }
+        start(Class::Atomic, "a2", true);
+        provider
+            .posted_are(&["w1", "a1", "w2", "w3", "w4", "w5", "a2"])
+            .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_held_operations_completion_is_its_own() {
+        let lane = Lane::default();
+        let provider = Provider::default();
+        drop(lane.start(Class::Rma, provider.op("w1", true)));
+        let held = lane.start(
+            Class::Atomic,
+            Box::new(|_hooks| Box::pin(std::future::ready(Ok(vec![7])))),
+        );
+        provider.end("w1");
+        let got = tokio::time::timeout(Duration::from_secs(5), held).await;
+        assert_eq!(got.expect("in time").expect("completed"), vec![7]);
+    }
+}
