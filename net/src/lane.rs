@@ -167,6 +167,8 @@ impl Lane {
     }
 }
 
+/// The lane's queue, locked (a panic elsewhere while it was held leaves it usable: every
+/// change to it is one push, pop or flag).
 fn lock(queue: &Mutex<Queue>) -> std::sync::MutexGuard<'_, Queue> {
     queue.lock().unwrap_or_else(PoisonError::into_inner)
 }
