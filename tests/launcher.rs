@@ -228,11 +228,18 @@ fn help_and_bad_arguments() {
     let help = run(&["run", "--help"]);
     assert_eq!(help.code, Some(0));
     let text = help.stdout_lines().join("\n");
-    for option in ["--np", "--grace", "--timeout", "PROGRAM"] {
+    for option in ["--np", "--grace", "--timeout", "--bind-to", "PROGRAM"] {
         assert!(text.contains(option), "{text}");
     }
     assert_eq!(run(&["run", "-n", "0", "true"]).code, Some(2));
     assert_eq!(run(&["run", "-n", "2"]).code, Some(2));
+    let bad_bind = run(&["run", "-n", "1", "--bind-to", "socket", "true"]);
+    assert_eq!(bad_bind.code, Some(2));
+    assert!(
+        bad_bind.stderr.contains("expected core or none"),
+        "{}",
+        bad_bind.stderr
+    );
 }
 
 #[tokio::test]
@@ -286,6 +293,64 @@ fn a_crashed_ferroshmem_pe_is_reported_by_the_launcher_and_the_root() {
     done.expect(128 + 6, &[failed, lost]);
 }
 
+/// `--bind-to core`: every thread of each PE may run on one CPU only, PE `i` (its rank on
+/// this host) on the `i`-th CPU this process may run on, in turn.
+#[test]
+fn bound_pes_run_each_on_one_cpu_dealt_in_rank_order() {
+    let exe = std::env::current_exe().unwrap();
+    let test = [
+        exe.to_str().unwrap(),
+        "pe_program",
+        "--exact",
+        "--nocapture",
+    ];
+    let args = [&["run", "-n", "3", "--bind-to", "core", "--"], &test[..]].concat();
+    let done = finish(start(&args, &[(PE_MODE, "bind")]));
+    done.expect(0, &[]);
+    let allowed = cpu_list(&status_line("/proc/self/status"));
+    for (pe, cpu) in (0..3).map(|pe| (pe, allowed[pe % allowed.len()])) {
+        let want = format!("[pe {pe}] PE {pe} runs on {{\"{cpu}\"}}");
+        assert!(
+            done.stdout_lines().contains(&want),
+            "no {want:?} in {:?}",
+            done.stdout_lines()
+        );
+    }
+}
+
+/// The `Cpus_allowed_list` of the thread whose `status` file is `path`.
+fn status_line(path: &str) -> String {
+    let status = std::fs::read_to_string(path).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .unwrap_or("")
+        .trim()
+        .to_string()
+}
+
+/// The CPUs of a `Cpus_allowed_list` (`0-3,8`).
+fn cpu_list(list: &str) -> Vec<usize> {
+    list.split(',')
+        .filter_map(|part| match part.split_once('-') {
+            Some((a, b)) => Some(a.parse().ok()?..=b.parse().ok()?),
+            None => part.parse().ok().map(|c| c..=c),
+        })
+        .flatten()
+        .collect()
+}
+
+/// The distinct CPU lists of this process's threads (a thread that ended while they were
+/// read is left out).
+fn threads_cpus() -> std::collections::BTreeSet<String> {
+    std::fs::read_dir("/proc/self/task")
+        .expect("this process's threads")
+        .flatten()
+        .map(|t| status_line(&t.path().join("status").to_string_lossy()))
+        .filter(|list| !list.is_empty())
+        .collect()
+}
+
 /// Not a test of its own: the PE program of [`ferroshmem_pes_form_a_job`] and
 /// [`a_crashed_ferroshmem_pe_is_reported_by_the_launcher_and_the_root`], which run this
 /// binary under the launcher with [`PE_MODE`] set. Without it, it does nothing.
@@ -301,6 +366,9 @@ async fn pe_program() {
     assert_eq!(pe.query_thread(), provided);
     pe.barrier_all().await.expect("barrier");
     println!("PE {} of {} joined", pe.my_pe(), pe.n_pes());
+    if mode == "bind" {
+        println!("PE {} runs on {:?}", pe.my_pe(), threads_cpus());
+    }
     if mode == "abort" {
         if pe.my_pe() == 1 {
             std::process::abort();

@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ferroshmem_net::FabricRemote;
-use ferroshmem_runtime::config::{node_key, spin_from_env, symmetric_size_from_env};
+use ferroshmem_runtime::config::{
+    bind_from_env, node_key, spin_from_env, symmetric_size_from_env, Bind,
+};
 use ferroshmem_runtime::heap::HeapAllocator;
 use ferroshmem_runtime::{DataPlane, DataPlaneParts, Error, Health, HeapId, Result, Segment};
 use std::collections::HashMap;
@@ -354,6 +356,14 @@ async fn bootstrap(env: LaunchEnv) -> Result<Pe> {
         timeout: env.timeout,
         ..JobSettings::from_env()?
     };
+    if bind_from_env()? == Bind::Core {
+        let cpu = ferroshmem_runtime::cpus::bind_to_core(env.local_rank)?;
+        tracing::info!(
+            cpu,
+            local_rank = env.local_rank,
+            "this PE's threads run on one CPU"
+        );
+    }
     let (rank, n_pes) = (env.rank, env.size);
     let own = Arc::new(Segment::create(rank, settings.heap_size)?);
     let mut root = rendezvous::reach_root(&env).await?;

@@ -4,6 +4,7 @@
 //! |---|---|---|
 //! | `FERROSHMEM_SYMMETRIC_SIZE` (or `NVSHMEM_SYMMETRIC_SIZE`) | symmetric heap bytes per PE (`512M`, `2G`, `1048576`) | `1G` |
 //! | `FERROSHMEM_SPIN_US` | how long a wait spins before it sleeps, in µs | `50` |
+//! | `FERROSHMEM_BIND` | `core`: each PE's threads run on one CPU, the node's PEs dealt over its CPUs in turn; `none`: as started | `none` |
 
 use std::time::Duration;
 
@@ -70,6 +71,38 @@ pub fn spin_from_env() -> Result<Duration> {
             .map(Duration::from_micros)
             .map_err(|_| Error::Config(format!("FERROSHMEM_SPIN_US={v:?} is not a number"))),
         None => Ok(DEFAULT_SPIN),
+    }
+}
+
+/// Where a PE's threads may run (`FERROSHMEM_BIND`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Bind {
+    /// Wherever the PE was started to run.
+    #[default]
+    None,
+    /// On one CPU of those the PE was started with: the one its rank on the node picks,
+    /// in turn (see [`crate::cpus::bind_to_core`]).
+    Core,
+}
+
+impl Bind {
+    /// The variable's value that asks for this binding.
+    pub fn name(self) -> &'static str {
+        match self {
+            Bind::None => "none",
+            Bind::Core => "core",
+        }
+    }
+}
+
+/// The binding from `FERROSHMEM_BIND` (`none` or `core`), or [`Bind::None`].
+pub fn bind_from_env() -> Result<Bind> {
+    match env_var(&["FERROSHMEM_BIND"])?.as_deref().map(str::trim) {
+        None | Some("none") => Ok(Bind::None),
+        Some("core") => Ok(Bind::Core),
+        Some(other) => Err(Error::Config(format!(
+            "FERROSHMEM_BIND={other:?}: expected none or core"
+        ))),
     }
 }
 

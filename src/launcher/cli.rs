@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, CommandFactory, Parser, Subcommand};
+use ferroshmem_runtime::config::Bind;
 
 use super::compile::{self, Language};
 use super::hosts::{self, Host};
@@ -110,6 +111,12 @@ struct RunArgs {
     #[arg(long, value_name = "DURATION", value_parser = parse_time)]
     timeout: Option<Duration>,
 
+    /// Bind each PE's threads to one CPU (`core`: the host's CPUs dealt over its PEs in
+    /// rank order, as `mpirun --bind-to core`), or leave them where they start (`none`);
+    /// passed to the PEs as FERROSHMEM_BIND. Default: that variable, else none.
+    #[arg(long, value_name = "core|none", value_parser = parse_bind)]
+    bind_to: Option<Bind>,
+
     /// The PE program and its arguments (put `--` before them if they start with `-`).
     #[arg(
         value_name = "PROGRAM",
@@ -143,6 +150,14 @@ fn parse_n_pes(text: &str) -> Result<usize, String> {
     match text.parse::<usize>() {
         Ok(n) if n > 0 => Ok(n),
         _ => Err(format!("{text:?} is not a number of PEs (1 or more)")),
+    }
+}
+
+fn parse_bind(text: &str) -> Result<Bind, String> {
+    match text {
+        "core" => Ok(Bind::Core),
+        "none" => Ok(Bind::None),
+        _ => Err(format!("{text:?}: expected core or none")),
     }
 }
 
@@ -215,6 +230,7 @@ fn run_job(args: RunArgs) -> i32 {
         hosts,
         rsh: args.rsh.split_whitespace().map(OsString::from).collect(),
         root_address: args.root_address,
+        bind: args.bind_to,
         ..LaunchOptions::new(n_pes, program).args(command)
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()

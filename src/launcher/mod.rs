@@ -44,6 +44,8 @@ use std::ffi::OsString;
 use std::net::IpAddr;
 use std::time::Duration;
 
+use ferroshmem_runtime::config::Bind;
+
 pub use cli::cli_main;
 pub use error::LaunchError;
 pub use hosts::Host;
@@ -77,6 +79,9 @@ pub struct LaunchOptions {
     /// The address the root listens on; `None`: loopback for a job on this host, else the
     /// address this host reaches the first other host from.
     pub root_address: Option<IpAddr>,
+    /// Where each PE's threads may run, passed as `FERROSHMEM_BIND`; `None`: that variable
+    /// as the launcher has it, if any.
+    pub bind: Option<Bind>,
 }
 
 impl LaunchOptions {
@@ -92,6 +97,7 @@ impl LaunchOptions {
             hosts: Vec::new(),
             rsh: vec![OsString::from("ssh")],
             root_address: None,
+            bind: None,
         }
     }
 

@@ -46,7 +46,7 @@ fn command(
     root: &Root,
     timeout: Duration,
 ) -> Command {
-    let env = vec![
+    let mut env = vec![
         (vars::RANK.to_string(), rank.to_string().into()),
         (vars::SIZE.to_string(), options.n_pes.to_string().into()),
         (
@@ -64,6 +64,9 @@ fn command(
             format!("{}ms", timeout.as_millis()).into(),
         ),
     ];
+    if let Some(bind) = options.bind {
+        env.push((vars::BIND.to_string(), bind.name().into()));
+    }
     let mut cmd = match &placement.host {
         None => {
             let mut cmd = Command::new(&options.program);
