@@ -95,14 +95,26 @@ impl Bind {
     }
 }
 
+impl std::str::FromStr for Bind {
+    type Err = String;
+
+    /// `none` or `core` (what `FERROSHMEM_BIND` and `ferroshmem run --bind-to` take).
+    fn from_str(text: &str) -> std::result::Result<Bind, String> {
+        match text.trim() {
+            "none" => Ok(Bind::None),
+            "core" => Ok(Bind::Core),
+            other => Err(format!("{other:?}: expected core or none")),
+        }
+    }
+}
+
 /// The binding from `FERROSHMEM_BIND` (`none` or `core`), or [`Bind::None`].
 pub fn bind_from_env() -> Result<Bind> {
-    match env_var(&["FERROSHMEM_BIND"])?.as_deref().map(str::trim) {
-        None | Some("none") => Ok(Bind::None),
-        Some("core") => Ok(Bind::Core),
-        Some(other) => Err(Error::Config(format!(
-            "FERROSHMEM_BIND={other:?}: expected none or core"
-        ))),
+    match env_var(&["FERROSHMEM_BIND"])? {
+        Some(v) => v
+            .parse()
+            .map_err(|e| Error::Config(format!("FERROSHMEM_BIND={e}"))),
+        None => Ok(Bind::None),
     }
 }
 

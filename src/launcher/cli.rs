@@ -114,7 +114,7 @@ struct RunArgs {
     /// Bind each PE's threads to one CPU (`core`: the host's CPUs dealt over its PEs in
     /// rank order, as `mpirun --bind-to core`), or leave them where they start (`none`);
     /// passed to the PEs as FERROSHMEM_BIND. Default: that variable, else none.
-    #[arg(long, value_name = "core|none", value_parser = parse_bind)]
+    #[arg(long, value_name = "core|none", value_parser = str::parse::<Bind>)]
     bind_to: Option<Bind>,
 
     /// The PE program and its arguments (put `--` before them if they start with `-`).
@@ -150,14 +150,6 @@ fn parse_n_pes(text: &str) -> Result<usize, String> {
     match text.parse::<usize>() {
         Ok(n) if n > 0 => Ok(n),
         _ => Err(format!("{text:?} is not a number of PEs (1 or more)")),
-    }
-}
-
-fn parse_bind(text: &str) -> Result<Bind, String> {
-    match text {
-        "core" => Ok(Bind::Core),
-        "none" => Ok(Bind::None),
-        _ => Err(format!("{text:?}: expected core or none")),
     }
 }
 
