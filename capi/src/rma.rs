@@ -93,17 +93,15 @@ pub(crate) fn get<T: Pod>(
             s.try_view(source, nelems),
             s.try_pe(pe),
         ) {
-            let landing = s.dp().get(to, from, p);
-            if !landing.succeeded_at_once() {
-                ok(routine, s.block(landing));
+            if s.dp().get_mapped(to, from, p) {
+                return;
             }
-            return;
         }
     }
     get_checked(routine, ctx, (dest, source), nelems, pe)
 }
 
-/// `get` on a context, to another node or with an argument to refuse: out of line, so that
+/// `get` on a context, to another node or with an argument to refuse (checked and reported): out of line, so that
 /// the fast path's frame stays small.
 #[cold]
 #[inline(never)]

@@ -444,7 +444,9 @@ impl DataPlane {
     }
 
     /// `completion`, for the task that awaits it: it drives the remote transport's progress
-    /// meanwhile (see [`Remotes::driven`]).
+    /// meanwhile (see [`Remotes::driven`]). Never inlined, so that the mapped arm of an
+    /// operation that may await a remote one stays small.
+    #[inline(never)]
     pub(crate) fn awaited(&self, completion: Completion) -> Completion {
         match &self.remotes {
             Some(r) => r.driven(completion),
@@ -496,6 +498,22 @@ impl DataPlane {
             });
         }
         Ok(HEADER_SIZE + span.offset)
+    }
+
+    /// [`DataPlane::locate`]'s offset when the view passes its checks, else `None`, with no
+    /// error made (for fast paths that fall back to the full operation, which reports it).
+    #[inline(always)]
+    pub(crate) fn offset_if_valid<T: Pod>(
+        &self,
+        view: SymSlice<'_, T>,
+        needed: usize,
+    ) -> Option<usize> {
+        let span = view
+            .span(HeapId(self.open_heap.load(Ordering::Relaxed)))
+            .ok()?;
+        let (area, reach) = view.reach();
+        (needed <= span.len && reach <= self.area_ends[area as usize])
+            .then_some(HEADER_SIZE + span.offset)
     }
 
     /// Checks that a view belongs to this PE's open heap and lies inside the area of the

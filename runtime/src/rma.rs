@@ -152,6 +152,30 @@ impl DataPlane {
         }
     }
 
+    /// [`DataPlane::get`] when it can complete at once on a mapped route: `true` once `dest`
+    /// holds the data; `false`, with nothing read or counted, for a peer on another node or
+    /// an argument [`DataPlane::get`] would refuse (then call it: it says why). For callers
+    /// that cannot inline the whole operation (the C ABI), so that its mapped path is a small
+    /// function of its own.
+    #[inline(always)]
+    pub fn get_mapped<'s, T: Pod>(
+        &self,
+        dest: &mut [T],
+        src: impl Into<SymSlice<'s, T>>,
+        pe: usize,
+    ) -> bool {
+        let src = src.into();
+        let Some(Route::Mapped(source)) = self.routes.get(pe) else {
+            return false;
+        };
+        let Some(at) = self.offset_if_valid(src, dest.len()) else {
+            return false;
+        };
+        let dest: &mut [u8] = bytemuck::cast_slice_mut(dest);
+        self.mapped(Op::Get, pe, dest.len(), || source.mapping().read(at, dest));
+        true
+    }
+
     /// Validates a get into `dest` (bytes of `src`'s elements) and does it on a mapped
     /// route, or starts it on the remote one and returns its completion.
     #[inline(always)]
