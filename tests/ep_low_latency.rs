@@ -6,7 +6,7 @@
 //! and every token's weighted combine checked exactly; refused inputs (an
 //! expert out of range, an expert named twice, too many tokens) failing every PE and leaving
 //! the buffer usable; calls out of order refused, and a send dropped before its receive
-//! leaving the buffer unusable.
+//! leaving the buffer unusable; kernel clocks timing a round's kernels.
 //!
 //! Where no GPU exists each test says so and passes at once.
 
@@ -91,6 +91,41 @@ fn a_captured_round_replays_with_new_inputs_each_time() {
             Ok(())
         });
     }
+}
+
+/// Kernel clocks: off, a round leaves none; on, the dispatch's and the combine's kernels each
+/// show a span on the GPU's timer, shorter than the round took on the host; read once, they
+/// start over.
+#[test]
+fn kernel_clocks_time_the_rounds_kernels_only_while_on() {
+    let Some(_turn) = exclusive("kernel_clocks_time_the_rounds_kernels_only_while_on") else {
+        return;
+    };
+    job(2, |pe, gpu| async move {
+        let shape = Shape::small(pe.n_pes());
+        let mut buffer = Buffer::new(&gpu, config(&shape)).await?;
+        round(&gpu, &mut buffer, &shape, (Routing::ALL[0], 1, false)).await?;
+        let off = buffer.take_kernel_clocks()?;
+        assert_eq!((off.dispatch_ns(), off.combine_ns()), (None, None));
+        buffer.clock_kernels(true)?;
+        let started = std::time::Instant::now();
+        round(&gpu, &mut buffer, &shape, (Routing::ALL[1], 2, false)).await?;
+        let took = started.elapsed().as_nanos() as u64;
+        let on = buffer.take_kernel_clocks()?;
+        for (what, ns) in [("dispatch", on.dispatch_ns()), ("combine", on.combine_ns())] {
+            let ns = ns.unwrap_or_else(|| panic!("PE {}: no {what} clock", pe.my_pe()));
+            assert!(
+                ns > 0 && ns < took,
+                "PE {}: {what} {ns} ns of {took}",
+                pe.my_pe()
+            );
+        }
+        let again = buffer.take_kernel_clocks()?;
+        assert_eq!((again.dispatch_ns(), again.combine_ns()), (None, None));
+        buffer.clock_kernels(false)?;
+        buffer.destroy().await?;
+        Ok(())
+    });
 }
 
 #[test]

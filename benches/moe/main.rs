@@ -16,7 +16,8 @@
 //! times do not); then the same calls, each queued behind a barrier of every PE on the stream,
 //! so that the PEs' kernels start together as on separate GPUs (PEs sharing one GPU here
 //! launch through one queue, up to a hundred microseconds apart), timed on the stream from the
-//! barrier. Then the same BF16 round captured into a CUDA graph and replayed (one
+//! barrier, and by the kernels' own clocks (`ep::KernelClocks`: the GPU's timer from the first
+//! start to the last end of each call's kernels, what DeepEP's kernel times measure). Then the same BF16 round captured into a CUDA graph and replayed (one
 //! launch per round, as a decoding loop runs it), its dispatch and combine timed on the
 //! stream.
 //!

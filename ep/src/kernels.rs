@@ -185,6 +185,30 @@ impl Kernels {
         }
     }
 
+    /// Turns the low-latency kernels' clocks (`ep_clocks` in low_latency.cu) on or off on
+    /// `stream`, after the work queued there, and resets them.
+    pub fn set_clocks(&self, stream: &CudaStream, on: bool) -> Result<()> {
+        self.module
+            .write_global_words("ep_clocks_on", &[u64::from(on)], stream)?;
+        self.reset_clocks(stream)
+    }
+
+    /// The low-latency kernels' clock words since the last reset, once `stream` has run what
+    /// was queued on it (this waits for it); then resets them.
+    pub fn take_clocks(&self, stream: &CudaStream) -> Result<Vec<u64>> {
+        let words = self.module.read_global_words("ep_clocks", stream)?;
+        self.reset_clocks(stream)?;
+        Ok(words)
+    }
+
+    /// Each clock's start to all ones and its end to 0, on `stream`.
+    fn reset_clocks(&self, stream: &CudaStream) -> Result<()> {
+        let reset: Vec<u64> = (0..2 * crate::clocks::KERNELS)
+            .map(|w| if w % 2 == 0 { u64::MAX } else { 0 })
+            .collect();
+        self.module.write_global_words("ep_clocks", &reset, stream)
+    }
+
     /// Takes the device library's report, if any of this PE's kernels wrote one: a
     /// transfer to another node completed in error, or a debug check failed.
     pub fn check(&self) -> Result<()> {

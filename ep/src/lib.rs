@@ -37,6 +37,8 @@
 //! instead let each token's PE read its rows where they lie on the PEs of its node
 //! ([`LowLatencyCombine::Pull`], by default above hidden [`PULL_ABOVE_HIDDEN`]): a third of
 //! the traffic, for a wait at the next dispatch until every PE of the node has read.
+//! [`Buffer::clock_kernels`] times the low-latency kernels on the GPU's own clock
+//! ([`KernelClocks`]), as a profiler's kernel times do.
 //!
 //! # CUDA graphs
 //!
@@ -71,6 +73,7 @@
 
 mod bf16;
 mod buffer;
+mod clocks;
 mod combine;
 mod config;
 mod dispatch;
@@ -83,6 +86,7 @@ mod rows;
 
 pub use bf16::Bf16;
 pub use buffer::Buffer;
+pub use clocks::KernelClocks;
 pub use config::{Config, LowLatencyCombine, MAX_EXPERTS, MAX_PES, MAX_TOP_K, PULL_ABOVE_HIDDEN};
 pub use dispatch::{Dispatch, DispatchInput, Handle, Rows};
 pub use layout::Layout;

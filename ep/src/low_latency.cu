@@ -32,6 +32,37 @@
 // handler a remote atomic is a kernel on the receiver's GPU, which the receiver's waiting
 // kernels could hold back for good.
 
+// Kernel clocks (`Buffer::clock_kernels`): while `ep_clocks_on` is set, each low-latency kernel
+// keeps the earliest start and the latest end of its blocks (their first threads', on the
+// GPU's %globaltimer, in ns) in words 2 * slot and 2 * slot + 1 of `ep_clocks`; the host
+// resets them (start all ones, end 0) between readings.
+#define EP_CLOCK_WAIT_REDUCED 0
+#define EP_CLOCK_SEND 1
+#define EP_CLOCK_RECEIVE 2
+#define EP_CLOCK_GATHER 3
+#define EP_CLOCK_SEND_BACK 4
+#define EP_CLOCK_REDUCE 5
+#define EP_CLOCKS 6
+__device__ unsigned long long ep_clocks_on;
+__device__ unsigned long long ep_clocks[2 * EP_CLOCKS];
+
+__device__ __forceinline__ unsigned long long ep_clock_now() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+// Stamps its block's start when made and its end when the kernel's scope ends (any return).
+struct ep_clock {
+    int slot;
+    __device__ explicit ep_clock(int s) : slot(s) {
+        if (ep_clocks_on && threadIdx.x == 0) atomicMin(&ep_clocks[2 * slot], ep_clock_now());
+    }
+    __device__ ~ep_clock() {
+        if (ep_clocks_on && threadIdx.x == 0) atomicMax(&ep_clocks[2 * slot + 1], ep_clock_now());
+    }
+};
+
 // The first index of a refused token's row that is out of range or repeats an earlier one.
 __device__ __forceinline__ int ep_ll_first_bad(const long long* row, int k, int experts) {
     for (int j = 0; j < k; ++j) {
@@ -126,6 +157,7 @@ __device__ void ep_ll_put_landing(const ep_v4* row, int pieces, int fp8, unsigne
 // the send, launched as its programmatic dependent, start. Gives up when the host says so.
 extern "C" __global__ void ep_ll_wait_reduced(const fsh_u64* reduced, const fsh_u64* calls,
                                               const volatile fsh_u64* abort_word, fsh_u64* outcome) {
+    ep_clock clock(EP_CLOCK_WAIT_REDUCED);
     fsh_u64 combines = calls[1] * EP_LL_REDUCED_SHARE;
     for (int s = threadIdx.x; s < fsh_n_pes(); s += blockDim.x) {
         if (!fsh_ptr(reduced, s)) continue;
@@ -167,6 +199,7 @@ extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS) ep_ll_send(const ep
                                       int receive, int* recv_count, int* counts_out,
                                       const volatile fsh_u64* abort_word, fsh_u64* outcome, int* landed,
                                       int* sent_places) {
+    ep_clock clock(EP_CLOCK_SEND);
     // `rejected`: the host refused this PE's input (then it passes no tokens).
     ep_wait_prior_grid();
     fsh_u64 call = calls[0] + 1;
@@ -294,6 +327,7 @@ __device__ void ep_ll_receive_block(int local, const fsh_u64* signals, fsh_u64* 
 extern "C" __global__ void ep_ll_receive(int local, const fsh_u64* signals, fsh_u64* calls, fsh_u64* places,
                                          int* recv_count, int* counts_out, const volatile fsh_u64* abort_word,
                                          fsh_u64* outcome, int* landed) {
+    ep_clock clock(EP_CLOCK_RECEIVE);
     ep_ll_receive_block(local, signals, calls, places, recv_count, counts_out, abort_word, outcome, landed);
 }
 
@@ -304,6 +338,7 @@ extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS) ep_ll_gather(int lo
                                         const int* landing_slot, int pieces, int max_tokens, int fp8, ep_v4* packed,
                                         unsigned char* packed_fp8, float* packed_scales, int* packed_pe,
                                         int* packed_slot) {
+    ep_clock clock(EP_CLOCK_GATHER);
     int n = fsh_n_pes(), lane = threadIdx.x & 31, warps = blockDim.x >> 5;
     long long rows = (long long)n * max_tokens, records = (long long)local * rows;
     for (long long w = (long long)blockIdx.x * warps + (threadIdx.x >> 5); w < records; w += (long long)gridDim.x * warps) {
@@ -369,6 +404,7 @@ extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS) ep_ll_send_back(con
                                            unsigned* blocks_done, fsh_u64* signals, int rejected,
                                            fsh_u64* calls, ep_v4* packed, int* refused,
                                            const volatile fsh_u64* abort_word, fsh_u64* outcome, int pull) {
+    ep_clock clock(EP_CLOCK_SEND_BACK);
     // `rejected`: the host refused this PE's input: nothing is sent, and the signal says so (bit 63).
     fsh_u64 call = calls[1] + 1;
     int n = fsh_n_pes();
@@ -497,6 +533,7 @@ __device__ __forceinline__ void ep_ll_sum_rows(const ep_ll_rows& rows, const lon
 // waits for the send-back to finish.
 extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS) ep_ll_reduce(const ep_v4* back, const long long* topk, const float* weights, int tokens,
                                         int hidden, int k, const int* refused, ep_v4* out) {
+    ep_clock clock(EP_CLOCK_REDUCE);
     ep_wait_prior_grid();
     ep_ll_rows rows = {back, nullptr, nullptr, 0ull, 1, 0};
     ep_ll_sum_rows<8, false>(rows, topk, weights, tokens, hidden, k, refused, out);
@@ -511,6 +548,7 @@ extern "C" __global__ void __launch_bounds__(EP_ROW_THREADS, 2) ep_ll_reduce_pul
                                         int hidden, int k, const int* refused, ep_v4* out, const ep_v4* packed,
                                         const int* sent_places, const fsh_u64* signals, int local, int max_tokens,
                                         fsh_u64* reduced) {
+    ep_clock clock(EP_CLOCK_REDUCE);
     ep_wait_prior_grid();
     ep_ll_rows rows = {back, packed, sent_places, ep_ll_in_place_pes(signals), local, max_tokens};
     ep_ll_sum_rows<4, true>(rows, topk, weights, tokens, hidden, k, refused, out);

@@ -352,6 +352,52 @@ impl GpuModule {
             None => Ok(()),
         }
     }
+
+    /// The `u64` words of global variable `name` of this module, read on `stream` after the
+    /// work queued on it before (this waits for the stream).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when the module has no such global or its size is not a
+    /// whole number of words; a driver error.
+    pub fn read_global_words(&self, name: &str, stream: &CudaStream) -> Result<Vec<u64>> {
+        let (at, bytes) = self.global_words(name)?;
+        let mut words = vec![0u64; bytes / 8];
+        driver::copy_to_host_on(bytemuck::cast_slice_mut(&mut words), at, stream.cu_stream())?;
+        Ok(words)
+    }
+
+    /// Writes `words` into the first words of global variable `name` of this module on
+    /// `stream`, after the work queued on it before (`words` are copied before this returns).
+    ///
+    /// # Errors
+    /// As [`GpuModule::read_global_words`], and [`Error::OutOfBounds`] when the global holds
+    /// fewer words.
+    pub fn write_global_words(&self, name: &str, words: &[u64], stream: &CudaStream) -> Result<()> {
+        let (at, bytes) = self.global_words(name)?;
+        if words.len() > bytes / 8 {
+            return Err(Error::OutOfBounds {
+                what: "module global",
+                needed: words.len(),
+                available: bytes / 8,
+            });
+        }
+        driver::copy_from_host_async(at, bytemuck::cast_slice(words), stream.cu_stream())
+    }
+
+    /// The address and size of global `name`, a whole number of words; the context bound.
+    fn global_words(&self, name: &str) -> Result<(u64, usize)> {
+        driver::bind(&self.ctx)?;
+        let (at, bytes) = self
+            .module
+            .global(name)
+            .map_err(|_| Error::InvalidArgument(format!("the module has no global {name:?}")))?;
+        if bytes % 8 != 0 {
+            return Err(Error::InvalidArgument(format!(
+                "global {name:?} has {bytes} bytes, not a whole number of words"
+            )));
+        }
+        Ok((at, bytes))
+    }
 }
 
 const OPS: [&str; 11] = [

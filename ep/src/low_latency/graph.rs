@@ -33,6 +33,7 @@ use super::args::Received;
 use super::LowLatencyInput;
 use crate::bf16::Bf16;
 use crate::buffer::Buffer;
+use crate::clocks::KernelClocks;
 use crate::config::LowLatencyRegions;
 
 /// The inputs and output of a captured low-latency round, on this PE's GPU; the graph holds
@@ -279,6 +280,15 @@ impl<'a> LowLatencyGraph<'a> {
     /// The buffer's stream, where replays run.
     pub fn stream(&self) -> &Arc<CudaStream> {
         &self.buffer.stream
+    }
+
+    /// The buffer's kernel clocks since the last reading ([`Buffer::take_kernel_clocks`]):
+    /// the replays' kernels', if the clocks were on.
+    ///
+    /// # Errors
+    /// A driver error.
+    pub fn take_kernel_clocks(&mut self) -> Result<KernelClocks> {
+        self.buffer.take_kernel_clocks()
     }
 }
 
