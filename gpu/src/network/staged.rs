@@ -20,6 +20,15 @@ use crate::driver::{self, Pinned};
 /// The pinned bytes copies go through; a larger copy goes a piece of this size at a time.
 const STAGING_BYTES: usize = 1 << 20;
 
+/// A run of one aligned 4- or 8-byte word (an 8-byte `p`, a signal set) as a stream memory
+/// write: all such runs of a batch go in one driver call, where each would be a copy of its
+/// own, and no copy engine is set to work for them. The runs of a batch are disjoint, so
+/// their order among the copies does not matter.
+fn word_write(addr: u64, bytes: &[u8]) -> Option<driver::MemOp> {
+    let value = driver::Word::from_bytes(bytes)?;
+    (addr % value.size() == 0).then_some(driver::MemOp::WriteWord { addr, value })
+}
+
 /// The staging memory and what uses it.
 struct Staging {
     /// Deferred writes' bytes, at their staging offsets; reads' bytes.
@@ -113,11 +122,21 @@ impl Staged {
     /// packed together first); their bytes stay in use until the next wait.
     fn queue_runs(&self, staging: &mut Staging) -> Result<()> {
         let mut packed_at = staging.packed_used;
+        let mut words = Vec::new();
         for run in staging.pending.take_runs() {
             staging.queued = true;
             let stream = self.stream.cu_stream();
             if let [(at, len)] = run.parts[..] {
-                driver::copy_pinned_to_device_queued(run.addr, &staging.pinned, at, len, stream)?;
+                match word_write(run.addr, &staging.pinned.bytes()[at..at + len]) {
+                    Some(write) => words.push(write),
+                    None => driver::copy_pinned_to_device_queued(
+                        run.addr,
+                        &staging.pinned,
+                        at,
+                        len,
+                        stream,
+                    )?,
+                }
                 continue;
             }
             let start = packed_at;
@@ -132,7 +151,10 @@ impl Staged {
             let len = packed_at - start;
             driver::copy_pinned_to_device_queued(run.addr, &staging.packed, start, len, stream)?;
         }
-        Ok(())
+        if words.is_empty() {
+            return Ok(());
+        }
+        driver::batch_mem_ops(self.stream.cu_stream(), &words)
     }
 
     /// Copies the GPU bytes at `addr` into `out`, done when this returns.
@@ -280,5 +302,40 @@ impl Staged {
     /// Waits until every copy queued and every deferred write is done.
     pub fn drain(&self) -> Result<()> {
         self.idle().map(drop)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::word_write;
+    use crate::driver::{MemOp, Word};
+
+    fn written(addr: u64, bytes: &[u8]) -> Option<(u64, Word)> {
+        word_write(addr, bytes).map(|MemOp::WriteWord { addr, value }| (addr, value))
+    }
+
+    #[test]
+    fn only_aligned_words_become_stream_writes() {
+        let eight = 0x0102_0304_0506_0708u64.to_ne_bytes();
+        assert_eq!(
+            written(0x1000, &eight),
+            Some((0x1000, Word::U64(0x0102_0304_0506_0708)))
+        );
+        assert_eq!(
+            written(0x1004, &eight[..4]),
+            Some((0x1004, Word::U32(u32::from_ne_bytes([8, 7, 6, 5]))))
+        );
+        assert_eq!(
+            written(0x1004, &eight),
+            None,
+            "8 bytes at a 4-byte boundary"
+        );
+        assert_eq!(
+            written(0x1002, &eight[..4]),
+            None,
+            "4 bytes off their boundary"
+        );
+        assert_eq!(written(0x1000, &eight[..6]), None, "neither 4 nor 8 bytes");
+        assert_eq!(written(0x1000, &[]), None);
     }
 }
