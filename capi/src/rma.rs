@@ -101,8 +101,8 @@ pub(crate) fn get<T: Pod>(
     get_checked(routine, ctx, (dest, source), nelems, pe)
 }
 
-/// `get` on a context, to another node or with an argument to refuse (checked and reported): out of line, so that
-/// the fast path's frame stays small.
+/// `get` on a context, to another node or with an argument to refuse (checked and
+/// reported): out of line, so that the fast path's frame stays small.
 #[cold]
 #[inline(never)]
 fn get_checked<T: Pod>(
