@@ -15,7 +15,7 @@ mod ep_support;
 mod low_latency;
 
 use ep_support::{exclusive, job, upload, Routing, Shape};
-use ferroshmem::ep::{Bf16, Buffer, LowLatencyCombine, LowLatencyInput};
+use ferroshmem::ep::{Bf16, Buffer, LowLatencyCombine, LowLatencyInput, LowLatencyRound};
 use ferroshmem::gpu::DeviceBuffer;
 use ferroshmem::Error;
 use low_latency::{config, config_combining, round};
@@ -95,7 +95,7 @@ fn a_captured_round_replays_with_new_inputs_each_time() {
 
 /// Kernel clocks: off, a round leaves none; on, the dispatch's and the combine's kernels each
 /// show a span on the GPU's timer, shorter than the round took on the host; read once, they
-/// start over.
+/// start over; a captured round's replay is clocked too.
 #[test]
 fn kernel_clocks_time_the_rounds_kernels_only_while_on() {
     let Some(_turn) = exclusive("kernel_clocks_time_the_rounds_kernels_only_while_on") else {
@@ -122,6 +122,26 @@ fn kernel_clocks_time_the_rounds_kernels_only_while_on() {
         }
         let again = buffer.take_kernel_clocks()?;
         assert_eq!((again.dispatch_ns(), again.combine_ns()), (None, None));
+        // A captured round's replay, its kernels clocked as well.
+        let input = shape.input(pe.my_pe(), Routing::Random, 3);
+        let mut x = upload(&gpu, &input.x).await?;
+        let mut topk_idx = upload(&gpu, &input.topk_idx).await?;
+        let mut topk_weights = upload(&gpu, &input.topk_weights).await?;
+        let mut out = DeviceBuffer::<Bf16>::new(gpu.context(), input.tokens * shape.hidden)?;
+        let round = LowLatencyRound {
+            x: &mut x,
+            topk_idx: &mut topk_idx,
+            topk_weights: &mut topk_weights,
+            tokens: input.tokens,
+            fp8: false,
+            y: None,
+            out: &mut out,
+        };
+        let mut graph = buffer.capture_low_latency(round, |_| Ok(()))?;
+        graph.replay().await?;
+        let replayed = graph.take_kernel_clocks()?;
+        assert!(replayed.dispatch_ns().is_some() && replayed.combine_ns().is_some());
+        drop(graph);
         buffer.clock_kernels(false)?;
         buffer.destroy().await?;
         Ok(())
