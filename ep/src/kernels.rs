@@ -203,9 +203,8 @@ impl Kernels {
 
     /// Each clock's start to all ones and its end to 0, on `stream`.
     fn reset_clocks(&self, stream: &CudaStream) -> Result<()> {
-        let reset: Vec<u64> = (0..2 * crate::clocks::KERNELS)
-            .map(|w| if w % 2 == 0 { u64::MAX } else { 0 })
-            .collect();
+        let reset: [u64; 2 * crate::clocks::KERNELS] =
+            std::array::from_fn(|w| if w % 2 == 0 { u64::MAX } else { 0 });
         self.module.write_global_words("ep_clocks", &reset, stream)
     }
 
