@@ -446,16 +446,16 @@ __device__ unsigned long long ep_ll_in_place_pes(const fsh_u64* signals) {
 }
 
 // Slot `pair` (token * k + slot, expert e) of a token's row: where it lies on the expert's PE
-// if that PE combined in place (`in_place`), at the place the dispatch noted (held among the
-// expert's rows even where the caller's top-k is not the dispatch's), else this PE's `back`
-// row.
-__device__ __forceinline__ const ep_v4* ep_ll_slot_row(const ep_v4* back, const ep_v4* packed, const int* sent_places,
-                                                      long long e, long long pair, int local, long long rows, int pieces,
+// if that PE combined in place (`in_place`), at the place the dispatch noted (`place`, held
+// among the expert's rows even where the caller's top-k is not the dispatch's), else this PE's
+// `back` row.
+__device__ __forceinline__ const ep_v4* ep_ll_slot_row(const ep_v4* back, const ep_v4* packed, int place, long long e,
+                                                      long long pair, int local, long long rows, int pieces,
                                                       unsigned long long in_place) {
     int r = (int)(e / local);
     if (!((in_place >> r) & 1)) return back + pair * pieces;
-    long long place = min(max((long long)sent_places[pair], 0ll), rows - 1);
-    return (const ep_v4*)fsh_ptr(packed + ((e % local) * rows + place) * pieces, r);
+    long long at = min(max((long long)place, 0ll), rows - 1);
+    return (const ep_v4*)fsh_ptr(packed + ((e % local) * rows + at) * pieces, r);
 }
 
 // Counts this block on every PE of this node (its share of EP_LL_REDUCED_SHARE in this PE's
@@ -483,11 +483,32 @@ struct ep_ll_rows {
     int max_tokens;
 };
 
+// Slot `lane` of token t (lanes below k; k <= 32) of a pulling reduce: its row's address
+// and weight, 0 for an empty slot. The lanes load their slots' words together (the place
+// too, whether or not the slot's PE combined in place), so that a token's rows are found in
+// one round of loads rather than one a batch of slots.
+__device__ __forceinline__ unsigned long long ep_ll_lane_slot(const ep_ll_rows& rows, const long long* topk,
+                                                              const float* weights, long long t, int k, int pieces,
+                                                              long long expert_rows, int lane, float* weight) {
+    *weight = 0.0f;
+    if (lane >= k) return 0;
+    long long pair = t * k + lane;
+    long long e = topk[pair];
+    float w = weights[pair];
+    int place = rows.sent_places[pair];
+    if (e < 0) return 0;
+    *weight = w;
+    return (unsigned long long)ep_ll_slot_row(rows.back, rows.packed, place, e, pair, rows.local, expert_rows, pieces,
+                                              rows.in_place);
+}
+
 // Sums each token's rows weighted by its top-k weights, in f32 in slot order, rounded to
 // bf16, unless `refused`. A warp takes 32 pieces of one token at a time, so that the few
 // tokens of a low-latency call still spread over every warp of the grid; each lane loads a
 // batch of BATCH slots' pieces before adding any, so that its loads overlap. PULL: rows of
-// PEs in `rows.in_place` are read where they lie (ep_ll_slot_row); else all are `back` rows.
+// PEs in `rows.in_place` are read where they lie, found first by the warp's lanes
+// (ep_ll_lane_slot) and shared by shuffles; else all are `back` rows, found a batch at a time
+// (the addresses need no place: one round of loads fewer than finding them first).
 template <int BATCH, bool PULL>
 __device__ __forceinline__ void ep_ll_sum_rows(const ep_ll_rows& rows, const long long* topk, const float* weights,
                                                int tokens, int hidden, int k, const int* refused, ep_v4* out) {
@@ -497,7 +518,11 @@ __device__ __forceinline__ void ep_ll_sum_rows(const ep_ll_rows& rows, const lon
     for (long long w = (long long)blockIdx.x * warps + (threadIdx.x >> 5); w < work; w += (long long)gridDim.x * warps) {
         long long t = w / chunks;
         int i = (int)(w % chunks) * 32 + lane;
-        if (i >= pieces) continue;
+        // A lane past the row's end still shares its slot where the warp shuffles.
+        if (!PULL && i >= pieces) continue;
+        float slot_weight = 0.0f;
+        unsigned long long slot_row =
+            PULL ? ep_ll_lane_slot(rows, topk, weights, t, k, pieces, expert_rows, lane, &slot_weight) : 0;
         float a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
         for (int j0 = 0; j0 < k; j0 += BATCH) {
             ep_v4 v[BATCH];
@@ -506,14 +531,18 @@ __device__ __forceinline__ void ep_ll_sum_rows(const ep_ll_rows& rows, const lon
 #pragma unroll
             for (int u = 0; u < BATCH; ++u) {
                 int j = j0 + u;
-                long long e = j < k ? topk[t * k + j] : -1;
-                taken[u] = e >= 0;
-                weight[u] = taken[u] ? weights[t * k + j] : 0.0f;
-                const ep_v4* row = !taken[u] ? nullptr
-                                   : PULL ? ep_ll_slot_row(rows.back, rows.packed, rows.sent_places, e, t * k + j,
-                                                           rows.local, expert_rows, pieces, rows.in_place)
-                                          : rows.back + (t * k + j) * pieces;
-                v[u] = taken[u] ? row[i] : ep_v4{0, 0, 0, 0};
+                const ep_v4* row;
+                if (PULL) {
+                    row = (const ep_v4*)__shfl_sync(0xffffffffu, slot_row, j & 31);
+                    weight[u] = __shfl_sync(0xffffffffu, slot_weight, j & 31);
+                    taken[u] = j < k && row != nullptr;
+                } else {
+                    long long e = j < k ? topk[t * k + j] : -1;
+                    taken[u] = e >= 0;
+                    weight[u] = taken[u] ? weights[t * k + j] : 0.0f;
+                    row = !taken[u] ? nullptr : rows.back + (t * k + j) * pieces;
+                }
+                v[u] = taken[u] && (!PULL || i < pieces) ? row[i] : ep_v4{0, 0, 0, 0};
             }
 #pragma unroll
             for (int u = 0; u < BATCH; ++u) {
@@ -524,7 +553,7 @@ __device__ __forceinline__ void ep_ll_sum_rows(const ep_ll_rows& rows, const lon
                 a[6] = __fadd_rn(a[6], __fmul_rn(weight[u], ep_lo(v[u].w))); a[7] = __fadd_rn(a[7], __fmul_rn(weight[u], ep_hi(v[u].w)));
             }
         }
-        out[t * pieces + i] = ep_pack4(a);
+        if (i < pieces) out[t * pieces + i] = ep_pack4(a);
     }
 }
 
