@@ -32,9 +32,10 @@ pub enum LowLatencyCombine {
     /// The expert's PE writes each row into its token's PE (DeepEP's way), which then sums
     /// them: each row is read twice and written once more.
     Push,
-    /// Each token's PE reads its rows where they lie and sums them: a third of the traffic, but the
-    /// next dispatch first waits until every PE of the node has read this PE's rows (a kernel
-    /// of one block ahead of the send).
+    /// Each token's PE reads its rows where they lie and sums them: a third of the traffic, for
+    /// a second area of packed rows (the next dispatch writes the other one; a captured round,
+    /// which writes one area at every replay, first waits until every PE of the node has read
+    /// the last replay's rows).
     Pull,
 }
 
@@ -195,7 +196,9 @@ pub(crate) struct LowLatencyRegions {
     /// combines left in place each PE of this node has read (counted by its reduce).
     pub reduced: usize,
     /// Rows packed per local expert: `L × (n × T)` rows, in the order senders took places.
-    pub packed: usize,
+    /// Two areas where combines pull (a dispatch writes the area its predecessor did not,
+    /// so that none overwrites rows the other PEs may still be reading), else one, twice.
+    pub packed: [usize; 2],
     /// The packed rows cast to FP8 by an FP8 dispatch: `L × (n × T)` rows of `hidden` bytes.
     pub packed_fp8: usize,
     /// Their scales: `hidden / 128` `f32` a row.
@@ -346,7 +349,13 @@ impl Regions {
                     combine_signals: counters + (4 * n + local * n) * 8,
                     places: counters + (4 * n + local * n + n) * 8,
                     reduced: counters + (4 * n + local * n + n + local) * 8,
-                    packed: part(rows_of(staged))?,
+                    packed: {
+                        let first = part(rows_of(staged))?;
+                        match config.pulls() {
+                            true => [first, part(rows_of(staged))?],
+                            false => [first; 2],
+                        }
+                    },
                     packed_fp8: part(staged.checked_mul(config.hidden))?,
                     packed_scales: part(staged.checked_mul(config.hidden / 128 * 4))?,
                     packed_pe: part(staged.checked_mul(4))?,
@@ -494,5 +503,24 @@ mod tests {
             assert!(err.contains(says), "{err:?} should say {says:?}");
         }
         ok.check(4).unwrap();
+    }
+
+    #[test]
+    fn a_pulling_buffer_gets_two_areas_of_packed_rows_and_a_pushing_one_one() {
+        let row_bytes = 7168 * 2;
+        let rows = 32 * 8 * 128;
+        let pulling = Config::low_latency(128, 7168, 8, 256);
+        assert!(pulling.pulls());
+        let pushing = Config {
+            low_latency_combine: LowLatencyCombine::Push,
+            ..pulling.clone()
+        };
+        let two = Regions::new(&pulling, 8, false).unwrap();
+        let one = Regions::new(&pushing, 8, false).unwrap();
+        let [a, b] = two.low_latency.unwrap().packed;
+        assert!(b >= a + rows * row_bytes, "the areas overlap: {a} and {b}");
+        let [c, d] = one.low_latency.unwrap().packed;
+        assert_eq!(c, d);
+        assert_eq!(two.bytes - one.bytes, rows * row_bytes);
     }
 }

@@ -14,8 +14,10 @@
 // A buffer that pulls (`pull`, the host's choice) combines in place without sending anything
 // to PEs of its node: each source reads its rows where they lie, at the places its dispatch
 // noted (`sent_places`). Each block of its reduce then counts itself on every PE of the node
-// (`reduced`), and its dispatch first waits until every PE of the node has read what this
-// PE's combines left (one block, ep_ll_wait_reduced), so that no row is overwritten while read.
+// (`reduced`). The next dispatch writes its BF16 rows into the other of two areas (the host
+// alternates them), so that none lands where a reduce may still read; a captured round, whose
+// replays write one area, first waits until every PE of the node has read what this PE's
+// combines left (one block, ep_ll_wait_reduced).
 //
 // Call numbers live in device memory (`calls`: dispatches, then combines received so far),
 // read by each kernel and advanced by the call's waiting kernel, so that a CUDA graph of a

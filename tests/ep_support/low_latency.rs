@@ -236,8 +236,9 @@ fn first_tokens(mut input: Input, tokens: usize) -> Input {
 /// uploaded first, every output checked at the end), experts in place, one PE dispatching
 /// every token and the others one each, PE 0 in even rounds, PE 1 in odd ones: where
 /// combines pull, the heavy PE's reduce reads long after the others' have ended, and PE 1's
-/// next dispatch, had it not waited for every PE of the node to have read, would overwrite
-/// the rows it still reads.
+/// next dispatch, had it written the area of packed rows the previous one did, would
+/// overwrite the rows it still reads (each dispatch's rows must lie in the other area: checked
+/// too, as whether the overwrite shows in the values depends on timing).
 pub async fn back_to_back_rounds(
     gpu: &GpuPe,
     buffer: &mut Buffer,
@@ -260,6 +261,8 @@ pub async fn back_to_back_rounds(
         let out = DeviceBuffer::<Bf16>::new(gpu.context(), (mine.tokens * shape.hidden).max(1))?;
         staged.push((mine, x, topk_idx, topk_weights, out));
     }
+    let pulls = buffer.config().pulls();
+    let mut last_rows = None;
     for (mine, x, topk_idx, topk_weights, out) in &mut staged {
         let sent = buffer.low_latency_dispatch(LowLatencyInput {
             x,
@@ -269,6 +272,13 @@ pub async fn back_to_back_rounds(
             hook: false,
         })?;
         let d = sent.receive().await?;
+        if pulls && last_rows == Some(d.recv_x_ptr()) {
+            return Err(Error::InvalidArgument(format!(
+                "PE {me}: two dispatches in a row put their rows in one area ({:#x})",
+                d.recv_x_ptr()
+            )));
+        }
+        last_rows = Some(d.recv_x_ptr());
         experts_in_place(gpu, &d, shape)?;
         let handle = d.handle();
         buffer

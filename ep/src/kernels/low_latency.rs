@@ -43,8 +43,10 @@ pub(crate) struct LowLatencySendArgs {
     pub signals: u64,
     /// The call numbers (device: dispatches, then combines, received so far).
     pub calls: u64,
-    /// Reduced signals, where the buffer pulls (else 0): what each PE of this node has read
-    /// of the rows this PE's combines left in place (this PE's region).
+    /// Reduced signals, where the send must first wait until every PE of this node has read
+    /// the rows this PE's combines left in place (this PE's region): a captured round's send
+    /// of BF16 rows where the buffer pulls, which writes the area its last replay's combine
+    /// read. Else 0.
     pub reduced: u64,
     /// Each pair's place among its expert's rows (scratch, `max_tokens × top_k`).
     pub sent_places: u64,

@@ -42,11 +42,15 @@ impl Buffer {
         }
     }
 
-    /// The send kernel's arguments for `input`; `rejected`: the host refused it (no tokens).
+    /// The send kernel's arguments for `input`, into packed area `area`; `rejected`: the host
+    /// refused it (no tokens); `rewrites`: the area is the one the last combine read where it
+    /// pulled (a captured round's, at every replay), so that a send of BF16 rows first waits
+    /// until every PE of the node has read them.
     pub(super) fn low_latency_send_args(
         &self,
         input: &LowLatencyInput<'_>,
         rejected: bool,
+        (area, rewrites): (usize, bool),
     ) -> LowLatencySendArgs {
         let (state, regions) = self.low_latency_parts();
         let at = |offset: usize| self.base + offset as u64;
@@ -61,7 +65,7 @@ impl Buffer {
             experts: experts as i32,
             max_tokens: self.config.max_tokens as i32,
             places: at(regions.places),
-            packed: at(regions.packed),
+            packed: at(regions.packed[area]),
             packed_pe: at(regions.packed_pe),
             packed_slot: at(regions.packed_slot),
             fp8: input.fp8,
@@ -72,13 +76,17 @@ impl Buffer {
             status: state.status.addr(),
             signals: at(regions.signals),
             calls: state.calls.device_ptr(),
-            reduced: self.reduced_addr(),
+            reduced: match rewrites && !input.fp8 {
+                true => self.reduced_addr(),
+                false => 0,
+            },
             sent_places: state.sent_places.device_ptr(),
         }
     }
 
-    /// The receive hook's arguments, for a dispatch that cast its rows to FP8 or not.
-    pub(super) fn low_latency_receive_args(&self, fp8: bool) -> LowLatencyReceiveArgs {
+    /// The receive hook's arguments, for a dispatch into packed area `area` that cast its rows
+    /// to FP8 or not.
+    pub(super) fn low_latency_receive_args(&self, fp8: bool, area: usize) -> LowLatencyReceiveArgs {
         let (state, regions) = self.low_latency_parts();
         let at = |offset: usize| self.base + offset as u64;
         LowLatencyReceiveArgs {
@@ -88,7 +96,7 @@ impl Buffer {
             places: at(regions.places),
             recv_count: self.recv_count_addr(),
             counts_out: state.counts_out.addr(),
-            packed: at(regions.packed),
+            packed: at(regions.packed[area]),
             packed_fp8: at(regions.packed_fp8),
             packed_scales: at(regions.packed_scales),
             packed_pe: at(regions.packed_pe),
@@ -114,11 +122,12 @@ impl Buffer {
         state.scratch.device_ptr() + 4 * (self.config.num_experts as u64 + 1)
     }
 
-    /// The combine kernels' arguments: `y` (`None`: the packed rows), the dispatch's top-k
-    /// and weights, `out`, for `tokens` tokens; `rejected`: the host refused them.
+    /// The combine kernels' arguments: `y` (`None`: the packed rows of area `area`, the
+    /// dispatch's), the dispatch's top-k and weights, `out`, for `tokens` tokens; `rejected`:
+    /// the host refused them.
     pub(super) fn low_latency_combine_args(
         &self,
-        y: Option<&DeviceBuffer<Bf16>>,
+        (y, area): (Option<&DeviceBuffer<Bf16>>, usize),
         (topk_idx, topk_weights): (&DeviceBuffer<i64>, &DeviceBuffer<f32>),
         (out, tokens): (u64, usize),
         rejected: bool,
@@ -128,8 +137,8 @@ impl Buffer {
         let local = self.config.local_experts(self.gpu.n_pes());
         LowLatencyCombineArgs {
             local_experts: local as u32,
-            y: y.map_or(at(regions.packed), |y| y.device_ptr()),
-            packed: at(regions.packed),
+            y: y.map_or(at(regions.packed[area]), |y| y.device_ptr()),
+            packed: at(regions.packed[area]),
             packed_pe: at(regions.packed_pe),
             packed_slot: at(regions.packed_slot),
             recv_count: self.recv_count_addr(),

@@ -17,7 +17,10 @@
 //! combined tokens from [`LowLatencyGraph::out`]. The host's checks (lengths, token count)
 //! run once, at capture: a PE whose capture fails must not let the others replay (they would
 //! wait for it until [`Config::timeout`](crate::Config::timeout)). Expert indices are checked
-//! on the GPU at every replay, collectively, as for calls.
+//! on the GPU at every replay, collectively, as for calls. The packed rows' area too, where
+//! combines pull: every replay writes the rows its predecessor's combine read, so a replay's
+//! dispatch of BF16 rows first waits (one block) until every PE of the node has read them,
+//! where calls alternate between two areas and never wait.
 //!
 //! The normal mode cannot be captured: its receivers learn their row counts on the host
 //! (as DeepEP's normal mode).
@@ -64,6 +67,8 @@ pub struct LowLatencyRound<'a> {
 pub struct CapturedReceive<'s> {
     stream: &'s Arc<CudaStream>,
     buffer: &'s Buffer,
+    /// The packed rows' area the round writes.
+    area: usize,
 }
 
 impl CapturedReceive<'_> {
@@ -79,7 +84,7 @@ impl CapturedReceive<'_> {
 
     /// Device address of the packed BF16 rows (as [`super::LowLatencyDispatch::recv_x_ptr`]).
     pub fn recv_x_ptr(&self) -> u64 {
-        self.part(|r| r.packed)
+        self.part(|r| r.packed[self.area])
     }
 
     /// Device address of the packed FP8 rows of an FP8 round (`hidden` bytes a row).
@@ -98,7 +103,7 @@ impl CapturedReceive<'_> {
     }
 
     /// The device address of a part of the low-latency region.
-    fn part(&self, which: fn(&LowLatencyRegions) -> usize) -> u64 {
+    fn part(&self, which: impl Fn(&LowLatencyRegions) -> usize) -> u64 {
         let regions = self
             .buffer
             .regions
@@ -113,6 +118,8 @@ impl CapturedReceive<'_> {
 pub struct LowLatencyGraph<'a> {
     buffer: &'a mut Buffer,
     graph: Graph,
+    /// The packed rows' area every replay writes.
+    area: usize,
     received: Received,
     /// The round's inputs and output, which the graph reads and writes at every replay.
     round: LowLatencyRound<'a>,
@@ -151,11 +158,13 @@ impl Buffer {
             hook: false,
         };
         self.check_round(&input, &round)?;
-        let send = self.low_latency_send_args(&input, false);
-        let receive = self.low_latency_receive_args(round.fp8);
+        // The area the next call would write; each replay after the first rewrites it.
+        let area = state.area ^ 1;
+        let send = self.low_latency_send_args(&input, false, (area, true));
+        let receive = self.low_latency_receive_args(round.fp8, area);
         let weights = (&*round.topk_idx, &*round.topk_weights);
         let out = (round.out.device_ptr(), round.tokens);
-        let combine = self.low_latency_combine_args(round.y, weights, out, false);
+        let combine = self.low_latency_combine_args((round.y, area), weights, out, false);
         let places = self.places();
         let graph = self.gpu.capture(&self.stream, |stream| {
             self.kernels
@@ -163,12 +172,14 @@ impl Buffer {
             experts(&CapturedReceive {
                 stream,
                 buffer: self,
+                area,
             })?;
             self.kernels.low_latency_combine(stream, &combine, &places)
         })?;
         Ok(LowLatencyGraph {
             buffer: self,
             graph,
+            area,
             received: (Vec::new(), Vec::new()),
             round,
         })
@@ -229,6 +240,7 @@ impl<'a> LowLatencyGraph<'a> {
         let state = buffer.low_latency.as_mut().expect("a low-latency buffer");
         state.dispatches += 1;
         state.combines += 1;
+        state.area = self.area;
         buffer.start();
         if let Err(e) = self.graph.launch(&buffer.stream) {
             return Err(buffer.broke(e));

@@ -10,6 +10,11 @@
 //! the receiver's per-expert counter, so the order of an expert's rows is the order senders
 //! took places, and each row carries its source PE and (token × top_k + slot).
 //! [`LowLatencyDispatch::rows_from`] says how many rows each source sent each expert.
+//! Where combines pull ([`crate::LowLatencyCombine`]), the BF16 rows go into one of two
+//! areas, each dispatch the other: its rows may land while the PEs of the node still read the
+//! previous round's results where they lie, so that no dispatch waits for those reads (a
+//! captured round, which writes the same area at every replay, does; so does DeepEP's
+//! double buffer). [`LowLatencyDispatch::recv_x_ptr`] says where this dispatch's rows lie.
 //!
 //! Cast to FP8 ([`LowLatencyInput::fp8`]), each (token, expert) pair's warp casts the row on
 //! the way into the expert's packed rows (a kernel ahead to cast each token once, tried,
@@ -48,6 +53,9 @@ pub(crate) struct LowLatencyState {
     sent_places: DeviceBuffer<i32>,
     dispatches: u64,
     combines: u64,
+    /// The packed rows' area the latest dispatch wrote (0 or 1: see
+    /// [`LowLatencyRegions::packed`]).
+    area: usize,
     /// The dispatch whose combine is due, if any.
     awaiting_combine: Option<u64>,
 }
@@ -83,6 +91,7 @@ impl LowLatencyState {
             status: HostBuffer::new(gpu.context(), 3)?,
             dispatches: 0,
             combines: 0,
+            area: 0,
             awaiting_combine: None,
         })
     }
@@ -126,6 +135,8 @@ pub struct LowLatencySend<'a> {
 #[derive(Debug)]
 pub struct LowLatencyDispatch<'a> {
     buffer: &'a Buffer,
+    /// The packed rows' area the rows lie in.
+    area: usize,
     fp8: bool,
     recv_count: Vec<usize>,
     rows_from: Vec<usize>,
@@ -181,10 +192,12 @@ impl Buffer {
             )));
         }
         state.dispatches += 1;
+        state.area ^= 1;
+        let area = state.area;
         let refused = self.check_send(&input).err();
         let tokens = if refused.is_some() { 0 } else { input.tokens };
-        let args = self.low_latency_send_args(&input, refused.is_some());
-        let receive = (!input.hook).then(|| self.low_latency_receive_args(input.fp8));
+        let args = self.low_latency_send_args(&input, refused.is_some(), (area, false));
+        let receive = (!input.hook).then(|| self.low_latency_receive_args(input.fp8, area));
         self.start();
         if let Err(e) =
             self.kernels
@@ -246,8 +259,9 @@ impl Buffer {
             .expect("state of a low-latency buffer");
         state.combines += 1;
         state.awaiting_combine = None;
+        let area = state.area;
         let args = self.low_latency_combine_args(
-            y,
+            (y, area),
             topk,
             (out.device_ptr(), handle.tokens),
             refused.is_some(),
@@ -376,7 +390,8 @@ impl<'a> LowLatencySend<'a> {
             return Ok(());
         }
         self.receive_queued = true;
-        let args = buffer.low_latency_receive_args(self.fp8);
+        let area = buffer.low_latency.as_ref().map_or(0, |state| state.area);
+        let args = buffer.low_latency_receive_args(self.fp8, area);
         buffer
             .kernels
             .low_latency_receive(&buffer.stream, &args, &buffer.places())
@@ -425,6 +440,7 @@ impl<'a> LowLatencySend<'a> {
             dispatch: state.dispatches,
         };
         Ok(LowLatencyDispatch {
+            area: state.area,
             fp8: self.fp8,
             recv_count,
             rows_from,
@@ -462,9 +478,10 @@ impl LowLatencyDispatch<'_> {
 
     /// Device address of the packed rows: `L × (n·T)` rows of `hidden` [`Bf16`], local
     /// expert `e`'s first `recv_count()[e]` rows in use. Writable: the in-place combine
-    /// input.
+    /// input. Where combines pull, consecutive dispatches use two areas in turn: take it
+    /// from each dispatch.
     pub fn recv_x_ptr(&self) -> u64 {
-        self.buffer.base + self.regions().packed as u64
+        self.buffer.base + self.regions().packed[self.area] as u64
     }
 
     /// Rows each local expert's area holds (`n·T`): its stride in rows.
@@ -486,7 +503,7 @@ impl LowLatencyDispatch<'_> {
         let hidden = self.buffer.config.hidden;
         let rows = self.rows_of(expert)?;
         let first = expert * self.rows_per_expert() * hidden * 2;
-        self.copy_out(self.regions().packed + first, rows * hidden)
+        self.copy_out(self.regions().packed[self.area] + first, rows * hidden)
             .await
     }
 
