@@ -88,10 +88,18 @@ __device__ __noinline__ void fsh__qp_poll(fsh_qp_t* q, int pe) {
     fsh__atom_exch(&q->poll_lock, 0u);
 }
 
-// Rings the doorbell up to `end` unless a later one already did (the index only grows).
+// Rings the doorbell up to `end` at least, unless a later ring already did (the index only
+// grows): the lock's holder rings everything published so far (`ready`), and a thread waiting
+// for the lock gives up waiting once the doorbell has passed its `end`, so that the many
+// threads that post or wait at once do not queue for the lock one after another.
 __device__ __noinline__ void fsh__qp_ring(fsh_qp_t* q, fsh_u64 end) {
-    while (fsh__atom_cas(&q->post_lock, 0u, 1u) != 0u) fsh__spin();
+    while (fsh__atom_cas(&q->post_lock, 0u, 1u) != 0u) {
+        if (q->rung >= end) return;
+        fsh__spin();
+    }
     fsh__fence_gpu();
+    fsh_u64 ready = *(volatile fsh_u64*)&q->ready;
+    if (ready > end) end = ready;
     if (end > q->rung) {
         q->rung = end;
         *(volatile fsh_u32*)(q->dbr + 1) = fsh_ibgda_dbr_value((fsh_u32)end);
