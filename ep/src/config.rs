@@ -17,9 +17,11 @@ pub const MAX_TOP_K: usize = 32;
 /// Words at the head of each PE's row of a dispatch table: status, first bad token, its value.
 pub(crate) const ROW_HEAD: usize = 3;
 /// The hidden size above which [`LowLatencyCombine::Auto`] pulls: on one H200 with 8 PEs,
-/// 128 tokens a PE, top-8, a round (dispatch and combine) took as long either way at 4096,
-/// 14–15 µs less pulling at 7168 and 7 µs more at 128 (`scripts/compare-moe`).
-pub const PULL_ABOVE_HIDDEN: usize = 4096;
+/// 128 tokens a PE, top-8 (`scripts/compare-moe`, since dispatches into two areas no longer
+/// wait for the last combine's readers): the combine's kernel time 34.0 → 28.0 µs pulling at
+/// 2048 and 49.3 → 37.8 at 4096, the dispatch level; at 128 pushing was 7 µs a round faster.
+/// Sizes between 1024 and 2048 were not measured.
+pub const PULL_ABOVE_HIDDEN: usize = 1024;
 
 /// How a low-latency combine in place (the experts' results left in the received rows) gets
 /// each row to its token's PE on the same node. Rows for PEs on other nodes are always sent.
