@@ -508,12 +508,8 @@ impl DataPlane {
         view: SymSlice<'_, T>,
         needed: usize,
     ) -> Option<usize> {
-        let span = view
-            .span(HeapId(self.open_heap.load(Ordering::Relaxed)))
-            .ok()?;
-        let (area, reach) = view.reach();
-        (needed <= span.len && reach <= self.area_ends[area as usize])
-            .then_some(HEADER_SIZE + span.offset)
+        let span = self.span_in_area(view).ok()??;
+        (needed <= span.len).then_some(HEADER_SIZE + span.offset)
     }
 
     /// Checks that a view belongs to this PE's open heap and lies inside the area of the
@@ -521,15 +517,21 @@ impl DataPlane {
     /// its span. Every operation's view passes here before any memory is touched.
     #[inline(always)]
     pub(crate) fn span_of<T: Pod>(&self, view: SymSlice<'_, T>) -> Result<Span> {
-        let span = match view.span(HeapId(self.open_heap.load(Ordering::Relaxed))) {
-            Ok(span) => span,
-            Err(e) => return Err(self.refusal(e)),
-        };
-        let (area, reach) = view.reach();
-        if reach > self.area_ends[area as usize] {
-            return Err(Error::NotSymmetric);
+        match self.span_in_area(view) {
+            Ok(Some(span)) => Ok(span),
+            Ok(None) => Err(Error::NotSymmetric),
+            Err(e) => Err(self.refusal(e)),
         }
-        Ok(span)
+    }
+
+    /// A view's span in this PE's open heap (`Err`: the view's own check failed), if it lies
+    /// inside the area of the heap its allocation claims (`None`: it reaches past it). The
+    /// checks [`DataPlane::span_of`] and [`DataPlane::offset_if_valid`] share.
+    #[inline(always)]
+    fn span_in_area<T: Pod>(&self, view: SymSlice<'_, T>) -> Result<Option<Span>> {
+        let span = view.span(HeapId(self.open_heap.load(Ordering::Relaxed)))?;
+        let (area, reach) = view.reach();
+        Ok((reach <= self.area_ends[area as usize]).then_some(span))
     }
 
     /// The error of a view that failed its check: [`Error::Shutdown`] once the PE has shut
