@@ -129,6 +129,8 @@ pub struct LowLatencySend<'a> {
     refused: Option<Error>,
     tokens: usize,
     fp8: bool,
+    /// The packed rows' area the rows go to.
+    area: usize,
 }
 
 /// What this PE's experts received from a low-latency dispatch.
@@ -212,6 +214,7 @@ impl Buffer {
             refused,
             tokens,
             fp8: input.fp8,
+            area,
         })
     }
 
@@ -390,8 +393,7 @@ impl<'a> LowLatencySend<'a> {
             return Ok(());
         }
         self.receive_queued = true;
-        let area = buffer.low_latency.as_ref().map_or(0, |state| state.area);
-        let args = buffer.low_latency_receive_args(self.fp8, area);
+        let args = buffer.low_latency_receive_args(self.fp8, self.area);
         buffer
             .kernels
             .low_latency_receive(&buffer.stream, &args, &buffer.places())
@@ -440,7 +442,7 @@ impl<'a> LowLatencySend<'a> {
             dispatch: state.dispatches,
         };
         Ok(LowLatencyDispatch {
-            area: state.area,
+            area: self.area,
             fp8: self.fp8,
             recv_count,
             rows_from,
