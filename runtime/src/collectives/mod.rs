@@ -67,6 +67,7 @@ mod push;
 mod reduce;
 mod reduce_ops;
 mod scan;
+mod scratch;
 mod shapes;
 mod sync;
 

@@ -19,6 +19,7 @@ use std::sync::atomic::Ordering;
 use super::eager::{agree, Arrived, Payload, Senders, Stamp, DISAGREED};
 use super::plan::{MoveAlgorithm, ReduceAlgorithm};
 use super::reduce_ops::{BitwiseReducible, ReduceOp, Reducible};
+use super::scratch::Scratch;
 use super::shapes::{Shape, Tree};
 use super::{bytes_of, disjoint, holds, Descriptor, Kind};
 use crate::error::{Error, Result};
@@ -145,7 +146,7 @@ impl Team {
         let block = (BLOCK_BYTES / size).clamp(1, len.max(1));
         // Small messages combine in two stack buffers, larger ones in two heap blocks.
         let mut stack = [[0u64; SMALL_WORDS]; 2];
-        let mut heap: Vec<T>;
+        let mut heap: [Scratch<T>; 2];
         let (acc, tmp) = {
             let [a, t] = &mut stack;
             match (
@@ -154,8 +155,9 @@ impl Team {
             ) {
                 (Ok(a), Ok(t)) if block <= a.len() => (&mut a[..block], &mut t[..block]),
                 _ => {
-                    heap = vec![T::zeroed(); 2 * block];
-                    heap.split_at_mut(block)
+                    heap = [Scratch::zeroed(block), Scratch::zeroed(block)];
+                    let [a, t] = &mut heap;
+                    (&mut a[..], &mut t[..])
                 }
             }
         };
@@ -194,11 +196,11 @@ impl Team {
         count: usize,
         range: std::ops::Range<usize>,
         input: &impl Fn(usize) -> Input<'s, T>,
-    ) -> Result<Vec<T>> {
+    ) -> Result<Scratch<T>> {
         let len = range.len();
-        let mut parts = vec![T::zeroed(); count * len];
+        let mut parts: Vec<Scratch<T>> = (0..count).map(|_| Scratch::zeroed(len)).collect();
         let reads: Vec<_> = parts
-            .chunks_mut(len)
+            .iter_mut()
             .enumerate()
             .map(|(k, part)| {
                 let (src, pe) = input(k);
@@ -208,12 +210,12 @@ impl Team {
         for read in reads {
             read.await?;
         }
-        let (acc, rest) = parts.split_at_mut(len);
-        for other in rest.chunks(len) {
-            T::combine(op, acc, other);
+        let mut parts = parts.into_iter();
+        let mut acc = parts.next().unwrap_or_else(|| Scratch::zeroed(len));
+        for other in parts {
+            T::combine(op, &mut acc, &other);
         }
-        parts.truncate(len);
-        Ok(parts)
+        Ok(acc)
     }
 
     /// As [`Team::combine_into`] for inputs that all lie in this PE's own memory (its source

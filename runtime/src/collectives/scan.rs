@@ -122,7 +122,7 @@ impl Team {
         for start in (0..len).step_by(block) {
             let part = start..(start + block).min(len);
             let summed = self.combine_overlapped(ReduceOp::Sum, count, part, &input);
-            sums.extend(Box::pin(summed).await?);
+            sums.extend_from_slice(&Box::pin(summed).await?);
         }
         Ok(sums)
     }
