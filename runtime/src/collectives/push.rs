@@ -18,6 +18,7 @@
 
 use bytemuck::Pod;
 
+use super::scratch::Scratch;
 use super::Descriptor;
 use crate::error::Result;
 use crate::heap::SymSlice;
@@ -57,7 +58,7 @@ impl Team {
         let dp = self.dp();
         for &j in &away {
             let (there, here) = push(j);
-            let mut block = vec![T::zeroed(); here.len()];
+            let mut block = Scratch::<T>::zeroed(here.len());
             dp.get(&mut block, here, dp.my_pe()).await?;
             let sig = self.view::<u64>(self.inner.layout.sig(me), 1);
             landings.push(dp.put_signal(there, &block, sig, signal, SignalOp::Set, self.pe(j)));
