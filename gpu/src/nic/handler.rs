@@ -9,10 +9,11 @@
 //!
 //! Each queue keeps up to [`IN_FLIGHT`] requests going at once; their replies are taken in
 //! order (the agent runs one peer's requests in order, as an RC queue does). What one look
-//! finds goes together: the WQEs' local sources are read at once
-//! ([`LocalMemory::read_many`]), their requests leave in one message
-//! ([`Agent::submit_many`]), and the replies found are landed (deferred writes, one flush)
-//! before their CQEs are written. Noticing: a
+//! finds goes in groups of up to a MiB of sources: a group's local sources are read at once
+//! ([`LocalMemory::read_many`]) and its requests leave in one message
+//! ([`Agent::submit_many`]) before the next group is read, so the fabric carries one group
+//! while the next is read; the replies found are landed (deferred writes, one flush) before
+//! their CQEs are written. Noticing: a
 //! producer's doorbell record is memory that nothing signals, so the thread polls it: at
 //! once again while work comes, yielding its core for [`SPIN_AFTER_WORK`] after the last
 //! work (the next WQE of a kernel that waits for a CQE, or a reply, comes then: seen without
@@ -31,7 +32,9 @@ use std::time::{Duration, Instant};
 use ferroshmem_runtime::{Error, Result};
 
 use super::{Agent, AmoOp, Reply, Request, Status};
-use crate::ibgda::{AtomicOp, Completion, Consumer, DecodedWqe, Fence, Syndrome, WorkRequest};
+use crate::ibgda::{
+    AtomicOp, Completion, Consumer, DecodedWqe, Fence, Pending, Syndrome, WorkRequest,
+};
 
 /// The initiator's side of the WQEs' local buffers: a write's source, read before the
 /// request leaves, and a read's or an atomic's destination, written when the reply lands.
@@ -237,7 +240,8 @@ fn remember(failure: &Failure, e: Error) {
 }
 
 /// Decodes and sends the WQEs posted since the last look (up to [`IN_FLIGHT`] in flight),
-/// their local sources read together.
+/// in groups whose local sources are read together (see [`groups`]): each group leaves as
+/// soon as its sources are read, so the fabric carries one group while the next is read.
 fn take_new(q: &mut PeerQueue, agent: &Agent, copies: &dyn LocalMemory, failure: &Failure) -> bool {
     let mut taken = Vec::new();
     while q.working.len() + taken.len() < IN_FLIGHT {
@@ -256,16 +260,49 @@ fn take_new(q: &mut PeerQueue, agent: &Agent, copies: &dyn LocalMemory, failure:
     if taken.is_empty() {
         return false;
     }
-    let spans: Vec<(u64, usize)> = taken
+    for group in groups(taken) {
+        send_group(q, agent, copies, group);
+    }
+    true
+}
+
+/// The source bytes a group of WQEs reads at most (unless one WQE reads more): the pinned
+/// memory a batch of the handler's copies goes through.
+const GROUP_BYTES: usize = 1 << 20;
+
+/// `taken` cut, in order, into groups whose sources add up to at most [`GROUP_BYTES`] (a
+/// WQE that reads more is a group of its own).
+fn groups(taken: Vec<Pending>) -> Vec<Vec<Pending>> {
+    let mut out: Vec<Vec<Pending>> = Vec::new();
+    let mut bytes = 0;
+    for wqe in taken {
+        let len = source_span(&wqe.1).map_or(0, |(_, len)| len);
+        match out.last_mut() {
+            Some(group) if bytes + len <= GROUP_BYTES => {
+                bytes += len;
+                group.push(wqe);
+            }
+            _ => {
+                bytes = len;
+                out.push(vec![wqe]);
+            }
+        }
+    }
+    out
+}
+
+/// Reads the sources of `group`'s WQEs together and sends their requests in one message
+/// (where credit allows); a WQE that did not decode, or whose source could not be read, is
+/// refused.
+fn send_group(q: &mut PeerQueue, agent: &Agent, copies: &dyn LocalMemory, group: Vec<Pending>) {
+    let spans: Vec<(u64, usize)> = group
         .iter()
         .filter_map(|(_, decoded)| source_span(decoded))
         .collect();
     let mut sources = copies.read_many(&spans).into_iter();
-    // Each WQE's request (sent together below, in one message where credit allows) or why
-    // it was refused.
     let mut requests = Vec::new();
-    let mut planned = Vec::with_capacity(taken.len());
-    for (index, decoded) in taken {
+    let mut planned = Vec::with_capacity(group.len());
+    for (index, decoded) in group {
         tracing::trace!(peer = q.peer, index, ?decoded, "WQE taken");
         let source = source_span(&decoded).and_then(|_| sources.next());
         let request = decoded
@@ -290,7 +327,6 @@ fn take_new(q: &mut PeerQueue, agent: &Agent, copies: &dyn LocalMemory, failure:
         };
         q.working.push_back(working);
     }
-    true
 }
 
 /// Where a WQE's data is read from on this PE, if it carries local data to write.
@@ -488,4 +524,58 @@ fn refused(peer: usize, status: Status) -> Error {
     Error::Gpu(ferroshmem_runtime::GpuError::DeviceCheck(format!(
         "a network operation to PE {peer} was refused there: {status:?} (a key that is not the PE's or an address outside its GPU heap)"
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{groups, Pending, GROUP_BYTES};
+    use crate::ibgda::{DecodedWqe, WorkRequest, WqeFlags};
+
+    /// WQE `index`: a write of `len` source bytes, or a NOP (no source) for 0.
+    fn wqe(index: u16, len: u32) -> Pending {
+        let request = match len {
+            0 => WorkRequest::Nop,
+            len => WorkRequest::Write {
+                local: 0x1000,
+                lkey: 1,
+                remote: 0x2000,
+                rkey: 2,
+                len,
+            },
+        };
+        let decoded = DecodedWqe {
+            index,
+            opcode: 0,
+            ds: 0,
+            wqebbs: 1,
+            flags: WqeFlags::SIGNALED,
+            request,
+        };
+        (index, Ok(decoded))
+    }
+
+    fn shape(lens: &[u32]) -> Vec<Vec<u16>> {
+        let taken = lens.iter().enumerate().map(|(i, &l)| wqe(i as u16, l));
+        groups(taken.collect())
+            .into_iter()
+            .map(|g| g.into_iter().map(|(index, _)| index).collect())
+            .collect()
+    }
+
+    #[test]
+    fn groups_keep_the_order_and_read_at_most_a_mib_unless_one_wqe_reads_more() {
+        let half = (GROUP_BYTES / 2) as u32;
+        assert_eq!(shape(&[half, half, half]), vec![vec![0, 1], vec![2]]);
+        assert_eq!(
+            shape(&[half, 0, half, 0, 1]),
+            vec![vec![0, 1, 2, 3], vec![4]]
+        );
+        assert_eq!(
+            shape(&[4 * half, 8, 8]),
+            vec![vec![0], vec![1, 2]],
+            "a WQE larger than a group is one alone"
+        );
+        assert_eq!(shape(&[0, 0, 0]), vec![vec![0, 1, 2]]);
+        assert!(shape(&[]).is_empty());
+    }
 }
