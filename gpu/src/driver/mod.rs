@@ -533,6 +533,18 @@ impl Pinned {
         unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.add(offset), src.len()) }
     }
 
+    /// Has `fill` write the `len` bytes at byte `offset` (bytes no transfer is reading or
+    /// writing; transfers on other bytes of the allocation may be in flight), and returns
+    /// what it returns.
+    pub fn fill_at<R>(&self, offset: usize, len: usize, fill: impl FnOnce(&mut [u8]) -> R) -> R {
+        assert!(offset.checked_add(len).is_some_and(|end| end <= self.bytes));
+        // SAFETY: in bounds (checked above); the owner guarantees no transfer touches these
+        // bytes meanwhile and no other reference to them exists while `fill` runs (it holds
+        // the only one); no reference to the whole allocation is created.
+        let out = unsafe { std::slice::from_raw_parts_mut(self.ptr.add(offset), len) };
+        fill(out)
+    }
+
     /// Copies `out.len()` bytes at byte `offset` into `out` (memory no transfer is writing).
     pub fn read_into(&self, offset: usize, out: &mut [u8]) {
         assert!(offset + out.len() <= self.bytes);

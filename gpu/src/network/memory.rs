@@ -68,6 +68,16 @@ impl HeapMemory for GpuHeap {
         self.copies.to_device_deferred(addr, data)
     }
 
+    fn write_deferred_from(
+        &self,
+        addr: u64,
+        len: usize,
+        fill: &mut dyn FnMut(usize, &mut [u8]) -> Result<()>,
+    ) -> Result<()> {
+        tracing::trace!(addr, len, "NIC agent copy deferred, filled in place");
+        self.copies.to_device_deferred_from(addr, len, fill)
+    }
+
     fn write_ordered(&self, addr: u64, data: &[u8]) -> Result<()> {
         tracing::trace!(addr, len = data.len(), "NIC agent copy after the others");
         self.copies.to_device_after(addr, data)

@@ -272,19 +272,39 @@ impl Staged {
     /// at once. Deferred writes that overlap land in the order they were made: the writes
     /// waiting before one that overlaps them are queued first (the stream keeps the order).
     pub fn to_device_deferred(&self, addr: u64, data: &[u8]) -> Result<()> {
+        let mut copy = |offset: usize, out: &mut [u8]| {
+            out.copy_from_slice(&data[offset..offset + out.len()]);
+            Ok(())
+        };
+        self.to_device_deferred_from(addr, data.len(), &mut copy)
+    }
+
+    /// [`Staged::to_device_deferred`] of `len` bytes that `fill(offset, out)` writes
+    /// straight into the staging memory, a piece at a time (bytes `offset..offset +
+    /// out.len()` of them).
+    ///
+    /// # Errors
+    /// As [`Staged::to_device_deferred`], and `fill`'s (the pieces before are written).
+    pub fn to_device_deferred_from(
+        &self,
+        addr: u64,
+        len: usize,
+        fill: &mut dyn FnMut(usize, &mut [u8]) -> Result<()>,
+    ) -> Result<()> {
         driver::bind(&self.ctx)?;
         let mut staging = self.staging.lock().unwrap_or_else(PoisonError::into_inner);
-        for (i, piece) in data.chunks(STAGING_BYTES).enumerate() {
-            let to = addr + (i * STAGING_BYTES) as u64;
-            if staging.used + piece.len() > STAGING_BYTES {
+        for offset in (0..len).step_by(STAGING_BYTES) {
+            let piece = (len - offset).min(STAGING_BYTES);
+            let to = addr + offset as u64;
+            if staging.used + piece > STAGING_BYTES {
                 self.wait(&mut staging)?;
-            } else if staging.pending.overlaps(to, piece.len()) {
+            } else if staging.pending.overlaps(to, piece) {
                 self.issue_pending(&mut staging)?;
             }
             let at = staging.used;
-            staging.pinned.write_at(at, piece);
-            staging.pending.insert(to, at, piece.len());
-            staging.used = at + piece.len();
+            staging.pinned.fill_at(at, piece, |out| fill(offset, out))?;
+            staging.pending.insert(to, at, piece);
+            staging.used = at + piece;
         }
         Ok(())
     }

@@ -43,6 +43,23 @@ pub trait HeapMemory: Send + Sync + 'static {
     fn write_deferred(&self, addr: u64, data: &[u8]) -> Result<()> {
         self.write(addr, data)
     }
+    /// [`HeapMemory::write_deferred`] of `len` bytes that `fill(offset, out)` provides, a
+    /// piece at a time (`out` is to hold bytes `offset..offset + out.len()` of them): a GPU
+    /// heap has them written straight into its staging memory, with no copy of their own.
+    /// The default fills one buffer.
+    ///
+    /// # Errors
+    /// As [`HeapMemory::read`], and whatever `fill` returns (nothing more is written then).
+    fn write_deferred_from(
+        &self,
+        addr: u64,
+        len: usize,
+        fill: &mut dyn FnMut(usize, &mut [u8]) -> Result<()>,
+    ) -> Result<()> {
+        let mut data = vec![0; len];
+        fill(0, &mut data)?;
+        self.write_deferred(addr, &data)
+    }
     /// As [`HeapMemory::write_deferred`], but the heap's owner sees this write only after
     /// every write deferred before it (a signal after the data it announces). The default
     /// flushes first.

@@ -162,10 +162,10 @@ impl Shared {
             if cursor.taken + blocks > landed {
                 break;
             }
-            if scratch.len() < header.payload() {
-                scratch.resize(header.payload(), 0);
+            if scratch.len() < header.payload_read_first() {
+                scratch.resize(header.payload_read_first(), 0);
             }
-            let payload = &mut scratch[..header.payload()];
+            let payload = &mut scratch[..header.payload_read_first()];
             self.read_own(at + BLOCK, payload)?;
             tracing::trace!(
                 pe = self.me,
@@ -173,7 +173,7 @@ impl Shared {
                 seq = header.seq,
                 "NIC agent request performing"
             );
-            let outcome = self.perform(&header, payload);
+            let outcome = self.perform(&header, payload, at + BLOCK);
             tracing::trace!(pe = self.me, from = i, seq = header.seq, status = ?outcome.0, "NIC agent request performed");
             cursor.at += blocks;
             cursor.taken += blocks;
@@ -215,8 +215,10 @@ impl Shared {
         self.send_counted(i, at, std::mem::take(&mut replies.bytes), signal)
     }
 
-    /// Performs one request record on this PE's memory.
-    fn perform(&self, header: &Header, payload: &[u8]) -> Outcome {
+    /// Performs one request record on this PE's memory: `payload`, what of its payload was
+    /// read first ([`Header::payload_read_first`]), the rest still at byte `payload_at` of
+    /// the agent's buffer.
+    fn perform(&self, header: &Header, payload: &[u8], payload_at: usize) -> Outcome {
         let action = match action(header, payload) {
             Ok(Action::Nop) => return (Status::Ok, 0, Vec::new()),
             Ok(_) if header.rkey != self.rkey => return (Status::RemoteAccess, 0, Vec::new()),
@@ -225,7 +227,8 @@ impl Shared {
         };
         let memory = &self.memory;
         let (addr, len) = match &action {
-            Action::Write(data) | Action::OrderedWrite(data) => (header.addr, data.len()),
+            Action::Write(len) => (header.addr, *len),
+            Action::OrderedWrite(data) => (header.addr, data.len()),
             Action::Read(len) => (header.addr, *len),
             Action::Atomic(width, _) => (header.addr, width.bytes() as usize),
             Action::Nop => (0, 0),
@@ -234,7 +237,13 @@ impl Shared {
             return (status, 0, Vec::new());
         }
         let done = match action {
-            Action::Write(data) => memory.write_deferred(addr, data).map(|()| (0, Vec::new())),
+            Action::Write(len) => {
+                let mut from_ring =
+                    |offset: usize, out: &mut [u8]| self.read_own(payload_at + offset, out);
+                memory
+                    .write_deferred_from(addr, len, &mut from_ring)
+                    .map(|()| (0, Vec::new()))
+            }
             Action::OrderedWrite(data) => {
                 memory.write_ordered(addr, data).map(|()| (0, Vec::new()))
             }

@@ -126,6 +126,15 @@ impl Header {
         }
     }
 
+    /// The payload bytes the target reads before it performs the record: all but a plain
+    /// write's, which go from the ring straight to the heap's staging memory.
+    pub fn payload_read_first(&self) -> usize {
+        match self.kind {
+            WRITE => 0,
+            _ => self.payload(),
+        }
+    }
+
     /// The bytes of the reply.
     pub fn reply_len(&self) -> usize {
         if self.kind == READ {
@@ -321,7 +330,9 @@ fn write_chunks(kind: u8, (addr, rkey): (u64, u32), data: Vec<u8>, max: usize) -
 /// What a target is asked to do by one record.
 #[derive(Debug)]
 pub(crate) enum Action<'a> {
-    Write(&'a [u8]),
+    /// A write of this many bytes, the record's payload: read from the ring as it lands in
+    /// the heap (see [`Header::payload_read_first`]).
+    Write(usize),
     /// A write that must not be seen before the writes performed before it.
     OrderedWrite(&'a [u8]),
     Read(usize),
@@ -335,7 +346,7 @@ pub(crate) fn action<'a>(
     payload: &'a [u8],
 ) -> std::result::Result<Action<'a>, Status> {
     match header.kind {
-        WRITE => Ok(Action::Write(payload)),
+        WRITE => Ok(Action::Write(header.len as usize)),
         ORDERED_WRITE => Ok(Action::OrderedWrite(payload)),
         READ => Ok(Action::Read(header.len as usize)),
         ATOMIC => {
