@@ -41,7 +41,7 @@ impl Pe {
         let spans_nodes = dp.nodes().iter().any(|n| *n != dp.nodes()[0]);
         let rings = match spans_nodes {
             true => Some(
-                self.malloc::<u64>(GpuPe::network_ring_words(self.n_pes()))
+                self.malloc::<u64>(GpuPe::network_ring_words(self.n_pes())?)
                     .await?,
             ),
             false => None,

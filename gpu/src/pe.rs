@@ -248,7 +248,11 @@ impl GpuPe {
 
     /// The words of host symmetric memory [`GpuPe::init`] needs for the network path of a
     /// job of `n_pes` PEs spanning nodes.
-    pub fn network_ring_words(n_pes: usize) -> usize {
+    ///
+    /// # Errors
+    /// [`Error::Config`] for a `FERROSHMEM_NIC_RING` or `FERROSHMEM_NIC_CHUNK` that does not
+    /// parse or does not fit (see the README's network path).
+    pub fn network_ring_words(n_pes: usize) -> Result<usize> {
         crate::network::ring_words(n_pes)
     }
 

@@ -23,6 +23,7 @@ mod staged;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use cudarc::driver::CudaContext;
+use ferroshmem_runtime::config::{env_var, parse_size};
 use ferroshmem_runtime::{DataPlane, Error, Exchange, Result, SymBuffer};
 
 use crate::module::GpuModule;
@@ -81,22 +82,60 @@ pub(crate) struct NetworkParts {
     pub rings: SymBuffer<u64>,
 }
 
-/// The NIC agent's sizing for the network path: rings of 1 MiB (16 384 blocks) and chunks of
-/// 256 KiB, four times the agent's default, so that more of a large write is in flight (on
-/// the CPU machine across two namespace hosts, `nic_agent_latency --bw-mib 64`: write
-/// bandwidth 0.32–0.34 GB/s against 0.20–0.21 GB/s with the default rings, latency the
-/// same). Each PE then holds 2 MiB of host symmetric heap per PE of the job.
-fn agent_config() -> AgentConfig {
-    AgentConfig {
-        ring_blocks: 16 * 1024,
-        max_chunk: 256 * 1024,
-        timeout: None,
+/// The NIC agent's sizing for the network path, from `FERROSHMEM_NIC_RING` and
+/// `FERROSHMEM_NIC_CHUNK` (see [`agent_config_of`]).
+///
+/// # Errors
+/// As [`agent_config_of`].
+fn agent_config() -> Result<AgentConfig> {
+    agent_config_of(
+        env_var(&["FERROSHMEM_NIC_RING"])?.as_deref(),
+        env_var(&["FERROSHMEM_NIC_CHUNK"])?.as_deref(),
+    )
+}
+
+/// The NIC agent's sizing for the network path: `ring`, each ring's bytes (default 4 MiB),
+/// and `chunk`, the largest piece of a write or read (default 256 KiB), as
+/// `FERROSHMEM_SYMMETRIC_SIZE` takes sizes (`4M`, `256K`). Every PE of the job must use the
+/// same: the agents check it when they start. Each PE holds two rings per PE of the job in
+/// its host symmetric heap (pages are taken as the rings are used). The default ring is four
+/// times what it was: more of a large write in flight doubles the put bandwidth at 1 MiB
+/// across two hosts on the H200 machine (`scripts/compare-gpu-hosts`, rings of 1 MiB
+/// against 4 MiB in one call: 0.41, 0.43 against 0.89, 0.77 GB/s; 16 MiB alike).
+///
+/// # Errors
+/// [`Error::Config`] naming the variable, for a size that does not parse, a ring that is not
+/// a whole number of 64-byte blocks, or a chunk whose record does not fit in half a ring.
+fn agent_config_of(ring: Option<&str>, chunk: Option<&str>) -> Result<AgentConfig> {
+    let size = |name: &str, text: Option<&str>, default: usize| -> Result<usize> {
+        match text {
+            Some(text) => {
+                parse_size(text).map_err(|e| Error::Config(format!("{name}={text:?}: {e}")))
+            }
+            None => Ok(default),
+        }
+    };
+    let ring = size("FERROSHMEM_NIC_RING", ring, 4 << 20)?;
+    if ring % 64 != 0 {
+        return Err(Error::Config(format!(
+            "FERROSHMEM_NIC_RING={ring}: a ring is a whole number of 64-byte blocks"
+        )));
     }
+    let config = AgentConfig {
+        ring_blocks: ring / 64,
+        max_chunk: size("FERROSHMEM_NIC_CHUNK", chunk, 256 << 10)?,
+        timeout: None,
+    };
+    config.check()?;
+    Ok(config)
 }
 
 /// The `u64` words of host symmetric memory the network path of a job of `n_pes` needs.
-pub fn ring_words(n_pes: usize) -> usize {
-    agent_config().ring_words(n_pes)
+///
+/// # Errors
+/// As the agent's sizing from the environment (`FERROSHMEM_NIC_RING`, `FERROSHMEM_NIC_CHUNK`).
+pub fn ring_words(n_pes: usize) -> Result<usize> {
+    Ok(agent_config()?.ring_words(n_pes))
 }
 
 impl Network {
@@ -129,7 +168,7 @@ impl Network {
             parts.exchange.clone(),
             parts.rings,
             Arc::new(heap),
-            agent_config(),
+            agent_config()?,
         )
         .await?;
         let agent = Arc::new(agent);
@@ -242,6 +281,32 @@ pub(crate) fn service_context_or_own(pe: &crate::GpuPe) -> Arc<CudaContext> {
                 "no CUDA context for the network path's services: their copies run in the PE's own context, where work queued behind a kernel waiting for them can hold them back"
             );
             pe.context().clone()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::agent_config_of;
+    use ferroshmem_runtime::Error;
+
+    #[test]
+    fn the_agent_is_sized_from_the_environment_or_refuses_with_the_variable_named() {
+        let default = agent_config_of(None, None).unwrap();
+        assert_eq!((default.ring_blocks, default.max_chunk), (65536, 256 << 10));
+        let set = agent_config_of(Some("1M"), Some("64K")).unwrap();
+        assert_eq!((set.ring_blocks, set.max_chunk), (16384, 64 << 10));
+        for (ring, chunk, says) in [
+            (Some("4 apples"), None, "FERROSHMEM_NIC_RING"),
+            (None, Some("lots"), "FERROSHMEM_NIC_CHUNK"),
+            (Some("1000"), None, "64-byte blocks"),
+            (Some("1M"), Some("1M"), "half a ring"),
+            (Some("16M"), None, "fewer than"),
+        ] {
+            match agent_config_of(ring, chunk) {
+                Err(Error::Config(text)) => assert!(text.contains(says), "{text}"),
+                other => panic!("{ring:?} / {chunk:?}: {other:?}"),
+            }
         }
     }
 }

@@ -87,7 +87,12 @@ impl AgentConfig {
         .words()
     }
 
-    fn check(&self) -> Result<()> {
+    /// Checks that a chunk's record fits in half a ring, and a ring in what a write's notice
+    /// can count.
+    ///
+    /// # Errors
+    /// [`Error::Config`] saying what does not fit.
+    pub fn check(&self) -> Result<()> {
         let fits = self.max_chunk >= 8
             && self.max_chunk <= u32::MAX as usize
             && record_blocks(self.max_chunk) * 2 <= self.ring_blocks
