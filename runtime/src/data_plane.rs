@@ -508,8 +508,8 @@ impl DataPlane {
         view: SymSlice<'_, T>,
         needed: usize,
     ) -> Option<usize> {
-        let span = self.span_in_area(view).ok()??;
-        (needed <= span.len).then_some(HEADER_SIZE + span.offset)
+        let span = self.open_span(view).ok()?;
+        (needed <= span.len && self.in_claimed_area(view)).then_some(HEADER_SIZE + span.offset)
     }
 
     /// Checks that a view belongs to this PE's open heap and lies inside the area of the
@@ -517,21 +517,31 @@ impl DataPlane {
     /// its span. Every operation's view passes here before any memory is touched.
     #[inline(always)]
     pub(crate) fn span_of<T: Pod>(&self, view: SymSlice<'_, T>) -> Result<Span> {
-        match self.span_in_area(view) {
-            Ok(Some(span)) => Ok(span),
-            Ok(None) => Err(Error::NotSymmetric),
-            Err(e) => Err(self.refusal(e)),
+        let span = match self.open_span(view) {
+            Ok(span) => span,
+            Err(e) => return Err(self.refusal(e)),
+        };
+        if !self.in_claimed_area(view) {
+            return Err(Error::NotSymmetric);
         }
+        Ok(span)
     }
 
-    /// A view's span in this PE's open heap (`Err`: the view's own check failed), if it lies
-    /// inside the area of the heap its allocation claims (`None`: it reaches past it). The
-    /// checks [`DataPlane::span_of`] and [`DataPlane::offset_if_valid`] share.
+    /// A view's span in this PE's open heap (the view's own checks).
     #[inline(always)]
-    fn span_in_area<T: Pod>(&self, view: SymSlice<'_, T>) -> Result<Option<Span>> {
-        let span = view.span(HeapId(self.open_heap.load(Ordering::Relaxed)))?;
+    fn open_span<T: Pod>(&self, view: SymSlice<'_, T>) -> Result<Span> {
+        view.span(HeapId(self.open_heap.load(Ordering::Relaxed)))
+    }
+
+    /// Whether a view, and whatever may be derived from it, stays inside the area of the
+    /// heap its allocation claims. [`DataPlane::span_of`] and
+    /// [`DataPlane::offset_if_valid`] share it with [`DataPlane::open_span`], as early
+    /// returns: a `Result<Option<Span>>` of the two checks together cost `put` 8 B + `quiet`
+    /// about 2 % (`scripts/compare-revisions`).
+    #[inline(always)]
+    fn in_claimed_area<T: Pod>(&self, view: SymSlice<'_, T>) -> bool {
         let (area, reach) = view.reach();
-        Ok((reach <= self.area_ends[area as usize]).then_some(span))
+        reach <= self.area_ends[area as usize]
     }
 
     /// The error of a view that failed its check: [`Error::Shutdown`] once the PE has shut
