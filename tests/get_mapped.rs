@@ -1,6 +1,7 @@
-//! `DataPlane::get_mapped`, the C ABI's fast path of `get`: it reads what `get` reads on a
-//! mapped route, and declines (reading and counting nothing) whatever `get` would refuse or
-//! send elsewhere, so that its caller falls back to `get` for the error.
+//! `DataPlane::get_mapped` and `DataPlane::put_mapped`, the C ABI's fast paths of `get` and
+//! `put`: they move what `get` and `put` move on a mapped route, and decline (moving and
+//! counting nothing) whatever those would refuse or send elsewhere, so that their caller
+//! falls back to `get` or `put` for the error.
 
 mod common;
 
@@ -39,6 +40,47 @@ fn reads_a_mapped_peer_and_declines_what_get_would_refuse() {
         pe.free(buf).await?;
         Ok::<_, Error>(())
     });
+    finish(job);
+}
+
+#[test]
+fn writes_a_mapped_peer_and_declines_what_put_would_refuse() {
+    let job = run_local(2, |pe| async move {
+        let buf = pe.malloc::<u64>(4).await?;
+        pe.barrier_all().await?;
+        let dp = pe.data_plane();
+        let (me, peer) = (pe.my_pe() as u64, 1 - pe.my_pe());
+        let v = 100 + 10 * me;
+        assert!(dp.put_mapped(&buf, &[v, v + 1, v + 2, v + 3], peer));
+        assert!(dp.put_mapped(buf.slice(3..), &[v + 9], peer));
+        // More than the view holds, a PE out of range: declined, nothing written.
+        assert!(!dp.put_mapped(&buf, &[7u64; 5], peer));
+        assert!(!dp.put_mapped(buf.slice(1..), &[7u64; 4], peer));
+        assert!(!dp.put_mapped(&buf, &[7u64], 2));
+        assert!(matches!(
+            pe.put(buf.slice(1..), &[7u64; 4], peer).await,
+            Err(Error::OutOfBounds { .. })
+        ));
+        pe.barrier_all().await?;
+        let mut got = [0u64; 4];
+        pe.get(&mut got, &buf, pe.my_pe()).await?;
+        let p = 100 + 10 * peer as u64;
+        assert_eq!(
+            got,
+            [p, p + 1, p + 2, p + 9],
+            "the peer's puts, and nothing else"
+        );
+        pe.barrier_all().await?;
+        pe.free(buf).await?;
+        Ok::<_, Error>(())
+    });
+    finish(job);
+}
+
+/// Waits for a two-PE job (20 s at most) and fails on any PE's error.
+fn finish<F: std::future::Future<Output = ferroshmem::Result<Vec<ferroshmem::Result<()>>>>>(
+    job: F,
+) {
     let outcomes = runtime()
         .block_on(async { tokio::time::timeout(Duration::from_secs(20), job).await })
         .expect("the job ended in time")

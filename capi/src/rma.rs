@@ -40,13 +40,26 @@ pub(crate) fn put<T: Pod>(
             s.try_view(dest, nelems),
             s.try_pe(pe),
         ) {
-            let landing = s.dp().put(to, from, p);
-            if landing.succeeded_at_once().is_none() {
-                ok(routine, s.block(landing));
+            if s.dp().put_mapped(to, from, p) {
+                return;
             }
-            return;
         }
     }
+    put_checked(routine, ctx, (dest, source), nelems, pe)
+}
+
+/// `put` on a context, or with an argument to refuse (checked and reported): out of line, as
+/// [`get_checked`].
+#[cold]
+#[inline(never)]
+fn put_checked<T: Pod>(
+    routine: &'static str,
+    ctx: usize,
+    (dest, source): (*mut T, *const T),
+    nelems: usize,
+    pe: c_int,
+) {
+    let s = shmem(routine);
     let done = raw::local(source, nelems, "source").and_then(|source| {
         let (dest, pe) = (s.view(dest, nelems)?, s.pe_of(pe)?);
         match s.context(ctx)? {

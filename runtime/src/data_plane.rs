@@ -219,6 +219,7 @@ impl DataPlane {
     }
 
     /// Whether [`DataPlane::shut_down`] has run.
+    #[inline]
     pub fn is_shut_down(&self) -> bool {
         self.open_heap.load(Ordering::Relaxed) != self.heap.0
     }

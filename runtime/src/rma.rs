@@ -96,7 +96,7 @@ impl DataPlane {
         let (route, at) = self.validate(pe, || self.locate(dest, len, "put destination"))?;
         Ok(match route {
             Route::Mapped(target) => {
-                self.put_mapped(target, at, bytes, pe);
+                self.write_mapped(target, at, bytes, pe);
                 None
             }
             Route::Remote => Some(self.remote_in(domain, Op::Put, pe, (bytes.len(), at), || {
@@ -107,11 +107,34 @@ impl DataPlane {
 
     /// The mapped arm of a put: copies `bytes` to mapping offset `at` of `target` (PE `pe`).
     #[inline(always)]
-    fn put_mapped(&self, target: &Segment, at: usize, bytes: &[u8], pe: usize) {
+    fn write_mapped(&self, target: &Segment, at: usize, bytes: &[u8], pe: usize) {
         self.mapped(Op::Put, pe, bytes.len(), || {
             target.mapping().write(at, bytes);
             publish(target, at, at + bytes.len());
         });
+    }
+
+    /// [`DataPlane::put`] when it can complete at once on a mapped route: `true` once the
+    /// data is in place; `false`, with nothing written or counted, for a peer on another node
+    /// or an argument [`DataPlane::put`] would refuse (then call it: it says why). For
+    /// callers that cannot inline the whole operation (the C ABI), as
+    /// [`DataPlane::get_mapped`].
+    #[inline(always)]
+    pub fn put_mapped<'s, T: Pod>(
+        &self,
+        dest: impl Into<SymSlice<'s, T>>,
+        src: &[T],
+        pe: usize,
+    ) -> bool {
+        let dest = dest.into();
+        let Some(Route::Mapped(target)) = self.routes.get(pe) else {
+            return false;
+        };
+        let Some(at) = self.offset_if_valid(dest, src.len()) else {
+            return false;
+        };
+        self.write_mapped(target, at, bytemuck::cast_slice(src), pe);
+        true
     }
 
     /// [`DataPlane::put`] of bytes the caller hands over: to a PE of another node they
@@ -124,7 +147,7 @@ impl DataPlane {
         let valid = self.validate(pe, || self.locate(dest, data.len(), "put destination"));
         match valid {
             Ok((Route::Mapped(target), at)) => {
-                self.put_mapped(target, at, &data, pe);
+                self.write_mapped(target, at, &data, pe);
                 Landing::ready(Ok(()))
             }
             Ok((Route::Remote, at)) => {

@@ -189,10 +189,12 @@ impl Segment {
 
     /// Bit `i` set: watch slot `i` holds a sleeper's range; bit 63: some sleeper may watch
     /// everything (see the wildcard count).
+    #[inline]
     fn watchers(&self) -> &AtomicU64 {
         self.map.atomic(WATCHERS_OFFSET)
     }
 
+    #[inline]
     fn wildcards(&self) -> &AtomicU32 {
         self.map.atomic(WILDCARD_OFFSET)
     }
@@ -236,6 +238,7 @@ impl Segment {
         self.map.atomic(Self::barrier_flag_offset(round))
     }
 
+    #[inline]
     fn slot(&self, i: usize) -> (&AtomicU64, &AtomicU64) {
         let at = WATCH_SLOTS_OFFSET + i * 16;
         (self.map.atomic(at), self.map.atomic(at + 8))

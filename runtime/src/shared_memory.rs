@@ -167,7 +167,7 @@ impl SharedMapping {
         // overlap; raw copies of bytes are valid under concurrent access by other processes.
         unsafe {
             let dst = self.base.as_ptr().add(offset);
-            if src.len() >= streaming_threshold() {
+            if src.len() >= MIN_STREAMING && src.len() >= streaming_threshold() {
                 streaming_copy(src, dst);
             } else {
                 copy_nonoverlapping_bytes(src.as_ptr(), dst, src.len());
@@ -253,8 +253,11 @@ unsafe fn copy_nonoverlapping_bytes(src: *const u8, dst: *mut u8, len: usize) {
     }
 }
 
+/// The smallest [`streaming_threshold`]: smaller copies skip asking it.
+const MIN_STREAMING: usize = 1 << 20;
+
 /// Copies at least this large use streaming stores: half the last-level cache (read once from
-/// sysfs; 16 MiB when unknown).
+/// sysfs; 16 MiB when unknown), at least [`MIN_STREAMING`].
 fn streaming_threshold() -> usize {
     static THRESHOLD: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *THRESHOLD.get_or_init(|| {
@@ -267,7 +270,7 @@ fn streaming_threshold() -> usize {
                 crate::config::parse_size(size.trim()).ok()
             })
             .max();
-        llc.map_or(16 << 20, |bytes| (bytes / 2).max(1 << 20))
+        llc.map_or(16 << 20, |bytes| (bytes / 2).max(MIN_STREAMING))
     })
 }
 
