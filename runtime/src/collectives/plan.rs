@@ -219,11 +219,11 @@ mod tests {
         let four = plan(&[0; 4]);
         assert_eq!(four.sync(), SyncAlgorithm::Flat);
         assert_eq!(four.broadcast(8), BroadcastAlgorithm::Eager);
-        assert_eq!(four.broadcast(32), BroadcastAlgorithm::Eager);
+        assert_eq!(four.broadcast(256), BroadcastAlgorithm::Eager);
         assert_eq!(
-            four.broadcast(256),
+            four.broadcast(512),
             BroadcastAlgorithm::Tree(Shape::Star),
-            "read in place past one line"
+            "read in place past eager_broadcast_bytes"
         );
         assert_eq!(four.broadcast(4096), BroadcastAlgorithm::Tree(Shape::Star));
         assert_eq!(four.reduce(8), ReduceAlgorithm::Eager);
