@@ -12,7 +12,7 @@ use bytemuck::Pod;
 use ferroshmem_runtime::{Error, Result};
 
 use crate::raw;
-use crate::state::{ok, shmem, DEFAULT_CONTEXT};
+use crate::state::{ok, shmem, Shmem, DEFAULT_CONTEXT};
 use crate::types::LongDouble;
 
 /// A C `ptrdiff_t` stride as the runtime's: at least 0.
@@ -33,19 +33,33 @@ pub(crate) fn put<T: Pod>(
     nelems: usize,
     pe: c_int,
 ) {
-    let s = shmem(routine);
-    if ctx == DEFAULT_CONTEXT {
-        if let (Some(from), Some(to), Some(p)) = (
-            raw::try_local(source, nelems),
-            s.try_view(dest, nelems),
-            s.try_pe(pe),
-        ) {
-            if s.dp().put_mapped(to, from, p) {
-                return;
-            }
-        }
+    if !put_at_once(shmem(routine), ctx, (dest, source), nelems, pe) {
+        put_checked(routine, ctx, (dest, source), nelems, pe)
     }
-    put_checked(routine, ctx, (dest, source), nelems, pe)
+}
+
+/// The fast path of every put on the default context: `true` once `nelems` elements of
+/// `source` are in `dest` on a mapped `pe` (a put there completes at once, `_nbi` or not);
+/// `false`, with nothing written, where the checked path must run.
+#[inline(always)]
+fn put_at_once<T: Pod>(
+    s: &Shmem,
+    ctx: usize,
+    (dest, source): (*mut T, *const T),
+    nelems: usize,
+    pe: c_int,
+) -> bool {
+    if ctx != DEFAULT_CONTEXT {
+        return false;
+    }
+    match (
+        raw::try_local(source, nelems),
+        s.try_view(dest, nelems),
+        s.try_pe(pe),
+    ) {
+        (Some(from), Some(to), Some(p)) => s.dp().put_mapped(to, from, p),
+        _ => false,
+    }
 }
 
 /// `put` on a context, or with an argument to refuse (checked and reported): out of line, as
@@ -73,6 +87,22 @@ fn put_checked<T: Pod>(
 /// `put_nbi`: as `put`, complete at the context's `quiet`.
 #[inline(always)]
 pub(crate) fn put_nbi<T: Pod>(
+    routine: &'static str,
+    ctx: usize,
+    (dest, source): (*mut T, *const T),
+    nelems: usize,
+    pe: c_int,
+) {
+    if !put_at_once(shmem(routine), ctx, (dest, source), nelems, pe) {
+        put_nbi_checked(routine, ctx, (dest, source), nelems, pe)
+    }
+}
+
+/// `put_nbi` on a context, to another node or with an argument to refuse (checked and
+/// reported): out of line, as [`put_checked`].
+#[cold]
+#[inline(never)]
+fn put_nbi_checked<T: Pod>(
     routine: &'static str,
     ctx: usize,
     (dest, source): (*mut T, *const T),
@@ -163,16 +193,17 @@ pub(crate) fn get_nbi<T: Pod>(
 /// `p`: one element into symmetric `dest` on `pe`.
 #[inline(always)]
 pub(crate) fn p<T: Pod>(routine: &'static str, ctx: usize, dest: *mut T, value: T, pe: c_int) {
-    let s = shmem(routine);
-    if ctx == DEFAULT_CONTEXT {
-        if let (Some(to), Some(p)) = (s.try_view(dest, 1), s.try_pe(pe)) {
-            let landing = s.dp().p(to, value, p);
-            if landing.succeeded_at_once().is_none() {
-                ok(routine, s.block(landing));
-            }
-            return;
-        }
+    if !put_at_once(shmem(routine), ctx, (dest, &value), 1, pe) {
+        p_checked(routine, ctx, dest, value, pe)
     }
+}
+
+/// `p` on a context, to another node or with an argument to refuse (checked and reported):
+/// out of line, as [`put_checked`].
+#[cold]
+#[inline(never)]
+fn p_checked<T: Pod>(routine: &'static str, ctx: usize, dest: *mut T, value: T, pe: c_int) {
+    let s = shmem(routine);
     let done = s.view(dest, 1).and_then(|dest| {
         let pe = s.pe_of(pe)?;
         match s.context(ctx)? {
