@@ -58,7 +58,18 @@ impl DataPlane {
         src: &[T],
         pe: usize,
     ) -> Landing<()> {
-        match self.start_put(dest.into(), bytemuck::cast_slice(src), src.len(), pe, None) {
+        let dest = dest.into();
+        if self.put_mapped(dest, src, pe) {
+            return Landing::ready(Ok(()));
+        }
+        self.put_checked(dest, src, pe)
+    }
+
+    /// [`DataPlane::put`] past its mapped fast path: to another node, or refused with the
+    /// reason. Out of line, so that the fast path inlined into callers stays small.
+    #[inline(never)]
+    fn put_checked<T: Pod>(&self, dest: SymSlice<'_, T>, src: &[T], pe: usize) -> Landing<()> {
+        match self.start_put(dest, bytemuck::cast_slice(src), src.len(), pe, None) {
             Ok(None) => Landing::ready(Ok(())),
             Ok(Some(remote)) => Landing::remote(self.awaited(remote), nothing),
             Err(e) => Landing::ready(Err(e)),
@@ -167,8 +178,22 @@ impl DataPlane {
         src: impl Into<SymSlice<'s, T>>,
         pe: usize,
     ) -> GetLanding<'a> {
-        let dest: &'a mut [u8] = bytemuck::cast_slice_mut(dest);
-        match self.start_get(dest, src.into(), pe, None) {
+        let src = src.into();
+        if self.get_mapped(dest, src, pe) {
+            return GetLanding::ready(Ok(()));
+        }
+        self.get_checked(bytemuck::cast_slice_mut(dest), src, pe)
+    }
+
+    /// [`DataPlane::get`] past its mapped fast path, as [`DataPlane::put_checked`].
+    #[inline(never)]
+    fn get_checked<'a, T: Pod>(
+        &self,
+        dest: &'a mut [u8],
+        src: SymSlice<'_, T>,
+        pe: usize,
+    ) -> GetLanding<'a> {
+        match self.start_get(dest, src, pe, None) {
             Ok(None) => GetLanding::ready(Ok(())),
             Ok(Some(remote)) => GetLanding::remote(self.awaited(remote), dest),
             Err(e) => GetLanding::ready(Err(e)),
