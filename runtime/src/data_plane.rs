@@ -510,7 +510,7 @@ impl DataPlane {
         needed: usize,
     ) -> Option<usize> {
         let span = self.open_span(view).ok()?;
-        (needed <= span.len && self.in_claimed_area(view)).then_some(HEADER_SIZE + span.offset)
+        (needed <= span.len && self.in_claimed_area(view)).then(|| HEADER_SIZE + span.offset)
     }
 
     /// Checks that a view belongs to this PE's open heap and lies inside the area of the
