@@ -34,8 +34,17 @@ pub(crate) fn put<T: Pod>(
     pe: c_int,
 ) {
     if !put_at_once(shmem(routine), ctx, (dest, source), nelems, pe) {
-        put_checked(routine, ctx, (dest, source), nelems, pe)
+        put_checked(routine, ctx, (dest, source), nelems, pe, Finish::Now)
     }
+}
+
+/// When a put that took the checked path completes.
+#[derive(Debug, Clone, Copy)]
+enum Finish {
+    /// Before the routine returns (`put`, `p`).
+    Now,
+    /// At the context's `quiet` (`put_nbi`).
+    AtQuiet,
 }
 
 /// The fast path of every put on the default context: `true` once `nelems` elements of
@@ -62,8 +71,8 @@ fn put_at_once<T: Pod>(
     }
 }
 
-/// `put` on a context, or with an argument to refuse (checked and reported): out of line, as
-/// [`get_checked`].
+/// `put` or `put_nbi` on a context, to another node or with an argument to refuse (checked
+/// and reported): out of line, as [`get_checked`].
 #[cold]
 #[inline(never)]
 fn put_checked<T: Pod>(
@@ -72,13 +81,16 @@ fn put_checked<T: Pod>(
     (dest, source): (*mut T, *const T),
     nelems: usize,
     pe: c_int,
+    finish: Finish,
 ) {
     let s = shmem(routine);
     let done = raw::local(source, nelems, "source").and_then(|source| {
         let (dest, pe) = (s.view(dest, nelems)?, s.pe_of(pe)?);
-        match s.context(ctx)? {
-            None => s.block(s.dp().put(dest, source, pe)),
-            Some(c) => s.block(c.put(dest, source, pe)),
+        match (s.context(ctx)?, finish) {
+            (None, Finish::Now) => s.block(s.dp().put(dest, source, pe)),
+            (None, Finish::AtQuiet) => s.dp().put_nbi(dest, source, pe),
+            (Some(c), Finish::Now) => s.block(c.put(dest, source, pe)),
+            (Some(c), Finish::AtQuiet) => c.put_nbi(dest, source, pe),
         }
     });
     ok(routine, done)
@@ -94,30 +106,8 @@ pub(crate) fn put_nbi<T: Pod>(
     pe: c_int,
 ) {
     if !put_at_once(shmem(routine), ctx, (dest, source), nelems, pe) {
-        put_nbi_checked(routine, ctx, (dest, source), nelems, pe)
+        put_checked(routine, ctx, (dest, source), nelems, pe, Finish::AtQuiet)
     }
-}
-
-/// `put_nbi` on a context, to another node or with an argument to refuse (checked and
-/// reported): out of line, as [`put_checked`].
-#[cold]
-#[inline(never)]
-fn put_nbi_checked<T: Pod>(
-    routine: &'static str,
-    ctx: usize,
-    (dest, source): (*mut T, *const T),
-    nelems: usize,
-    pe: c_int,
-) {
-    let s = shmem(routine);
-    let done = raw::local(source, nelems, "source").and_then(|source| {
-        let (dest, pe) = (s.view(dest, nelems)?, s.pe_of(pe)?);
-        match s.context(ctx)? {
-            None => s.dp().put_nbi(dest, source, pe),
-            Some(c) => c.put_nbi(dest, source, pe),
-        }
-    });
-    ok(routine, done)
 }
 
 /// `get`: `nelems` elements of symmetric `source` on `pe` into the local `dest`.
