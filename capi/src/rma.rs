@@ -71,7 +71,7 @@ fn put_at_once<T: Pod>(
     }
 }
 
-/// `put` or `put_nbi` on a context, to another node or with an argument to refuse (checked
+/// `put`, `p` or `put_nbi` on a context, to another node or with an argument to refuse (checked
 /// and reported): out of line, as [`get_checked`].
 #[cold]
 #[inline(never)]
@@ -184,24 +184,8 @@ pub(crate) fn get_nbi<T: Pod>(
 #[inline(always)]
 pub(crate) fn p<T: Pod>(routine: &'static str, ctx: usize, dest: *mut T, value: T, pe: c_int) {
     if !put_at_once(shmem(routine), ctx, (dest, &value), 1, pe) {
-        p_checked(routine, ctx, dest, value, pe)
+        put_checked(routine, ctx, (dest, &value), 1, pe, Finish::Now)
     }
-}
-
-/// `p` on a context, to another node or with an argument to refuse (checked and reported):
-/// out of line, as [`put_checked`].
-#[cold]
-#[inline(never)]
-fn p_checked<T: Pod>(routine: &'static str, ctx: usize, dest: *mut T, value: T, pe: c_int) {
-    let s = shmem(routine);
-    let done = s.view(dest, 1).and_then(|dest| {
-        let pe = s.pe_of(pe)?;
-        match s.context(ctx)? {
-            None => s.block(s.dp().p(dest, value, pe)),
-            Some(c) => s.block(c.p(dest, value, pe)),
-        }
-    });
-    ok(routine, done)
 }
 
 /// `g`: one element of symmetric `source` on `pe`.

@@ -137,15 +137,27 @@ impl DataPlane {
         src: &[T],
         pe: usize,
     ) -> bool {
-        let dest = dest.into();
-        let Some(Route::Mapped(target)) = self.routes.get(pe) else {
-            return false;
-        };
-        let Some(at) = self.offset_if_valid(dest, src.len()) else {
+        let Some((target, at)) = self.mapped_at(pe, dest.into(), src.len()) else {
             return false;
         };
         self.write_mapped(target, at, bytemuck::cast_slice(src), pe);
         true
+    }
+
+    /// The segment of PE `pe` when its route is mapped, and the mapping offset of `view`
+    /// when it passes its checks and holds `needed` elements: what [`DataPlane::put_mapped`]
+    /// and [`DataPlane::get_mapped`] need, with no error made (`None` otherwise).
+    #[inline(always)]
+    fn mapped_at<T: Pod>(
+        &self,
+        pe: usize,
+        view: SymSlice<'_, T>,
+        needed: usize,
+    ) -> Option<(&Segment, usize)> {
+        let Some(Route::Mapped(segment)) = self.routes.get(pe) else {
+            return None;
+        };
+        Some((segment, self.offset_if_valid(view, needed)?))
     }
 
     /// [`DataPlane::put`] of bytes the caller hands over: to a PE of another node they
@@ -212,11 +224,7 @@ impl DataPlane {
         src: impl Into<SymSlice<'s, T>>,
         pe: usize,
     ) -> bool {
-        let src = src.into();
-        let Some(Route::Mapped(source)) = self.routes.get(pe) else {
-            return false;
-        };
-        let Some(at) = self.offset_if_valid(src, dest.len()) else {
+        let Some((source, at)) = self.mapped_at(pe, src.into(), dest.len()) else {
             return false;
         };
         let dest: &mut [u8] = bytemuck::cast_slice_mut(dest);
