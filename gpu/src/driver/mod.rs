@@ -563,6 +563,57 @@ impl Drop for Pinned {
     }
 }
 
+/// Host memory of this process page-locked for the copy engines (`cuMemHostRegister`,
+/// portable): copies from it run as DMA, with no staging. Unregistered on drop.
+#[derive(Debug)]
+pub(crate) struct HostRegistration {
+    host: u64,
+    bytes: usize,
+    ctx: Arc<CudaContext>,
+}
+
+impl HostRegistration {
+    /// Registers the `bytes` at `host`, a live mapping of this process that outlives the
+    /// registration (the caller's to keep).
+    pub fn new(ctx: &Arc<CudaContext>, host: u64, bytes: usize) -> Result<HostRegistration> {
+        bind(ctx)?;
+        check(
+            // SAFETY: the range is a live mapping of this process, kept by the caller beyond
+            // the registration; the driver only locks its pages.
+            unsafe {
+                sys::cuMemHostRegister_v2(
+                    host as *mut c_void,
+                    bytes,
+                    sys::CU_MEMHOSTREGISTER_PORTABLE,
+                )
+            },
+            "cuMemHostRegister",
+        )?;
+        Ok(HostRegistration {
+            host,
+            bytes,
+            ctx: ctx.clone(),
+        })
+    }
+
+    /// Whether `len` bytes at `host` lie inside the registered range.
+    pub fn holds(&self, host: u64, len: usize) -> bool {
+        host >= self.host
+            && host
+                .checked_add(len as u64)
+                .is_some_and(|end| end <= self.host + self.bytes as u64)
+    }
+}
+
+impl Drop for HostRegistration {
+    fn drop(&mut self) {
+        if bind(&self.ctx).is_ok() {
+            // SAFETY: registered by `new` in this context, unregistered once.
+            unsafe { sys::cuMemHostUnregister(self.host as *mut c_void) };
+        }
+    }
+}
+
 /// Plain device memory (`cuMemAlloc`), owned with its context; freed on drop.
 #[derive(Debug)]
 pub(crate) struct DeviceAlloc {

@@ -11,7 +11,7 @@ use cudarc::driver::CudaContext;
 use ferroshmem_runtime::Result;
 
 use super::staged::Staged;
-use crate::driver::{self, Pinned};
+use crate::driver::{self, HostRegistration, Pinned};
 use crate::module::GpuModule;
 use crate::nic::{AmoOp, HeapMemory, LocalMemory, Width};
 
@@ -23,6 +23,15 @@ pub(crate) struct GpuHeap {
     size: usize,
     /// Where `fsh_k_amo` leaves the old value (one atomic at a time).
     old: Mutex<Pinned>,
+    /// The agent's rings in this process's memory, registered with the driver: write
+    /// payloads are copied to the GPU straight from there.
+    ring: Option<RingSource>,
+}
+
+/// The agent's rings as a source of copies: their host address and registration.
+struct RingSource {
+    host: u64,
+    registration: HostRegistration,
 }
 
 impl GpuHeap {
@@ -35,6 +44,7 @@ impl GpuHeap {
             base,
             size,
             old: Mutex::new(Pinned::new(ctx, 8)?),
+            ring: None,
         };
         // The atomic kernel runs once now, while none of the PE's kernels does, so that
         // whatever a first launch costs (the module's code is loaded with it, see
@@ -42,6 +52,26 @@ impl GpuHeap {
         // very atomic. A fetch of the heap's first word changes nothing.
         heap.atomic(base, Width::W8, AmoOp::Fetch)?;
         Ok(heap)
+    }
+}
+
+impl GpuHeap {
+    /// Has write payloads copied to the GPU straight from the agent's rings, `bytes` at
+    /// `host` in this process (the host symmetric buffer the agent runs on, which outlives
+    /// this heap's use by the agent), registered with the driver in `ctx`. Where the driver
+    /// refuses, payloads go through the staging memory as before (logged).
+    pub fn copy_from_ring(&mut self, ctx: &Arc<CudaContext>, host: u64, bytes: usize) {
+        // The driver registers whole pages.
+        let page = ferroshmem_runtime::shared_memory::page_size() as u64;
+        let start = host - host % page;
+        let end = (host + bytes as u64).next_multiple_of(page);
+        match HostRegistration::new(ctx, start, (end - start) as usize) {
+            Ok(registration) => self.ring = Some(RingSource { host, registration }),
+            Err(error) => tracing::debug!(
+                %error,
+                "the NIC agent's rings could not be registered: write payloads go through the staging memory"
+            ),
+        }
     }
 }
 
@@ -76,6 +106,16 @@ impl HeapMemory for GpuHeap {
     ) -> Result<()> {
         tracing::trace!(addr, len, "NIC agent copy deferred, filled in place");
         self.copies.to_device_deferred_from(addr, len, fill)
+    }
+
+    fn write_deferred_from_ring(&self, addr: u64, offset: usize, len: usize) -> Option<Result<()>> {
+        let ring = self.ring.as_ref()?;
+        let host = ring.host.checked_add(offset as u64)?;
+        if !ring.registration.holds(host, len) {
+            return None;
+        }
+        tracing::trace!(addr, len, "NIC agent copy deferred, from the ring");
+        Some(self.copies.to_device_deferred_from_host(addr, host, len))
     }
 
     fn write_ordered(&self, addr: u64, data: &[u8]) -> Result<()> {

@@ -157,12 +157,16 @@ impl Network {
             handler = if use_gpu { "gpu" } else { "cpu" },
             "network path: NIC handler chosen"
         );
-        let heap = GpuHeap::new(
+        let mut heap = GpuHeap::new(
             &parts.service,
             parts.kernels,
             parts.heap_base,
             parts.heap_size,
         )?;
+        // The rings are this PE's own host symmetric memory: mapped here, always.
+        if let Some(host) = parts.host.ptr(parts.rings.all(), my_pe)? {
+            heap.copy_from_ring(&parts.service, host as u64, parts.rings.len() * 8);
+        }
         let agent = Agent::new(
             parts.host,
             parts.exchange.clone(),

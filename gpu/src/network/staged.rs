@@ -309,6 +309,24 @@ impl Staged {
         Ok(())
     }
 
+    /// [`Staged::to_device_deferred`] of the `len` bytes at `host`, host memory registered
+    /// with the driver ([`driver::HostRegistration`]): copied from there by the copy engines,
+    /// with no staging. The caller keeps those bytes as they are until the next wait
+    /// ([`Staged::drain`]).
+    ///
+    /// # Errors
+    /// As [`Staged::to_device_deferred`].
+    pub fn to_device_deferred_from_host(&self, addr: u64, host: u64, len: usize) -> Result<()> {
+        driver::bind(&self.ctx)?;
+        let mut staging = self.staging.lock().unwrap_or_else(PoisonError::into_inner);
+        if staging.pending.overlaps(addr, len) {
+            // The writes deferred before it land first, as the stream keeps the order.
+            self.issue_pending(&mut staging)?;
+        }
+        staging.queued = true;
+        driver::copy_async(addr, host, len, self.stream.cu_stream())
+    }
+
     /// As [`Staged::to_device_deferred`], but the copy lands after every write deferred
     /// before it: those are queued first (the stream keeps the order), not merged with it.
     pub fn to_device_after(&self, addr: u64, data: &[u8]) -> Result<()> {

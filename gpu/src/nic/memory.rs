@@ -60,6 +60,15 @@ pub trait HeapMemory: Send + Sync + 'static {
         fill(0, &mut data)?;
         self.write_deferred(addr, &data)
     }
+    /// [`HeapMemory::write_deferred`] of the `len` bytes at byte `offset` of the agent's
+    /// rings (a write request's payload, as it landed), copied straight from there where
+    /// this heap can (a GPU heap that registered the rings' host memory with the driver):
+    /// `None` where it cannot, and the caller writes them another way. The agent keeps those bytes as they
+    /// are until the next [`HeapMemory::flush`] returns. The default cannot.
+    fn write_deferred_from_ring(&self, addr: u64, offset: usize, len: usize) -> Option<Result<()>> {
+        let _ = (addr, offset, len);
+        None
+    }
     /// As [`HeapMemory::write_deferred`], but the heap's owner sees this write only after
     /// every write deferred before it (a signal after the data it announces). The default
     /// flushes first.

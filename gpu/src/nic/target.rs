@@ -238,11 +238,14 @@ impl Shared {
         }
         let done = match action {
             Action::Write(len) => {
-                let mut from_ring =
-                    |offset: usize, out: &mut [u8]| self.read_own(payload_at + offset, out);
-                memory
-                    .write_deferred_from(addr, len, &mut from_ring)
-                    .map(|()| (0, Vec::new()))
+                let written = memory
+                    .write_deferred_from_ring(addr, payload_at, len)
+                    .unwrap_or_else(|| {
+                        let mut from_ring =
+                            |offset: usize, out: &mut [u8]| self.read_own(payload_at + offset, out);
+                        memory.write_deferred_from(addr, len, &mut from_ring)
+                    });
+                written.map(|()| (0, Vec::new()))
             }
             Action::OrderedWrite(data) => {
                 memory.write_ordered(addr, data).map(|()| (0, Vec::new()))
