@@ -41,6 +41,19 @@ const CHECKS_PER_CLOCK_READ: usize = 32;
 /// every check made the 2-PE ping-pong of `benches/host_pt2pt.rs` 1.2x slower on an AMD
 /// Zen 4 than a hint every eighth check.
 const CHECKS_PER_PAUSE: usize = 8;
+/// The same on a crowded node, where the writer may not be running at all and a wait's one
+/// round of checks is its turn before it yields: a hint after every check. (Rounds a few
+/// times shorter there, with a hint every eighth check, made the 4-PE barrier on 2 CPUs
+/// 1.2-1.5x slower: more turns through the scheduler.)
+const CROWDED_CHECKS_PER_PAUSE: usize = 1;
+
+/// Checks between two spin-loop hints on a crowded node or not.
+fn checks_per_pause(crowded: bool) -> usize {
+    match crowded {
+        true => CROWDED_CHECKS_PER_PAUSE,
+        false => CHECKS_PER_PAUSE,
+    }
+}
 
 /// The spin slice of a PE on a crowded node or not (see [`DataPlane::crowded`]).
 fn spin_slice(crowded: bool) -> Duration {
@@ -276,15 +289,18 @@ where
         if this.sleeping.is_none() {
             if now.duration_since(started) < this.dp.spin {
                 drive(this.dp, &mut this.driver, None);
-                let slice_end = now + spin_slice(this.dp.crowded());
+                let crowded = this.dp.crowded();
+                let slice_end = now + spin_slice(crowded);
+                let per_pause = checks_per_pause(crowded);
+                let pauses = CHECKS_PER_CLOCK_READ / per_pause;
                 loop {
-                    for i in 1..=CHECKS_PER_CLOCK_READ {
-                        if let Some(r) = check() {
-                            return Poll::Ready(Ok(r));
+                    for _ in 0..pauses {
+                        for _ in 0..per_pause {
+                            if let Some(r) = check() {
+                                return Poll::Ready(Ok(r));
+                            }
                         }
-                        if i % CHECKS_PER_PAUSE == 0 {
-                            std::hint::spin_loop();
-                        }
+                        std::hint::spin_loop();
                     }
                     if Instant::now() >= slice_end {
                         break;
