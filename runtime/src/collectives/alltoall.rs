@@ -154,7 +154,10 @@ impl Team {
                         Payload::Local(&buf)
                     }
                 };
-                self.eager_send(op, j, payload, bytes, stamp).await?;
+                if !self.eager_slot_free(op, j) {
+                    self.eager_slot_wait(op, j).await?;
+                }
+                self.eager_send(op, j, payload, bytes, stamp)?;
             }
             self.move_block(dest, source, nelems, strides, me, &mut buf)
                 .await?;

@@ -161,8 +161,10 @@ impl Team {
             self.eager_none_pending(op, stamp)?;
             for k in 1..n {
                 let to = (root + k) % n;
-                self.eager_send(op, to, Payload::Sym(source), bytes, stamp)
-                    .await?;
+                if !self.eager_slot_free(op, to) {
+                    self.eager_slot_wait(op, to).await?;
+                }
+                self.eager_send(op, to, Payload::Sym(source), bytes, stamp)?;
             }
             return match root_copies {
                 true => self.copy_local(dest, source),

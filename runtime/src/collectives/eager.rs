@@ -91,10 +91,35 @@ fn out_of_step(detail: String) -> Error {
 }
 
 impl Team {
+    /// Whether member `to`'s slot for collective `op`'s next eager message to it is free:
+    /// `to` has read the slot's last occupant (the credit this PE holds says so, or the
+    /// credit line `to` writes here, read once, does). Never waits.
+    pub(crate) fn eager_slot_free(&self, op: &mut Collective<'_>, to: usize) -> bool {
+        let m = op.sent(to);
+        if m < 2 || op.credit(to) >= m - 1 {
+            return true;
+        }
+        let line = self.inner.layout.credit(to);
+        op.set_credit(to, self.local(line).load(Ordering::Acquire));
+        op.credit(to) >= m - 1
+    }
+
+    /// Waits until member `to`'s slot for collective `op`'s next eager message to it is free
+    /// (see [`Team::eager_slot_free`], which callers ask first: when it says so, this future
+    /// need not be made at all).
+    pub(crate) async fn eager_slot_wait(&self, op: &mut Collective<'_>, to: usize) -> Result<()> {
+        let m = op.sent(to);
+        let line = self.inner.layout.credit(to);
+        self.wait_word("eager credit", line, m - 1).await?;
+        op.set_credit(to, self.local(line).load(Ordering::Acquire));
+        Ok(())
+    }
+
     /// Sends `payload` to member `to` as collective `op`'s next eager message, stamped with
     /// `stamp`, its header announcing `bytes` bytes (the payload's size, or more when the
-    /// receiver is to read the rest from the sender's buffer itself).
-    pub(crate) async fn eager_send<T: Pod>(
+    /// receiver is to read the rest from the sender's buffer itself). The slot must be free
+    /// ([`Team::eager_slot_free`] or [`Team::eager_slot_wait`] first).
+    pub(crate) fn eager_send<T: Pod>(
         &self,
         op: &mut Collective<'_>,
         to: usize,
@@ -102,14 +127,9 @@ impl Team {
         bytes: usize,
         stamp: Stamp,
     ) -> Result<()> {
-        let layout = self.inner.layout;
         let m = op.sent(to);
-        if m >= 2 && op.credit(to) < m - 1 {
-            let line = layout.credit(to);
-            self.wait_word("eager credit", line, m - 1).await?;
-            op.set_credit(to, self.local(line).load(Ordering::Acquire));
-        }
-        let slot = layout.slot(self.my_pe(), m % 2);
+        debug_assert!(m < 2 || op.credit(to) >= m - 1, "the slot must be free");
+        let slot = self.inner.layout.slot(self.my_pe(), m % 2);
         let len = match payload {
             Payload::Sym(src) => src.len(),
             Payload::Local(src) => src.len(),

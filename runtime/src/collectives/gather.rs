@@ -119,8 +119,10 @@ impl Team {
             let stamp = Stamp::new(op, desc);
             for k in 1..n {
                 let to = (me + k) % n;
-                self.eager_send(op, to, Payload::Sym(source), bytes, stamp)
-                    .await?;
+                if !self.eager_slot_free(op, to) {
+                    self.eager_slot_wait(op, to).await?;
+                }
+                self.eager_send(op, to, Payload::Sym(source), bytes, stamp)?;
             }
             self.copy_local(dest.slice(blocks.range(me)), source)?;
             return self.eager_gather(op, dest, blocks, stamp).await;
@@ -281,8 +283,10 @@ impl Team {
             let stamp = Stamp::new(op, desc);
             for k in 1..n {
                 let to = (me + k) % n;
-                self.eager_send(op, to, Payload::Sym(inline), bytes, stamp)
-                    .await?;
+                if !self.eager_slot_free(op, to) {
+                    self.eager_slot_wait(op, to).await?;
+                }
+                self.eager_send(op, to, Payload::Sym(inline), bytes, stamp)?;
             }
             let others: Vec<usize> = (1..n).map(|k| (me + k) % n).collect();
             self.eager_wait(op, Senders::All).await?;

@@ -304,8 +304,10 @@ impl Team {
         let stamp = Stamp::new(state, desc);
         for k in 1..n {
             let j = (me + k) % n;
-            self.eager_send(state, j, Payload::Sym(block(j)), bytes, stamp)
-                .await?;
+            if !self.eager_slot_free(state, j) {
+                self.eager_slot_wait(state, j).await?;
+            }
+            self.eager_send(state, j, Payload::Sym(block(j)), bytes, stamp)?;
         }
         self.eager_wait(state, Senders::All).await?;
         let mut arrived: Vec<Option<Arrived>> = vec![None; n];

@@ -174,10 +174,7 @@ impl Team {
     /// Numbers this PE's next call on the team, of descriptor `desc`, and records it
     /// (as refused when `refused`).
     pub(crate) fn record_call(&self, desc: u64, refused: bool) -> u64 {
-        // Only the call that holds the team touches its counters: no read-modify-write.
-        let calls = &self.inner.counters.calls;
-        let call = calls.load(Ordering::Relaxed) + 1;
-        calls.store(call, Ordering::Relaxed);
+        let call = super::bump(&self.inner.counters.calls);
         let at = self.inner.layout.call(call);
         let refused = if refused { REFUSED } else { 0 };
         self.local(at + 8).store(desc, Ordering::Relaxed);

@@ -187,6 +187,15 @@ struct Counters {
     credit: Box<[AtomicU64]>,
 }
 
+/// Adds one to `counter` and returns the new value: a load and a store, no read-modify-write
+/// (whose lock would also wait for every store before it, such as a message just written
+/// into a peer's slot), as only the collective that holds the team touches its counters.
+fn bump(counter: &AtomicU64) -> u64 {
+    let next = counter.load(Ordering::Relaxed) + 1;
+    counter.store(next, Ordering::Relaxed);
+    next
+}
+
 /// Values of a team's status.
 const IDLE: u8 = 0;
 const BUSY: u8 = 1;
@@ -284,12 +293,12 @@ impl Op<'_> {
 
     /// Numbers a new collective that uses signal values; returns its number.
     pub fn next_seq(&self) -> u64 {
-        self.counters().seq.fetch_add(1, Ordering::Relaxed) + 1
+        bump(&self.counters().seq)
     }
 
     /// Numbers a new sync; returns its epoch.
     pub fn next_epoch(&self) -> u64 {
-        self.counters().sync_epoch.fetch_add(1, Ordering::Relaxed) + 1
+        bump(&self.counters().sync_epoch)
     }
 
     per_member!(sent, set_sent, sent, "sent to");
