@@ -62,9 +62,13 @@ impl Team {
         let source = source.into();
         let (dest, desc) = self.broadcast_checks(dest.into(), source, root)?;
         let mut op = self.begin(desc)?;
-        let outcome = self
-            .broadcast_in(&mut op, (dest, source), (root, true), desc)
-            .await;
+        let outcome = match self.broadcast_at_once(&mut op, (dest, source), (root, true), desc) {
+            Some(outcome) => outcome,
+            None => {
+                self.broadcast_in(&mut op, (dest, source), (root, true), desc)
+                    .await
+            }
+        };
         op.settle(outcome)
     }
 
@@ -85,9 +89,13 @@ impl Team {
         let source = source.into();
         let (dest, desc) = self.broadcast_checks(dest.into(), source, root)?;
         let mut op = self.begin(desc)?;
-        let outcome = self
-            .broadcast_in(&mut op, (dest, source), (root, false), desc)
-            .await;
+        let outcome = match self.broadcast_at_once(&mut op, (dest, source), (root, false), desc) {
+            Some(outcome) => outcome,
+            None => {
+                self.broadcast_in(&mut op, (dest, source), (root, false), desc)
+                    .await
+            }
+        };
         op.settle(outcome)
     }
 
@@ -146,6 +154,28 @@ impl Team {
             .await
     }
 
+    /// The whole broadcast without waiting, when this PE is the root of an eager broadcast
+    /// and every other member's slot is free: no future to make, poll and move for the
+    /// common case of a root that never waits. `None` (nothing done) otherwise.
+    fn broadcast_at_once<T: Pod>(
+        &self,
+        op: &mut Op<'_>,
+        (dest, source): (SymSlice<'_, T>, SymSlice<'_, T>),
+        (root, root_copies): (usize, bool),
+        desc: u64,
+    ) -> Option<Result<()>> {
+        let n = self.n_pes();
+        let bytes = bytes_of::<T>(source.len());
+        let eager_root = self.my_pe() == root
+            && n > 1
+            && bytes > 0
+            && self.inner.plan.broadcast(bytes) == BroadcastAlgorithm::Eager;
+        if !eager_root || !(1..n).all(|k| self.eager_slot_free(op, (root + k) % n)) {
+            return None;
+        }
+        Some(self.eager_broadcast_root(op, (dest, source), root_copies, desc))
+    }
+
     /// The root writes `source` into every other member's eager slot.
     async fn eager_broadcast<T: Pod>(
         &self,
@@ -155,22 +185,16 @@ impl Team {
         desc: u64,
     ) -> Result<()> {
         let (n, me) = (self.n_pes(), self.my_pe());
-        let bytes = bytes_of::<T>(source.len());
-        let stamp = Stamp::new(op, desc);
         if me == root {
-            self.eager_none_pending(op, stamp)?;
             for k in 1..n {
                 let to = (root + k) % n;
                 if !self.eager_slot_free(op, to) {
                     self.eager_slot_wait(op, to).await?;
                 }
-                self.eager_send(op, to, Payload::Sym(source), bytes, stamp)?;
             }
-            return match root_copies {
-                true => self.copy_local(dest, source),
-                false => Ok(()),
-            };
+            return self.eager_broadcast_root(op, (dest, source), root_copies, desc);
         }
+        let stamp = Stamp::new(op, desc);
         self.eager_wait(op, Senders::One(root)).await?;
         let got = self.eager_peek(op, root, stamp)?;
         match agree(desc, got.desc, root) {
@@ -178,6 +202,29 @@ impl Team {
             Err(e) => op.reject(e),
         }
         self.eager_done(op, root, false)
+    }
+
+    /// The root's part of an eager broadcast, once every other member's slot is free: one
+    /// message to each, then its own copy (when `root_copies`).
+    fn eager_broadcast_root<T: Pod>(
+        &self,
+        op: &mut Op<'_>,
+        (dest, source): (SymSlice<'_, T>, SymSlice<'_, T>),
+        root_copies: bool,
+        desc: u64,
+    ) -> Result<()> {
+        let (n, root) = (self.n_pes(), self.my_pe());
+        let bytes = bytes_of::<T>(source.len());
+        let stamp = Stamp::new(op, desc);
+        self.eager_none_pending(op, stamp)?;
+        for k in 1..n {
+            let to = (root + k) % n;
+            self.eager_send(op, to, Payload::Sym(source), bytes, stamp)?;
+        }
+        match root_copies {
+            true => self.copy_local(dest, source),
+            false => Ok(()),
+        }
     }
 
     /// Copies `src` into `dest`, both in this PE's symmetric memory (nothing when they are
