@@ -195,7 +195,9 @@ impl Team {
             return self.eager_broadcast_root(op, (dest, source), root_copies, desc);
         }
         let stamp = Stamp::new(op, desc);
-        self.eager_wait(op, Senders::One(root)).await?;
+        if !self.eager_arrived(op, Senders::One(root)) {
+            self.eager_wait(op, Senders::One(root)).await?;
+        }
         let got = self.eager_peek(op, root, stamp)?;
         match agree(desc, got.desc, root) {
             Ok(()) => self.copy_local(dest, self.view::<T>(got.data, dest.len()))?,

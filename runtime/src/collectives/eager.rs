@@ -148,26 +148,30 @@ impl Team {
         Ok(())
     }
 
-    /// Waits until the next message of every member of `from` has arrived.
-    pub(crate) async fn eager_wait(&self, op: &Collective<'_>, from: Senders) -> Result<()> {
+    /// Whether the next message of every member of `from` has arrived. Never waits.
+    pub(crate) fn eager_arrived(&self, op: &Collective<'_>, from: Senders) -> bool {
         let layout = self.inner.layout;
         let (n, me) = (self.n_pes(), self.my_pe());
-        let here = move |j: usize| {
+        let here = |j: usize| {
             let m = op.recvd(j);
             self.local(layout.slot(j, m % 2)).load(Ordering::Acquire) > m
         };
-        let arrived = move || match from {
+        match from {
             Senders::All => (0..n).all(|j| j == me || here(j)),
             Senders::One(j) => here(j),
-        };
-        if arrived() {
-            return Ok(());
         }
-        let span = layout.slot(0, 0)..layout.bytes;
-        self.wait_for("eager receive", span, arrived).await
     }
 
-    /// The next message from member `j`, which [`Team::eager_wait`] saw arrive, checked to
+    /// Waits until the next message of every member of `from` has arrived (see
+    /// [`Team::eager_arrived`], which callers ask first: when they have, this future need
+    /// not be made at all).
+    pub(crate) async fn eager_wait(&self, op: &Collective<'_>, from: Senders) -> Result<()> {
+        let span = self.inner.layout.slot(0, 0)..self.inner.layout.bytes;
+        self.wait_for("eager receive", span, move || self.eager_arrived(op, from))
+            .await
+    }
+
+    /// The next message from member `j`, which [`Team::eager_arrived`] saw arrive, checked to
     /// belong to the call `stamp` numbers (its descriptor is left to the caller to compare).
     ///
     /// # Errors

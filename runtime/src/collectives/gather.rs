@@ -157,7 +157,9 @@ impl Team {
         stamp: Stamp,
     ) -> Result<()> {
         let (n, me) = (self.n_pes(), self.my_pe());
-        self.eager_wait(op, Senders::All).await?;
+        if !self.eager_arrived(op, Senders::All) {
+            self.eager_wait(op, Senders::All).await?;
+        }
         for j in (1..n).map(|k| (me + k) % n) {
             let got = self.eager_peek(op, j, stamp)?;
             match agree(stamp.desc, got.desc, j) {
@@ -289,7 +291,9 @@ impl Team {
                 self.eager_send(op, to, Payload::Sym(inline), bytes, stamp)?;
             }
             let others: Vec<usize> = (1..n).map(|k| (me + k) % n).collect();
-            self.eager_wait(op, Senders::All).await?;
+            if !self.eager_arrived(op, Senders::All) {
+                self.eager_wait(op, Senders::All).await?;
+            }
             let mut counts = vec![mine; n];
             let mut arrived = Vec::with_capacity(others.len());
             for &j in &others {

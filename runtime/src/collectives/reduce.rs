@@ -309,7 +309,9 @@ impl Team {
             }
             self.eager_send(state, j, Payload::Sym(block(j)), bytes, stamp)?;
         }
-        self.eager_wait(state, Senders::All).await?;
+        if !self.eager_arrived(state, Senders::All) {
+            self.eager_wait(state, Senders::All).await?;
+        }
         let mut arrived: Vec<Option<Arrived>> = vec![None; n];
         for j in (1..n).map(|k| (me + k) % n) {
             let got = self.eager_peek(state, j, stamp)?;
