@@ -11,7 +11,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use common::{collective_scenarios, runtime};
-use ferroshmem::{run_local, Error};
+use ferroshmem::{run_local, Error, TeamConfig};
 
 const SCENARIO: &str = "FSH_COLLECTIVE_SCENARIO";
 
@@ -51,6 +51,51 @@ fn several_mib() {
 #[test]
 fn locks() {
     check_locally("locks", &[1, 2, 3, 5, 8]);
+}
+
+/// Eager reductions in a flat team of ten, more members than an eager reduction keeps the
+/// places of their messages for on the stack (eight): every member's sums, three calls in a
+/// row at two sizes.
+#[test]
+fn eager_reductions_in_a_flat_team_of_ten() {
+    std::env::set_var("FERROSHMEM_SYMMETRIC_SIZE", "64M");
+    let results = runtime().block_on(run_local(10, |pe| async move {
+        let n = pe.n_pes() as u64;
+        let config = TeamConfig {
+            flat_max_pes: 16,
+            ..TeamConfig::default()
+        };
+        let world = pe.team_world();
+        let team = world.split_strided_with(0, 1, pe.n_pes(), config).await?;
+        let team = team.ok_or_else(|| Error::InvalidArgument("not a member".into()))?;
+        let buf = pe.calloc::<u64>(64).await?;
+        let me = pe.my_pe() as u64;
+        for len in [1usize, 32] {
+            for call in 0..3u64 {
+                let mine: Vec<u64> = (0..len as u64).map(|i| me * 1000 + i + call).collect();
+                pe.put(buf.slice(..len), &mine, pe.my_pe()).await?;
+                team.sum_reduce(buf.slice(32..32 + len), buf.slice(..len))
+                    .await?;
+                let mut got = vec![0u64; len];
+                pe.get(&mut got, buf.slice(32..32 + len), pe.my_pe())
+                    .await?;
+                let want: Vec<u64> = (0..len as u64)
+                    .map(|i| 1000 * n * (n - 1) / 2 + n * (i + call))
+                    .collect();
+                if got != want {
+                    return Err(Error::InvalidArgument(format!(
+                        "PE {me}, {len} elements, call {call}: {got:?}, expected {want:?}"
+                    )));
+                }
+            }
+        }
+        team.destroy().await?;
+        pe.free(buf).await?;
+        Ok::<(), Error>(())
+    }));
+    for (pe, result) in results.expect("job").into_iter().enumerate() {
+        result.unwrap_or_else(|e| panic!("PE {pe}: {e}"));
+    }
 }
 
 /// Runs `scenario` (`all` for every one) as a job of `n` processes started by `launcher`,

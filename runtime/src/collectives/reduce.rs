@@ -16,7 +16,7 @@
 
 use std::sync::atomic::Ordering;
 
-use super::eager::{agree, Arrived, Payload, Senders, Stamp, DISAGREED};
+use super::eager::{agree, Payload, Senders, Stamp, DISAGREED};
 use super::plan::{MoveAlgorithm, ReduceAlgorithm};
 use super::reduce_ops::{BitwiseReducible, ReduceOp, Reducible};
 use super::scratch::Scratch;
@@ -35,6 +35,9 @@ const BLOCK_BYTES: usize = 16 << 10;
 const REMOTE_BLOCK_BYTES: usize = 1 << 20;
 /// Words of each stack buffer that small combinations use instead of the heap.
 const SMALL_WORDS: usize = 64;
+/// Members of a team whose eager reduction keeps where their messages lie on the stack
+/// (the default `flat_max_pes`); larger teams allocate.
+const STACK_MEMBERS: usize = 8;
 
 /// Where one contribution lives: a view and the world PE that holds it.
 type Input<'a, T> = (SymSlice<'a, T>, usize);
@@ -312,18 +315,28 @@ impl Team {
         if !self.eager_arrived(state, Senders::All) {
             self.eager_wait(state, Senders::All).await?;
         }
-        let mut arrived: Vec<Option<Arrived>> = vec![None; n];
+        // Where each member's message lies: on the stack for the small teams that use
+        // eager reductions by default, no allocation per call.
+        let mut on_stack = [0usize; STACK_MEMBERS];
+        let mut on_heap = Vec::new();
+        let data = match n <= STACK_MEMBERS {
+            true => &mut on_stack[..n],
+            false => {
+                on_heap.resize(n, 0);
+                &mut on_heap[..]
+            }
+        };
         for j in (1..n).map(|k| (me + k) % n) {
             let got = self.eager_peek(state, j, stamp)?;
             if let Err(e) = agree(desc, got.desc, j) {
                 state.reject(e);
             }
-            arrived[j] = Some(got);
+            data[j] = got.data;
         }
         if !state.rejected() {
-            let input = |j: usize| match arrived[j] {
-                Some(got) => self.view::<T>(got.data, dest.len()),
-                None => block(me),
+            let input = |j: usize| match j == me {
+                true => block(me),
+                false => self.view::<T>(data[j], dest.len()),
             };
             self.combine_local(op, dest, n, input)?;
         }
