@@ -173,7 +173,11 @@ impl Team {
         if !eager_root || !(1..n).all(|k| self.eager_slot_free(op, (root + k) % n)) {
             return None;
         }
-        Some(self.eager_broadcast_root(op, (dest, source), root_copies, desc))
+        let stamp = Stamp::new(op, desc);
+        Some(
+            self.eager_none_pending(op, stamp)
+                .and_then(|()| self.eager_broadcast_root(op, (dest, source), root_copies, stamp)),
+        )
     }
 
     /// The root writes `source` into every other member's eager slot.
@@ -185,16 +189,17 @@ impl Team {
         desc: u64,
     ) -> Result<()> {
         let (n, me) = (self.n_pes(), self.my_pe());
+        let stamp = Stamp::new(op, desc);
         if me == root {
+            self.eager_none_pending(op, stamp)?;
             for k in 1..n {
                 let to = (root + k) % n;
                 if !self.eager_slot_free(op, to) {
                     self.eager_slot_wait(op, to).await?;
                 }
             }
-            return self.eager_broadcast_root(op, (dest, source), root_copies, desc);
+            return self.eager_broadcast_root(op, (dest, source), root_copies, stamp);
         }
-        let stamp = Stamp::new(op, desc);
         if !self.eager_arrived(op, Senders::One(root)) {
             self.eager_wait(op, Senders::One(root)).await?;
         }
@@ -206,19 +211,17 @@ impl Team {
         self.eager_done(op, root, false)
     }
 
-    /// The root's part of an eager broadcast, once every other member's slot is free: one
-    /// message to each, then its own copy (when `root_copies`).
+    /// The root's part of an eager broadcast stamped `stamp`, once every other member's slot
+    /// is free: one message to each, then its own copy (when `root_copies`).
     fn eager_broadcast_root<T: Pod>(
         &self,
         op: &mut Op<'_>,
         (dest, source): (SymSlice<'_, T>, SymSlice<'_, T>),
         root_copies: bool,
-        desc: u64,
+        stamp: Stamp,
     ) -> Result<()> {
         let (n, root) = (self.n_pes(), self.my_pe());
         let bytes = bytes_of::<T>(source.len());
-        let stamp = Stamp::new(op, desc);
-        self.eager_none_pending(op, stamp)?;
         for k in 1..n {
             let to = (root + k) % n;
             self.eager_send(op, to, Payload::Sym(source), bytes, stamp)?;
