@@ -100,7 +100,8 @@ impl Team {
             return true;
         }
         let line = self.inner.layout.credit(to);
-        op.set_credit(to, self.local(line).load(Ordering::Acquire));
+        let written = self.local(line).load(Ordering::Acquire);
+        op.set_credit(to, op.credit(to).max(written));
         op.credit(to) >= m - 1
     }
 
