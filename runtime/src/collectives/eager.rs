@@ -109,10 +109,11 @@ impl Team {
     /// (see [`Team::eager_slot_free`], which callers ask first: when it says so, this future
     /// need not be made at all).
     pub(crate) async fn eager_slot_wait(&self, op: &mut Collective<'_>, to: usize) -> Result<()> {
-        let m = op.sent(to);
         let line = self.inner.layout.credit(to);
-        self.wait_word("eager credit", line, m - 1).await?;
-        op.set_credit(to, self.local(line).load(Ordering::Acquire));
+        self.wait_word("eager credit", line, op.sent(to) - 1)
+            .await?;
+        let free = self.eager_slot_free(op, to);
+        debug_assert!(free, "the credit line reached the credit the slot needs");
         Ok(())
     }
 
