@@ -556,6 +556,20 @@ impl DataPlane {
         }
     }
 
+    /// Asks this core to take the cache lines of `view` on PE `pe` for writing, ahead of
+    /// writes to come (see
+    /// [`SharedMapping::prefetch_for_write`](crate::shared_memory::SharedMapping::prefetch_for_write)): a hint, which does nothing
+    /// for a PE on another node or a view that fails its checks.
+    #[inline]
+    pub(crate) fn prefetch_for_write<T: Pod>(&self, pe: usize, view: SymSlice<'_, T>) {
+        if let Some(Route::Mapped(target)) = self.routes.get(pe) {
+            if let Some(at) = self.offset_if_valid(view, view.len()) {
+                let bytes = view.len() * std::mem::size_of::<T>();
+                target.mapping().prefetch_for_write(at, bytes);
+            }
+        }
+    }
+
     /// Checks a one-element view used atomically and returns its mapping offset.
     #[inline(always)]
     pub(crate) fn locate_atomic<T: Pod>(&self, view: SymSlice<'_, T>) -> Result<usize> {

@@ -141,6 +141,9 @@ impl Team {
             return Ok(());
         }
         if eager {
+            for k in 1..n {
+                self.eager_prefetch(op, (me + k) % n, bytes);
+            }
             let stamp = Stamp::new(op, desc);
             for k in 1..n {
                 let j = (me + k) % n;

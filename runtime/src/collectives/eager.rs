@@ -26,6 +26,12 @@
 //! a multiple of 2^24 calls earlier would pass. A message of the same call with another
 //! descriptor is consumed as usual, and the receiver reports the mismatch without giving up
 //! the team.
+//!
+//! A receiver waits by reading its slot's header, so the slot's lines sit in the receiver's
+//! cache when the sender comes to write them, and the sender's first store waits for them to
+//! travel. Senders therefore ask for those lines for writing ([`Team::eager_prefetch`]) as
+//! soon as a call knows it goes eager, ahead of the rest of its set-up, so that the trip
+//! overlaps that work.
 
 use std::sync::atomic::Ordering;
 
@@ -115,6 +121,19 @@ impl Team {
         let free = self.eager_slot_free(op, to);
         debug_assert!(free, "the credit line reached the credit the slot needs");
         Ok(())
+    }
+
+    /// Asks for the lines of member `to`'s slot for this PE's next eager message to it (its
+    /// header and up to `bytes` bytes of data) for writing, so that they come to this core
+    /// while the call does its other work instead of when the message is written. A hint
+    /// (see [`DataPlane::prefetch_for_write`](crate::data_plane::DataPlane::prefetch_for_write)):
+    /// it changes no memory, and is harmless if the slot is still being read.
+    pub(crate) fn eager_prefetch(&self, op: &Collective<'_>, to: usize, bytes: usize) {
+        let layout = self.inner.layout;
+        let slot = layout.slot(self.my_pe(), op.sent(to) % 2);
+        let len = SLOT_HEADER + bytes.min(layout.eager_bytes);
+        self.dp()
+            .prefetch_for_write(self.pe(to), self.view::<u8>(slot, len));
     }
 
     /// Sends `payload` to member `to` as collective `op`'s next eager message, stamped with

@@ -304,6 +304,9 @@ impl Team {
     ) -> Result<()> {
         let (n, me) = (self.n_pes(), self.my_pe());
         let bytes = bytes_of::<T>(dest.len());
+        for k in 1..n {
+            self.eager_prefetch(state, (me + k) % n, bytes);
+        }
         let stamp = Stamp::new(state, desc);
         for k in 1..n {
             let j = (me + k) % n;
