@@ -116,6 +116,9 @@ impl Team {
         let bytes = bytes_of::<T>(source.len());
         let algorithm = self.inner.plan.fcollect(bytes);
         if n > 1 && bytes > 0 && algorithm == MoveAlgorithm::Eager {
+            for k in 1..n {
+                self.eager_prefetch(op, (me + k) % n, bytes);
+            }
             let stamp = Stamp::new(op, desc);
             for k in 1..n {
                 let to = (me + k) % n;
@@ -261,7 +264,30 @@ impl Team {
         op.settle(outcome)
     }
 
+    /// The collect protocol after the call's checks: a team of one copies its block; others
+    /// go eager or counted, by whether the team has eager slots.
     async fn collect_in<T: Pod>(
+        &self,
+        op: &mut Op<'_>,
+        dest: SymSlice<'_, T>,
+        source: SymSlice<'_, T>,
+        desc: u64,
+    ) -> Result<usize> {
+        let mine = source.len();
+        if self.n_pes() == 1 {
+            self.copy_local(dest.slice(..mine), source)?;
+            return Ok(mine);
+        }
+        if self.inner.layout.eager_bytes > 0 {
+            return self.collect_eager(op, dest, source, desc).await;
+        }
+        self.collect_counted(op, dest, source, desc).await
+    }
+
+    /// [`Team::collect_in`] in a team with eager slots: every member sends its block (or,
+    /// for a large one, its size) to every other through their slots, so that each learns
+    /// all sizes from what it receives; blocks too large for a slot are then pulled.
+    async fn collect_eager<T: Pod>(
         &self,
         op: &mut Op<'_>,
         dest: SymSlice<'_, T>,
@@ -271,66 +297,77 @@ impl Team {
         let (n, me) = (self.n_pes(), self.my_pe());
         let size = std::mem::size_of::<T>().max(1);
         let mine = source.len();
-        if n == 1 {
-            self.copy_local(dest.slice(..mine), source)?;
-            return Ok(mine);
+        let bytes = bytes_of::<T>(mine);
+        for k in 1..n {
+            self.eager_prefetch(op, (me + k) % n, bytes);
         }
-        if self.inner.layout.eager_bytes > 0 {
-            let bytes = bytes_of::<T>(mine);
-            let inline = if self.eager_copy(bytes) {
-                source
-            } else {
-                source.slice(..0)
-            };
-            let stamp = Stamp::new(op, desc);
-            for k in 1..n {
-                let to = (me + k) % n;
-                if !self.eager_slot_free(op, to) {
-                    self.eager_slot_wait(op, to).await?;
-                }
-                self.eager_send(op, to, Payload::Sym(inline), bytes, stamp)?;
+        let inline = if self.eager_copy(bytes) {
+            source
+        } else {
+            source.slice(..0)
+        };
+        let stamp = Stamp::new(op, desc);
+        for k in 1..n {
+            let to = (me + k) % n;
+            if !self.eager_slot_free(op, to) {
+                self.eager_slot_wait(op, to).await?;
             }
-            let others: Vec<usize> = (1..n).map(|k| (me + k) % n).collect();
-            if !self.eager_arrived(op, Senders::All) {
-                self.eager_wait(op, Senders::All).await?;
-            }
-            let mut counts = vec![mine; n];
-            let mut arrived = Vec::with_capacity(others.len());
-            for &j in &others {
-                let got = self.eager_peek(op, j, stamp)?;
-                counts[j] = got.bytes / size;
-                if let Err(e) = agree(desc, got.desc, j) {
-                    op.reject(e);
-                }
-                arrived.push(got);
-            }
-            let blocks = Blocks::from_counts(counts);
-            let total = blocks.total(n);
-            if let Err(e) = holds(self.dp(), dest, total, "collect destination") {
+            self.eager_send(op, to, Payload::Sym(inline), bytes, stamp)?;
+        }
+        let others: Vec<usize> = (1..n).map(|k| (me + k) % n).collect();
+        if !self.eager_arrived(op, Senders::All) {
+            self.eager_wait(op, Senders::All).await?;
+        }
+        let mut counts = vec![mine; n];
+        let mut arrived = Vec::with_capacity(others.len());
+        for &j in &others {
+            let got = self.eager_peek(op, j, stamp)?;
+            counts[j] = got.bytes / size;
+            if let Err(e) = agree(desc, got.desc, j) {
                 op.reject(e);
             }
-            let copy = !op.rejected();
-            if copy {
-                self.copy_local(dest.slice(blocks.range(me)), source)?;
-            }
-            for (&j, got) in others.iter().zip(arrived) {
-                if copy && self.eager_copy(got.bytes) {
-                    let part = dest.slice(blocks.range(j));
-                    self.copy_local(part, self.view::<T>(got.data, part.len()))?;
-                }
-                self.eager_done(op, j, true)?;
-            }
-            if (0..n).any(|j| !self.eager_copy(bytes_of::<T>(blocks.count(j)))) {
-                if copy {
-                    self.pull_blocks(dest, source, &blocks, |j| {
-                        !self.eager_copy(bytes_of::<T>(blocks.count(j)))
-                    })
-                    .await?;
-                }
-                self.sync_in(op, Descriptor::END).await?;
-            }
-            return Ok(total);
+            arrived.push(got);
         }
+        let blocks = Blocks::from_counts(counts);
+        let total = blocks.total(n);
+        if let Err(e) = holds(self.dp(), dest, total, "collect destination") {
+            op.reject(e);
+        }
+        let copy = !op.rejected();
+        if copy {
+            self.copy_local(dest.slice(blocks.range(me)), source)?;
+        }
+        for (&j, got) in others.iter().zip(arrived) {
+            if copy && self.eager_copy(got.bytes) {
+                let part = dest.slice(blocks.range(j));
+                self.copy_local(part, self.view::<T>(got.data, part.len()))?;
+            }
+            self.eager_done(op, j, true)?;
+        }
+        if (0..n).any(|j| !self.eager_copy(bytes_of::<T>(blocks.count(j)))) {
+            if copy {
+                self.pull_blocks(dest, source, &blocks, |j| {
+                    !self.eager_copy(bytes_of::<T>(blocks.count(j)))
+                })
+                .await?;
+            }
+            self.sync_in(op, Descriptor::END).await?;
+        }
+        Ok(total)
+    }
+
+    /// [`Team::collect_in`] in a team without eager slots: members publish their sizes and
+    /// room in their count words, agree in a sync, read each other's words, and move the
+    /// blocks by pulls (or by a ring, for large blocks in a tree-shaped plan).
+    async fn collect_counted<T: Pod>(
+        &self,
+        op: &mut Op<'_>,
+        dest: SymSlice<'_, T>,
+        source: SymSlice<'_, T>,
+        desc: u64,
+    ) -> Result<usize> {
+        let (n, me) = (self.n_pes(), self.my_pe());
+        let mine = source.len();
         let count = self.inner.layout.count();
         self.local(count).store(mine as u64, Ordering::Release);
         self.local(count + 8)
