@@ -20,11 +20,14 @@ use crate::collective::GPU_GROUP;
 use crate::context::{detect, device_for_local_rank, ordinal_of, GpuDevice};
 use crate::cq::{Completion, Cq};
 use crate::driver::{self, Physical};
-use crate::fd_share::{fetch, serve, TOKEN_LEN};
+use crate::fd_share::fetch;
 use crate::heap::{gpu_heap_id, HeapView, GPU_HEADER};
 use crate::module::{DeviceState, InternalKernels, REPORT_OFFSET};
 use crate::network::{Network, NetworkParts};
 use crate::sharing::GpuSharing;
+use setup::{
+    check_all_mapped, mapped_status, node_ranks, put_bytes, read_peers, PeerGpu, Prepared,
+};
 
 /// A PE's GPU: its context, its view of the symmetric GPU heap, its copy stream and
 /// completion queue. Cheap to clone, `Send + Sync`.
@@ -81,104 +84,6 @@ impl Drop for Inner {
             let _ = self.device.context().synchronize();
         }
     }
-}
-
-/// Encodes fields for the set-up exchange.
-fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
-    out.extend_from_slice(&(b.len() as u32).to_le_bytes());
-    out.extend_from_slice(b);
-}
-
-/// Decodes what [`put_bytes`] wrote.
-fn take_bytes<'a>(input: &mut &'a [u8]) -> Result<&'a [u8]> {
-    let bad = || Error::Bootstrap("malformed GPU set-up message".into());
-    if input.len() < 4 {
-        return Err(bad());
-    }
-    let n = u32::from_le_bytes(input[..4].try_into().expect("4 bytes")) as usize;
-    if input.len() < 4 + n {
-        return Err(bad());
-    }
-    let (field, rest) = input[4..].split_at(n);
-    *input = rest;
-    Ok(field)
-}
-
-/// A peer's GPU as set-up's second round gives it: its uuid and handle token, where it is
-/// mapped here (on this node); `None` for a PE of another node.
-type PeerGpu = Option<([u8; 16], [u8; TOKEN_LEN])>;
-
-/// Another PE on this PE's GPU, and whether it is of this process.
-type SameGpu = (usize, bool);
-
-/// Reads every PE's message of set-up's second round (`all`; `nodes`: each PE's node): each
-/// PE's [`PeerGpu`], and the other PEs on this PE's GPU (`my_uuid`), each with whether it
-/// is of this process. A PE without a GPU, a malformed message or another heap size is an
-/// error.
-fn read_peers(
-    all: &[Vec<u8>],
-    nodes: &[usize],
-    my_pe: usize,
-    my_uuid: [u8; 16],
-    stride: usize,
-) -> Result<(Vec<PeerGpu>, Vec<SameGpu>)> {
-    let mut peers = Vec::with_capacity(all.len());
-    // The other PEs on this GPU, and whether each is of this process (then they share
-    // its context).
-    let mut same_gpu = Vec::new();
-    for (pe, m) in all.iter().enumerate() {
-        let (ok, mut rest) = m
-            .split_first()
-            .ok_or_else(|| Error::Bootstrap("empty GPU set-up message".into()))?;
-        if *ok == 0 {
-            let why = String::from_utf8_lossy(take_bytes(&mut rest)?).into_owned();
-            return Err(Error::no_gpu(format!("PE {pe} has no usable GPU: {why}")));
-        }
-        let uuid: [u8; 16] = take_bytes(&mut rest)?
-            .try_into()
-            .map_err(|_| Error::Bootstrap("malformed GPU uuid".into()))?;
-        let their_stride = u64::from_le_bytes(
-            take_bytes(&mut rest)?
-                .try_into()
-                .map_err(|_| Error::Bootstrap("malformed GPU heap size".into()))?,
-        ) as usize;
-        let token: [u8; TOKEN_LEN] = take_bytes(&mut rest)?
-            .try_into()
-            .map_err(|_| Error::Bootstrap("malformed GPU handle token".into()))?;
-        if their_stride != stride {
-            return Err(Error::Bootstrap(format!(
-                "PE {pe} has a GPU heap of {their_stride} bytes, PE {my_pe} {stride}: set the same FERROSHMEM_SYMMETRIC_SIZE everywhere"
-            )));
-        }
-        let pid = take_bytes(&mut rest)?;
-        // PEs of other nodes are reached through the NIC handler, not mapped.
-        let mapped = nodes.get(pe) == nodes.get(my_pe);
-        if pe != my_pe && uuid == my_uuid && mapped {
-            same_gpu.push((pe, pid == std::process::id().to_le_bytes()));
-        }
-        peers.push(mapped.then_some((uuid, token)));
-    }
-    Ok((peers, same_gpu))
-}
-
-/// From the first set-up round (each PE's node key and process id): this PE's node-local
-/// rank, and the node-local ranks of the other PEs of this process.
-fn node_ranks(all: &[Vec<u8>], my_pe: usize, key: &[u8]) -> Result<(usize, Vec<usize>)> {
-    let pid = std::process::id().to_le_bytes();
-    let (mut local_rank, mut in_process, mut rank) = (0, Vec::new(), 0);
-    for (pe, m) in all.iter().enumerate() {
-        let mut rest = m.as_slice();
-        if take_bytes(&mut rest)? != key {
-            continue;
-        }
-        if pe == my_pe {
-            local_rank = rank;
-        } else if take_bytes(&mut rest)? == pid {
-            in_process.push(rank);
-        }
-        rank += 1;
-    }
-    Ok((local_rank, in_process))
 }
 
 /// `FERROSHMEM_DEVICE_DEBUG=1` turns the device library's checks on for every module.
@@ -293,32 +198,19 @@ impl GpuPe {
     ) -> Result<GpuPe> {
         let (my_pe, n_pes) = (host.my_pe(), host.n_pes());
         // Round 2: each PE's device, allocation size and handle token, or its failure.
-        let prepared = opened.and_then(|device| {
-            device.bind()?;
-            let gran = driver::granularity(device.ordinal())?;
-            let stride = (heap_size + GPU_HEADER).next_multiple_of(gran);
-            let physical = Physical::create(device.ordinal(), stride)?;
-            let fd = physical.export_fd()?;
-            let token: [u8; TOKEN_LEN] = random_token()?;
-            let server = serve(my_pe, token, fd, stride.to_le_bytes().to_vec())?;
-            Ok((device, gran, stride, physical, token, server))
-        });
-        let mut msg = Vec::new();
-        match &prepared {
-            Ok((device, _, stride, _, token, _)) => {
-                msg.push(1);
-                put_bytes(&mut msg, &device.uuid());
-                put_bytes(&mut msg, &(*stride as u64).to_le_bytes());
-                put_bytes(&mut msg, token);
-                put_bytes(&mut msg, &std::process::id().to_le_bytes());
-            }
-            Err(e) => {
-                msg.push(0);
-                put_bytes(&mut msg, e.to_string().as_bytes());
-            }
-        }
-        let all = exchange.exchange(GPU_GROUP, my_pe, n_pes, msg).await?;
-        let (device, gran, stride, physical, _token, server) = prepared?;
+        let prepared = opened.and_then(|device| Prepared::new(device, my_pe, heap_size));
+        let announced = Prepared::announcement(&prepared);
+        let all = exchange
+            .exchange(GPU_GROUP, my_pe, n_pes, announced)
+            .await?;
+        let Prepared {
+            device,
+            granularity: gran,
+            stride,
+            physical,
+            server,
+            ..
+        } = prepared?;
         let (peers, same_gpu) = read_peers(&all, host.nodes(), my_pe, device.uuid(), stride)?;
         // Map every PE's allocation and start the completion queue; round 3 tells everyone
         // whether every PE managed, so that a PE that failed here fails the others too
@@ -330,33 +222,14 @@ impl GpuPe {
         let mapped = Self::map_all(&device, &peers, my_pe, n_pes, stride, gran, physical)
             .await
             .and_then(|(view, copy_stream)| {
-                let cq = Cq::start(
-                    my_pe,
-                    device.context().clone(),
-                    spin_from_env()?,
-                    copy_stream.clone(),
-                    traffic.clone(),
-                )?;
-                let staging = crate::rma::Staging::new(device.context())?;
+                let (cq, staging) = Self::start_queues(&device, my_pe, &copy_stream, &traffic)?;
                 Ok((view, copy_stream, cq, staging))
             });
-        let status = match &mapped {
-            Ok(_) => b"mapped".to_vec(),
-            Err(e) => format!("failed: {e}").into_bytes(),
-        };
+        let status = mapped_status(&mapped);
         let all = exchange.exchange(GPU_GROUP, my_pe, n_pes, status).await?;
         drop(server);
         let (view, copy_stream, cq, staging) = mapped?;
-        if let Some((pe, why)) = all
-            .iter()
-            .enumerate()
-            .find(|(_, m)| m.as_slice() != b"mapped")
-        {
-            return Err(Error::Bootstrap(format!(
-                "PE {pe} could not map the GPU heap: {}",
-                String::from_utf8_lossy(why)
-            )));
-        }
+        check_all_mapped(&all)?;
         tracing::debug!(pe = my_pe, elapsed = ?started.elapsed(), "GPU heap mapped");
         let remote: Vec<bool> = (0..n_pes)
             .map(|pe| host.nodes()[pe] != host.nodes()[my_pe])
@@ -390,6 +263,31 @@ impl GpuPe {
             granularity = gran,
             "GPU PE ready"
         );
+        Ok(Self::ready(inner).await)
+    }
+
+    /// Starts PE `my_pe`'s completion queue (polling `copy_stream` among others) and its
+    /// staging buffers.
+    fn start_queues(
+        device: &GpuDevice,
+        my_pe: usize,
+        copy_stream: &Arc<CudaStream>,
+        traffic: &Traffic,
+    ) -> Result<(Cq, crate::rma::Staging)> {
+        let cq = Cq::start(
+            my_pe,
+            device.context().clone(),
+            spin_from_env()?,
+            copy_stream.clone(),
+            traffic.clone(),
+        )?;
+        let staging = crate::rma::Staging::new(device.context())?;
+        Ok((cq, staging))
+    }
+
+    /// The PE made of `inner`: starts compiling the internal kernels its GPU and routes need
+    /// (in the background) and reports its heap.
+    async fn ready(inner: Inner) -> GpuPe {
         InternalKernels::precompile(
             inner.device.compute_capability(),
             inner.remote.iter().any(|&r| r),
@@ -398,7 +296,7 @@ impl GpuPe {
             inner: Arc::new(inner),
         };
         pe.report_heap(&*pe.inner.allocator.lock().await);
-        Ok(pe)
+        pe
     }
 
     /// Checks peer-to-peer reachability, maps this PE's allocation and every peer's (fetched
@@ -710,11 +608,8 @@ fn unreachable(pe: usize, gpu: usize, peer: usize, peer_gpu: usize, why: &'stati
     })
 }
 
-fn random_token() -> Result<[u8; TOKEN_LEN]> {
-    let mut t = [0u8; TOKEN_LEN];
-    getrandom::fill(&mut t).map_err(|e| Error::os("random GPU handle token", e))?;
-    Ok(t)
-}
+#[path = "pe_setup.rs"]
+mod setup;
 
 #[cfg(test)]
 #[path = "pe_tests.rs"]

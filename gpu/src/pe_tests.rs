@@ -1,7 +1,8 @@
 //! Set-up's second round read without a GPU: who is mapped, who shares this PE's GPU, and
 //! the messages that fail the job.
 
-use super::{put_bytes, read_peers, TOKEN_LEN};
+use super::{put_bytes, read_peers};
+use crate::fd_share::TOKEN_LEN;
 
 /// PE `pe`'s second-round message: a GPU `uuid`, a heap of `stride` bytes, process `pid`.
 fn message(uuid: u8, stride: u64, pid: u32) -> Vec<u8> {
