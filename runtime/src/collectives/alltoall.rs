@@ -131,63 +131,15 @@ impl Team {
         let (n, me) = (self.n_pes(), self.my_pe());
         let bytes = bytes_of::<T>(nelems);
         let algorithm = self.inner.plan.alltoall(bytes, strides.is_some());
-        let eager = algorithm == MoveAlgorithm::Eager;
+        if n > 1 && bytes > 0 && algorithm == MoveAlgorithm::Eager {
+            return self
+                .exchange_eager(op, dest, source, nelems, strides, desc)
+                .await;
+        }
         let mut buf = vec![T::zeroed(); if strides.is_some() { nelems } else { 0 }];
-        if n == 1 || bytes == 0 || !eager {
-            self.move_block(dest, source, nelems, strides, me, &mut buf)
-                .await?;
-        }
+        self.move_block(dest, source, nelems, strides, me, &mut buf)
+            .await?;
         if n == 1 || bytes == 0 {
-            return Ok(());
-        }
-        if eager {
-            for k in 1..n {
-                self.eager_prefetch(op, (me + k) % n, bytes);
-            }
-            let stamp = Stamp::new(op, desc);
-            for k in 1..n {
-                let j = (me + k) % n;
-                let payload = match strides {
-                    None => Payload::Sym(source.slice(j * nelems..(j + 1) * nelems)),
-                    Some(s) => {
-                        let block = source.slice(j * nelems * s.sst..);
-                        self.dp()
-                            .iget(&mut buf, block, 1, s.sst, nelems, self.dp().my_pe())
-                            .await?;
-                        Payload::Local(&buf)
-                    }
-                };
-                if !self.eager_slot_free(op, j) {
-                    self.eager_slot_wait(op, j).await?;
-                }
-                self.eager_send(op, j, payload, bytes, stamp)?;
-            }
-            self.move_block(dest, source, nelems, strides, me, &mut buf)
-                .await?;
-            if !self.eager_arrived(op, Senders::All) {
-                self.eager_wait(op, Senders::All).await?;
-            }
-            for j in (1..n).map(|k| (me + k) % n) {
-                let got = self.eager_peek(op, j, stamp)?;
-                match agree(desc, got.desc, j) {
-                    Ok(()) => match strides {
-                        None => {
-                            let part = dest.slice(j * nelems..(j + 1) * nelems);
-                            self.copy_local(part, self.view::<T>(got.data, nelems))?;
-                        }
-                        Some(s) => {
-                            let me_pe = self.dp().my_pe();
-                            self.dp()
-                                .get(&mut buf, self.view::<T>(got.data, nelems), me_pe)
-                                .await?;
-                            let part = dest.slice(j * nelems * s.dst..);
-                            self.dp().iput(part, &buf, s.dst, 1, nelems, me_pe).await?;
-                        }
-                    },
-                    Err(e) => op.reject(e),
-                }
-                self.eager_done(op, j, true)?;
-            }
             return Ok(());
         }
         if algorithm == MoveAlgorithm::Push {
@@ -206,6 +158,70 @@ impl Team {
                 .await?;
         }
         self.sync_in(op, Descriptor::END).await
+    }
+
+    /// [`Team::exchange_blocks`] through the eager slots: sends every other member its block,
+    /// moves this PE's own, then takes each member's block from its slot.
+    async fn exchange_eager<T: Pod>(
+        &self,
+        op: &mut Op<'_>,
+        dest: SymSlice<'_, T>,
+        source: SymSlice<'_, T>,
+        nelems: usize,
+        strides: Option<Strides>,
+        desc: u64,
+    ) -> Result<()> {
+        let (n, me) = (self.n_pes(), self.my_pe());
+        let bytes = bytes_of::<T>(nelems);
+        let mut buf = vec![T::zeroed(); if strides.is_some() { nelems } else { 0 }];
+        for k in 1..n {
+            self.eager_prefetch(op, (me + k) % n, bytes);
+        }
+        let stamp = Stamp::new(op, desc);
+        for k in 1..n {
+            let j = (me + k) % n;
+            let payload = match strides {
+                None => Payload::Sym(source.slice(j * nelems..(j + 1) * nelems)),
+                Some(s) => {
+                    let block = source.slice(j * nelems * s.sst..);
+                    self.dp()
+                        .iget(&mut buf, block, 1, s.sst, nelems, self.dp().my_pe())
+                        .await?;
+                    Payload::Local(&buf)
+                }
+            };
+            if !self.eager_slot_free(op, j) {
+                self.eager_slot_wait(op, j).await?;
+            }
+            self.eager_send(op, j, payload, bytes, stamp)?;
+        }
+        self.move_block(dest, source, nelems, strides, me, &mut buf)
+            .await?;
+        if !self.eager_arrived(op, Senders::All) {
+            self.eager_wait(op, Senders::All).await?;
+        }
+        for j in (1..n).map(|k| (me + k) % n) {
+            let got = self.eager_peek(op, j, stamp)?;
+            match agree(desc, got.desc, j) {
+                Ok(()) => match strides {
+                    None => {
+                        let part = dest.slice(j * nelems..(j + 1) * nelems);
+                        self.copy_local(part, self.view::<T>(got.data, nelems))?;
+                    }
+                    Some(s) => {
+                        let me_pe = self.dp().my_pe();
+                        self.dp()
+                            .get(&mut buf, self.view::<T>(got.data, nelems), me_pe)
+                            .await?;
+                        let part = dest.slice(j * nelems * s.dst..);
+                        self.dp().iput(part, &buf, s.dst, 1, nelems, me_pe).await?;
+                    }
+                },
+                Err(e) => op.reject(e),
+            }
+            self.eager_done(op, j, true)?;
+        }
+        Ok(())
     }
 
     /// Reads block `me` of member `from`'s `source` into block `from` of this PE's `dest`.
