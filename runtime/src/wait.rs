@@ -250,6 +250,47 @@ impl Drop for Sleeping<'_> {
     }
 }
 
+/// [`Error::Timeout`] for a wait of `operation` with `timeout` that has waited `waited`,
+/// if it has a timeout and has waited that long.
+fn timed_out(
+    timeout: Option<Duration>,
+    operation: &'static str,
+    waited: Duration,
+) -> Option<Error> {
+    let limit = timeout.filter(|&limit| waited >= limit)?;
+    Some(Error::Timeout {
+        operation,
+        after: limit,
+    })
+}
+
+/// Checks `check` over and over for one spin slice from `now` (of a node that is `crowded`
+/// or not), with a spin-loop hint between batches of checks; what the check returned, or
+/// `None` when the slice ran out first.
+#[inline(always)]
+fn spin_one_slice<R>(
+    check: &mut impl FnMut() -> Option<R>,
+    crowded: bool,
+    now: Instant,
+) -> Option<R> {
+    let slice_end = now + spin_slice(crowded);
+    let per_pause = checks_per_pause(crowded);
+    let pauses = CHECKS_PER_CLOCK_READ / per_pause;
+    loop {
+        for _ in 0..pauses {
+            for _ in 0..per_pause {
+                if let Some(r) = check() {
+                    return Some(r);
+                }
+            }
+            std::hint::spin_loop();
+        }
+        if Instant::now() >= slice_end {
+            return None;
+        }
+    }
+}
+
 impl<C, R> Future for WaitFuture<'_, C>
 where
     C: FnMut() -> Option<R> + Unpin,
@@ -278,33 +319,14 @@ where
         if let Err(e) = this.dp.health.check() {
             return Poll::Ready(Err(e));
         }
-        if let Some(limit) = this.timeout {
-            if now.duration_since(started) >= limit {
-                return Poll::Ready(Err(Error::Timeout {
-                    operation: this.operation,
-                    after: limit,
-                }));
-            }
+        if let Some(e) = timed_out(this.timeout, this.operation, now.duration_since(started)) {
+            return Poll::Ready(Err(e));
         }
         if this.sleeping.is_none() {
             if now.duration_since(started) < this.dp.spin {
                 drive(this.dp, &mut this.driver, None);
-                let crowded = this.dp.crowded();
-                let slice_end = now + spin_slice(crowded);
-                let per_pause = checks_per_pause(crowded);
-                let pauses = CHECKS_PER_CLOCK_READ / per_pause;
-                loop {
-                    for _ in 0..pauses {
-                        for _ in 0..per_pause {
-                            if let Some(r) = check() {
-                                return Poll::Ready(Ok(r));
-                            }
-                        }
-                        std::hint::spin_loop();
-                    }
-                    if Instant::now() >= slice_end {
-                        break;
-                    }
+                if let Some(r) = spin_one_slice(check, this.dp.crowded(), now) {
+                    return Poll::Ready(Ok(r));
                 }
                 // Let another thread (perhaps the PE this wait depends on) have the CPU.
                 std::thread::yield_now();
@@ -333,13 +355,8 @@ where
             if let Some(Err(e)) = this.stalled.as_mut().map(|stalled| stalled()) {
                 return Poll::Ready(Err(this.dp.blame(e)));
             }
-            if let Some(limit) = this.timeout {
-                if started.elapsed() >= limit {
-                    return Poll::Ready(Err(Error::Timeout {
-                        operation: this.operation,
-                        after: limit,
-                    }));
-                }
+            if let Some(e) = timed_out(this.timeout, this.operation, started.elapsed()) {
+                return Poll::Ready(Err(e));
             }
         }
         Poll::Pending
