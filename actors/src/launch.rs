@@ -177,17 +177,7 @@ where
         };
         match outcome {
             Ok(out) => results[rank] = Some(out),
-            // The root cause outranks the peers that lost it.
-            Err(e) => {
-                let better = match &failure {
-                    None => true,
-                    Some(Error::PeerLost { .. }) => !matches!(e, Error::PeerLost { .. }),
-                    Some(_) => false,
-                };
-                if better {
-                    failure = Some(e);
-                }
-            }
+            Err(e) => keep_root_cause(&mut failure, e),
         }
     }
     drop(fail_links);
@@ -195,6 +185,19 @@ where
     match failure {
         Some(e) => Err(e),
         None => Ok(results.into_iter().flatten().collect()),
+    }
+}
+
+/// Records PE failure `e` in `failure`, the job's failure so far: the first failure stays,
+/// except that a root cause outranks the [`Error::PeerLost`] of the peers that lost it.
+fn keep_root_cause(failure: &mut Option<Error>, e: Error) {
+    let better = match failure {
+        None => true,
+        Some(Error::PeerLost { .. }) => !matches!(e, Error::PeerLost { .. }),
+        Some(_) => false,
+    };
+    if better {
+        *failure = Some(e);
     }
 }
 

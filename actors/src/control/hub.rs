@@ -165,19 +165,7 @@ pub async fn run_hub(
             Err(_) => continue,
         };
         let rank = hello.rank as usize;
-        let refusal = if hello.secret != config.secret {
-            Some("wrong job secret".to_string())
-        } else if hello.size as usize != n || rank >= n {
-            Some(format!(
-                "PE {rank} of {} does not fit a job of {n} PEs",
-                hello.size
-            ))
-        } else if hellos[rank].is_some() {
-            Some(format!("PE {rank} joined twice"))
-        } else {
-            None
-        };
-        if let Some(reason) = refusal {
+        if let Some(reason) = refusal(&hello, &config, &hellos) {
             tracing::warn!(rank, "bootstrap root refused a PE: {reason}");
             let _ = outbox.send(ToPe::Refused { reason });
             answer(admitted, false);
@@ -202,6 +190,24 @@ pub async fn run_hub(
     }
     tracing::info!(n_pes = n, "job formed");
     serve(members, events, &config.losses).await
+}
+
+/// Why the hub refuses `hello` (a PE asking to join the job of `config`, where `hellos`
+/// holds the PEs joined so far), or `None` when it may join.
+fn refusal(hello: &Hello, config: &HubConfig, hellos: &[Option<Hello>]) -> Option<String> {
+    let (rank, n) = (hello.rank as usize, config.n_pes);
+    if hello.secret != config.secret {
+        Some("wrong job secret".to_string())
+    } else if hello.size as usize != n || rank >= n {
+        Some(format!(
+            "PE {rank} of {} does not fit a job of {n} PEs",
+            hello.size
+        ))
+    } else if hellos[rank].is_some() {
+        Some(format!("PE {rank} joined twice"))
+    } else {
+        None
+    }
 }
 
 async fn serve(
