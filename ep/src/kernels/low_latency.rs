@@ -288,6 +288,18 @@ impl Kernels {
         a: &LowLatencyCombineArgs,
         places: &Places,
     ) -> Result<()> {
+        self.launch_send_back(stream, a, places)?;
+        self.launch_weighted_sums(stream, a)
+    }
+
+    /// Queues the combine's first kernel: every received row back to its source, then the
+    /// wait for the rows this PE sent.
+    fn launch_send_back(
+        &self,
+        stream: &CudaStream,
+        a: &LowLatencyCombineArgs,
+        places: &Places,
+    ) -> Result<()> {
         let back: [KernelArg; 16] = [
             a.y.into(),
             a.packed_pe.into(),
@@ -322,7 +334,13 @@ impl Kernels {
         // each row goes to its source's `back` row of (token, slot), within T × top_k rows;
         // then this PE's n combine signals, the two call words, a scratch word, the pinned
         // words and whether the buffer pulls.
-        unsafe { self.module.launch("ep_ll_send_back", dims, stream, &back)? };
+        unsafe { self.module.launch("ep_ll_send_back", dims, stream, &back) }
+    }
+
+    /// Queues the combine's second kernel, dependent on the first: each token's weighted sum
+    /// of its rows come back (pulled from the PEs of this node that combined in place, where
+    /// the buffer pulls).
+    fn launch_weighted_sums(&self, stream: &CudaStream, a: &LowLatencyCombineArgs) -> Result<()> {
         let pieces = (a.hidden.max(0) as u64 / 8).div_ceil(32);
         let work = (a.tokens.max(0) as u64) * pieces;
         let blocks = self.low_latency_blocks(work, LOW_LATENCY_COMBINE_PER_SM);
