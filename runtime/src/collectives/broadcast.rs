@@ -170,11 +170,6 @@ impl Team {
             && n > 1
             && bytes > 0
             && self.inner.plan.broadcast(bytes) == BroadcastAlgorithm::Eager;
-        if eager_root {
-            for k in 1..n {
-                self.eager_prefetch(op, (root + k) % n, bytes);
-            }
-        }
         if !eager_root || !(1..n).all(|k| self.eager_slot_free(op, (root + k) % n)) {
             return None;
         }

@@ -29,9 +29,12 @@
 //!
 //! A receiver waits by reading its slot's header, so the slot's lines sit in the receiver's
 //! cache when the sender comes to write them, and the sender's first store waits for them to
-//! travel. Senders therefore ask for those lines for writing ([`Team::eager_prefetch`]) as
-//! soon as a call knows it goes eager, ahead of the rest of its set-up, so that the trip
-//! overlaps that work.
+//! travel. Where every member sends to every other (all-to-all, fcollect, collect, the eager
+//! reductions), senders therefore ask for those lines for writing ([`Team::eager_prefetch`])
+//! as soon as the call knows it goes eager, ahead of the rest of its set-up, so that the trip
+//! overlaps that work. A broadcast's root does not: its receivers do nothing but read their
+//! headers meanwhile, so a line taken early is taken back before the write and travels
+//! twice (1.3x slower at 4 bytes on an Intel Xeon; 0.85-0.9x on an AMD EPYC).
 
 use std::sync::atomic::Ordering;
 
