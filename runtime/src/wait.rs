@@ -252,6 +252,7 @@ impl Drop for Sleeping<'_> {
 
 /// [`Error::Timeout`] for a wait of `operation` with `timeout` that has waited `waited`,
 /// if it has a timeout and has waited that long.
+#[inline(never)]
 fn timed_out(
     timeout: Option<Duration>,
     operation: &'static str,
@@ -266,8 +267,11 @@ fn timed_out(
 
 /// Checks `check` over and over for one spin slice from `now` (of a node that is `crowded`
 /// or not), with a spin-loop hint between batches of checks; what the check returned, or
-/// `None` when the slice ran out first.
-#[inline(always)]
+/// `None` when the slice ran out first. Out of line, as [`timed_out`]: inlined into every
+/// wait's `poll` (and so into the futures that hold a wait) the two made the mapped 8-byte
+/// `get` of `benches/host_pt2pt.rs` 1.10x slower, and out of line its ping-pong takes 0.90x
+/// the time it took with this loop written inside `poll`.
+#[inline(never)]
 fn spin_one_slice<R>(
     check: &mut impl FnMut() -> Option<R>,
     crowded: bool,
