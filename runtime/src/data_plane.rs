@@ -557,9 +557,10 @@ impl DataPlane {
     }
 
     /// Asks this core to take the cache lines of `view` on PE `pe` for writing, ahead of
-    /// writes to come (see
-    /// [`SharedMapping::prefetch_for_write`](crate::shared_memory::SharedMapping::prefetch_for_write)): a hint, which does nothing
-    /// for a PE on another node or a view that fails its checks.
+    /// writes to come: a hint (see [`SharedMapping::prefetch_for_write`]), which does
+    /// nothing for a PE on another node or a view that fails its checks.
+    ///
+    /// [`SharedMapping::prefetch_for_write`]: crate::shared_memory::SharedMapping::prefetch_for_write
     #[inline]
     pub(crate) fn prefetch_for_write<T: Pod>(&self, pe: usize, view: SymSlice<'_, T>) {
         if let Some(Route::Mapped(target)) = self.routes.get(pe) {

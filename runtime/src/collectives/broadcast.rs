@@ -25,9 +25,9 @@ use crate::team::{Op, Team};
 /// the slot's first line, whose header the receivers poll: taken early, it would be taken
 /// back before the root writes). From the first size that reaches a second line up to 256
 /// bytes, where it was measured to gain: at 2 PEs 256 bytes took 0.92-0.95x the time with
-/// it (Intel Xeon, `scripts/compare-revisions --only broadcast --rounds 30`, twice). Larger
-/// eager broadcasts happen by default only where PEs outnumber CPUs, whose figures swing by 2-4x
-/// between runs here: no gain could be shown there, so none is claimed.
+/// it (Intel Xeon, `scripts/compare-revisions --only broadcast --rounds 30`, twice).
+/// Larger eager broadcasts happen by default only where PEs outnumber CPUs, whose figures
+/// swing by 2-4x between runs here: no gain could be shown there, so none is claimed.
 const PREFETCHED_BROADCASTS: std::ops::RangeInclusive<usize> = (LINE - SLOT_HEADER + 1)..=256;
 
 impl Team {

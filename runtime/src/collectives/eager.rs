@@ -133,22 +133,24 @@ impl Team {
     /// (see [`DataPlane::prefetch_for_write`](crate::data_plane::DataPlane::prefetch_for_write)):
     /// it changes no memory, and is harmless if the slot is still being read.
     pub(crate) fn eager_prefetch(&self, op: &Collective<'_>, to: usize, bytes: usize) {
-        let layout = self.inner.layout;
-        let slot = layout.slot(self.my_pe(), op.sent(to) % 2);
-        let len = SLOT_HEADER + bytes.min(layout.eager_bytes);
-        self.dp()
-            .prefetch_for_write(self.pe(to), self.view::<u8>(slot, len));
+        self.prefetch_slot_from(op, to, bytes, 0);
     }
 
     /// [`Team::eager_prefetch`] without the slot's first line, the one whose header the
     /// receiver polls.
     pub(crate) fn eager_prefetch_data(&self, op: &Collective<'_>, to: usize, bytes: usize) {
+        self.prefetch_slot_from(op, to, bytes, LINE);
+    }
+
+    /// Prefetches for writing the bytes from `skip` on of the slot span that the next eager
+    /// message of `bytes` bytes to member `to` fills.
+    fn prefetch_slot_from(&self, op: &Collective<'_>, to: usize, bytes: usize, skip: usize) {
         let layout = self.inner.layout;
         let slot = layout.slot(self.my_pe(), op.sent(to) % 2);
         let len = SLOT_HEADER + bytes.min(layout.eager_bytes);
-        if len > LINE {
+        if len > skip {
             self.dp()
-                .prefetch_for_write(self.pe(to), self.view::<u8>(slot + LINE, len - LINE));
+                .prefetch_for_write(self.pe(to), self.view::<u8>(slot + skip, len - skip));
         }
     }
 
