@@ -10,18 +10,27 @@
 //! | `Get` | one read |
 //! | `Amo` | one fetching atomic (fetching, so that its completion means it was applied), then, once it was, a notice if it writes |
 //! | `PutSignal` | a write with its notice, then (ordered after it) the signal's fetching atomic and its notice |
+//! | `PutPublished` | one write with data: a notice that also tells the target to publish the write's last word into the word before it |
 //!
 //! # Notices
 //! A peer's write changes this PE's memory without this PE's code running, so its sleeping
 //! waiters would not notice before the doorbell's next tick. A write with data delivers a
 //! 64-bit notice to the target's completion queue, which its progress thread hands to
-//! [`wake_on_notice`]: the low 40 bits are the mapping offset written, the high 24 its length
-//! (all ones: up to the end of the segment). To a waiter a notice is a hint: a lost one
-//! would cost latency, never a wrong value, because waiters always re-read the memory. A
-//! write counter ([`Segment::count_writes`]) counts them instead: it relies on the endpoint
-//! reporting every write's notice once its data is placed, in the order of one peer's writes
-//! (an atomic's notice names its word: one into a counted range counts as a write of 8
-//! bytes).
+//! [`wake_on_notice`]: the low 39 bits are the mapping offset written, the next whether to
+//! publish, the high 24 its length (all ones: up to the end of the segment). To a waiter a
+//! notice is a hint: a lost one would cost latency, never a wrong value, because waiters
+//! always re-read the memory. A write counter ([`Segment::count_writes`]) counts them
+//! instead: it relies on the endpoint reporting every write's notice once its data is
+//! placed, in the order of one peer's writes (an atomic's notice names its word: one into a
+//! counted range counts as a write of 8 bytes).
+//!
+//! # Publishing
+//! A `PutPublished` write ends with the value of the flag word just before it: the target's
+//! progress thread, handed the notice once the provider placed the whole write, swaps that
+//! value into the flag (SeqCst, as a local writer's publication) and then wakes the flag's
+//! and the data's waiters. The initiator posts one operation, not a write, a round trip, and
+//! an atomic. A notice whose publication would fall outside the segment or on a misaligned
+//! word publishes nothing (it wakes only): a peer cannot make the target fault.
 //!
 //! # Ordering
 //! Every operation is started when [`Remote::start`] is called, in program order per peer:
@@ -42,7 +51,7 @@
 //! provider and keeps the CQ depth ([`Fabric::record_into`]). With metrics off, recording
 //! costs one load per operation.
 
-use std::sync::atomic::{fence, Ordering};
+use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use ferroshmem_observability::Traffic;
@@ -53,22 +62,34 @@ use crate::atomic;
 use crate::lane::{Class, Lane};
 use crate::{Fabric, Hooks, Operation, Peer, Registered};
 
-/// Bits of a notice that hold the mapping offset.
+/// Bits of a notice below its length: the mapping offset, and the publish bit above it.
 const OFFSET_BITS: u32 = 40;
+/// The bit of a notice that asks the target to publish the write's last word.
+const PUBLISH: u64 = 1 << (OFFSET_BITS - 1);
+/// The bits of a notice that hold the mapping offset (offsets below 512 GiB).
+const OFFSET_MASK: u64 = PUBLISH - 1;
 /// The length field of a notice that means "to the end of the segment".
 const LENGTH_ALL: u64 = (1 << (64 - OFFSET_BITS)) - 1;
 
 /// The notice announcing a write of `len` bytes at mapping offset `at`.
 pub fn notice(at: usize, len: usize) -> u64 {
-    let at = (at as u64) & ((1 << OFFSET_BITS) - 1);
+    let at = (at as u64) & OFFSET_MASK;
     let len = (len as u64).min(LENGTH_ALL);
     at | (len << OFFSET_BITS)
 }
 
-/// Hands the write a peer's `notice` announces to `segment` ([`Segment::landed`]): counted
+/// The notice of a `PutPublished` write of `len` bytes at `at`; `None` when the write does
+/// not fit a notice exactly (a publication needs the write's exact place and end).
+fn publishing_notice(at: usize, len: usize) -> Option<u64> {
+    let fits = (len as u64) < LENGTH_ALL && (at as u64) <= OFFSET_MASK;
+    fits.then(|| notice(at, len) | PUBLISH)
+}
+
+/// Hands the write a peer's `notice` announces to `segment` ([`Segment::landed`]): its last
+/// word published first if the notice asks (see the module documentation), then counted
 /// where a write counter watches it, and its sleeping waiters woken.
 pub fn wake_on_notice(segment: &Segment, notice: u64) {
-    let at = (notice & ((1 << OFFSET_BITS) - 1)) as usize;
+    let at = (notice & OFFSET_MASK) as usize;
     let len = notice >> OFFSET_BITS;
     let end = if len == LENGTH_ALL {
         usize::MAX
@@ -78,7 +99,26 @@ pub fn wake_on_notice(segment: &Segment, notice: u64) {
     // The provider placed the data before it queued the notice; this fence pairs with the
     // waiters' SeqCst registration, as a local writer's does.
     fence(Ordering::SeqCst);
+    if notice & PUBLISH != 0 && publish(segment, at, end) {
+        segment.landed(at - 8, end);
+        return;
+    }
     segment.landed(at, end);
+}
+
+/// Swaps the last word of the write `[at, end)` into the word at `at - 8`, if both lie in
+/// `segment`'s mapping and that word is aligned; whether it did.
+fn publish(segment: &Segment, at: usize, end: usize) -> bool {
+    let mapping = segment.mapping();
+    let fits = at >= 8 && at % 8 == 0 && end >= at + 8 && end <= mapping.len();
+    if fits {
+        let mut value = [0u8; 8];
+        mapping.read(end - 8, &mut value);
+        mapping
+            .atomic::<AtomicU64>(at - 8)
+            .swap(u64::from_ne_bytes(value), Ordering::SeqCst);
+    }
+    fits
 }
 
 /// Where one peer's segment is on the fabric.
@@ -231,6 +271,16 @@ impl Remote for FabricRemote {
             RemoteOp::Put(data) => {
                 let len = data.len();
                 let write = Operation::WriteData(data, notice(at, len));
+                self.post(peer, Class::Rma, at, write, ended)
+            }
+            RemoteOp::PutPublished(data) => {
+                let Some(publishing) = publishing_notice(at, data.len()) else {
+                    return Box::pin(std::future::ready(Err(Error::InvalidArgument(format!(
+                        "a published write of {} bytes at offset {at}: too long for a notice",
+                        data.len()
+                    )))));
+                };
+                let write = Operation::WriteData(data, publishing);
                 self.post(peer, Class::Rma, at, write, ended)
             }
             RemoteOp::Get(len) => self.post(peer, Class::Rma, at, Operation::Read(len), ended),

@@ -4,9 +4,11 @@
 //! rest) and wakes a sleeper watching any of it.
 //!
 //! To a mapped member that is a few stores, one swap and one wake check, inline; to one on
-//! another node it is a remote put-with-signal (or a remote swap), started at once and
-//! complete at the next `quiet` (the member learns of it from the signal; the sender does
-//! not wait). The team code never touches a member's memory itself.
+//! another node it is a remote put-with-signal or a remote swap, and a message one write
+//! whose flag the target publishes itself ([`RemoteOp::PutPublished`]: no round trip
+//! between data and flag), started at once and complete at the next `quiet` (the member
+//! learns of it from the flag; the sender does not wait). The team code never touches a
+//! member's memory itself.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -125,10 +127,11 @@ impl DataPlane {
             }),
             Route::Remote => {
                 // The header's last three words and the data lie end to end (checked by the
-                // slot layout): one put of both, then the first word as its signal.
+                // slot layout), and the slot keeps a word free after the largest payload:
+                // one write of both and the first word's value, which the target publishes.
                 debug_assert_eq!(to, at + 32, "the payload follows its header");
                 let put = || {
-                    let mut message = Vec::with_capacity(24 + moved);
+                    let mut message = Vec::with_capacity(24 + moved + 8);
                     message.extend_from_slice(bytemuck::cast_slice(&words));
                     match from {
                         Ok(src) => {
@@ -137,11 +140,8 @@ impl DataPlane {
                         }
                         Err(src) => message.extend_from_slice(bytemuck::cast_slice(src)),
                     }
-                    RemoteOp::PutSignal {
-                        data: message,
-                        signal_at: at,
-                        signal: Amo::Swap(v),
-                    }
+                    message.extend_from_slice(&v.to_ne_bytes());
+                    RemoteOp::PutPublished(message)
                 };
                 let started = self.remote(Op::PutSignal, pe, moved + 32, at + 8, put);
                 self.defer(started);

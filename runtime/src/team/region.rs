@@ -11,7 +11,7 @@
 //! | n | `sig[j]`: signal from member `j` (value, descriptor) | member `j` |
 //! | n | `ack[j]`: acknowledgement from member `j` (value, verdict) | member `j` |
 //! | n | `credit[j]`: eager messages of this member that `j` has consumed | member `j` |
-//! | 2n slots | eager slot `(j, parity)`: a header (message number + 1, length with the call's number in its top 24 bits, descriptor, credit), then up to `eager_bytes` of data, in the same lines | member `j` |
+//! | 2n slots | eager slot `(j, parity)`: a header (message number + 1, length with the call's number in its top 24 bits, descriptor, credit), then up to `eager_bytes` of data, in the same lines, and a word to spare (a remote message's flag value) | member `j` |
 //! | n | `up[j]`: member `j`'s arrival at its node's leader in a sync by node (epoch, lowest and highest descriptor) | member `j` |
 //! | 1 | `down`: the release of this member's node leader in a sync by node (epoch, lowest and highest descriptor) | the leader |
 //! | 1 | records of this member's last calls on the team (`calls.rs`) | the member itself |
@@ -96,12 +96,14 @@ impl Layout {
         let ack = sig + n * LINE;
         let credit = ack + n * LINE;
         let eager = config.eager_bytes > 0 && n <= config.flat_max_pes && n > 1;
+        // A word past the largest payload: a message to another node carries its flag's
+        // value there (`DataPlane::post_message`).
         let slot_stride = if eager {
-            (SLOT_HEADER + config.eager_bytes).next_multiple_of(LINE)
+            (SLOT_HEADER + config.eager_bytes + 8).next_multiple_of(LINE)
         } else {
             0
         };
-        let eager_bytes = slot_stride.saturating_sub(SLOT_HEADER);
+        let eager_bytes = slot_stride.saturating_sub(SLOT_HEADER + 8);
         let slots = credit + if eager { n * LINE } else { 0 };
         let up = slots + 2 * n * slot_stride;
         let down = up + n * LINE;
@@ -300,10 +302,10 @@ mod tests {
             "flat syncs"
         );
         assert_eq!(l.ack(0), l.sig(4) + LINE);
-        assert_eq!(l.slot(4, 1) + SLOT_HEADER + l.eager_bytes, l.up(0));
+        assert_eq!(l.slot(4, 1) + SLOT_HEADER + l.eager_bytes + 8, l.up(0));
         assert_eq!(l.up(4) + LINE, l.down());
         assert_eq!(l.down() + LINE + LINE, l.bytes);
-        assert_eq!(l.eager_bytes, 4096 + LINE - SLOT_HEADER);
+        assert_eq!(l.eager_bytes, 4096 + LINE - SLOT_HEADER - 8);
         assert_eq!(l.span(Layout::sig), l.sig(0)..l.sig(4) + LINE);
         let big = Layout::new(100, &config);
         assert_eq!(big.eager_bytes, 0, "large teams have no eager slots");
