@@ -15,9 +15,10 @@
 //!   the root (member 0 for reductions) has its own node's members and the other nodes'
 //!   leaders as children, each leader its node's members. One transfer crosses the fabric
 //!   per node, not one per member.
-//! - Eager sizes keep the eager algorithms: they are already push-only (every message a put
-//!   with its signal, no fabric round trip), and take one one-way latency; the two-level
-//!   form would add a node-local hop on each side to save fabric messages.
+//! - Eager sizes keep the eager algorithms: they are already push-only (every message one
+//!   write whose flag the target publishes, no fabric round trip), and take one one-way
+//!   latency; the two-level form would add a node-local hop on each side to save fabric
+//!   messages.
 //!
 //! # Teams that span nodes
 //! - `fcollect` and `alltoall` above the eager sizes push each block for another node into
