@@ -164,7 +164,9 @@ fn a_missing_library_is_named_and_showme_prints_anyway() {
     let n = nowhere.display();
     assert_eq!(
         text(&out.stdout),
-        format!("cc -I {n} main.c -L {n} -lferroshmem_c -Wl,-rpath,{n} -lpthread -ldl -lm\n")
+        format!(
+            "cc -I {n} -fno-plt main.c -L {n} -lferroshmem_c -Wl,-rpath,{n} -lpthread -ldl -lm\n"
+        )
     );
 }
 

