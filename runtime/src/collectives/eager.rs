@@ -174,6 +174,10 @@ impl Team {
             Payload::Local(src) => src.len(),
         };
         debug_assert!(bytes as u64 <= LENGTH_MASK, "descriptors hold 40-bit sizes");
+        debug_assert!(
+            len * std::mem::size_of::<T>() <= self.inner.layout.eager_bytes,
+            "the payload fits its slot, with the word after it spare"
+        );
         let length = stamp.call << (64 - CALL_BITS) | (bytes as u64 & LENGTH_MASK);
         self.dp().post_message(
             self.pe(to),
