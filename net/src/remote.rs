@@ -10,7 +10,7 @@
 //! | `Get` | one read |
 //! | `Amo` | one fetching atomic (fetching, so that its completion means it was applied), then, once it was, a notice if it writes |
 //! | `PutSignal` | a write with its notice, then (ordered after it) the signal's fetching atomic and its notice |
-//! | `PutPublished` | one write with data: a notice that also tells the target to publish the write's last word into the word before it |
+//! | `PutPublished` | one write with data: a notice that also tells the target to publish the write's last word into its line's first word |
 //!
 //! # Notices
 //! A peer's write changes this PE's memory without this PE's code running, so its sleeping
@@ -25,12 +25,14 @@
 //! counted range counts as a write of 8 bytes).
 //!
 //! # Publishing
-//! A `PutPublished` write ends with the value of the flag word just before it: the target's
-//! progress thread, handed the notice once the provider placed the whole write, swaps that
-//! value into the flag (SeqCst, as a local writer's publication) and then wakes the flag's
-//! and the data's waiters. The initiator posts one operation, not a write, a round trip, and
-//! an atomic. A notice whose publication would fall outside the segment or on a misaligned
-//! word publishes nothing (it wakes only): a peer cannot make the target fault.
+//! A `PutPublished` write ends with the value of the flag word that starts the 64-byte line
+//! the write starts in: the target's progress thread, handed the notice once the provider
+//! placed the whole write, raises the flag to that value (an atomic maximum, SeqCst, as a
+//! local writer's publication: flags only grow, and notices handed on by two readers of the
+//! queue may come out of order) and then wakes the flag's and the data's waiters. The initiator posts one
+//! operation, not a write, a round trip, and an atomic. A notice whose write starts at a
+//! line's start (no flag before it) or ends outside the segment publishes nothing (it wakes
+//! only): a peer cannot make the target fault.
 //!
 //! # Ordering
 //! Every operation is started when [`Remote::start`] is called, in program order per peer:
@@ -68,6 +70,8 @@ const OFFSET_BITS: u32 = 40;
 const PUBLISH: u64 = 1 << (OFFSET_BITS - 1);
 /// The bits of a notice that hold the mapping offset (offsets below 512 GiB).
 const OFFSET_MASK: u64 = PUBLISH - 1;
+/// The lines whose first word a published write sets.
+const LINE: usize = 64;
 /// The length field of a notice that means "to the end of the segment".
 const LENGTH_ALL: u64 = (1 << (64 - OFFSET_BITS)) - 1;
 
@@ -99,26 +103,29 @@ pub fn wake_on_notice(segment: &Segment, notice: u64) {
     // The provider placed the data before it queued the notice; this fence pairs with the
     // waiters' SeqCst registration, as a local writer's does.
     fence(Ordering::SeqCst);
-    if notice & PUBLISH != 0 && publish(segment, at, end) {
-        segment.landed(at - 8, end);
-        return;
+    match (notice & PUBLISH != 0).then(|| publish(segment, at, end)) {
+        Some(Some(flag)) => segment.landed(flag, end),
+        _ => segment.landed(at, end),
     }
-    segment.landed(at, end);
 }
 
-/// Swaps the last word of the write `[at, end)` into the word at `at - 8`, if both lie in
-/// `segment`'s mapping and that word is aligned; whether it did.
-fn publish(segment: &Segment, at: usize, end: usize) -> bool {
+/// Raises the first word of the line the write `[at, end)` starts in to the write's last
+/// word, if the write does not start at that word and ends in `segment`'s mapping; the
+/// flag's offset, if it did. A maximum, not a swap: two threads may read the completion
+/// queue at once (a driving task and the progress thread), so one peer's notices to a flag
+/// can be handed on out of order, and a flag must never go back.
+fn publish(segment: &Segment, at: usize, end: usize) -> Option<usize> {
     let mapping = segment.mapping();
-    let fits = at >= 8 && at % 8 == 0 && end >= at + 8 && end <= mapping.len();
+    let flag = at - at % LINE;
+    let fits = flag < at && end >= at + 8 && end <= mapping.len();
     if fits {
         let mut value = [0u8; 8];
         mapping.read(end - 8, &mut value);
         mapping
-            .atomic::<AtomicU64>(at - 8)
-            .swap(u64::from_ne_bytes(value), Ordering::SeqCst);
+            .atomic::<AtomicU64>(flag)
+            .fetch_max(u64::from_ne_bytes(value), Ordering::SeqCst);
     }
-    fits
+    fits.then_some(flag)
 }
 
 /// Where one peer's segment is on the fabric.

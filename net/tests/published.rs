@@ -1,7 +1,7 @@
 //! Published writes over the fabric (`tcp;ofi_rxm` on loopback): a `PutPublished` write's
-//! last word becomes the word before it once the whole write has landed, so a reader that
-//! sees the flag move sees the data, on fresh connections too; a sleeping waiter on the flag
-//! wakes; and notices that would publish outside the segment, or onto a misaligned word,
+//! last word becomes the first word of the line it starts in once the whole write has
+//! landed, so a reader that sees the flag move sees the data, on fresh connections too; and
+//! notices that would publish from outside the segment, or with no flag before the write,
 //! change nothing at the target. Skipped, saying so, where libfabric is not installed;
 //! `.ci/run` installs it.
 
@@ -104,10 +104,9 @@ fn a_notice_that_would_publish_out_of_place_changes_nothing() {
     segment.mapping().write(len - 64, &pattern);
     let publish = |at: u64, bytes: u64| at | (1 << 39) | (bytes << 40);
     let hostile = [
-        // At offset 0: no word before it.
+        // Starting at a line's first word: no flag before the write (offset 0 among them).
         publish(0, 16),
-        // A misaligned flag word.
-        publish(HEADER_SIZE as u64 + 12, 16),
+        publish(HEADER_SIZE as u64, 16),
         // Shorter than the word it would publish.
         publish(HEADER_SIZE as u64 + 16, 4),
         // Past the end of the mapping.
@@ -127,10 +126,26 @@ fn a_notice_that_would_publish_out_of_place_changes_nothing() {
         (pattern.clone(), pattern),
         "nothing was published"
     );
-    // A well-placed one publishes: the word before the write takes the write's last word.
+    // A well-placed one publishes: the line's first word takes the write's last word, also
+    // from a write that starts past the line's second word.
+    segment.mapping().write(HEADER_SIZE, &0u64.to_ne_bytes());
     segment
         .mapping()
         .write(HEADER_SIZE + 40, &7u64.to_ne_bytes());
     wake_on_notice(&segment, publish(HEADER_SIZE as u64 + 16, 32));
-    assert_eq!(word(&segment, HEADER_SIZE + 8), 7);
+    assert_eq!(word(&segment, HEADER_SIZE), 7);
+    // Notices handed on out of order never take a flag back.
+    segment
+        .mapping()
+        .write(HEADER_SIZE + 40, &9u64.to_ne_bytes());
+    wake_on_notice(&segment, publish(HEADER_SIZE as u64 + 16, 32));
+    segment
+        .mapping()
+        .write(HEADER_SIZE + 40, &8u64.to_ne_bytes());
+    wake_on_notice(&segment, publish(HEADER_SIZE as u64 + 16, 32));
+    assert_eq!(
+        word(&segment, HEADER_SIZE),
+        9,
+        "the flag stays at the larger value"
+    );
 }

@@ -4,11 +4,10 @@
 //! rest) and wakes a sleeper watching any of it.
 //!
 //! To a mapped member that is a few stores, one swap and one wake check, inline; to one on
-//! another node it is a remote put-with-signal or a remote swap, and a message one write
-//! whose flag the target publishes itself ([`RemoteOp::PutPublished`]: no round trip
-//! between data and flag), started at once and complete at the next `quiet` (the member
-//! learns of it from the flag; the sender does not wait). The team code never touches a
-//! member's memory itself.
+//! another node it is one write whose flag the target publishes itself
+//! ([`RemoteOp::PutPublished`]: no round trip between data and flag), started at once and
+//! complete at the next `quiet` (the member learns of it from the flag; the sender does not
+//! wait). The team code never touches a member's memory itself.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -18,8 +17,13 @@ use ferroshmem_observability::Op;
 use crate::data_plane::DataPlane;
 use crate::error::Result;
 use crate::heap::SymSlice;
-use crate::route::{Amo, RemoteOp, Route};
+use crate::route::{RemoteOp, Route};
 use crate::segment::Segment;
+
+/// Bytes of a line: a post's signal starts one, and its words and value stay in it.
+const LINE: usize = 64;
+/// Where in its line a post without words has its value land on another node: the last word.
+const SPARE_WORD: usize = LINE - 8;
 
 /// Where a message's payload comes from.
 #[derive(Debug, Clone, Copy)]
@@ -43,7 +47,9 @@ fn publish(target: &Segment, at: usize, v: u64, lo: usize, hi: usize) {
 
 impl DataPlane {
     /// Writes `words` at `words_at` on PE `pe` (none when empty), then sets `signal` there
-    /// to `v`, publishing them.
+    /// to `v`, publishing them. `signal` starts a 64-byte line that holds the words, and
+    /// the word after them (or, without words, the line's last word) is spare: a PE on
+    /// another node gets the words and `v` in one write, which it publishes itself.
     pub(crate) fn post(
         &self,
         pe: usize,
@@ -70,21 +76,25 @@ impl DataPlane {
                 }
                 publish(target, at, v, lo, hi);
             }),
-            (Route::Remote, None) => {
-                let swap = || RemoteOp::Amo {
-                    op: Amo::Swap(v),
-                    width: 8,
+            (Route::Remote, w) => {
+                // One write, published into the signal: the words, then `v` in the word after
+                // them (or in the line's last word when there are none), which the line keeps
+                // spare for it.
+                let (from, op) = match w {
+                    Some(w) => (w, Op::PutSignal),
+                    None => (at + SPARE_WORD, Op::Signal),
                 };
-                let started = self.remote(Op::Signal, pe, bytes, at, swap);
-                self.defer(started);
-            }
-            (Route::Remote, Some(w)) => {
-                let put = || RemoteOp::PutSignal {
-                    data: bytemuck::cast_slice(words).to_vec(),
-                    signal_at: at,
-                    signal: Amo::Swap(v),
+                debug_assert!(
+                    at % LINE == 0 && at < from && from + 8 * words.len() < at + LINE,
+                    "a post's signal starts its line and its words and value follow in it"
+                );
+                let put = || {
+                    let mut data = Vec::with_capacity(8 * words.len() + 8);
+                    data.extend_from_slice(bytemuck::cast_slice(words));
+                    data.extend_from_slice(&v.to_ne_bytes());
+                    RemoteOp::PutPublished(data)
                 };
-                let started = self.remote(Op::PutSignal, pe, bytes, w, put);
+                let started = self.remote(op, pe, bytes, from, put);
                 self.defer(started);
             }
         }

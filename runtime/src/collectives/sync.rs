@@ -92,7 +92,8 @@ impl Team {
         (mut lo, mut hi): (u64, u64),
     ) -> Result<(u64, u64)> {
         let layout = self.inner.layout;
-        let pair = 8 + 16 * (epoch % 2) as usize;
+        // Each pair is followed by a word that a post to another node uses (`crate::post`).
+        let pair = 8 + 24 * (epoch % 2) as usize;
         let take = |(lo, hi): (u64, u64), line: usize| {
             (
                 lo.min(self.local(line + pair).load(Ordering::Acquire)),

@@ -7,7 +7,7 @@
 //! | lines | content | written by |
 //! |---|---|---|
 //! | 1 | `count`: this member's element count of a `collect` | the member itself |
-//! | n (n ≤ 4) or ⌈log₂ n⌉ | sync line of member `j` (flat syncs) or of round `r` (dissemination): epoch, then two (lowest, highest) descriptor pairs (by epoch parity) | member `j`, or member `me − 2^r` |
+//! | n (n ≤ 4) or ⌈log₂ n⌉ | sync line of member `j` (flat syncs) or of round `r` (dissemination): epoch, then two (lowest, highest) descriptor pairs (by epoch parity), each followed by a spare word | member `j`, or member `me − 2^r` |
 //! | n | `sig[j]`: signal from member `j` (value, descriptor) | member `j` |
 //! | n | `ack[j]`: acknowledgement from member `j` (value, verdict) | member `j` |
 //! | n | `credit[j]`: eager messages of this member that `j` has consumed | member `j` |
@@ -17,7 +17,13 @@
 //! | 1 | records of this member's last calls on the team (`calls.rs`) | the member itself |
 //!
 //! Signal and acknowledgement values are [`value`]`(seq, step)`: they only grow, so a waiter
-//! compares with `>=` and no word is ever reset. The credit and eager lines exist only in
+//! compares with `>=` and no word is ever reset.
+//!
+//! Every line's first word is the one its writer publishes, and the word after the words a
+//! writer stores with it (the last word of the line, where it stores none) is spare: a
+//! writer on another node sends the words and the new value in one write, and the owner's
+//! transport publishes the value into the first word once the write has landed
+//! (`crate::post`). The credit and eager lines exist only in
 //! teams small enough for the eager (small-message) algorithms.
 
 use std::ops::Range;
