@@ -29,10 +29,10 @@
 //! the write starts in: the target's progress thread, handed the notice once the provider
 //! placed the whole write, raises the flag to that value (an atomic maximum, SeqCst, as a
 //! local writer's publication: flags only grow, and notices handed on by two readers of the
-//! queue may come out of order) and then wakes the flag's and the data's waiters. The initiator posts one
-//! operation, not a write, a round trip, and an atomic. A notice whose write starts at a
-//! line's start (no flag before it) or ends outside the segment publishes nothing (it wakes
-//! only): a peer cannot make the target fault.
+//! queue may come out of order) and then wakes the flag's and the data's waiters. The
+//! initiator posts one operation, not a write, a round trip, and an atomic. A notice whose
+//! write starts at a line's start (no flag before it) or ends outside the segment publishes
+//! nothing (it wakes only): a peer cannot make the target fault.
 //!
 //! # Ordering
 //! Every operation is started when [`Remote::start`] is called, in program order per peer:
