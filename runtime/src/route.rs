@@ -80,10 +80,11 @@ pub enum RemoteOp {
     /// placed, the target itself raises the first word of the 64-byte line (of the
     /// segment's mapping) that the write starts in, which the write must not start at, to
     /// that value (an atomic maximum: for flags that only grow, which the target may be
-    /// handed out of order): whoever sees the word's new value sees the data. A flag and the words of its line
-    /// (or a message that follows its flag) go out as one write this way, where a write and
-    /// then an atomic would wait a round trip between the two on transports that do not
-    /// order the two classes. The value's own 8 bytes land after the data too.
+    /// handed out of order): whoever sees the word's new value sees the data. A flag and
+    /// the words of its line (or a message that follows its flag) go out as one write this
+    /// way, where a write and then an atomic would wait a round trip between the two on
+    /// transports that do not order the two classes. The value's own 8 bytes land after the
+    /// data too.
     PutPublished(Vec<u8>),
     /// An atomic on a word of `width` bytes (4 or 8); resolves to the old value's bytes.
     Amo {
