@@ -24,7 +24,8 @@
  *
  * Options: --iters N (calls per batch of a latency size, default 2000), --warmup N (default
  * 200), --reps N (default 5), --bw-mib N (MiB moved per batch of a bandwidth size, default 64),
- * --only barrier (the barrier alone); other arguments are ignored.
+ * --only NAME (that collective alone: barrier, broadcast, fcollect, alltoall or reduce); other
+ * arguments are ignored.
  */
 #include <shmem.h>
 #include <stdio.h>
@@ -169,14 +170,22 @@ static void fill(enum op op, long size, int me, int npes)
     }
 }
 
-/* Whether --only barrier was given: the barrier alone (OSHMEM's other collectives across hosts
- * take minutes). */
-static int only_barrier(int argc, char **argv)
+/* The collective named by --only NAME (one of names[]), or -1 when none was given: the others
+ * are skipped, e.g. to profile one (and OSHMEM's other collectives across hosts take
+ * minutes). An unknown name is a usage error. */
+static int only_op(int argc, char **argv)
 {
-    for (int a = 1; a + 1 < argc; a++)
-        if (strcmp(argv[a], "--only") == 0 && strcmp(argv[a + 1], "barrier") == 0)
-            return 1;
-    return 0;
+    for (int a = 1; a + 1 < argc; a++) {
+        if (strcmp(argv[a], "--only") != 0)
+            continue;
+        for (int op = BARRIER; op <= REDUCE; op++)
+            if (strcmp(argv[a + 1], names[op]) == 0)
+                return op;
+        fprintf(stderr, "host_collectives: --only %s: expected barrier, broadcast, fcollect, "
+                        "alltoall or reduce\n", argv[a + 1]);
+        exit(2);
+    }
+    return -1;
 }
 
 int main(int argc, char **argv)
@@ -185,6 +194,7 @@ int main(int argc, char **argv)
     long warmup = parse_option(argc, argv, "--warmup", 200, 0);
     long reps = parse_option(argc, argv, "--reps", 5, 1);
     long bw_bytes = parse_option(argc, argv, "--bw-mib", 64, 1) << 20;
+    int only = only_op(argc, argv);
     if (reps > MAX_REPS) {
         fprintf(stderr, "host_collectives: --reps is at most %d\n", MAX_REPS);
         return 2;
@@ -212,8 +222,9 @@ int main(int argc, char **argv)
         printf("# OSHMEM host_collectives: %d PEs; per call, mean over PEs of each PE's median "
                "of %ld batches\n",
                npes, reps);
-    int last = only_barrier(argc, argv) ? BARRIER : REDUCE;
-    for (int op = BARRIER; op <= last; op++) {
+    for (int op = BARRIER; op <= REDUCE; op++) {
+        if (only >= 0 && op != only)
+            continue;
         for (int s = 0; s < N_SIZES; s++) {
             long size = op == BARRIER ? 0 : sizes[s];
             if (op == BARRIER && s > 0)
