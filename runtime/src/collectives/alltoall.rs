@@ -3,8 +3,9 @@
 //!
 //! - Eager (small blocks, teams with eager slots): each member writes block `j` into member
 //!   `j`'s slot; each copies the blocks out.
-//! - Flat (otherwise): sync, read block `me` of every member's `source` (member `me + 1`
-//!   first, so that members spread their reads over different peers), sync.
+//! - Flat (otherwise): enter, read block `me` of every member's `source` as soon as that
+//!   member has entered (on a flat team; after the whole entry sync on others), member
+//!   `me + 1` first, so that members spread their reads over different peers; then sync.
 
 use bytemuck::Pod;
 
@@ -148,14 +149,13 @@ impl Team {
             let pull = |j| (dest.slice(block(j)), source.slice(block(me)));
             return self.move_across_nodes(op, desc, push, pull).await;
         }
-        self.sync_in(op, desc).await?;
-        if op.rejected() {
-            return Ok(());
-        }
-        for k in 1..n {
-            let j = (me + k) % n;
+        let mut entrants = self.enter(op, desc).await?;
+        while let Some(j) = self.next_entrant(op, &mut entrants).await? {
             self.move_block(dest, source, nelems, strides, j, &mut buf)
                 .await?;
+        }
+        if op.rejected() {
+            return Ok(());
         }
         self.sync_in(op, Descriptor::END).await
     }

@@ -5,7 +5,9 @@
 //!   other member's slot; each copies the blocks out. For `collect` the slot headers carry
 //!   the block sizes; a block too large for a slot is read from its member's `source`
 //!   instead, and then all members sync before returning.
-//! - Flat: sync, read every other member's block from its `source`, sync.
+//! - Flat: enter, read every other member's block from its `source` as soon as that member
+//!   has entered (see `Team::enter` in `sync.rs`), sync. `collect` without eager slots
+//!   syncs first: its members read each other's counts.
 //! - Ring (large blocks in large teams): in step `k` each member reads from its left
 //!   neighbour's `dest` the block that neighbour got in step `k − 1`; n − 1 steps.
 
@@ -143,11 +145,18 @@ impl Team {
             }
             MoveAlgorithm::Eager | MoveAlgorithm::Flat => {}
         }
-        self.sync_in(op, desc).await?;
+        let mut entrants = self.enter(op, desc).await?;
+        while let Some(j) = self.next_entrant(op, &mut entrants).await? {
+            if blocks.count(j) > 0 {
+                let from = source.resized(blocks.count(j));
+                self.dp()
+                    .get_into(dest.slice(blocks.range(j)), from, self.pe(j))
+                    .await?;
+            }
+        }
         if op.rejected() {
             return Ok(());
         }
-        self.pull_blocks(dest, source, blocks, |_| true).await?;
         self.sync_in(op, Descriptor::END).await
     }
 

@@ -11,7 +11,7 @@
 //! | collective | small messages | medium | large (≥ `large_bytes`) |
 //! |---|---|---|---|
 //! | `broadcast` | eager: the root writes into every member's slot and returns | flat: members read the root's source; in teams above `flat_max_pes`, a binomial tree, each member reading from its parent | flat |
-//! | `fcollect`, `collect` | eager: each member writes its block into every other's slot | flat: sync, read every other block, sync | flat; a ring in teams above `flat_max_pes` |
+//! | `fcollect`, `collect` | eager: each member writes its block into every other's slot | flat: enter, read every other block, sync | flat; a ring in teams above `flat_max_pes` |
 //! | `alltoall(s)` | eager | flat | flat |
 //! | reductions | eager: each member receives every contribution and combines them in member order | a tree up into member 0's `dest`, then down: a star, or binomial in teams above `flat_max_pes` | reduce-scatter, then allgather |
 //! | `reducescatter` | eager | flat: sync, combine this member's block from every source, sync | flat |
@@ -25,12 +25,20 @@
 //! go through the receivers' scratch slots (two per sender, with credits so that a sender
 //! never overwrites an unread message), so no member waits for another to arrive before it
 //! can send: one one-way latency per collective. The other algorithms read peers' buffers in
-//! place and synchronize before and after.
+//! place and synchronize before and after. "Enter" is the sync before, taken member by
+//! member: in a team that syncs flat (up to four members, one node or one member per
+//! node), a member reads another's buffers as soon as that one has entered the call, not
+//! once the last has, so members that are running work on while one that is not (PEs
+//! outnumbering CPUs) has yet to arrive; a member never touches another's buffers before
+//! that one has entered the call with the same descriptor.
 //!
 //! Every algorithm ends only when no other member will touch this PE's buffers again for
 //! this collective, so the same buffers may be used by the next collective at once. Syncs
 //! also check that every member called the same collective with the same sizes and root:
-//! when they did not, every member gets [`Error::CollectiveMismatch`].
+//! when they did not, every member gets [`Error::CollectiveMismatch`]. (A flat call that
+//! enters member by member may by then have moved blocks between members whose calls
+//! matched, within the buffers those calls named; the `dest` of a failed call holds no
+//! result.)
 //!
 //! Eager messages carry their call's descriptor and its number among the team's calls,
 //! which every member counts alike. A member that receives a message of its own call with

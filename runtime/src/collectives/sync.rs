@@ -12,6 +12,11 @@
 //!   other leaders as above (flat or dissemination among the leaders, over the sync lines
 //!   numbered by leader), then releases its node. One exchange crosses the fabric per pair
 //!   of leaders (flat) or per leader and round, not per pair of members.
+//! - Entering (`enter`, `next_entrant`: the first sync of the flat `alltoall` and `fcollect`):
+//!   on a flat team, the flat sync's posts, with each other member handed to the caller as
+//!   soon as its arrival is seen, so that a member reads the buffers of those that are in the
+//!   call while one that is not running (PEs outnumbering CPUs) has yet to arrive; on other
+//!   teams, a whole sync first.
 //!
 //! Each message also carries the lowest and highest [`Descriptor`] its sender has seen so far,
 //! so in the end every member knows them over all members: when they differ, the members did
@@ -21,6 +26,7 @@
 //! and its leader's `down` need one slot: neither side can post the next sync's before the
 //! other has read this one's.
 
+use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 
 use super::plan::SyncAlgorithm;
@@ -67,17 +73,86 @@ impl Team {
             }
         };
         self.dp().health().check()?;
-        if lo != hi {
-            op.reject(Error::CollectiveMismatch {
-                operation: "team collective",
-                detail: format!(
-                    "members of the team called different collectives or sizes: {} and {}",
-                    Descriptor::describe(lo),
-                    Descriptor::describe(hi)
-                ),
+        judge(op, (lo, hi));
+        Ok(())
+    }
+
+    /// Enters collective `op` with descriptor `desc`: the first sync of a collective whose
+    /// work with member `j` needs only `j` to be in the call (reading `j`'s `source`, say).
+    /// [`Team::next_entrant`] then hands out the other members as they enter.
+    pub(crate) async fn enter(&self, op: &mut Op<'_>, desc: u64) -> Result<Entrants> {
+        let (n, me) = (self.n_pes(), self.my_pe());
+        let waiting = (1..n).map(|k| (me + k) % n).collect();
+        if self.inner.plan.sync() != SyncAlgorithm::Flat {
+            self.sync_in(op, desc).await?;
+            return Ok(Entrants {
+                epoch: None,
+                desc,
+                waiting,
+                seen: (desc, desc),
             });
         }
-        Ok(())
+        let epoch = op.next_epoch();
+        let line = self.inner.layout.sync(me);
+        for k in 1..n {
+            let to = (me + k) % n;
+            self.post(to, line, epoch, line + pair_offset(epoch), &[desc, desc])?;
+        }
+        Ok(Entrants {
+            epoch: Some(epoch),
+            desc,
+            waiting,
+            seen: (desc, desc),
+        })
+    }
+
+    /// The next member of `entrants` in the call with this member's descriptor, or `None`
+    /// once every member has entered: the entry sync is then whole, and a mismatch is
+    /// recorded in `op`, alike on every member. Once a member with another descriptor has
+    /// been seen, no more members are handed out (the call only completes its sync), so
+    /// blocks move only between members that passed the same buffers' sizes.
+    pub(crate) async fn next_entrant(
+        &self,
+        op: &mut Op<'_>,
+        entrants: &mut Entrants,
+    ) -> Result<Option<usize>> {
+        let Some(epoch) = entrants.epoch else {
+            let next = entrants.waiting.pop_front();
+            return Ok(next.filter(|_| !op.rejected()));
+        };
+        let layout = self.inner.layout;
+        let arrived = |j: usize| self.local(layout.sync(j)).load(Ordering::Acquire) >= epoch;
+        loop {
+            let found = entrants.waiting.iter().position(|&j| arrived(j));
+            if let Some(j) = found.and_then(|i| entrants.waiting.remove(i)) {
+                let (lo, hi) = self.sync_pair(layout.sync(j), epoch);
+                entrants.seen = (entrants.seen.0.min(lo), entrants.seen.1.max(hi));
+                if entrants.seen == (entrants.desc, entrants.desc) {
+                    return Ok(Some(j));
+                }
+                continue;
+            }
+            if entrants.waiting.is_empty() {
+                entrants.epoch = None;
+                self.dp().health().check()?;
+                judge(op, entrants.seen);
+                return Ok(None);
+            }
+            let span = layout.sync(0)..layout.sync(self.n_pes() - 1) + 8;
+            let waiting = &entrants.waiting;
+            self.wait_for("team sync", span, || waiting.iter().any(|&j| arrived(j)))
+                .await?;
+        }
+    }
+
+    /// The pair of descriptors that the sync of `epoch` left in this member's sync line
+    /// `line`: the lowest and highest its sender had seen.
+    fn sync_pair(&self, line: usize, epoch: u64) -> (u64, u64) {
+        let pair = line + pair_offset(epoch);
+        (
+            self.local(pair).load(Ordering::Acquire),
+            self.local(pair + 8).load(Ordering::Acquire),
+        )
     }
 
     /// Syncs a group of `n` members, the one at position `p` being member `member(p)` and
@@ -92,13 +167,10 @@ impl Team {
         (mut lo, mut hi): (u64, u64),
     ) -> Result<(u64, u64)> {
         let layout = self.inner.layout;
-        // Each pair is followed by a word that a post to another node uses (`crate::post`).
-        let pair = 8 + 24 * (epoch % 2) as usize;
+        let pair = pair_offset(epoch);
         let take = |(lo, hi): (u64, u64), line: usize| {
-            (
-                lo.min(self.local(line + pair).load(Ordering::Acquire)),
-                hi.max(self.local(line + pair + 8).load(Ordering::Acquire)),
-            )
+            let (l, h) = self.sync_pair(line, epoch);
+            (lo.min(l), hi.max(h))
         };
         if n <= FLAT_SYNC_MAX {
             let line = layout.sync(at);
@@ -166,5 +238,43 @@ impl Team {
             self.post(j, layout.down(), epoch, layout.down() + 8, &[lo, hi])?;
         }
         Ok((lo, hi))
+    }
+}
+
+/// The other members of a collective as they enter it, from [`Team::enter`]: on a team that
+/// syncs flat, each one as soon as its arrival is seen, so that the work with a member that
+/// has arrived does not wait for the last to arrive (when PEs outnumber CPUs, the last may
+/// not even be running); on other teams, all of them after a whole sync.
+pub(crate) struct Entrants {
+    /// The epoch of the entry sync while arrivals are still to be seen; `None` once the sync
+    /// is whole.
+    epoch: Option<u64>,
+    /// This member's descriptor of the call.
+    desc: u64,
+    /// The members not handed out yet, in the order they are preferred (this member's
+    /// successors first, so that members spread their reads over different peers).
+    waiting: VecDeque<usize>,
+    /// The lowest and highest descriptor seen so far, this member's included.
+    seen: (u64, u64),
+}
+
+/// Where in a sync line the pair of descriptors of the sync of `epoch` sits: one of two
+/// slots by parity, each followed by a word that a post to another node uses
+/// (`crate::post`).
+fn pair_offset(epoch: u64) -> usize {
+    8 + 24 * (epoch % 2) as usize
+}
+
+/// Records in `op` the mismatch that a sync's lowest and highest descriptors show, if any.
+fn judge(op: &mut Op<'_>, (lo, hi): (u64, u64)) {
+    if lo != hi {
+        op.reject(Error::CollectiveMismatch {
+            operation: "team collective",
+            detail: format!(
+                "members of the team called different collectives or sizes: {} and {}",
+                Descriptor::describe(lo),
+                Descriptor::describe(hi)
+            ),
+        });
     }
 }

@@ -1,0 +1,194 @@
+//! Flat collectives that enter member by member (`alltoall` and `fcollect` past the eager
+//! sizes, in a team of up to four on one node): a member reads another's block as soon as
+//! that one has entered the call, not once the last member has; and never the block of a
+//! member that has not entered, nor of one whose call does not match its own.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::runtime;
+use ferroshmem::{run_local, Error, Pe, Result, SymBuffer};
+
+/// Elements per block: 16 KiB of `u64`, past every eager size.
+const BLOCK: usize = 2048;
+
+/// How long the member that stays out waits to see the others' blocks move; reaching it
+/// means they waited for it.
+const PATIENCE: Duration = Duration::from_secs(10);
+
+/// Members of the jobs here.
+const N: usize = 3;
+
+/// The two collectives that enter member by member.
+#[derive(Clone, Copy, Debug)]
+enum Collective {
+    Alltoall,
+    Fcollect,
+}
+
+impl Collective {
+    /// Element `k` of the block that member `from` sends member `to` (one value for every
+    /// receiver of an fcollect); never zero, the value of a block not written.
+    fn element(self, from: usize, to: usize, k: usize) -> u64 {
+        let to = match self {
+            Collective::Alltoall => to,
+            Collective::Fcollect => 0,
+        };
+        (from * 1_000_000 + to * 10_000 + k + 1) as u64
+    }
+
+    /// The `source` of member `me`, blocks of `block` elements.
+    fn source(self, me: usize, block: usize) -> Vec<u64> {
+        let receivers = match self {
+            Collective::Alltoall => N,
+            Collective::Fcollect => 1,
+        };
+        (0..receivers)
+            .flat_map(|to| (0..block).map(move |k| self.element(me, to, k)))
+            .collect()
+    }
+
+    /// The call on the world team, blocks of `block` elements.
+    async fn call(
+        self,
+        pe: &Pe,
+        dest: &SymBuffer<u64>,
+        source: &SymBuffer<u64>,
+        block: usize,
+    ) -> Result<()> {
+        let world = pe.team_world();
+        match self {
+            Collective::Alltoall => world.alltoall(dest, source, block).await,
+            Collective::Fcollect => {
+                world
+                    .fcollect(dest.slice(..N * block), source.slice(..block))
+                    .await
+            }
+        }
+    }
+}
+
+/// Runs `program` on every PE of a job of [`N`] PEs in this process; panics with every
+/// PE's error.
+fn job<F, Fut>(program: F)
+where
+    F: Fn(Pe) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Result<()>> + Send + 'static,
+{
+    std::env::set_var("FERROSHMEM_SYMMETRIC_SIZE", "64M");
+    let ended = runtime().block_on(run_local(N, program)).expect("job");
+    let failed: Vec<String> = ended
+        .into_iter()
+        .enumerate()
+        .filter_map(|(pe, r)| r.err().map(|e| format!("PE {pe}: {e}")))
+        .collect();
+    assert!(failed.is_empty(), "{failed:#?}");
+}
+
+/// Fails unless block `from` of `dest` on this PE holds `want(k)` at every element `k`.
+async fn expect_block(
+    pe: &Pe,
+    dest: &SymBuffer<u64>,
+    from: usize,
+    want: impl Fn(usize) -> u64,
+) -> Result<()> {
+    let mut got = vec![0u64; BLOCK];
+    pe.get(
+        &mut got,
+        dest.slice(from * BLOCK..(from + 1) * BLOCK),
+        pe.my_pe(),
+    )
+    .await?;
+    match (0..BLOCK).find(|&k| got[k] != want(k)) {
+        None => Ok(()),
+        Some(k) => Err(Error::InvalidArgument(format!(
+            "block {from}, element {k}: {}, expected {}",
+            got[k],
+            want(k)
+        ))),
+    }
+}
+
+/// PE 2 stays out of the call until PE 0 holds PE 1's block, and only then writes its own
+/// `source`: the call must move the blocks of the members that entered without waiting for
+/// the last, and must read PE 2's block only after PE 2 entered.
+fn blocks_move_while_one_member_stays_out(collective: Collective) {
+    job(move |pe| async move {
+        let me = pe.my_pe();
+        let source = pe.calloc::<u64>(N * BLOCK).await?;
+        let dest = pe.calloc::<u64>(N * BLOCK).await?;
+        if me == 2 {
+            let want = collective.element(1, 0, 0);
+            let started = Instant::now();
+            while pe.g(dest.slice(BLOCK..BLOCK + 1), 0).await? != want {
+                if started.elapsed() > PATIENCE {
+                    return Err(Error::InvalidArgument(format!(
+                        "{collective:?}: PE 0 had not read PE 1's block after {PATIENCE:?} \
+                         while PE 2 stayed out of the call"
+                    )));
+                }
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        }
+        let mine = collective.source(me, BLOCK);
+        pe.put(source.slice(..mine.len()), &mine, me).await?;
+        collective.call(&pe, &dest, &source, BLOCK).await?;
+        for from in 0..N {
+            expect_block(&pe, &dest, from, |k| collective.element(from, me, k)).await?;
+        }
+        Ok(())
+    });
+}
+
+#[test]
+fn alltoall_moves_blocks_while_one_member_stays_out() {
+    blocks_move_while_one_member_stays_out(Collective::Alltoall);
+}
+
+#[test]
+fn fcollect_moves_blocks_while_one_member_stays_out() {
+    blocks_move_while_one_member_stays_out(Collective::Fcollect);
+}
+
+/// PE 2 calls with half the block size: every member gets `CollectiveMismatch`, no member
+/// reads a block of a member whose call differs from its own (where those blocks would land
+/// in `dest`, it stays unwritten), and the next matching call on the team succeeds.
+fn no_block_moves_across_a_mismatch(collective: Collective) {
+    job(move |pe| async move {
+        let me = pe.my_pe();
+        let source = pe.calloc::<u64>(N * BLOCK).await?;
+        let dest = pe.calloc::<u64>(N * BLOCK).await?;
+        let mine = collective.source(me, BLOCK);
+        pe.put(source.slice(..mine.len()), &mine, me).await?;
+        pe.barrier_all().await?;
+        let block = if me == 2 { BLOCK / 2 } else { BLOCK };
+        match collective.call(&pe, &dest, &source, block).await {
+            Err(Error::CollectiveMismatch { .. }) => {}
+            other => {
+                return Err(Error::InvalidArgument(format!(
+                    "{collective:?} with PE 2's size halved: {other:?}, expected a mismatch"
+                )))
+            }
+        }
+        // PE 2's halved blocks of PE 0 and PE 1 lie in block 0 (its own copy, in block 1).
+        let unread = if me == 2 { 0 } else { 2 };
+        expect_block(&pe, &dest, unread, |_| 0).await?;
+        pe.barrier_all().await?;
+        collective.call(&pe, &dest, &source, BLOCK).await?;
+        for from in 0..N {
+            expect_block(&pe, &dest, from, |k| collective.element(from, me, k)).await?;
+        }
+        Ok(())
+    });
+}
+
+#[test]
+fn alltoall_moves_no_block_across_a_mismatch() {
+    no_block_moves_across_a_mismatch(Collective::Alltoall);
+}
+
+#[test]
+fn fcollect_moves_no_block_across_a_mismatch() {
+    no_block_moves_across_a_mismatch(Collective::Fcollect);
+}
