@@ -26,7 +26,6 @@
 //! and its leader's `down` need one slot: neither side can post the next sync's before the
 //! other has read this one's.
 
-use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 
 use super::plan::SyncAlgorithm;
@@ -82,27 +81,24 @@ impl Team {
     /// [`Team::next_entrant`] then hands out the other members as they enter.
     pub(crate) async fn enter(&self, op: &mut Op<'_>, desc: u64) -> Result<Entrants> {
         let (n, me) = (self.n_pes(), self.my_pe());
-        let waiting = (1..n).map(|k| (me + k) % n).collect();
-        if self.inner.plan.sync() != SyncAlgorithm::Flat {
+        let pending = if self.inner.plan.sync() == SyncAlgorithm::Flat {
+            let epoch = op.next_epoch();
+            let line = self.inner.layout.sync(me);
+            for k in 1..n {
+                let to = (me + k) % n;
+                self.post(to, line, epoch, line + pair_offset(epoch), &[desc, desc])?;
+            }
+            // At most FLAT_SYNC_MAX members: one bit for each other one.
+            let waiting = (1..n).fold(0, |bits, k| bits | offset_bit(k));
+            Pending::Arriving { epoch, waiting }
+        } else {
             self.sync_in(op, desc).await?;
-            return Ok(Entrants {
-                epoch: None,
-                desc,
-                waiting,
-                seen: (desc, desc),
-            });
-        }
-        let epoch = op.next_epoch();
-        let line = self.inner.layout.sync(me);
-        for k in 1..n {
-            let to = (me + k) % n;
-            self.post(to, line, epoch, line + pair_offset(epoch), &[desc, desc])?;
-        }
+            Pending::InOrder { next: 1 }
+        };
         Ok(Entrants {
-            epoch: Some(epoch),
             desc,
-            waiting,
             seen: (desc, desc),
+            pending,
         })
     }
 
@@ -116,32 +112,45 @@ impl Team {
         op: &mut Op<'_>,
         entrants: &mut Entrants,
     ) -> Result<Option<usize>> {
-        let Some(epoch) = entrants.epoch else {
-            let next = entrants.waiting.pop_front();
-            return Ok(next.filter(|_| !op.rejected()));
-        };
+        let (n, me) = (self.n_pes(), self.my_pe());
         let layout = self.inner.layout;
-        let arrived = |j: usize| self.local(layout.sync(j)).load(Ordering::Acquire) >= epoch;
         loop {
-            let found = entrants.waiting.iter().position(|&j| arrived(j));
-            if let Some(j) = found.and_then(|i| entrants.waiting.remove(i)) {
-                let (lo, hi) = self.sync_pair(layout.sync(j), epoch);
+            let (epoch, waiting) = match &mut entrants.pending {
+                Pending::InOrder { next } => {
+                    if *next >= n || op.rejected() {
+                        return Ok(None);
+                    }
+                    *next += 1;
+                    return Ok(Some((me + *next - 1) % n));
+                }
+                Pending::Arriving { epoch, waiting } => (*epoch, waiting),
+            };
+            let arrived = |k: usize| {
+                let line = layout.sync((me + k) % n);
+                self.local(line).load(Ordering::Acquire) >= epoch
+            };
+            let unseen = |bits: u32, k: usize| bits & offset_bit(k) != 0;
+            if let Some(k) = (1..n).find(|&k| unseen(*waiting, k) && arrived(k)) {
+                *waiting &= !offset_bit(k);
+                let (lo, hi) = self.sync_pair(layout.sync((me + k) % n), epoch);
                 entrants.seen = (entrants.seen.0.min(lo), entrants.seen.1.max(hi));
                 if entrants.seen == (entrants.desc, entrants.desc) {
-                    return Ok(Some(j));
+                    return Ok(Some((me + k) % n));
                 }
                 continue;
             }
-            if entrants.waiting.is_empty() {
-                entrants.epoch = None;
+            if *waiting == 0 {
+                entrants.pending = Pending::InOrder { next: n };
                 self.dp().health().check()?;
                 judge(op, entrants.seen);
                 return Ok(None);
             }
-            let span = layout.sync(0)..layout.sync(self.n_pes() - 1) + 8;
-            let waiting = &entrants.waiting;
-            self.wait_for("team sync", span, || waiting.iter().any(|&j| arrived(j)))
-                .await?;
+            let bits = *waiting;
+            let span = layout.sync(0)..layout.sync(n - 1) + 8;
+            self.wait_for("team sync", span, || {
+                (1..n).any(|k| unseen(bits, k) && arrived(k))
+            })
+            .await?;
         }
     }
 
@@ -244,18 +253,33 @@ impl Team {
 /// The other members of a collective as they enter it, from [`Team::enter`]: on a team that
 /// syncs flat, each one as soon as its arrival is seen, so that the work with a member that
 /// has arrived does not wait for the last to arrive (when PEs outnumber CPUs, the last may
-/// not even be running); on other teams, all of them after a whole sync.
+/// not even be running); on other teams, all of them after a whole sync. Members are
+/// preferred in the order `me + 1`, `me + 2`, … (mod n), so that members spread their reads
+/// over different peers.
 pub(crate) struct Entrants {
-    /// The epoch of the entry sync while arrivals are still to be seen; `None` once the sync
-    /// is whole.
-    epoch: Option<u64>,
     /// This member's descriptor of the call.
     desc: u64,
-    /// The members not handed out yet, in the order they are preferred (this member's
-    /// successors first, so that members spread their reads over different peers).
-    waiting: VecDeque<usize>,
     /// The lowest and highest descriptor seen so far, this member's included.
     seen: (u64, u64),
+    /// The members not handed out yet.
+    pending: Pending,
+}
+
+/// The members an [`Entrants`] has yet to hand out.
+enum Pending {
+    /// On a flat team, while arrivals at the sync of `epoch` are still to be seen: bit
+    /// `k − 1` of `waiting` is set while member `me + k` has not been seen to arrive.
+    Arriving { epoch: u64, waiting: u32 },
+    /// After a whole sync: the members `me + k` for `k` from `next` to `n − 1`.
+    InOrder { next: usize },
+}
+
+// A flat team's other members fit the bits of `Pending::Arriving`.
+const _: () = assert!(FLAT_SYNC_MAX <= 32);
+
+/// The bit of `waiting` ([`Pending::Arriving`]) of the member `k` places after this one.
+fn offset_bit(k: usize) -> u32 {
+    1 << (k - 1)
 }
 
 /// Where in a sync line the pair of descriptors of the sync of `epoch` sits: one of two
