@@ -110,6 +110,21 @@ async fn expect_block(
     }
 }
 
+/// Makes the call with whole blocks; fails unless every block of `dest` came from its
+/// member.
+async fn call_and_check(
+    collective: Collective,
+    pe: &Pe,
+    dest: &SymBuffer<u64>,
+    source: &SymBuffer<u64>,
+) -> Result<()> {
+    collective.call(pe, dest, source, BLOCK).await?;
+    for from in 0..N {
+        expect_block(pe, dest, from, |k| collective.element(from, pe.my_pe(), k)).await?;
+    }
+    Ok(())
+}
+
 /// PE 2 stays out of the call until PE 0 holds PE 1's block, and only then writes its own
 /// `source`: the call must move the blocks of the members that entered without waiting for
 /// the last, and must read PE 2's block only after PE 2 entered.
@@ -133,11 +148,7 @@ fn blocks_move_while_one_member_stays_out(collective: Collective) {
         }
         let mine = collective.source(me, BLOCK);
         pe.put(source.slice(..mine.len()), &mine, me).await?;
-        collective.call(&pe, &dest, &source, BLOCK).await?;
-        for from in 0..N {
-            expect_block(&pe, &dest, from, |k| collective.element(from, me, k)).await?;
-        }
-        Ok(())
+        call_and_check(collective, &pe, &dest, &source).await
     });
 }
 
@@ -175,11 +186,7 @@ fn no_block_moves_across_a_mismatch(collective: Collective) {
         let unread = if me == 2 { 0 } else { 2 };
         expect_block(&pe, &dest, unread, |_| 0).await?;
         pe.barrier_all().await?;
-        collective.call(&pe, &dest, &source, BLOCK).await?;
-        for from in 0..N {
-            expect_block(&pe, &dest, from, |k| collective.element(from, me, k)).await?;
-        }
-        Ok(())
+        call_and_check(collective, &pe, &dest, &source).await
     });
 }
 
