@@ -8,9 +8,10 @@
 //!   its children's buffers in place), then the result is read back down the tree. A star
 //!   in small teams, binomial in large ones.
 //! - Reduce-scatter then allgather (large messages): after a sync each member combines one
-//!   n-th of the elements, reading every member's `source`; after a second sync each reads
-//!   the other members' parts of the result; a third sync ends it. Every member does an
-//!   equal share of the arithmetic.
+//!   n-th of the elements, reading every member's `source`; then each enters a second sync
+//!   and reads another member's part of the result as soon as that member has entered it
+//!   (on a flat team, member by member: see `Team::enter`; after the whole sync on others);
+//!   a third sync ends it. Every member does an equal share of the arithmetic.
 //!
 //! Combining goes block by block (16 KiB), so that the operands stay in cache.
 
@@ -426,13 +427,16 @@ impl Team {
         let input = |k: usize| (source.slice(mine.clone()), self.pe((me + k) % n));
         self.combine_into(op, dest.slice(mine.clone()), n, input)
             .await?;
-        self.sync_in(state, Descriptor::END).await?;
-        let reads: Vec<_> = (1..n)
-            .map(|k| (me + k) % n)
-            .map(|j| (dest.slice(part(j, n, len)), j))
-            .filter(|(theirs, _)| !theirs.is_empty())
-            .map(|(theirs, j)| self.dp().get_into(theirs, theirs, self.pe(j)))
-            .collect();
+        // Each member's part is ready once it has entered this sync: read it then (every
+        // read started first, so that those from other nodes overlap).
+        let mut combined = self.enter(state, Descriptor::END).await?;
+        let mut reads = Vec::with_capacity(n - 1);
+        while let Some(j) = self.next_entrant(state, &mut combined).await? {
+            let theirs = dest.slice(part(j, n, len));
+            if !theirs.is_empty() {
+                reads.push(self.dp().get_into(theirs, theirs, self.pe(j)));
+            }
+        }
         for read in reads {
             read.await?;
         }
