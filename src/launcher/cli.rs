@@ -45,11 +45,11 @@ enum Command {
     Run(RunArgs),
     /// Compile and link a C program against the C API (shmem.h, libferroshmem_c), as oshcc.
     ///
-    /// Runs $CC (else cc) on the arguments, unchanged, after `-I INCLUDE -fno-plt` and followed
-    /// by `-L LIB -lferroshmem_c -Wl,-rpath,LIB -lpthread -ldl -lm`. Only the first two are
-    /// added when the arguments stop before linking (-c, -S, -E, -M or -MM), and nothing when
-    /// they name no input (--version, -v). INCLUDE: $FERROSHMEM_INCLUDE_DIR, else the source tree's
-    /// capi/include; LIB: $FERROSHMEM_LIB_DIR, else the directory of this ferroshmem, where
+    /// Runs $CC (else cc) on the arguments, unchanged, after `-I INCLUDE -fno-plt` and
+    /// followed by `-L LIB -lferroshmem_c -Wl,-rpath,LIB -lpthread -ldl -lm`. Only the first
+    /// two are added when the arguments stop before linking (-c, -S, -E, -M or -MM), and
+    /// nothing when they name no input (--version, -v). INCLUDE: $FERROSHMEM_INCLUDE_DIR,
+    /// else the source tree's capi/include; LIB: $FERROSHMEM_LIB_DIR, else the directory of this ferroshmem, where
     /// `cargo build -p ferroshmem-c` puts the library. A link to ferroshmem named oshcc acts as
     /// `ferroshmem cc`. A $CC that would run this wrapper itself (CC=oshcc) is passed over.
     ///

@@ -12,9 +12,9 @@
 //! then, for a link, `-L LIB -lferroshmem_c -Wl,-rpath,LIB -lpthread -ldl -lm` (see [`Stage`]
 //! and [`compiler_command`]). `-fno-plt` has the program call the library's routines through
 //! its global offset table, not a PLT stub: one jump less on every call (`shmem_getmem` of
-//! 8 bytes 3.9 → 3.6 ns on a mapped peer). `INCLUDE` is `$FERROSHMEM_INCLUDE_DIR`, else the source tree's
-//! `capi/include`; `LIB` is `$FERROSHMEM_LIB_DIR`, else the directory of the running
-//! `ferroshmem` executable, where cargo puts the library too.
+//! 8 bytes 3.9 → 3.6 ns on a mapped peer). `INCLUDE` is `$FERROSHMEM_INCLUDE_DIR`, else the
+//! source tree's `capi/include`; `LIB` is `$FERROSHMEM_LIB_DIR`, else the directory of the
+//! running `ferroshmem` executable, where cargo puts the library too.
 
 use std::ffi::{OsStr, OsString};
 use std::io;
@@ -343,7 +343,7 @@ mod tests {
     }
 
     #[test]
-    fn compile_only_gets_the_include_flag_alone() {
+    fn compile_only_gets_the_include_and_codegen_flags_alone() {
         let command = compiler_command(&words("ccache gcc"), &words("-c ring.c"), &dirs());
         assert_eq!(
             command,

@@ -117,11 +117,12 @@ impl Team {
         loop {
             let (epoch, waiting) = match &mut entrants.pending {
                 Pending::InOrder { next } => {
-                    if *next >= n || op.rejected() {
+                    let k = *next;
+                    if k >= n || op.rejected() {
                         return Ok(None);
                     }
-                    *next += 1;
-                    return Ok(Some((me + *next - 1) % n));
+                    *next = k + 1;
+                    return Ok(Some((me + k) % n));
                 }
                 Pending::Arriving { epoch, waiting } => (*epoch, waiting),
             };
