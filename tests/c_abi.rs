@@ -242,25 +242,61 @@ fn a_put_outside_the_heap_ends_the_job_with_a_message() {
     assert!(stderr.contains("ferroshmem: PE "), "{stderr}");
 }
 
-/// `shmem_global_exit` on one PE ends the whole job with its status, while the other PE
-/// waits in a barrier that would otherwise never end.
+/// Builds the C program `body` (the inside of `main`, after `#include <shmem.h>`) as `name`
+/// and runs it at `n` PEs under `ferroshmem run`.
+fn run_program(name: &str, body: &str, n: &str) -> Output {
+    let source = out_dir().join(format!("{name}.c"));
+    let text = format!("#include <shmem.h>\nint main(void) {{\n{body}\n}}\n");
+    std::fs::write(&source, text).expect("write the program");
+    let program = build(&source, name, &["-std=c11"]);
+    finish(
+        ferroshmem(&["run", "-n", n, program.to_str().expect("a UTF-8 path")]),
+        name,
+    )
+}
+
+/// `shmem_global_exit` on one PE ends the whole job with its status, while the other PEs
+/// wait in a barrier that would otherwise never end: every PE exits with that status (0
+/// included), and the launcher says which PE ended the job.
 #[test]
 fn global_exit_ends_the_job_with_its_status() {
     if !have_cc() {
         return;
     }
-    let source = out_dir().join("global_exit.c");
-    std::fs::write(
-        &source,
-        "#include <shmem.h>\nint main(void) {\n    shmem_init();\n    if (shmem_my_pe() == 1)\n        \
-         shmem_global_exit(3);\n    shmem_barrier_all();\n    shmem_finalize();\n    return 0;\n}\n",
-    )
-    .expect("write the program");
-    let program = build(&source, "global_exit", &["-std=c11"]);
-    let output = finish(
-        ferroshmem(&["run", "-n", "2", program.to_str().expect("a UTF-8 path")]),
-        "global_exit",
-    );
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(3), "{stderr}");
+    for (name, pe, status, n) in [("global_exit3", 1, 3, "2"), ("global_exit0", 0, 0, "4")] {
+        let body = format!(
+            "    shmem_init();\n    if (shmem_my_pe() == {pe})\n        shmem_global_exit({status});\n    \
+             shmem_barrier_all();\n    shmem_finalize();\n    return 7;"
+        );
+        let output = run_program(name, &body, n);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(status), "{name}: {stderr}");
+        let said = format!("PE {pe} ended the job with global_exit({status})");
+        assert!(stderr.contains(&said), "{name}: {stderr}");
+        assert!(!stderr.contains("lost"), "{name}: {stderr}");
+    }
+}
+
+/// A program that never calls `shmem_finalize` (as programs written for `start_pes` do) leaves
+/// the job at its normal exit as if it had: a PE done first waits for the others instead of
+/// leaving them to find it lost.
+#[test]
+fn a_normal_exit_finalizes() {
+    if !have_cc() {
+        return;
+    }
+    let body = "    start_pes(0);\n    static int x;\n    shmem_int_p(&x, 1, (_my_pe() + 1) % _num_pes());\n    \
+                shmem_barrier_all();\n    return x == 1 ? 0 : 2;";
+    for round in 0..3 {
+        let output = run_program("no_finalize", body, "4");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "round {round}: {stderr}");
+        assert!(!stderr.contains("lost"), "round {round}: {stderr}");
+    }
+}
+
+/// The calls at the edges of the spec that programs for other OpenSHMEM libraries make.
+#[test]
+fn edge_cases() {
+    check_program("edges");
 }

@@ -50,6 +50,12 @@ pub(crate) enum Command {
     Finalizing,
     /// Clean end of the PE (after its final barrier).
     Finalize { reply: oneshot::Sender<Result<()>> },
+    /// The PE ends the job with `status`: `answered` hears when the root says the other PEs
+    /// have left (a std channel: the caller waits on it outside any runtime).
+    GlobalExit {
+        status: i32,
+        answered: std::sync::mpsc::Sender<()>,
+    },
 }
 
 enum Pending {
@@ -82,6 +88,8 @@ pub(crate) struct PeActor {
     /// The bootstrap root's task, when this PE's process hosts it: the PE waits for it to see
     /// every other PE leave before its own process may exit.
     pub hosted_root: Option<tokio::task::JoinHandle<Result<crate::control::HubReport>>>,
+    /// Who hears the root's answer to this PE's global exit, once it asked for one.
+    pub global_exit: Option<std::sync::mpsc::Sender<()>>,
 }
 
 impl PeActor {
@@ -128,6 +136,7 @@ impl PeActor {
                     Some(ToPe::Refused { reason }) => {
                         self.fail(Error::Bootstrap(reason), &mut pending);
                     }
+                    Some(ToPe::GlobalExit { pe, status }) => self.global_exit(pe as usize, status),
                     Some(_) => {}
                     None => {
                         let reason = format!("the control connection to the root at {} closed", self.link.root_address);
@@ -136,6 +145,17 @@ impl PeActor {
                     }
                 },
             }
+        }
+    }
+
+    /// PE `pe` ended the job with `status`: when this PE asked, its caller hears it (and
+    /// exits); otherwise this process exits now.
+    fn global_exit(&mut self, pe: usize, status: i32) {
+        match self.global_exit.take() {
+            Some(answered) if pe == self.rank => {
+                let _ = answered.send(());
+            }
+            _ => crate::pe::exit_for_global_exit(self.rank, pe, status),
         }
     }
 
@@ -258,6 +278,10 @@ impl PeActor {
                     .map(|(&group, &seq)| (group, seq))
                     .collect();
                 let _ = self.link.to_root.send(FromPe::Finalizing { next });
+            }
+            Command::GlobalExit { status, answered } => {
+                let _ = self.link.to_root.send(FromPe::GlobalExit { status });
+                self.global_exit = Some(answered);
             }
             Command::Finalize { .. } => unreachable!("handled by the loop"),
         }

@@ -68,11 +68,12 @@ fn start_pe(
         data: data.clone(),
         // The top of the heap is the team pool (teams' control regions), outside `malloc`'s
         // reach.
-        heap: HeapAllocator::new(data.user_heap_bytes()),
+        heap: HeapAllocator::new(data.user_heap_bytes(), data.heap_alignment()),
         link,
         mailbox,
         seqs: HashMap::from([(0, next_seq)]),
         hosted_root,
+        global_exit: None,
     };
     data.metrics().heap(actor.heap.used(), actor.heap.size());
     let pe = Pe::new(data, mailbox_tx)?;

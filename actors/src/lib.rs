@@ -16,5 +16,5 @@ mod team;
 mod threads;
 
 pub use launch::{init, run, run_local};
-pub use pe::{FreeError, MallocHints, Pe};
+pub use pe::{exiting, FreeError, MallocHints, Pe};
 pub use threads::{init_thread, ThreadLevel};

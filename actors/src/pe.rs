@@ -4,8 +4,9 @@
 //! heap management goes through the PE's actor.
 
 use std::ops::Deref;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytemuck::Pod;
 use ferroshmem_runtime::heap::AllocRequest;
@@ -14,6 +15,28 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::oneshot;
 
 use crate::actor::Command;
+
+/// Set once a PE of this process has called [`Pe::global_exit`] or heard of another's: the
+/// process is about to exit.
+static EXITING: AtomicBool = AtomicBool::new(false);
+
+/// How long [`Pe::global_exit`] waits for the root's answer: the root answers within two
+/// seconds (`GLOBAL_EXIT_WAIT` of the hub) while it lives.
+const GLOBAL_EXIT_ANSWER_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Whether this process is exiting because a PE ended the job with [`Pe::global_exit`]
+/// (its own or another's): exit handlers, such as a C library's implicit finalize, must then
+/// leave the job alone.
+pub fn exiting() -> bool {
+    EXITING.load(Ordering::Acquire)
+}
+
+/// Ends this process with `status` because PE `pe` ended the job ([`Pe::global_exit`]).
+pub(crate) fn exit_for_global_exit(me: usize, pe: usize, status: i32) -> ! {
+    tracing::info!(pe = me, status, "PE {pe} ended the job with global_exit");
+    EXITING.store(true, Ordering::Release);
+    std::process::exit(status)
+}
 
 /// A processing element: this program's place in the job.
 ///
@@ -66,6 +89,13 @@ impl MallocHints {
             .ok()
             .filter(|b| b & !known == 0)
             .map(MallocHints)
+    }
+
+    /// The hints among `bits` this library knows, the other bits ignored (hints are advisory:
+    /// OpenSHMEM lets an implementation pass over the ones it cannot use).
+    pub fn from_bits_truncate(bits: u64) -> MallocHints {
+        let known = (Self::ATOMICS_REMOTE | Self::SIGNAL_REMOTE).0;
+        MallocHints(bits as u8 & known)
     }
 }
 
@@ -311,12 +341,24 @@ impl Pe {
         self.ask(|reply| Command::HeapUsage { reply }).await
     }
 
-    /// Ends the whole job now with `status` (`shmem_global_exit`): this process exits with it
-    /// at once, without waiting for any PE; under a launcher (`ferroshmem run`, `mpirun`) the
-    /// other PEs are then stopped, and in a `run_local` job every PE ends with the process.
-    /// The other PEs see this one lost if they communicate with it before they are stopped.
+    /// Ends the whole job with `status` (`shmem_global_exit`): the root tells every other PE,
+    /// whose process then exits with `status` (whatever its threads are doing), and answers
+    /// this one once they have left, or after two seconds; then this process exits with
+    /// `status` too. Without an answer from the root (it is gone) this process exits after
+    /// three seconds. In a `run_local` job every PE ends with the process. Exiting runs the
+    /// process's exit handlers (C's `atexit`, stdio flushing), on the calling thread here and
+    /// on a runtime thread in the other PEs.
     pub fn global_exit(&self, status: i32) -> ! {
         tracing::info!(pe = self.my_pe(), status, "global exit");
+        EXITING.store(true, Ordering::Release);
+        let (answered, answer) = std::sync::mpsc::channel();
+        let asked = self
+            .inner
+            .mailbox
+            .send(Command::GlobalExit { status, answered });
+        if asked.is_ok() {
+            let _ = answer.recv_timeout(GLOBAL_EXIT_ANSWER_TIMEOUT);
+        }
         std::process::exit(status)
     }
 

@@ -136,12 +136,19 @@ typedef struct {
 #define FSHMEM_NORETURN
 #endif
 
-/* Complex reductions (complexf, complexd) need C99 _Complex; they are not declared for C++
- * (where _Complex is not a type) nor where the compiler says it has no complex types. */
+/* Complex reductions (complexf, complexd) need C99 _Complex: declared in C99 and later where
+ * the compiler has complex types, and in C++ by GCC and Clang, which take _Complex as an
+ * extension (the types are named through __extension__ typedefs, so that -Wpedantic stays
+ * quiet); not declared for other C++ compilers. */
 #if !defined(__cplusplus) && !defined(__STDC_NO_COMPLEX__) && defined(__STDC_VERSION__) \
     && __STDC_VERSION__ >= 199901L
 #define FSHMEM_HAVE_COMPLEX 1
 #define FSHMEM_COMPLEX_TYPES(X, S) X(float _Complex, complexf, S) X(double _Complex, complexd, S)
+#elif defined(__cplusplus) && defined(__GNUC__)
+__extension__ typedef float _Complex fshmem_complexf_t;
+__extension__ typedef double _Complex fshmem_complexd_t;
+#define FSHMEM_HAVE_COMPLEX 1
+#define FSHMEM_COMPLEX_TYPES(X, S) X(fshmem_complexf_t, complexf, S) X(fshmem_complexd_t, complexd, S)
 #else
 #define FSHMEM_HAVE_COMPLEX 0
 #define FSHMEM_COMPLEX_TYPES(X, S)
@@ -760,6 +767,13 @@ static inline void fshmem_generic_no_match(void) {}
 #define shmem_min_reduce(...) FSHMEM_GCOLL(FSHMEM_G_MINMAXRED, _min_reduce, __VA_ARGS__)
 #define shmem_sum_reduce(...) FSHMEM_GCOLL(FSHMEM_G_ARITHRED, _sum_reduce, __VA_ARGS__)
 #define shmem_prod_reduce(...) FSHMEM_GCOLL(FSHMEM_G_ARITHRED, _prod_reduce, __VA_ARGS__)
+
+/* shmem_sync: on a team (the C11 form of OpenSHMEM 1.5), or the deprecated active-set form,
+ * told apart by the number of arguments (1 or 4) */
+#define FSHMEM_SYNC_FORM(A1, A2, A3, A4, NAME, ...) NAME
+#define shmem_sync(...)                                                                        \
+    FSHMEM_SYNC_FORM(__VA_ARGS__, shmem_sync, shmem_sync, shmem_sync, shmem_team_sync,         \
+                     fshmem_generic_no_match)(__VA_ARGS__)
 
 /* Point-to-point synchronization */
 #define FSHMEM_GSYNC(S, ...) FSHMEM_GEN(FSHMEM_G_SYNC, FSHMEM_GA, S, FSHMEM_ARG0, __VA_ARGS__)

@@ -84,6 +84,10 @@ FSHMEM_G_MINMAXRED(FSHMEM_CXX_TEAM, _min_reduce)
 FSHMEM_G_ARITHRED(FSHMEM_CXX_TEAM, _sum_reduce)
 FSHMEM_G_ARITHRED(FSHMEM_CXX_TEAM, _prod_reduce)
 
+/* shmem_sync on a team (the C11 form); the deprecated active-set shmem_sync, a C routine,
+ * is the other overload */
+inline int shmem_sync(shmem_team_t team) { return shmem_team_sync(team); }
+
 /* Point-to-point synchronization (shmem_wait_until on a long is also the C routine of that
  * name, which C++ prefers to the overload: the same routine) */
 FSHMEM_G_SYNC(FSHMEM_CXX, _wait_until)

@@ -54,7 +54,7 @@ fn collect<T: Pod>(
 ) -> Result<()> {
     // The total is learnt in the call: `dest` reaches to the end of the heap, or to `source`
     // where that follows it (a total that would run into it is then too long for `dest`).
-    let (whole, source) = (s.view_to_end(dest)?, s.view(source, nelems)?);
+    let (whole, source) = (s.view_to_end(dest), s.view(source, nelems)?);
     let (at, from) = (whole.span(s.heap())?.offset, source.span(s.heap())?.offset);
     let room = match from >= at {
         true => ((from - at) / std::mem::size_of::<T>().max(1)).min(whole.len()),

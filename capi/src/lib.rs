@@ -25,6 +25,8 @@ pub mod amo;
 pub mod amo_deprecated;
 pub mod collectives;
 pub mod ctx;
+#[cfg(target_env = "gnu")]
+mod exit;
 pub mod extras;
 pub mod locks;
 pub mod memory;

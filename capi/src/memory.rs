@@ -29,9 +29,7 @@ fn allocated(routine: &'static str, state: &Shmem, result: Result<SymBuffer<u8>>
 
 /// The allocation `shmem_malloc` handed out at `ptr`, taken out of the records.
 fn take(routine: &'static str, state: &Shmem, ptr: *mut c_void) -> SymBuffer<u8> {
-    let offset = state
-        .view(ptr.cast::<u8>(), 0)
-        .map(|_| ptr as usize - state.address(0) as usize);
+    let offset = state.offset_of(ptr).ok_or(Error::NotSymmetric);
     let found = offset.and_then(|offset| {
         state.allocations().remove(&offset).ok_or_else(|| {
             Error::InvalidArgument(format!(
@@ -60,12 +58,8 @@ pub extern "C" fn shmem_malloc_with_hints(size: usize, hints: c_long) -> *mut c_
     if size == 0 {
         return std::ptr::null_mut();
     }
-    let Some(hints) = u64::try_from(hints).ok().and_then(MallocHints::from_bits) else {
-        fail(
-            "shmem_malloc_with_hints",
-            &Error::InvalidArgument(format!("{hints:#x} is not a mask of SHMEM_MALLOC_* hints")),
-        )
-    };
+    // Bits of no SHMEM_MALLOC_* hint are passed over, as the hints this library cannot use.
+    let hints = MallocHints::from_bits_truncate(hints as u64);
     let result = state.block(state.pe().malloc_with_hints::<u8>(size, hints));
     allocated("shmem_malloc_with_hints", state, result)
 }

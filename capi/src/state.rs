@@ -130,7 +130,10 @@ pub(crate) fn init(routine: &'static str, requested: ThreadLevel) -> &'static Sh
         return state;
     }
     let state = join(requested).unwrap_or_else(|e| fail(routine, &e));
-    STATE.get_or_init(|| state)
+    let state = STATE.get_or_init(|| state);
+    #[cfg(target_env = "gnu")]
+    crate::exit::finalize_at_exit_hook();
+    state
 }
 
 /// Starts the runtime and joins the launched job.
@@ -261,25 +264,53 @@ impl Shmem {
         }
     }
 
+    /// Runs `operation` to its end as a task of the runtime, this thread waiting for it
+    /// without entering the runtime: for a thread whose thread-local data may be gone (an
+    /// exit hook). Never from a thread of the runtime.
+    pub(crate) fn block_outside<F>(&self, operation: F) -> Result<F::Output>
+    where
+        F: std::future::Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        let (done, outcome) = std::sync::mpsc::channel();
+        self.runtime.spawn(async move {
+            let _ = done.send(operation.await);
+        });
+        outcome.recv().map_err(|_| Error::Shutdown)
+    }
+
     /// The symmetric view of `len` elements at the C caller's address `addr`, in this PE's
-    /// heap or its static data.
+    /// heap or its static data; for `len` 0, an empty view whatever `addr` is (OpenSHMEM
+    /// calls that move nothing may pass any pointer, null included).
     ///
     /// # Errors
-    /// [`Error::NotSymmetric`] when `addr` is neither; the operations check the rest.
+    /// [`Error::NotSymmetric`] when `addr` is neither and `len` is not 0; the operations check
+    /// the rest.
     #[inline(always)]
     pub(crate) fn view<T: Pod>(&self, addr: *const T, len: usize) -> Result<SymSlice<'static, T>> {
         self.try_view(addr, len).ok_or_else(not_symmetric)
     }
 
     /// The symmetric view from the C caller's address `addr` to the end of the user heap
-    /// (where a collective's output length is known only to the call).
-    ///
-    /// # Errors
-    /// [`Error::NotSymmetric`] when `addr` is not symmetric.
-    pub(crate) fn view_to_end<T: Pod>(&self, addr: *const T) -> Result<SymSlice<'static, T>> {
-        let offset = self.view(addr, 0)?.span(self.heap)?.offset;
+    /// (where a collective's output length is known only to the call). An `addr` that is not symmetric gets an empty view: the call then fails on its length
+    /// unless it moves nothing into it.
+    pub(crate) fn view_to_end<T: Pod>(&self, addr: *const T) -> SymSlice<'static, T> {
+        let Some(offset) = self.offset_of(addr) else {
+            return SymSlice::in_user_heap(self.heap, 0, 0);
+        };
         let len = self.heap_bytes.saturating_sub(offset) / std::mem::size_of::<T>().max(1);
-        self.view(addr, len)
+        SymSlice::in_user_heap(self.heap, offset, len)
+    }
+
+    /// The user-heap offset of the C caller's address `addr`, in this PE's heap or its
+    /// static data; `None` when it is neither.
+    #[inline(always)]
+    pub(crate) fn offset_of<T>(&self, addr: *const T) -> Option<usize> {
+        let addr = addr as usize;
+        match addr.checked_sub(self.heap_base) {
+            Some(offset) if offset < self.heap_bytes => Some(offset),
+            _ => self.static_range.offset_of(addr),
+        }
     }
 
     /// [`Shmem::view`] for the fast paths: `None` for an address that is not symmetric.
@@ -289,10 +320,14 @@ impl Shmem {
         addr: *const T,
         len: usize,
     ) -> Option<SymSlice<'static, T>> {
-        let addr = addr as usize;
-        let offset = match addr.checked_sub(self.heap_base) {
+        let at = addr as usize;
+        let offset = match at.checked_sub(self.heap_base) {
             Some(offset) if offset < self.heap_bytes => offset,
-            _ => self.static_range.offset_of(addr)?,
+            _ => match self.static_range.offset_of(at) {
+                Some(offset) => offset,
+                None if len == 0 => 0,
+                None => return None,
+            },
         };
         Some(SymSlice::in_user_heap(self.heap, offset, len))
     }
@@ -305,7 +340,7 @@ impl Shmem {
 
     /// Whether `addr` lies in this PE's symmetric heap.
     pub(crate) fn in_heap(&self, addr: *const u8) -> bool {
-        self.view(addr, 0).is_ok()
+        self.offset_of(addr).is_some()
     }
 
     /// The C caller's pointer to heap offset `offset`.

@@ -245,8 +245,11 @@ impl GpuPe {
             n_pes,
             heap: gpu_heap_id(host.heap_id()),
             stride,
+            // The heap starts GPU_HEADER bytes into an allocation aligned to the device's
+            // granularity (a larger power of two).
             allocator: Arc::new(tokio::sync::Mutex::new(HeapAllocator::new(
                 stride - GPU_HEADER,
+                GPU_HEADER,
             ))),
             exchange,
             host,

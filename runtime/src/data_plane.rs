@@ -188,6 +188,12 @@ impl DataPlane {
         self.own.mapping().base_addr() + HEADER_SIZE
     }
 
+    /// What [`DataPlane::heap_base`] is aligned to, alike on every PE: the largest alignment
+    /// an allocation in the heap can be given.
+    pub fn heap_alignment(&self) -> usize {
+        crate::segment::heap_alignment(self.heap_size())
+    }
+
     /// The file behind this PE's heap and the file offset of heap bytes
     /// `offset..offset + len` of the user heap: what
     /// [`SharedMapping::alias_fixed`](crate::shared_memory::SharedMapping::alias_fixed) maps

@@ -44,8 +44,8 @@ pub enum Error {
         /// Required alignment in bytes.
         align: usize,
     },
-    /// An alignment that is zero or not a power of two.
-    #[error("invalid alignment {0}: it must be a non-zero power of two")]
+    /// An alignment that is zero, not a power of two, or larger than the heap's own.
+    #[error("invalid alignment {0}: it must be a power of two, at most the symmetric heap's own alignment (its size rounded up to a power of two, at most 1 GiB)")]
     InvalidAlignment(usize),
     /// The symmetric heap has no free range large enough.
     #[error("symmetric heap exhausted: {requested} bytes requested, largest free range is {available} bytes (heap size {heap_size}; raise FERROSHMEM_SYMMETRIC_SIZE)")]

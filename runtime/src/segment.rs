@@ -31,6 +31,8 @@ use crate::shared_memory::SharedMapping;
 
 /// Bytes reserved in front of the heap for control words.
 pub const HEADER_SIZE: usize = 16 * 1024;
+/// The largest alignment a PE's own heap start is placed at (see [`heap_alignment`]).
+pub const MAX_HEAP_ALIGN: usize = 1 << 30;
 const CACHE_LINE: usize = 64;
 const MAGIC: u64 = 0x6665_7272_6f73_686d; // "ferroshm"
 const MAGIC_OFFSET: usize = 0;
@@ -83,6 +85,17 @@ pub struct Segment {
     pub(crate) counters: WriteCounters,
 }
 
+/// The alignment of the start of a PE's own heap of `heap_size` bytes, in its process: the
+/// size rounded up to a power of two, between a page and [`MAX_HEAP_ALIGN`]. The same on
+/// every PE (they share one heap size), so that heap offsets aligned to it or less give
+/// addresses aligned alike on every PE (`shmem_align`).
+pub fn heap_alignment(heap_size: usize) -> usize {
+    heap_size
+        .checked_next_power_of_two()
+        .unwrap_or(MAX_HEAP_ALIGN)
+        .clamp(crate::shared_memory::page_size(), MAX_HEAP_ALIGN)
+}
+
 impl Segment {
     /// Mapping offset of the count of world barriers begun, which the word of
     /// [`Segment::finalizing`] follows, for peers that read both remotely.
@@ -99,7 +112,7 @@ impl Segment {
         fchmod(&fd, Mode::RUSR | Mode::WUSR).map_err(|e| Error::os("fchmod 0600", e))?;
         ftruncate(&fd, total as u64)
             .map_err(|e| Error::os("sizing the symmetric heap (ftruncate)", e))?;
-        let map = SharedMapping::map(&fd, total)?;
+        let map = SharedMapping::map_aligned(&fd, total, heap_alignment(heap_size), HEADER_SIZE)?;
         map.write(PID_OFFSET, &std::process::id().to_ne_bytes());
         map.write(
             CPU_SHARE_OFFSET,
@@ -388,6 +401,27 @@ const _: () = assert!(CPU_SHARE_OFFSET + CpuShare::BYTES <= HEADER_SIZE);
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_heap_starts_at_its_alignment() {
+        assert_eq!(heap_alignment(0), crate::shared_memory::page_size());
+        assert_eq!(heap_alignment(3 << 20), 4 << 20);
+        assert_eq!(heap_alignment(1 << 30), 1 << 30);
+        assert_eq!(heap_alignment(64 << 30), MAX_HEAP_ALIGN);
+        for size in [1 << 20, 3 << 20, 64 << 20] {
+            let segs: Vec<_> = (0..4)
+                .map(|pe| Segment::create(pe, size).unwrap())
+                .collect();
+            for seg in &segs {
+                let start = seg.mapping().base_addr() + HEADER_SIZE;
+                assert_eq!(
+                    start % heap_alignment(size),
+                    0,
+                    "heap of {size} bytes at {start:#x}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn create_and_import_share_memory() {

@@ -76,6 +76,73 @@ impl SharedMapping {
         Ok(SharedMapping { base, len })
     }
 
+    /// Maps `len` bytes of `fd` shared and read-write, placed so that byte `at` of the
+    /// mapping lies at an address that is a multiple of `align` (a power of two): an address
+    /// range of `len + align` bytes is reserved (inaccessible, backed by nothing), the file
+    /// mapped over the aligned part of it, and the rest given back.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when `align` is not a power of two or `at` is past `len`; the OS error of a reservation or mapping that fails (nothing left mapped then).
+    pub fn map_aligned(fd: impl AsFd, len: usize, align: usize, at: usize) -> Result<Self> {
+        use rustix::mm::{mmap, mmap_anonymous, munmap, MapFlags, ProtFlags};
+        let page = page_size();
+        if !align.is_power_of_two() || at > len {
+            return Err(Error::InvalidArgument(format!(
+                "mapping {len} bytes with byte {at} aligned to {align}: not a power of two, or \
+                 past the end"
+            )));
+        }
+        if align <= page && at % align == 0 {
+            return Self::map(fd, len);
+        }
+        let span = len
+            .checked_add(align)
+            .ok_or_else(|| Error::Config(format!("a mapping of {len} bytes is too large")))?;
+        // SAFETY: a fresh inaccessible reservation chosen by the kernel (null hint) overlaps
+        // nothing that Rust owns; the result is checked.
+        let reserved = unsafe {
+            mmap_anonymous(
+                std::ptr::null_mut(),
+                span,
+                ProtFlags::empty(),
+                MapFlags::PRIVATE | MapFlags::NORESERVE,
+            )
+        }
+        .map_err(|e| Error::os("reserving addresses for a symmetric segment", e))?;
+        let start = reserved as usize;
+        let base = (start + at).next_multiple_of(align) - at;
+        // SAFETY: `base..base + len` lies inside the reservation made above, which nothing
+        // else uses; MAP_FIXED replaces that part of it with the file, which is `len` long.
+        let mapped = unsafe {
+            mmap(
+                base as *mut std::ffi::c_void,
+                len,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::SHARED | MapFlags::FIXED,
+                fd,
+                0,
+            )
+        };
+        let unused = match mapped {
+            Ok(_) => [
+                (start, base - start),
+                (base + len, start + span - (base + len)),
+            ],
+            Err(_) => [(start, span), (start, 0)],
+        };
+        for (addr, bytes) in unused.into_iter().filter(|&(_, bytes)| bytes > 0) {
+            // SAFETY: a part of this call's own reservation that the file's mapping does not
+            // cover (all of it when the mapping failed); nothing refers to it.
+            if let Err(e) = unsafe { munmap(addr as *mut std::ffi::c_void, bytes) } {
+                tracing::warn!("giving back addresses around a symmetric segment failed: {e}");
+            }
+        }
+        mapped.map_err(|e| Error::os("mmap of a symmetric segment", e))?;
+        let base = NonNull::new(base as *mut u8)
+            .ok_or_else(|| Error::os("mmap of a symmetric segment", "returned null"))?;
+        Ok(SharedMapping { base, len })
+    }
+
     /// Maps `len` bytes of `fd` from `file_offset` over this process's memory at `addr`
     /// (shared, read-write, replacing what was mapped there), after copying what was there
     /// into the file: the bytes at `addr` stay as they were, and from then on are the file's

@@ -25,17 +25,26 @@ pub enum Outcome {
         /// The signal's number.
         signal: i32,
     },
+    /// PE `pe` ended the job with a global exit (`shmem_global_exit`) of status `code`.
+    GlobalExit {
+        /// The PE that called it.
+        pe: usize,
+        /// The status it gave, which the launcher exits with.
+        code: i32,
+    },
 }
 
 impl Outcome {
-    /// Whether every PE succeeded.
+    /// Whether the job succeeded: every PE exited with status 0, or one ended the job with a
+    /// global exit of status 0.
     pub fn success(&self) -> bool {
-        matches!(self, Outcome::Success)
+        self.exit_code() == 0
     }
 
     /// The exit code `ferroshmem run` exits with: 0 on success; the first failing PE's exit
     /// code when it exited with one; 128 + the signal's number when that PE was killed by a
-    /// signal, or when the launcher itself was interrupted (the shell's convention).
+    /// signal, or when the launcher itself was interrupted (the shell's convention); a global
+    /// exit's status, as a process's exit code keeps it (its low 8 bits).
     pub fn exit_code(&self) -> i32 {
         match self {
             Outcome::Success => 0,
@@ -45,6 +54,7 @@ impl Outcome {
                 _ => 1,
             },
             Outcome::Interrupted { signal } => 128 + signal,
+            Outcome::GlobalExit { code, .. } => code & 0xff,
         }
     }
 }
@@ -112,5 +122,11 @@ mod tests {
         assert_eq!(failed(killed), 137);
         assert_eq!(Outcome::Interrupted { signal: 2 }.exit_code(), 130);
         assert_eq!(Outcome::Success.exit_code(), 0);
+        let ended = |code| Outcome::GlobalExit { pe: 1, code };
+        assert_eq!(ended(0).exit_code(), 0);
+        assert!(ended(0).success());
+        assert_eq!(ended(3).exit_code(), 3);
+        assert!(!ended(3).success());
+        assert_eq!(ended(256 + 7).exit_code(), 7);
     }
 }

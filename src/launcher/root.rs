@@ -6,7 +6,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferroshmem_actors::control::{HubReport, Losses, RootServer};
+use ferroshmem_actors::control::{HubNews, HubReport, RootServer};
 use tokio::task::JoinHandle;
 
 use super::output::status;
@@ -26,8 +26,8 @@ pub(crate) struct Root {
     pub(crate) address: SocketAddr,
     /// The job's secret, as the PEs receive it.
     pub(crate) secret_hex: String,
-    /// The PEs the root has lost, in the order it lost them.
-    losses: Arc<Losses>,
+    /// The PEs the root has lost, in the order it lost them, and a global exit.
+    news: Arc<HubNews>,
     task: Option<JoinHandle<Result<HubReport>>>,
 }
 
@@ -41,7 +41,7 @@ impl Root {
         Ok(Root {
             address,
             secret_hex: encode_hex(&secret),
-            losses: server.losses(),
+            news: server.news(),
             task: Some(server.spawn(n_pes, job, secret.to_vec(), timeout)),
         })
     }
@@ -49,7 +49,12 @@ impl Root {
     /// The first PE the root lost (its connection ended or it failed), if any: the PEs that
     /// fail because of it learn of it from the root, so it failed before them.
     pub(crate) fn first_lost(&self) -> Option<usize> {
-        self.losses.first()
+        self.news.first_lost()
+    }
+
+    /// The PE that ended the job with a global exit, and its status, if one did.
+    pub(crate) fn global_exit(&self) -> Option<(usize, i32)> {
+        self.news.global_exit()
     }
 
     /// Waits until the root ends and reports how on stderr; pending forever once reported.

@@ -20,6 +20,9 @@ use super::Outcome;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
     Running,
+    /// A PE ended the job with a global exit: the others exit on their own, and get SIGTERM
+    /// at this instant if they have not.
+    Ending(Instant),
     /// SIGTERM sent; SIGKILL at this instant.
     Stopping(Instant),
     Killed,
@@ -104,10 +107,34 @@ impl Job {
         }
     }
 
-    fn grace_over(&mut self) {
+    /// The root says PE `pe` ended the job with `code` (a global exit): the job's outcome
+    /// from now on, whatever the PEs' exits say. The other PEs exit on their own; those
+    /// still running a grace period later are stopped.
+    fn global_exit(&mut self, pe: usize, code: i32) {
+        if matches!(self.outcome, Outcome::GlobalExit { .. }) || self.phase != Phase::Running {
+            return;
+        }
         status(format_args!(
-            "PE(s) {} still running {:?} after SIGTERM; killing them",
-            self.running().join(", "),
+            "PE {pe} ended the job with global_exit({code})"
+        ));
+        self.outcome = Outcome::GlobalExit { pe, code };
+        self.blamed = None;
+        self.phase = Phase::Ending(Instant::now() + self.grace);
+    }
+
+    fn grace_over(&mut self) {
+        let running = self.running().join(", ");
+        if let Phase::Ending(_) = self.phase {
+            status(format_args!(
+                "PE(s) {running} still running {:?} after the global exit; stopping them",
+                self.grace
+            ));
+            self.signal(Signal::TERM);
+            self.phase = Phase::Stopping(Instant::now() + self.grace);
+            return;
+        }
+        status(format_args!(
+            "PE(s) {running} still running {:?} after SIGTERM; killing them",
             self.grace
         ));
         self.kill();
@@ -152,12 +179,15 @@ pub(crate) async fn supervise(
     };
     while job.pes.iter().any(Option::is_some) {
         let deadline = match job.phase {
-            Phase::Stopping(at) => Some(at),
+            Phase::Ending(at) | Phase::Stopping(at) => Some(at),
             Phase::Running | Phase::Killed => None,
         };
         tokio::select! {
             exit = exits.recv() => match exit {
                 Some(exit) => {
+                    if let Some((pe, code)) = root.global_exit() {
+                        job.global_exit(pe, code);
+                    }
                     let first_lost = first_lost_by(&job, &exit, root).await;
                     job.exited(exit, first_lost);
                 }

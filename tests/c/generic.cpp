@@ -10,6 +10,7 @@
  *   ok generic collectives  shmem_broadcast, fcollect, sum/max reduce on SHMEM_TEAM_WORLD;
  *                           shmemx_sum_inscan
  *   ok generic sync         shmem_wait_until, shmem_test, shmem_test_any
+ *   ok generic complex      complex reductions, typed and generic; shmem_sync on a team
  *
  * Built with `ferroshmem c++ -std=c++17`; a failed check prints "FAIL line PE n: what" and ends
  * the job with shmem_global_exit(1).
@@ -170,6 +171,28 @@ template <typename T> static void test_sync()
     shmem_barrier_all();
 }
 
+/* The complex reductions, typed and generic (GCC and Clang take _Complex in C++), and
+ * shmem_sync on a team, as C++ programs written for Sandia OpenSHMEM call them. */
+static void test_complex_and_sync()
+{
+    static fshmem_complexd_t src[2], dst[2], wrk[SHMEM_REDUCE_MIN_WRKDATA_SIZE];
+    static long psync[SHMEM_REDUCE_SYNC_SIZE];
+    for (long &p : psync)
+        p = SHMEM_SYNC_VALUE;
+    __real__ src[0] = me + 1;
+    __imag__ src[0] = 1;
+    src[1] = src[0];
+    CHECK(shmem_sync(SHMEM_TEAM_WORLD) == 0, "shmem_sync(SHMEM_TEAM_WORLD)");
+    shmem_sum_reduce(SHMEM_TEAM_WORLD, dst, src, 2);
+    CHECK(__real__ dst[1] == npes * (npes + 1) / 2 && __imag__ dst[1] == npes,
+          "shmem_sum_reduce on complexd");
+    shmem_barrier_all();
+    shmem_complexd_sum_to_all(dst, src, 2, 0, 0, npes, wrk, psync);
+    CHECK(__real__ dst[0] == npes * (npes + 1) / 2 && __imag__ dst[0] == npes,
+          "shmem_complexd_sum_to_all");
+    shmem_barrier_all();
+}
+
 int main()
 {
     shmem_init();
@@ -195,6 +218,8 @@ int main()
     test_sync<int>();
     test_sync<unsigned long>();
     ok("sync: wait_until test test_any, int ulong");
+    test_complex_and_sync();
+    ok("complex: shmem_sum_reduce and shmem_complexd_sum_to_all on complexd, shmem_sync(team)");
     shmem_ctx_destroy(ctx);
     shmem_finalize();
     return 0;

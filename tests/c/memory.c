@@ -84,7 +84,7 @@ static void test_calloc(void)
 
 static void test_align(void)
 {
-    for (size_t a = 8; a <= 4096; a *= 2) {
+    for (size_t a = 8; a <= ((size_t)2 << 20); a *= 2) {
         unsigned char *pad = shmem_malloc(24); /* moves the heap off any natural alignment */
         unsigned char *b = shmem_align(a, 300);
         CHECK(b != NULL, "shmem_align(%zu, 300) gave NULL", a);
@@ -93,7 +93,7 @@ static void test_align(void)
         shmem_free(b);
         shmem_free(pad);
     }
-    ok("memory align: alignments 8 to 4096");
+    ok("memory align: alignments 8 to 2 MiB");
 }
 
 static void test_realloc(void)
@@ -134,7 +134,12 @@ static void test_hints(void)
         shmem_free(c);
     }
     CHECK(shmem_malloc_with_hints(0, 0) == NULL, "shmem_malloc_with_hints(0, 0) not NULL");
-    ok("memory malloc_with_hints: hints 0, ATOMICS_REMOTE, SIGNAL_REMOTE, both");
+    /* Bits that name no hint are passed over, as hints the library cannot use. */
+    long *u = shmem_malloc_with_hints(64, ~SHMEM_MALLOC_ATOMICS_REMOTE);
+    CHECK(u != NULL, "shmem_malloc_with_hints(64, ~SHMEM_MALLOC_ATOMICS_REMOTE) gave NULL");
+    ring_check((unsigned char *)u, 64, 5, "a block with unknown hint bits");
+    shmem_free(u);
+    ok("memory malloc_with_hints: hints 0, ATOMICS_REMOTE, SIGNAL_REMOTE, both, unknown bits");
 }
 
 /* 40 blocks of sizes 1 B to 64 KiB; every third freed, then the rest reallocated, checked in

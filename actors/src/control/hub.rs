@@ -58,27 +58,33 @@ pub struct HubReport {
     pub lost: Vec<(usize, String)>,
 }
 
-/// The PEs the hub has lost so far, in the order it lost them, for whoever hosts it (the
-/// launcher names the first PE to fail by it).
+/// What the hub has learnt of the job's end so far, for whoever hosts it: the PEs it has
+/// lost, in the order it lost them (the launcher names the first PE to fail by them), and the
+/// global exit a PE asked for.
 #[derive(Debug, Default)]
-pub struct Losses(Mutex<Vec<usize>>);
+pub struct HubNews {
+    lost: Mutex<Vec<usize>>,
+    global_exit: Mutex<Option<(usize, i32)>>,
+}
 
-impl Losses {
+impl HubNews {
     /// The first PE lost, if any.
-    pub fn first(&self) -> Option<usize> {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .first()
-            .copied()
+    pub fn first_lost(&self) -> Option<usize> {
+        lock(&self.lost).first().copied()
     }
 
-    fn push(&self, pe: usize) {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(pe);
+    /// The PE that ended the job with `global_exit`, and the status it gave, if one did.
+    pub fn global_exit(&self) -> Option<(usize, i32)> {
+        *lock(&self.global_exit)
     }
+
+    fn lost(&self, pe: usize) {
+        lock(&self.lost).push(pe);
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// What the hub needs to know.
@@ -94,8 +100,8 @@ pub struct HubConfig {
     pub join_timeout: Duration,
     /// Where PEs reach the root, for messages.
     pub address: String,
-    /// Where the hub records the PEs it loses, as it loses them.
-    pub losses: Arc<Losses>,
+    /// Where the hub records the PEs it loses, as it loses them, and a global exit.
+    pub news: Arc<HubNews>,
 }
 
 enum Member {
@@ -189,7 +195,7 @@ pub async fn run_hub(
         }
     }
     tracing::info!(n_pes = n, "job formed");
-    serve(members, events, &config.losses).await
+    serve(members, events, &config.news).await
 }
 
 /// Why the hub refuses `hello` (a PE asking to join the job of `config`, where `hellos`
@@ -210,17 +216,36 @@ fn refusal(hello: &Hello, config: &HubConfig, hellos: &[Option<Hello>]) -> Optio
     }
 }
 
+/// How long the hub waits, once a PE has asked for a global exit, for the other PEs to leave
+/// before it answers the PE that asked (which then exits): a PE whose process cannot exit
+/// holds the job that long at most.
+const GLOBAL_EXIT_WAIT: Duration = Duration::from_secs(2);
+
+/// A global exit under way: the PE that asked, its status, and until when the hub waits for
+/// the others to leave before it answers that PE.
+#[derive(Debug, Clone, Copy)]
+struct Exiting {
+    pe: usize,
+    status: i32,
+    deadline: tokio::time::Instant,
+}
+
 async fn serve(
     mut members: Vec<Member>,
     mut events: UnboundedReceiver<HubEvent>,
-    losses: &Losses,
+    news: &HubNews,
 ) -> Result<HubReport> {
     let mut gathers = Gathers::default();
     let mut report = HubReport { lost: Vec::new() };
+    let mut exiting: Option<Exiting> = None;
     let alive = |members: &[Member]| members.iter().any(|m| matches!(m, Member::Joined(_)));
     while alive(&members) {
-        let Some(event) = events.recv().await else {
-            break;
+        let Some(event) = next_event(&mut events, exiting).await else {
+            match exiting {
+                Some(x) => answer_global_exit(&mut members, x),
+                None => break,
+            }
+            continue;
         };
         let (rank, lost_reason) = match event {
             HubEvent::Join { outbox, .. } => {
@@ -259,6 +284,15 @@ async fn serve(
             }
             HubEvent::Message {
                 rank,
+                msg: FromPe::GlobalExit { status },
+            } => {
+                if exiting.is_none() && matches!(members.get(rank), Some(Member::Joined(_))) {
+                    exiting = Some(begin_global_exit(&members, rank, status, news));
+                }
+                continue;
+            }
+            HubEvent::Message {
+                rank,
                 msg: FromPe::Fail { reason },
             } => (rank, reason),
             HubEvent::Message {
@@ -267,23 +301,102 @@ async fn serve(
             } => (rank, "sent a second hello".to_string()),
             HubEvent::Disconnected { rank, reason } => (rank, reason),
         };
-        if !matches!(members.get(rank), Some(Member::Joined(_))) {
-            continue;
-        }
-        tracing::error!(pe = rank, "PE lost: {lost_reason}");
-        members[rank] = Member::Lost;
-        for m in &members {
-            if let Member::Joined(out) = m {
-                let _ = out.send(ToPe::PeerLost {
-                    pe: rank as u32,
-                    reason: lost_reason.clone(),
-                });
-            }
-        }
-        losses.push(rank);
-        report.lost.push((rank, lost_reason));
+        left(
+            &mut members,
+            (rank, lost_reason),
+            exiting,
+            news,
+            &mut report,
+        );
     }
     Ok(report)
+}
+
+/// The next event from the links; `None` once they have all closed or, during global exit
+/// `exiting`, once its wait is over.
+async fn next_event(
+    events: &mut UnboundedReceiver<HubEvent>,
+    exiting: Option<Exiting>,
+) -> Option<HubEvent> {
+    match exiting {
+        Some(x) => tokio::time::timeout_at(x.deadline, events.recv())
+            .await
+            .ok()
+            .flatten(),
+        None => events.recv().await,
+    }
+}
+
+/// PE `rank` left the job for `reason` (it failed, or its link closed): lost, and every other
+/// PE told so; or, during global exit `exiting`, simply gone, the PE that asked answered once
+/// it is the last one left.
+fn left(
+    members: &mut [Member],
+    (rank, reason): (usize, String),
+    exiting: Option<Exiting>,
+    news: &HubNews,
+    report: &mut HubReport,
+) {
+    if !matches!(members.get(rank), Some(Member::Joined(_))) {
+        return;
+    }
+    if let Some(x) = exiting {
+        members[rank] = Member::Finished;
+        let others_left =
+            (0..members.len()).all(|j| j == x.pe || !matches!(members[j], Member::Joined(_)));
+        if others_left {
+            answer_global_exit(members, x);
+        }
+        return;
+    }
+    tracing::error!(pe = rank, "PE lost: {reason}");
+    members[rank] = Member::Lost;
+    for m in members.iter() {
+        if let Member::Joined(out) = m {
+            let _ = out.send(ToPe::PeerLost {
+                pe: rank as u32,
+                reason: reason.clone(),
+            });
+        }
+    }
+    news.lost(rank);
+    report.lost.push((rank, reason));
+}
+
+/// PE `pe` asked to end the job with `status`: records it and tells every other PE, which
+/// then exits. The PE that asked hears last ([`answer_global_exit`]).
+fn begin_global_exit(members: &[Member], pe: usize, status: i32, news: &HubNews) -> Exiting {
+    tracing::info!(pe, status, "global exit");
+    *lock(&news.global_exit) = Some((pe, status));
+    for (j, m) in members.iter().enumerate() {
+        if let (Member::Joined(out), true) = (m, j != pe) {
+            let _ = out.send(ToPe::GlobalExit {
+                pe: pe as u32,
+                status,
+            });
+        }
+    }
+    Exiting {
+        pe,
+        status,
+        deadline: tokio::time::Instant::now() + GLOBAL_EXIT_WAIT,
+    }
+}
+
+/// Tells the PE that asked for global exit `x` that the others are gone (or were waited for
+/// long enough), so that it exits too; the hub's part in the job ends with it.
+fn answer_global_exit(members: &mut [Member], x: Exiting) {
+    if let Member::Joined(out) = &members[x.pe] {
+        let _ = out.send(ToPe::GlobalExit {
+            pe: x.pe as u32,
+            status: x.status,
+        });
+    }
+    for m in members.iter_mut() {
+        if matches!(m, Member::Joined(_)) {
+            *m = Member::Finished;
+        }
+    }
 }
 
 /// After the job failed to form for `reason`: refuses the PEs that had not joined yet as

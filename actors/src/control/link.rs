@@ -76,7 +76,7 @@ pub fn local_job(
             secret,
             join_timeout,
             address: "in-process".into(),
-            losses: Default::default(),
+            news: Default::default(),
         },
         events_rx,
     ));

@@ -6,6 +6,6 @@ pub mod link;
 pub mod tcp;
 pub mod wire;
 
-pub use hub::{HubReport, Losses};
+pub use hub::{HubNews, HubReport};
 pub use link::{local_job, Link};
 pub use tcp::{connect, RootServer};

@@ -19,7 +19,7 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedSender};
 use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 
-use super::hub::{run_hub, HubConfig, HubEvent, HubReport, Losses};
+use super::hub::{run_hub, HubConfig, HubEvent, HubNews, HubReport};
 use super::link::Link;
 use super::wire::{read_frame, write_frame, FromPe, Hello, ToPe, MAX_FRAME};
 use crate::launch_env::{peer_timeout, DEFAULT_PEER_TIMEOUT};
@@ -37,7 +37,7 @@ pub const MAX_UNAUTHENTICATED: usize = 64;
 pub struct RootServer {
     listener: TcpListener,
     address: SocketAddr,
-    losses: Arc<Losses>,
+    news: Arc<HubNews>,
 }
 
 impl RootServer {
@@ -54,7 +54,7 @@ impl RootServer {
         Ok(RootServer {
             listener,
             address,
-            losses: Arc::default(),
+            news: Arc::default(),
         })
     }
 
@@ -63,9 +63,10 @@ impl RootServer {
         self.address
     }
 
-    /// The PEs the root will have lost, in the order it loses them.
-    pub fn losses(&self) -> Arc<Losses> {
-        self.losses.clone()
+    /// What the root will have learnt of the job's end: the PEs it loses, in the order it
+    /// loses them, and a global exit.
+    pub fn news(&self) -> Arc<HubNews> {
+        self.news.clone()
     }
 
     /// Serves the job until every PE finished or was lost.
@@ -84,7 +85,7 @@ impl RootServer {
                 secret: secret.clone(),
                 join_timeout,
                 address: self.address.to_string(),
-                losses: self.losses,
+                news: self.news,
             },
             events_rx,
         ));

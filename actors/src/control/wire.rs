@@ -26,6 +26,11 @@ pub enum FromPe {
         /// `(group, next sequence number)` of every group the PE has made calls in.
         next: Vec<(u64, u64)>,
     },
+    /// The PE ends the whole job with `status` (`shmem_global_exit`).
+    GlobalExit {
+        /// The status every PE is to exit with.
+        status: i32,
+    },
 }
 
 /// The PE's introduction.
@@ -93,6 +98,14 @@ pub enum ToPe {
     Refused {
         /// Why.
         reason: String,
+    },
+    /// PE `pe` ended the whole job with `status`: every PE is to exit with it. The PE that
+    /// called it hears it last, once the others have left (or a while has passed).
+    GlobalExit {
+        /// The PE that called `global_exit`.
+        pe: u32,
+        /// The status to exit with.
+        status: i32,
     },
 }
 
@@ -208,6 +221,9 @@ impl FromPe {
                     w.u64(group).u64(seq);
                 }
             }
+            FromPe::GlobalExit { status } => {
+                w.u8(6).u32(*status as u32);
+            }
         }
         w.0
     }
@@ -243,6 +259,9 @@ impl FromPe {
                 }
                 FromPe::Finalizing { next }
             }
+            6 => FromPe::GlobalExit {
+                status: r.u32()? as i32,
+            },
             _ => return Err(malformed()),
         };
         r.end()?;
@@ -279,6 +298,9 @@ impl ToPe {
             }
             ToPe::GatherFailed { group, seq, reason } => {
                 w.u8(5).u64(*group).u64(*seq).bytes(reason.as_bytes());
+            }
+            ToPe::GlobalExit { pe, status } => {
+                w.u8(6).u32(*pe).u32(*status as u32);
             }
         }
         w.0
@@ -326,6 +348,10 @@ impl ToPe {
                 group: r.u64()?,
                 seq: r.u64()?,
                 reason: r.string()?,
+            },
+            6 => ToPe::GlobalExit {
+                pe: r.u32()?,
+                status: r.u32()? as i32,
             },
             _ => return Err(malformed()),
         };
@@ -400,6 +426,7 @@ mod tests {
             FromPe::Finalizing {
                 next: vec![(0, 4), (9, 1)],
             },
+            FromPe::GlobalExit { status: -3 },
         ];
         for m in from {
             assert_eq!(FromPe::decode(&m.encode()).unwrap(), m);
@@ -427,6 +454,7 @@ mod tests {
                 seq: 3,
                 reason: "PE 0 and PE 1 differ".into(),
             },
+            ToPe::GlobalExit { pe: 2, status: 7 },
         ];
         for m in to {
             assert_eq!(ToPe::decode(&m.encode()).unwrap(), m);

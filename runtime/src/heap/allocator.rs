@@ -15,6 +15,8 @@ pub const MIN_ALIGN: usize = 64;
 #[derive(Debug, Clone)]
 pub struct HeapAllocator {
     size: usize,
+    /// The largest alignment an allocation may ask for: what the heap's start is aligned to.
+    max_align: usize,
     /// Free ranges: offset → length.
     free: BTreeMap<usize, usize>,
     /// Live allocations: offset → length.
@@ -23,14 +25,17 @@ pub struct HeapAllocator {
 }
 
 impl HeapAllocator {
-    /// An allocator over `size` bytes, all free.
-    pub fn new(size: usize) -> Self {
+    /// An allocator over `size` bytes, all free, of a heap whose start is aligned to
+    /// `max_align` bytes (a power of two): offsets aligned to an alignment up to it give
+    /// addresses aligned alike.
+    pub fn new(size: usize, max_align: usize) -> Self {
         let mut free = BTreeMap::new();
         if size > 0 {
             free.insert(0, size);
         }
         HeapAllocator {
             size,
+            max_align,
             free,
             live: BTreeMap::new(),
             used: 0,
@@ -52,10 +57,11 @@ impl HeapAllocator {
         self.free.values().copied().max().unwrap_or(0)
     }
 
-    /// Allocates `bytes` aligned to `align` (a power of two); returns the offset. Zero bytes
-    /// still takes one granule, so that every allocation has a distinct offset.
+    /// Allocates `bytes` aligned to `align` (a power of two, at most the heap start's
+    /// alignment); returns the offset. Zero bytes still takes one granule, so that every
+    /// allocation has a distinct offset.
     pub fn alloc(&mut self, bytes: usize, align: usize) -> Result<usize> {
-        if align == 0 || !align.is_power_of_two() {
+        if !align.is_power_of_two() || align > self.max_align {
             return Err(Error::InvalidAlignment(align));
         }
         let align = align.max(MIN_ALIGN);
@@ -122,8 +128,8 @@ mod tests {
 
     #[test]
     fn allocations_are_aligned_disjoint_and_deterministic() {
-        let mut a = HeapAllocator::new(1 << 20);
-        let mut b = HeapAllocator::new(1 << 20);
+        let mut a = HeapAllocator::new(1 << 20, 1 << 20);
+        let mut b = HeapAllocator::new(1 << 20, 1 << 20);
         let sizes = [1usize, 100, 4096, 7, 0, 65536];
         let xs: Vec<_> = sizes.iter().map(|&s| a.alloc(s, 8).unwrap()).collect();
         let ys: Vec<_> = sizes.iter().map(|&s| b.alloc(s, 8).unwrap()).collect();
@@ -138,7 +144,7 @@ mod tests {
 
     #[test]
     fn free_coalesces_and_reuses() {
-        let mut a = HeapAllocator::new(4096);
+        let mut a = HeapAllocator::new(4096, 4096);
         let x = a.alloc(1024, 64).unwrap();
         let y = a.alloc(1024, 64).unwrap();
         let z = a.alloc(2048, 64).unwrap();
@@ -153,8 +159,10 @@ mod tests {
 
     #[test]
     fn errors_are_typed_and_change_nothing() {
-        let mut a = HeapAllocator::new(4096);
+        let mut a = HeapAllocator::new(4096, 4096);
         assert_eq!(a.alloc(8, 3), Err(Error::InvalidAlignment(3)));
+        assert_eq!(a.alloc(8, 0), Err(Error::InvalidAlignment(0)));
+        assert_eq!(a.alloc(8, 8192), Err(Error::InvalidAlignment(8192)));
         assert_eq!(
             a.alloc(8192, 64),
             Err(Error::HeapExhausted {
