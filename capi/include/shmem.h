@@ -21,7 +21,7 @@
  * through for the declaring macro's use (a name suffix) or left empty.
  *
  * To list every routine this header declares (what the library must export):
- *   gcc -E -P -std=c11 capi/include/shmemx.h | grep -oE '\b_?(shmemx?_[a-z0-9_]+|start_pes|_my_pe|_num_pes)[ ]*\(' | tr -d ' (' | sort -u
+ *   gcc -E -P -std=c11 capi/include/shmemx.h | grep -oE '\b_?(shmemx?_[a-z0-9_]+|start_pes|_my_pe|_num_pes|shmalloc|shfree|shrealloc|shmemalign)[ ]*\(' | tr -d ' (' | sort -u
  * (the static inline no-op cache routines near the end need no export).
  */
 #ifndef FERROSHMEM_SHMEM_H
@@ -269,6 +269,11 @@ void *shmem_malloc(size_t size);
 void *shmem_calloc(size_t count, size_t size);
 void *shmem_align(size_t alignment, size_t size);
 void *shmem_realloc(void *ptr, size_t size);
+/* The allocation routines' names before OpenSHMEM 1.2 (deprecated) */
+FSHMEM_DEPRECATED void *shmalloc(size_t size);
+FSHMEM_DEPRECATED void shfree(void *ptr);
+FSHMEM_DEPRECATED void *shrealloc(void *ptr, size_t size);
+FSHMEM_DEPRECATED void *shmemalign(size_t alignment, size_t size);
 void shmem_free(void *ptr);
 void *shmem_malloc_with_hints(size_t size, long hints);
 

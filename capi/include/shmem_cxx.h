@@ -25,6 +25,7 @@
     }
 #define FSHMEM_CXX(T, N, S) FSHMEM_CXX_FORWARD(shmem##S, shmem_##N##S, T *)
 #define FSHMEM_CXX_C(T, N, S) FSHMEM_CXX_FORWARD(shmem##S, shmem_##N##S, const T *)
+#define FSHMEM_CXX_V(T, N, S) FSHMEM_CXX_FORWARD(shmem##S, shmem_##N##S, volatile T *)
 #define FSHMEM_CXX_CTX(T, N, S) FSHMEM_CXX_FORWARD2(shmem##S, shmem_ctx_##N##S, shmem_ctx_t, T *)
 #define FSHMEM_CXX_CTX_C(T, N, S)                                                              \
     FSHMEM_CXX_FORWARD2(shmem##S, shmem_ctx_##N##S, shmem_ctx_t, const T *)
@@ -104,6 +105,18 @@ FSHMEM_G_SYNC(FSHMEM_CXX, _test_some)
 FSHMEM_G_SYNC(FSHMEM_CXX, _test_all_vector)
 FSHMEM_G_SYNC(FSHMEM_CXX, _test_any_vector)
 FSHMEM_G_SYNC(FSHMEM_CXX, _test_some_vector)
+
+/* Deprecated generic names (OpenSHMEM 1.3), on the types the C11 forms take; a volatile
+ * word for shmem_wait (whose long form is the C routine of that name) */
+FSHMEM_OLDEXTAMO_TYPES(FSHMEM_CXX_C, _fetch)
+FSHMEM_OLDEXTAMO_TYPES(FSHMEM_CXX, _set)
+FSHMEM_OLDEXTAMO_TYPES(FSHMEM_CXX, _swap)
+FSHMEM_OLDAMO_TYPES(FSHMEM_CXX, _cswap)
+FSHMEM_OLDAMO_TYPES(FSHMEM_CXX, _finc)
+FSHMEM_OLDAMO_TYPES(FSHMEM_CXX, _inc)
+FSHMEM_OLDAMO_TYPES(FSHMEM_CXX, _fadd)
+FSHMEM_OLDAMO_TYPES(FSHMEM_CXX, _add)
+FSHMEM_OLDWAIT_TYPES(FSHMEM_CXX_V, _wait)
 
 #undef FSHMEM_CXX_BOTH_C
 #undef FSHMEM_CXX_BOTH

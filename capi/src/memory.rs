@@ -1,6 +1,7 @@
 //! The symmetric heap's allocation routines: `shmem_malloc`, `shmem_calloc`, `shmem_align`,
-//! `shmem_malloc_with_hints`, `shmem_realloc`, `shmem_free`. Collective, as in OpenSHMEM;
-//! every allocation is aligned to at least 64 bytes.
+//! `shmem_malloc_with_hints`, `shmem_realloc`, `shmem_free`, and their names before 1.2
+//! (`shmalloc`, `shfree`, `shrealloc`, `shmemalign`). Collective, as in OpenSHMEM; every
+//! allocation is aligned to at least 64 bytes.
 #![allow(unsafe_code)] // `#[no_mangle]` exports only; raw memory lives in `crate::raw`.
 
 use std::ffi::{c_long, c_void};
@@ -129,4 +130,28 @@ pub extern "C" fn shmem_realloc(ptr: *mut c_void, size: usize) -> *mut c_void {
             }
         }
     }
+}
+
+/// `shmalloc` (deprecated before OpenSHMEM 1.2): [`shmem_malloc`].
+#[no_mangle]
+pub extern "C" fn shmalloc(size: usize) -> *mut c_void {
+    shmem_malloc(size)
+}
+
+/// `shfree` (deprecated before OpenSHMEM 1.2): [`shmem_free`].
+#[no_mangle]
+pub extern "C" fn shfree(ptr: *mut c_void) {
+    shmem_free(ptr)
+}
+
+/// `shrealloc` (deprecated before OpenSHMEM 1.2): [`shmem_realloc`].
+#[no_mangle]
+pub extern "C" fn shrealloc(ptr: *mut c_void, size: usize) -> *mut c_void {
+    shmem_realloc(ptr, size)
+}
+
+/// `shmemalign` (deprecated before OpenSHMEM 1.2): [`shmem_align`].
+#[no_mangle]
+pub extern "C" fn shmemalign(alignment: usize, size: usize) -> *mut c_void {
+    shmem_align(alignment, size)
 }

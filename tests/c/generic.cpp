@@ -10,6 +10,7 @@
  *   ok generic collectives  shmem_broadcast, fcollect, sum/max reduce on SHMEM_TEAM_WORLD;
  *                           shmemx_sum_inscan
  *   ok generic sync         shmem_wait_until, shmem_test, shmem_test_any
+ *   ok generic deprecated   the deprecated generic names (shmem_add, shmem_fetch, shmem_wait, ...)
  *   ok generic complex      complex reductions, typed and generic; shmem_sync on a team
  *
  * Built with `ferroshmem c++ -std=c++17`; a failed check prints "FAIL line PE n: what" and ends
@@ -193,6 +194,33 @@ static void test_complex_and_sync()
     shmem_barrier_all();
 }
 
+/* The deprecated generic names (OpenSHMEM 1.3), as older C++ programs call them. */
+static void test_old_generic()
+{
+    static int i;
+    static long l;
+    static double d;
+    static short s;
+    int next = (me + 1) % npes;
+    shmem_barrier_all();
+    shmem_add(&i, 2, next);
+    shmem_inc(&l, next);
+    shmem_barrier_all();
+    CHECK(i == 2 && l == 1, "shmem_add, shmem_inc");
+    shmem_barrier_all();
+    CHECK(shmem_fadd(&i, 3, next) == 2 && shmem_finc(&l, next) == 1, "shmem_fadd, shmem_finc");
+    shmem_barrier_all();
+    CHECK(shmem_cswap(&i, 5, 9, next) == 5, "shmem_cswap");
+    shmem_set(&d, 1.5, next);
+    shmem_barrier_all();
+    CHECK(shmem_fetch(&d, next) == 1.5 && shmem_swap(&d, 2.5, next) == 1.5, "shmem_fetch, swap");
+    shmem_barrier_all();
+    shmem_p(&s, short(7), next);
+    shmem_wait(&s, short(0));
+    CHECK(s == 7, "shmem_wait on a short");
+    shmem_barrier_all();
+}
+
 int main()
 {
     shmem_init();
@@ -218,6 +246,8 @@ int main()
     test_sync<int>();
     test_sync<unsigned long>();
     ok("sync: wait_until test test_any, int ulong");
+    test_old_generic();
+    ok("deprecated: shmem_add inc fadd finc cswap set fetch swap wait");
     test_complex_and_sync();
     ok("complex: shmem_sum_reduce and shmem_complexd_sum_to_all on complexd, shmem_sync(team)");
     shmem_ctx_destroy(ctx);

@@ -142,6 +142,24 @@ static void test_hints(void)
     ok("memory malloc_with_hints: hints 0, ATOMICS_REMOTE, SIGNAL_REMOTE, both, unknown bits");
 }
 
+/* The names before OpenSHMEM 1.2, which older programs still call. */
+static void test_old_names(void)
+{
+    unsigned char *a = shmalloc(100);
+    CHECK(a != NULL, "shmalloc(100) gave NULL");
+    fill(a, 100, me, 21);
+    a = shrealloc(a, 5000);
+    CHECK(a != NULL, "shrealloc to 5000 gave NULL");
+    check_pattern(a, 100, me, 21, "shrealloc: kept contents");
+    ring_check(a, 5000, 22, "shrealloc block");
+    unsigned char *b = shmemalign(8192, 300);
+    CHECK(b != NULL && (uintptr_t)b % 8192 == 0, "shmemalign(8192, 300) gave %p", (void *)b);
+    ring_check(b, 300, 23, "shmemalign block");
+    shfree(b);
+    shfree(a);
+    ok("memory old names: shmalloc shrealloc shmemalign shfree");
+}
+
 /* 40 blocks of sizes 1 B to 64 KiB; every third freed, then the rest reallocated, checked in
  * between: a free must not disturb other blocks, and all PEs' heaps must stay in step. */
 #define CHURN 40
@@ -183,6 +201,7 @@ int main(void)
     test_realloc();
     test_hints();
     test_churn();
+    test_old_names();
     shmem_finalize();
     return 0;
 }
