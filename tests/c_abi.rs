@@ -295,6 +295,51 @@ fn a_normal_exit_finalizes() {
     }
 }
 
+/// `shmem_init_thread` provides the level requested, which `shmem_query_thread` then reports;
+/// `shmem_init` provides `SHMEM_THREAD_MULTIPLE`.
+#[test]
+fn the_thread_level_provided_is_the_one_requested() {
+    if !have_cc() {
+        return;
+    }
+    for level in 0..3 {
+        let body = format!(
+            "    int provided = -1, queried = -1;\n    shmem_init_thread({level}, &provided);\n    \
+             shmem_query_thread(&queried);\n    shmem_finalize();\n    \
+             return provided == {level} && queried == {level} ? 0 : 10 + provided;"
+        );
+        let output = run_program(&format!("thread_level{level}"), &body, "2");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "level {level}: {stderr}");
+    }
+    let body = "    int queried = -1;\n    shmem_init();\n    shmem_query_thread(&queried);\n    \
+                shmem_finalize();\n    return queried == SHMEM_THREAD_MULTIPLE ? 0 : 10 + queried;";
+    let output = run_program("thread_level_init", body, "1");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// A split of `SHMEM_TEAM_INVALID` (what PEs left out of an earlier split hold) makes no
+/// team and returns non-zero without a word: OpenSHMEM makes it an outcome, not an error.
+#[test]
+fn splitting_the_invalid_team_is_quiet() {
+    if !have_cc() {
+        return;
+    }
+    let body = "    shmem_init();\n    shmem_team_t a = SHMEM_TEAM_WORLD, x = SHMEM_TEAM_WORLD, \
+                y = SHMEM_TEAM_WORLD;\n    int s = shmem_team_split_strided(SHMEM_TEAM_INVALID, 0, 1, 1, \
+                NULL, 0, &a);\n    int t = shmem_team_split_2d(SHMEM_TEAM_INVALID, 1, NULL, 0, &x, \
+                NULL, 0, &y);\n    shmem_finalize();\n    return s != 0 && t != 0 && a == \
+                SHMEM_TEAM_INVALID && x == SHMEM_TEAM_INVALID && y == SHMEM_TEAM_INVALID ? 0 : 1;";
+    let output = run_program("split_invalid", body, "2");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(stderr.trim().is_empty(), "{stderr}");
+}
+
 /// The calls at the edges of the spec that programs for other OpenSHMEM libraries make.
 #[test]
 fn edge_cases() {

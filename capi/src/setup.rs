@@ -39,16 +39,17 @@ fn thread_level_code(level: ThreadLevel) -> c_int {
 /// `shmem_init`: joins the job this process was launched into.
 #[no_mangle]
 pub extern "C" fn shmem_init() {
-    state::init("shmem_init", ThreadLevel::Single);
+    state::init("shmem_init", None);
 }
 
 /// `start_pes` (deprecated): `shmem_init`; the argument is ignored, as the spec says.
 #[no_mangle]
 pub extern "C" fn start_pes(_npes: c_int) {
-    state::init("start_pes", ThreadLevel::Single);
+    state::init("start_pes", None);
 }
 
-/// `shmem_init_thread`: joins the job, providing at least `requested`; 0 on success.
+/// `shmem_init_thread`: joins the job, providing the level `requested` (all are supported); 0
+/// on success.
 #[no_mangle]
 pub extern "C" fn shmem_init_thread(requested: c_int, provided: *mut c_int) -> c_int {
     let Some(level) = thread_level(requested) else {
@@ -57,7 +58,7 @@ pub extern "C" fn shmem_init_thread(requested: c_int, provided: *mut c_int) -> c
             &Error::InvalidArgument(format!("{requested} is not a SHMEM_THREAD_* level")),
         )
     };
-    let state = state::init("shmem_init_thread", level);
+    let state = state::init("shmem_init_thread", Some(level));
     if !provided.is_null() {
         let code = thread_level_code(state.level());
         ok("shmem_init_thread", raw::store(provided, code, "provided"));

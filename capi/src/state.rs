@@ -123,8 +123,8 @@ fn not_symmetric() -> Error {
 }
 
 /// Joins the job (once per process) and returns the state; `requested` is the thread level
-/// asked for.
-pub(crate) fn init(routine: &'static str, requested: ThreadLevel) -> &'static Shmem {
+/// asked for (`shmem_init_thread`), or `None` (`shmem_init`).
+pub(crate) fn init(routine: &'static str, requested: Option<ThreadLevel>) -> &'static Shmem {
     let _once = INIT.lock().unwrap_or_else(PoisonError::into_inner);
     if let Some(state) = STATE.get() {
         return state;
@@ -136,15 +136,20 @@ pub(crate) fn init(routine: &'static str, requested: ThreadLevel) -> &'static Sh
     state
 }
 
-/// Starts the runtime and joins the launched job.
-fn join(requested: ThreadLevel) -> Result<Shmem> {
+/// Starts the runtime and joins the launched job. The thread level provided is the one
+/// requested, when one was: every level is supported, and programs written for Sandia
+/// OpenSHMEM, which answers so, compare the two (its performance suite does nothing when they
+/// differ); without a request, the runtime's own (`SHMEM_THREAD_MULTIPLE`).
+fn join(requested: Option<ThreadLevel>) -> Result<Shmem> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .thread_name("ferroshmem")
         .enable_all()
         .build()
         .map_err(|e| Error::os("starting the runtime", e))?;
-    let (pe, level) = runtime.block_on(ferroshmem_actors::init_thread(requested))?;
+    let asked = requested.unwrap_or(ThreadLevel::Single);
+    let (pe, supported) = runtime.block_on(ferroshmem_actors::init_thread(asked))?;
+    let level = requested.unwrap_or(supported);
     let own_static = std::ptr::addr_of!(STATE) as usize;
     let static_data = runtime.block_on(async {
         let data = static_data::make_symmetric(&pe, own_static).await?;

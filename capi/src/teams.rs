@@ -149,6 +149,9 @@ pub extern "C" fn shmem_team_split_strided(
         "shmem_team_split_strided",
         raw::store(new_team, std::ptr::null_mut(), "new_team"),
     );
+    if parent.is_null() {
+        return INVALID_PARENT;
+    }
     let made = (|| {
         let parent = state.team(parent)?;
         let start =
@@ -162,6 +165,11 @@ pub extern "C" fn shmem_team_split_strided(
     })();
     returned("shmem_team_split_strided", made)
 }
+
+/// What a split of `SHMEM_TEAM_INVALID` returns, without a word: OpenSHMEM makes it the way
+/// a PE outside the parent's split says so (no team made, the new handles invalid), not an
+/// error.
+const INVALID_PARENT: c_int = -1;
 
 /// `shmem_team_split_2d`: `parent` as a grid `xrange` wide: this PE's row and column
 /// teams; collective over the parent; 0 on success.
@@ -183,6 +191,9 @@ pub extern "C" fn shmem_team_split_2d(
             "shmem_team_split_2d",
             raw::store(out, std::ptr::null_mut(), "team"),
         );
+    }
+    if parent.is_null() {
+        return INVALID_PARENT;
     }
     let made = (|| {
         let parent = state.team(parent)?;
