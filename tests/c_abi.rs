@@ -59,9 +59,15 @@ fn have_cc() -> bool {
 
 /// `ferroshmem ARGS` with the C library's directory set, its output captured.
 fn ferroshmem(args: &[&str]) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_ferroshmem"))
-        .args(args)
-        .env("FERROSHMEM_LIB_DIR", lib_dir())
+    let mut command = Command::new(env!("CARGO_BIN_EXE_ferroshmem"));
+    command.args(args).env("FERROSHMEM_LIB_DIR", lib_dir());
+    start(command, "ferroshmem")
+}
+
+/// Starts `command` (a launcher running C programs) with the test environment, its output
+/// captured.
+fn start(mut command: Command, what: &str) -> Child {
+    command
         // The library these tests were built with, not another build's that cargo's own
         // search path may name first.
         .env("LD_LIBRARY_PATH", lib_dir())
@@ -72,7 +78,7 @@ fn ferroshmem(args: &[&str]) -> Child {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("start ferroshmem")
+        .unwrap_or_else(|e| panic!("start {what}: {e}"))
 }
 
 /// Waits for `child`, killing it and failing the test after [`LIMIT`].
@@ -242,16 +248,30 @@ fn a_put_outside_the_heap_ends_the_job_with_a_message() {
     assert!(stderr.contains("ferroshmem: PE "), "{stderr}");
 }
 
-/// Builds the C program `body` (the inside of `main`, after `#include <shmem.h>`) as `name`
-/// and runs it at `n` PEs under `ferroshmem run`.
-fn run_program(name: &str, body: &str, n: &str) -> Output {
+/// Builds the C program `body` (the inside of `main`, after `#include <shmem.h>`) as `name`.
+fn build_program(name: &str, body: &str) -> PathBuf {
     let source = out_dir().join(format!("{name}.c"));
     let text = format!("#include <shmem.h>\nint main(void) {{\n{body}\n}}\n");
     std::fs::write(&source, text).expect("write the program");
-    let program = build(&source, name, &["-std=c11"]);
+    build(&source, name, &["-std=c11"])
+}
+
+/// Builds the C program `body` as [`build_program`] does and runs it at `n` PEs under
+/// `ferroshmem run`.
+fn run_program(name: &str, body: &str, n: &str) -> Output {
+    let program = build_program(name, body);
     finish(
         ferroshmem(&["run", "-n", n, program.to_str().expect("a UTF-8 path")]),
         name,
+    )
+}
+
+/// The body of a program in which PE `pe` ends the job with `status` while the others wait
+/// in a barrier that would otherwise never end.
+fn global_exit_body(pe: usize, status: i32) -> String {
+    format!(
+        "    shmem_init();\n    if (shmem_my_pe() == {pe})\n        shmem_global_exit({status});\n    \
+         shmem_barrier_all();\n    shmem_finalize();\n    return 7;"
     )
 }
 
@@ -264,16 +284,46 @@ fn global_exit_ends_the_job_with_its_status() {
         return;
     }
     for (name, pe, status, n) in [("global_exit3", 1, 3, "2"), ("global_exit0", 0, 0, "4")] {
-        let body = format!(
-            "    shmem_init();\n    if (shmem_my_pe() == {pe})\n        shmem_global_exit({status});\n    \
-             shmem_barrier_all();\n    shmem_finalize();\n    return 7;"
-        );
-        let output = run_program(name, &body, n);
+        let output = run_program(name, &global_exit_body(pe, status), n);
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(output.status.code(), Some(status), "{name}: {stderr}");
         let said = format!("PE {pe} ended the job with global_exit({status})");
         assert!(stderr.contains(&said), "{name}: {stderr}");
+        // Every PE exited on its own: none was lost, none had to be stopped.
         assert!(!stderr.contains("lost"), "{name}: {stderr}");
+        assert!(!stderr.contains("still running"), "{name}: {stderr}");
+        assert!(!stderr.contains("no answer"), "{name}: {stderr}");
+    }
+}
+
+/// Under `mpirun`, where PE 0's process hosts the bootstrap root, a global exit of another PE
+/// ends every PE with its status too: PE 0 leaves only once the root has told the others.
+#[test]
+fn global_exit_under_mpirun() {
+    let have_mpirun = Command::new("mpirun").arg("--version").output().is_ok();
+    if !have_cc() || !have_mpirun {
+        eprintln!("global_exit_under_mpirun: skipped, no C compiler or no mpirun");
+        return;
+    }
+    for status in [5, 0] {
+        let name = format!("global_exit_mpirun{status}");
+        let program = build_program(&name, &global_exit_body(2, status));
+        let mut mpirun = Command::new("mpirun");
+        mpirun
+            .args([
+                "--allow-run-as-root",
+                "--oversubscribe",
+                "--bind-to",
+                "none",
+            ])
+            .args(["-np", "4"])
+            .arg(&program);
+        let output = finish(start(mpirun, "mpirun"), &name);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(status), "{name}: {stderr}");
+        assert!(!stderr.contains("lost"), "{name}: {stderr}");
+        // The PE that asked heard the root's answer: PE 0 kept the root until it was given.
+        assert!(!stderr.contains("no answer"), "{name}: {stderr}");
     }
 }
 

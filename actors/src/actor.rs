@@ -88,8 +88,9 @@ pub(crate) struct PeActor {
     /// The bootstrap root's task, when this PE's process hosts it: the PE waits for it to see
     /// every other PE leave before its own process may exit.
     pub hosted_root: Option<tokio::task::JoinHandle<Result<crate::control::HubReport>>>,
-    /// Who hears the root's answer to this PE's global exit, once it asked for one.
-    pub global_exit: Option<std::sync::mpsc::Sender<()>>,
+    /// Who hears the root's answer to this PE's global exit: every thread that asked (the
+    /// root is asked once).
+    pub global_exit: Vec<std::sync::mpsc::Sender<()>>,
 }
 
 impl PeActor {
@@ -136,7 +137,7 @@ impl PeActor {
                     Some(ToPe::Refused { reason }) => {
                         self.fail(Error::Bootstrap(reason), &mut pending);
                     }
-                    Some(ToPe::GlobalExit { pe, status }) => self.global_exit(pe as usize, status),
+                    Some(ToPe::GlobalExit { pe, status }) => self.global_exit(pe as usize, status).await,
                     Some(_) => {}
                     None => {
                         let reason = format!("the control connection to the root at {} closed", self.link.root_address);
@@ -148,15 +149,29 @@ impl PeActor {
         }
     }
 
-    /// PE `pe` ended the job with `status`: when this PE asked, its caller hears it (and
-    /// exits); otherwise this process exits now.
-    fn global_exit(&mut self, pe: usize, status: i32) {
-        match self.global_exit.take() {
-            Some(answered) if pe == self.rank => {
+    /// PE `pe` ended the job with `status`. This PE's threads that asked hear it (and exit);
+    /// a PE that did not ask exits now, without its process's exit handlers
+    /// ([`crate::exit::exit_now`]), once the root it hosts, if it hosts it, has answered the PE
+    /// that asked: it says goodbye so that the root does not wait for it, and waits for the
+    /// root to end (bounded), lest the root's messages to the other PEs go with the process.
+    async fn global_exit(&mut self, pe: usize, status: i32) {
+        if pe == self.rank && !self.global_exit.is_empty() {
+            for answered in self.global_exit.drain(..) {
                 let _ = answered.send(());
             }
-            _ => crate::pe::exit_for_global_exit(self.rank, pe, status),
+            return;
         }
+        crate::exit::begin();
+        tracing::info!(
+            pe = self.rank,
+            status,
+            "PE {pe} ended the job with global_exit"
+        );
+        if let Some(root) = self.hosted_root.take() {
+            let _ = self.link.to_root.send(FromPe::Goodbye);
+            let _ = tokio::time::timeout(crate::exit::GLOBAL_EXIT_ANSWER_TIMEOUT, root).await;
+        }
+        crate::exit::exit_now(status)
     }
 
     fn fail(&mut self, error: Error, pending: &mut HashMap<(u64, u64), Pending>) {
@@ -280,8 +295,10 @@ impl PeActor {
                 let _ = self.link.to_root.send(FromPe::Finalizing { next });
             }
             Command::GlobalExit { status, answered } => {
-                let _ = self.link.to_root.send(FromPe::GlobalExit { status });
-                self.global_exit = Some(answered);
+                if self.global_exit.is_empty() {
+                    let _ = self.link.to_root.send(FromPe::GlobalExit { status });
+                }
+                self.global_exit.push(answered);
             }
             Command::Finalize { .. } => unreachable!("handled by the loop"),
         }

@@ -73,7 +73,7 @@ fn start_pe(
         mailbox,
         seqs: HashMap::from([(0, next_seq)]),
         hosted_root,
-        global_exit: None,
+        global_exit: Vec::new(),
     };
     data.metrics().heap(actor.heap.used(), actor.heap.size());
     let pe = Pe::new(data, mailbox_tx)?;

@@ -4,6 +4,7 @@
 
 mod actor;
 pub mod control;
+mod exit;
 mod gpu;
 mod launch;
 pub mod launch_env;
@@ -15,6 +16,7 @@ mod segment_exchange;
 mod team;
 mod threads;
 
+pub use exit::{exit_now, exiting};
 pub use launch::{init, run, run_local};
-pub use pe::{exiting, FreeError, MallocHints, Pe};
+pub use pe::{FreeError, MallocHints, Pe};
 pub use threads::{init_thread, ThreadLevel};

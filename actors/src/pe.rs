@@ -4,9 +4,8 @@
 //! heap management goes through the PE's actor.
 
 use std::ops::Deref;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytemuck::Pod;
 use ferroshmem_runtime::heap::AllocRequest;
@@ -15,28 +14,6 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::oneshot;
 
 use crate::actor::Command;
-
-/// Set once a PE of this process has called [`Pe::global_exit`] or heard of another's: the
-/// process is about to exit.
-static EXITING: AtomicBool = AtomicBool::new(false);
-
-/// How long [`Pe::global_exit`] waits for the root's answer: the root answers within two
-/// seconds (`GLOBAL_EXIT_WAIT` of the hub) while it lives.
-const GLOBAL_EXIT_ANSWER_TIMEOUT: Duration = Duration::from_secs(3);
-
-/// Whether this process is exiting because a PE ended the job with [`Pe::global_exit`]
-/// (its own or another's): exit handlers, such as a C library's implicit finalize, must then
-/// leave the job alone.
-pub fn exiting() -> bool {
-    EXITING.load(Ordering::Acquire)
-}
-
-/// Ends this process with `status` because PE `pe` ended the job ([`Pe::global_exit`]).
-pub(crate) fn exit_for_global_exit(me: usize, pe: usize, status: i32) -> ! {
-    tracing::info!(pe = me, status, "PE {pe} ended the job with global_exit");
-    EXITING.store(true, Ordering::Release);
-    std::process::exit(status)
-}
 
 /// A processing element: this program's place in the job.
 ///
@@ -342,22 +319,37 @@ impl Pe {
     }
 
     /// Ends the whole job with `status` (`shmem_global_exit`): the root tells every other PE,
-    /// whose process then exits with `status` (whatever its threads are doing), and answers
-    /// this one once they have left, or after two seconds; then this process exits with
-    /// `status` too. Without an answer from the root (it is gone) this process exits after
-    /// three seconds. In a `run_local` job every PE ends with the process. Exiting runs the
-    /// process's exit handlers (C's `atexit`, stdio flushing), on the calling thread here and
-    /// on a runtime thread in the other PEs.
+    /// whose process then exits with `status` (whatever its threads are doing: C's stdio is
+    /// flushed, the exit handlers do not run), and answers this one once they have left, or
+    /// after two seconds; then this process exits with `status` too, through `exit`, on the
+    /// calling thread. Without an answer from the root (it is gone) this process exits after
+    /// three seconds. In a `run_local` job every PE ends with the process. Called on a thread
+    /// of a multi-threaded tokio runtime, the wait lets that runtime's other tasks run; on a
+    /// current-thread runtime, this PE's actor cannot run during it, so the root never hears
+    /// and the others see this PE lost.
     pub fn global_exit(&self, status: i32) -> ! {
         tracing::info!(pe = self.my_pe(), status, "global exit");
-        EXITING.store(true, Ordering::Release);
+        crate::exit::begin();
         let (answered, answer) = std::sync::mpsc::channel();
         let asked = self
             .inner
             .mailbox
             .send(Command::GlobalExit { status, answered });
         if asked.is_ok() {
-            let _ = answer.recv_timeout(GLOBAL_EXIT_ANSWER_TIMEOUT);
+            let wait = || {
+                let limit = crate::exit::GLOBAL_EXIT_ANSWER_TIMEOUT;
+                if answer.recv_timeout(limit).is_err() {
+                    eprintln!(
+                        "ferroshmem: PE {}: global_exit: no answer from the bootstrap root \
+                         within {limit:?}; exiting without it",
+                        self.my_pe()
+                    );
+                }
+            };
+            match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+                Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(wait),
+                _ => wait(),
+            }
         }
         std::process::exit(status)
     }

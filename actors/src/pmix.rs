@@ -1,7 +1,7 @@
 //! The audited layer of PMIx calls: a small client of the launcher's PMIx server (Open MPI's
 //! `mpirun`, Slurm's `srun --mpi=pmix`), loaded at run time, through which PE 0 hands the
-//! bootstrap root's address and the job's secret to PEs on other hosts. The only module of
-//! this crate allowed `unsafe`.
+//! bootstrap root's address and the job's secret to PEs on other hosts. One of the two
+//! modules of this crate allowed `unsafe` (with `crate::exit`).
 //!
 //! # Loading
 //! `libpmix.so.2` (OpenPMIx; Debian's `libpmix2`, which Open MPI 4.1 uses) is opened with
@@ -23,7 +23,7 @@
 //! answer "not found" at once when the process asked has not stored the key yet (Open MPI's
 //! does for a process of its own node): the caller asks again.
 
-// The audited layer of the PMIx library: the only module of this crate allowed `unsafe`.
+// The audited layer of the PMIx library.
 #![allow(unsafe_code)]
 
 use std::ffi::{c_char, c_int, CStr, CString};

@@ -56,7 +56,7 @@ fn collect<T: Pod>(
     // where that follows it (a total that would run into it is then too long for `dest`).
     let (whole, source) = (s.view_to_end(dest), s.view(source, nelems)?);
     let (at, from) = (whole.span(s.heap())?.offset, source.span(s.heap())?.offset);
-    let room = match from >= at {
+    let room = match from >= at && !source.is_empty() {
         true => ((from - at) / std::mem::size_of::<T>().max(1)).min(whole.len()),
         false => whole.len(),
     };

@@ -84,8 +84,8 @@ pub extern "C" fn shmem_finalize() {
     ok("shmem_finalize", state.block(state.pe().clone().finalize()));
 }
 
-/// `shmem_global_exit`: ends the job with `status` (this process exits with it; the
-/// launcher stops the others).
+/// `shmem_global_exit`: ends the job with `status`: every PE's process exits with it
+/// ([`ferroshmem_actors::Pe::global_exit`]).
 #[no_mangle]
 pub extern "C" fn shmem_global_exit(status: c_int) {
     match state::initialized() {

@@ -86,14 +86,20 @@ pub struct Segment {
 }
 
 /// The alignment of the start of a PE's own heap of `heap_size` bytes, in its process: the
-/// size rounded up to a power of two, between a page and [`MAX_HEAP_ALIGN`]. The same on
-/// every PE (they share one heap size), so that heap offsets aligned to it or less give
-/// addresses aligned alike on every PE (`shmem_align`).
+/// size rounded up to a power of two, between a page and [`MAX_HEAP_ALIGN`]; with pages
+/// larger than [`HEADER_SIZE`] (64 KiB pages), what the header's size leaves, as the heap
+/// starts that far past a page boundary. The same on every PE (they share one heap size and
+/// one kind of machine), so that heap offsets aligned to it or less give addresses aligned
+/// alike on every PE (`shmem_align`).
 pub fn heap_alignment(heap_size: usize) -> usize {
+    let page = crate::shared_memory::page_size();
+    if HEADER_SIZE % page != 0 {
+        return 1 << HEADER_SIZE.trailing_zeros();
+    }
     heap_size
         .checked_next_power_of_two()
         .unwrap_or(MAX_HEAP_ALIGN)
-        .clamp(crate::shared_memory::page_size(), MAX_HEAP_ALIGN)
+        .clamp(page, MAX_HEAP_ALIGN)
 }
 
 impl Segment {
@@ -404,11 +410,13 @@ mod tests {
 
     #[test]
     fn the_heap_starts_at_its_alignment() {
-        assert_eq!(heap_alignment(0), crate::shared_memory::page_size());
-        assert_eq!(heap_alignment(3 << 20), 4 << 20);
-        assert_eq!(heap_alignment(1 << 30), 1 << 30);
-        assert_eq!(heap_alignment(64 << 30), MAX_HEAP_ALIGN);
-        for size in [1 << 20, 3 << 20, 64 << 20] {
+        if HEADER_SIZE % crate::shared_memory::page_size() == 0 {
+            assert_eq!(heap_alignment(0), crate::shared_memory::page_size());
+            assert_eq!(heap_alignment(3 << 20), 4 << 20);
+            assert_eq!(heap_alignment(1 << 30), 1 << 30);
+            assert_eq!(heap_alignment(64 << 30), MAX_HEAP_ALIGN);
+        }
+        for size in [1 << 20, 3 << 20, 64 << 20, 1_000_000] {
             let segs: Vec<_> = (0..4)
                 .map(|pe| Segment::create(pe, size).unwrap())
                 .collect();

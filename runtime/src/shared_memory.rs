@@ -82,9 +82,12 @@ impl SharedMapping {
     /// mapped over the aligned part of it, and the rest given back.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] when `align` is not a power of two or `at` is past `len`; the OS error of a reservation or mapping that fails (nothing left mapped then).
+    /// [`Error::InvalidArgument`] when `align` is not a power of two, `at` is past `len`, or
+    /// `align` is larger than a page and `at` not at a page boundary; [`Error::Config`] when
+    /// `len + align` overflows; the OS error of a reservation or mapping that fails (nothing
+    /// left mapped then).
     pub fn map_aligned(fd: impl AsFd, len: usize, align: usize, at: usize) -> Result<Self> {
-        use rustix::mm::{mmap, mmap_anonymous, munmap, MapFlags, ProtFlags};
+        use rustix::mm::{mmap_anonymous, munmap, MapFlags, ProtFlags};
         let page = page_size();
         if !align.is_power_of_two() || at > len {
             return Err(Error::InvalidArgument(format!(
@@ -95,9 +98,16 @@ impl SharedMapping {
         if align <= page && at % align == 0 {
             return Self::map(fd, len);
         }
-        let span = len
-            .checked_add(align)
-            .ok_or_else(|| Error::Config(format!("a mapping of {len} bytes is too large")))?;
+        if at % page != 0 {
+            return Err(Error::InvalidArgument(format!(
+                "mapping {len} bytes with byte {at} aligned to {align}: byte {at} is not at a \
+                 boundary of the {page}-byte pages"
+            )));
+        }
+        // The kernel maps whole pages: the file's mapping takes `pages` bytes.
+        let too_large = || Error::Config(format!("a mapping of {len} bytes is too large"));
+        let pages = len.checked_next_multiple_of(page).ok_or_else(too_large)?;
+        let span = pages.checked_add(align).ok_or_else(too_large)?;
         // SAFETY: a fresh inaccessible reservation chosen by the kernel (null hint) overlaps
         // nothing that Rust owns; the result is checked.
         let reserved = unsafe {
@@ -112,21 +122,12 @@ impl SharedMapping {
         let start = reserved as usize;
         let base = (start + at).next_multiple_of(align) - at;
         // SAFETY: `base..base + len` lies inside the reservation made above, which nothing
-        // else uses; MAP_FIXED replaces that part of it with the file, which is `len` long.
-        let mapped = unsafe {
-            mmap(
-                base as *mut std::ffi::c_void,
-                len,
-                ProtFlags::READ | ProtFlags::WRITE,
-                MapFlags::SHARED | MapFlags::FIXED,
-                fd,
-                0,
-            )
-        };
+        // else uses; the file is `len` long.
+        let mapped = unsafe { map_fixed(fd, 0, base, len) };
         let unused = match mapped {
             Ok(_) => [
                 (start, base - start),
-                (base + len, start + span - (base + len)),
+                (base + pages, start + span - (base + pages)),
             ],
             Err(_) => [(start, span), (start, 0)],
         };
@@ -163,7 +164,6 @@ impl SharedMapping {
         addr: usize,
         len: usize,
     ) -> Result<()> {
-        use rustix::mm::{mmap, MapFlags, ProtFlags};
         let page = page_size();
         let aligned = addr % page == 0 && len % page == 0 && file_offset % page as u64 == 0;
         if !aligned || len == 0 {
@@ -183,19 +183,10 @@ impl SharedMapping {
                     "short write",
                 )),
             })?;
-        // SAFETY: MAP_FIXED replaces the caller's range, which it promised nothing else uses
-        // during the call and whose contents the file now holds; the file is long enough.
-        unsafe {
-            mmap(
-                addr as *mut std::ffi::c_void,
-                len,
-                ProtFlags::READ | ProtFlags::WRITE,
-                MapFlags::SHARED | MapFlags::FIXED,
-                fd,
-                file_offset,
-            )
-        }
-        .map_err(|e| Error::os("mmap of static data over a symmetric segment", e))?;
+        // SAFETY: the caller's range, which it promised nothing else uses during the call and
+        // whose contents the file now holds; the file is long enough.
+        unsafe { map_fixed(fd, file_offset, addr, len) }
+            .map_err(|e| Error::os("mmap of static data over a symmetric segment", e))?;
         Ok(())
     }
 
@@ -463,9 +454,36 @@ unsafe fn streaming_copy(src: &[u8], dst: *mut u8) {
     unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst, src.len()) }
 }
 
+/// Maps `len` bytes of `fd` from `file_offset`, shared and read-write, at `addr` exactly
+/// (`MAP_FIXED`: whatever was mapped there is replaced).
+///
+/// # Safety
+/// `[addr, addr + len)` must be this process's memory that no Rust reference and no other
+/// thread uses, and `fd` a file at least `file_offset + len` bytes long.
+unsafe fn map_fixed(
+    fd: impl AsFd,
+    file_offset: u64,
+    addr: usize,
+    len: usize,
+) -> rustix::io::Result<*mut std::ffi::c_void> {
+    use rustix::mm::{mmap, MapFlags, ProtFlags};
+    // SAFETY: the caller's contract above.
+    unsafe {
+        mmap(
+            addr as *mut std::ffi::c_void,
+            len,
+            ProtFlags::READ | ProtFlags::WRITE,
+            MapFlags::SHARED | MapFlags::FIXED,
+            fd,
+            file_offset,
+        )
+    }
+}
+
 impl Drop for SharedMapping {
     fn drop(&mut self) {
-        // SAFETY: `base`/`len` describe a mapping created by `map` and not unmapped since;
+        // SAFETY: `base`/`len` describe a mapping created by `map` or `map_aligned` and not
+        // unmapped since;
         // no reference into it outlives `self` (atomics borrow `self`).
         if let Err(e) = unsafe { rustix::mm::munmap(self.base.as_ptr().cast(), self.len) } {
             tracing::warn!("munmap of a symmetric segment failed: {e}");
@@ -481,6 +499,28 @@ mod tests {
         let fd = rustix::fs::memfd_create("test", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
         rustix::fs::ftruncate(&fd, len as u64).unwrap();
         SharedMapping::map(&fd, len).unwrap()
+    }
+
+    #[test]
+    fn aligned_mappings_put_the_byte_asked_on_the_boundary() {
+        let page = page_size();
+        let len = 5 * page + 100;
+        let fd = rustix::fs::memfd_create("test", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
+        rustix::fs::ftruncate(&fd, len as u64).unwrap();
+        for (align, at) in [(1 << 21, page), (1 << 21, 0), (page, 0), (64, 0)] {
+            let map = SharedMapping::map_aligned(&fd, len, align, at).unwrap();
+            assert_eq!((map.base_addr() + at) % align, 0, "{align} at {at}");
+            map.write(len - 8, &[5; 8]);
+            let mut back = [0; 8];
+            map.read(len - 8, &mut back);
+            assert_eq!(back, [5; 8]);
+        }
+        for (align, at) in [(3, 0), (1 << 21, len + 1), (1 << 21, page + 64)] {
+            assert!(matches!(
+                SharedMapping::map_aligned(&fd, len, align, at),
+                Err(Error::InvalidArgument(_))
+            ));
+        }
     }
 
     #[test]

@@ -98,7 +98,7 @@ impl Job {
 
     fn interrupted(&mut self, signal: i32) {
         let name = signal_name(signal);
-        if self.phase == Phase::Running {
+        if matches!(self.phase, Phase::Running | Phase::Ending(_)) {
             status(format_args!("received {name}; stopping the PEs"));
             self.stop(Outcome::Interrupted { signal });
         } else {
@@ -118,7 +118,6 @@ impl Job {
             "PE {pe} ended the job with global_exit({code})"
         ));
         self.outcome = Outcome::GlobalExit { pe, code };
-        self.blamed = None;
         self.phase = Phase::Ending(Instant::now() + self.grace);
     }
 

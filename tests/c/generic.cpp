@@ -187,6 +187,7 @@ static void test_complex_and_sync()
     shmem_sum_reduce(SHMEM_TEAM_WORLD, dst, src, 2);
     CHECK(__real__ dst[1] == npes * (npes + 1) / 2 && __imag__ dst[1] == npes,
           "shmem_sum_reduce on complexd");
+    dst[0] = dst[1] = 0;
     shmem_barrier_all();
     shmem_complexd_sum_to_all(dst, src, 2, 0, 0, npes, wrk, psync);
     CHECK(__real__ dst[0] == npes * (npes + 1) / 2 && __imag__ dst[0] == npes,

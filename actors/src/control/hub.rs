@@ -216,18 +216,15 @@ fn refusal(hello: &Hello, config: &HubConfig, hellos: &[Option<Hello>]) -> Optio
     }
 }
 
-/// How long the hub waits, once a PE has asked for a global exit, for the other PEs to leave
-/// before it answers the PE that asked (which then exits): a PE whose process cannot exit
-/// holds the job that long at most.
-const GLOBAL_EXIT_WAIT: Duration = Duration::from_secs(2);
-
-/// A global exit under way: the PE that asked, its status, and until when the hub waits for
-/// the others to leave before it answers that PE.
+/// A global exit under way: the PE that asked, its status, until when the hub waits for the
+/// others to leave before it answers that PE, and whether it has. The hub ends once that PE
+/// has left too: its answer has then been written.
 #[derive(Debug, Clone, Copy)]
 struct Exiting {
     pe: usize,
     status: i32,
     deadline: tokio::time::Instant,
+    answered: bool,
 }
 
 async fn serve(
@@ -241,9 +238,9 @@ async fn serve(
     let alive = |members: &[Member]| members.iter().any(|m| matches!(m, Member::Joined(_)));
     while alive(&members) {
         let Some(event) = next_event(&mut events, exiting).await else {
-            match exiting {
-                Some(x) => answer_global_exit(&mut members, x),
-                None => break,
+            match exiting.as_mut() {
+                Some(x) if !x.answered => answer_global_exit(&mut members, x),
+                _ => break,
             }
             continue;
         };
@@ -277,9 +274,7 @@ async fn serve(
                 rank,
                 msg: FromPe::Goodbye,
             } => {
-                if matches!(members[rank], Member::Joined(_)) {
-                    members[rank] = Member::Finished;
-                }
+                said_goodbye(&mut members, rank, &mut exiting);
                 continue;
             }
             HubEvent::Message {
@@ -288,6 +283,7 @@ async fn serve(
             } => {
                 if exiting.is_none() && matches!(members.get(rank), Some(Member::Joined(_))) {
                     exiting = Some(begin_global_exit(&members, rank, status, news));
+                    answer_if_alone(&mut members, &mut exiting);
                 }
                 continue;
             }
@@ -304,7 +300,7 @@ async fn serve(
         left(
             &mut members,
             (rank, lost_reason),
-            exiting,
+            &mut exiting,
             news,
             &mut report,
         );
@@ -313,17 +309,17 @@ async fn serve(
 }
 
 /// The next event from the links; `None` once they have all closed or, during global exit
-/// `exiting`, once its wait is over.
+/// `exiting` not yet answered, once its wait is over.
 async fn next_event(
     events: &mut UnboundedReceiver<HubEvent>,
     exiting: Option<Exiting>,
 ) -> Option<HubEvent> {
     match exiting {
-        Some(x) => tokio::time::timeout_at(x.deadline, events.recv())
+        Some(x) if !x.answered => tokio::time::timeout_at(x.deadline, events.recv())
             .await
             .ok()
             .flatten(),
-        None => events.recv().await,
+        _ => events.recv().await,
     }
 }
 
@@ -333,20 +329,16 @@ async fn next_event(
 fn left(
     members: &mut [Member],
     (rank, reason): (usize, String),
-    exiting: Option<Exiting>,
+    exiting: &mut Option<Exiting>,
     news: &HubNews,
     report: &mut HubReport,
 ) {
     if !matches!(members.get(rank), Some(Member::Joined(_))) {
         return;
     }
-    if let Some(x) = exiting {
+    if exiting.is_some() {
         members[rank] = Member::Finished;
-        let others_left =
-            (0..members.len()).all(|j| j == x.pe || !matches!(members[j], Member::Joined(_)));
-        if others_left {
-            answer_global_exit(members, x);
-        }
+        answer_if_alone(members, exiting);
         return;
     }
     tracing::error!(pe = rank, "PE lost: {reason}");
@@ -379,24 +371,48 @@ fn begin_global_exit(members: &[Member], pe: usize, status: i32, news: &HubNews)
     Exiting {
         pe,
         status,
-        deadline: tokio::time::Instant::now() + GLOBAL_EXIT_WAIT,
+        deadline: tokio::time::Instant::now() + crate::exit::GLOBAL_EXIT_WAIT,
+        answered: false,
+    }
+}
+
+/// PE `rank` finished cleanly: no loss, and during global exit `exiting` one PE fewer to
+/// wait for.
+fn said_goodbye(members: &mut [Member], rank: usize, exiting: &mut Option<Exiting>) {
+    if matches!(members[rank], Member::Joined(_)) {
+        members[rank] = Member::Finished;
+    }
+    answer_if_alone(members, exiting);
+}
+
+/// During global exit `exiting`, answers the PE that asked once no other PE is left.
+fn answer_if_alone(members: &mut [Member], exiting: &mut Option<Exiting>) {
+    let Some(x) = exiting.as_mut().filter(|x| !x.answered) else {
+        return;
+    };
+    let others_left =
+        (0..members.len()).all(|j| j == x.pe || !matches!(members[j], Member::Joined(_)));
+    if others_left {
+        answer_global_exit(members, x);
     }
 }
 
 /// Tells the PE that asked for global exit `x` that the others are gone (or were waited for
-/// long enough), so that it exits too; the hub's part in the job ends with it.
-fn answer_global_exit(members: &mut [Member], x: Exiting) {
+/// long enough: those still there are let go), so that it exits too; the hub ends when it
+/// has left.
+fn answer_global_exit(members: &mut [Member], x: &mut Exiting) {
     if let Member::Joined(out) = &members[x.pe] {
         let _ = out.send(ToPe::GlobalExit {
             pe: x.pe as u32,
             status: x.status,
         });
     }
-    for m in members.iter_mut() {
-        if matches!(m, Member::Joined(_)) {
+    for (j, m) in members.iter_mut().enumerate() {
+        if j != x.pe && matches!(m, Member::Joined(_)) {
             *m = Member::Finished;
         }
     }
+    x.answered = true;
 }
 
 /// After the job failed to form for `reason`: refuses the PEs that had not joined yet as
