@@ -18,12 +18,14 @@ fn hand_out(state: &Shmem, buffer: SymBuffer<u8>) -> *mut c_void {
     state.address(offset).cast()
 }
 
-/// An allocation's outcome for C: its address, or null when the heap is exhausted (on
-/// every PE alike, as the call is collective); any other error ends the job.
+/// An allocation's outcome for C: its address, or null when the heap is exhausted or cannot
+/// give the alignment asked, a power of two (on every PE alike, as the call is collective);
+/// any other error (an alignment that is no power of two among them) ends the job.
 fn allocated(routine: &'static str, state: &Shmem, result: Result<SymBuffer<u8>>) -> *mut c_void {
     match result {
         Ok(buffer) => hand_out(state, buffer),
         Err(Error::HeapExhausted { .. }) => std::ptr::null_mut(),
+        Err(Error::InvalidAlignment(align)) if align.is_power_of_two() => std::ptr::null_mut(),
         Err(e) => fail(routine, &e),
     }
 }

@@ -93,7 +93,12 @@ static void test_align(void)
         shmem_free(b);
         shmem_free(pad);
     }
-    ok("memory align: alignments 8 to 2 MiB");
+#ifndef FSH_TEST_OSHMEM
+    /* An alignment past the heap's own (it starts at its size rounded up to a power of two):
+     * no block, on every PE alike. */
+    CHECK(shmem_align((size_t)1 << 40, 64) == NULL, "shmem_align(2^40, 64) gave a block");
+#endif
+    ok("memory align: alignments 8 to 2 MiB, and NULL past the heap's alignment");
 }
 
 static void test_realloc(void)
