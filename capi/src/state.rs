@@ -297,8 +297,9 @@ impl Shmem {
     }
 
     /// The symmetric view from the C caller's address `addr` to the end of the user heap
-    /// (where a collective's output length is known only to the call). An `addr` that is not symmetric gets an empty view: the call then fails on its length
-    /// unless it moves nothing into it.
+    /// (where a collective's output length is known only to the call). An `addr` that is not
+    /// symmetric gets an empty view: the call then fails on its length unless it moves
+    /// nothing into it.
     pub(crate) fn view_to_end<T: Pod>(&self, addr: *const T) -> SymSlice<'static, T> {
         let Some(offset) = self.offset_of(addr) else {
             return SymSlice::in_user_heap(self.heap, 0, 0);
@@ -325,14 +326,10 @@ impl Shmem {
         addr: *const T,
         len: usize,
     ) -> Option<SymSlice<'static, T>> {
-        let at = addr as usize;
-        let offset = match at.checked_sub(self.heap_base) {
-            Some(offset) if offset < self.heap_bytes => offset,
-            _ => match self.static_range.offset_of(at) {
-                Some(offset) => offset,
-                None if len == 0 => 0,
-                None => return None,
-            },
+        let offset = match self.offset_of(addr) {
+            Some(offset) => offset,
+            None if len == 0 => 0,
+            None => return None,
         };
         Some(SymSlice::in_user_heap(self.heap, offset, len))
     }

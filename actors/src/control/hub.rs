@@ -274,7 +274,7 @@ async fn serve(
                 rank,
                 msg: FromPe::Goodbye,
             } => {
-                said_goodbye(&mut members, rank, &mut exiting);
+                finished(&mut members, rank, &mut exiting);
                 continue;
             }
             HubEvent::Message {
@@ -337,8 +337,7 @@ fn left(
         return;
     }
     if exiting.is_some() {
-        members[rank] = Member::Finished;
-        answer_if_alone(members, exiting);
+        finished(members, rank, exiting);
         return;
     }
     tracing::error!(pe = rank, "PE lost: {reason}");
@@ -360,8 +359,8 @@ fn left(
 fn begin_global_exit(members: &[Member], pe: usize, status: i32, news: &HubNews) -> Exiting {
     tracing::info!(pe, status, "global exit");
     *lock(&news.global_exit) = Some((pe, status));
-    for (j, m) in members.iter().enumerate() {
-        if let (Member::Joined(out), true) = (m, j != pe) {
+    for (_, m) in members.iter().enumerate().filter(|&(j, _)| j != pe) {
+        if let Member::Joined(out) = m {
             let _ = out.send(ToPe::GlobalExit {
                 pe: pe as u32,
                 status,
@@ -376,9 +375,9 @@ fn begin_global_exit(members: &[Member], pe: usize, status: i32, news: &HubNews)
     }
 }
 
-/// PE `rank` finished cleanly: no loss, and during global exit `exiting` one PE fewer to
-/// wait for.
-fn said_goodbye(members: &mut [Member], rank: usize, exiting: &mut Option<Exiting>) {
+/// PE `rank` is gone without loss (it said goodbye, or left during a global exit): during
+/// global exit `exiting`, one PE fewer to wait for.
+fn finished(members: &mut [Member], rank: usize, exiting: &mut Option<Exiting>) {
     if matches!(members[rank], Member::Joined(_)) {
         members[rank] = Member::Finished;
     }
