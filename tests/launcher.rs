@@ -24,11 +24,26 @@ struct Finished {
 }
 
 fn start(args: &[&str], env: &[(&str, &str)]) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_ferroshmem"))
+    start_under(&[], args, env)
+}
+
+/// [`start`], the launcher run by the command `wrapper` (e.g. `taskset -c 0,1`) when given.
+fn start_under(wrapper: &[&str], args: &[&str], env: &[(&str, &str)]) -> Child {
+    let launcher = env!("CARGO_BIN_EXE_ferroshmem");
+    let mut command = match wrapper.split_first() {
+        Some((program, wrapper_args)) => {
+            let mut command = Command::new(program);
+            command.args(wrapper_args).arg(launcher);
+            command
+        }
+        None => Command::new(launcher),
+    };
+    command
         .args(args)
         .env("FERROSHMEM_BOOTSTRAP_TIMEOUT", "5s")
         .env("FERROSHMEM_SYMMETRIC_SIZE", "1M")
         .env_remove("FERROSHMEM_RANK")
+        .env_remove("FERROSHMEM_BIND")
         .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -236,7 +251,7 @@ fn help_and_bad_arguments() {
     let bad_bind = run(&["run", "-n", "1", "--bind-to", "socket", "true"]);
     assert_eq!(bad_bind.code, Some(2));
     assert!(
-        bad_bind.stderr.contains("expected core or none"),
+        bad_bind.stderr.contains("expected share, core or none"),
         "{}",
         bad_bind.stderr
     );
@@ -315,6 +330,49 @@ fn bound_pes_run_each_on_one_cpu_dealt_in_rank_order() {
             "no {want:?} in {:?}",
             done.stdout_lines()
         );
+    }
+}
+
+/// By default each PE runs on its own block of the host's CPUs, and none is bound where the
+/// PEs outnumber the CPUs: the launcher is held to two CPUs (`taskset`), and runs 2, then 3,
+/// PEs.
+#[test]
+fn pes_get_a_share_of_the_cpus_by_default_and_none_when_crowded() {
+    let allowed = cpu_list(&status_line("/proc/self/status"));
+    if allowed.len() < 2 || Command::new("taskset").arg("-V").output().is_err() {
+        eprintln!("skipped: needs two CPUs and taskset (util-linux)");
+        return;
+    }
+    let two = format!("{},{}", allowed[0], allowed[1]);
+    let exe = std::env::current_exe().unwrap();
+    let test = [
+        exe.to_str().unwrap(),
+        "pe_program",
+        "--exact",
+        "--nocapture",
+    ];
+    let shares = [vec![allowed[0]], vec![allowed[1]]];
+    let crowded = vec![vec![allowed[0], allowed[1]]; 3];
+    for (n, want) in [("2", &shares[..]), ("3", &crowded[..])] {
+        let args = [&["run", "-n", n, "--"], &test[..]].concat();
+        let env = [(PE_MODE, "bind")];
+        let wrapper = ["taskset", "-c", two.as_str()];
+        let done = finish(start_under(&wrapper, &args, &env));
+        done.expect(0, &[]);
+        for (pe, cpus) in want.iter().enumerate() {
+            let prefix = format!("[pe {pe}] PE {pe} runs on ");
+            let line = done
+                .stdout_lines()
+                .into_iter()
+                .find(|l| l.starts_with(&prefix))
+                .unwrap_or_else(|| panic!("no {prefix:?} in {:?}", done.stdout_lines()));
+            let lists: Vec<Vec<usize>> = line[prefix.len()..]
+                .trim_matches(['{', '}'])
+                .split(", ")
+                .map(|list| cpu_list(list.trim_matches('"')))
+                .collect();
+            assert_eq!(lists, std::slice::from_ref(cpus), "{n} PEs: {line}");
+        }
     }
 }
 

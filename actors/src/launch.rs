@@ -353,6 +353,37 @@ async fn reach_other_nodes(
     Ok((Some(remote), 3))
 }
 
+/// Binds this PE's threads as `FERROSHMEM_BIND` asks, or by its launcher's default.
+fn bind_threads(env: &LaunchEnv) -> Result<()> {
+    match bind_from_env()?.unwrap_or(env.default_bind) {
+        Bind::None => {}
+        Bind::Core => {
+            let cpu = ferroshmem_runtime::cpus::bind_to_core(env.local_rank)?;
+            tracing::info!(
+                cpu,
+                local_rank = env.local_rank,
+                "this PE's threads run on one CPU"
+            );
+        }
+        Bind::Share => {
+            let local_pes = env.local_size.ok_or_else(|| {
+                Error::Config(format!(
+                    "FERROSHMEM_BIND=share: {} does not say how many PEs run on this node; \
+                     use core or none",
+                    env.launcher
+                ))
+            })?;
+            let share = ferroshmem_runtime::cpus::bind_to_share(env.local_rank, local_pes)?;
+            tracing::info!(
+                ?share,
+                local_rank = env.local_rank,
+                "this PE's share of the CPUs"
+            );
+        }
+    }
+    Ok(())
+}
+
 async fn bootstrap(env: LaunchEnv) -> Result<Pe> {
     let started = Instant::now();
     start_metrics(env.local_rank)?;
@@ -360,14 +391,7 @@ async fn bootstrap(env: LaunchEnv) -> Result<Pe> {
         timeout: env.timeout,
         ..JobSettings::from_env()?
     };
-    if bind_from_env()? == Bind::Core {
-        let cpu = ferroshmem_runtime::cpus::bind_to_core(env.local_rank)?;
-        tracing::info!(
-            cpu,
-            local_rank = env.local_rank,
-            "this PE's threads run on one CPU"
-        );
-    }
+    bind_threads(&env)?;
     let (rank, n_pes) = (env.rank, env.size);
     let own = Arc::new(Segment::create(rank, settings.heap_size)?);
     let mut root = rendezvous::reach_root(&env).await?;

@@ -25,7 +25,7 @@
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
-use ferroshmem_runtime::config::env_var;
+use ferroshmem_runtime::config::{env_var, Bind};
 use ferroshmem_runtime::{Error, Result};
 
 /// Default time the bootstrap waits for the job to form.
@@ -101,6 +101,12 @@ pub struct LaunchEnv {
     pub size: usize,
     /// This PE's number on its node.
     pub local_rank: usize,
+    /// How many PEs of the job run on this node, where the launcher says.
+    pub local_size: Option<usize>,
+    /// How the PE's threads are bound where `FERROSHMEM_BIND` does not say: a share of the
+    /// node's CPUs under `ferroshmem run`; not at all under `mpirun` and `srun`, which bind
+    /// (or leave unbound) on their own.
+    pub default_bind: Bind,
     /// Where the root is.
     pub root: RootSource,
     /// How long the bootstrap may take.
@@ -212,6 +218,7 @@ struct PeLaunch {
     rank: usize,
     size: usize,
     local_rank: usize,
+    local_size: Option<usize>,
     /// The launcher's id of the job, for the rendezvous socket's name.
     job_key: String,
     /// Whether the job's PEs run on more than one node, when the launcher says.
@@ -234,6 +241,34 @@ fn first_uri_address(uri: &str) -> Option<SocketAddr> {
         .map(|ip| SocketAddr::new(ip, port))
 }
 
+/// The tasks of this Slurm step on this node: entry `SLURM_NODEID` of
+/// `SLURM_STEP_TASKS_PER_NODE` (`2(x3),1`: three nodes of 2 tasks, then one of 1).
+fn slurm_tasks_here() -> Result<Option<usize>> {
+    let (Some(node), Some(list)) = (
+        number("SLURM_NODEID")?,
+        env_var(&["SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"])?,
+    ) else {
+        return Ok(None);
+    };
+    Ok(tasks_of_node(&list, node))
+}
+
+/// Entry `node` of a Slurm tasks-per-node list, where the list reads.
+fn tasks_of_node(list: &str, node: usize) -> Option<usize> {
+    let mut first = 0;
+    for group in list.trim().split(',') {
+        let (tasks, repeat) = match group.split_once("(x") {
+            Some((tasks, repeat)) => (tasks, repeat.strip_suffix(')')?.parse::<usize>().ok()?),
+            None => (group, 1),
+        };
+        if node < first + repeat {
+            return tasks.parse().ok();
+        }
+        first += repeat;
+    }
+    None
+}
+
 impl PeLaunch {
     fn detect() -> Result<Option<PeLaunch>> {
         if let Some(rank) = number("OMPI_COMM_WORLD_RANK")? {
@@ -242,13 +277,15 @@ impl PeLaunch {
             let job = env_var(&["PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid"])?
                 .ok_or_else(|| Error::Config("mpirun set no job id (PMIX_NAMESPACE)".into()))?;
             let head = env_var(&["OMPI_MCA_orte_hnp_uri"])?;
+            let local_size = number("OMPI_COMM_WORLD_LOCAL_SIZE")?;
             return Ok(Some(PeLaunch {
                 launcher: "mpirun",
                 rank,
                 size,
                 local_rank: number("OMPI_COMM_WORLD_LOCAL_RANK")?.unwrap_or(rank),
+                local_size,
                 job_key: format!("ompi-{job}"),
-                spans_hosts: number("OMPI_COMM_WORLD_LOCAL_SIZE")?.map(|local| local < size),
+                spans_hosts: local_size.map(|local| local < size),
                 head: head.as_deref().and_then(first_uri_address),
             }));
         }
@@ -267,6 +304,7 @@ impl PeLaunch {
             rank,
             size,
             local_rank: number("SLURM_LOCALID")?.unwrap_or(rank),
+            local_size: slurm_tasks_here()?,
             job_key: format!("slurm-{job}.{step}"),
             spans_hosts: nodes.map(|n| n > 1),
             head: head.and_then(|a| a.trim().parse().ok().map(|ip| SocketAddr::new(ip, 9))),
@@ -347,6 +385,8 @@ impl LaunchEnv {
                 rank,
                 size,
                 local_rank: number(vars::LOCAL_RANK)?.unwrap_or(rank),
+                local_size: number(vars::LOCAL_SIZE)?,
+                default_bind: Bind::Share,
                 root: RootSource::Launcher { address, secret },
                 timeout,
             });
@@ -372,6 +412,7 @@ impl LaunchEnv {
             rank,
             size,
             local_rank,
+            local_size,
             ..
         } = found;
         Self::checked(LaunchEnv {
@@ -379,6 +420,8 @@ impl LaunchEnv {
             rank,
             size,
             local_rank,
+            local_size,
+            default_bind: Bind::None,
             root,
             timeout,
         })
@@ -398,6 +441,15 @@ impl LaunchEnv {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slurm_tasks_per_node_lists_read() {
+        assert_eq!(tasks_of_node("4", 0), Some(4));
+        assert_eq!(tasks_of_node("2(x3),1", 2), Some(2));
+        assert_eq!(tasks_of_node("2(x3),1", 3), Some(1));
+        assert_eq!(tasks_of_node("2(x3),1", 4), None);
+        assert_eq!(tasks_of_node("2(x3,1", 0), None);
+    }
 
     #[test]
     fn durations_and_secrets_parse() {

@@ -4,7 +4,7 @@
 //! |---|---|---|
 //! | `FERROSHMEM_SYMMETRIC_SIZE` (or `NVSHMEM_SYMMETRIC_SIZE`) | symmetric heap bytes per PE (`512M`, `2G`, `1048576`) | `1G` |
 //! | `FERROSHMEM_SPIN_US` | how long a wait spins before it sleeps, in µs | `50` |
-//! | `FERROSHMEM_BIND` | `core`: each PE's threads run on one CPU, the node's PEs dealt over its CPUs in turn; `none`: as started | `none` |
+//! | `FERROSHMEM_BIND` | `share`: each PE's threads run on an equal share of the node's CPUs; `core`: on one CPU, the node's PEs dealt over its CPUs in turn; `none`: as started | `share` under `ferroshmem run`, else `none` |
 
 use std::time::Duration;
 
@@ -83,6 +83,10 @@ pub enum Bind {
     /// On one CPU of those the PE was started with: the one its rank on the node picks,
     /// in turn (see [`crate::cpus::bind_to_core`]).
     Core,
+    /// On an equal share of the CPUs the PE was started with, one block of them per PE of
+    /// the node, in rank order; unbound where the node's PEs outnumber the CPUs (see
+    /// [`crate::cpus::bind_to_share`]). The default under `ferroshmem run`.
+    Share,
 }
 
 impl Bind {
@@ -91,6 +95,7 @@ impl Bind {
         match self {
             Bind::None => "none",
             Bind::Core => "core",
+            Bind::Share => "share",
         }
     }
 }
@@ -98,24 +103,27 @@ impl Bind {
 impl std::str::FromStr for Bind {
     type Err = String;
 
-    /// `none` or `core` (what `FERROSHMEM_BIND` and `ferroshmem run --bind-to` take).
+    /// `share`, `core` or `none` (what `FERROSHMEM_BIND` and `ferroshmem run --bind-to`
+    /// take).
     fn from_str(text: &str) -> std::result::Result<Bind, String> {
         match text.trim() {
             "none" => Ok(Bind::None),
             "core" => Ok(Bind::Core),
-            other => Err(format!("{other:?}: expected core or none")),
+            "share" => Ok(Bind::Share),
+            other => Err(format!("{other:?}: expected share, core or none")),
         }
     }
 }
 
-/// The binding from `FERROSHMEM_BIND` (`none` or `core`), or [`Bind::None`].
-pub fn bind_from_env() -> Result<Bind> {
-    match env_var(&["FERROSHMEM_BIND"])? {
-        Some(v) => v
-            .parse()
-            .map_err(|e| Error::Config(format!("FERROSHMEM_BIND={e}"))),
-        None => Ok(Bind::None),
-    }
+/// The binding `FERROSHMEM_BIND` asks for (`share`, `core` or `none`), or `None` where it is
+/// not set (the launcher's default applies).
+pub fn bind_from_env() -> Result<Option<Bind>> {
+    env_var(&["FERROSHMEM_BIND"])?
+        .map(|v| {
+            v.parse()
+                .map_err(|e| Error::Config(format!("FERROSHMEM_BIND={e}")))
+        })
+        .transpose()
 }
 
 /// This machine's node key (host name and boot id): PEs with the same key share memory.

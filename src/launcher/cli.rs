@@ -111,10 +111,12 @@ struct RunArgs {
     #[arg(long, value_name = "DURATION", value_parser = parse_time)]
     timeout: Option<Duration>,
 
-    /// Bind each PE's threads to one CPU (`core`: the host's CPUs dealt over its PEs in
-    /// rank order, as `mpirun --bind-to core`), or leave them where they start (`none`);
-    /// passed to the PEs as FERROSHMEM_BIND. Default: that variable, else none.
-    #[arg(long, value_name = "core|none", value_parser = str::parse::<Bind>)]
+    /// Where each PE's threads run: `share`, an equal block of the host's CPUs per PE in
+    /// rank order (unbound where PEs outnumber CPUs, as `mpirun` leaves an oversubscribed
+    /// job); `core`, one CPU each, the host's CPUs dealt over its PEs in rank order, as
+    /// `mpirun --bind-to core`; `none`, where they start. Passed to the PEs as
+    /// FERROSHMEM_BIND. Default: that variable, else share.
+    #[arg(long, value_name = "share|core|none", value_parser = str::parse::<Bind>)]
     bind_to: Option<Bind>,
 
     /// The PE program and its arguments (put `--` before them if they start with `-`).

@@ -80,7 +80,7 @@ pub struct LaunchOptions {
     /// address this host reaches the first other host from.
     pub root_address: Option<IpAddr>,
     /// Where each PE's threads may run, passed as `FERROSHMEM_BIND`; `None`: that variable
-    /// as the launcher has it, if any.
+    /// as the launcher has it, if any, else the PEs' default ([`Bind::Share`]).
     pub bind: Option<Bind>,
 }
 
