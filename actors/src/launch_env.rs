@@ -105,7 +105,8 @@ pub struct LaunchEnv {
     pub local_size: Option<usize>,
     /// How the PE's threads are bound where `FERROSHMEM_BIND` does not say: a share of the
     /// node's CPUs under `ferroshmem run`; not at all under `mpirun` and `srun`, which bind
-    /// (or leave unbound) on their own.
+    /// (or leave unbound) on their own, nor where the bootstrap variables were set by hand
+    /// without `FERROSHMEM_LOCAL_SIZE`.
     pub default_bind: Bind,
     /// Where the root is.
     pub root: RootSource,
@@ -380,13 +381,17 @@ impl LaunchEnv {
             let secret = decode_secret(&env_var(&[vars::SECRET])?.ok_or_else(|| {
                 Error::Config(format!("{} is set but {} is not", vars::RANK, vars::SECRET))
             })?)?;
+            let local_size = number(vars::LOCAL_SIZE)?;
             return Self::checked(LaunchEnv {
                 launcher: "ferroshmem run",
                 rank,
                 size,
                 local_rank: number(vars::LOCAL_RANK)?.unwrap_or(rank),
-                local_size: number(vars::LOCAL_SIZE)?,
-                default_bind: Bind::Share,
+                local_size,
+                default_bind: match local_size {
+                    Some(_) => Bind::Share,
+                    None => Bind::None,
+                },
                 root: RootSource::Launcher { address, secret },
                 timeout,
             });
