@@ -32,6 +32,10 @@ fn pe_entry() {
             let me = pe.my_pe();
             let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
             println!("PE {me} runs on {}", host.trim());
+            if scenario == "cpus" {
+                println!("PE {me} may run on CPUs {}", cpus_allowed());
+                return Ok(());
+            }
             if let "kill-remote" | "cut-link" = scenario.as_str() {
                 return lose_one(&pe, &scenario).await;
             }
@@ -114,6 +118,28 @@ async fn lose_one(pe: &ferroshmem::Pe, how: &str) -> ferroshmem::Result<()> {
     Ok(())
 }
 
+/// The `Cpus_allowed_list` of this process's main thread (`0-3,8`).
+fn cpus_allowed() -> String {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .unwrap_or("")
+        .trim()
+        .to_string()
+}
+
+/// The CPUs of a `Cpus_allowed_list`.
+fn cpu_list(list: &str) -> Vec<usize> {
+    list.split(',')
+        .filter_map(|part| match part.split_once('-') {
+            Some((a, b)) => Some(a.parse().ok()?..=b.parse().ok()?),
+            None => part.parse().ok().map(|c| c..=c),
+        })
+        .flatten()
+        .collect()
+}
+
 /// `ferroshmem run` of this test binary's PE entry as `scenario`, `per_host` PEs on each of
 /// `hosts`, with `grace` between SIGTERM and SIGKILL.
 fn ferroshmem_run(hosts: &Hosts, per_host: usize, scenario: &str, grace: &str) -> Command {
@@ -192,6 +218,35 @@ fn every_scenario_passes_on_two_hosts_of_two_pes() {
 #[test]
 fn every_scenario_passes_on_three_hosts_of_one_pe() {
     every_scenario_passes(3, 1);
+}
+
+/// Hosts made of namespaces of one machine run on its CPUs: by default each of two hosts'
+/// PEs gets its own half of them, not each all of them as the only PE of its host.
+#[test]
+fn pes_of_hosts_on_one_machine_share_its_cpus() {
+    let allowed = cpu_list(&cpus_allowed());
+    if allowed.len() < 2 {
+        eprintln!("skipped: needs two CPUs");
+        return;
+    }
+    if !netns::fabric_available() {
+        return;
+    }
+    let Some(hosts) = Hosts::make(2) else {
+        return;
+    };
+    let out = job(&hosts, 1, "cpus");
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    let half = allowed.len() / 2;
+    let shares = [&allowed[..half], &allowed[half..]];
+    for (pe, share) in shares.iter().enumerate() {
+        let line = all
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("[pe {pe}] PE {pe} may run on CPUs ")))
+            .unwrap_or_else(|| panic!("no CPUs of PE {pe}:\n{all}"));
+        assert_eq!(cpu_list(line), *share, "PE {pe}:\n{all}");
+    }
 }
 
 /// `mpirun` of this test binary's PE entry as `scenario`, 2 PEs on each of `hosts` (started

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use ferroshmem_net::FabricRemote;
 use ferroshmem_runtime::config::{
-    bind_from_env, node_key, spin_from_env, symmetric_size_from_env, Bind,
+    bind_from_env, node_key, same_machine, spin_from_env, symmetric_size_from_env, Bind,
 };
 use ferroshmem_runtime::heap::HeapAllocator;
 use ferroshmem_runtime::{DataPlane, DataPlaneParts, Error, Health, HeapId, Result, Segment};
@@ -353,33 +353,42 @@ async fn reach_other_nodes(
     Ok((Some(remote), 3))
 }
 
-/// Binds this PE's threads as `FERROSHMEM_BIND` asks, or by its launcher's default.
-fn bind_threads(env: &LaunchEnv) -> Result<()> {
-    match bind_from_env()?.unwrap_or(env.default_bind) {
-        Bind::None => {}
-        Bind::Core => {
-            let cpu = ferroshmem_runtime::cpus::bind_to_core(env.local_rank)?;
-            tracing::info!(
-                cpu,
-                local_rank = env.local_rank,
-                "this PE's threads run on one CPU"
-            );
-        }
-        Bind::Share => {
-            let local_pes = env.local_size.ok_or_else(|| {
-                Error::Config(format!(
-                    "FERROSHMEM_BIND=share: {} does not say how many PEs run on this node; \
-                     use core or none",
-                    env.launcher
-                ))
-            })?;
-            let share = ferroshmem_runtime::cpus::bind_to_share(env.local_rank, local_pes)?;
-            tracing::info!(
-                ?share,
-                local_rank = env.local_rank,
-                "this PE's share of the CPUs"
-            );
-        }
+/// Binds this PE's threads to one CPU when `FERROSHMEM_BIND=core` (or the launcher's
+/// default) asks: before the PE's segment records the CPUs it may use.
+fn bind_to_core(env: &LaunchEnv, bind: Bind) -> Result<()> {
+    if bind == Bind::Core {
+        let cpu = ferroshmem_runtime::cpus::bind_to_core(env.local_rank)?;
+        tracing::info!(
+            cpu,
+            local_rank = env.local_rank,
+            "this PE's threads run on one CPU"
+        );
+    }
+    Ok(())
+}
+
+/// Binds this PE's threads to its share of the machine's CPUs when `bind` is
+/// [`Bind::Share`]: the job's PEs on this machine (`nodes`: every PE's node key) are those on
+/// the same kernel, network namespaces with host names of their own included, since they
+/// run on the same CPUs. A share keeps the union of the node's CPU masks, so the segments'
+/// records, made before, still tell whether the node is crowded. A failure is an error
+/// where `FERROSHMEM_BIND` asked for the share (`asked`), a warning where it is the default.
+fn bind_to_share((bind, asked): (Bind, bool), nodes: &[String], rank: usize) -> Result<()> {
+    let Some(here) = nodes.get(rank).filter(|_| bind == Bind::Share) else {
+        return Ok(());
+    };
+    let on_machine = |(_, node): &(usize, &String)| same_machine(node, here) || *node == here;
+    let place = nodes
+        .iter()
+        .enumerate()
+        .filter(on_machine)
+        .position(|(r, _)| r == rank);
+    let pes = nodes.iter().enumerate().filter(on_machine).count();
+    match ferroshmem_runtime::cpus::bind_to_share(place.unwrap_or(0), pes) {
+        Ok(Some(cpus)) => tracing::info!(?cpus, pes, "this PE's share of the machine's CPUs"),
+        Ok(None) => {}
+        Err(e) if asked => return Err(e),
+        Err(e) => tracing::warn!(%e, "this PE's threads stay unbound"),
     }
     Ok(())
 }
@@ -391,7 +400,9 @@ async fn bootstrap(env: LaunchEnv) -> Result<Pe> {
         timeout: env.timeout,
         ..JobSettings::from_env()?
     };
-    bind_threads(&env)?;
+    let asked = bind_from_env()?;
+    let bind = asked.unwrap_or(env.default_bind);
+    bind_to_core(&env, bind)?;
     let (rank, n_pes) = (env.rank, env.size);
     let own = Arc::new(Segment::create(rank, settings.heap_size)?);
     let mut root = rendezvous::reach_root(&env).await?;
@@ -401,6 +412,7 @@ async fn bootstrap(env: LaunchEnv) -> Result<Pe> {
         Err(e) => return Err(root.failed(e).await),
     };
     root.formed();
+    bind_to_share((bind, asked.is_some()), &welcome.nodes, rank)?;
     let rendezvous = root.rendezvous;
     tracing::debug!(job = welcome.job, root = %root.link.root_address, "job formed");
     let rendezvous::Root {

@@ -101,12 +101,9 @@ pub struct LaunchEnv {
     pub size: usize,
     /// This PE's number on its node.
     pub local_rank: usize,
-    /// How many PEs of the job run on this node, where the launcher says.
-    pub local_size: Option<usize>,
     /// How the PE's threads are bound where `FERROSHMEM_BIND` does not say: a share of the
-    /// node's CPUs under `ferroshmem run`; not at all under `mpirun` and `srun`, which bind
-    /// (or leave unbound) on their own, nor where the bootstrap variables were set by hand
-    /// without `FERROSHMEM_LOCAL_SIZE`.
+    /// machine's CPUs under `ferroshmem run`; not at all under `mpirun` and `srun`, which
+    /// bind (or leave unbound) on their own.
     pub default_bind: Bind,
     /// Where the root is.
     pub root: RootSource,
@@ -219,7 +216,6 @@ struct PeLaunch {
     rank: usize,
     size: usize,
     local_rank: usize,
-    local_size: Option<usize>,
     /// The launcher's id of the job, for the rendezvous socket's name.
     job_key: String,
     /// Whether the job's PEs run on more than one node, when the launcher says.
@@ -242,34 +238,6 @@ fn first_uri_address(uri: &str) -> Option<SocketAddr> {
         .map(|ip| SocketAddr::new(ip, port))
 }
 
-/// The tasks of this Slurm step on this node: entry `SLURM_NODEID` of
-/// `SLURM_STEP_TASKS_PER_NODE` (`2(x3),1`: three nodes of 2 tasks, then one of 1).
-fn slurm_tasks_here() -> Result<Option<usize>> {
-    let (Some(node), Some(list)) = (
-        number("SLURM_NODEID")?,
-        env_var(&["SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"])?,
-    ) else {
-        return Ok(None);
-    };
-    Ok(tasks_of_node(&list, node))
-}
-
-/// Entry `node` of a Slurm tasks-per-node list, where the list reads.
-fn tasks_of_node(list: &str, node: usize) -> Option<usize> {
-    let mut first = 0;
-    for group in list.trim().split(',') {
-        let (tasks, repeat) = match group.split_once("(x") {
-            Some((tasks, repeat)) => (tasks, repeat.strip_suffix(')')?.parse::<usize>().ok()?),
-            None => (group, 1),
-        };
-        if node < first + repeat {
-            return tasks.parse().ok();
-        }
-        first += repeat;
-    }
-    None
-}
-
 impl PeLaunch {
     fn detect() -> Result<Option<PeLaunch>> {
         if let Some(rank) = number("OMPI_COMM_WORLD_RANK")? {
@@ -278,15 +246,13 @@ impl PeLaunch {
             let job = env_var(&["PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid"])?
                 .ok_or_else(|| Error::Config("mpirun set no job id (PMIX_NAMESPACE)".into()))?;
             let head = env_var(&["OMPI_MCA_orte_hnp_uri"])?;
-            let local_size = number("OMPI_COMM_WORLD_LOCAL_SIZE")?;
             return Ok(Some(PeLaunch {
                 launcher: "mpirun",
                 rank,
                 size,
                 local_rank: number("OMPI_COMM_WORLD_LOCAL_RANK")?.unwrap_or(rank),
-                local_size,
                 job_key: format!("ompi-{job}"),
-                spans_hosts: local_size.map(|local| local < size),
+                spans_hosts: number("OMPI_COMM_WORLD_LOCAL_SIZE")?.map(|local| local < size),
                 head: head.as_deref().and_then(first_uri_address),
             }));
         }
@@ -305,7 +271,6 @@ impl PeLaunch {
             rank,
             size,
             local_rank: number("SLURM_LOCALID")?.unwrap_or(rank),
-            local_size: slurm_tasks_here()?,
             job_key: format!("slurm-{job}.{step}"),
             spans_hosts: nodes.map(|n| n > 1),
             head: head.and_then(|a| a.trim().parse().ok().map(|ip| SocketAddr::new(ip, 9))),
@@ -381,17 +346,12 @@ impl LaunchEnv {
             let secret = decode_secret(&env_var(&[vars::SECRET])?.ok_or_else(|| {
                 Error::Config(format!("{} is set but {} is not", vars::RANK, vars::SECRET))
             })?)?;
-            let local_size = number(vars::LOCAL_SIZE)?;
             return Self::checked(LaunchEnv {
                 launcher: "ferroshmem run",
                 rank,
                 size,
                 local_rank: number(vars::LOCAL_RANK)?.unwrap_or(rank),
-                local_size,
-                default_bind: match local_size {
-                    Some(_) => Bind::Share,
-                    None => Bind::None,
-                },
+                default_bind: Bind::Share,
                 root: RootSource::Launcher { address, secret },
                 timeout,
             });
@@ -417,7 +377,6 @@ impl LaunchEnv {
             rank,
             size,
             local_rank,
-            local_size,
             ..
         } = found;
         Self::checked(LaunchEnv {
@@ -425,7 +384,6 @@ impl LaunchEnv {
             rank,
             size,
             local_rank,
-            local_size,
             default_bind: Bind::None,
             root,
             timeout,
@@ -446,15 +404,6 @@ impl LaunchEnv {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn slurm_tasks_per_node_lists_read() {
-        assert_eq!(tasks_of_node("4", 0), Some(4));
-        assert_eq!(tasks_of_node("2(x3),1", 2), Some(2));
-        assert_eq!(tasks_of_node("2(x3),1", 3), Some(1));
-        assert_eq!(tasks_of_node("2(x3),1", 4), None);
-        assert_eq!(tasks_of_node("2(x3,1", 0), None);
-    }
 
     #[test]
     fn durations_and_secrets_parse() {

@@ -364,7 +364,6 @@ mod tests {
             rank: 0,
             size: 2,
             local_rank: 0,
-            local_size: Some(2),
             default_bind: ferroshmem_runtime::config::Bind::None,
             root: RootSource::Pe0ViaSocket(name.into()),
             timeout: Duration::from_secs(5),

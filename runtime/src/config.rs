@@ -4,7 +4,7 @@
 //! |---|---|---|
 //! | `FERROSHMEM_SYMMETRIC_SIZE` (or `NVSHMEM_SYMMETRIC_SIZE`) | symmetric heap bytes per PE (`512M`, `2G`, `1048576`) | `1G` |
 //! | `FERROSHMEM_SPIN_US` | how long a wait spins before it sleeps, in µs | `50` |
-//! | `FERROSHMEM_BIND` | `share`: each PE's threads run on an equal share of the node's CPUs; `core`: on one CPU, the node's PEs dealt over its CPUs in turn; `none`: as started | `share` under `ferroshmem run`, else `none` |
+//! | `FERROSHMEM_BIND` | `share`: each PE's threads run on an equal share of the machine's CPUs; `core`: on one CPU, the node's PEs dealt over its CPUs in turn; `none`: as started | `share` under `ferroshmem run`, else `none` |
 
 use std::time::Duration;
 
@@ -84,8 +84,9 @@ pub enum Bind {
     /// in turn (see [`crate::cpus::bind_to_core`]).
     Core,
     /// On an equal share of the CPUs the PE was started with, one block of them per PE of
-    /// the node, in rank order; unbound where the node's PEs outnumber the CPUs (see
-    /// [`crate::cpus::bind_to_share`]). The default under `ferroshmem run`.
+    /// the job on this machine (nodes of one kernel, [`same_machine`]), in rank order;
+    /// unbound where those PEs outnumber the CPUs (see [`crate::cpus::bind_to_share`]). The
+    /// default under `ferroshmem run`.
     Share,
 }
 
@@ -140,9 +141,29 @@ pub fn node_key() -> String {
     )
 }
 
+/// Whether two node keys ([`node_key`]) name nodes of one machine: the same kernel (boot id),
+/// which gives them the same CPUs, whatever their host names (network and UTS namespaces,
+/// containers).
+pub fn same_machine(a: &str, b: &str) -> bool {
+    let boot_id = |key: &str| key.rsplit_once('/').map(|(_, id)| id.to_string());
+    boot_id(a).is_some_and(|id| !id.is_empty() && boot_id(b) == Some(id))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nodes_of_one_kernel_are_one_machine() {
+        assert!(same_machine("a/1234", "b/1234"));
+        assert!(same_machine("a/1234", "a/1234"));
+        assert!(!same_machine("a/1234", "a/5678"));
+        assert!(
+            !same_machine("a/", "b/"),
+            "no boot id: not known to be one machine"
+        );
+        assert!(!same_machine("a", "a"));
+    }
 
     #[test]
     fn sizes_parse() {

@@ -11,7 +11,7 @@
 //! [`bind_to_core`] pins a PE's threads to one CPU (`FERROSHMEM_BIND=core`): on a crowded
 //! node the PEs that share a CPU then take turns on it instead of being moved between CPUs
 //! by the scheduler, which made a 4-PE barrier on 2 CPUs take 2.1 or 4.0 µs from run to run.
-//! [`bind_to_share`] gives each PE of a node that is not crowded its own block of the CPUs
+//! [`bind_to_share`] gives each PE of a machine that is not crowded its own block of the CPUs
 //! (`FERROSHMEM_BIND=share`, the default under `ferroshmem run`): unbound, the scheduler at
 //! times ran both PEs of a 2-PE job on one of 2 CPUs, where each wait spins its slice before
 //! it yields to the other PE, and a barrier took 5 µs instead of 0.2–0.3.
@@ -131,9 +131,9 @@ pub fn bind_to_core(local_rank: usize) -> Result<usize> {
     Ok(cpu)
 }
 
-/// The share of `cpus` (those every PE of the node may run on, in order) of the PE numbered
-/// `local_rank` among `local_pes`: block `local_rank` of `local_pes` contiguous blocks, their
-/// sizes differing by one at most. `None` where no binding is due: the PEs outnumber the
+/// The share of `cpus` (those the PEs of a machine may run on, in order) of the PE numbered
+/// `local_rank` among the machine's `local_pes`: block `local_rank` of `local_pes` contiguous
+/// blocks, their sizes differing by one at most. `None` where no binding is due: the PEs outnumber the
 /// CPUs (the scheduler balances them, as `mpirun` leaves an oversubscribed job unbound), or
 /// one PE would have them all.
 pub fn share_of(cpus: &[usize], local_rank: usize, local_pes: usize) -> Option<&[usize]> {
@@ -146,7 +146,7 @@ pub fn share_of(cpus: &[usize], local_rank: usize, local_pes: usize) -> Option<&
 }
 
 /// Pins every thread of this process to the share of the calling thread's CPUs that
-/// [`share_of`] gives the PE numbered `local_rank` among the node's `local_pes`. Returns the
+/// [`share_of`] gives the PE numbered `local_rank` among the machine's `local_pes`. Returns the
 /// CPUs, or `None` where it bound nothing.
 ///
 /// # Errors
