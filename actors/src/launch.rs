@@ -370,9 +370,11 @@ fn bind_to_core(env: &LaunchEnv, bind: Bind) -> Result<()> {
 /// Binds this PE's threads to its share of the machine's CPUs when `bind` is
 /// [`Bind::Share`]: the job's PEs on this machine (`nodes`: every PE's node key) are those on
 /// the same kernel, network namespaces with host names of their own included, since they
-/// run on the same CPUs. A share keeps the union of the node's CPU masks, so the segments'
-/// records, made before, still tell whether the node is crowded. A failure is an error
-/// where `FERROSHMEM_BIND` asked for the share (`asked`), a warning where it is the default.
+/// run on the same CPUs. Shares are given only where those PEs do not outnumber the CPUs,
+/// and each has a CPU at least: the node is not crowded before or after, so the CPUs its
+/// segments recorded before still give the right verdict ([`ferroshmem_runtime::cpus`]). A
+/// failure is an error where `FERROSHMEM_BIND` asked for the share (`asked`), a warning
+/// where it is the default.
 fn bind_to_share((bind, asked): (Bind, bool), nodes: &[String], rank: usize) -> Result<()> {
     let Some(here) = nodes.get(rank).filter(|_| bind == Bind::Share) else {
         return Ok(());
