@@ -238,15 +238,21 @@ fn pes_of_hosts_on_one_machine_share_its_cpus() {
     let out = job(&hosts, 1, "cpus");
     let all = text(&out);
     assert!(out.status.success(), "{all}");
+    let shares: Vec<Vec<usize>> = (0..2)
+        .map(|pe| {
+            let line = all
+                .lines()
+                .find_map(|l| l.strip_prefix(&format!("[pe {pe}] PE {pe} may run on CPUs ")))
+                .unwrap_or_else(|| panic!("no CPUs of PE {pe}:\n{all}"));
+            cpu_list(line)
+        })
+        .collect();
+    // Halves of the machine's CPUs (which ones follows its cores and packages).
     let half = allowed.len() / 2;
-    let shares = [&allowed[..half], &allowed[half..]];
-    for (pe, share) in shares.iter().enumerate() {
-        let line = all
-            .lines()
-            .find_map(|l| l.strip_prefix(&format!("[pe {pe}] PE {pe} may run on CPUs ")))
-            .unwrap_or_else(|| panic!("no CPUs of PE {pe}:\n{all}"));
-        assert_eq!(cpu_list(line), *share, "PE {pe}:\n{all}");
-    }
+    assert_eq!(shares[0].len(), half, "{shares:?}\n{all}");
+    let mut both = [shares[0].clone(), shares[1].clone()].concat();
+    both.sort_unstable();
+    assert_eq!(both, allowed, "{shares:?}\n{all}");
 }
 
 /// `mpirun` of this test binary's PE entry as `scenario`, 2 PEs on each of `hosts` (started

@@ -351,27 +351,41 @@ fn pes_get_a_share_of_the_cpus_by_default_and_none_when_crowded() {
         "--exact",
         "--nocapture",
     ];
-    let shares = [vec![allowed[0]], vec![allowed[1]]];
-    let crowded = vec![vec![allowed[0], allowed[1]]; 3];
-    for (n, want) in [("2", &shares[..]), ("3", &crowded[..])] {
+    let two_cpus = vec![allowed[0], allowed[1]];
+    for n in ["2", "3"] {
         let args = [&["run", "-n", n, "--"], &test[..]].concat();
         let env = [(PE_MODE, "bind")];
         let wrapper = ["taskset", "-c", two.as_str()];
         let done = finish(start_under(&wrapper, &args, &env));
         done.expect(0, &[]);
-        for (pe, cpus) in want.iter().enumerate() {
+        let cpus_of = |pe: usize| -> Vec<Vec<usize>> {
             let prefix = format!("[pe {pe}] PE {pe} runs on ");
             let line = done
                 .stdout_lines()
                 .into_iter()
                 .find(|l| l.starts_with(&prefix))
                 .unwrap_or_else(|| panic!("no {prefix:?} in {:?}", done.stdout_lines()));
-            let lists: Vec<Vec<usize>> = line[prefix.len()..]
+            line[prefix.len()..]
                 .trim_matches(['{', '}'])
                 .split(", ")
                 .map(|list| cpu_list(list.trim_matches('"')))
-                .collect();
-            assert_eq!(lists, std::slice::from_ref(cpus), "{n} PEs: {line}");
+                .collect()
+        };
+        if n == "2" {
+            // One CPU each (which of the two follows the machine's cores), every thread.
+            let (first, second) = (cpus_of(0), cpus_of(1));
+            assert_eq!((first.len(), second.len()), (1, 1), "{first:?} {second:?}");
+            let mut both = [first[0].clone(), second[0].clone()].concat();
+            both.sort_unstable();
+            assert_eq!(both, two_cpus, "2 PEs: {first:?} {second:?}");
+        } else {
+            for pe in 0..3 {
+                assert_eq!(
+                    cpus_of(pe),
+                    std::slice::from_ref(&two_cpus),
+                    "3 PEs: PE {pe} is bound"
+                );
+            }
         }
     }
 }

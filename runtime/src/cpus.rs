@@ -152,12 +152,35 @@ pub fn share_of(cpus: &[usize], local_rank: usize, local_pes: usize) -> Option<&
 /// # Errors
 /// As [`bind_to_core`].
 pub fn bind_to_share(local_rank: usize, local_pes: usize) -> Result<Option<Vec<usize>>> {
-    let cpus = allowed_cpus("share")?;
+    let cpus = in_topology_order(&allowed_cpus("share")?, place_in_sysfs);
     let Some(share) = share_of(&cpus, local_rank, local_pes) else {
         return Ok(None);
     };
     bind_threads(share, "share")?;
     Ok(Some(share.to_vec()))
+}
+
+/// `cpus` ordered by package (socket), then core, then number, from `place` (a CPU's package
+/// and core, where known; unknown places sort after the known, by number): a block of them
+/// then holds whole cores of one package where it can. By number alone, a share could take
+/// the hyperthread siblings of another share's cores (Linux numbers the second thread of
+/// every core after the first threads of all), or cores of both packages.
+fn in_topology_order(cpus: &[usize], place: impl Fn(usize) -> Option<(u32, u32)>) -> Vec<usize> {
+    let mut ordered = cpus.to_vec();
+    ordered.sort_by_key(|&cpu| (place(cpu).unwrap_or((u32::MAX, u32::MAX)), cpu));
+    ordered
+}
+
+/// A CPU's package and core, as sysfs gives them.
+fn place_in_sysfs(cpu: usize) -> Option<(u32, u32)> {
+    let read = |what: &str| {
+        std::fs::read_to_string(format!("/sys/devices/system/cpu/cpu{cpu}/topology/{what}"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    };
+    Some((read("physical_package_id")?, read("core_id")?))
 }
 
 /// Pins every thread of this process to `cpus`.
@@ -238,6 +261,27 @@ mod tests {
         let shares: Vec<&[usize]> = (0..3).map(|r| share_of(&odd, r, 3).unwrap()).collect();
         assert_eq!(shares, [&[2][..], &[3, 5][..], &[7, 11][..]]);
         assert_eq!(share_of(&two, 3, 2), Some(&[1][..]), "ranks wrap");
+    }
+
+    #[test]
+    fn shares_take_whole_cores_of_one_package() {
+        // Two packages of two cores, two threads each: CPU c is thread c / 4 of core
+        // (c % 4) % 2 on package (c % 4) / 2, as Linux numbers them.
+        let place = |cpu: usize| Some((((cpu % 4) / 2) as u32, ((cpu % 4) % 2) as u32));
+        let ordered = in_topology_order(&(0..8).collect::<Vec<_>>(), place);
+        assert_eq!(ordered, [0, 4, 1, 5, 2, 6, 3, 7]);
+        assert_eq!(
+            share_of(&ordered, 1, 4),
+            Some(&[1, 5][..]),
+            "one whole core"
+        );
+        assert_eq!(
+            share_of(&ordered, 1, 2),
+            Some(&[2, 6, 3, 7][..]),
+            "one package"
+        );
+        let unknown = in_topology_order(&[3, 1, 2], |cpu| (cpu != 1).then_some((0, 9)));
+        assert_eq!(unknown, [2, 3, 1], "unknown places last");
     }
 
     #[test]
