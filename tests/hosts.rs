@@ -12,6 +12,7 @@ mod common;
 use std::process::{Command, Output};
 use std::time::Instant;
 
+use common::cpus::{self, cpu_list};
 use common::netns::{self, Hosts};
 use ferroshmem::Error;
 
@@ -33,7 +34,10 @@ fn pe_entry() {
             let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
             println!("PE {me} runs on {}", host.trim());
             if scenario == "cpus" {
-                println!("PE {me} may run on CPUs {}", cpus_allowed());
+                println!(
+                    "PE {me} may run on CPUs {}",
+                    cpus::allowed_list("/proc/self/status")
+                );
                 return Ok(());
             }
             if let "kill-remote" | "cut-link" = scenario.as_str() {
@@ -116,28 +120,6 @@ async fn lose_one(pe: &ferroshmem::Pe, how: &str) -> ferroshmem::Result<()> {
     println!("{report}");
     std::mem::forget(flag);
     Ok(())
-}
-
-/// The `Cpus_allowed_list` of this process's main thread (`0-3,8`).
-fn cpus_allowed() -> String {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
-        .unwrap_or("")
-        .trim()
-        .to_string()
-}
-
-/// The CPUs of a `Cpus_allowed_list`.
-fn cpu_list(list: &str) -> Vec<usize> {
-    list.split(',')
-        .filter_map(|part| match part.split_once('-') {
-            Some((a, b)) => Some(a.parse().ok()?..=b.parse().ok()?),
-            None => part.parse().ok().map(|c| c..=c),
-        })
-        .flatten()
-        .collect()
 }
 
 /// `ferroshmem run` of this test binary's PE entry as `scenario`, `per_host` PEs on each of
@@ -224,7 +206,7 @@ fn every_scenario_passes_on_three_hosts_of_one_pe() {
 /// PEs gets its own half of them, not each all of them as the only PE of its host.
 #[test]
 fn pes_of_hosts_on_one_machine_share_its_cpus() {
-    let allowed = cpu_list(&cpus_allowed());
+    let allowed = cpu_list(&cpus::allowed_list("/proc/self/status"));
     if allowed.len() < 2 {
         eprintln!("skipped: needs two CPUs");
         return;

@@ -9,6 +9,10 @@ use std::time::{Duration, Instant};
 use ferroshmem::launcher::{launch, LaunchError, LaunchOptions, Outcome};
 use rustix::process::{kill_process, Pid, Signal};
 
+#[path = "common/cpus.rs"]
+mod cpus;
+use cpus::{allowed_list, cpu_list};
+
 /// Longest any launcher run here may take before the test fails.
 const LIMIT: Duration = Duration::from_secs(20);
 
@@ -275,15 +279,19 @@ async fn the_library_call_reports_the_first_failure() {
     assert_eq!(code.err(), Some(127));
 }
 
-/// Runs this test binary as the PE program, [`pe_program`] in `mode`.
+/// Runs this test binary as the PE program, [`pe_program`] in `mode`, on `n` PEs.
 fn run_pes(n: &str, mode: &str) -> Finished {
+    run_pes_under(&[], &["-n", n], mode)
+}
+
+/// [`run_pes`] with the launcher's options `options` (`-n 2`), the launcher run by the command
+/// `wrapper` when given (see [`start_under`]).
+fn run_pes_under(wrapper: &[&str], options: &[&str], mode: &str) -> Finished {
     let exe = std::env::current_exe().unwrap();
     let exe = exe.to_str().unwrap();
     let test = [exe, "pe_program", "--exact", "--nocapture"];
-    finish(start(
-        &[&["run", "-n", n, "--"], &test[..]].concat(),
-        &[(PE_MODE, mode)],
-    ))
+    let args = [&["run"], options, &["--"], &test[..]].concat();
+    finish(start_under(wrapper, &args, &[(PE_MODE, mode)]))
 }
 
 #[test]
@@ -312,17 +320,9 @@ fn a_crashed_ferroshmem_pe_is_reported_by_the_launcher_and_the_root() {
 /// this host) on the `i`-th CPU this process may run on, in turn.
 #[test]
 fn bound_pes_run_each_on_one_cpu_dealt_in_rank_order() {
-    let exe = std::env::current_exe().unwrap();
-    let test = [
-        exe.to_str().unwrap(),
-        "pe_program",
-        "--exact",
-        "--nocapture",
-    ];
-    let args = [&["run", "-n", "3", "--bind-to", "core", "--"], &test[..]].concat();
-    let done = finish(start(&args, &[(PE_MODE, "bind")]));
+    let done = run_pes_under(&[], &["-n", "3", "--bind-to", "core"], "bind");
     done.expect(0, &[]);
-    let allowed = cpu_list(&status_line("/proc/self/status"));
+    let allowed = cpu_list(&allowed_list("/proc/self/status"));
     for (pe, cpu) in (0..3).map(|pe| (pe, allowed[pe % allowed.len()])) {
         let want = format!("[pe {pe}] PE {pe} runs on {{\"{cpu}\"}}");
         assert!(
@@ -338,25 +338,15 @@ fn bound_pes_run_each_on_one_cpu_dealt_in_rank_order() {
 /// PEs.
 #[test]
 fn pes_get_a_share_of_the_cpus_by_default_and_none_when_crowded() {
-    let allowed = cpu_list(&status_line("/proc/self/status"));
+    let allowed = cpu_list(&allowed_list("/proc/self/status"));
     if allowed.len() < 2 || Command::new("taskset").arg("-V").output().is_err() {
         eprintln!("skipped: needs two CPUs and taskset (util-linux)");
         return;
     }
     let two = format!("{},{}", allowed[0], allowed[1]);
-    let exe = std::env::current_exe().unwrap();
-    let test = [
-        exe.to_str().unwrap(),
-        "pe_program",
-        "--exact",
-        "--nocapture",
-    ];
     let two_cpus = vec![allowed[0], allowed[1]];
     for n in ["2", "3"] {
-        let args = [&["run", "-n", n, "--"], &test[..]].concat();
-        let env = [(PE_MODE, "bind")];
-        let wrapper = ["taskset", "-c", two.as_str()];
-        let done = finish(start_under(&wrapper, &args, &env));
+        let done = run_pes_under(&["taskset", "-c", two.as_str()], &["-n", n], "bind");
         done.expect(0, &[]);
         let cpus_of = |pe: usize| -> Vec<Vec<usize>> {
             let prefix = format!("[pe {pe}] PE {pe} runs on ");
@@ -390,35 +380,13 @@ fn pes_get_a_share_of_the_cpus_by_default_and_none_when_crowded() {
     }
 }
 
-/// The `Cpus_allowed_list` of the thread whose `status` file is `path`.
-fn status_line(path: &str) -> String {
-    let status = std::fs::read_to_string(path).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
-        .unwrap_or("")
-        .trim()
-        .to_string()
-}
-
-/// The CPUs of a `Cpus_allowed_list` (`0-3,8`).
-fn cpu_list(list: &str) -> Vec<usize> {
-    list.split(',')
-        .filter_map(|part| match part.split_once('-') {
-            Some((a, b)) => Some(a.parse().ok()?..=b.parse().ok()?),
-            None => part.parse().ok().map(|c| c..=c),
-        })
-        .flatten()
-        .collect()
-}
-
 /// The distinct CPU lists of this process's threads (a thread that ended while they were
 /// read is left out).
 fn threads_cpus() -> std::collections::BTreeSet<String> {
     std::fs::read_dir("/proc/self/task")
         .expect("this process's threads")
         .flatten()
-        .map(|t| status_line(&t.path().join("status").to_string_lossy()))
+        .map(|t| allowed_list(&t.path().join("status").to_string_lossy()))
         .filter(|list| !list.is_empty())
         .collect()
 }

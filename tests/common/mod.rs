@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod collective_scenarios;
+pub mod cpus;
 pub mod netns;
 pub mod prometheus;
 pub mod scenarios;
