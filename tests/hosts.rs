@@ -139,6 +139,7 @@ fn ferroshmem_run(hosts: &Hosts, per_host: usize, scenario: &str, grace: &str) -
     .arg(std::env::current_exe().expect("test binary"))
     .args(["pe_entry", "--exact", "--nocapture", "--test-threads=1"])
     .env(SCENARIO, scenario)
+    .env_remove("FERROSHMEM_BIND")
     .env("FERROSHMEM_SYMMETRIC_SIZE", "64M")
     .env("RUST_BACKTRACE", "0");
     cmd

@@ -333,51 +333,93 @@ fn bound_pes_run_each_on_one_cpu_dealt_in_rank_order() {
     }
 }
 
-/// By default each PE runs on its own block of the host's CPUs, and none is bound where the
-/// PEs outnumber the CPUs: the launcher is held to two CPUs (`taskset`), and runs 2, then 3,
-/// PEs.
-#[test]
-fn pes_get_a_share_of_the_cpus_by_default_and_none_when_crowded() {
+/// The distinct CPU lists of PE `pe`'s threads, as [`pe_program`] printed them in `done`.
+fn cpus_of(done: &Finished, pe: usize) -> Vec<Vec<usize>> {
+    let prefix = format!("[pe {pe}] PE {pe} runs on ");
+    let line = done
+        .stdout_lines()
+        .into_iter()
+        .find(|l| l.starts_with(&prefix))
+        .unwrap_or_else(|| panic!("no {prefix:?} in {:?}", done.stdout_lines()));
+    line[prefix.len()..]
+        .trim_matches(['{', '}'])
+        .split(", ")
+        .map(|list| cpu_list(list.trim_matches('"')))
+        .collect()
+}
+
+/// Asserts that `n` PEs of `done` split `cpus` between them, every thread of a PE on its
+/// share (which CPUs each gets follows the machine's cores).
+fn assert_shares(done: &Finished, n: usize, cpus: &[usize]) {
+    let shares: Vec<Vec<Vec<usize>>> = (0..n).map(|pe| cpus_of(done, pe)).collect();
+    assert!(shares.iter().all(|s| s.len() == 1), "{shares:?}");
+    let mut all: Vec<usize> = shares.iter().flat_map(|s| s[0].clone()).collect();
+    all.sort_unstable();
+    assert_eq!(all, cpus, "{n} PEs: {shares:?}");
+}
+
+/// Asserts that every thread of the `n` PEs of `done` may run on all of `cpus`.
+fn assert_unbound(done: &Finished, n: usize, cpus: &[usize]) {
+    for pe in 0..n {
+        assert_eq!(
+            cpus_of(done, pe),
+            [cpus.to_vec()],
+            "PE {pe} of {n} is bound"
+        );
+    }
+}
+
+/// The CPUs of this process, when it may use two at least and `taskset` is installed.
+fn two_cpus_and_taskset() -> Option<Vec<usize>> {
     let allowed = cpu_list(&allowed_list("/proc/self/status"));
     if allowed.len() < 2 || Command::new("taskset").arg("-V").output().is_err() {
         eprintln!("skipped: needs two CPUs and taskset (util-linux)");
+        return None;
+    }
+    Some(allowed)
+}
+
+/// `--bind-to share` on two CPUs (the launcher held to them by `taskset`): 2 PEs get one
+/// each; 3 PEs, which outnumber them, none.
+#[test]
+fn asked_for_shares_split_the_cpus_given_and_none_when_crowded() {
+    let Some(allowed) = two_cpus_and_taskset() else {
+        return;
+    };
+    let two = [allowed[0], allowed[1]];
+    let taskset = ["taskset", "-c", &format!("{},{}", two[0], two[1])];
+    let pair = run_pes_under(&taskset, &["-n", "2", "--bind-to", "share"], "bind");
+    pair.expect(0, &[]);
+    assert_shares(&pair, 2, &two);
+    let crowd = run_pes_under(&taskset, &["-n", "3", "--bind-to", "share"], "bind");
+    crowd.expect(0, &[]);
+    assert_unbound(&crowd, 3, &two);
+}
+
+/// By default two PEs share the machine's CPUs, and PEs placed already (`taskset`) stay on
+/// the CPUs they were given.
+#[test]
+fn by_default_pes_share_the_machine_unless_placed_already() {
+    let Some(allowed) = two_cpus_and_taskset() else {
+        return;
+    };
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
+    if cpu_list(online.trim()) == allowed {
+        let pair = run_pes("2", "bind");
+        pair.expect(0, &[]);
+        assert_shares(&pair, 2, &allowed);
+    } else {
+        eprintln!("not checked: the default share (this process may not use every CPU)");
+    }
+    if allowed.len() < 3 {
+        eprintln!("not checked: PEs placed already (needs three CPUs to place them on two)");
         return;
     }
-    let two = format!("{},{}", allowed[0], allowed[1]);
-    let two_cpus = vec![allowed[0], allowed[1]];
-    for n in ["2", "3"] {
-        let done = run_pes_under(&["taskset", "-c", two.as_str()], &["-n", n], "bind");
-        done.expect(0, &[]);
-        let cpus_of = |pe: usize| -> Vec<Vec<usize>> {
-            let prefix = format!("[pe {pe}] PE {pe} runs on ");
-            let line = done
-                .stdout_lines()
-                .into_iter()
-                .find(|l| l.starts_with(&prefix))
-                .unwrap_or_else(|| panic!("no {prefix:?} in {:?}", done.stdout_lines()));
-            line[prefix.len()..]
-                .trim_matches(['{', '}'])
-                .split(", ")
-                .map(|list| cpu_list(list.trim_matches('"')))
-                .collect()
-        };
-        if n == "2" {
-            // One CPU each (which of the two follows the machine's cores), every thread.
-            let (first, second) = (cpus_of(0), cpus_of(1));
-            assert_eq!((first.len(), second.len()), (1, 1), "{first:?} {second:?}");
-            let mut both = [first[0].clone(), second[0].clone()].concat();
-            both.sort_unstable();
-            assert_eq!(both, two_cpus, "2 PEs: {first:?} {second:?}");
-        } else {
-            for pe in 0..3 {
-                assert_eq!(
-                    cpus_of(pe),
-                    std::slice::from_ref(&two_cpus),
-                    "3 PEs: PE {pe} is bound"
-                );
-            }
-        }
-    }
+    let two = [allowed[0], allowed[1]];
+    let taskset = ["taskset", "-c", &format!("{},{}", two[0], two[1])];
+    let placed = run_pes_under(&taskset, &["-n", "2"], "bind");
+    placed.expect(0, &[]);
+    assert_unbound(&placed, 2, &two);
 }
 
 /// The distinct CPU lists of this process's threads (a thread that ended while they were

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use ferroshmem_net::FabricRemote;
 use ferroshmem_runtime::config::{
-    bind_from_env, node_key, same_machine, spin_from_env, symmetric_size_from_env, Bind,
+    bind_from_env, machine_place, node_key, spin_from_env, symmetric_size_from_env, Bind,
 };
 use ferroshmem_runtime::heap::HeapAllocator;
 use ferroshmem_runtime::{DataPlane, DataPlaneParts, Error, Health, HeapId, Result, Segment};
@@ -353,9 +353,9 @@ async fn reach_other_nodes(
     Ok((Some(remote), 3))
 }
 
-/// Binds this PE's threads to one CPU when `FERROSHMEM_BIND=core` (or the launcher's
-/// default) asks: before the PE's segment records the CPUs it may use.
-fn bind_to_core(env: &LaunchEnv, bind: Bind) -> Result<()> {
+/// Pins this PE's threads to one CPU where `FERROSHMEM_BIND=core` asks: before the PE's
+/// segment records the CPUs it may use.
+fn pin_to_a_core(env: &LaunchEnv, bind: Bind) -> Result<()> {
     if bind == Bind::Core {
         let cpu = ferroshmem_runtime::cpus::bind_to_core(env.local_rank)?;
         tracing::info!(
@@ -367,30 +367,24 @@ fn bind_to_core(env: &LaunchEnv, bind: Bind) -> Result<()> {
     Ok(())
 }
 
-/// Binds this PE's threads to its share of the machine's CPUs when `bind` is
-/// [`Bind::Share`]: the job's PEs on this machine (`nodes`: every PE's node key) are those on
-/// the same kernel, network namespaces with host names of their own included, since they
-/// run on the same CPUs. Shares are given only where those PEs do not outnumber the CPUs,
-/// and each has a CPU at least: the node is not crowded before or after, so the CPUs its
-/// segments recorded before still give the right verdict ([`ferroshmem_runtime::cpus`]). A
-/// failure is an error where `FERROSHMEM_BIND` asked for the share (`asked`), a warning
-/// where it is the default.
-fn bind_to_share((bind, asked): (Bind, bool), nodes: &[String], rank: usize) -> Result<()> {
-    let Some(here) = nodes.get(rank).filter(|_| bind == Bind::Share) else {
+/// Binds this PE's threads to its share of the machine's CPUs where `bind` is
+/// [`Bind::Share`] (asked for by `FERROSHMEM_BIND`, or the launcher's default): the job's
+/// PEs on this machine (`nodes`: every PE's node key) are those on the same kernel, network
+/// namespaces with host names of their own included, since they run on the same CPUs. A
+/// share is given only where those PEs do not outnumber the CPUs and each gets one at least,
+/// so the node is not crowded before or after, and the CPUs its segments recorded before
+/// still give the right verdict ([`ferroshmem_runtime::cpus`]). A failure is an error where
+/// `FERROSHMEM_BIND` asked for the share, a warning where it is the default (the threads
+/// keep the CPUs they had).
+fn take_machine_share((bind, asked): (Bind, bool), nodes: &[String], rank: usize) -> Result<()> {
+    let Some(place) = machine_place(nodes, rank).filter(|_| bind == Bind::Share) else {
         return Ok(());
     };
-    let on_machine = |(_, node): &(usize, &String)| same_machine(node, here) || *node == here;
-    let place = nodes
-        .iter()
-        .enumerate()
-        .filter(on_machine)
-        .position(|(r, _)| r == rank);
-    let pes = nodes.iter().enumerate().filter(on_machine).count();
-    match ferroshmem_runtime::cpus::bind_to_share(place.unwrap_or(0), pes) {
-        Ok(Some(cpus)) => tracing::info!(?cpus, pes, "this PE's share of the machine's CPUs"),
+    match ferroshmem_runtime::cpus::bind_to_share(place, asked) {
+        Ok(Some(cpus)) => tracing::info!(?cpus, ?place, "this PE's share of the machine's CPUs"),
         Ok(None) => {}
         Err(e) if asked => return Err(e),
-        Err(e) => tracing::warn!(%e, "this PE's threads stay unbound"),
+        Err(e) => tracing::warn!(%e, "this PE's threads keep the CPUs they had"),
     }
     Ok(())
 }
@@ -404,7 +398,9 @@ async fn bootstrap(env: LaunchEnv) -> Result<Pe> {
     };
     let asked = bind_from_env()?;
     let bind = asked.unwrap_or(env.default_bind);
-    bind_to_core(&env, bind)?;
+    // Fixed before any binding, alike for every PE of the machine.
+    ferroshmem_runtime::cpus::machine_cpus();
+    pin_to_a_core(&env, bind)?;
     let (rank, n_pes) = (env.rank, env.size);
     let own = Arc::new(Segment::create(rank, settings.heap_size)?);
     let mut root = rendezvous::reach_root(&env).await?;
@@ -414,7 +410,7 @@ async fn bootstrap(env: LaunchEnv) -> Result<Pe> {
         Err(e) => return Err(root.failed(e).await),
     };
     root.formed();
-    bind_to_share((bind, asked.is_some()), &welcome.nodes, rank)?;
+    take_machine_share((bind, asked.is_some()), &welcome.nodes, rank)?;
     let rendezvous = root.rendezvous;
     tracing::debug!(job = welcome.job, root = %root.link.root_address, "job formed");
     let rendezvous::Root {

@@ -48,7 +48,8 @@ pub mod vars {
     /// Under `mpirun`/`srun` across hosts: the address of PE 0's host that the others reach
     /// its root on (an IP address; the port is picked free).
     pub const ROOT_ADDRESS: &str = "FERROSHMEM_ROOT_ADDRESS";
-    /// Where each PE's threads may run (`none`, `core`; see `ferroshmem_runtime::config`).
+    /// Where each PE's threads may run (`share`, `core`, `none`; see
+    /// `ferroshmem_runtime::config`).
     pub const BIND: &str = "FERROSHMEM_BIND";
     /// Bootstrap timeout (`30`, `30s`, `500ms`).
     pub const BOOTSTRAP_TIMEOUT: &str = "FERROSHMEM_BOOTSTRAP_TIMEOUT";

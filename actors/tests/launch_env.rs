@@ -4,6 +4,7 @@
 use std::net::{IpAddr, SocketAddr};
 
 use ferroshmem_actors::launch_env::{LaunchEnv, RootSource};
+use ferroshmem_runtime::config::Bind;
 use ferroshmem_runtime::Error;
 
 const ALL: &[&str] = &[
@@ -60,6 +61,11 @@ fn every_launcher_is_recognised() {
         ("ferroshmem run", 2, 4, 2)
     );
     assert_eq!(
+        env.default_bind,
+        Bind::Share,
+        "ferroshmem run shares the CPUs"
+    );
+    assert_eq!(
         env.root,
         RootSource::Launcher {
             address: root,
@@ -76,6 +82,7 @@ fn every_launcher_is_recognised() {
     .unwrap()
     .unwrap();
     assert_eq!((env.launcher, env.rank, env.size), ("mpirun", 1, 3));
+    assert_eq!(env.default_bind, Bind::None, "mpirun's own binding stays");
     match env.root {
         RootSource::Pe0ViaSocket(name) => {
             assert!(name.starts_with("ferroshmem-rendezvous-"), "{name}");
@@ -167,6 +174,7 @@ fn every_launcher_is_recognised() {
         (env.launcher, env.rank, env.size, env.local_rank),
         ("srun", 5, 8, 1)
     );
+    assert_eq!(env.default_bind, Bind::None, "srun's own binding stays");
     assert_eq!(
         env.root,
         RootSource::Pe0AtAddress {

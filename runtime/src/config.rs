@@ -8,6 +8,7 @@
 
 use std::time::Duration;
 
+use crate::cpus::MachinePlace;
 use crate::error::{Error, Result};
 
 /// Default symmetric heap size per PE (1 GiB; host segments are sparse until touched).
@@ -149,9 +150,36 @@ pub fn same_machine(a: &str, b: &str) -> bool {
     boot_id(a).is_some_and(|id| !id.is_empty() && boot_id(b) == Some(id))
 }
 
+/// The place of PE `rank` among the job's PEs on its machine, from every PE's node key
+/// (`nodes`): those of one kernel ([`same_machine`]), or of its very node key where that
+/// has no boot id. `None` for a rank that `nodes` lacks.
+pub fn machine_place(nodes: &[String], rank: usize) -> Option<MachinePlace> {
+    let here = nodes.get(rank)?;
+    let on_machine = |(_, node): &(usize, &String)| same_machine(node, here) || *node == here;
+    let mut mates = nodes.iter().enumerate().filter(on_machine);
+    Some(MachinePlace {
+        rank: mates.clone().position(|(r, _)| r == rank)?,
+        pes: mates.by_ref().count(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pe_s_place_counts_the_pes_of_its_kernel_in_rank_order() {
+        let nodes: Vec<String> = ["a/1", "b/2", "c/1", "b/2", "x/"]
+            .iter()
+            .map(|n| n.to_string())
+            .collect();
+        let place = |rank| machine_place(&nodes, rank).map(|p| (p.rank, p.pes));
+        assert_eq!(place(0), Some((0, 2)), "a and c share kernel 1");
+        assert_eq!(place(2), Some((1, 2)));
+        assert_eq!(place(3), Some((1, 2)), "b's second PE");
+        assert_eq!(place(4), Some((0, 1)), "no boot id: its own node only");
+        assert_eq!(place(5), None);
+    }
 
     #[test]
     fn nodes_of_one_kernel_are_one_machine() {

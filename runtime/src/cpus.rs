@@ -19,6 +19,7 @@
 use bytemuck::{Pod, Zeroable};
 use rustix::process::Pid;
 use rustix::thread::CpuSet;
+use std::sync::OnceLock;
 
 use crate::error::{Error, Result};
 
@@ -101,6 +102,36 @@ impl CpuShare {
     }
 }
 
+/// The machine's online CPUs (`/sys/devices/system/cpu/online`), whatever this process's
+/// affinity or cgroup allows it; where that file cannot be read, the CPUs this process may
+/// use at the first call. A PE calls it before it binds its threads, so that it is alike
+/// for every PE of the machine either way (the predefined teams' configuration depends on
+/// it: PEs that saw different counts would pick different algorithms and wait for each
+/// other forever).
+pub fn machine_cpus() -> usize {
+    static CPUS: OnceLock<usize> = OnceLock::new();
+    *CPUS.get_or_init(|| {
+        std::fs::read_to_string("/sys/devices/system/cpu/online")
+            .ok()
+            .and_then(|list| count_cpu_list(list.trim()))
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+    })
+}
+
+/// The number of CPUs in a kernel CPU list such as `0-15,32-47` (`None` if malformed).
+fn count_cpu_list(list: &str) -> Option<usize> {
+    list.split(',').try_fold(0usize, |total, part| {
+        let (lo, hi) = match part.split_once('-') {
+            Some((lo, hi)) => (lo.parse::<usize>().ok()?, hi.parse::<usize>().ok()?),
+            None => {
+                let one = part.parse::<usize>().ok()?;
+                (one, one)
+            }
+        };
+        Some(total + hi.checked_sub(lo)? + 1)
+    })
+}
+
 /// The CPUs the calling thread may run on, in order.
 fn allowed_cpus(what: &str) -> Result<Vec<usize>> {
     let allowed = rustix::thread::sched_getaffinity(None).map_err(|e| {
@@ -119,7 +150,7 @@ fn allowed_cpus(what: &str) -> Result<Vec<usize>> {
 ///
 /// # Errors
 /// [`Error::Config`] when the calling thread's CPUs cannot be read, or a thread cannot be
-/// bound (then some threads may already be).
+/// bound (the threads bound already are put back where they were).
 pub fn bind_to_core(local_rank: usize) -> Result<usize> {
     let cpus = allowed_cpus("core")?;
     let Some(&cpu) = cpus.get(local_rank % cpus.len().max(1)) else {
@@ -131,86 +162,126 @@ pub fn bind_to_core(local_rank: usize) -> Result<usize> {
     Ok(cpu)
 }
 
-/// The share of `cpus` (those the PEs of a machine may run on, in order) of the PE numbered
-/// `local_rank` among the machine's `local_pes`: block `local_rank` of `local_pes` contiguous
-/// blocks, their sizes differing by one at most. `None` where no binding is due: the PEs outnumber the
-/// CPUs (the scheduler balances them, as `mpirun` leaves an oversubscribed job unbound), or
-/// one PE would have them all.
-pub fn share_of(cpus: &[usize], local_rank: usize, local_pes: usize) -> Option<&[usize]> {
-    if local_pes <= 1 || local_pes > cpus.len() {
+/// A PE's place among the job's PEs on its machine: its number there, and how many there are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MachinePlace {
+    /// This PE's number among them, in rank order.
+    pub rank: usize,
+    /// How many PEs of the job run on the machine.
+    pub pes: usize,
+}
+
+/// The share of `cpus` (those the PEs of a machine may run on, in topology order) of the PE
+/// at `place`: block `place.rank` of `place.pes` contiguous blocks, their sizes differing by
+/// one at most. `None` where no binding is due: the PEs outnumber the CPUs, or `usable` (a
+/// quota's cap), or one PE would have them all.
+fn share_of(cpus: &[usize], place: MachinePlace, usable: usize) -> Option<&[usize]> {
+    if place.pes <= 1 || place.pes > cpus.len().min(usable) {
         return None;
     }
-    let block = local_rank % local_pes;
-    let edge = |b: usize| b * cpus.len() / local_pes;
+    let block = place.rank % place.pes;
+    let edge = |b: usize| b * cpus.len() / place.pes;
     Some(&cpus[edge(block)..edge(block + 1)])
 }
 
-/// Pins every thread of this process to the share of the calling thread's CPUs that
-/// [`share_of`] gives the PE numbered `local_rank` among the machine's `local_pes`. Returns the
-/// CPUs, or `None` where it bound nothing.
+/// Pins every thread of this process to its share of the machine's CPUs ([`share_of`] of the
+/// calling thread's CPUs in topology order) as the PE at `place`. Where the PE's CPUs are
+/// fewer than the machine's (a launcher, `taskset` or a cpuset placed it already), it binds
+/// nothing unless `FERROSHMEM_BIND=share` was `asked` for: PEs placed on different CPU sets
+/// would split each their own by one count, and could end up crowded where their records
+/// say they are not. Returns the CPUs, or `None` where it bound nothing.
 ///
 /// # Errors
 /// As [`bind_to_core`].
-pub fn bind_to_share(local_rank: usize, local_pes: usize) -> Result<Option<Vec<usize>>> {
-    let cpus = in_topology_order(&allowed_cpus("share")?, place_in_sysfs);
-    let Some(share) = share_of(&cpus, local_rank, local_pes) else {
+pub fn bind_to_share(place: MachinePlace, asked: bool) -> Result<Option<Vec<usize>>> {
+    let allowed = allowed_cpus("share")?;
+    if !asked && placed_already(allowed.len(), machine_cpus()) {
+        return Ok(None);
+    }
+    let usable = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cpus = in_topology_order(&allowed, place_in_sysfs);
+    let Some(share) = share_of(&cpus, place, usable) else {
         return Ok(None);
     };
     bind_threads(share, "share")?;
     Ok(Some(share.to_vec()))
 }
 
-/// `cpus` ordered by package (socket), then core, then number, from `place` (a CPU's package
-/// and core, where known; unknown places sort after the known, by number): a block of them
-/// then holds whole cores of one package where it can. By number alone, a share could take
-/// the hyperthread siblings of another share's cores (Linux numbers the second thread of
-/// every core after the first threads of all), or cores of both packages.
-fn in_topology_order(cpus: &[usize], place: impl Fn(usize) -> Option<(u32, u32)>) -> Vec<usize> {
+/// Whether a PE that may use `allowed` of the machine's `machine` CPUs was placed on them
+/// already (by a launcher, `taskset` or a cpuset): fewer than all.
+fn placed_already(allowed: usize, machine: usize) -> bool {
+    allowed < machine
+}
+
+/// Where a CPU sits: its package (socket), die and core, as sysfs numbers them.
+type CpuPlace = (u32, u32, u32);
+
+/// `cpus` ordered by package, die, core, then number, from `place` (unknown places sort after
+/// the known, by number): a block of them then keeps hyperthread siblings together and stays
+/// on one package where the counts allow. By number alone, a share could take the siblings
+/// of another share's cores (Linux numbers every core's second thread after the first
+/// threads of all), or cores of two packages.
+fn in_topology_order(cpus: &[usize], place: impl Fn(usize) -> Option<CpuPlace>) -> Vec<usize> {
     let mut ordered = cpus.to_vec();
-    ordered.sort_by_key(|&cpu| (place(cpu).unwrap_or((u32::MAX, u32::MAX)), cpu));
+    ordered.sort_by_key(|&cpu| (place(cpu).unwrap_or((u32::MAX, u32::MAX, u32::MAX)), cpu));
     ordered
 }
 
-/// A CPU's package and core, as sysfs gives them.
-fn place_in_sysfs(cpu: usize) -> Option<(u32, u32)> {
-    let read = |what: &str| {
-        std::fs::read_to_string(format!("/sys/devices/system/cpu/cpu{cpu}/topology/{what}"))
-            .ok()?
-            .trim()
-            .parse()
-            .ok()
+/// A CPU's place as sysfs gives it (a die of 0 where sysfs has no `die_id`).
+fn place_in_sysfs(cpu: usize) -> Option<CpuPlace> {
+    let read = |what: &str| -> Option<u32> {
+        let path = format!("/sys/devices/system/cpu/cpu{cpu}/topology/{what}");
+        std::fs::read_to_string(path).ok()?.trim().parse().ok()
     };
-    Some((read("physical_package_id")?, read("core_id")?))
+    let die = read("die_id").unwrap_or(0);
+    Some((read("physical_package_id")?, die, read("core_id")?))
 }
 
-/// Pins every thread of this process to `cpus`.
+/// Pins every thread of this process to `cpus`: the threads listed, then any started in the
+/// meantime, until a listing finds none new. On a failure, the threads bound so far get the
+/// CPUs they had back (as far as they can) before the error returns.
 fn bind_threads(cpus: &[usize], what: &str) -> Result<()> {
-    let mut set = CpuSet::new();
-    cpus.iter().for_each(|&c| set.set(c));
-    let tasks = std::fs::read_dir("/proc/self/task").map_err(|e| {
+    let before = rustix::thread::sched_getaffinity(None).map_err(|e| {
         Error::Config(format!(
-            "FERROSHMEM_BIND={what}: listing this PE's threads: {e}"
+            "FERROSHMEM_BIND={what}: reading this PE's CPUs: {e}"
         ))
     })?;
-    for task in tasks.flatten() {
-        let Some(tid) = task
-            .file_name()
-            .to_str()
-            .and_then(|t| t.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        // A thread that ended since the listing is no longer there to bind.
-        match rustix::thread::sched_setaffinity(Pid::from_raw(tid), &set) {
-            Ok(()) | Err(rustix::io::Errno::SRCH) => {}
-            Err(e) => {
-                return Err(Error::Config(format!(
-                    "FERROSHMEM_BIND={what}: binding thread {tid} to CPUs {cpus:?}: {e}"
-                )))
-            }
+    let mut set = CpuSet::new();
+    cpus.iter().for_each(|&c| set.set(c));
+    let mut bound = std::collections::HashSet::new();
+    loop {
+        let listed = thread_ids().map_err(|e| {
+            Error::Config(format!(
+                "FERROSHMEM_BIND={what}: listing this PE's threads: {e}"
+            ))
+        })?;
+        let new: Vec<i32> = listed.into_iter().filter(|t| !bound.contains(t)).collect();
+        if new.is_empty() {
+            return Ok(());
+        }
+        for tid in new {
+            // A thread that ended since the listing is no longer there to bind.
+            match rustix::thread::sched_setaffinity(Pid::from_raw(tid), &set) {
+                Ok(()) | Err(rustix::io::Errno::SRCH) => bound.insert(tid),
+                Err(e) => {
+                    for &back in &bound {
+                        let _ = rustix::thread::sched_setaffinity(Pid::from_raw(back), &before);
+                    }
+                    return Err(Error::Config(format!(
+                        "FERROSHMEM_BIND={what}: binding thread {tid} to CPUs {cpus:?}: {e}"
+                    )));
+                }
+            };
         }
     }
-    Ok(())
+}
+
+/// The ids of this process's threads.
+fn thread_ids() -> std::io::Result<Vec<i32>> {
+    Ok(std::fs::read_dir("/proc/self/task")?
+        .flatten()
+        .filter_map(|task| task.file_name().to_str().and_then(|t| t.parse().ok()))
+        .collect())
 }
 
 #[cfg(test)]
@@ -250,49 +321,91 @@ mod tests {
         assert!(CpuShare::crowded(4, [wide; 4]));
     }
 
-    #[test]
-    fn a_share_is_one_block_of_the_cpus_per_pe() {
-        let two = [0, 1];
-        assert_eq!(share_of(&two, 0, 2), Some(&[0][..]));
-        assert_eq!(share_of(&two, 1, 2), Some(&[1][..]));
-        let sixteen: Vec<usize> = (0..16).collect();
-        assert_eq!(share_of(&sixteen, 1, 2), Some(&sixteen[8..]));
-        let odd = [2, 3, 5, 7, 11];
-        let shares: Vec<&[usize]> = (0..3).map(|r| share_of(&odd, r, 3).unwrap()).collect();
-        assert_eq!(shares, [&[2][..], &[3, 5][..], &[7, 11][..]]);
-        assert_eq!(share_of(&two, 3, 2), Some(&[1][..]), "ranks wrap");
+    fn at(rank: usize, pes: usize) -> MachinePlace {
+        MachinePlace { rank, pes }
     }
 
     #[test]
-    fn shares_take_whole_cores_of_one_package() {
+    fn a_share_is_one_block_of_the_cpus_per_pe() {
+        let two = [0, 1];
+        assert_eq!(share_of(&two, at(0, 2), 2), Some(&[0][..]));
+        assert_eq!(share_of(&two, at(1, 2), 2), Some(&[1][..]));
+        let sixteen: Vec<usize> = (0..16).collect();
+        assert_eq!(share_of(&sixteen, at(1, 2), 16), Some(&sixteen[8..]));
+        let odd = [2, 3, 5, 7, 11];
+        let shares: Vec<&[usize]> = (0..3)
+            .map(|r| share_of(&odd, at(r, 3), 5).unwrap())
+            .collect();
+        assert_eq!(shares, [&[2][..], &[3, 5][..], &[7, 11][..]]);
+        assert_eq!(share_of(&two, at(3, 2), 2), Some(&[1][..]), "ranks wrap");
+    }
+
+    #[test]
+    fn shares_keep_siblings_together_on_one_package() {
         // Two packages of two cores, two threads each: CPU c is thread c / 4 of core
         // (c % 4) % 2 on package (c % 4) / 2, as Linux numbers them.
-        let place = |cpu: usize| Some((((cpu % 4) / 2) as u32, ((cpu % 4) % 2) as u32));
+        let place = |cpu: usize| Some((((cpu % 4) / 2) as u32, 0, ((cpu % 4) % 2) as u32));
         let ordered = in_topology_order(&(0..8).collect::<Vec<_>>(), place);
         assert_eq!(ordered, [0, 4, 1, 5, 2, 6, 3, 7]);
         assert_eq!(
-            share_of(&ordered, 1, 4),
+            share_of(&ordered, at(1, 4), 8),
             Some(&[1, 5][..]),
-            "one whole core"
+            "one core"
         );
+        let package = share_of(&ordered, at(1, 2), 8);
+        assert_eq!(package, Some(&[2, 6, 3, 7][..]), "one package");
+        let dies = |cpu: usize| Some((0, (cpu % 2) as u32, 0));
         assert_eq!(
-            share_of(&ordered, 1, 2),
-            Some(&[2, 6, 3, 7][..]),
-            "one package"
+            in_topology_order(&[0, 1, 2, 3], dies),
+            [0, 2, 1, 3],
+            "by die"
         );
-        let unknown = in_topology_order(&[3, 1, 2], |cpu| (cpu != 1).then_some((0, 9)));
+        let unknown = in_topology_order(&[3, 1, 2], |cpu| (cpu != 1).then_some((0, 0, 9)));
         assert_eq!(unknown, [2, 3, 1], "unknown places last");
     }
 
     #[test]
-    fn no_share_is_bound_alone_or_on_a_crowded_node() {
-        assert_eq!(share_of(&[0, 1], 0, 1), None, "one PE keeps every CPU");
+    fn this_machine_s_cpus_have_places() {
+        if std::path::Path::new("/sys/devices/system/cpu/cpu0/topology/core_id").exists() {
+            assert!(place_in_sysfs(0).is_some());
+        }
+        assert!(machine_cpus() >= 1);
+    }
+
+    #[test]
+    fn no_share_is_bound_alone_or_on_a_crowded_machine() {
         assert_eq!(
-            share_of(&[0, 1], 2, 4),
+            share_of(&[0, 1], at(0, 1), 2),
+            None,
+            "one PE keeps every CPU"
+        );
+        assert_eq!(
+            share_of(&[0, 1], at(2, 4), 2),
             None,
             "crowded: the scheduler balances"
         );
-        assert_eq!(share_of(&[], 0, 2), None);
+        assert_eq!(
+            share_of(&[0, 1, 2, 3], at(0, 4), 2),
+            None,
+            "crowded under a quota"
+        );
+        assert_eq!(share_of(&[], at(0, 2), 2), None);
+    }
+
+    #[test]
+    fn a_pe_on_fewer_cpus_than_the_machine_s_was_placed_already() {
+        assert!(placed_already(2, 16));
+        assert!(!placed_already(16, 16));
+    }
+
+    #[test]
+    fn cpu_lists_count_or_fail() {
+        assert_eq!(count_cpu_list("0"), Some(1));
+        assert_eq!(count_cpu_list("0-15"), Some(16));
+        assert_eq!(count_cpu_list("0-15,32-47,64"), Some(33));
+        assert_eq!(count_cpu_list("3-1"), None);
+        assert_eq!(count_cpu_list("a-b"), None);
+        assert_eq!(count_cpu_list(""), None);
     }
 
     #[test]

@@ -113,9 +113,10 @@ struct RunArgs {
 
     /// Where each PE's threads run: `share`, an equal block of the machine's CPUs per PE of
     /// the job there, in rank order (unbound where PEs outnumber CPUs, as `mpirun` leaves an
-    /// oversubscribed job); `core`, one CPU each, the host's CPUs dealt over its PEs in rank order, as
-    /// `mpirun --bind-to core`; `none`, where they start. Passed to the PEs as
-    /// FERROSHMEM_BIND. Default: that variable, else share.
+    /// oversubscribed job, or where they were placed already); `core`, one CPU each, the
+    /// host's CPUs dealt over its PEs in rank order, as `mpirun --bind-to core`; `none`,
+    /// where they start. Passed to the PEs as FERROSHMEM_BIND. Default: that variable, else
+    /// share.
     #[arg(long, value_name = "share|core|none", value_parser = str::parse::<Bind>)]
     bind_to: Option<Bind>,
 

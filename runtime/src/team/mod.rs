@@ -77,30 +77,6 @@ pub struct TeamConfig {
 /// keeps two slots of it per member.
 pub const MAX_EAGER_BYTES: usize = 1 << 20;
 
-/// The machine's online CPUs (`/sys/devices/system/cpu/online`), whatever this process's
-/// affinity or cgroup allows it; the CPUs this process may use where that file cannot be
-/// read (alike for every process of the machine, then).
-fn online_cpus() -> usize {
-    std::fs::read_to_string("/sys/devices/system/cpu/online")
-        .ok()
-        .and_then(|list| count_cpu_list(list.trim()))
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-}
-
-/// The number of CPUs in a kernel CPU list such as `0-15,32-47` (`None` if malformed).
-fn count_cpu_list(list: &str) -> Option<usize> {
-    list.split(',').try_fold(0usize, |total, part| {
-        let (lo, hi) = match part.split_once('-') {
-            Some((lo, hi)) => (lo.parse::<usize>().ok()?, hi.parse::<usize>().ok()?),
-            None => {
-                let one = part.parse::<usize>().ok()?;
-                (one, one)
-            }
-        };
-        Some(total + hi.checked_sub(lo)? + 1)
-    })
-}
-
 impl Default for TeamConfig {
     fn default() -> Self {
         TeamConfig {
@@ -126,7 +102,7 @@ impl TeamConfig {
     /// different CPU sets would otherwise pick different algorithms and wait for each other
     /// forever).
     pub fn for_job(n_pes: usize, heap_size: usize) -> TeamConfig {
-        let cpus = online_cpus();
+        let cpus = crate::cpus::machine_cpus();
         let default = TeamConfig::default();
         let mut config = if n_pes > cpus {
             TeamConfig {
@@ -556,20 +532,5 @@ impl Teams {
     /// with this one, those of its node (every PE of a job that runs on one node).
     pub fn node(&self) -> &Team {
         &self.node
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::count_cpu_list;
-
-    #[test]
-    fn cpu_lists_count_or_fail() {
-        assert_eq!(count_cpu_list("0"), Some(1));
-        assert_eq!(count_cpu_list("0-15"), Some(16));
-        assert_eq!(count_cpu_list("0-15,32-47,64"), Some(33));
-        assert_eq!(count_cpu_list("3-1"), None);
-        assert_eq!(count_cpu_list("a-b"), None);
-        assert_eq!(count_cpu_list(""), None);
     }
 }
