@@ -203,10 +203,27 @@ fn every_scenario_passes_on_three_hosts_of_one_pe() {
     every_scenario_passes(3, 1);
 }
 
-/// Hosts made of namespaces of one machine run on its CPUs: by default each of two hosts'
-/// PEs gets its own half of them, not each all of them as the only PE of its host.
+/// The CPU lists the PEs of `out` printed, one per PE of `n`.
+fn pes_cpus(out: &Output, n: usize) -> Vec<Vec<usize>> {
+    let all = text(out);
+    assert!(out.status.success(), "{all}");
+    (0..n)
+        .map(|pe| {
+            let line = all
+                .lines()
+                .find_map(|l| l.strip_prefix(&format!("[pe {pe}] PE {pe} may run on CPUs ")))
+                .unwrap_or_else(|| panic!("no CPUs of PE {pe}:\n{all}"));
+            cpu_list(line)
+        })
+        .collect()
+}
+
+/// Hosts made of namespaces of one machine run on its CPUs: asked to (`FERROSHMEM_BIND=share`)
+/// each of two hosts' PEs gets its own half of them, not each all of them as the only PE of
+/// its host; by default they stay unbound (nodes sharing a kernel need CPUs for its network
+/// stack between them).
 #[test]
-fn pes_of_hosts_on_one_machine_share_its_cpus() {
+fn hosts_of_one_machine_share_its_cpus_when_asked_and_stay_unbound_by_default() {
     let allowed = cpu_list(&cpus::allowed_list("/proc/self/status"));
     if allowed.len() < 2 {
         eprintln!("skipped: needs two CPUs");
@@ -218,24 +235,18 @@ fn pes_of_hosts_on_one_machine_share_its_cpus() {
     let Some(hosts) = Hosts::make(2) else {
         return;
     };
-    let out = job(&hosts, 1, "cpus");
-    let all = text(&out);
-    assert!(out.status.success(), "{all}");
-    let shares: Vec<Vec<usize>> = (0..2)
-        .map(|pe| {
-            let line = all
-                .lines()
-                .find_map(|l| l.strip_prefix(&format!("[pe {pe}] PE {pe} may run on CPUs ")))
-                .unwrap_or_else(|| panic!("no CPUs of PE {pe}:\n{all}"));
-            cpu_list(line)
-        })
-        .collect();
+    let asked = ferroshmem_run(&hosts, 1, "cpus", "2s")
+        .env("FERROSHMEM_BIND", "share")
+        .output()
+        .expect("the launcher starts");
+    let shares = pes_cpus(&asked, 2);
     // Halves of the machine's CPUs (which ones follows its cores and packages).
-    let half = allowed.len() / 2;
-    assert_eq!(shares[0].len(), half, "{shares:?}\n{all}");
+    assert_eq!(shares[0].len(), allowed.len() / 2, "{shares:?}");
     let mut both = [shares[0].clone(), shares[1].clone()].concat();
     both.sort_unstable();
-    assert_eq!(both, allowed, "{shares:?}\n{all}");
+    assert_eq!(both, allowed, "{shares:?}");
+    let unbound = pes_cpus(&job(&hosts, 1, "cpus"), 2);
+    assert_eq!(unbound, [allowed.clone(), allowed], "by default");
 }
 
 /// `mpirun` of this test binary's PE entry as `scenario`, 2 PEs on each of `hosts` (started

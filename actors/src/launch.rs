@@ -368,9 +368,10 @@ fn pin_to_a_core(env: &LaunchEnv, bind: Bind) -> Result<()> {
 }
 
 /// Binds this PE's threads to its share of the machine's CPUs where `bind` is
-/// [`Bind::Share`] (asked for by `FERROSHMEM_BIND`, or the launcher's default): the job's
-/// PEs on this machine (`nodes`: every PE's node key) are those on the same kernel, network
-/// namespaces with host names of their own included, since they run on the same CPUs. A
+/// [`Bind::Share`] (asked for by `FERROSHMEM_BIND`, or the launcher's default, which leaves
+/// some PEs alone: [`ferroshmem_runtime::cpus::bind_to_share`]): the job's PEs on this
+/// machine (`nodes`: every PE's node key) are those on the same kernel, network namespaces
+/// with host names of their own included, since they run on the same CPUs. A
 /// share is given only where those PEs do not outnumber the CPUs and each gets one at least,
 /// so the node is not crowded before or after, and the CPUs its segments recorded before
 /// still give the right verdict ([`ferroshmem_runtime::cpus`]). A failure is an error where

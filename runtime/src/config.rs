@@ -156,10 +156,14 @@ pub fn same_machine(a: &str, b: &str) -> bool {
 pub fn machine_place(nodes: &[String], rank: usize) -> Option<MachinePlace> {
     let here = nodes.get(rank)?;
     let on_machine = |(_, node): &(usize, &String)| same_machine(node, here) || *node == here;
-    let mut mates = nodes.iter().enumerate().filter(on_machine);
+    let mates: Vec<(usize, &String)> = nodes.iter().enumerate().filter(on_machine).collect();
+    let mut keys: Vec<&String> = mates.iter().map(|(_, node)| *node).collect();
+    keys.sort_unstable();
+    keys.dedup();
     Some(MachinePlace {
-        rank: mates.clone().position(|(r, _)| r == rank)?,
-        pes: mates.by_ref().count(),
+        rank: mates.iter().position(|(r, _)| *r == rank)?,
+        pes: mates.len(),
+        nodes: keys.len(),
     })
 }
 
@@ -173,11 +177,11 @@ mod tests {
             .iter()
             .map(|n| n.to_string())
             .collect();
-        let place = |rank| machine_place(&nodes, rank).map(|p| (p.rank, p.pes));
-        assert_eq!(place(0), Some((0, 2)), "a and c share kernel 1");
-        assert_eq!(place(2), Some((1, 2)));
-        assert_eq!(place(3), Some((1, 2)), "b's second PE");
-        assert_eq!(place(4), Some((0, 1)), "no boot id: its own node only");
+        let place = |rank| machine_place(&nodes, rank).map(|p| (p.rank, p.pes, p.nodes));
+        assert_eq!(place(0), Some((0, 2, 2)), "a and c: two nodes of kernel 1");
+        assert_eq!(place(2), Some((1, 2, 2)));
+        assert_eq!(place(3), Some((1, 2, 1)), "b's second PE");
+        assert_eq!(place(4), Some((0, 1, 1)), "no boot id: its own node only");
         assert_eq!(place(5), None);
     }
 

@@ -169,6 +169,9 @@ pub struct MachinePlace {
     pub rank: usize,
     /// How many PEs of the job run on the machine.
     pub pes: usize,
+    /// How many nodes those PEs make: more than one where nodes of their own (network
+    /// namespaces, containers) share the machine's kernel.
+    pub nodes: usize,
 }
 
 /// The share of `cpus` (those the PEs of a machine may run on, in topology order) of the PE
@@ -185,17 +188,20 @@ fn share_of(cpus: &[usize], place: MachinePlace, usable: usize) -> Option<&[usiz
 }
 
 /// Pins every thread of this process to its share of the machine's CPUs ([`share_of`] of the
-/// calling thread's CPUs in topology order) as the PE at `place`. Where the PE's CPUs are
-/// fewer than the machine's (a launcher, `taskset` or a cpuset placed it already), it binds
-/// nothing unless `FERROSHMEM_BIND=share` was `asked` for: PEs placed on different CPU sets
-/// would split each their own by one count, and could end up crowded where their records
-/// say they are not. Returns the CPUs, or `None` where it bound nothing.
+/// calling thread's CPUs in topology order) as the PE at `place`. Unless
+/// `FERROSHMEM_BIND=share` was `asked` for, it binds nothing
+/// - where the PE's CPUs are fewer than the machine's (a launcher, `taskset` or a cpuset
+///   placed it already): PEs placed on different CPU sets would split each their own by one
+///   count, and could end up crowded where their records say they are not;
+/// - where the machine's PEs make several nodes ([`default_share_due`]).
+///
+/// Returns the CPUs, or `None` where it bound nothing.
 ///
 /// # Errors
 /// As [`bind_to_core`].
 pub fn bind_to_share(place: MachinePlace, asked: bool) -> Result<Option<Vec<usize>>> {
     let allowed = allowed_cpus("share")?;
-    if !asked && placed_already(allowed.len(), machine_cpus()) {
+    if !asked && !default_share_due(place, allowed.len(), machine_cpus()) {
         return Ok(None);
     }
     let usable = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -207,10 +213,14 @@ pub fn bind_to_share(place: MachinePlace, asked: bool) -> Result<Option<Vec<usiz
     Ok(Some(share.to_vec()))
 }
 
-/// Whether a PE that may use `allowed` of the machine's `machine` CPUs was placed on them
-/// already (by a launcher, `taskset` or a cpuset): fewer than all.
-fn placed_already(allowed: usize, machine: usize) -> bool {
-    allowed < machine
+/// Whether the default binds the PE at `place`, which may use `allowed` of the machine's
+/// `machine` CPUs: not where it was placed already (by a launcher, `taskset` or a cpuset: it
+/// may use fewer than all), nor where the machine's PEs make several nodes (namespace
+/// "hosts", containers of one kernel): their traffic crosses the kernel's network stack,
+/// whose work a share does not leave CPUs for (two namespace hosts of one PE each on 2 CPUs,
+/// one CPU each: a 4 KiB put stream across them fell from 0.46–0.53 to 0.40–0.43 GB/s).
+fn default_share_due(place: MachinePlace, allowed: usize, machine: usize) -> bool {
+    allowed >= machine && place.nodes <= 1
 }
 
 /// Where a CPU sits: its package (socket), die and core, as sysfs numbers them.
@@ -322,7 +332,11 @@ mod tests {
     }
 
     fn at(rank: usize, pes: usize) -> MachinePlace {
-        MachinePlace { rank, pes }
+        MachinePlace {
+            rank,
+            pes,
+            nodes: 1,
+        }
     }
 
     #[test]
@@ -393,9 +407,17 @@ mod tests {
     }
 
     #[test]
-    fn a_pe_on_fewer_cpus_than_the_machine_s_was_placed_already() {
-        assert!(placed_already(2, 16));
-        assert!(!placed_already(16, 16));
+    fn the_default_leaves_placed_pes_and_machines_of_several_nodes_alone() {
+        assert!(default_share_due(at(0, 2), 16, 16));
+        assert!(!default_share_due(at(0, 2), 2, 16), "placed already");
+        let namespaces = MachinePlace {
+            nodes: 2,
+            ..at(0, 2)
+        };
+        assert!(
+            !default_share_due(namespaces, 16, 16),
+            "nodes sharing the kernel"
+        );
     }
 
     #[test]
