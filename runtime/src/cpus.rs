@@ -187,13 +187,13 @@ fn share_of(cpus: &[usize], place: MachinePlace, usable: usize) -> Option<&[usiz
     Some(&cpus[edge(block)..edge(block + 1)])
 }
 
-/// Pins every thread of this process to its share of the machine's CPUs ([`share_of`] of the
+/// Pins every thread of this process to its share of the machine's CPUs (`share_of` of the
 /// calling thread's CPUs in topology order) as the PE at `place`. Unless
 /// `FERROSHMEM_BIND=share` was `asked` for, it binds nothing
 /// - where the PE's CPUs are fewer than the machine's (a launcher, `taskset` or a cpuset
 ///   placed it already): PEs placed on different CPU sets would split each their own by one
 ///   count, and could end up crowded where their records say they are not;
-/// - where the machine's PEs make several nodes ([`default_share_due`]).
+/// - where the machine's PEs make several nodes (`default_share_due`).
 ///
 /// Returns the CPUs, or `None` where it bound nothing.
 ///
