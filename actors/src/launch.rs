@@ -378,7 +378,10 @@ fn pin_to_a_core(env: &LaunchEnv, bind: Bind) -> Result<()> {
 /// `FERROSHMEM_BIND` asked for the share, a warning where it is the default (the threads
 /// keep the CPUs they had).
 fn take_machine_share((bind, asked): (Bind, bool), nodes: &[String], rank: usize) -> Result<()> {
-    let Some(place) = machine_place(nodes, rank).filter(|_| bind == Bind::Share) else {
+    if bind != Bind::Share {
+        return Ok(());
+    }
+    let Some(place) = machine_place(nodes, rank) else {
         return Ok(());
     };
     match ferroshmem_runtime::cpus::bind_to_share(place, asked) {

@@ -53,6 +53,9 @@ impl MallocHints {
     /// Signals will target it (`SHMEM_MALLOC_SIGNAL_REMOTE`).
     pub const SIGNAL_REMOTE: MallocHints = MallocHints(2);
 
+    /// Every hint this library knows.
+    const KNOWN: MallocHints = MallocHints(Self::ATOMICS_REMOTE.0 | Self::SIGNAL_REMOTE.0);
+
     /// Whether every hint of `other` is among these.
     pub fn contains(self, other: MallocHints) -> bool {
         self.0 & other.0 == other.0
@@ -61,18 +64,16 @@ impl MallocHints {
     /// The hints of OpenSHMEM's bit mask (`SHMEM_MALLOC_*` values or-ed together), or `None`
     /// when it holds a bit that names no hint.
     pub fn from_bits(bits: u64) -> Option<MallocHints> {
-        let known = (Self::ATOMICS_REMOTE | Self::SIGNAL_REMOTE).0;
         u8::try_from(bits)
             .ok()
-            .filter(|b| b & !known == 0)
+            .filter(|b| b & !Self::KNOWN.0 == 0)
             .map(MallocHints)
     }
 
     /// The hints among `bits` this library knows, the other bits ignored (hints are advisory:
     /// OpenSHMEM lets an implementation pass over the ones it cannot use).
     pub fn from_bits_truncate(bits: u64) -> MallocHints {
-        let known = (Self::ATOMICS_REMOTE | Self::SIGNAL_REMOTE).0;
-        MallocHints(bits as u8 & known)
+        MallocHints(bits as u8 & Self::KNOWN.0)
     }
 }
 

@@ -146,7 +146,9 @@ pub fn node_key() -> String {
 /// which gives them the same CPUs, whatever their host names (network and UTS namespaces,
 /// containers).
 pub fn same_machine(a: &str, b: &str) -> bool {
-    let boot_id = |key: &str| key.rsplit_once('/').map(|(_, id)| id.to_string());
+    fn boot_id(key: &str) -> Option<&str> {
+        key.rsplit_once('/').map(|(_, id)| id)
+    }
     boot_id(a).is_some_and(|id| !id.is_empty() && boot_id(b) == Some(id))
 }
 

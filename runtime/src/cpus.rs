@@ -132,16 +132,17 @@ fn count_cpu_list(list: &str) -> Option<usize> {
     })
 }
 
-/// The CPUs the calling thread may run on, in order.
-fn allowed_cpus(what: &str) -> Result<Vec<usize>> {
+/// The CPUs the calling thread may run on: as a set, and in order.
+fn allowed_cpus(what: &str) -> Result<(CpuSet, Vec<usize>)> {
     let allowed = rustix::thread::sched_getaffinity(None).map_err(|e| {
         Error::Config(format!(
             "FERROSHMEM_BIND={what}: reading this PE's CPUs: {e}"
         ))
     })?;
-    Ok((0..CpuSet::MAX_CPU)
+    let cpus = (0..CpuSet::MAX_CPU)
         .filter(|&c| allowed.is_set(c))
-        .collect())
+        .collect();
+    Ok((allowed, cpus))
 }
 
 /// Pins every thread of this process to one CPU of those the calling thread may run on:
@@ -152,13 +153,13 @@ fn allowed_cpus(what: &str) -> Result<Vec<usize>> {
 /// [`Error::Config`] when the calling thread's CPUs cannot be read, or a thread cannot be
 /// bound (the threads bound already are put back where they were).
 pub fn bind_to_core(local_rank: usize) -> Result<usize> {
-    let cpus = allowed_cpus("core")?;
+    let (before, cpus) = allowed_cpus("core")?;
     let Some(&cpu) = cpus.get(local_rank % cpus.len().max(1)) else {
         return Err(Error::Config(
             "FERROSHMEM_BIND=core: this PE may run on no CPU".into(),
         ));
     };
-    bind_threads(&[cpu], "core")?;
+    bind_threads(&[cpu], &before, "core")?;
     Ok(cpu)
 }
 
@@ -200,7 +201,7 @@ fn share_of(cpus: &[usize], place: MachinePlace, usable: usize) -> Option<&[usiz
 /// # Errors
 /// As [`bind_to_core`].
 pub fn bind_to_share(place: MachinePlace, asked: bool) -> Result<Option<Vec<usize>>> {
-    let allowed = allowed_cpus("share")?;
+    let (before, allowed) = allowed_cpus("share")?;
     if !asked && !default_share_due(place, allowed.len(), machine_cpus()) {
         return Ok(None);
     }
@@ -209,7 +210,7 @@ pub fn bind_to_share(place: MachinePlace, asked: bool) -> Result<Option<Vec<usiz
     let Some(share) = share_of(&cpus, place, usable) else {
         return Ok(None);
     };
-    bind_threads(share, "share")?;
+    bind_threads(share, &before, "share")?;
     Ok(Some(share.to_vec()))
 }
 
@@ -233,7 +234,7 @@ type CpuPlace = (u32, u32, u32);
 /// threads of all), or cores of two packages.
 fn in_topology_order(cpus: &[usize], place: impl Fn(usize) -> Option<CpuPlace>) -> Vec<usize> {
     let mut ordered = cpus.to_vec();
-    ordered.sort_by_key(|&cpu| (place(cpu).unwrap_or((u32::MAX, u32::MAX, u32::MAX)), cpu));
+    ordered.sort_by_cached_key(|&cpu| (place(cpu).unwrap_or((u32::MAX, u32::MAX, u32::MAX)), cpu));
     ordered
 }
 
@@ -249,13 +250,8 @@ fn place_in_sysfs(cpu: usize) -> Option<CpuPlace> {
 
 /// Pins every thread of this process to `cpus`: the threads listed, then any started in the
 /// meantime, until a listing finds none new. On a failure, the threads bound so far get the
-/// CPUs they had back (as far as they can) before the error returns.
-fn bind_threads(cpus: &[usize], what: &str) -> Result<()> {
-    let before = rustix::thread::sched_getaffinity(None).map_err(|e| {
-        Error::Config(format!(
-            "FERROSHMEM_BIND={what}: reading this PE's CPUs: {e}"
-        ))
-    })?;
+/// CPUs they had (`before`) back, as far as they can, before the error returns.
+fn bind_threads(cpus: &[usize], before: &CpuSet, what: &str) -> Result<()> {
     let mut set = CpuSet::new();
     cpus.iter().for_each(|&c| set.set(c));
     let mut bound = std::collections::HashSet::new();
@@ -275,7 +271,7 @@ fn bind_threads(cpus: &[usize], what: &str) -> Result<()> {
                 Ok(()) | Err(rustix::io::Errno::SRCH) => bound.insert(tid),
                 Err(e) => {
                     for &back in &bound {
-                        let _ = rustix::thread::sched_setaffinity(Pid::from_raw(back), &before);
+                        let _ = rustix::thread::sched_setaffinity(Pid::from_raw(back), before);
                     }
                     return Err(Error::Config(format!(
                         "FERROSHMEM_BIND={what}: binding thread {tid} to CPUs {cpus:?}: {e}"
@@ -383,7 +379,11 @@ mod tests {
         if std::path::Path::new("/sys/devices/system/cpu/cpu0/topology/core_id").exists() {
             assert!(place_in_sysfs(0).is_some());
         }
-        assert!(machine_cpus() >= 1);
+        let (_, allowed) = allowed_cpus("share").expect("this thread's CPUs");
+        assert!(
+            machine_cpus() >= allowed.len(),
+            "the machine has every CPU this thread may use"
+        );
     }
 
     #[test]

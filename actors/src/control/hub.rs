@@ -342,14 +342,10 @@ fn left(
     }
     tracing::error!(pe = rank, "PE lost: {reason}");
     members[rank] = Member::Lost;
-    for m in members.iter() {
-        if let Member::Joined(out) = m {
-            let _ = out.send(ToPe::PeerLost {
-                pe: rank as u32,
-                reason: reason.clone(),
-            });
-        }
-    }
+    tell_joined(members, None, || ToPe::PeerLost {
+        pe: rank as u32,
+        reason: reason.clone(),
+    });
     news.lost(rank);
     report.lost.push((rank, reason));
 }
@@ -359,14 +355,10 @@ fn left(
 fn begin_global_exit(members: &[Member], pe: usize, status: i32, news: &HubNews) -> Exiting {
     tracing::info!(pe, status, "global exit");
     *lock(&news.global_exit) = Some((pe, status));
-    for (_, m) in members.iter().enumerate().filter(|&(j, _)| j != pe) {
-        if let Member::Joined(out) = m {
-            let _ = out.send(ToPe::GlobalExit {
-                pe: pe as u32,
-                status,
-            });
-        }
-    }
+    tell_joined(members, Some(pe), || ToPe::GlobalExit {
+        pe: pe as u32,
+        status,
+    });
     Exiting {
         pe,
         status,
@@ -463,11 +455,16 @@ impl HubEvent {
 
 /// Refuses every PE that has joined, with `reason`.
 fn refuse_all(members: &[Member], reason: &str) {
-    for m in members {
-        if let Member::Joined(out) = m {
-            let _ = out.send(ToPe::Refused {
-                reason: reason.to_string(),
-            });
+    tell_joined(members, None, || ToPe::Refused {
+        reason: reason.to_string(),
+    });
+}
+
+/// Sends `message()` to every PE that has joined, but PE `skip`.
+fn tell_joined(members: &[Member], skip: Option<usize>, message: impl Fn() -> ToPe) {
+    for (j, m) in members.iter().enumerate() {
+        if let (Member::Joined(out), false) = (m, skip == Some(j)) {
+            let _ = out.send(message());
         }
     }
 }
