@@ -181,11 +181,19 @@ fn join(requested: Option<ThreadLevel>) -> Result<Shmem> {
 pub(crate) fn shmem(routine: &'static str) -> &'static Shmem {
     match STATE.get() {
         Some(state) => state,
-        None => fail(
-            routine,
-            &Error::InvalidArgument("called before shmem_init".into()),
-        ),
+        None => not_initialized(routine),
     }
+}
+
+/// The end of the job for `routine` called before `shmem_init`, out of line so that the
+/// routines' fast paths need no stack frame for it.
+#[cold]
+#[inline(never)]
+fn not_initialized(routine: &'static str) -> ! {
+    fail(
+        routine,
+        &Error::InvalidArgument("called before shmem_init".into()),
+    )
 }
 
 /// The state, if `shmem_init` ran.

@@ -336,6 +336,7 @@ impl Traffic {
     }
 
     /// Whether this block records anything.
+    #[inline]
     pub fn is_enabled(&self) -> bool {
         self.active.is_some()
     }

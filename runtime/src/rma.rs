@@ -228,8 +228,19 @@ impl DataPlane {
             return false;
         };
         let dest: &mut [u8] = bytemuck::cast_slice_mut(dest);
-        self.mapped(Op::Get, pe, dest.len(), || source.mapping().read(at, dest));
+        if self.traffic.is_enabled() {
+            self.get_mapped_counted(source, at, dest, pe);
+        } else {
+            source.mapping().read(at, dest);
+        }
         true
+    }
+
+    /// [`DataPlane::get_mapped`]'s copy when traffic is counted: out of line, so that the
+    /// uncounted copy beside it stays small (the C ABI's `get` is this function's body).
+    #[inline(never)]
+    fn get_mapped_counted(&self, source: &Segment, at: usize, dest: &mut [u8], pe: usize) {
+        self.mapped(Op::Get, pe, dest.len(), || source.mapping().read(at, dest));
     }
 
     /// Validates a get into `dest` (bytes of `src`'s elements) and does it on a mapped
