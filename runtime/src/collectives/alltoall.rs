@@ -10,7 +10,7 @@
 use bytemuck::Pod;
 
 use super::eager::{agree, Payload, Senders, Stamp};
-use super::plan::MoveAlgorithm;
+use super::plan::{MoveAlgorithm, SyncAlgorithm};
 use super::{bytes_of, disjoint, holds, Descriptor, Kind};
 use crate::error::{Error, Result};
 use crate::heap::SymSlice;
@@ -138,18 +138,31 @@ impl Team {
                 .await;
         }
         let mut buf = vec![T::zeroed(); if strides.is_some() { nelems } else { 0 }];
-        self.move_block(dest, source, nelems, strides, me, &mut buf)
-            .await?;
         if n == 1 || bytes == 0 {
-            return Ok(());
+            return self
+                .move_block(dest, source, nelems, strides, me, &mut buf)
+                .await;
         }
         if algorithm == MoveAlgorithm::Push {
+            self.move_block(dest, source, nelems, strides, me, &mut buf)
+                .await?;
             let block = |j: usize| j * nelems..(j + 1) * nelems;
             let push = |j| (dest.slice(block(me)), source.slice(block(j)));
             let pull = |j| (dest.slice(block(j)), source.slice(block(me)));
             return self.move_across_nodes(op, desc, push, pull).await;
         }
+        // A flat entry only announces this member: its own block moves while the others'
+        // entries travel. Other entries wait for every member: the block moves first.
+        let entry_waits = self.inner.plan.sync() != SyncAlgorithm::Flat;
+        if entry_waits {
+            self.move_block(dest, source, nelems, strides, me, &mut buf)
+                .await?;
+        }
         let mut entrants = self.enter(op, desc).await?;
+        if !entry_waits {
+            self.move_block(dest, source, nelems, strides, me, &mut buf)
+                .await?;
+        }
         while let Some(j) = self.next_entrant(op, &mut entrants).await? {
             self.move_block(dest, source, nelems, strides, j, &mut buf)
                 .await?;
