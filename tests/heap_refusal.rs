@@ -90,3 +90,13 @@ fn a_refusal_made_alike_everywhere_keeps_the_heaps_in_step() {
     let refused = |e: &Error| *e == Error::InvalidAlignment(0);
     expect(&ended, refused, refused);
 }
+
+#[test]
+fn an_alignment_above_the_heap_s_own_is_too_large_everywhere() {
+    const ALIGN: usize = 1 << 40;
+    let ended =
+        job(|pe| Box::pin(async move { pe.align::<u64>(ALIGN, 4).await.map(std::mem::forget) }));
+    let too_large =
+        |e: &Error| matches!(e, Error::AlignmentTooLarge { align: ALIGN, max } if *max < ALIGN);
+    expect(&ended, too_large, too_large);
+}

@@ -180,7 +180,9 @@ impl Pe {
     }
 
     /// As [`Pe::malloc`], aligned to `align` bytes, a power of two (`shmem_align`); any
-    /// other alignment is [`Error::InvalidAlignment`] (on the other PEs, the mismatch).
+    /// other alignment is [`Error::InvalidAlignment`], one above the heap's own (its size
+    /// rounded up to a power of two, at most 1 GiB) [`Error::AlignmentTooLarge`] (on the
+    /// other PEs, the mismatch).
     pub async fn align<T: Pod>(&self, align: usize, len: usize) -> Result<SymBuffer<T>> {
         self.allocate(len, align, false).await
     }

@@ -25,7 +25,7 @@ fn allocated(routine: &'static str, state: &Shmem, result: Result<SymBuffer<u8>>
     match result {
         Ok(buffer) => hand_out(state, buffer),
         Err(Error::HeapExhausted { .. }) => std::ptr::null_mut(),
-        Err(Error::InvalidAlignment(align)) if align.is_power_of_two() => std::ptr::null_mut(),
+        Err(Error::AlignmentTooLarge { .. }) => std::ptr::null_mut(),
         Err(e) => fail(routine, &e),
     }
 }

@@ -17,9 +17,10 @@ use crate::pe::GpuPe;
 fn gpu_checked(request: &AllocRequest) -> Result<(usize, usize)> {
     let (bytes, align) = request.checked()?;
     if align > GPU_HEADER {
-        return Err(Error::InvalidArgument(format!(
-            "GPU heap alignments above {GPU_HEADER} bytes are not supported (asked for {align})"
-        )));
+        return Err(Error::AlignmentTooLarge {
+            align,
+            max: GPU_HEADER,
+        });
     }
     Ok((bytes, align))
 }
@@ -98,7 +99,7 @@ impl GpuPe {
     /// [`GPU_HEADER`](crate::GPU_HEADER) (64 KiB) (`nvshmem_align`).
     ///
     /// # Errors
-    /// [`Error::InvalidAlignment`] for 0 or a non-power of two, [`Error::InvalidArgument`]
+    /// [`Error::InvalidAlignment`] for 0 or a non-power of two, [`Error::AlignmentTooLarge`]
     /// above 64 KiB (device addresses are aligned only that far), as [`GpuPe::malloc`]
     /// otherwise.
     pub async fn align<T: Pod>(&self, align: usize, len: usize) -> Result<GpuBuffer<T>> {

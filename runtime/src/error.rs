@@ -44,9 +44,18 @@ pub enum Error {
         /// Required alignment in bytes.
         align: usize,
     },
-    /// An alignment that is zero, not a power of two, or larger than the heap's own.
-    #[error("invalid alignment {0}: it must be a power of two, at most the symmetric heap's own alignment (its size rounded up to a power of two, at most 1 GiB)")]
+    /// An alignment that is zero or not a power of two.
+    #[error("invalid alignment {0}: it must be a power of two")]
     InvalidAlignment(usize),
+    /// A power-of-two alignment larger than the heap's addresses are aligned: the host heap
+    /// aligns to its size rounded up to a power of two (at most 1 GiB), a GPU heap to 64 KiB.
+    #[error("alignment {align} is larger than this symmetric heap can give: its addresses are aligned to {max} bytes")]
+    AlignmentTooLarge {
+        /// The alignment asked for, in bytes.
+        align: usize,
+        /// The largest alignment the heap gives, in bytes.
+        max: usize,
+    },
     /// The symmetric heap has no free range large enough.
     #[error("symmetric heap exhausted: {requested} bytes requested, largest free range is {available} bytes (heap size {heap_size}; raise FERROSHMEM_SYMMETRIC_SIZE)")]
     HeapExhausted {
@@ -230,6 +239,7 @@ impl Error {
             Error::OutOfBounds { .. } => "out_of_bounds",
             Error::MisalignedAtomic { .. } => "misaligned_atomic",
             Error::InvalidAlignment(_) => "invalid_alignment",
+            Error::AlignmentTooLarge { .. } => "alignment_too_large",
             Error::HeapExhausted { .. } => "heap_exhausted",
             Error::CollectiveMismatch { .. } => "collective_mismatch",
             Error::Bootstrap(_) => "bootstrap",

@@ -61,8 +61,14 @@ impl HeapAllocator {
     /// alignment); returns the offset. Zero bytes still takes one granule, so that every
     /// allocation has a distinct offset.
     pub fn alloc(&mut self, bytes: usize, align: usize) -> Result<usize> {
-        if !align.is_power_of_two() || align > self.max_align {
+        if !align.is_power_of_two() {
             return Err(Error::InvalidAlignment(align));
+        }
+        if align > self.max_align {
+            return Err(Error::AlignmentTooLarge {
+                align,
+                max: self.max_align,
+            });
         }
         let align = align.max(MIN_ALIGN);
         let exhausted = |requested| Error::HeapExhausted {
@@ -162,7 +168,13 @@ mod tests {
         let mut a = HeapAllocator::new(4096, 4096);
         assert_eq!(a.alloc(8, 3), Err(Error::InvalidAlignment(3)));
         assert_eq!(a.alloc(8, 0), Err(Error::InvalidAlignment(0)));
-        assert_eq!(a.alloc(8, 8192), Err(Error::InvalidAlignment(8192)));
+        assert_eq!(
+            a.alloc(8, 8192),
+            Err(Error::AlignmentTooLarge {
+                align: 8192,
+                max: 4096
+            })
+        );
         assert_eq!(
             a.alloc(8192, 64),
             Err(Error::HeapExhausted {
