@@ -219,33 +219,39 @@ fn the_oshmem_benchmarks_build_unmodified() {
     }
 }
 
-/// A routine handed an address that is not symmetric (a local variable on the stack) ends
-/// the job non-zero, naming
-/// the routine, the error and the PE, instead of writing anywhere.
+/// A routine handed an address that is not symmetric (a local variable on the stack) prints
+/// the routine, the error and the PE instead of writing anywhere: a put ends the job with
+/// status 1; a team collect (whose output length only the call learns) returns non-zero,
+/// here made the program's status 3.
 #[test]
-fn a_put_outside_the_heap_ends_the_job_with_a_message() {
+fn an_address_outside_the_heap_is_refused_with_a_message() {
     if !have_cc() {
         return;
     }
-    let source = out_dir().join("outside.c");
-    std::fs::write(
-        &source,
-        "#include <shmem.h>\nint main(void) {\n    int x;\n    shmem_init();\n    \
-         shmem_int_p(&x, 1, 0);\n    shmem_finalize();\n    return 0;\n}\n",
-    )
-    .expect("write the program");
-    let program = build(&source, "outside", &["-std=c11"]);
-    let output = finish(
-        ferroshmem(&["run", "-n", "2", program.to_str().expect("a UTF-8 path")]),
-        "outside",
-    );
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(1), "{stderr}");
-    assert!(
-        stderr.contains("shmem_int_p: address is outside this job's symmetric heap"),
-        "{stderr}"
-    );
-    assert!(stderr.contains("ferroshmem: PE "), "{stderr}");
+    let programs = [
+        (
+            "outside",
+            "    int x;\n    shmem_init();\n    shmem_int_p(&x, 1, 0);\n    int status = 0;",
+            "shmem_int_p",
+            1,
+        ),
+        (
+            "collect_outside",
+            "    long dest[4];\n    shmem_init();\n    long *src = shmem_malloc(sizeof(long));\n    \
+             *src = 1;\n    int status = shmem_long_collect(SHMEM_TEAM_WORLD, dest, src, 1) ? 3 : 0;",
+            "shmem_long_collect",
+            3,
+        ),
+    ];
+    for (name, calls, routine, status) in programs {
+        let body = format!("{calls}\n    shmem_finalize();\n    return status;");
+        let output = run_program(name, &body, "2");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(status), "{name}: {stderr}");
+        let said = format!("{routine}: address is outside this job's symmetric heap");
+        assert!(stderr.contains(&said), "{name}: {stderr}");
+        assert!(stderr.contains("ferroshmem: PE "), "{name}: {stderr}");
+    }
 }
 
 /// Builds the C program `body` (the inside of `main`, after `#include <shmem.h>`) as `name`.

@@ -54,7 +54,19 @@ fn collect<T: Pod>(
 ) -> Result<()> {
     // The total is learnt in the call: `dest` reaches to the end of the heap, or to `source`
     // where that follows it (a total that would run into it is then too long for `dest`).
-    let (whole, source) = (s.view_to_end(dest), s.view(source, nelems)?);
+    let source = s.view(source, nelems)?;
+    let Some(whole) = s.view_to_end(dest) else {
+        // Any pointer will do for a call that collects nothing; for any other, this one is
+        // not symmetric (rather than too short).
+        let nothing = s.view(dest, 0)?;
+        return s
+            .block(team.collect(nothing, source))
+            .map(drop)
+            .map_err(|e| match e {
+                Error::OutOfBounds { .. } => Error::NotSymmetric,
+                other => other,
+            });
+    };
     let (at, from) = (whole.span(s.heap())?.offset, source.span(s.heap())?.offset);
     let room = match from >= at && !source.is_empty() {
         true => ((from - at) / std::mem::size_of::<T>().max(1)).min(whole.len()),

@@ -205,11 +205,17 @@ pub(crate) fn initialized() -> Option<&'static Shmem> {
 /// with status 1.
 #[cold]
 pub(crate) fn fail(routine: &str, error: &Error) -> ! {
+    report(routine, error);
+    std::process::exit(1)
+}
+
+/// Prints `routine`'s failure with this PE's number (once `shmem_init` has given one).
+#[cold]
+pub(crate) fn report(routine: &str, error: &Error) {
     match STATE.get() {
         Some(state) => eprintln!("ferroshmem: PE {}: {routine}: {error}", state.me),
         None => eprintln!("ferroshmem: {routine}: {error}"),
     }
-    std::process::exit(1)
 }
 
 /// `result`'s value, or the end of the job naming `routine`.
@@ -305,15 +311,12 @@ impl Shmem {
     }
 
     /// The symmetric view from the C caller's address `addr` to the end of the user heap
-    /// (where a collective's output length is known only to the call). An `addr` that is not
-    /// symmetric gets an empty view: the call then fails on its length unless it moves
-    /// nothing into it.
-    pub(crate) fn view_to_end<T: Pod>(&self, addr: *const T) -> SymSlice<'static, T> {
-        let Some(offset) = self.offset_of(addr) else {
-            return SymSlice::in_user_heap(self.heap, 0, 0);
-        };
+    /// (where a collective's output length is known only to the call); `None` for an `addr`
+    /// that is not symmetric.
+    pub(crate) fn view_to_end<T: Pod>(&self, addr: *const T) -> Option<SymSlice<'static, T>> {
+        let offset = self.offset_of(addr)?;
         let len = self.heap_bytes.saturating_sub(offset) / std::mem::size_of::<T>().max(1);
-        SymSlice::in_user_heap(self.heap, offset, len)
+        Some(SymSlice::in_user_heap(self.heap, offset, len))
     }
 
     /// The user-heap offset of the C caller's address `addr`, in this PE's heap or its

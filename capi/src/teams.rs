@@ -10,7 +10,7 @@ use std::ffi::{c_int, c_long, c_void};
 use ferroshmem_runtime::{Error, Result, Team};
 
 use crate::raw;
-use crate::state::{fail, ok, shmem, MadeTeam, Shmem, FIRST_TEAM_HANDLE};
+use crate::state::{fail, ok, report, shmem, MadeTeam, Shmem, FIRST_TEAM_HANDLE};
 
 /// `SHMEM_TEAM_WORLD`'s handle.
 pub(crate) const WORLD: usize = 1;
@@ -264,7 +264,7 @@ pub(crate) fn returned(routine: &'static str, result: Result<()>) -> c_int {
         Err(e @ (Error::PeerLost { .. } | Error::Shutdown)) => fail(routine, &e),
         Err(e) => {
             tracing::error!(%e, "{routine} failed");
-            eprintln!("ferroshmem: {routine}: {e}");
+            report(routine, &e);
             -1
         }
     }
