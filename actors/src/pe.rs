@@ -179,10 +179,10 @@ impl Pe {
         self.allocate(len, std::mem::align_of::<T>(), true).await
     }
 
-    /// As [`Pe::malloc`], aligned to `align` bytes, a power of two (`shmem_align`); any
-    /// other alignment is [`Error::InvalidAlignment`], one above the heap's own (its size
-    /// rounded up to a power of two, at most 1 GiB) [`Error::AlignmentTooLarge`] (on the
-    /// other PEs, the mismatch).
+    /// As [`Pe::malloc`], aligned to `align` bytes (`shmem_align`): 0 or a non-power of two is
+    /// [`Error::InvalidAlignment`], one above the heap's own (its size rounded up to a power
+    /// of two, at most 1 GiB) [`Error::AlignmentTooLarge`]. A PE refused alone gets its
+    /// error, the others the mismatch.
     pub async fn align<T: Pod>(&self, align: usize, len: usize) -> Result<SymBuffer<T>> {
         self.allocate(len, align, false).await
     }

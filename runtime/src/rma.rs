@@ -237,7 +237,8 @@ impl DataPlane {
     }
 
     /// [`DataPlane::get_mapped`]'s copy when traffic is counted: out of line, so that the
-    /// uncounted copy beside it stays small (the C ABI's `get` is this function's body).
+    /// uncounted copy beside it stays small where `get_mapped` is inlined whole (the C ABI's
+    /// `get`, and every Rust `get`).
     #[inline(never)]
     fn get_mapped_counted(&self, source: &Segment, at: usize, dest: &mut [u8], pe: usize) {
         self.mapped(Op::Get, pe, dest.len(), || source.mapping().read(at, dest));
