@@ -402,8 +402,6 @@ async fn bootstrap(env: LaunchEnv) -> Result<Pe> {
     };
     let asked = bind_from_env()?;
     let bind = asked.unwrap_or(env.default_bind);
-    // Fixed before any binding, alike for every PE of the machine.
-    ferroshmem_runtime::cpus::machine_cpus();
     pin_to_a_core(&env, bind)?;
     let (rank, n_pes) = (env.rank, env.size);
     let own = Arc::new(Segment::create(rank, settings.heap_size)?);

@@ -54,25 +54,25 @@ fn collect<T: Pod>(
 ) -> Result<()> {
     // The total is learnt in the call: `dest` reaches to the end of the heap, or to `source`
     // where that follows it (a total that would run into it is then too long for `dest`).
+    // A `dest` that is not symmetric gets no room: only a call collecting nothing may pass
+    // one, and any other fails as not symmetric rather than too short.
     let source = s.view(source, nelems)?;
-    let Some(whole) = s.view_to_end(dest) else {
-        // Any pointer will do for a call that collects nothing; for any other, this one is
-        // not symmetric (rather than too short).
-        let nothing = s.view(dest, 0)?;
-        return s
-            .block(team.collect(nothing, source))
-            .map(drop)
-            .map_err(|e| match e {
-                Error::OutOfBounds { .. } => Error::NotSymmetric,
-                other => other,
-            });
+    let whole = s.view_to_end(dest);
+    let room = match whole {
+        Some(whole) => {
+            let (at, from) = (whole.span(s.heap())?.offset, source.span(s.heap())?.offset);
+            match from >= at && !source.is_empty() {
+                true => ((from - at) / std::mem::size_of::<T>().max(1)).min(whole.len()),
+                false => whole.len(),
+            }
+        }
+        None => 0,
     };
-    let (at, from) = (whole.span(s.heap())?.offset, source.span(s.heap())?.offset);
-    let room = match from >= at && !source.is_empty() {
-        true => ((from - at) / std::mem::size_of::<T>().max(1)).min(whole.len()),
-        false => whole.len(),
-    };
-    s.block(team.collect(s.view(dest, room)?, source)).map(drop)
+    let collected = s.block(team.collect(s.view(dest, room)?, source)).map(drop);
+    match collected {
+        Err(Error::OutOfBounds { .. }) if whole.is_none() => Err(Error::NotSymmetric),
+        other => other,
+    }
 }
 
 /// Block `j` of `nelems` elements of each member's `source` into block `i` of member `j`'s

@@ -45,7 +45,7 @@ impl CpuShare {
     /// count of usable CPUs (which honours cgroup quotas) where it is below the mask's.
     /// Where the mask cannot be read, every CPU that count allows.
     pub fn of_this_thread() -> CpuShare {
-        let usable = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let usable = usable_cpus();
         let mut share = CpuShare {
             mask: [0; MASK_WORDS],
             quota: u64::MAX,
@@ -114,8 +114,14 @@ pub fn machine_cpus() -> usize {
         std::fs::read_to_string("/sys/devices/system/cpu/online")
             .ok()
             .and_then(|list| count_cpu_list(list.trim()))
-            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+            .unwrap_or_else(usable_cpus)
     })
+}
+
+/// The standard library's count of the CPUs this thread may use (its affinity mask, capped
+/// by a cgroup quota), at least 1.
+fn usable_cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// The number of CPUs in a kernel CPU list such as `0-15,32-47` (`None` if malformed).
@@ -128,7 +134,7 @@ fn count_cpu_list(list: &str) -> Option<usize> {
                 (one, one)
             }
         };
-        Some(total + hi.checked_sub(lo)? + 1)
+        total.checked_add(hi.checked_sub(lo)?)?.checked_add(1)
     })
 }
 
@@ -180,12 +186,18 @@ pub struct MachinePlace {
 /// one at most. `None` where no binding is due: the PEs outnumber the CPUs, or `usable` (a
 /// quota's cap), or one PE would have them all.
 fn share_of(cpus: &[usize], place: MachinePlace, usable: usize) -> Option<&[usize]> {
-    if place.pes <= 1 || place.pes > cpus.len().min(usable) {
+    if !share_fits(place, cpus.len(), usable) {
         return None;
     }
     let block = place.rank % place.pes;
     let edge = |b: usize| b * cpus.len() / place.pes;
     Some(&cpus[edge(block)..edge(block + 1)])
+}
+
+/// Whether the PEs of `place`'s machine can each have a CPU of their own out of `cpus`
+/// (capped at `usable`), and are more than one.
+fn share_fits(place: MachinePlace, cpus: usize, usable: usize) -> bool {
+    place.pes > 1 && place.pes <= cpus.min(usable)
 }
 
 /// Pins every thread of this process to its share of the machine's CPUs (`share_of` of the
@@ -205,7 +217,10 @@ pub fn bind_to_share(place: MachinePlace, asked: bool) -> Result<Option<Vec<usiz
     if !asked && !default_share_due(place, allowed.len(), machine_cpus()) {
         return Ok(None);
     }
-    let usable = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let usable = usable_cpus();
+    if !share_fits(place, allowed.len(), usable) {
+        return Ok(None);
+    }
     let cpus = in_topology_order(&allowed, place_in_sysfs);
     let Some(share) = share_of(&cpus, place, usable) else {
         return Ok(None);
@@ -252,6 +267,9 @@ fn place_in_sysfs(cpu: usize) -> Option<CpuPlace> {
 /// meantime, until a listing finds none new. On a failure, the threads bound so far get the
 /// CPUs they had (`before`) back, as far as they can, before the error returns.
 fn bind_threads(cpus: &[usize], before: &CpuSet, what: &str) -> Result<()> {
+    // The machine's CPU count, on which the teams' algorithms depend, is fixed before any
+    // binding could change its fallback (the CPUs this PE may use).
+    machine_cpus();
     let mut set = CpuSet::new();
     cpus.iter().for_each(|&c| set.set(c));
     let mut bound = std::collections::HashSet::new();

@@ -10,7 +10,7 @@
 use bytemuck::Pod;
 
 use super::eager::{agree, Payload, Senders, Stamp};
-use super::plan::{MoveAlgorithm, SyncAlgorithm};
+use super::plan::MoveAlgorithm;
 use super::{bytes_of, disjoint, holds, Descriptor, Kind};
 use crate::error::{Error, Result};
 use crate::heap::SymSlice;
@@ -151,9 +151,9 @@ impl Team {
             let pull = |j| (dest.slice(block(j)), source.slice(block(me)));
             return self.move_across_nodes(op, desc, push, pull).await;
         }
-        // A flat entry only announces this member: its own block moves while the others'
-        // entries travel. Other entries wait for every member: the block moves first.
-        let entry_waits = self.inner.plan.sync() != SyncAlgorithm::Flat;
+        // Where the entry only announces this member, its own block moves while the others'
+        // entries travel; where it waits for every member, the block moves first.
+        let entry_waits = !self.entry_only_announces();
         if entry_waits {
             self.move_block(dest, source, nelems, strides, me, &mut buf)
                 .await?;

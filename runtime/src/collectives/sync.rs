@@ -76,12 +76,19 @@ impl Team {
         Ok(())
     }
 
+    /// Whether [`Team::enter`] only announces this member (a flat team) rather than waiting
+    /// for every member: work of its own a member then does after entering overlaps the
+    /// others' entries.
+    pub(crate) fn entry_only_announces(&self) -> bool {
+        self.inner.plan.sync() == SyncAlgorithm::Flat
+    }
+
     /// Enters collective `op` with descriptor `desc`: the first sync of a collective whose
     /// work with member `j` needs only `j` to be in the call (reading `j`'s `source`, say).
     /// [`Team::next_entrant`] then hands out the other members as they enter.
     pub(crate) async fn enter(&self, op: &mut Op<'_>, desc: u64) -> Result<Entrants> {
         let (n, me) = (self.n_pes(), self.my_pe());
-        let pending = if self.inner.plan.sync() == SyncAlgorithm::Flat {
+        let pending = if self.entry_only_announces() {
             let epoch = op.next_epoch();
             let line = self.inner.layout.sync(me);
             for k in 1..n {
