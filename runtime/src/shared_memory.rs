@@ -214,6 +214,25 @@ impl SharedMapping {
         );
     }
 
+    /// Copies from the mapping at `offset` into `dst` and returns `true`, or returns `false`
+    /// having copied nothing where the range lies outside the mapping: for a fast path whose
+    /// caller has a checked path to fall back on (no panic, so no message built inline).
+    #[inline(always)]
+    pub fn try_read(&self, offset: usize, dst: &mut [u8]) -> bool {
+        if offset
+            .checked_add(dst.len())
+            .is_none_or(|end| end > self.len)
+        {
+            return false;
+        }
+        // SAFETY: the source range lies inside the mapping (checked above) and `dst` is an
+        // exclusive Rust slice distinct from shared memory, so the ranges do not overlap.
+        unsafe {
+            copy_nonoverlapping_bytes(self.base.as_ptr().add(offset), dst.as_mut_ptr(), dst.len())
+        }
+        true
+    }
+
     /// Copies `src` into the mapping at `offset`. Copies larger than half the last-level
     /// cache use streaming (non-temporal) stores, which do not evict the writer's cache for
     /// data only the target will read.
@@ -571,6 +590,20 @@ mod tests {
         let mut out = vec![0u8; 4096];
         m.read(0, &mut out);
         assert!(out == pattern, "a prefetch changed the mapping's contents");
+    }
+
+    #[test]
+    fn a_fallible_read_outside_the_mapping_copies_nothing() {
+        let m = mapping(4096);
+        m.write(4088, &[9; 8]);
+        let mut out = [1u8; 8];
+        assert!(m.try_read(4088, &mut out));
+        assert_eq!(out, [9; 8]);
+        for at in [4089, 4096, usize::MAX - 3] {
+            let mut out = [1u8; 8];
+            assert!(!m.try_read(at, &mut out), "a read of 8 bytes at {at}");
+            assert_eq!(out, [1; 8], "a refused read at {at} copied");
+        }
     }
 
     #[test]
