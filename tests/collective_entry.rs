@@ -1,7 +1,8 @@
-//! Flat collectives that enter member by member (`alltoall` and `fcollect` past the eager
-//! sizes, in a team of up to four on one node): a member reads another's block as soon as
-//! that one has entered the call, not once the last member has; and never the block of a
-//! member that has not entered, nor of one whose call does not match its own.
+//! Collectives that enter member by member (`alltoall` and `fcollect` past the eager sizes,
+//! in a team of up to four on one node: flat, or for `alltoall` blocks of 4 KiB, pairwise):
+//! a member's block moves as soon as that member and its receiver have entered the call, not
+//! once the last member has; and never the block of a member that has not entered, nor of
+//! one whose call does not match its receiver's.
 
 mod common;
 
@@ -10,9 +11,6 @@ use std::time::{Duration, Instant};
 use common::runtime;
 use ferroshmem::{run_local, Error, Pe, Result, SymBuffer};
 
-/// Elements per block: 16 KiB of `u64`, past every eager size.
-const BLOCK: usize = 2048;
-
 /// How long the member that stays out waits to see the others' blocks move; reaching it
 /// means they waited for it.
 const PATIENCE: Duration = Duration::from_secs(10);
@@ -20,19 +18,31 @@ const PATIENCE: Duration = Duration::from_secs(10);
 /// Members of the jobs here.
 const N: usize = 3;
 
-/// The two collectives that enter member by member.
+/// The collectives that enter member by member.
 #[derive(Clone, Copy, Debug)]
 enum Collective {
+    /// Flat: blocks of 16 KiB.
     Alltoall,
+    /// Pairwise: blocks of 4 KiB (above the eager sizes, within the pairwise ones).
+    AlltoallPairwise,
+    /// Flat: blocks of 16 KiB.
     Fcollect,
 }
 
 impl Collective {
+    /// Elements (`u64`) per block.
+    fn block(self) -> usize {
+        match self {
+            Collective::Alltoall | Collective::Fcollect => 2048,
+            Collective::AlltoallPairwise => 512,
+        }
+    }
+
     /// Element `k` of the block that member `from` sends member `to` (one value for every
     /// receiver of an fcollect); never zero, the value of a block not written.
     fn element(self, from: usize, to: usize, k: usize) -> u64 {
         let to = match self {
-            Collective::Alltoall => to,
+            Collective::Alltoall | Collective::AlltoallPairwise => to,
             Collective::Fcollect => 0,
         };
         (from * 1_000_000 + to * 10_000 + k + 1) as u64
@@ -41,7 +51,7 @@ impl Collective {
     /// The `source` of member `me`, blocks of `block` elements.
     fn source(self, me: usize, block: usize) -> Vec<u64> {
         let receivers = match self {
-            Collective::Alltoall => N,
+            Collective::Alltoall | Collective::AlltoallPairwise => N,
             Collective::Fcollect => 1,
         };
         (0..receivers)
@@ -59,7 +69,9 @@ impl Collective {
     ) -> Result<()> {
         let world = pe.team_world();
         match self {
-            Collective::Alltoall => world.alltoall(dest, source, block).await,
+            Collective::Alltoall | Collective::AlltoallPairwise => {
+                world.alltoall(dest, source, block).await
+            }
             Collective::Fcollect => {
                 world
                     .fcollect(dest.slice(..N * block), source.slice(..block))
@@ -86,21 +98,22 @@ where
     assert!(failed.is_empty(), "{failed:#?}");
 }
 
-/// Fails unless block `from` of `dest` on this PE holds `want(k)` at every element `k`.
+/// Fails unless block `from` (of `block` elements) of `dest` on this PE holds `want(k)` at
+/// every element `k`.
 async fn expect_block(
     pe: &Pe,
     dest: &SymBuffer<u64>,
-    from: usize,
+    (from, block): (usize, usize),
     want: impl Fn(usize) -> u64,
 ) -> Result<()> {
-    let mut got = vec![0u64; BLOCK];
+    let mut got = vec![0u64; block];
     pe.get(
         &mut got,
-        dest.slice(from * BLOCK..(from + 1) * BLOCK),
+        dest.slice(from * block..(from + 1) * block),
         pe.my_pe(),
     )
     .await?;
-    match (0..BLOCK).find(|&k| got[k] != want(k)) {
+    match (0..block).find(|&k| got[k] != want(k)) {
         None => Ok(()),
         Some(k) => Err(Error::InvalidArgument(format!(
             "block {from}, element {k}: {}, expected {}",
@@ -118,9 +131,11 @@ async fn call_and_check(
     dest: &SymBuffer<u64>,
     source: &SymBuffer<u64>,
 ) -> Result<()> {
-    collective.call(pe, dest, source, BLOCK).await?;
+    let block = collective.block();
+    collective.call(pe, dest, source, block).await?;
     for from in 0..N {
-        expect_block(pe, dest, from, |k| collective.element(from, pe.my_pe(), k)).await?;
+        let want = |k| collective.element(from, pe.my_pe(), k);
+        expect_block(pe, dest, (from, block), want).await?;
     }
     Ok(())
 }
@@ -130,13 +145,13 @@ async fn call_and_check(
 /// the last, and must read PE 2's block only after PE 2 entered.
 fn blocks_move_while_one_member_stays_out(collective: Collective) {
     job(move |pe| async move {
-        let me = pe.my_pe();
-        let source = pe.calloc::<u64>(N * BLOCK).await?;
-        let dest = pe.calloc::<u64>(N * BLOCK).await?;
+        let (me, block) = (pe.my_pe(), collective.block());
+        let source = pe.calloc::<u64>(N * block).await?;
+        let dest = pe.calloc::<u64>(N * block).await?;
         if me == 2 {
             let want = collective.element(1, 0, 0);
             let started = Instant::now();
-            while pe.g(dest.slice(BLOCK..BLOCK + 1), 0).await? != want {
+            while pe.g(dest.slice(block..block + 1), 0).await? != want {
                 if started.elapsed() > PATIENCE {
                     return Err(Error::InvalidArgument(format!(
                         "{collective:?}: PE 0 had not read PE 1's block after {PATIENCE:?} \
@@ -146,7 +161,7 @@ fn blocks_move_while_one_member_stays_out(collective: Collective) {
                 tokio::time::sleep(Duration::from_millis(1)).await;
             }
         }
-        let mine = collective.source(me, BLOCK);
+        let mine = collective.source(me, block);
         pe.put(source.slice(..mine.len()), &mine, me).await?;
         call_and_check(collective, &pe, &dest, &source).await
     });
@@ -155,6 +170,11 @@ fn blocks_move_while_one_member_stays_out(collective: Collective) {
 #[test]
 fn alltoall_moves_blocks_while_one_member_stays_out() {
     blocks_move_while_one_member_stays_out(Collective::Alltoall);
+}
+
+#[test]
+fn a_pairwise_alltoall_moves_blocks_while_one_member_stays_out() {
+    blocks_move_while_one_member_stays_out(Collective::AlltoallPairwise);
 }
 
 #[test]
@@ -167,13 +187,13 @@ fn fcollect_moves_blocks_while_one_member_stays_out() {
 /// in `dest`, it stays unwritten), and the next matching call on the team succeeds.
 fn no_block_moves_across_a_mismatch(collective: Collective) {
     job(move |pe| async move {
-        let me = pe.my_pe();
-        let source = pe.calloc::<u64>(N * BLOCK).await?;
-        let dest = pe.calloc::<u64>(N * BLOCK).await?;
-        let mine = collective.source(me, BLOCK);
+        let (me, whole) = (pe.my_pe(), collective.block());
+        let source = pe.calloc::<u64>(N * whole).await?;
+        let dest = pe.calloc::<u64>(N * whole).await?;
+        let mine = collective.source(me, whole);
         pe.put(source.slice(..mine.len()), &mine, me).await?;
         pe.barrier_all().await?;
-        let block = if me == 2 { BLOCK / 2 } else { BLOCK };
+        let block = if me == 2 { whole / 2 } else { whole };
         match collective.call(&pe, &dest, &source, block).await {
             Err(Error::CollectiveMismatch { .. }) => {}
             other => {
@@ -184,7 +204,7 @@ fn no_block_moves_across_a_mismatch(collective: Collective) {
         }
         // PE 2's halved blocks of PE 0 and PE 1 lie in block 0 (its own copy, in block 1).
         let unread = if me == 2 { 0 } else { 2 };
-        expect_block(&pe, &dest, unread, |_| 0).await?;
+        expect_block(&pe, &dest, (unread, whole), |_| 0).await?;
         pe.barrier_all().await?;
         call_and_check(collective, &pe, &dest, &source).await
     });
@@ -193,6 +213,11 @@ fn no_block_moves_across_a_mismatch(collective: Collective) {
 #[test]
 fn alltoall_moves_no_block_across_a_mismatch() {
     no_block_moves_across_a_mismatch(Collective::Alltoall);
+}
+
+#[test]
+fn a_pairwise_alltoall_moves_no_block_across_a_mismatch() {
+    no_block_moves_across_a_mismatch(Collective::AlltoallPairwise);
 }
 
 #[test]

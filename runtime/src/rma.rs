@@ -182,6 +182,43 @@ impl DataPlane {
         }
     }
 
+    /// Copies this PE's own symmetric `src` into `dest` on PE `pe` (for collectives that push
+    /// a block of their `source` into a member's `dest`): on a mapped route one copy from
+    /// mapping to mapping, done when the call returns; to another node the bytes are read
+    /// out and sent.
+    ///
+    /// # Errors
+    /// As [`DataPlane::put`], for either view.
+    pub(crate) fn put_within<T: Pod>(
+        &self,
+        dest: SymSlice<'_, T>,
+        src: SymSlice<'_, T>,
+        pe: usize,
+    ) -> Landing<()> {
+        let moved = src.len().saturating_mul(std::mem::size_of::<T>());
+        let own = self.own_segment();
+        let valid = self.validate(pe, || {
+            let at = self.locate(dest, src.len(), "put destination")?;
+            Ok((at, self.locate(src, src.len(), "put source")?))
+        });
+        match valid {
+            Ok((Route::Mapped(target), (at, from))) => {
+                self.mapped(Op::Put, pe, moved, || {
+                    target.mapping().copy_from(at, own.mapping(), from, moved);
+                    publish(target, at, at + moved);
+                });
+                Landing::ready(Ok(()))
+            }
+            Ok((Route::Remote, (at, from))) => {
+                let mut data = vec![0u8; moved];
+                own.mapping().read(from, &mut data);
+                let remote = self.remote(Op::Put, pe, moved, at, || RemoteOp::Put(data));
+                Landing::remote(self.awaited(remote), nothing)
+            }
+            Err(e) => Landing::ready(Err(e)),
+        }
+    }
+
     /// Copies `src` on PE `pe` into `dest` (`shmem_get`); `dest.len()` elements are read.
     #[inline(always)]
     pub fn get<'a, 's, T: Pod>(

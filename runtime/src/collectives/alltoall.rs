@@ -143,6 +143,9 @@ impl Team {
                 .move_block(dest, source, nelems, strides, me, &mut buf)
                 .await;
         }
+        if algorithm == MoveAlgorithm::Pairwise {
+            return self.exchange_pairwise(op, dest, source, nelems, desc).await;
+        }
         if algorithm == MoveAlgorithm::Push {
             self.move_block(dest, source, nelems, strides, me, &mut buf)
                 .await?;

@@ -143,7 +143,7 @@ impl Team {
                 let pull = |j| (dest.slice(blocks.range(j)), source);
                 return self.move_across_nodes(op, desc, push, pull).await;
             }
-            MoveAlgorithm::Eager | MoveAlgorithm::Flat => {}
+            MoveAlgorithm::Eager | MoveAlgorithm::Flat | MoveAlgorithm::Pairwise => {}
         }
         // Boxed: inline, it made the eager fcollects of 4 and 256 bytes 1.07-1.11x slower at
         // 2 PEs (the call's future no longer polled fcollect_in inline); boxed they are

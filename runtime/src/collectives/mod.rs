@@ -12,7 +12,8 @@
 //! |---|---|---|---|
 //! | `broadcast` | eager: the root writes into every member's slot and returns | flat: members read the root's source; in teams above `flat_max_pes`, a binomial tree, each member reading from its parent | flat |
 //! | `fcollect`, `collect` | eager: each member writes its block into every other's slot | flat: enter, read every other block, sync | flat; a ring in teams above `flat_max_pes` |
-//! | `alltoall(s)` | eager | flat | flat |
+//! | `alltoall` | eager (up to 1 KiB) | pairwise on one node up to [`TeamConfig::pairwise_bytes`](crate::TeamConfig::pairwise_bytes) (of each pair of members, the one that enters second moves both blocks), then flat | flat |
+//! | `alltoalls` | eager | flat | flat |
 //! | reductions | eager: each member receives every contribution and combines them in member order | a tree up into member 0's `dest`, then down: a star, or binomial in teams above `flat_max_pes` | reduce-scatter, then allgather (each part read once its member has entered the sync after its combine) |
 //! | `reducescatter` | eager | flat: sync, combine this member's block from every source, sync | flat |
 //! | `sum_inscan`, `sum_exscan` | flat: sync, sum the sources of the members before (and of this one) into private memory, sync, write | flat | flat |
@@ -70,6 +71,7 @@ mod broadcast;
 mod eager;
 mod gather;
 mod long_double;
+mod pairwise;
 pub(crate) mod plan;
 mod push;
 mod reduce;

@@ -5,7 +5,8 @@
 //! # One node, or one member per node
 //! Today's algorithms: eager messages for small sizes, flat (every member reads every other
 //! in place) in small teams, trees and rings in large ones, reduce-scatter then allgather for
-//! large reductions.
+//! large reductions; on one node, `alltoall` blocks between the eager and the flat sizes
+//! move pairwise (`pairwise.rs`).
 //!
 //! # Teams that span nodes with several members on a node
 //! - `sync`/`barrier` (and the syncs inside the flat algorithms): each node's members report
@@ -32,6 +33,11 @@ use crate::team::shape::NodeShape;
 use crate::team::TeamConfig;
 
 use super::shapes::Shape;
+
+/// `alltoall` blocks of up to this many bytes stay eager where the team has eager slots,
+/// ahead of the pairwise algorithm: at 2 PEs a pairwise call of 4 bytes took twice the time
+/// of an eager one (a claim and a signal after the entry, against one one-way message).
+const EAGER_BEFORE_PAIRWISE: usize = 1024;
 
 /// How a team syncs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,6 +82,9 @@ pub(crate) enum MoveAlgorithm {
     /// Sync, put each block for another node into its receiver with a signal, read this
     /// node's blocks in place, sync (`push.rs`).
     Push,
+    /// Each pair of members moves both its blocks by the one that enters second
+    /// (`pairwise.rs`; `alltoall` on one node).
+    Pairwise,
 }
 
 /// A team's choices, fixed at its creation.
@@ -185,10 +194,19 @@ impl Plan {
     }
 
     /// An alltoall of `bytes` bytes per block (contiguous: `alltoalls` never pushes, its
-    /// strided blocks would cross the fabric element by element).
+    /// strided blocks would cross the fabric element by element, and keeps the flat form on
+    /// one node).
     pub fn alltoall(&self, bytes: usize, strided: bool) -> MoveAlgorithm {
-        if self.eager_copy(bytes) {
+        let pairwise = self.nodes.nodes() == 1
+            && self.sync() == SyncAlgorithm::Flat
+            && !strided
+            && bytes <= self.config.pairwise_bytes;
+        if pairwise && bytes > EAGER_BEFORE_PAIRWISE {
+            MoveAlgorithm::Pairwise
+        } else if self.eager_copy(bytes) {
             MoveAlgorithm::Eager
+        } else if pairwise {
+            MoveAlgorithm::Pairwise
         } else if self.nodes.nodes() > 1 && !strided {
             MoveAlgorithm::Push
         } else {
@@ -232,12 +250,55 @@ mod tests {
         assert_eq!(four.reduce(1 << 20), ReduceAlgorithm::ScatterGather);
         assert_eq!(four.fcollect(1 << 20), MoveAlgorithm::Flat);
         assert_eq!(four.alltoall(8, false), MoveAlgorithm::Eager);
-        assert_eq!(four.alltoall(4096, false), MoveAlgorithm::Flat);
+        assert_eq!(four.alltoall(4096, false), MoveAlgorithm::Pairwise);
+        assert_eq!(four.alltoall(8192, false), MoveAlgorithm::Flat);
         let big = plan(&[0; 16]);
         assert_eq!(big.sync(), SyncAlgorithm::Dissemination);
         assert_eq!(big.broadcast(8), BroadcastAlgorithm::Tree(Shape::Binomial));
         assert_eq!(big.reduce(8), ReduceAlgorithm::Tree(Shape::Binomial));
         assert_eq!(big.fcollect(1 << 20), MoveAlgorithm::Ring);
+    }
+
+    #[test]
+    fn alltoall_goes_pairwise_between_the_eager_and_the_flat_sizes_on_one_node() {
+        let crowded = TeamConfig {
+            eager_copy_bytes: 4096,
+            ..TeamConfig::default()
+        };
+        for config in [TeamConfig::default(), crowded] {
+            let two = Plan::new(&[0; 2], config, true);
+            assert_eq!(two.alltoall(1024, false), MoveAlgorithm::Eager);
+            assert_eq!(two.alltoall(1025, false), MoveAlgorithm::Pairwise);
+            assert_eq!(two.alltoall(4096, false), MoveAlgorithm::Pairwise);
+            assert_eq!(two.alltoall(4097, false), MoveAlgorithm::Flat);
+            let strided = match config.eager_copy_bytes >= 2048 {
+                true => MoveAlgorithm::Eager,
+                false => MoveAlgorithm::Flat,
+            };
+            assert_eq!(
+                two.alltoall(2048, true),
+                strided,
+                "strided blocks never pairwise"
+            );
+        }
+        let no_slots = Plan::new(&[0; 4], TeamConfig::default(), false);
+        assert_eq!(no_slots.alltoall(8, false), MoveAlgorithm::Pairwise);
+        let off = TeamConfig {
+            pairwise_bytes: 0,
+            ..TeamConfig::default()
+        };
+        assert_eq!(
+            Plan::new(&[0; 2], off, true).alltoall(4096, false),
+            MoveAlgorithm::Flat
+        );
+        let five = Plan::new(&[0; 5], TeamConfig::default(), true);
+        assert_eq!(
+            five.alltoall(4096, false),
+            MoveAlgorithm::Flat,
+            "dissemination sync"
+        );
+        let nodes = Plan::new(&[0, 1], TeamConfig::default(), true);
+        assert_eq!(nodes.alltoall(4096, false), MoveAlgorithm::Push);
     }
 
     #[test]

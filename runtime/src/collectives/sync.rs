@@ -87,14 +87,9 @@ impl Team {
     /// work with member `j` needs only `j` to be in the call (reading `j`'s `source`, say).
     /// [`Team::next_entrant`] then hands out the other members as they enter.
     pub(crate) async fn enter(&self, op: &mut Op<'_>, desc: u64) -> Result<Entrants> {
-        let (n, me) = (self.n_pes(), self.my_pe());
+        let n = self.n_pes();
         let pending = if self.entry_only_announces() {
-            let epoch = op.next_epoch();
-            let line = self.inner.layout.sync(me);
-            for k in 1..n {
-                let to = (me + k) % n;
-                self.post(to, line, epoch, line + pair_offset(epoch), &[desc, desc])?;
-            }
+            let epoch = self.announce(op, desc)?;
             // At most FLAT_SYNC_MAX members: one bit for each other one.
             let waiting = (1..n).fold(0, |bits, k| bits | offset_bit(k));
             Pending::Arriving { epoch, waiting }
@@ -107,6 +102,26 @@ impl Team {
             seen: (desc, desc),
             pending,
         })
+    }
+
+    /// On a team that syncs flat, posts this member's arrival at a new sync with descriptor
+    /// `desc` to every other member, without waiting for theirs; returns the sync's epoch.
+    pub(crate) fn announce(&self, op: &mut Op<'_>, desc: u64) -> Result<u64> {
+        let (n, me) = (self.n_pes(), self.my_pe());
+        let epoch = op.next_epoch();
+        let line = self.inner.layout.sync(me);
+        for k in 1..n {
+            let to = (me + k) % n;
+            self.post(to, line, epoch, line + pair_offset(epoch), &[desc, desc])?;
+        }
+        Ok(epoch)
+    }
+
+    /// The lowest and highest descriptor that member `j` posted with its arrival at the
+    /// flat sync of `epoch` ([`Team::announce`]), once it has arrived.
+    pub(crate) fn arrival(&self, j: usize, epoch: u64) -> Option<(u64, u64)> {
+        let line = self.inner.layout.sync(j);
+        (self.local(line).load(Ordering::Acquire) >= epoch).then(|| self.sync_pair(line, epoch))
     }
 
     /// The next member of `entrants` in the call with this member's descriptor, or `None`
@@ -298,7 +313,7 @@ fn pair_offset(epoch: u64) -> usize {
 }
 
 /// Records in `op` the mismatch that a sync's lowest and highest descriptors show, if any.
-fn judge(op: &mut Op<'_>, (lo, hi): (u64, u64)) {
+pub(crate) fn judge(op: &mut Op<'_>, (lo, hi): (u64, u64)) {
     if lo != hi {
         op.reject(Error::CollectiveMismatch {
             operation: "team collective",

@@ -7,7 +7,7 @@
 //! | lines | content | written by |
 //! |---|---|---|
 //! | 1 | `count`: this member's element count of a `collect` | the member itself |
-//! | n (n ≤ 4) or ⌈log₂ n⌉ | sync line of member `j` (flat syncs) or of round `r` (dissemination): epoch, then two (lowest, highest) descriptor pairs (by epoch parity), each followed by a spare word | member `j`, or member `me − 2^r` |
+//! | n (n ≤ 4) or ⌈log₂ n⌉ | sync line of member `j` (flat syncs) or of round `r` (dissemination): epoch, then two (lowest, highest) descriptor pairs (by epoch parity), each followed by a spare word; last, the claim word of the pair of this member and a higher-numbered `j` (a pairwise `alltoall`) | member `j`, or member `me − 2^r`; the claim word both members of the pair |
 //! | n | `sig[j]`: signal from member `j` (value, descriptor) | member `j` |
 //! | n | `ack[j]`: acknowledgement from member `j` (value, verdict) | member `j` |
 //! | n | `credit[j]`: eager messages of this member that `j` has consumed | member `j` |
@@ -144,6 +144,13 @@ impl Layout {
     /// The sync line of member `r` (flat syncs) or of round `r` (dissemination).
     pub fn sync(&self, r: usize) -> usize {
         self.sync + r * LINE
+    }
+
+    /// The claim word of member `j`'s pair with this member (`pairwise.rs`), in the region
+    /// of the lower-numbered of the two: the last word of `j`'s sync line, which no sync
+    /// writes.
+    pub fn claim(&self, j: usize) -> usize {
+        self.sync(j) + LINE - 8
     }
 
     /// The signal line from member `j`.

@@ -47,11 +47,12 @@ fn configs() -> Vec<(&'static str, TeamConfig)> {
     vec![
         ("default (eager, flat, reduce-scatter)", default),
         (
-            "eager up to 4 KiB, star trees",
+            "eager up to 4 KiB, star trees, pairwise alltoall up to 1 MiB",
             TeamConfig {
                 eager_copy_bytes: 4096,
                 eager_broadcast_bytes: 4096,
                 large_bytes: usize::MAX,
+                pairwise_bytes: 1 << 20,
                 ..default
             },
         ),
