@@ -224,3 +224,60 @@ fn a_pairwise_alltoall_moves_no_block_across_a_mismatch() {
 fn fcollect_moves_no_block_across_a_mismatch() {
     no_block_moves_across_a_mismatch(Collective::Fcollect);
 }
+
+/// Bounds one call of the tests below: a call that a mismatch left waiting for ever fails
+/// instead of hanging the test.
+async fn within<T>(what: &str, call: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+    match tokio::time::timeout(PATIENCE, call).await {
+        Ok(done) => done,
+        Err(_) => Err(Error::InvalidArgument(format!(
+            "{what} still waiting after {PATIENCE:?}"
+        ))),
+    }
+}
+
+/// Mismatched pairwise calls (PE 2 with a flat 8 KiB or a pairwise 2 KiB block against the
+/// others' 4 KiB), each followed at once, with no barrier between, by a matching pairwise
+/// call, a reduction of 8 KiB (a tree, whose signals count the team's calls) and another
+/// pairwise call: every mismatch is reported, and the team stays usable for the calls after
+/// it however far ahead one member runs.
+#[test]
+fn matching_calls_right_after_a_pairwise_mismatch_complete() {
+    job(|pe| async move {
+        let (me, whole) = (pe.my_pe(), Collective::AlltoallPairwise.block());
+        let source = pe.calloc::<u64>(2 * N * whole).await?;
+        let dest = pe.calloc::<u64>(2 * N * whole).await?;
+        let summed = pe.calloc::<u64>(2 * 1024).await?;
+        let mine = Collective::AlltoallPairwise.source(me, whole);
+        pe.put(source.slice(..mine.len()), &mine, me).await?;
+        pe.put(summed.slice(..1024), &[me as u64 + 1; 1024], me)
+            .await?;
+        pe.barrier_all().await?;
+        let world = pe.team_world();
+        for round in 0..1000 {
+            let block = match (me, round % 2) {
+                (2, 0) => 2 * whole,
+                (2, _) => whole / 2,
+                _ => whole,
+            };
+            let what = format!("round {round}: the mismatched alltoall");
+            match within(&what, world.alltoall(&dest, &source, block)).await {
+                Err(Error::CollectiveMismatch { .. }) => {}
+                other => return Err(Error::InvalidArgument(format!("{what}: {other:?}"))),
+            }
+            let matching = call_and_check(Collective::AlltoallPairwise, &pe, &dest, &source);
+            within("the next alltoall", matching).await?;
+            let reduce = world.sum_reduce(summed.slice(1024..), summed.slice(..1024));
+            within("the reduction", reduce).await?;
+            let total = pe.g(summed.at(2047), me).await?;
+            if total != (N * (N + 1) / 2) as u64 {
+                return Err(Error::InvalidArgument(format!(
+                    "round {round}: sum {total}"
+                )));
+            }
+            let matching = call_and_check(Collective::AlltoallPairwise, &pe, &dest, &source);
+            within("the alltoall after the reduction", matching).await?;
+        }
+        Ok(())
+    });
+}

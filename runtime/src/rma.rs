@@ -185,7 +185,7 @@ impl DataPlane {
     /// Copies this PE's own symmetric `src` into `dest` on PE `pe` (for collectives that push
     /// a block of their `source` into a member's `dest`): on a mapped route one copy from
     /// mapping to mapping, done when the call returns; to another node the bytes are read
-    /// out and sent.
+    /// out and sent as [`DataPlane::put_owned`] sends them.
     ///
     /// # Errors
     /// As [`DataPlane::put`], for either view.
@@ -209,11 +209,10 @@ impl DataPlane {
                 });
                 Landing::ready(Ok(()))
             }
-            Ok((Route::Remote, (at, from))) => {
+            Ok((Route::Remote, (_, from))) => {
                 let mut data = vec![0u8; moved];
                 own.mapping().read(from, &mut data);
-                let remote = self.remote(Op::Put, pe, moved, at, || RemoteOp::Put(data));
-                Landing::remote(self.awaited(remote), nothing)
+                self.put_owned(dest.as_bytes(), data, pe)
             }
             Err(e) => Landing::ready(Err(e)),
         }
@@ -269,7 +268,8 @@ impl DataPlane {
     /// an argument [`DataPlane::get`] would refuse (then call it: it says why). For callers
     /// that cannot inline the whole operation (the C ABI), so that its mapped path is a small
     /// function of its own: a range outside the mapping (which the checks before it rule
-    /// out) returns `false` too, instead of panicking, so no panic message is built inline.
+    /// out) returns `false` too, instead of panicking, so no panic message is built inline
+    /// (there, [`DataPlane::get`] would panic rather than say why).
     #[inline(always)]
     pub fn get_mapped<'s, T: Pod>(
         &self,

@@ -3,6 +3,11 @@
 //!
 //! - Eager (small blocks, teams with eager slots): each member writes block `j` into member
 //!   `j`'s slot; each copies the blocks out.
+//! - Pairwise (blocks above 1 KiB up to `TeamConfig::pairwise_bytes`, contiguous, on a team
+//!   of one node that syncs flat): of each pair of members, the one that enters second moves
+//!   both blocks (`pairwise.rs`).
+//! - Push (contiguous blocks, teams that span nodes): blocks for other nodes go out by puts
+//!   with signals (`push.rs`).
 //! - Flat (otherwise): enter, read block `me` of every member's `source` as soon as that
 //!   member has entered (on a flat team; after the whole entry sync on others), member
 //!   `me + 1` first, so that members spread their reads over different peers; then sync.

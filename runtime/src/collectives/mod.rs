@@ -12,7 +12,7 @@
 //! |---|---|---|---|
 //! | `broadcast` | eager: the root writes into every member's slot and returns | flat: members read the root's source; in teams above `flat_max_pes`, a binomial tree, each member reading from its parent | flat |
 //! | `fcollect`, `collect` | eager: each member writes its block into every other's slot | flat: enter, read every other block, sync | flat; a ring in teams above `flat_max_pes` |
-//! | `alltoall` | eager (up to 1 KiB) | pairwise on one node up to [`TeamConfig::pairwise_bytes`](crate::TeamConfig::pairwise_bytes) (of each pair of members, the one that enters second moves both blocks), then flat | flat |
+//! | `alltoall` | eager (on a team of one node that syncs flat, only up to 1 KiB) | on such a team, pairwise up to [`TeamConfig::pairwise_bytes`](crate::TeamConfig::pairwise_bytes) (of each pair of members, the one that enters second moves both blocks, and the first waits for it), then flat | flat (pairwise where `pairwise_bytes` reaches it) |
 //! | `alltoalls` | eager | flat | flat |
 //! | reductions | eager: each member receives every contribution and combines them in member order | a tree up into member 0's `dest`, then down: a star, or binomial in teams above `flat_max_pes` | reduce-scatter, then allgather (each part read once its member has entered the sync after its combine) |
 //! | `reducescatter` | eager | flat: sync, combine this member's block from every source, sync | flat |
@@ -26,7 +26,9 @@
 //! go through the receivers' scratch slots (two per sender, with credits so that a sender
 //! never overwrites an unread message), so no member waits for another to arrive before it
 //! can send: one one-way latency per collective. The other algorithms read peers' buffers in
-//! place and synchronize before and after. "Enter" is the sync before, taken member by
+//! place and synchronize before and after, but for the pairwise `alltoall`, which enters,
+//! then moves each pair's blocks by the member that entered second and signals the other
+//! (see `pairwise.rs`). "Enter" is the sync before, taken member by
 //! member: in a team that syncs flat (up to four members, one node or one member per
 //! node), a member reads another's buffers as soon as that one has entered the call, not
 //! once the last has, so members that are running work on while one that is not (PEs

@@ -3,15 +3,19 @@
 //!
 //! # Protocol
 //! Each member posts its arrival (with its descriptor) to every other member, as the flat
-//! entry does, copies its own block, then claims each pair it belongs to: one atomic swap
-//! of the call's epoch into the pair's claim word. The swap that finds the epoch already
-//! there is the second, and the first member's arrival is then visible to it (posted before
-//! the first swap). The second member checks that the first passed the same descriptor,
-//! writes its block into the first's `dest`, reads the first's block from the first's
-//! `source` into its own `dest`, and signals the first. The first member waits for that
-//! signal: its buffers are done with once it comes. A member whose pairs all found their
-//! other member in the call returns without waiting at all.
-//!
+//! entry does, copies its own block, then claims each pair it belongs to: it raises the
+//! pair's claim word to `2·epoch` (the epoch of the entry), unless it holds more already,
+//! with one atomic read-modify-write. The member that finds `2·epoch` there is the second,
+//! and the first member's arrival is then visible to it (posted before the first claim).
+//! The second checks that the first passed the same descriptor, writes its block into the
+//! first's `dest`, reads the first's block from the first's `source` into its own `dest`,
+//! and marks the pair done: `2·epoch + 1` into the first's pair word for it (the claim word
+//! itself where the first is the lower-numbered member). The first waits for that mark:
+//! its buffers are done with once it comes. A member whose pairs all found their other
+//! member in the call returns without waiting at all. The words only grow and carry the
+//! epoch, so a mark or a claim of another call never passes for this one's, and no
+//! counter other than the sync epoch (which every sync takes, matched or not) is used.
+
 //! # Why
 //! The flat form (enter, read every block in place, sync) takes two waits per call: for the
 //! sources' owners to enter, and for the readers to finish. When PEs outnumber CPUs each
@@ -21,12 +25,16 @@
 //! copies twice, through the receivers' slots).
 //!
 //! # Mismatches
-//! A second member that finds another descriptor moves nothing and signals. A first member
-//! judges by the other's arrival at this call's sync too (the other cannot post a sync after
-//! its next one before this member has posted its own next one, so that arrival stays in
-//! place), and stops waiting for a member that arrived there with another descriptor
-//! (another collective called there): both members report the mismatch, and the team stays
-//! usable, as after a flat call.
+//! A second member that finds another descriptor moves nothing and leaves the pair
+//! unmarked (a mark could land after the first member has gone on to its next call, and
+//! lower the claim word under that call's claim). A first member judges by the other's
+//! arrival at this call's sync (the other cannot post a
+//! sync after its next one before this member has posted its own next one, so that arrival
+//! stays in place), and stops waiting for a member that arrived there with another
+//! descriptor (another collective called there). Both members report the mismatch, and the
+//! team stays usable, as after a flat call: a member that has gone on to a later pairwise
+//! call has raised the claim word past this call's claim, which then only makes the late
+//! member first, never overwrites the later claim.
 
 use std::sync::atomic::Ordering;
 
@@ -35,17 +43,8 @@ use bytemuck::Pod;
 use super::sync::judge;
 use crate::error::{Error, Result};
 use crate::heap::SymSlice;
-use crate::team::region::value;
+use crate::team::region::LINE;
 use crate::team::{Op, Team};
-
-/// How a pair of members stands for this member once it has claimed the pair.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Turn {
-    /// The other member entered first: this one moves both blocks.
-    Moves,
-    /// This member entered first: it waits for the other's signal.
-    Waits,
-}
 
 impl Team {
     /// [`Team::alltoall`] pairwise (see the module documentation): `nelems` elements per
@@ -61,14 +60,14 @@ impl Team {
         let (n, me) = (self.n_pes(), self.my_pe());
         let layout = self.inner.layout;
         let epoch = self.announce(op, desc)?;
-        let done = value(op.next_seq(), 0);
+        let (claimed, done) = (2 * epoch, 2 * epoch + 1);
         let block = |j: usize| j * nelems..(j + 1) * nelems;
         let dp = self.dp();
         dp.get_into(dest.slice(block(me)), source.slice(block(me)), dp.my_pe())
             .await?;
         let mut waiting = Vec::with_capacity(n - 1);
         for j in (1..n).map(|k| (me + k) % n) {
-            if self.claim(j, epoch).await? == Turn::Waits {
+            if self.claim(j, claimed).await? != claimed {
                 waiting.push(j);
                 continue;
             }
@@ -81,22 +80,24 @@ impl Team {
                     .await?;
                 dp.get_into(dest.slice(block(j)), source.slice(block(me)), pe)
                     .await?;
+                self.signal(j, layout.pair_word(me), done)?;
             } else {
+                // Unmarked: the first member learns of the mismatch from this member's
+                // arrival, and may be past this call before a mark could land.
                 judge(op, (desc.min(theirs.0), desc.max(theirs.1)));
             }
-            self.signal(j, layout.sig(me), done)?;
         }
-        // Member `j`'s arrival at this call's sync once it has settled their pair: signalled
-        // its moves (posted after its arrival, which shows its descriptor and stays until this
-        // member has posted its next sync), or arrived with another descriptor.
+        // Member `j`'s arrival at this call's sync once it has settled their pair: marked it
+        // done (after its arrival, which shows its descriptor and stays in place until this
+        // member posts its next sync), or arrived with another descriptor.
         let settled = |j: usize| {
             let arrival = self.arrival(j, epoch)?;
-            let signalled = self.local(layout.sig(j)).load(Ordering::Acquire) >= done;
-            (signalled || arrival != (desc, desc)).then_some(arrival)
+            let marked = self.local(layout.pair_word(j)).load(Ordering::Acquire) >= done;
+            (marked || arrival != (desc, desc)).then_some(arrival)
         };
         let all_settled = || waiting.iter().all(|&j| settled(j).is_some());
         if !all_settled() {
-            let span = layout.sync(0)..layout.sig(n - 1) + 8;
+            let span = layout.sync(0)..layout.sync(n - 1) + LINE;
             self.wait_for("alltoall", span, all_settled).await?;
         }
         for &j in &waiting {
@@ -106,22 +107,30 @@ impl Team {
         dp.health().check()
     }
 
-    /// Claims this member's pair with member `j` for the call whose entry is the sync of
-    /// `epoch`: swaps the epoch into the pair's claim word, in the lower-numbered member's
-    /// region, and says whether the other member had done so first.
-    async fn claim(&self, j: usize, epoch: u64) -> Result<Turn> {
-        let me = self.my_pe();
-        let old = if me < j {
-            let word = self.local(self.inner.layout.claim(j));
-            word.swap(epoch, Ordering::SeqCst)
-        } else {
-            let word = self.view::<u64>(self.inner.layout.claim(me), 1);
-            self.dp().atomic_swap(word, epoch, self.pe(j)).await?
-        };
-        Ok(if old == epoch {
-            Turn::Moves
-        } else {
-            Turn::Waits
-        })
+    /// Claims this member's pair with member `j`: raises the pair's claim word (the pair
+    /// word of the higher-numbered member in the lower-numbered one's region) to `claimed`
+    /// unless it is higher already, and returns what it held. `claimed` there before means
+    /// the other member claimed first; anything else, that this one did (or, after a
+    /// mismatch, that the other has gone on to a later call).
+    async fn claim(&self, j: usize, claimed: u64) -> Result<u64> {
+        let (me, layout) = (self.my_pe(), self.inner.layout);
+        if me < j {
+            return Ok(self
+                .local(layout.pair_word(j))
+                .fetch_max(claimed, Ordering::SeqCst));
+        }
+        let (word, owner) = (self.view::<u64>(layout.pair_word(me), 1), self.pe(j));
+        let mut seen = self.dp().atomic_fetch(word, owner).await?;
+        while seen < claimed {
+            let old = self
+                .dp()
+                .atomic_compare_swap(word, seen, claimed, owner)
+                .await?;
+            if old == seen {
+                break;
+            }
+            seen = old;
+        }
+        Ok(seen)
     }
 }

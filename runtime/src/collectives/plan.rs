@@ -34,8 +34,8 @@ use crate::team::TeamConfig;
 
 use super::shapes::Shape;
 
-/// `alltoall` blocks of up to this many bytes stay eager where the team has eager slots,
-/// ahead of the pairwise algorithm: at 2 PEs a pairwise call of 4 bytes took twice the time
+/// `alltoall` blocks of up to this many bytes stay eager where the team has eager slots and
+/// `eager_copy_bytes` allows them, ahead of the pairwise algorithm: at 2 PEs a pairwise call of 4 bytes took twice the time
 /// of an eager one (a claim and a signal after the entry, against one one-way message).
 const EAGER_BEFORE_PAIRWISE: usize = 1024;
 
@@ -271,9 +271,10 @@ mod tests {
             assert_eq!(two.alltoall(1025, false), MoveAlgorithm::Pairwise);
             assert_eq!(two.alltoall(4096, false), MoveAlgorithm::Pairwise);
             assert_eq!(two.alltoall(4097, false), MoveAlgorithm::Flat);
-            let strided = match config.eager_copy_bytes >= 2048 {
-                true => MoveAlgorithm::Eager,
-                false => MoveAlgorithm::Flat,
+            let strided = if config.eager_copy_bytes >= 2048 {
+                MoveAlgorithm::Eager
+            } else {
+                MoveAlgorithm::Flat
             };
             assert_eq!(
                 two.alltoall(2048, true),

@@ -71,8 +71,10 @@ pub struct TeamConfig {
     /// the work among all members (reduce-scatter, then allgather), large teams gather along
     /// a ring and broadcast flat. Default 64 KiB.
     pub large_bytes: usize,
-    /// On a team of one node that syncs flat (up to four members), `alltoall` blocks of
-    /// more than 1 KiB and at most this many bytes move pairwise: of each pair of members,
+    /// On a team of one node that syncs flat (up to four members), `alltoall` blocks of up
+    /// to this many bytes move pairwise, but for those of up to 1 KiB that the eager
+    /// algorithm takes (where the team has eager slots and `eager_copy_bytes` allows them):
+    /// of each pair of members,
     /// the one that enters the call second moves both blocks, so every block is copied once
     /// and a member waits once, only for the pairs whose other member entered after it. It
     /// takes such blocks from the eager algorithm too (whose two copies cost more there than

@@ -2,12 +2,13 @@
 //! team pool) through which its collectives synchronize, and the word-level operations on
 //! them: remote sets, local reads, and waits on sets of words.
 //!
-//! Layout, in 64-byte lines (one writer per line, so writers never share a cache line):
+//! Layout, in 64-byte lines (one writer per line, so writers never share a cache line, but
+//! for the pair words of a pairwise `alltoall`, which share their sync line's):
 //!
 //! | lines | content | written by |
 //! |---|---|---|
 //! | 1 | `count`: this member's element count of a `collect` | the member itself |
-//! | n (n ≤ 4) or ⌈log₂ n⌉ | sync line of member `j` (flat syncs) or of round `r` (dissemination): epoch, then two (lowest, highest) descriptor pairs (by epoch parity), each followed by a spare word; last, the claim word of the pair of this member and a higher-numbered `j` (a pairwise `alltoall`) | member `j`, or member `me − 2^r`; the claim word both members of the pair |
+//! | n (n ≤ 4) or ⌈log₂ n⌉ | sync line of member `j` (flat syncs) or of round `r` (dissemination): epoch, then two (lowest, highest) descriptor pairs (by epoch parity), each followed by a spare word; last, the word of this member's pair with `j` in a pairwise `alltoall` (`Layout::pair_word`) | member `j`, or member `me − 2^r`; the pair word by both members of the pair where `j` is the higher-numbered |
 //! | n | `sig[j]`: signal from member `j` (value, descriptor) | member `j` |
 //! | n | `ack[j]`: acknowledgement from member `j` (value, verdict) | member `j` |
 //! | n | `credit[j]`: eager messages of this member that `j` has consumed | member `j` |
@@ -146,10 +147,11 @@ impl Layout {
         self.sync + r * LINE
     }
 
-    /// The claim word of member `j`'s pair with this member (`pairwise.rs`), in the region
-    /// of the lower-numbered of the two: the last word of `j`'s sync line, which no sync
-    /// writes.
-    pub fn claim(&self, j: usize) -> usize {
+    /// The word of this member's pair with member `j` in a pairwise `alltoall`
+    /// (`pairwise.rs`): the last word of `j`'s sync line, which no sync writes. In the
+    /// lower-numbered member's region it is the pair's claim word (which both members
+    /// raise) and that member's done mark; in the higher-numbered one's, its done mark.
+    pub fn pair_word(&self, j: usize) -> usize {
         self.sync(j) + LINE - 8
     }
 
