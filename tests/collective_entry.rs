@@ -236,11 +236,12 @@ async fn within<T>(what: &str, call: impl std::future::Future<Output = Result<T>
     }
 }
 
-/// Mismatched pairwise calls (PE 2 with a flat 8 KiB or a pairwise 2 KiB block against the
-/// others' 4 KiB), each followed at once, with no barrier between, by a matching pairwise
-/// call, a reduction of 8 KiB (a tree, whose signals count the team's calls) and another
-/// pairwise call: every mismatch is reported, and the team stays usable for the calls after
-/// it however far ahead one member runs.
+/// Mismatched calls against the others' pairwise `alltoall` of 4 KiB blocks (one member, a
+/// different one each round, calls a flat `alltoall` of 8 KiB blocks, a pairwise one of
+/// 2 KiB, or `sync`), each followed at once, with no barrier between, by a matching pairwise
+/// call, a reduction of 8 KiB (a tree, whose signals carry the team's count of signalled
+/// collectives) and another pairwise call: every mismatch is reported, and the team stays
+/// usable for the calls after it however far ahead one member runs.
 #[test]
 fn matching_calls_right_after_a_pairwise_mismatch_complete() {
     job(|pe| async move {
@@ -255,13 +256,15 @@ fn matching_calls_right_after_a_pairwise_mismatch_complete() {
         pe.barrier_all().await?;
         let world = pe.team_world();
         for round in 0..1000 {
-            let block = match (me, round % 2) {
-                (2, 0) => 2 * whole,
-                (2, _) => whole / 2,
-                _ => whole,
+            let what = format!("round {round}: the mismatched call");
+            let odd_one = me == round % N;
+            let mismatched = match (odd_one, round / N % 3) {
+                (false, _) => within(&what, world.alltoall(&dest, &source, whole)).await,
+                (true, 0) => within(&what, world.alltoall(&dest, &source, 2 * whole)).await,
+                (true, 1) => within(&what, world.alltoall(&dest, &source, whole / 2)).await,
+                (true, _) => within(&what, world.sync()).await,
             };
-            let what = format!("round {round}: the mismatched alltoall");
-            match within(&what, world.alltoall(&dest, &source, block)).await {
+            match mismatched {
                 Err(Error::CollectiveMismatch { .. }) => {}
                 other => return Err(Error::InvalidArgument(format!("{what}: {other:?}"))),
             }

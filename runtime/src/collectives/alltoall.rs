@@ -3,9 +3,9 @@
 //!
 //! - Eager (small blocks, teams with eager slots): each member writes block `j` into member
 //!   `j`'s slot; each copies the blocks out.
-//! - Pairwise (blocks above 1 KiB up to `TeamConfig::pairwise_bytes`, contiguous, on a team
-//!   of one node that syncs flat): of each pair of members, the one that enters second moves
-//!   both blocks (`pairwise.rs`).
+//! - Pairwise (blocks up to `TeamConfig::pairwise_bytes` that the eager form does not take,
+//!   contiguous, on a team of one node that syncs flat): of each pair of members, the one
+//!   that claims the pair second moves both blocks (`pairwise.rs`).
 //! - Push (contiguous blocks, teams that span nodes): blocks for other nodes go out by puts
 //!   with signals (`push.rs`).
 //! - Flat (otherwise): enter, read block `me` of every member's `source` as soon as that

@@ -1,21 +1,26 @@
 //! The pairwise `alltoall`: on a team of one node that syncs flat, each pair of members
-//! moves its two blocks once, and the member that enters the call second moves both.
+//! moves its two blocks once, and the member that claims the pair second moves both.
 //!
 //! # Protocol
 //! Each member posts its arrival (with its descriptor) to every other member, as the flat
 //! entry does, copies its own block, then claims each pair it belongs to: it raises the
 //! pair's claim word to `2·epoch` (the epoch of the entry), unless it holds more already,
-//! with one atomic read-modify-write. The member that finds `2·epoch` there is the second,
+//! (a `fetch_max` by the lower-numbered member of the pair, in whose region the word lies;
+//! a read, then a compare-and-swap loop, by the higher). The member that finds `2·epoch`
+//! there is the second,
 //! and the first member's arrival is then visible to it (posted before the first claim).
 //! The second checks that the first passed the same descriptor, writes its block into the
 //! first's `dest`, reads the first's block from the first's `source` into its own `dest`,
 //! and marks the pair done: `2·epoch + 1` into the first's pair word for it (the claim word
 //! itself where the first is the lower-numbered member). The first waits for that mark:
 //! its buffers are done with once it comes. A member whose pairs all found their other
-//! member in the call returns without waiting at all. The words only grow and carry the
-//! epoch, so a mark or a claim of another call never passes for this one's, and no
-//! counter other than the sync epoch (which every sync takes, matched or not) is used.
-
+//! member in the call returns without waiting at all. Claims only raise the claim word, and
+//! a mark into it replaces this call's claim while its first member still waits in the
+//! call; both carry the epoch, so a mark or a claim of another call never passes for this
+//! one's, and no counter other than the sync epoch (which every sync takes, matched or
+//! not) is used. Marks are atomic sets through the data plane, never posts: a pair word is
+//! the last of its line, where a post to another node would put its value past the line.
+//!
 //! # Why
 //! The flat form (enter, read every block in place, sync) takes two waits per call: for the
 //! sources' owners to enter, and for the readers to finish. When PEs outnumber CPUs each
@@ -80,7 +85,8 @@ impl Team {
                     .await?;
                 dp.get_into(dest.slice(block(j)), source.slice(block(me)), pe)
                     .await?;
-                self.signal(j, layout.pair_word(me), done)?;
+                let mark = self.view::<u64>(layout.pair_word(me), 1);
+                dp.atomic_set(mark, done, pe).await?;
             } else {
                 // Unmarked: the first member learns of the mismatch from this member's
                 // arrival, and may be past this call before a mark could land.

@@ -35,8 +35,9 @@ use crate::team::TeamConfig;
 use super::shapes::Shape;
 
 /// `alltoall` blocks of up to this many bytes stay eager where the team has eager slots and
-/// `eager_copy_bytes` allows them, ahead of the pairwise algorithm: at 2 PEs a pairwise call of 4 bytes took twice the time
-/// of an eager one (a claim and a signal after the entry, against one one-way message).
+/// `eager_copy_bytes` allows them, ahead of the pairwise algorithm: at 2 PEs a pairwise call
+/// of 4 bytes took twice the time of an eager one (a claim and a mark after the entry,
+/// against one one-way message).
 const EAGER_BEFORE_PAIRWISE: usize = 1024;
 
 /// How a team syncs.
@@ -82,7 +83,7 @@ pub(crate) enum MoveAlgorithm {
     /// Sync, put each block for another node into its receiver with a signal, read this
     /// node's blocks in place, sync (`push.rs`).
     Push,
-    /// Each pair of members moves both its blocks by the one that enters second
+    /// Each pair of members moves both its blocks by the one that claims the pair second
     /// (`pairwise.rs`; `alltoall` on one node).
     Pairwise,
 }

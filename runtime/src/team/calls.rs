@@ -186,7 +186,8 @@ impl Team {
     /// Hands back the outcome of a collective's argument checks. When they failed on this
     /// PE, the call is recorded as refused (if the team could have run it), so that members
     /// which did make the call fail instead of waiting for this PE. A refused call also
-    /// takes the sequence number that every algorithm but the sync-first ones takes: when
+    /// takes the sequence number that every algorithm but the sync-first ones (and the
+    /// pairwise `alltoall`) takes: when
     /// every member refuses alike, their counters stay in step and the team usable; when
     /// this PE refused alone, the eager messages the others sent it in that call carry
     /// another number than its next call's, which then fails instead of taking them.

@@ -75,11 +75,11 @@ pub struct TeamConfig {
     /// to this many bytes move pairwise, but for those of up to 1 KiB that the eager
     /// algorithm takes (where the team has eager slots and `eager_copy_bytes` allows them):
     /// of each pair of members,
-    /// the one that enters the call second moves both blocks, so every block is copied once
+    /// the one that claims the pair second moves both blocks, so every block is copied once
     /// and a member waits once, only for the pairs whose other member entered after it. It
     /// takes such blocks from the eager algorithm too (whose two copies cost more there than
     /// its one wait saves). Above it, the flat algorithm, where both members of a pair copy
-    /// at once. 0 turns it off. Default 4 KiB (at 2 PEs on 2 CPUs, 4 KiB took 0.85 of the
+    /// at once (or the eager one, where `eager_copy_bytes` is larger). 0 turns it off. Default 4 KiB (at 2 PEs on 2 CPUs, 4 KiB took 0.85 of the
     /// flat algorithm's time, 8 KiB 1.2).
     pub pairwise_bytes: usize,
 }

@@ -151,6 +151,8 @@ impl Layout {
     /// (`pairwise.rs`): the last word of `j`'s sync line, which no sync writes. In the
     /// lower-numbered member's region it is the pair's claim word (which both members
     /// raise) and that member's done mark; in the higher-numbered one's, its done mark.
+    /// Written by atomic operations only, never posted: a post to another node would put
+    /// its value in the spare word after it, past the line.
     pub fn pair_word(&self, j: usize) -> usize {
         self.sync(j) + LINE - 8
     }
