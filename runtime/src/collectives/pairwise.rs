@@ -70,10 +70,11 @@ impl Team {
         let dp = self.dp();
         dp.get_into(dest.slice(block(me)), source.slice(block(me)), dp.my_pe())
             .await?;
-        let mut waiting = Vec::with_capacity(n - 1);
+        // Bit `j` for each member whose mark this one waits for (at most FLAT_SYNC_MAX).
+        let mut waiting = 0u32;
         for j in (1..n).map(|k| (me + k) % n) {
             if self.claim(j, claimed).await? != claimed {
-                waiting.push(j);
+                waiting |= 1 << j;
                 continue;
             }
             let theirs = self.arrival(j, epoch).ok_or(Error::Desynchronized {
@@ -101,12 +102,13 @@ impl Team {
             let marked = self.local(layout.pair_word(j)).load(Ordering::Acquire) >= done;
             (marked || arrival != (desc, desc)).then_some(arrival)
         };
-        let all_settled = || waiting.iter().all(|&j| settled(j).is_some());
+        let members = move || (0..n).filter(move |&j| waiting & 1 << j != 0);
+        let all_settled = || members().all(|j| settled(j).is_some());
         if !all_settled() {
             let span = layout.sync(0)..layout.sync(n - 1) + LINE;
             self.wait_for("alltoall", span, all_settled).await?;
         }
-        for &j in &waiting {
+        for j in members() {
             let (lo, hi) = settled(j).unwrap_or((desc, desc));
             judge(op, (desc.min(lo), desc.max(hi)));
         }
