@@ -4,22 +4,23 @@
 //! # Protocol
 //! Each member posts its arrival (with its descriptor) to every other member, as the flat
 //! entry does, copies its own block, then claims each pair it belongs to: it raises the
-//! pair's claim word to `2·epoch` (the epoch of the entry), unless it holds more already,
-//! (a `fetch_max` by the lower-numbered member of the pair, in whose region the word lies;
-//! a read, then a compare-and-swap loop, by the higher). The member that finds `2·epoch`
-//! there is the second,
-//! and the first member's arrival is then visible to it (posted before the first claim).
-//! The second checks that the first passed the same descriptor, writes its block into the
-//! first's `dest`, reads the first's block from the first's `source` into its own `dest`,
-//! and marks the pair done: `2·epoch + 1` into the first's pair word for it (the claim word
-//! itself where the first is the lower-numbered member). The first waits for that mark:
-//! its buffers are done with once it comes. A member whose pairs all found their other
-//! member in the call returns without waiting at all. Claims only raise the claim word, and
-//! a mark into it replaces this call's claim while its first member still waits in the
-//! call; both carry the epoch, so a mark or a claim of another call never passes for this
-//! one's, and no counter other than the sync epoch (which every sync takes, matched or
-//! not) is used. Marks are atomic sets through the data plane, never posts: a pair word is
-//! the last of its line, where a post to another node would put its value past the line.
+//! pair's claim word to `2·epoch` (the epoch of the entry) unless it holds more already (a
+//! `fetch_max` by the lower-numbered member of the pair, in whose region the word lies; a
+//! read, then a compare-and-swap loop, by the higher). The member that finds `2·epoch`
+//! there is the second, and the first member's arrival is then visible to it (posted before
+//! the first claim). The second checks that the first passed the same descriptor, writes
+//! its block into the first's `dest`, reads the first's block from the first's `source`
+//! into its own `dest`, and marks the pair done: `2·epoch + 1` into the first's pair word
+//! for it (the claim word itself where the first is the lower-numbered member). The first
+//! waits for that mark: its buffers are done with once it comes. A member whose pairs all
+//! found their other member in the call returns without waiting at all.
+//!
+//! Claims only raise the claim word, and a mark into it replaces this call's claim while
+//! its first member still waits in the call; both carry the epoch, so a mark or a claim of
+//! another call never passes for this one's, and no counter other than the sync epoch
+//! (which every sync takes, matched or not) is used. Marks are atomic sets through the data
+//! plane, never posts: a pair word is the last of its line, where a post to another node
+//! would put its value past the line.
 //!
 //! # Why
 //! The flat form (enter, read every block in place, sync) takes two waits per call: for the
@@ -33,13 +34,13 @@
 //! A second member that finds another descriptor moves nothing and leaves the pair
 //! unmarked (a mark could land after the first member has gone on to its next call, and
 //! lower the claim word under that call's claim). A first member judges by the other's
-//! arrival at this call's sync (the other cannot post a
-//! sync after its next one before this member has posted its own next one, so that arrival
-//! stays in place), and stops waiting for a member that arrived there with another
-//! descriptor (another collective called there). Both members report the mismatch, and the
-//! team stays usable, as after a flat call: a member that has gone on to a later pairwise
-//! call has raised the claim word past this call's claim, which then only makes the late
-//! member first, never overwrites the later claim.
+//! arrival at this call's sync (the other cannot post a sync after its next one before
+//! this member has posted its own next one, so that arrival stays in place), and stops
+//! waiting for a member that arrived there with another descriptor (another collective
+//! called there). Both members report the mismatch, and the team stays usable, as after a
+//! flat call: a member that has gone on to a later pairwise call has raised the claim word
+//! past this call's claim, which then only makes the late member first, never overwrites
+//! the later claim.
 
 use std::sync::atomic::Ordering;
 
