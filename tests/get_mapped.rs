@@ -1,4 +1,4 @@
-//! `DataPlane::get_mapped` and `DataPlane::put_mapped`, the C ABI's fast paths of `get` and
+//! `DataPlane::get_mapped_at` and `DataPlane::put_mapped`, the C ABI's fast paths of `get` and
 //! `put`: they move what `get` and `put` move on a mapped route, and decline (moving and
 //! counting nothing) whatever those would refuse or send elsewhere, so that their caller
 //! falls back to `get` or `put` for the error.
@@ -20,18 +20,26 @@ fn reads_a_mapped_peer_and_declines_what_get_would_refuse() {
         pe.barrier_all().await?;
         let dp = pe.data_plane();
         let peer = 1 - pe.my_pe();
+        let at = buf.offset();
         let mut got = [0u64; 4];
-        assert!(dp.get_mapped(&mut got, &buf, peer));
+        assert!(dp.get_mapped_at(bytemuck::cast_slice_mut(&mut got), at, peer));
         let p = peer as u64;
         assert_eq!(got, [10 + p, 20 + p, 30 + p, 40 + p]);
         let mut part = [0u64; 2];
-        assert!(dp.get_mapped(&mut part, buf.slice(2..), peer));
+        assert!(dp.get_mapped_at(bytemuck::cast_slice_mut(&mut part), at + 16, peer));
         assert_eq!(part, [30 + p, 40 + p]);
-        // More than the view holds, a PE out of range: declined, nothing read.
+        // Past the user heap's end (into the team pool), at an offset that wraps, from a
+        // PE out of range: declined, nothing read.
+        let end = dp.user_heap_bytes();
+        let mut untouched = [7u8; 16];
+        assert!(!dp.get_mapped_at(&mut untouched, end - 8, peer));
+        assert!(!dp.get_mapped_at(&mut untouched, usize::MAX - 3, peer));
+        assert!(!dp.get_mapped_at(&mut untouched, at, 2));
+        assert_eq!(untouched, [7; 16]);
+        assert!(dp.get_mapped_at(&mut untouched[..8], end - 8, peer));
+        // What was declined, `get` refuses and says why.
         let mut long = [7u64; 5];
-        assert!(!dp.get_mapped(&mut long, &buf, peer));
-        assert_eq!(long, [7; 5]);
-        assert!(!dp.get_mapped(&mut got[..1], &buf, 2));
+        assert!(!dp.get_mapped_at(bytemuck::cast_slice_mut(&mut long), at, 3));
         assert!(matches!(
             pe.get(&mut long, &buf, peer).await,
             Err(Error::OutOfBounds { .. })

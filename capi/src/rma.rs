@@ -121,12 +121,12 @@ pub(crate) fn get<T: Pod>(
 ) {
     let s = shmem(routine);
     if ctx == DEFAULT_CONTEXT {
-        if let (Some(to), Some(from), Some(p)) = (
+        if let (Some(to), Some(at), Some(p)) = (
             raw::try_local_mut(dest, nelems),
-            s.try_view(source, nelems),
+            s.offset_of(source),
             s.try_pe(pe),
         ) {
-            if s.dp().get_mapped(to, from, p) {
+            if s.dp().get_mapped_at(bytemuck::cast_slice_mut(to), at, p) {
                 return;
             }
         }

@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 use crate::heap::SymSlice;
 use crate::landing::{land, nothing, GetLanding, Landing};
 use crate::route::{Completion, Domain, RemoteOp, Route};
-use crate::segment::Segment;
+use crate::segment::{Segment, HEADER_SIZE};
 
 /// Checks an element stride of a strided transfer and returns the elements it spans.
 fn strided_extent(stride: usize, nelems: usize, what: &str) -> Result<usize> {
@@ -129,7 +129,7 @@ impl DataPlane {
     /// data is in place; `false`, with nothing written or counted, for a peer on another node
     /// or an argument [`DataPlane::put`] would refuse (then call it: it says why). For
     /// callers that cannot inline the whole operation (the C ABI), as
-    /// [`DataPlane::get_mapped`].
+    /// [`DataPlane::get_mapped_at`].
     #[inline(always)]
     pub fn put_mapped<'s, T: Pod>(
         &self,
@@ -146,7 +146,7 @@ impl DataPlane {
 
     /// The segment of PE `pe` when its route is mapped, and the mapping offset of `view`
     /// when it passes its checks and holds `needed` elements: what [`DataPlane::put_mapped`]
-    /// and [`DataPlane::get_mapped`] need, with no error made (`None` otherwise).
+    /// and [`DataPlane::get`]'s mapped path need, with no error made (`None` otherwise).
     #[inline(always)]
     fn mapped_at<T: Pod>(
         &self,
@@ -236,7 +236,7 @@ impl DataPlane {
 
     /// [`DataPlane::get`]'s copy on a mapped route, counted where traffic is. It keeps the
     /// mapping's panicking bounds check (which `mapped_at` has made unreachable) rather than
-    /// [`DataPlane::get_mapped`]'s fallible one: with the latter, an `await`ed `get` in a loop
+    /// [`DataPlane::get_mapped_at`]'s fallible one: with the latter, an `await`ed `get` in a loop
     /// compiled into a 16-byte reload of two 8-byte stores of the source view (a stalled
     /// store-to-load forward), 3.0 → 7.0 ns per `get` in `benches/host_pt2pt.rs`.
     #[inline(always)]
@@ -263,33 +263,35 @@ impl DataPlane {
         }
     }
 
-    /// [`DataPlane::get`] when it can complete at once on a mapped route: `true` once `dest`
-    /// holds the data; `false`, with nothing read or counted, for a peer on another node or
-    /// an argument [`DataPlane::get`] would refuse (then call it: it says why). For callers
-    /// that cannot inline the whole operation (the C ABI), so that its mapped path is a small
-    /// function of its own: a range outside the mapping (which the checks before it rule
-    /// out) returns `false` too, instead of panicking, so no panic message is built inline
-    /// (there, [`DataPlane::get`] would panic rather than say why).
+    /// [`DataPlane::get`] of the bytes at user-heap offset `offset` (a symmetric address's
+    /// offset from the start of its PE's heap, the same on every PE) when it can complete at
+    /// once on a mapped route: `true` once `dest` holds the data; `false`, with nothing read
+    /// or counted, for a PE out of range or on another node, a range that does not lie in
+    /// the user heap, or once this PE has shut down (then call [`DataPlane::get`]: it says
+    /// why). For callers that hold addresses rather than views and cannot inline the whole
+    /// operation (the C ABI): its mapped path is a small function of its own, with no
+    /// frame to build. A range outside the mapping (which the checks before it rule out)
+    /// returns `false` too, instead of panicking, so no panic message is built inline.
     #[inline(always)]
-    pub fn get_mapped<'s, T: Pod>(
-        &self,
-        dest: &mut [T],
-        src: impl Into<SymSlice<'s, T>>,
-        pe: usize,
-    ) -> bool {
-        let Some((source, at)) = self.mapped_at(pe, src.into(), dest.len()) else {
+    pub fn get_mapped_at(&self, dest: &mut [u8], offset: usize, pe: usize) -> bool {
+        let Some(Route::Mapped(source)) = self.routes.get(pe) else {
             return false;
         };
-        let dest: &mut [u8] = bytemuck::cast_slice_mut(dest);
+        let in_user_heap = offset
+            .checked_add(dest.len())
+            .is_some_and(|end| end <= self.user_heap_bytes());
+        if !in_user_heap || self.is_shut_down() {
+            return false;
+        }
+        let at = HEADER_SIZE + offset;
         if self.traffic.is_enabled() {
             self.get_mapped_counted(source, at, dest, pe);
-            true
-        } else {
-            source.mapping().try_read(at, dest)
+            return true;
         }
+        source.mapping().try_read(at, dest)
     }
 
-    /// The mapped copy of [`DataPlane::get_mapped`] and [`DataPlane::get`] when traffic is
+    /// The mapped copy of [`DataPlane::get_mapped_at`] and [`DataPlane::get`] when traffic is
     /// counted: out of line, so that the uncounted copy beside it stays small where they are
     /// inlined whole (the C ABI's `get`, and every Rust `get`).
     #[inline(never)]
