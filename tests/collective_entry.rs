@@ -9,7 +9,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::runtime;
-use ferroshmem::{run_local, Error, Pe, Result, SymBuffer};
+use ferroshmem::{run_local, Error, Pe, Result, SymBuffer, SymSlice};
 
 /// How long the member that stays out waits to see the others' blocks move; reaching it
 /// means they waited for it.
@@ -223,6 +223,115 @@ fn a_pairwise_alltoall_moves_no_block_across_a_mismatch() {
 #[test]
 fn fcollect_moves_no_block_across_a_mismatch() {
     no_block_moves_across_a_mismatch(Collective::Fcollect);
+}
+
+/// A pairwise `alltoall` that fails on PE 0 while its pair with PE 1 is claimed by PE 0
+/// alone (PE 2 refuses the call, PE 1 comes to it only after PE 0 has returned): PE 1 must
+/// write nothing into PE 0's `dest` once PE 0's call has returned, and fails its call too.
+#[test]
+fn a_pairwise_alltoall_writes_nothing_into_a_returned_members_dest() {
+    job(|pe| async move {
+        let (me, whole) = (pe.my_pe(), Collective::AlltoallPairwise.block());
+        let source = pe.calloc::<u64>(N * whole).await?;
+        let dest = pe.calloc::<u64>(N * whole).await?;
+        // PE 0 tells PE 1 that its call has returned; PE 1 tells PE 0 that its call has.
+        let returned = pe.calloc::<u64>(1).await?;
+        let mine = Collective::AlltoallPairwise.source(me, whole);
+        pe.put(source.slice(..mine.len()), &mine, me).await?;
+        pe.barrier_all().await?;
+        let world = pe.team_world();
+        let outcome = match me {
+            // Its `dest` holds one block where the call needs three: refused.
+            2 => world.alltoall(dest.slice(..whole), &source, whole).await,
+            0 => {
+                let call = world.alltoall(&dest, &source, whole);
+                let outcome = within("PE 0's call", call).await;
+                // Block 1 is PE 1's to write, while the call runs only.
+                let after = vec![u64::MAX; whole];
+                pe.put(dest.slice(whole..2 * whole), &after, me).await?;
+                pe.p(returned.at(0), 1, 1).await?;
+                wait_for_flag(&pe, returned.at(0), "PE 1's call to return").await?;
+                expect_block(&pe, &dest, (1, whole), |_| u64::MAX).await?;
+                outcome
+            }
+            _ => {
+                wait_for_flag(&pe, returned.at(0), "PE 0's call to return").await?;
+                let call = world.alltoall(&dest, &source, whole);
+                let outcome = within("PE 1's call", call).await;
+                pe.p(returned.at(0), 1, 0).await?;
+                outcome
+            }
+        };
+        match (me, outcome) {
+            (2, Err(Error::OutOfBounds { .. }))
+            | (0 | 1, Err(Error::CollectiveMismatch { .. })) => Ok(()),
+            (_, other) => Err(Error::InvalidArgument(format!(
+                "PE {me}: {other:?}, expected PE 2's call refused and the others' failing"
+            ))),
+        }
+    });
+}
+
+/// A pairwise `alltoall` dropped on PE 0 (cancelled by a timeout while PEs 1 and 2 stay
+/// out of the call): PEs 1 and 2, coming to the call afterwards, must write nothing into
+/// PE 0's `dest`, and fail their calls.
+#[test]
+fn a_cancelled_pairwise_alltoall_gets_nothing_written_into_its_dest() {
+    job(|pe| async move {
+        let (me, whole) = (pe.my_pe(), Collective::AlltoallPairwise.block());
+        let source = pe.calloc::<u64>(N * whole).await?;
+        let dest = pe.calloc::<u64>(N * whole).await?;
+        // Word `k`: PE `k` tells the PE that holds it that its call has returned.
+        let returned = pe.calloc::<u64>(N).await?;
+        let mine = Collective::AlltoallPairwise.source(me, whole);
+        pe.put(source.slice(..mine.len()), &mine, me).await?;
+        pe.barrier_all().await?;
+        let world = pe.team_world();
+        if me == 0 {
+            let call = world.alltoall(&dest, &source, whole);
+            if let Ok(done) = tokio::time::timeout(Duration::from_millis(50), call).await {
+                return Err(Error::InvalidArgument(format!(
+                    "PE 0's call ended ({done:?}) while the others stayed out of it"
+                )));
+            }
+            // Blocks 1 and 2 were the others' to write, while the call ran only.
+            let after = vec![u64::MAX; 2 * whole];
+            pe.put(dest.slice(whole..3 * whole), &after, me).await?;
+            for other in 1..N {
+                pe.p(returned.at(0), 1, other).await?;
+            }
+            for other in 1..N {
+                wait_for_flag(&pe, returned.at(other), "the others' calls to return").await?;
+            }
+            for other in 1..N {
+                expect_block(&pe, &dest, (other, whole), |_| u64::MAX).await?;
+            }
+            return Ok(());
+        }
+        wait_for_flag(&pe, returned.at(0), "PE 0's call to be dropped").await?;
+        let outcome = within("the call", world.alltoall(&dest, &source, whole)).await;
+        pe.p(returned.at(me), 1, 0).await?;
+        match outcome {
+            Err(Error::CollectiveMismatch { .. }) => Ok(()),
+            other => Err(Error::InvalidArgument(format!(
+                "PE {me}: {other:?}, expected a mismatch after PE 0 dropped its call"
+            ))),
+        }
+    });
+}
+
+/// Waits, [`PATIENCE`] at most, until this PE's `flag` is set.
+async fn wait_for_flag(pe: &Pe, flag: SymSlice<'_, u64>, what: &str) -> Result<()> {
+    let started = Instant::now();
+    while pe.g(flag, pe.my_pe()).await? == 0 {
+        if started.elapsed() > PATIENCE {
+            return Err(Error::InvalidArgument(format!(
+                "waited {PATIENCE:?} for {what}"
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    Ok(())
 }
 
 /// Bounds one call of the tests below: a call that a mismatch left waiting for ever fails

@@ -55,7 +55,9 @@ impl Team {
     /// On the eager path, a message that an earlier mismatched call left behind also gives
     /// `CollectiveMismatch`, and leaves the team unusable (see [`crate::collectives`]).
     ///
-    /// Cancel safety: not cancel safe; dropped midway, it leaves the team unusable.
+    /// Cancel safety: not cancel safe; dropped midway, it leaves the team unusable, and in
+    /// the pairwise form (see `collectives/pairwise.rs`) a member already moving its pair's
+    /// blocks may still write into `dest` afterwards.
     pub async fn alltoall<'d, 's, T: Pod>(
         &self,
         dest: impl Into<SymSlice<'d, T>>,

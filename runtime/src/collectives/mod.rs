@@ -27,8 +27,8 @@
 //! never overwrites an unread message), so no member waits for another to arrive before it
 //! can send: one one-way latency per collective. The other algorithms read peers' buffers in
 //! place and synchronize before and after, but for the pairwise `alltoall`, which enters,
-//! then moves each pair's blocks by the member that entered second and signals the other
-//! (see `pairwise.rs`). "Enter" is the sync before, taken member by
+//! then moves each pair's blocks by the member that claims the pair second and marks it
+//! done for the other (see `pairwise.rs`). "Enter" is the sync before, taken member by
 //! member: in a team that syncs flat (up to four members, one node or one member per
 //! node), a member reads another's buffers as soon as that one has entered the call, not
 //! once the last has, so members that are running work on while one that is not (PEs

@@ -187,10 +187,10 @@ impl Team {
     /// PE, the call is recorded as refused (if the team could have run it), so that members
     /// which did make the call fail instead of waiting for this PE. A refused call also
     /// takes the sequence number that every algorithm but the sync-first ones (and the
-    /// pairwise `alltoall`) takes: when
-    /// every member refuses alike, their counters stay in step and the team usable; when
-    /// this PE refused alone, the eager messages the others sent it in that call carry
-    /// another number than its next call's, which then fails instead of taking them.
+    /// pairwise `alltoall`) takes: when every member refuses alike, their counters stay in
+    /// step and the team usable; when this PE refused alone, the eager messages the others
+    /// sent it in that call carry another number than its next call's, which then fails
+    /// instead of taking them.
     pub(crate) fn refuse_on<T>(&self, kind: Kind, checks: Result<T>) -> Result<T> {
         if checks.is_err() {
             if let Ok(op) = self.begin_recorded(Descriptor::of(kind, 0, 0), true) {
@@ -301,6 +301,21 @@ impl Team {
             // Its condition never holds: it ends only with an error.
             stopped = records => Err(stopped.err().unwrap_or(Error::Shutdown)),
         }
+    }
+
+    /// Checks member `j`'s records against this PE's current call, for a waiter on work that
+    /// `j` alone owes it ([`Team::wait_for_member`]).
+    ///
+    /// # Errors
+    /// [`Error::CollectiveMismatch`] when `j` will never finish this call: it gave it (or an
+    /// earlier one) up, refused it, or has begun to finalize without it.
+    pub(crate) fn check_member(&self, j: usize) -> Result<()> {
+        let call = self.inner.counters.calls.load(Ordering::Relaxed);
+        let mine = Record(
+            self.local(self.inner.layout.call(call))
+                .load(Ordering::Relaxed),
+        );
+        self.standing(j, mine).map(drop)
     }
 
     /// Checks this PE's current call against the other members' records, for a waiter that

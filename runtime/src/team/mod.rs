@@ -74,12 +74,12 @@ pub struct TeamConfig {
     /// On a team of one node that syncs flat (up to four members), `alltoall` blocks of up
     /// to this many bytes move pairwise, but for those of up to 1 KiB that the eager
     /// algorithm takes (where the team has eager slots and `eager_copy_bytes` allows them):
-    /// of each pair of members,
-    /// the one that claims the pair second moves both blocks, so every block is copied once
-    /// and a member waits once, only for the pairs whose other member entered after it. It
-    /// takes such blocks from the eager algorithm too (whose two copies cost more there than
-    /// its one wait saves). Above it, the flat algorithm, where both members of a pair copy
-    /// at once (or the eager one, where `eager_copy_bytes` is larger). 0 turns it off. Default 4 KiB (at 2 PEs on 2 CPUs, 4 KiB took 0.85 of the
+    /// of each pair of members, the one that claims the pair second moves both blocks, so
+    /// every block is copied once and a member waits once, only for the pairs whose other
+    /// member entered after it. It takes such blocks from the eager algorithm too (whose two
+    /// copies cost more there than its one wait saves). Above it, the flat algorithm, where
+    /// both members of a pair copy at once (or the eager one, where `eager_copy_bytes` is
+    /// larger). 0 turns it off. Default 4 KiB (at 2 PEs on 2 CPUs, 4 KiB took 0.85 of the
     /// flat algorithm's time, 8 KiB 1.2).
     pub pairwise_bytes: usize,
 }
@@ -309,6 +309,13 @@ impl Op<'_> {
     /// Whether an error has been recorded.
     pub fn rejected(&self) -> bool {
         self.verdict.is_some()
+    }
+
+    /// Records the call given up now, ahead of its end: for a protocol whose failure path
+    /// waits for other members, so that they learn of the failure meanwhile (dropping the
+    /// call unfinished records it again).
+    pub fn record_given_up(&self) {
+        self.team.record_gave_up(self.call);
     }
 
     /// Ends the collective. A protocol that ran to its end (`Ok`) keeps the team usable and

@@ -3,17 +3,18 @@
 //! them: remote sets, local reads, and waits on sets of words.
 //!
 //! Layout, in 64-byte lines (one writer per line, so writers never share a cache line, but
-//! for the pair words of a pairwise `alltoall`, which share their sync line's):
+//! for the mark and claim words of a pairwise `alltoall`, which share their sync and
+//! arrival lines):
 //!
 //! | lines | content | written by |
 //! |---|---|---|
 //! | 1 | `count`: this member's element count of a `collect` | the member itself |
-//! | n (n ≤ 4) or ⌈log₂ n⌉ | sync line of member `j` (flat syncs) or of round `r` (dissemination): epoch, then two (lowest, highest) descriptor pairs (by epoch parity), each followed by a spare word; last, the word of this member's pair with `j` in a pairwise `alltoall` (`Layout::pair_word`) | member `j`, or member `me − 2^r`; the pair word by both members of the pair where `j` is the higher-numbered |
+//! | n (n ≤ 4) or ⌈log₂ n⌉ | sync line of member `j` (flat syncs) or of round `r` (dissemination): epoch, then two (lowest, highest) descriptor pairs (by epoch parity), each followed by a spare word; last, the mark word of this member's pair with `j` in a pairwise `alltoall` (`Layout::pair_word`) | member `j`, or member `me − 2^r` |
 //! | n | `sig[j]`: signal from member `j` (value, descriptor) | member `j` |
 //! | n | `ack[j]`: acknowledgement from member `j` (value, verdict) | member `j` |
 //! | n | `credit[j]`: eager messages of this member that `j` has consumed | member `j` |
 //! | 2n slots | eager slot `(j, parity)`: a header (message number + 1, length with the call's number in its top 24 bits, descriptor, credit), then up to `eager_bytes` of data, in the same lines, and a word to spare (a remote message's flag value) | member `j` |
-//! | n | `up[j]`: member `j`'s arrival at its node's leader in a sync by node (epoch, lowest and highest descriptor) | member `j` |
+//! | n | `up[j]`: member `j`'s arrival at its node's leader in a sync by node (epoch, lowest and highest descriptor); last, on a team of one node, the claim word of this member's pair with a higher-numbered `j` in a pairwise `alltoall` (`Layout::claim_word`) | member `j`; the claim word by both members of the pair |
 //! | 1 | `down`: the release of this member's node leader in a sync by node (epoch, lowest and highest descriptor) | the leader |
 //! | 1 | records of this member's last calls on the team (`calls.rs`) | the member itself |
 //!
@@ -27,6 +28,7 @@
 //! (`crate::post`). The credit and eager lines exist only in
 //! teams small enough for the eager (small-message) algorithms.
 
+use std::future::IntoFuture;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -34,7 +36,7 @@ use crate::data_plane::DataPlane;
 use crate::error::Result;
 use crate::heap::SymSlice;
 use crate::segment::HEADER_SIZE;
-use crate::wait::Wait;
+use crate::wait::{StallCheck, Wait};
 
 use super::calls::{Watch, RECORD_BYTES, RING};
 use super::{Team, TeamConfig};
@@ -147,14 +149,22 @@ impl Layout {
         self.sync + r * LINE
     }
 
-    /// The word of this member's pair with member `j` in a pairwise `alltoall`
-    /// (`pairwise.rs`): the last word of `j`'s sync line, which no sync writes. In the
-    /// lower-numbered member's region it is the pair's claim word (which both members
-    /// raise) and that member's done mark; in the higher-numbered one's, its done mark.
-    /// Written by atomic operations only, never posted: a post to another node would put
-    /// its value in the spare word after it, past the line.
+    /// The mark word of this member's pair with member `j` in a pairwise `alltoall`
+    /// (`pairwise.rs`): the last word of `j`'s sync line, which no sync writes; `j` marks
+    /// the pair done there when this member claimed it first. Written by atomic operations
+    /// only, never posted: a post to another node would put its value in the spare word
+    /// after it, past the line.
     pub fn pair_word(&self, j: usize) -> usize {
         self.sync(j) + LINE - 8
+    }
+
+    /// The claim word of this member's pair with the higher-numbered member `j` in a
+    /// pairwise `alltoall` (`pairwise.rs`), which both members raise: the last word of
+    /// `j`'s arrival line, which only syncs by node write, never run on a team of one node
+    /// (the only teams that run the pairwise form). Outside the sync lines, so that a claim
+    /// wakes no member waiting for its marks.
+    pub fn claim_word(&self, j: usize) -> usize {
+        self.up(j) + LINE - 8
     }
 
     /// The signal line from member `j`.
@@ -252,19 +262,49 @@ impl Team {
         &self,
         what: &'static str,
         watched: Range<usize>,
-        mut ready: impl FnMut() -> bool + Unpin + Send,
+        ready: impl FnMut() -> bool + Unpin + Send,
     ) -> Result<()> {
-        let at = HEADER_SIZE + self.inner.base;
         let mut watch = Watch::default();
         let mut stalled = || self.check_calls(&mut watch);
+        self.wait_in_region(what, watched, ready, &mut stalled)
+            .await
+    }
+
+    /// Waits, watching `watched`, until `ready` holds, for work that member `j` alone owes
+    /// this PE in its current call: ends early when the job fails or when `j` will never
+    /// finish the call (it gave it up, refused it, or finalized without it), whatever the
+    /// other members do (the call may already have failed for one of them).
+    pub(crate) async fn wait_for_member(
+        &self,
+        j: usize,
+        what: &'static str,
+        watched: Range<usize>,
+        ready: impl FnMut() -> bool + Unpin + Send,
+    ) -> Result<()> {
+        let mut stalled = || self.check_member(j);
+        self.wait_in_region(what, watched, ready, &mut stalled)
+            .await
+    }
+
+    /// The wait, watching `watched` (offsets in the region), until `ready` holds; `stalled`
+    /// judges the other members while it sleeps. Built here and awaited by the caller, with
+    /// no future of its own around it: one more layer made the 4-byte broadcast at 2 PEs
+    /// 1.3x slower (`scripts/compare-revisions`).
+    fn wait_in_region<'a>(
+        &'a self,
+        what: &'static str,
+        watched: Range<usize>,
+        mut ready: impl FnMut() -> bool + Unpin + Send + 'a,
+        stalled: StallCheck<'a>,
+    ) -> impl IntoFuture<Output = Result<()>, IntoFuture: Send> + 'a {
+        let at = HEADER_SIZE + self.inner.base;
         Wait::new(
             self.dp(),
             what,
             at + watched.start..at + watched.end,
             Ok(move || ready().then_some(())),
         )
-        .on_stall(&mut stalled)
-        .await
+        .on_stall(stalled)
     }
 
     /// Waits until this PE's word at `offset` is at least `v`.
