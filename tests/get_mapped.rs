@@ -1,7 +1,8 @@
 //! `DataPlane::get_mapped_at` and `DataPlane::put_mapped`, the C ABI's fast paths of `get` and
 //! `put`: they move what `get` and `put` move on a mapped route, and decline (moving and
-//! counting nothing) whatever those would refuse or send elsewhere, so that their caller
-//! falls back to `get` or `put` for the error.
+//! counting nothing) what would go elsewhere or that `put` would refuse (`get_mapped_at`,
+//! which takes a heap offset rather than a view, checks the user heap's bounds, not an
+//! allocation's), so that their caller falls back to `get` or `put` for the error.
 
 mod common;
 
@@ -37,9 +38,16 @@ fn reads_a_mapped_peer_and_declines_what_get_would_refuse() {
         assert!(!dp.get_mapped_at(&mut untouched, at, 2));
         assert_eq!(untouched, [7; 16]);
         assert!(dp.get_mapped_at(&mut untouched[..8], end - 8, peer));
-        // What was declined, `get` refuses and says why.
+        // What was declined, `get` refuses and says why: a PE out of range.
         let mut long = [7u64; 5];
         assert!(!dp.get_mapped_at(bytemuck::cast_slice_mut(&mut long), at, 3));
+        assert!(matches!(
+            pe.get(&mut long[..4], &buf, 3).await,
+            Err(Error::PeOutOfRange { .. })
+        ));
+        // The offset form checks the user heap only, not the allocation: more than `buf`
+        // holds is read where the heap goes on, and `get` from the view refuses it.
+        assert!(dp.get_mapped_at(bytemuck::cast_slice_mut(&mut long), at, peer));
         assert!(matches!(
             pe.get(&mut long, &buf, peer).await,
             Err(Error::OutOfBounds { .. })

@@ -26,12 +26,14 @@
 //! # Failures
 //! A first member whose call fails after it claimed (a member gave the call up, the job
 //! failed) takes its claims back before it returns, so that nothing is written into its
-//! `dest` after the call: it raises each unsettled pair's claim word from `4e` to `4e + 3`,
-//! and a second member that comes later moves nothing and fails the call too; where the
-//! second is already moving (`4e + 1`), it waits for that member's mark, which ends unless
-//! the job fails or that member gives the call up. A call dropped midway (cancelled)
-//! withdraws its unsettled pairs at once, without waiting: a second member already moving
-//! may still write into its `dest` then.
+//! `dest` after the call: it raises the claim word of each pair it claimed first from `4e`
+//! to `4e + 3`, and a second member that comes later moves nothing and fails the call too
+//! (giving it up, and withdrawing its own first claims); where the second is already moving
+//! (`4e + 1`), it waits until that member's mark comes, the job fails, or that member gives
+//! the call up. Two ends are left open: a job that fails (a PE lost) ends that wait and
+//! may leave a live mover writing, and a call dropped midway (cancelled) withdraws its
+//! pairs at once, without waiting, so that a second member already moving may still write
+//! into its `dest` then.
 //!
 //! # Why
 //! The flat form (enter, read every block in place, sync) takes two waits per call: for the
@@ -175,13 +177,17 @@ impl Team {
                 // Unmarked: the first member learns of the mismatch from this member's
                 // arrival, and may be past this call before a mark could land.
                 Claim::Mismatch(lo, hi) => judge(op, (desc.min(lo), desc.max(hi))),
-                Claim::Withdrawn => op.reject(Error::CollectiveMismatch {
-                    operation: "alltoall",
-                    detail: format!(
-                        "member {j} gave this call up (it failed there) before this member \
-                         came to their pair; the team cannot be used any more"
-                    ),
-                }),
+                // A failure, as the first member's: this call gives up too (and withdraws
+                // the claims it made first), so the team's members see it unusable alike.
+                Claim::Withdrawn => {
+                    return Err(Error::CollectiveMismatch {
+                        operation: "alltoall",
+                        detail: format!(
+                            "member {j} gave this call up (it failed there) before this \
+                             member came to their pair; the team cannot be used any more"
+                        ),
+                    })
+                }
             }
         }
         Ok(())
