@@ -9,7 +9,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::runtime;
-use ferroshmem::{run_local, Error, Pe, Result, SymBuffer, SymSlice};
+use ferroshmem::{run_local, Cmp, Error, Pe, Result, SymBuffer, SymSlice, TeamConfig};
 
 /// How long the member that stays out waits to see the others' blocks move; reaching it
 /// means they waited for it.
@@ -250,12 +250,12 @@ fn a_pairwise_alltoall_writes_nothing_into_a_returned_members_dest() {
                 let after = vec![u64::MAX; whole];
                 pe.put(dest.slice(whole..2 * whole), &after, me).await?;
                 pe.p(returned.at(0), 1, 1).await?;
-                wait_for_flag(&pe, returned.at(0), "PE 1's call to return").await?;
+                wait_for_flag(&pe, returned.at(0), 1, "PE 1's call to return").await?;
                 expect_block(&pe, &dest, (1, whole), |_| u64::MAX).await?;
                 outcome
             }
             _ => {
-                wait_for_flag(&pe, returned.at(0), "PE 0's call to return").await?;
+                wait_for_flag(&pe, returned.at(0), 1, "PE 0's call to return").await?;
                 let call = world.alltoall(&dest, &source, whole);
                 let outcome = within("PE 1's call", call).await;
                 pe.p(returned.at(0), 1, 0).await?;
@@ -301,14 +301,14 @@ fn a_cancelled_pairwise_alltoall_gets_nothing_written_into_its_dest() {
                 pe.p(returned.at(0), 1, other).await?;
             }
             for other in 1..N {
-                wait_for_flag(&pe, returned.at(other), "the others' calls to return").await?;
+                wait_for_flag(&pe, returned.at(other), 1, "the others' calls to return").await?;
             }
             for other in 1..N {
                 expect_block(&pe, &dest, (other, whole), |_| u64::MAX).await?;
             }
             return Ok(());
         }
-        wait_for_flag(&pe, returned.at(0), "PE 0's call to be dropped").await?;
+        wait_for_flag(&pe, returned.at(0), 1, "PE 0's call to be dropped").await?;
         let outcome = within("the call", world.alltoall(&dest, &source, whole)).await;
         pe.p(returned.at(me), 1, 0).await?;
         match outcome {
@@ -320,10 +320,109 @@ fn a_cancelled_pairwise_alltoall_gets_nothing_written_into_its_dest() {
     });
 }
 
-/// Waits, [`PATIENCE`] at most, until this PE's `flag` is set.
-async fn wait_for_flag(pe: &Pe, flag: SymSlice<'_, u64>, what: &str) -> Result<()> {
+/// Rounds of [`a_failing_pairwise_alltoall_waits_for_a_member_already_moving`]: each shows a
+/// member that returns without waiting with some chance only (when its failure reaches it
+/// before the mover's copy ends), so the test repeats it.
+const MOVING_ROUNDS: u64 = 4;
+
+/// A pairwise `alltoall` that fails on PE 0 while PE 1 is moving their pair's blocks: PE 0
+/// must wait for PE 1's mark before it returns, so that nothing lands in its `dest`
+/// afterwards.
+#[test]
+fn a_failing_pairwise_alltoall_waits_for_a_member_already_moving() {
+    job(|pe| async move {
+        // 8 MiB blocks: PE 1's copies last long after PE 2 sees their first word land.
+        let (me, whole) = (pe.my_pe(), 1 << 20);
+        let source = pe.calloc::<u64>(N * whole).await?;
+        let dest = pe.calloc::<u64>(N * whole).await?;
+        // Word 0: PE 0's go to PE 1, and PE 2's wake-up of PE 0; word 1: PE 1's return.
+        let flags = pe.calloc::<u64>(2).await?;
+        let mine = Collective::AlltoallPairwise.source(me, whole);
+        pe.put(source.slice(..mine.len()), &mine, me).await?;
+        for round in 1..=MOVING_ROUNDS {
+            fail_while_moving(&pe, (&dest, &source, whole), &flags, round).await?;
+        }
+        Ok(())
+    });
+}
+
+/// One round of [`a_failing_pairwise_alltoall_waits_for_a_member_already_moving`], on a new
+/// team whose blocks of `whole` elements go pairwise: PE 0 claims its pairs first, PE 1
+/// comes second to its pair with PE 0 and moves, PE 2 refuses the call once PE 1's block
+/// starts landing in PE 0's `dest`, and wakes PE 0 at once by a write that PE 0 waits for
+/// beside the call. Flags count rounds.
+async fn fail_while_moving(
+    pe: &Pe,
+    (dest, source, whole): (&SymBuffer<u64>, &SymBuffer<u64>, usize),
+    flags: &SymBuffer<u64>,
+    round: u64,
+) -> Result<()> {
+    let me = pe.my_pe();
+    let config = TeamConfig {
+        pairwise_bytes: 8 * whole,
+        ..TeamConfig::default()
+    };
+    let team = pe.team_world().split_strided_with(0, 1, N, config).await?;
+    let team = team.ok_or_else(|| Error::InvalidArgument("not a member".into()))?;
+    // The word of PE 0's `dest` that PE 1 writes first, and the one it writes last.
+    let (first, last) = (dest.at(whole), dest.at(2 * whole - 1));
+    if me == 0 {
+        pe.p(first, 0, me).await?;
+    }
+    pe.barrier_all().await?;
+    let outcome = match me {
+        0 => {
+            pe.p(flags.at(0), round, 1).await?;
+            let woken = within("PE 2's wake-up", async {
+                pe.wait_until(flags.at(0), Cmp::Ge, round).await
+            });
+            let call = within("PE 0's call", team.alltoall(dest, source, whole));
+            let (outcome, woken) = tokio::join!(call, woken);
+            woken?;
+            // PE 1 writes its block while the call runs only: the last word is this PE's now.
+            pe.p(last, u64::MAX, me).await?;
+            wait_for_flag(pe, flags.at(1), round, "PE 1's call to return").await?;
+            let v = pe.g(last, me).await?;
+            if v != u64::MAX {
+                return Err(Error::InvalidArgument(format!(
+                    "round {round}: PE 1 wrote {v} into PE 0's dest after PE 0's call returned"
+                )));
+            }
+            outcome
+        }
+        1 => {
+            wait_for_flag(pe, flags.at(0), round, "PE 0's go").await?;
+            // PE 0 claims their pair first meanwhile.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            let outcome = within("PE 1's call", team.alltoall(dest, source, whole)).await;
+            pe.p(flags.at(1), round, 0).await?;
+            outcome
+        }
+        _ => {
+            let started = Instant::now();
+            while pe.g(first, 0).await? == 0 && started.elapsed() < PATIENCE {
+                tokio::task::yield_now().await;
+            }
+            let refused = team.alltoall(dest.slice(..whole), source, whole).await;
+            pe.p(flags.at(0), round, 0).await?;
+            refused
+        }
+    };
+    match (me, outcome) {
+        (2, Err(Error::OutOfBounds { .. })) | (0 | 1, Err(Error::CollectiveMismatch { .. })) => {
+            Ok(())
+        }
+        (_, other) => Err(Error::InvalidArgument(format!(
+            "round {round}, PE {me}: {other:?}, expected PE 2's call refused and the \
+             others' failing"
+        ))),
+    }
+}
+
+/// Waits, [`PATIENCE`] at most, until this PE's `flag` holds at least `value`.
+async fn wait_for_flag(pe: &Pe, flag: SymSlice<'_, u64>, value: u64, what: &str) -> Result<()> {
     let started = Instant::now();
-    while pe.g(flag, pe.my_pe()).await? == 0 {
+    while pe.g(flag, pe.my_pe()).await? < value {
         if started.elapsed() > PATIENCE {
             return Err(Error::InvalidArgument(format!(
                 "waited {PATIENCE:?} for {what}"
