@@ -379,10 +379,30 @@ fn two_cpus_and_taskset() -> Option<Vec<usize>> {
     Some(allowed)
 }
 
+/// Asserts that the `n` PEs of `done`, which outnumber `cpus`, are bound to one of them
+/// each, dealt in rank order (`n = 3` on 2 CPUs: PEs 0 and 2 on the first, PE 1 on the
+/// other).
+fn assert_one_cpu_each_dealt(done: &Finished, n: usize, cpus: &[usize]) {
+    let bound: Vec<usize> = (0..n)
+        .map(|pe| match cpus_of(done, pe).as_slice() {
+            [one] if one.len() == 1 && cpus.contains(&one[0]) => one[0],
+            other => panic!("PE {pe} of {n} runs on {other:?}, not one CPU of {cpus:?}"),
+        })
+        .collect();
+    let first_round = &bound[..cpus.len()];
+    let mut used = first_round.to_vec();
+    used.sort_unstable();
+    assert_eq!(used, cpus, "every CPU in the first round: {bound:?}");
+    assert!(
+        (cpus.len()..n).all(|pe| bound[pe] == bound[pe - cpus.len()]),
+        "dealt in turn: {bound:?}"
+    );
+}
+
 /// `--bind-to share` on two CPUs (the launcher held to them by `taskset`): 2 PEs get one
-/// each; 3 PEs, which outnumber them, none.
+/// each; 3 PEs, which outnumber them, one each too, dealt in rank order.
 #[test]
-fn asked_for_shares_split_the_cpus_given_and_none_when_crowded() {
+fn asked_for_shares_split_the_cpus_given_and_the_pes_when_crowded() {
     let Some(allowed) = two_cpus_and_taskset() else {
         return;
     };
@@ -393,7 +413,7 @@ fn asked_for_shares_split_the_cpus_given_and_none_when_crowded() {
     assert_shares(&pair, 2, &two);
     let crowd = run_pes_under(&taskset, &["-n", "3", "--bind-to", "share"], "bind");
     crowd.expect(0, &[]);
-    assert_unbound(&crowd, 3, &two);
+    assert_one_cpu_each_dealt(&crowd, 3, &two);
 }
 
 /// By default two PEs share the machine's CPUs, and PEs placed already (`taskset`) stay on
@@ -408,6 +428,14 @@ fn by_default_pes_share_the_machine_unless_placed_already() {
         let pair = run_pes("2", "bind");
         pair.expect(0, &[]);
         assert_shares(&pair, 2, &allowed);
+        let crowd_size = allowed.len() + 1;
+        if crowd_size <= 9 {
+            let crowd = run_pes(&crowd_size.to_string(), "bind");
+            crowd.expect(0, &[]);
+            assert_one_cpu_each_dealt(&crowd, crowd_size, &allowed);
+        } else {
+            eprintln!("not checked: the default on a crowded machine (too many CPUs to crowd)");
+        }
     } else {
         eprintln!("not checked: the default share (this process may not use every CPU)");
     }

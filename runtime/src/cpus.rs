@@ -11,10 +11,13 @@
 //! [`bind_to_core`] pins a PE's threads to one CPU (`FERROSHMEM_BIND=core`): on a crowded
 //! node the PEs that share a CPU then take turns on it instead of being moved between CPUs
 //! by the scheduler, which made a 4-PE barrier on 2 CPUs take 2.1 or 4.0 µs from run to run.
-//! [`bind_to_share`] gives each PE of a machine that is not crowded its own block of the CPUs
+//! [`bind_to_share`] gives each PE of a machine its own block of the CPUs
 //! (`FERROSHMEM_BIND=share`, the default under `ferroshmem run`): unbound, the scheduler at
 //! times ran both PEs of a 2-PE job on one of 2 CPUs, where each wait spins its slice before
-//! it yields to the other PE, and a barrier took 5 µs instead of 0.2–0.3.
+//! it yields to the other PE, and a barrier took 5 µs instead of 0.2–0.3. On a crowded
+//! machine it deals the CPUs over the PEs as [`bind_to_core`] does: unbound, a short job's
+//! 4 PEs on 2 CPUs often started 3 on one CPU and stayed so, and a 4-byte `alltoall` took
+//! 4–5 µs where a balanced placement took 2.4–2.8.
 
 use bytemuck::{Pod, Zeroable};
 use rustix::process::Pid;
@@ -183,21 +186,28 @@ pub struct MachinePlace {
 
 /// The share of `cpus` (those the PEs of a machine may run on, in topology order) of the PE
 /// at `place`: block `place.rank` of `place.pes` contiguous blocks, their sizes differing by
-/// one at most. `None` where no binding is due: the PEs outnumber the CPUs, or `usable` (a
-/// quota's cap), or one PE would have them all.
+/// one at most. Where the PEs outnumber the CPUs, each PE gets one CPU, the CPUs dealt over
+/// the PEs in rank order (as [`bind_to_core`] deals them). `None` where no binding is due:
+/// one PE would have them all, or `usable` (a quota's cap) is below the PEs while the CPUs
+/// are not.
 fn share_of(cpus: &[usize], place: MachinePlace, usable: usize) -> Option<&[usize]> {
-    if !share_fits(place, cpus.len(), usable) {
+    if !share_due(place, cpus.len(), usable) {
         return None;
     }
     let block = place.rank % place.pes;
+    if place.pes > cpus.len() {
+        let cpu = block % cpus.len();
+        return Some(&cpus[cpu..=cpu]);
+    }
     let edge = |b: usize| b * cpus.len() / place.pes;
     Some(&cpus[edge(block)..edge(block + 1)])
 }
 
-/// Whether the PEs of `place`'s machine can each have a CPU of their own out of `cpus`
-/// (capped at `usable`), and are more than one.
-fn share_fits(place: MachinePlace, cpus: usize, usable: usize) -> bool {
-    place.pes > 1 && place.pes <= cpus.min(usable)
+/// Whether the PEs of `place`'s machine, more than one, get shares of `cpus`: blocks of
+/// CPUs where each can have its own (capped at `usable`), one CPU each where they outnumber
+/// the CPUs.
+fn share_due(place: MachinePlace, cpus: usize, usable: usize) -> bool {
+    place.pes > 1 && cpus > 0 && (place.pes > cpus || place.pes <= usable)
 }
 
 /// Pins every thread of this process to its share of the machine's CPUs (`share_of` of the
@@ -218,7 +228,7 @@ pub fn bind_to_share(place: MachinePlace, asked: bool) -> Result<Option<Vec<usiz
         return Ok(None);
     }
     let usable = usable_cpus();
-    if !share_fits(place, allowed.len(), usable) {
+    if !share_due(place, allowed.len(), usable) {
         return Ok(None);
     }
     let cpus = in_topology_order(&allowed, place_in_sysfs);
@@ -405,16 +415,31 @@ mod tests {
     }
 
     #[test]
-    fn no_share_is_bound_alone_or_on_a_crowded_machine() {
+    fn pes_that_outnumber_the_cpus_get_one_each_dealt_in_rank_order() {
+        let four_on_two: Vec<&[usize]> = (0..4)
+            .map(|r| share_of(&[0, 1], at(r, 4), 2).unwrap())
+            .collect();
+        assert_eq!(four_on_two, [&[0][..], &[1][..], &[0][..], &[1][..]]);
+        let five_on_two: Vec<usize> = (0..5)
+            .map(|r| share_of(&[6, 9], at(r, 5), 2).unwrap()[0])
+            .collect();
+        assert_eq!(five_on_two, [6, 9, 6, 9, 6]);
+        let seven_on_three: Vec<usize> = (0..7)
+            .map(|r| share_of(&[0, 1, 2], at(r, 7), 1).unwrap()[0])
+            .collect();
+        assert_eq!(
+            seven_on_three,
+            [0, 1, 2, 0, 1, 2, 0],
+            "a quota changes nothing here"
+        );
+    }
+
+    #[test]
+    fn no_share_is_bound_alone_or_under_a_quota_below_the_pes() {
         assert_eq!(
             share_of(&[0, 1], at(0, 1), 2),
             None,
             "one PE keeps every CPU"
-        );
-        assert_eq!(
-            share_of(&[0, 1], at(2, 4), 2),
-            None,
-            "crowded: the scheduler balances"
         );
         assert_eq!(
             share_of(&[0, 1, 2, 3], at(0, 4), 2),

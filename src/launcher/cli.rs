@@ -112,8 +112,8 @@ struct RunArgs {
     timeout: Option<Duration>,
 
     /// Where each PE's threads run: `share`, an equal block of the machine's CPUs per PE of
-    /// the job there, in rank order (unbound where PEs outnumber CPUs, as `mpirun` leaves an
-    /// oversubscribed job, or where they were placed already); `core`, one CPU each, the
+    /// the job there, in rank order (one CPU each, dealt in rank order, where PEs outnumber
+    /// CPUs; unbound where they were placed already); `core`, one CPU each, the
     /// host's CPUs dealt over its PEs in rank order, as `mpirun --bind-to core`; `none`,
     /// where they start. Passed to the PEs as FERROSHMEM_BIND. Default: that variable, else
     /// share.
