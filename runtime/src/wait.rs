@@ -36,16 +36,32 @@ const CROWDED_SPIN_SLICE: Duration = Duration::ZERO;
 /// Checks of a spinning wait between two readings of the clock (each a few tens of
 /// nanoseconds) for the end of its slice.
 const CHECKS_PER_CLOCK_READ: usize = 32;
+/// Checks of a wait's one round on a crowded node, before it yields: a round of 32 checks
+/// (a hint after each, as below) made the 4-PE collectives on 2 CPUs of an Intel Xeon
+/// (family 6, model 207) 1.1-1.2x slower than rounds of 2 or 8 (barrier 2.19 against 1.95
+/// µs, fcollect 4 B 2.53 against 2.07, alltoall 256 B 2.97 against 2.54): the writer it
+/// waits for often shares its CPU, and a yield there costs less than 0.2 µs.
+const CROWDED_CHECKS_PER_ROUND: usize = 8;
 /// Checks of a spinning wait between two spin-loop hints (`pause` on x86, which lets an SMT
 /// sibling run): a write that lands during a hint is seen only after it, so a hint after
 /// every check made the 2-PE ping-pong of `benches/host_pt2pt.rs` 1.2x slower on an AMD
 /// Zen 4 than a hint every eighth check.
 const CHECKS_PER_PAUSE: usize = 8;
 /// The same on a crowded node, where the writer may not be running at all and a wait's one
-/// round of checks is its turn before it yields: a hint after every check. (Rounds a few
-/// times shorter there, with a hint every eighth check, made the 4-PE barrier on 2 CPUs
-/// 1.2-1.5x slower: more turns through the scheduler.)
+/// round of checks is its turn before it yields: a hint after every check. (Rounds of 32
+/// checks with a hint every eighth, a few times shorter than with a hint after each, made
+/// the 4-PE barrier on 2 CPUs of an earlier VM 1.2-1.5x slower: more turns through the
+/// scheduler.)
 const CROWDED_CHECKS_PER_PAUSE: usize = 1;
+
+/// Checks between two readings of the clock on a crowded node (one round: its slice is
+/// none) or not.
+fn checks_per_round(crowded: bool) -> usize {
+    match crowded {
+        true => CROWDED_CHECKS_PER_ROUND,
+        false => CHECKS_PER_CLOCK_READ,
+    }
+}
 
 /// Checks between two spin-loop hints on a crowded node or not.
 fn checks_per_pause(crowded: bool) -> usize {
@@ -279,7 +295,7 @@ fn spin_one_slice<R>(
 ) -> Option<R> {
     let slice_end = now + spin_slice(crowded);
     let per_pause = checks_per_pause(crowded);
-    let pauses = CHECKS_PER_CLOCK_READ / per_pause;
+    let pauses = checks_per_round(crowded) / per_pause;
     loop {
         for _ in 0..pauses {
             for _ in 0..per_pause {
