@@ -371,10 +371,11 @@ fn pin_to_a_core(env: &LaunchEnv, bind: Bind) -> Result<()> {
 /// [`Bind::Share`] (asked for by `FERROSHMEM_BIND`, or the launcher's default, which leaves
 /// some PEs alone: [`ferroshmem_runtime::cpus::bind_to_share`]): the job's PEs on this
 /// machine (`nodes`: every PE's node key) are those on the same kernel, network namespaces
-/// with host names of their own included, since they run on the same CPUs. The shares
-/// together cover the CPUs the PEs had (a block each, or one CPU each where they outnumber
-/// them, dealt over them all), so the node is crowded after exactly when it was before, and
-/// the CPUs its segments recorded before still give the right verdict
+/// with host names of their own included, since they run on the same CPUs. Where the PEs
+/// had one CPU list (the default binds only PEs that may use the whole machine, and CPUs are
+/// dealt only over the whole machine), the shares together cover it (a block each, or one
+/// CPU each where they outnumber the CPUs), so the node is crowded after exactly when it was
+/// before, and the CPUs its segments recorded before binding still give the right verdict
 /// ([`ferroshmem_runtime::cpus`]). A failure is an error where
 /// `FERROSHMEM_BIND` asked for the share, a warning where it is the default (the threads
 /// keep the CPUs they had).

@@ -86,7 +86,7 @@ pub enum Bind {
     Core,
     /// On an equal share of the CPUs the PE was started with, one block of them per PE of
     /// the job on this machine (nodes of one kernel, [`same_machine`]), in rank order; one
-    /// CPU each, dealt in rank order, where those PEs outnumber the CPUs (see
+    /// CPU each, dealt in rank order, where those PEs outnumber the machine's CPUs (see
     /// [`crate::cpus::bind_to_share`]). The default under `ferroshmem run`.
     Share,
 }

@@ -14,10 +14,10 @@
 //! [`bind_to_share`] gives each PE of a machine its own block of the CPUs
 //! (`FERROSHMEM_BIND=share`, the default under `ferroshmem run`): unbound, the scheduler at
 //! times ran both PEs of a 2-PE job on one of 2 CPUs, where each wait spins its slice before
-//! it yields to the other PE, and a barrier took 5 µs instead of 0.2–0.3. On a crowded
-//! machine it deals the CPUs over the PEs as [`bind_to_core`] does: unbound, a short job's
-//! 4 PEs on 2 CPUs often started 3 on one CPU and stayed so, and a 4-byte `alltoall` took
-//! 4–5 µs where a balanced placement took 2.4–2.8.
+//! it yields to the other PE, and a barrier took 5 µs instead of 0.2–0.3. Where the PEs
+//! outnumber the machine's CPUs it deals the CPUs over them, one each, in number order as
+//! [`bind_to_core`] does: unbound, a short job's 4 PEs on 2 CPUs often started 3 on one CPU
+//! and stayed so, and a 4-byte `alltoall` took 4–5 µs in most runs; dealt, 2.4 µs.
 
 use bytemuck::{Pod, Zeroable};
 use rustix::process::Pid;
@@ -186,57 +186,69 @@ pub struct MachinePlace {
 
 /// The share of `cpus` (those the PEs of a machine may run on, in topology order) of the PE
 /// at `place`: block `place.rank` of `place.pes` contiguous blocks, their sizes differing by
-/// one at most. Where the PEs outnumber the CPUs, each PE gets one CPU, the CPUs dealt over
-/// the PEs in rank order (as [`bind_to_core`] deals them). `None` where no binding is due:
-/// one PE would have them all, or `usable` (a quota's cap) is below the PEs while the CPUs
-/// are not.
+/// one at most. `None` where no block is due: the PEs outnumber the CPUs, or `usable` (a
+/// quota's cap), or one PE would have them all.
 fn share_of(cpus: &[usize], place: MachinePlace, usable: usize) -> Option<&[usize]> {
-    if !share_due(place, cpus.len(), usable) {
+    if !share_fits(place, cpus.len(), usable) {
         return None;
     }
     let block = place.rank % place.pes;
-    if place.pes > cpus.len() {
-        let cpu = block % cpus.len();
-        return Some(&cpus[cpu..=cpu]);
-    }
     let edge = |b: usize| b * cpus.len() / place.pes;
     Some(&cpus[edge(block)..edge(block + 1)])
 }
 
-/// Whether the PEs of `place`'s machine, more than one, get shares of `cpus`: blocks of
-/// CPUs where each can have its own (capped at `usable`), one CPU each where they outnumber
-/// the CPUs.
-fn share_due(place: MachinePlace, cpus: usize, usable: usize) -> bool {
-    place.pes > 1 && cpus > 0 && (place.pes > cpus || place.pes <= usable)
+/// Whether the PEs of `place`'s machine can each have a CPU of their own out of `cpus`
+/// (capped at `usable`), and are more than one.
+fn share_fits(place: MachinePlace, cpus: usize, usable: usize) -> bool {
+    place.pes > 1 && place.pes <= cpus.min(usable)
 }
 
-/// Pins every thread of this process to its share of the machine's CPUs (`share_of` of the
-/// calling thread's CPUs in topology order) as the PE at `place`. Unless
+/// The one CPU of `cpus` (in number order) of the PE at `place` where the machine's PEs
+/// outnumber them: the CPUs dealt over the PEs in rank order, as [`bind_to_core`] deals a
+/// node's CPUs over its PEs. `None` where the PEs do not outnumber the CPUs.
+fn dealt_cpu(cpus: &[usize], place: MachinePlace) -> Option<usize> {
+    if place.pes <= cpus.len() || cpus.is_empty() {
+        return None;
+    }
+    Some(cpus[place.rank % place.pes % cpus.len()])
+}
+
+/// Pins every thread of this process to its share of the machine's CPUs as the PE at
+/// `place`: a block of the calling thread's CPUs in topology order (`share_of`), or, where
+/// the machine's PEs outnumber those CPUs, one of them (`dealt_cpu`). Unless
 /// `FERROSHMEM_BIND=share` was `asked` for, it binds nothing
 /// - where the PE's CPUs are fewer than the machine's (a launcher, `taskset` or a cpuset
 ///   placed it already): PEs placed on different CPU sets would split each their own by one
 ///   count, and could end up crowded where their records say they are not;
 /// - where the machine's PEs make several nodes (`default_share_due`).
 ///
-/// Returns the CPUs, or `None` where it bound nothing.
+/// Even when asked, it deals CPUs only where the PE may run on every CPU of the machine and
+/// the machine is one node: PEs that `mpirun` placed on CPU sets of their own (a package
+/// each, say) would each deal their own set and leave some CPUs idle, two PEs on each used
+/// one. Returns the CPUs, or `None` where it bound nothing.
 ///
 /// # Errors
 /// As [`bind_to_core`].
 pub fn bind_to_share(place: MachinePlace, asked: bool) -> Result<Option<Vec<usize>>> {
     let (before, allowed) = allowed_cpus("share")?;
-    if !asked && !default_share_due(place, allowed.len(), machine_cpus()) {
+    let whole_machine = default_share_due(place, allowed.len(), machine_cpus());
+    if !asked && !whole_machine {
         return Ok(None);
     }
-    let usable = usable_cpus();
-    if !share_due(place, allowed.len(), usable) {
-        return Ok(None);
-    }
-    let cpus = in_topology_order(&allowed, place_in_sysfs);
-    let Some(share) = share_of(&cpus, place, usable) else {
-        return Ok(None);
+    let share = if place.pes > allowed.len() {
+        match dealt_cpu(&allowed, place) {
+            Some(cpu) if whole_machine => vec![cpu],
+            _ => return Ok(None),
+        }
+    } else {
+        let cpus = in_topology_order(&allowed, place_in_sysfs);
+        match share_of(&cpus, place, usable_cpus()) {
+            Some(share) => share.to_vec(),
+            None => return Ok(None),
+        }
     };
-    bind_threads(share, &before, "share")?;
-    Ok(Some(share.to_vec()))
+    bind_threads(&share, &before, "share")?;
+    Ok(Some(share))
 }
 
 /// Whether the default binds the PE at `place`, which may use `allowed` of the machine's
@@ -416,30 +428,28 @@ mod tests {
 
     #[test]
     fn pes_that_outnumber_the_cpus_get_one_each_dealt_in_rank_order() {
-        let four_on_two: Vec<&[usize]> = (0..4)
-            .map(|r| share_of(&[0, 1], at(r, 4), 2).unwrap())
-            .collect();
-        assert_eq!(four_on_two, [&[0][..], &[1][..], &[0][..], &[1][..]]);
-        let five_on_two: Vec<usize> = (0..5)
-            .map(|r| share_of(&[6, 9], at(r, 5), 2).unwrap()[0])
-            .collect();
-        assert_eq!(five_on_two, [6, 9, 6, 9, 6]);
-        let seven_on_three: Vec<usize> = (0..7)
-            .map(|r| share_of(&[0, 1, 2], at(r, 7), 1).unwrap()[0])
-            .collect();
-        assert_eq!(
-            seven_on_three,
-            [0, 1, 2, 0, 1, 2, 0],
-            "a quota changes nothing here"
-        );
+        let four_on_two: Vec<Option<usize>> =
+            (0..4).map(|r| dealt_cpu(&[0, 1], at(r, 4))).collect();
+        assert_eq!(four_on_two, [Some(0), Some(1), Some(0), Some(1)]);
+        let five_on_two: Vec<Option<usize>> =
+            (0..5).map(|r| dealt_cpu(&[6, 9], at(r, 5))).collect();
+        assert_eq!(five_on_two, [Some(6), Some(9), Some(6), Some(9), Some(6)]);
+        assert_eq!(dealt_cpu(&[0, 1, 2], at(8, 7)), Some(1), "ranks wrap");
+        assert_eq!(dealt_cpu(&[0, 1], at(0, 2)), None, "not outnumbered");
+        assert_eq!(dealt_cpu(&[], at(0, 2)), None);
     }
 
     #[test]
-    fn no_share_is_bound_alone_or_under_a_quota_below_the_pes() {
+    fn no_block_is_due_alone_on_a_crowded_machine_or_under_a_quota() {
         assert_eq!(
             share_of(&[0, 1], at(0, 1), 2),
             None,
             "one PE keeps every CPU"
+        );
+        assert_eq!(
+            share_of(&[0, 1], at(2, 4), 2),
+            None,
+            "crowded: CPUs are dealt instead"
         );
         assert_eq!(
             share_of(&[0, 1, 2, 3], at(0, 4), 2),

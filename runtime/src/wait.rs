@@ -34,14 +34,17 @@ pub(crate) const SPIN_SLICE: Duration = Duration::from_micros(4);
 const CROWDED_SPIN_SLICE: Duration = Duration::ZERO;
 
 /// Checks of a spinning wait between two readings of the clock (each a few tens of
-/// nanoseconds) for the end of its slice.
+/// nanoseconds) for the end of its slice, on a node that is not crowded.
 const CHECKS_PER_CLOCK_READ: usize = 32;
-/// Checks of a wait's one round on a crowded node, before it yields: a round of 32 checks
-/// (a hint after each, as below) made the 4-PE collectives on 2 CPUs of an Intel Xeon
-/// (family 6, model 207) 1.1-1.2x slower than rounds of 2 or 8 (barrier 2.19 against 1.95
-/// µs, fcollect 4 B 2.53 against 2.07, alltoall 256 B 2.97 against 2.54): the writer it
-/// waits for often shares its CPU, and a yield there costs less than 0.2 µs.
+/// Checks of a wait's one round on a crowded node, before it yields. Rounds of 8 checks
+/// took the small 4-PE collectives on 2 CPUs of an Intel Xeon (family 6, model 207), the
+/// PEs bound two to a CPU, 0.80-0.88 of the time rounds of 32 took (a hint after each
+/// check, as below; barrier 1.96 against 2.26 µs, fcollect 4 B 2.19 against 2.58, alltoall
+/// 4 B 2.21 against 2.73, reduce 4 B 2.24 against 2.57; rounds of 1, 2 or 4 within the
+/// swing of 8): the writer a wait is for often shares its CPU, and a yield there costs
+/// less than 0.2 µs. Unbound, runs spread too widely to tell.
 const CROWDED_CHECKS_PER_ROUND: usize = 8;
+const _: () = assert!(CROWDED_CHECKS_PER_ROUND >= CROWDED_CHECKS_PER_PAUSE);
 /// Checks of a spinning wait between two spin-loop hints (`pause` on x86, which lets an SMT
 /// sibling run): a write that lands during a hint is seen only after it, so a hint after
 /// every check made the 2-PE ping-pong of `benches/host_pt2pt.rs` 1.2x slower on an AMD
@@ -50,8 +53,9 @@ const CHECKS_PER_PAUSE: usize = 8;
 /// The same on a crowded node, where the writer may not be running at all and a wait's one
 /// round of checks is its turn before it yields: a hint after every check. (Rounds of 32
 /// checks with a hint every eighth, a few times shorter than with a hint after each, made
-/// the 4-PE barrier on 2 CPUs of an earlier VM 1.2-1.5x slower: more turns through the
-/// scheduler.)
+/// the 4-PE barrier on 2 CPUs of an earlier VM, its PEs unbound, 1.2-1.5x slower: more
+/// turns through the scheduler. Bound two to a CPU on a later one, shorter rounds of
+/// checks, each still with its hint, were the faster: `CROWDED_CHECKS_PER_ROUND`.)
 const CROWDED_CHECKS_PER_PAUSE: usize = 1;
 
 /// Checks between two readings of the clock on a crowded node (one round: its slice is
