@@ -202,10 +202,7 @@ impl DataPlane {
     /// # Errors
     /// [`Error::OutOfBounds`] when the range passes the user heap.
     pub fn heap_file(&self, offset: usize, len: usize) -> Result<(BorrowedFd<'_>, u64)> {
-        if offset
-            .checked_add(len)
-            .is_none_or(|end| end > self.user_heap_bytes())
-        {
+        if !self.in_user_heap(offset, len) {
             return Err(Error::OutOfBounds {
                 what: "heap file range",
                 needed: offset.saturating_add(len),
@@ -213,6 +210,15 @@ impl DataPlane {
             });
         }
         Ok((self.own.fd(), (HEADER_SIZE + offset) as u64))
+    }
+
+    /// Whether user-heap bytes `offset..offset + len` lie in the user heap (an offset from
+    /// its start, the same on every PE).
+    #[inline(always)]
+    pub(crate) fn in_user_heap(&self, offset: usize, len: usize) -> bool {
+        offset
+            .checked_add(len)
+            .is_some_and(|end| end <= self.user_heap_bytes())
     }
 
     /// Shuts this PE's data plane down, once it has finalized: from then on every operation

@@ -277,10 +277,7 @@ impl DataPlane {
         let Some(Route::Mapped(source)) = self.routes.get(pe) else {
             return false;
         };
-        let in_user_heap = offset
-            .checked_add(dest.len())
-            .is_some_and(|end| end <= self.user_heap_bytes());
-        if !in_user_heap || self.is_shut_down() {
+        if !self.in_user_heap(offset, dest.len()) || self.is_shut_down() {
             return false;
         }
         let at = HEADER_SIZE + offset;

@@ -310,12 +310,14 @@ impl Team {
     /// [`Error::CollectiveMismatch`] when `j` will never finish this call: it gave it (or an
     /// earlier one) up, refused it, or has begun to finalize without it.
     pub(crate) fn check_member(&self, j: usize) -> Result<()> {
-        let call = self.inner.counters.calls.load(Ordering::Relaxed);
-        let mine = Record(
-            self.local(self.inner.layout.call(call))
-                .load(Ordering::Relaxed),
-        );
+        let mine = Record(self.local(self.current_record()).load(Ordering::Relaxed));
         self.standing(j, mine).map(drop)
+    }
+
+    /// The region offset of this PE's record of its current call.
+    fn current_record(&self) -> usize {
+        let call = self.inner.counters.calls.load(Ordering::Relaxed);
+        self.inner.layout.call(call)
     }
 
     /// Checks this PE's current call against the other members' records, for a waiter that
@@ -338,8 +340,7 @@ impl Team {
             return Ok(());
         }
         watch.last_read = Some(now);
-        let call = self.inner.counters.calls.load(Ordering::Relaxed);
-        let at = self.inner.layout.call(call);
+        let at = self.current_record();
         let mine = Record(self.local(at).load(Ordering::Relaxed));
         let my_desc = self.local(at + 8).load(Ordering::Relaxed);
         let me = self.my_pe();
