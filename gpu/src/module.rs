@@ -558,4 +558,43 @@ mod tests {
             }
         }
     }
+
+    /// One thread's fetching atomics overlap only where nothing makes each wait for the one
+    /// before: every `atom` names the global state space (a generic one compiles to an address
+    /// test with a shared-memory fallback loop), and without checks no test of the peer's
+    /// address is left (a null test was one). Read in the PTX of a kernel that does a fetch-add
+    /// and a compare-and-swap on one node, checks off: two global atomics, no comparison.
+    #[test]
+    fn atomics_name_global_memory_and_test_no_address_without_checks() {
+        const KERNEL: &str = r#"extern "C" __global__ void two_atomics(fsh_u64* d, fsh_u64* out, int pe) {
+    out[0] = fsh_atomic_fetch_add(d, 1ull, pe);
+    out[1] = fsh_atomic_compare_swap(d + 1, 0ull, 1ull, pe);
+}"#;
+        let ptx = match compile_library_ptx(KERNEL, (9, 0), false, &CompileOptions::default()) {
+            Err(Error::Gpu(GpuError::NoGpu(why))) => {
+                eprintln!("skipping: {why}");
+                return;
+            }
+            Err(e) => panic!("{e}"),
+            Ok(ptx) => ptx,
+        };
+        let start = ptx
+            .find(".entry two_atomics")
+            .expect("the kernel's entry in the PTX");
+        let body = &ptx[start..];
+        let body = &body[..body.find("\n}").map_or(body.len(), |end| end + 2)];
+        let atoms: Vec<&str> = body
+            .match_indices("atom.")
+            .map(|(at, _)| &body[at..])
+            .collect();
+        assert_eq!(atoms.len(), 2, "two atomics expected in {body}");
+        for atom in atoms {
+            assert!(
+                atom.starts_with("atom.relaxed.sys.global."),
+                "a generic atomic: {}",
+                atom.lines().next().unwrap_or(atom)
+            );
+        }
+        assert!(!body.contains("setp."), "a comparison left in {body}");
+    }
 }
