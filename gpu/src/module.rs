@@ -1,8 +1,9 @@
 //! Kernels that use the device library: [`GpuPe::compile`] prepends `ferroshmem_device.cuh`
-//! to CUDA C source, compiles it with NVRTC for the PE's GPU, loads it into the PE's context
-//! and writes the device state (`fsh_state`: heap view, stride, PE numbers, debug report)
-//! into the module. [`GpuModule::launch`] runs its kernels; [`GpuModule::check`] turns a
-//! debug-mode report (a bad PE or a non-symmetric address seen on the device) into an error.
+//! (with `atomics.cuh` and `network.cuh`) to CUDA C source, compiles it with NVRTC for the
+//! PE's GPU, loads it into the PE's context and writes the device state (`fsh_state`: heap
+//! view, stride, PE numbers, debug report) into the module. [`GpuModule::launch`] runs its
+//! kernels; [`GpuModule::check`] turns a debug-mode report (a bad PE or a non-symmetric
+//! address seen on the device) into an error.
 
 // Kernel launches: a public unsafe API (only the caller can vouch for a kernel's arguments).
 #![allow(unsafe_code)]
@@ -24,6 +25,7 @@ pub const DEVICE_HEADER: &str = concat!(
     "#define FSH_IBGDA_ACQUIRE() asm volatile(\"fence.acq_rel.sys;\" ::: \"memory\")\n",
     include_str!("device/ibgda.cuh"),
     include_str!("device/ferroshmem_device.cuh"),
+    include_str!("device/atomics.cuh"),
     include_str!("device/network.cuh"),
 );
 const INTERNAL_SOURCE: &str = include_str!("device/internal.cu");
@@ -563,38 +565,55 @@ mod tests {
     /// before: every `atom` names the global state space (a generic one compiles to an address
     /// test with a shared-memory fallback loop), and without checks no test of the peer's
     /// address is left (a null test was one). Read in the PTX of a kernel that does a fetch-add
-    /// and a compare-and-swap on one node, checks off: two global atomics, no comparison.
+    /// and a compare-and-swap on one node: two global atomics, and comparisons only where the
+    /// checks are compiled in.
     #[test]
     fn atomics_name_global_memory_and_test_no_address_without_checks() {
         const KERNEL: &str = r#"extern "C" __global__ void two_atomics(fsh_u64* d, fsh_u64* out, int pe) {
     out[0] = fsh_atomic_fetch_add(d, 1ull, pe);
     out[1] = fsh_atomic_compare_swap(d + 1, 0ull, 1ull, pe);
 }"#;
-        let ptx = match compile_library_ptx(KERNEL, (9, 0), false, &CompileOptions::default()) {
-            Err(Error::Gpu(GpuError::NoGpu(why))) => {
-                eprintln!("skipping: {why}");
-                return;
+        for debug in [false, true] {
+            let options = CompileOptions {
+                debug: Some(debug),
+                ..CompileOptions::default()
+            };
+            let ptx = match compile_library_ptx(KERNEL, (9, 0), false, &options) {
+                Err(Error::Gpu(GpuError::NoGpu(why))) => {
+                    eprintln!("skipping: {why}");
+                    return;
+                }
+                Err(e) => panic!("{e}"),
+                Ok(ptx) => ptx,
+            };
+            let body = entry_body(&ptx, "two_atomics");
+            let atoms: Vec<&str> = body
+                .match_indices("atom.")
+                .map(|(at, _)| &body[at..])
+                .collect();
+            assert_eq!(atoms.len(), 2, "two atomics expected in {body}");
+            for atom in atoms {
+                assert!(
+                    atom.starts_with("atom.relaxed.sys.global."),
+                    "a generic atomic: {}",
+                    atom.lines().next().unwrap_or(atom)
+                );
             }
-            Err(e) => panic!("{e}"),
-            Ok(ptx) => ptx,
-        };
-        let start = ptx
-            .find(".entry two_atomics")
-            .expect("the kernel's entry in the PTX");
-        let body = &ptx[start..];
-        let body = &body[..body.find("\n}").map_or(body.len(), |end| end + 2)];
-        let atoms: Vec<&str> = body
-            .match_indices("atom.")
-            .map(|(at, _)| &body[at..])
-            .collect();
-        assert_eq!(atoms.len(), 2, "two atomics expected in {body}");
-        for atom in atoms {
-            assert!(
-                atom.starts_with("atom.relaxed.sys.global."),
-                "a generic atomic: {}",
-                atom.lines().next().unwrap_or(atom)
+            assert_eq!(
+                body.contains("setp."),
+                debug,
+                "comparisons in the kernel with checks {}: {body}",
+                if debug { "on (none found)" } else { "off" }
             );
         }
-        assert!(!body.contains("setp."), "a comparison left in {body}");
+    }
+
+    /// The PTX of kernel `name`, from its `.entry` to its closing brace.
+    fn entry_body<'p>(ptx: &'p str, name: &str) -> &'p str {
+        let start = ptx
+            .find(&format!(".entry {name}("))
+            .expect("the kernel's entry in the PTX");
+        let body = &ptx[start..];
+        &body[..body.find("\n}").map_or(body.len(), |end| end + 2)]
     }
 }

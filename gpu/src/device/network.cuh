@@ -1,9 +1,9 @@
-// network.cuh: the device library's network path (IBGDA), appended to ferroshmem_device.cuh.
-// A peer on another node has no mapping here: each operation on it becomes an mlx5 WQE in
-// that peer's RC send queue (ibgda.cuh writes the bytes), the producer index goes to the
-// doorbell record and to the cell the NIC handler watches, and completions come back as CQEs
-// (one per WQE: every WQE asks for a CQ update). ferroshmem fills one fsh_qp_t per peer
-// (gpu/src/nic/queues.rs); mapped peers' entries have no send queue.
+// network.cuh: the device library's network path (IBGDA), appended to ferroshmem_device.cuh
+// and atomics.cuh. A peer on another node has no mapping here: each operation on it becomes
+// an mlx5 WQE in that peer's RC send queue (ibgda.cuh writes the bytes), the producer index
+// goes to the doorbell record and to the cell the NIC handler watches, and completions come
+// back as CQEs (one per WQE: every WQE asks for a CQ update). ferroshmem fills one fsh_qp_t
+// per peer (gpu/src/nic/queues.rs); mapped peers' entries have no send queue.
 //
 // Thousands of threads post to one queue at once, NVSHMEM's way: a thread reserves its WQEBBs
 // with an atomic add on `resv`, waits for ring space, writes its WQE, then advances `ready` in
