@@ -415,6 +415,7 @@ async fn bootstrap(env: LaunchEnv) -> Result<Pe> {
     };
     root.formed();
     take_machine_share((bind, asked.is_some()), &welcome.nodes, rank)?;
+    own.record_bound_cpu(ferroshmem_runtime::cpus::the_one_cpu());
     let rendezvous = root.rendezvous;
     tracing::debug!(job = welcome.job, root = %root.link.root_address, "job formed");
     let rendezvous::Root {

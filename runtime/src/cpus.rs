@@ -154,6 +154,16 @@ fn allowed_cpus(what: &str) -> Result<(CpuSet, Vec<usize>)> {
     Ok((allowed, cpus))
 }
 
+/// The one CPU the calling thread may run on, where its affinity holds exactly one (a PE
+/// bound by [`bind_to_core`], or dealt one CPU by [`bind_to_share`]); `None` otherwise or
+/// where the affinity cannot be read.
+pub fn the_one_cpu() -> Option<usize> {
+    let allowed = rustix::thread::sched_getaffinity(None).ok()?;
+    let mut cpus = (0..CpuSet::MAX_CPU).filter(|&c| allowed.is_set(c));
+    let cpu = cpus.next()?;
+    cpus.next().is_none().then_some(cpu)
+}
+
 /// Pins every thread of this process to one CPU of those the calling thread may run on:
 /// the `local_rank`-th of them, in turn (the PEs of a node, numbered from 0 there, are dealt
 /// over their CPUs). Threads started later inherit the binding. Returns that CPU.
@@ -488,5 +498,23 @@ mod tests {
         let mine = CpuShare::of_this_thread();
         assert!(mine.cpus() >= 1);
         assert!(!CpuShare::crowded(1, [mine]));
+    }
+
+    #[test]
+    fn a_thread_bound_to_one_cpu_names_it() {
+        let allowed = rustix::thread::sched_getaffinity(None).expect("affinity");
+        let cpus: Vec<usize> = (0..CpuSet::MAX_CPU)
+            .filter(|&c| allowed.is_set(c))
+            .collect();
+        let expected_now = (cpus.len() == 1).then(|| cpus[0]);
+        assert_eq!(the_one_cpu(), expected_now);
+        let last = *cpus.last().expect("a CPU");
+        let bound = std::thread::spawn(move || {
+            let mut one = CpuSet::new();
+            one.set(last);
+            rustix::thread::sched_setaffinity(None, &one).expect("bind this thread");
+            the_one_cpu()
+        });
+        assert_eq!(bound.join().expect("thread"), Some(last));
     }
 }

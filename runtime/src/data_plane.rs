@@ -348,6 +348,19 @@ impl DataPlane {
         self.crowded
     }
 
+    /// Whether PE `pe` runs on another CPU than this PE: both share the node, and each
+    /// recorded the one CPU it is bound to (`Segment::record_bound_cpu`), and those differ.
+    /// `false` where either is unbound, unrecorded, or `pe` is on another node.
+    pub(crate) fn runs_on_another_cpu(&self, pe: usize) -> bool {
+        let Some(mine) = self.own.bound_cpu() else {
+            return false;
+        };
+        match self.routes.get(pe) {
+            Some(Route::Mapped(peer)) => peer.bound_cpu().is_some_and(|theirs| theirs != mine),
+            _ => false,
+        }
+    }
+
     /// The node of every PE, indexed by PE: equal numbers for the PEs of one node, alike
     /// on every PE of the job.
     pub fn nodes(&self) -> &[usize] {
@@ -642,5 +655,39 @@ mod tests {
                 "{bad:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_peer_runs_on_another_cpu_only_where_both_recorded_different_ones() {
+        let segments: Vec<Arc<Segment>> = (0..3)
+            .map(|pe| Arc::new(Segment::create(pe, 1 << 16).expect("segment")))
+            .collect();
+        let parts = DataPlaneParts {
+            my_pe: 0,
+            heap: crate::heap::HeapId(1),
+            routes: segments.iter().cloned().map(Route::Mapped).collect(),
+            remote: None,
+            nodes: vec![0; 3],
+            health: Arc::new(crate::health::Health::new()),
+            spin: std::time::Duration::from_micros(50),
+        };
+        let dp = DataPlane::new(parts).expect("data plane");
+        let elsewhere = || {
+            (0..4)
+                .map(|pe| dp.runs_on_another_cpu(pe))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(elsewhere(), [false; 4], "nothing recorded");
+        segments[1].record_bound_cpu(Some(1));
+        segments[2].record_bound_cpu(Some(0));
+        assert_eq!(elsewhere(), [false; 4], "this PE recorded none");
+        segments[0].record_bound_cpu(Some(0));
+        assert_eq!(
+            elsewhere(),
+            [false, true, false, false],
+            "PE 2 shares CPU 0"
+        );
+        segments[1].record_bound_cpu(None);
+        assert_eq!(elsewhere(), [false; 4], "PE 1 unbound");
     }
 }

@@ -53,6 +53,9 @@ pub const WATCH_SLOTS: usize = 63;
 /// Where the owner records the CPUs it may run on ([`CpuShare`]), on a line of its own.
 const CPU_SHARE_OFFSET: usize =
     (WATCH_SLOTS_OFFSET + WATCH_SLOTS * 16).next_multiple_of(CACHE_LINE);
+/// Where the owner records the one CPU it is bound to, plus one (0: none, or not recorded),
+/// once its binding is done: on a line of its own after the CPU share.
+const BOUND_CPU_OFFSET: usize = (CPU_SHARE_OFFSET + CpuShare::BYTES).next_multiple_of(CACHE_LINE);
 /// The watcher-mask bit set once a sleeper has had to watch everything. It is never cleared:
 /// clearing it when the wildcard count drops to zero would race with a new wildcard sleeper
 /// that has counted itself but not yet set the bit, whose wake-ups writers would then skip.
@@ -192,6 +195,24 @@ impl Segment {
         self.map
             .read(CPU_SHARE_OFFSET, bytemuck::bytes_of_mut(&mut share));
         share
+    }
+
+    /// Records `cpu` as the one CPU the owner is bound to (`None`: several, or unknown), for
+    /// the PEs that share its node to read with [`Segment::bound_cpu`].
+    pub fn record_bound_cpu(&self, cpu: Option<usize>) {
+        let word = cpu.map_or(0, |c| c as u64 + 1);
+        self.map
+            .atomic::<AtomicU64>(BOUND_CPU_OFFSET)
+            .store(word, Ordering::Release);
+    }
+
+    /// The one CPU the owner recorded as bound to, if it did.
+    pub fn bound_cpu(&self) -> Option<usize> {
+        let word = self
+            .map
+            .atomic::<AtomicU64>(BOUND_CPU_OFFSET)
+            .load(Ordering::Acquire);
+        word.checked_sub(1).map(|c| c as usize)
     }
 
     /// Records `share` as the owner's CPUs (as `create` does), for tests that play PEs
@@ -402,7 +423,7 @@ impl Segment {
     }
 }
 
-const _: () = assert!(CPU_SHARE_OFFSET + CpuShare::BYTES <= HEADER_SIZE);
+const _: () = assert!(BOUND_CPU_OFFSET + 8 <= HEADER_SIZE);
 
 #[cfg(test)]
 mod tests {
@@ -442,6 +463,11 @@ mod tests {
         assert_eq!(out, [7; 8]);
         assert_eq!(peer.owner_pid(), std::process::id());
         assert_eq!(peer.cpu_share(), CpuShare::of_this_thread());
+        assert_eq!(peer.bound_cpu(), None, "nothing recorded yet");
+        seg.record_bound_cpu(Some(0));
+        assert_eq!(peer.bound_cpu(), Some(0));
+        seg.record_bound_cpu(None);
+        assert_eq!(peer.bound_cpu(), None);
         peer.barrier_flag(3).fetch_add(1, Ordering::SeqCst);
         assert_eq!(seg.barrier_flag(3).load(Ordering::SeqCst), 1);
     }

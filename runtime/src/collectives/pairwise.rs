@@ -211,7 +211,7 @@ impl Team {
             (marked || arrival != (desc, desc)).then_some(arrival)
         };
         let all_settled = || members(waiting).all(|j| settled(j).is_some());
-        if !all_settled() {
+        if !all_settled() && !self.settled_elsewhere(waiting, &all_settled) {
             self.wait_for("alltoall", self.sync_lines(), all_settled)
                 .await?;
         }
@@ -220,6 +220,16 @@ impl Team {
             judge(op, (desc.min(lo), desc.max(hi)));
         }
         Ok(())
+    }
+
+    /// On a crowded node, where every member of `waiting` is known to run on another CPU than
+    /// this PE: spins a slice for `all_settled` before the wait, which would yield the CPU to
+    /// PEs that owe this one nothing (`wait::spin_a_slice`). Whether the pairs settled.
+    fn settled_elsewhere(&self, waiting: u32, all_settled: &impl Fn() -> bool) -> bool {
+        let dp = self.dp();
+        dp.crowded()
+            && members(waiting).all(|j| dp.runs_on_another_cpu(self.pe(j)))
+            && crate::wait::spin_a_slice(all_settled)
     }
 
     /// After this member's call failed with the pairs of `waiting` claimed first, takes
