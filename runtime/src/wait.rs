@@ -319,7 +319,7 @@ fn spin_one_slice<R>(
 /// yielding, and says whether it came to hold: for a wait on a crowded node whose writers
 /// are all known to run on other CPUs than this PE, where a yield could only hand the CPU
 /// to a PE that owes the wait nothing (at 4 PEs bound to 2 CPUs, the pairwise `alltoall`'s
-/// first members spinning so before their wait took 4 KiB in 0.81-0.90 of the time).
+/// first members spinning so before their wait took 4 KiB in 0.89-0.91 of the time).
 pub(crate) fn spin_a_slice(mut check: impl FnMut() -> bool) -> bool {
     spin_one_slice(&mut || check().then_some(()), false, Instant::now()).is_some()
 }
