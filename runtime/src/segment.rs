@@ -14,7 +14,8 @@
 //! use), the count of sleepers that watch everything, one flag per dissemination-barrier
 //! round, and the watch slots: the byte range each sleeping waiter watches, so that a write
 //! rings the doorbell only when it lands on memory somebody sleeps on, and costs one load
-//! when nobody sleeps.
+//! when nobody sleeps; then the owner's records of its CPUs: those it may run on, as at the
+//! segment's creation, and the one it is bound to, once bound.
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -207,7 +208,7 @@ impl Segment {
     }
 
     /// The one CPU the owner recorded as bound to, if it did.
-    pub fn bound_cpu(&self) -> Option<usize> {
+    pub(crate) fn bound_cpu(&self) -> Option<usize> {
         let word = self
             .map
             .atomic::<AtomicU64>(BOUND_CPU_OFFSET)

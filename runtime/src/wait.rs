@@ -315,11 +315,9 @@ fn spin_one_slice<R>(
     }
 }
 
-/// Spins on `check` for one slice as a wait on a node that is not crowded does, without
-/// yielding, and says whether it came to hold: for a wait on a crowded node whose writers
-/// are all known to run on other CPUs than this PE, where a yield could only hand the CPU
-/// to a PE that owes the wait nothing (at 4 PEs bound to 2 CPUs, the pairwise `alltoall`'s
-/// first members spinning so before their wait took 4 KiB in 0.89-0.91 of the time).
+/// Spins on `check` for one slice as an uncrowded wait does, without yielding, and says
+/// whether it came to hold: before a crowded wait whose writers all run on other CPUs, where
+/// a yield hands the CPU to a PE that owes the wait nothing directly (README: Benchmarks).
 pub(crate) fn spin_a_slice(mut check: impl FnMut() -> bool) -> bool {
     spin_one_slice(&mut || check().then_some(()), false, Instant::now()).is_some()
 }
@@ -685,5 +683,22 @@ impl DataPlane {
         value: T,
     ) -> Result<Vec<usize>> {
         Ok(self.ivars(ivars.into(), exclude)?.satisfied(cmp, |_| value))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_slice_spins_until_its_check_holds_or_its_time_is_up() {
+        let mut checks = 0;
+        assert!(spin_a_slice(|| {
+            checks += 1;
+            checks == 3
+        }));
+        let started = Instant::now();
+        assert!(!spin_a_slice(|| false));
+        assert!(started.elapsed() >= SPIN_SLICE, "a whole slice first");
     }
 }

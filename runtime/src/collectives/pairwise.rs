@@ -222,12 +222,14 @@ impl Team {
         Ok(())
     }
 
-    /// On a crowded node, where every member of `waiting` is known to run on another CPU than
-    /// this PE: spins a slice for `all_settled` before the wait, which would yield the CPU to
-    /// PEs that owe this one nothing (`wait::spin_a_slice`). Whether the pairs settled.
+    /// On a crowded node whose waits spin at all (`FERROSHMEM_SPIN_US` above 0), where every
+    /// member of `waiting` is known to run on another CPU than this PE: spins a slice for
+    /// `all_settled` before the wait, which would yield the CPU to PEs that owe this one
+    /// nothing directly (`wait::spin_a_slice`). Whether the pairs settled.
     fn settled_elsewhere(&self, waiting: u32, all_settled: &impl Fn() -> bool) -> bool {
         let dp = self.dp();
         dp.crowded()
+            && !dp.spin.is_zero()
             && members(waiting).all(|j| dp.runs_on_another_cpu(self.pe(j)))
             && crate::wait::spin_a_slice(all_settled)
     }
