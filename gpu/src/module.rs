@@ -546,18 +546,27 @@ mod tests {
     #[test]
     fn the_library_compiles_under_nvrtc_on_one_node_and_across_nodes() {
         for (network, debug) in [(false, false), (false, true), (true, false), (true, true)] {
-            let options = CompileOptions {
-                debug: Some(debug),
-                ..CompileOptions::default()
+            let Some(ptx) = sm90_ptx_or_skip(INTERNAL_SOURCE, network, debug) else {
+                return;
             };
-            match compile_library_ptx(INTERNAL_SOURCE, (9, 0), network, &options) {
-                Err(Error::Gpu(GpuError::NoGpu(why))) => {
-                    eprintln!("skipping: {why}");
-                    return;
-                }
-                Err(e) => panic!("network {network}, debug {debug}: {e}"),
-                Ok(ptx) => assert!(ptx.contains(".entry "), "no kernel in the PTX"),
+            assert!(ptx.contains(".entry "), "no kernel in the PTX");
+        }
+    }
+
+    /// `source` compiled with the device library for sm_90 (the network path and the checks
+    /// where asked), or `None`, saying so, where NVRTC cannot be loaded here.
+    fn sm90_ptx_or_skip(source: &str, network: bool, debug: bool) -> Option<String> {
+        let options = CompileOptions {
+            debug: Some(debug),
+            ..CompileOptions::default()
+        };
+        match compile_library_ptx(source, (9, 0), network, &options) {
+            Err(Error::Gpu(GpuError::NoGpu(why))) => {
+                eprintln!("skipping: {why}");
+                None
             }
+            Err(e) => panic!("network {network}, debug {debug}: {e}"),
+            Ok(ptx) => Some(ptx),
         }
     }
 
@@ -574,17 +583,8 @@ mod tests {
     out[1] = fsh_atomic_compare_swap(d + 1, 0ull, 1ull, pe);
 }"#;
         for debug in [false, true] {
-            let options = CompileOptions {
-                debug: Some(debug),
-                ..CompileOptions::default()
-            };
-            let ptx = match compile_library_ptx(KERNEL, (9, 0), false, &options) {
-                Err(Error::Gpu(GpuError::NoGpu(why))) => {
-                    eprintln!("skipping: {why}");
-                    return;
-                }
-                Err(e) => panic!("{e}"),
-                Ok(ptx) => ptx,
+            let Some(ptx) = sm90_ptx_or_skip(KERNEL, false, debug) else {
+                return;
             };
             let body = entry_body(&ptx, "two_atomics");
             let atoms: Vec<&str> = body
