@@ -179,6 +179,21 @@ fn each_pe_gets_its_place_and_the_root() {
     assert!(fields[0][7].starts_with("127.0.0.1:"), "{out:?}");
     assert_eq!(fields[0][7..], fields[1][7..]);
     assert_eq!(fields[0][8].len(), 64);
+    // This host named in two entries: one host of two PEs, local ranks 0 and 1.
+    let done = run(&[
+        "run",
+        "--hosts",
+        "localhost:1,127.0.0.1:1",
+        "sh",
+        "-c",
+        body,
+    ]);
+    done.expect(0, &[]);
+    let mut out = done.stdout_lines();
+    out.sort();
+    let places: Vec<Vec<&str>> = out.iter().map(|l| l.split(' ').collect()).collect();
+    assert_eq!(places[0][2..6], ["0", "2", "0", "2"], "{out:?}");
+    assert_eq!(places[1][2..6], ["1", "2", "1", "2"], "{out:?}");
 }
 
 #[test]
@@ -252,6 +267,36 @@ fn help_and_bad_arguments() {
     }
     assert_eq!(run(&["run", "-n", "0", "true"]).code, Some(2));
     assert_eq!(run(&["run", "-n", "2"]).code, Some(2));
+    let refused = [
+        (&["run", "-n", "100000000000", "true"][..], "at most"),
+        (
+            &["run", "--hosts", "a:18446744073709551615,b:1", "true"],
+            "at most",
+        ),
+        (
+            &["run", "-N", "9223372036854775808", "--hosts", "a,b", "true"],
+            "at most",
+        ),
+        (
+            &["run", "-n", "1", "--grace", "10000000000000000000s", "true"],
+            "longer than a year",
+        ),
+        (
+            &["run", "-n", "1", "--timeout", "20000000000000000s", "true"],
+            "longer than a year",
+        ),
+        (&["run", "--hosts", "fd00::5,fd00::6", "true"], "brackets"),
+    ];
+    for (args, why) in refused {
+        let done = run(args);
+        assert_eq!(done.code, Some(2), "{args:?}: {}", done.stderr);
+        assert!(done.stderr.contains(why), "{args:?}: {}", done.stderr);
+        assert!(
+            !done.stderr.contains("panicked"),
+            "{args:?}: {}",
+            done.stderr
+        );
+    }
     let bad_bind = run(&["run", "-n", "1", "--bind-to", "socket", "true"]);
     assert_eq!(bad_bind.code, Some(2));
     assert!(

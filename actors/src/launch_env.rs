@@ -25,7 +25,7 @@
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
-use ferroshmem_runtime::config::{env_var, Bind};
+use ferroshmem_runtime::config::{env_var, Bind, MAX_PES, MAX_SETTING_DURATION};
 use ferroshmem_runtime::{Error, Result};
 
 /// Default time the bootstrap waits for the job to form.
@@ -133,12 +133,19 @@ pub fn parse_duration(text: &str) -> Result<Duration> {
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
     let n: u64 = num.parse().map_err(|_| bad())?;
-    match unit {
-        "" | "s" => Ok(Duration::from_secs(n)),
-        "ms" => Ok(Duration::from_millis(n)),
-        "m" => Ok(Duration::from_secs(n.saturating_mul(60))),
-        _ => Err(bad()),
+    let duration = match unit {
+        "" | "s" => Duration::from_secs(n),
+        "ms" => Duration::from_millis(n),
+        "m" => Duration::from_secs(n.saturating_mul(60)),
+        _ => return Err(bad()),
+    };
+    if duration > MAX_SETTING_DURATION {
+        return Err(Error::Config(format!(
+            "duration {text:?} is longer than a year ({}s), the most a setting may give",
+            MAX_SETTING_DURATION.as_secs()
+        )));
     }
+    Ok(duration)
 }
 
 /// Decodes a hex secret.
@@ -398,6 +405,12 @@ impl LaunchEnv {
                 env.launcher, env.rank, env.size
             )));
         }
+        if env.size > MAX_PES {
+            return Err(Error::Config(format!(
+                "{}: a job of {} PEs; at most {MAX_PES} are supported",
+                env.launcher, env.size
+            )));
+        }
         Ok(Some(env))
     }
 }
@@ -413,12 +426,46 @@ mod tests {
         assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
         assert!(parse_duration("x").is_err());
         assert_eq!(
+            parse_duration(&format!("{}", MAX_SETTING_DURATION.as_secs())).unwrap(),
+            MAX_SETTING_DURATION
+        );
+        for too_long in [
+            "31536001",
+            "525601m",
+            "10000000000000000000s",
+            "18446744073709551615ms",
+        ] {
+            let err = parse_duration(too_long).unwrap_err().to_string();
+            assert!(err.contains("longer than a year"), "{too_long}: {err}");
+        }
+        assert_eq!(
             decode_secret(&encode_hex(&[0, 255, 16])).unwrap(),
             vec![0, 255, 16]
         );
         assert!(decode_secret("abc").is_err());
         assert!(decode_secret("zz").is_err());
         assert_eq!(decode_secret("0AfF").unwrap(), vec![10, 255]);
+    }
+
+    #[test]
+    fn a_job_beyond_the_most_pes_is_a_config_error() {
+        let env = |size| LaunchEnv {
+            launcher: "ferroshmem run",
+            rank: 0,
+            size,
+            local_rank: 0,
+            default_bind: Bind::None,
+            root: RootSource::Launcher {
+                address: SocketAddr::from(([127, 0, 0, 1], 1)),
+                secret: vec![0; 16],
+            },
+            timeout: Duration::from_secs(1),
+        };
+        assert!(LaunchEnv::checked(env(MAX_PES)).is_ok());
+        for size in [MAX_PES + 1, usize::MAX] {
+            let err = LaunchEnv::checked(env(size)).unwrap_err().to_string();
+            assert!(err.contains(&format!("at most {MAX_PES}")), "{err}");
+        }
     }
 
     #[test]

@@ -15,6 +15,12 @@ use crate::error::{Error, Result};
 pub const DEFAULT_SYMMETRIC_SIZE: usize = 1 << 30;
 /// Default spin time of a wait before it sleeps.
 pub const DEFAULT_SPIN: Duration = Duration::from_micros(50);
+/// The longest duration a setting may give (a year): timeouts, grace periods and spin times
+/// are added to the clock, and a year is as good as forever for any of them.
+pub const MAX_SETTING_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
+/// The most PEs a job may have. Every PE keeps a few words of state per PE of the job, and a
+/// count beyond this comes from a typo rather than a machine.
+pub const MAX_PES: usize = 1 << 20;
 
 /// Parses a size such as `4096`, `64K`, `512M`, `2G`, `1T` (binary units; `KiB`/`MB`/`kb`
 /// spellings accepted, case-insensitive).
@@ -64,13 +70,24 @@ pub fn symmetric_size_from_env() -> Result<usize> {
 }
 
 /// The spin time of waits from `FERROSHMEM_SPIN_US`, or the default.
+///
+/// # Errors
+/// [`Error::Config`] when it is not a number of microseconds up to
+/// [`MAX_SETTING_DURATION`].
 pub fn spin_from_env() -> Result<Duration> {
     match env_var(&["FERROSHMEM_SPIN_US"])? {
         Some(v) => v
             .trim()
             .parse::<u64>()
+            .ok()
             .map(Duration::from_micros)
-            .map_err(|_| Error::Config(format!("FERROSHMEM_SPIN_US={v:?} is not a number"))),
+            .filter(|&spin| spin <= MAX_SETTING_DURATION)
+            .ok_or_else(|| {
+                Error::Config(format!(
+                    "FERROSHMEM_SPIN_US={v:?} is not a number of microseconds up to {}",
+                    MAX_SETTING_DURATION.as_micros()
+                ))
+            }),
         None => Ok(DEFAULT_SPIN),
     }
 }

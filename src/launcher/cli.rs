@@ -186,7 +186,7 @@ fn job_shape(
         (Some(text), None) => hosts::parse_hosts(text)?,
         (Some(text), Some(per_host)) => {
             let hosts = hosts::parse_hosts_per_host(text, per_host)?;
-            let total = hosts.len() * per_host;
+            let total = hosts.len().saturating_mul(per_host);
             if let Some(n) = n_pes.filter(|&n| n != total) {
                 return Err(Error::InvalidArgument(format!(
                     "-n {n} but -N {per_host} on {} hosts makes {total} PEs",

@@ -11,9 +11,12 @@
 //! `--rsh` agent that enters a network namespace instead must run that command line with
 //! `sh -c`.
 
+use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
-use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, Ipv6Addr, SocketAddr, ToSocketAddrs};
 use std::os::unix::ffi::OsStrExt;
+
+use ferroshmem_runtime::config::MAX_PES;
 
 use crate::{Error, Result};
 
@@ -67,21 +70,16 @@ pub fn parse_hosts_per_host(text: &str, pes_per_host: usize) -> Result<Vec<Host>
 fn parse_entries(text: &str) -> Result<Vec<(String, Option<usize>)>> {
     let bad = |entry: &str, why: &str| {
         Error::InvalidArgument(format!(
-            "--hosts entry {entry:?}: {why} (expected HOST[:N],...)"
+            "--hosts entry {entry:?}: {why} (expected HOST[:N] or [IPV6-ADDRESS][:N],...)"
         ))
     };
     text.split(',')
         .map(|entry| {
-            let (name, slots) = match entry.rsplit_once(':') {
-                Some((name, n)) => (
-                    name,
-                    Some(
-                        n.parse::<usize>()
-                            .map_err(|_| bad(entry, "N is not a number"))?,
-                    ),
-                ),
-                None => (entry, None),
-            };
+            let (name, count) = split_entry(entry).map_err(|why| bad(entry, why))?;
+            let slots = count
+                .map(|n| n.parse::<usize>())
+                .transpose()
+                .map_err(|_| bad(entry, "N is not a number"))?;
             if name.is_empty() || name.starts_with('-') || name.contains(char::is_whitespace) {
                 return Err(bad(entry, "not a host name"));
             }
@@ -91,6 +89,35 @@ fn parse_entries(text: &str) -> Result<Vec<(String, Option<usize>)>> {
             Ok((name.to_string(), slots))
         })
         .collect()
+}
+
+/// One `--hosts` entry as its host and its count, if it gives one: `HOST`, `HOST:N`,
+/// `[ADDRESS]` or `[ADDRESS]:N`. An IPv6 address goes in brackets, since its own colons
+/// would read as a count; the host is then the address without them, as `ssh` takes it.
+fn split_entry(entry: &str) -> std::result::Result<(&str, Option<&str>), &'static str> {
+    let Some(rest) = entry.strip_prefix('[') else {
+        return match entry.split_once(':') {
+            Some((_, n)) if n.contains(':') => {
+                Err("an IPv6 address goes in brackets, as [ADDRESS] or [ADDRESS]:N")
+            }
+            Some((name, n)) => Ok((name, Some(n))),
+            None => Ok((entry, None)),
+        };
+    };
+    let (address, after) = rest
+        .split_once(']')
+        .ok_or("no ']' closes the bracketed address")?;
+    let unscoped = address.split('%').next().unwrap_or(address);
+    if unscoped.parse::<Ipv6Addr>().is_err() {
+        return Err("the brackets hold no IPv6 address");
+    }
+    match after {
+        "" => Ok((address, None)),
+        _ => after
+            .strip_prefix(':')
+            .map(|n| (address, Some(n)))
+            .ok_or("expected :N after the bracketed address"),
+    }
 }
 
 /// Where one rank runs.
@@ -105,13 +132,17 @@ pub struct Placement {
 }
 
 /// Every rank's placement: `n_pes` PEs here when `hosts` is empty, else the hosts' slots in
-/// order, which must add up to `n_pes` when it is given.
+/// order, which must add up to `n_pes` when it is given. A host named in several entries
+/// (or this host under several names) counts its PEs across them: their local ranks go on
+/// from one entry to the next.
 ///
 /// # Errors
-/// [`Error::InvalidArgument`] when the counts disagree.
+/// [`Error::InvalidArgument`] when the counts disagree or add up to more than
+/// [`MAX_PES`].
 pub fn place(hosts: &[Host], n_pes: Option<usize>) -> Result<Vec<Placement>> {
     if hosts.is_empty() {
         let n = n_pes.ok_or_else(|| Error::InvalidArgument("give -n N or --hosts".into()))?;
+        check_job_size(n)?;
         return Ok((0..n)
             .map(|r| Placement {
                 host: None,
@@ -120,23 +151,45 @@ pub fn place(hosts: &[Host], n_pes: Option<usize>) -> Result<Vec<Placement>> {
             })
             .collect());
     }
-    let total: usize = hosts.iter().map(|h| h.slots).sum();
+    let total = hosts
+        .iter()
+        .try_fold(0usize, |sum, h| sum.checked_add(h.slots))
+        .unwrap_or(usize::MAX);
+    check_job_size(total)?;
     if let Some(n) = n_pes.filter(|&n| n != total) {
         return Err(Error::InvalidArgument(format!(
             "-n {n} but --hosts has {total} slots"
         )));
     }
-    Ok(hosts
-        .iter()
-        .flat_map(|h| {
-            let host = (!is_this_host(&h.name)).then(|| h.name.clone());
-            (0..h.slots).map(move |r| Placement {
-                host: host.clone(),
-                local_rank: r,
-                local_size: h.slots,
-            })
-        })
-        .collect())
+    let remote = |h: &Host| (!is_this_host(&h.name)).then(|| h.name.clone());
+    let mut sizes: HashMap<Option<String>, usize> = HashMap::new();
+    for h in hosts {
+        *sizes.entry(remote(h)).or_default() += h.slots;
+    }
+    let mut next_rank: HashMap<Option<String>, usize> = HashMap::new();
+    let mut placements = Vec::with_capacity(total);
+    for h in hosts {
+        let host = remote(h);
+        let local_size = sizes[&host];
+        let first = next_rank.entry(host.clone()).or_default();
+        placements.extend((*first..*first + h.slots).map(|local_rank| Placement {
+            host: host.clone(),
+            local_rank,
+            local_size,
+        }));
+        *first += h.slots;
+    }
+    Ok(placements)
+}
+
+/// Refuses a job of more than [`MAX_PES`] PEs.
+fn check_job_size(n_pes: usize) -> Result<()> {
+    if n_pes > MAX_PES {
+        return Err(Error::InvalidArgument(format!(
+            "a job of {n_pes} PEs; at most {MAX_PES} are supported"
+        )));
+    }
+    Ok(())
 }
 
 /// Whether `name` means this host without a remote shell.
@@ -276,6 +329,78 @@ mod tests {
         assert!(place(&hosts, Some(4)).is_err());
         assert!(place(&[], None).is_err());
         assert_eq!(place(&[], Some(2)).unwrap().len(), 2);
+    }
+
+    #[test]
+    fn ipv6_addresses_go_in_brackets() {
+        let names = |text| {
+            parse_hosts(text)
+                .unwrap()
+                .into_iter()
+                .map(|h| (h.name, h.slots))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            names("[fd00::5]:2,[fd00::6],[fe80::1%eth0]:1,a:3"),
+            vec![
+                ("fd00::5".to_string(), 2),
+                ("fd00::6".to_string(), 1),
+                ("fe80::1%eth0".to_string(), 1),
+                ("a".to_string(), 3)
+            ]
+        );
+        for bad in [
+            "fd00::5",
+            "::1",
+            "fd00::5:2",
+            "[fd00::5",
+            "[fd00::5]2",
+            "[a]:1",
+            "[]",
+        ] {
+            let err = parse_hosts(bad).unwrap_err().to_string();
+            assert!(err.contains(&format!("{bad:?}")), "{bad:?}: {err}");
+        }
+        assert!(parse_hosts("fd00::5")
+            .unwrap_err()
+            .to_string()
+            .contains("brackets"));
+        let here = place(&parse_hosts("[::1]:2").unwrap(), None).unwrap();
+        assert!(here.iter().all(|p| p.host.is_none()), "{here:?}");
+    }
+
+    #[test]
+    fn a_host_named_twice_counts_its_pes_across_entries() {
+        let p = place(
+            &parse_hosts("localhost:1,b:2,127.0.0.1:1,b:1").unwrap(),
+            None,
+        )
+        .unwrap();
+        let seen: Vec<_> = p
+            .iter()
+            .map(|p| (p.host.as_deref(), p.local_rank, p.local_size))
+            .collect();
+        assert_eq!(
+            seen,
+            vec![
+                (None, 0, 2),
+                (Some("b"), 0, 3),
+                (Some("b"), 1, 3),
+                (None, 1, 2),
+                (Some("b"), 2, 3)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_job_beyond_the_most_pes_is_refused_before_anything_is_placed() {
+        let over = format!("a:{MAX_PES},b:1");
+        let err = place(&parse_hosts(&over).unwrap(), None).unwrap_err();
+        assert!(err.to_string().contains("at most"), "{err}");
+        let huge = format!("a:{},b:1", usize::MAX);
+        assert!(place(&parse_hosts(&huge).unwrap(), None).is_err());
+        assert!(place(&[], Some(MAX_PES + 1)).is_err());
+        assert_eq!(place(&[], Some(3)).unwrap().len(), 3);
     }
 
     #[test]

@@ -44,7 +44,7 @@ use std::ffi::OsString;
 use std::net::IpAddr;
 use std::time::Duration;
 
-use ferroshmem_runtime::config::Bind;
+use ferroshmem_runtime::config::{Bind, MAX_PES, MAX_SETTING_DURATION};
 
 pub use cli::cli_main;
 pub use error::LaunchError;
@@ -118,16 +118,14 @@ impl LaunchOptions {
 /// [`LaunchError::Spawn`] when the program cannot be started; [`LaunchError::Setup`] for
 /// invalid options or when the root or the signal handlers cannot be set up.
 pub async fn launch(options: LaunchOptions) -> Result<Outcome, LaunchError> {
-    if options.n_pes == 0 {
-        return Err(Error::InvalidArgument("a job needs at least one PE".into()).into());
-    }
+    check_options(&options)?;
     let timeout = match options.bootstrap_timeout {
         Some(t) => t,
         None => bootstrap_timeout()?,
     };
     let placements = hosts::place(&options.hosts, Some(options.n_pes))?;
     let root_ip = hosts::root_address(&placements, options.root_address)?;
-    metrics::announce(options.n_pes)?;
+    metrics::announce(&placements)?;
     let mut interrupts = signals::Interrupts::install()
         .map_err(|e| Error::os("catching the stopping signals", e))?;
     let mut root = root::Root::start(options.n_pes, root_ip, timeout).await?;
@@ -170,6 +168,29 @@ pub async fn launch(options: LaunchOptions) -> Result<Outcome, LaunchError> {
     root.settle().await;
     writers.finish().await;
     Ok(outcome)
+}
+
+/// Refuses options no job can run with: no PEs or more than [`MAX_PES`], and a grace
+/// period or bootstrap timeout beyond [`MAX_SETTING_DURATION`] (each is added to the clock).
+fn check_options(options: &LaunchOptions) -> Result<(), Error> {
+    if !(1..=MAX_PES).contains(&options.n_pes) {
+        return Err(Error::InvalidArgument(format!(
+            "a job of {} PEs: it needs at least one and at most {MAX_PES}",
+            options.n_pes
+        )));
+    }
+    let durations = [
+        ("grace period", Some(options.grace)),
+        ("bootstrap timeout", options.bootstrap_timeout),
+    ];
+    for (what, duration) in durations {
+        if let Some(d) = duration.filter(|&d| d > MAX_SETTING_DURATION) {
+            return Err(Error::InvalidArgument(format!(
+                "a {what} of {d:?} is longer than a year, the most a setting may give"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Starts this very program (`std::env::current_exe()` with the current arguments) as a job
