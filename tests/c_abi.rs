@@ -258,6 +258,72 @@ fn an_address_outside_the_heap_is_refused_with_a_message() {
     }
 }
 
+/// The deprecated active-set collectives on a set other than the whole job size their own
+/// buffers by the call's count: a count no heap holds, or one whose product overflows, ends
+/// the job with the routine's message and status 1, before anything is allocated or moved
+/// (no abort, no call that returns having moved nothing); so does a set reaching past the
+/// job, before any member list is made.
+#[test]
+fn an_active_set_collective_refuses_counts_no_heap_holds() {
+    if !have_cc() {
+        return;
+    }
+    let prelude = "    static long psync[SHMEM_COLLECT_SYNC_SIZE];
+                       for (int i = 0; i < SHMEM_COLLECT_SYNC_SIZE; i++)
+                           psync[i] = SHMEM_SYNC_VALUE;
+    shmem_init();
+                       long *src = shmem_malloc(8 * sizeof(long));
+                       long *dst = shmem_malloc(16 * sizeof(long));
+    shmem_barrier_all();";
+    let cases = [
+        (
+            "set_count_max",
+            "shmem_fcollect64(dst, src, (size_t)-1, 0, 0, 2, psync)",
+            "shmem_fcollect64",
+        ),
+        (
+            "set_count_huge",
+            "shmem_fcollect64(dst, src, (size_t)1 << 40, 0, 0, 2, psync)",
+            "shmem_fcollect64",
+        ),
+        (
+            "set_count_wraps",
+            "shmem_alltoall64(dst, src, (size_t)1 << 63, 0, 0, 2, psync)",
+            "shmem_alltoall64",
+        ),
+        (
+            "set_broadcast_huge",
+            "shmem_broadcast64(dst, src, (size_t)1 << 40, 0, 0, 0, 2, psync)",
+            "shmem_broadcast64",
+        ),
+        (
+            "set_past_the_job",
+            "shmem_barrier(0, 0, 2147483647, psync)",
+            "shmem_barrier",
+        ),
+    ];
+    for (name, call, routine) in cases {
+        let body = format!(
+            "{prelude}
+    if (shmem_my_pe() < 2)
+        {call};
+    shmem_finalize();
+    return 0;"
+        );
+        let output = run_program(name, &body, "3");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{name}: {stderr}");
+        assert!(
+            (0..2).any(|pe| stderr.contains(&format!("ferroshmem: PE {pe}: {routine}: "))),
+            "{name}: {stderr}"
+        );
+        assert!(
+            !stderr.contains("panic") && !stderr.contains("memory allocation"),
+            "{name}: {stderr}"
+        );
+    }
+}
+
 /// Builds the C program `body` (the inside of `main`, after `#include <shmem.h>`) as `name`.
 fn build_program(name: &str, body: &str) -> PathBuf {
     let source = out_dir().join(format!("{name}.c"));

@@ -54,13 +54,14 @@ impl ActiveSet {
             .ok()
             .and_then(|l| 1usize.checked_shl(l))
             .ok_or_else(bad)?;
-        let members: Vec<usize> = (0..size)
-            .map(|i| stride.checked_mul(i).and_then(|o| o.checked_add(start)))
-            .collect::<Option<_>>()
+        // The last member first: a set of no members or reaching past the job is refused
+        // before any list is made.
+        size.checked_sub(1)
+            .and_then(|last| stride.checked_mul(last))
+            .and_then(|o| o.checked_add(start))
+            .filter(|&last| last < n)
             .ok_or_else(bad)?;
-        if size == 0 || members.iter().any(|&pe| pe >= n) {
-            return Err(bad());
-        }
+        let members: Vec<usize> = (0..size).map(|i| start + stride * i).collect();
         let me = members
             .iter()
             .position(|&pe| pe == me)
@@ -135,6 +136,8 @@ pub(crate) fn broadcast<T: Pod>(
     (root, psync): (usize, *mut i64),
 ) -> Result<()> {
     set.pe(root)?;
+    s.view_within(source, nelems)?;
+    s.view_within(dest.cast_const(), nelems)?;
     barrier(s, set, psync)?;
     let mut data = vec![T::zeroed(); nelems];
     if set.me != root {
@@ -155,8 +158,11 @@ pub(crate) fn fcollect<T: Pod>(
     nelems: usize,
     psync: *mut i64,
 ) -> Result<()> {
+    let total = elements(nelems, set.len())?;
+    s.view_within(source, nelems)?;
+    s.view_within(dest.cast_const(), total)?;
     barrier(s, set, psync)?;
-    let mut data = vec![T::zeroed(); nelems * set.len()];
+    let mut data = vec![T::zeroed(); total];
     for (i, block) in data.chunks_mut(nelems.max(1)).enumerate().take(set.len()) {
         read(s, set, (source, i), &mut block[..nelems])?;
     }
@@ -174,15 +180,27 @@ pub(crate) fn collect<T: Pod>(
     psync: *mut i64,
 ) -> Result<()> {
     let count = psync.wrapping_add(2);
-    write(s, count, &[nelems as i64])?;
+    s.view_within(source, nelems)?;
+    let own = i64::try_from(nelems)
+        .map_err(|_| Error::InvalidArgument(format!("{nelems} elements to collect")))?;
+    write(s, count, &[own])?;
     barrier(s, set, psync)?;
-    let mut data = Vec::new();
+    let mut counts = Vec::with_capacity(set.len());
     for i in 0..set.len() {
         let mut theirs = [0i64];
         read(s, set, (count.cast_const(), i), &mut theirs)?;
-        let mut block = vec![T::zeroed(); usize::try_from(theirs[0]).unwrap_or(0)];
-        read(s, set, (source, i), &mut block)?;
-        data.extend(block);
+        counts.push(usize::try_from(theirs[0]).unwrap_or(0));
+    }
+    let total = counts
+        .iter()
+        .try_fold(0usize, |sum, &c| sum.checked_add(c))
+        .ok_or_else(|| Error::InvalidArgument("the members' counts overflow".into()))?;
+    s.view_within(dest.cast_const(), total)?;
+    let mut data = vec![T::zeroed(); total];
+    let mut at = 0;
+    for (i, &c) in counts.iter().enumerate() {
+        read(s, set, (source, i), &mut data[at..at + c])?;
+        at += c;
     }
     barrier(s, set, psync)?;
     write(s, count, &[0])?;
@@ -198,10 +216,14 @@ pub(crate) fn alltoalls<T: Pod>(
     (dst, sst, nelems): (usize, usize, usize),
     psync: *mut i64,
 ) -> Result<()> {
-    barrier(s, set, psync)?;
     let n = set.len();
-    let mut received = vec![T::zeroed(); nelems * n];
+    let total = elements(nelems, n)?;
+    s.view_within(source, strided_extent(sst, total)?)?;
+    s.view_within(dest.cast_const(), strided_extent(dst, total)?)?;
+    barrier(s, set, psync)?;
+    let mut received = vec![T::zeroed(); total];
     for (i, block) in received.chunks_mut(nelems.max(1)).enumerate().take(n) {
+        // Within the extent checked above.
         let first = source.wrapping_add(sst * set.me * nelems);
         match sst {
             1 => read(s, set, (first, i), &mut block[..nelems])?,
@@ -236,6 +258,8 @@ pub(crate) fn reduce<T: Reducible>(
     nreduce: usize,
     psync: *mut i64,
 ) -> Result<()> {
+    s.view_within(source, nreduce)?;
+    s.view_within(dest.cast_const(), nreduce)?;
     barrier(s, set, psync)?;
     let mut acc = vec![T::zeroed(); nreduce];
     read(s, set, (source, 0), &mut acc)?;
@@ -246,6 +270,26 @@ pub(crate) fn reduce<T: Reducible>(
     }
     barrier(s, set, psync)?;
     write(s, dest, &acc)
+}
+
+/// The elements of `blocks` blocks of `nelems` each.
+fn elements(nelems: usize, blocks: usize) -> Result<usize> {
+    nelems.checked_mul(blocks).ok_or_else(|| {
+        Error::InvalidArgument(format!("{blocks} blocks of {nelems} elements overflow"))
+    })
+}
+
+/// How many elements `count` elements `stride` apart span (none for none).
+fn strided_extent(stride: usize, count: usize) -> Result<usize> {
+    match count.checked_sub(1) {
+        None => Ok(0),
+        Some(last) => stride
+            .checked_mul(last)
+            .and_then(|span| span.checked_add(1))
+            .ok_or_else(|| {
+                Error::InvalidArgument(format!("{count} elements {stride} apart overflow"))
+            }),
+    }
 }
 
 #[cfg(test)]
@@ -270,5 +314,17 @@ mod tests {
         );
         assert!(ActiveSet::new((-1, 0, 2), 0, 4).is_err());
         assert!(ActiveSet::new((0, 70, 2), 0, 4).is_err());
+        assert!(ActiveSet::new((0, 0, 0), 0, 4).is_err());
+        assert!(ActiveSet::new((0, 0, c_int::MAX), 0, 4).is_err());
+        assert!(ActiveSet::new((0, 30, c_int::MAX), 0, 4).is_err());
+    }
+
+    #[test]
+    fn buffer_sizes_are_checked_for_overflow() {
+        assert_eq!(elements(3, 4).unwrap(), 12);
+        assert!(elements(usize::MAX, 2).is_err());
+        assert_eq!(strided_extent(3, 0).unwrap(), 0);
+        assert_eq!(strided_extent(3, 4).unwrap(), 10);
+        assert!(strided_extent(usize::MAX / 2, 4).is_err());
     }
 }

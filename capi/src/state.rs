@@ -310,6 +310,25 @@ impl Shmem {
         self.try_view(addr, len).ok_or_else(not_symmetric)
     }
 
+    /// [`Shmem::view`], checking also that all `len` elements lie in the symmetric memory:
+    /// for a routine that sizes a buffer of its own by `len` before any operation would
+    /// check the view.
+    pub(crate) fn view_within<T: Pod>(
+        &self,
+        addr: *const T,
+        len: usize,
+    ) -> Result<SymSlice<'static, T>> {
+        let room = self.view_to_end(addr).ok_or_else(not_symmetric)?;
+        if len > room.len() {
+            return Err(Error::OutOfBounds {
+                what: "a symmetric buffer of the call",
+                needed: len,
+                available: room.len(),
+            });
+        }
+        self.view(addr, len)
+    }
+
     /// The symmetric view from the C caller's address `addr` to the end of the user heap
     /// (where a collective's output length is known only to the call); `None` for an `addr`
     /// that is not symmetric.
