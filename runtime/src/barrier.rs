@@ -37,9 +37,17 @@
 //! whose sleeping wait is for a later barrier of that PE's (it made one barrier more than the
 //! finalizing PE, whose final barrier met one of its own) fails the same way, with
 //! [`Error::CollectiveMismatch`], instead of waiting for a PE that has left.
+//!
+//! A peer on another node reads those header words through the remote transport, at most
+//! every 10 ms while it sleeps. A signal written before its PE broke or finalized may still
+//! travel when the words are read, so there the verdict waits until the signal is still
+//! missing [`MISMATCH_GRACE`] after the first reading that gave it. (A PE that finalized
+//! and whose process has ended can no longer be read: a peer that reads nothing before then
+//! keeps waiting, until the job's end or its own timeout.)
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
 use ferroshmem_observability::Op;
 
@@ -48,6 +56,7 @@ use crate::error::{Error, Result};
 use crate::route::{RemoteOp, Route};
 use crate::segment::{Segment, BARRIER_ROUNDS};
 use crate::team::shape::NodeShape;
+use crate::team::MISMATCH_GRACE;
 use crate::wait::Wait;
 
 /// The bit of a PE's barrier word set once one of its barriers was left unfinished; the
@@ -112,17 +121,73 @@ fn arrived(seen: u64, epoch: u64, remote: bool) -> bool {
     }
 }
 
-/// Why the PE of segment `peer` (PE `pe`) will never signal this PE's world barrier `epoch`,
-/// if its header says so: it left one of its barriers unfinished, or it finalized at an
-/// earlier barrier.
-fn never_signals(peer: &Segment, pe: usize, epoch: u64) -> Result<()> {
-    let detail = if peer.barrier_broken().load(Ordering::Acquire) != 0 {
+/// What a PE's header says of its world barriers, for a peer waiting for its signal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct BarrierWords {
+    /// Whether it left one of its world barriers unfinished.
+    broken: bool,
+    /// Its final barrier's number once it has begun to finalize, else 0.
+    finalizing: u64,
+}
+
+impl BarrierWords {
+    /// The words of a mapped peer's header.
+    fn of(peer: &Segment) -> BarrierWords {
+        BarrierWords {
+            broken: peer.barrier_broken().load(Ordering::Acquire) != 0,
+            finalizing: peer.finalizing().load(Ordering::Acquire),
+        }
+    }
+
+    /// The words of a remote read of [`REMOTE_WORDS_BYTES`] at
+    /// [`Segment::BARRIER_BROKEN_OFFSET`] (the broken word, the barriers begun, the final
+    /// barrier's number); `None` for a read of another length.
+    fn from_bytes(bytes: &[u8]) -> Option<BarrierWords> {
+        let word = |i: usize| {
+            let raw: [u8; 8] = bytes.get(i * 8..i * 8 + 8)?.try_into().ok()?;
+            Some(u64::from_ne_bytes(raw))
+        };
+        (bytes.len() == REMOTE_WORDS_BYTES).then_some(())?;
+        Some(BarrierWords {
+            broken: word(0)? != 0,
+            finalizing: word(2)?,
+        })
+    }
+}
+
+/// Bytes of a remote read of a peer's barrier words: from its broken word to its final
+/// barrier's number.
+const REMOTE_WORDS_BYTES: usize = 24;
+const _: () = assert!(
+    Segment::BARRIERS_BEGUN_OFFSET == Segment::BARRIER_BROKEN_OFFSET + 8
+        && Segment::FINALIZING_OFFSET == Segment::BARRIERS_BEGUN_OFFSET + 8
+);
+
+/// How often a waiter reads the barrier words of a peer on another node at most.
+const REMOTE_REFRESH: Duration = Duration::from_millis(10);
+
+/// A sleeping waiter's readings of the barrier words of the peer on another node whose
+/// signal it waits for: the latest, whether a read is in flight, when the last began, and
+/// since when the readings say the signal will never come.
+#[derive(Debug, Default)]
+struct RemoteWords {
+    latest: Option<BarrierWords>,
+    reading: bool,
+    started: Option<Instant>,
+    never_since: Option<Instant>,
+}
+
+/// Why PE `pe`, whose header holds `words`, will never signal this PE's world barrier
+/// `epoch`, if its header says so: it left one of its barriers unfinished, or it finalized at
+/// an earlier barrier.
+fn never_signals(words: BarrierWords, pe: usize, epoch: u64) -> Result<()> {
+    let detail = if words.broken {
         format!(
             "PE {pe} left a world barrier unfinished (cancelled or failed midway), so it will \
              not come to this one"
         )
     } else {
-        match peer.finalizing().load(Ordering::Acquire) {
+        match words.finalizing {
             last @ 1.. if last < epoch => format!(
                 "PE {pe} has finalized: its final barrier was world barrier {last}, and this \
                  PE is in world barrier {epoch} (the PEs made different numbers of world \
@@ -137,15 +202,15 @@ fn never_signals(peer: &Segment, pe: usize, epoch: u64) -> Result<()> {
     })
 }
 
-/// Fails when the PE of segment `peer` (PE `pe`) has not `signalled` world barrier `epoch`
+/// Fails when PE `pe`, whose header holds `words`, has not `signalled` world barrier `epoch`
 /// and never will (see [`never_signals`]). A PE may signal and break or finalize
 /// afterwards, so the signal is looked for again after its header was read: only a missing
 /// signal is final.
-fn missed(peer: &Segment, pe: usize, epoch: u64, signalled: impl Fn() -> bool) -> Result<()> {
+fn missed(words: BarrierWords, pe: usize, epoch: u64, signalled: impl Fn() -> bool) -> Result<()> {
     if signalled() {
         return Ok(());
     }
-    match never_signals(peer, pe, epoch) {
+    match never_signals(words, pe, epoch) {
         Err(_) if signalled() => Ok(()),
         other => other,
     }
@@ -286,9 +351,10 @@ impl DataPlane {
         };
         let remote = peer.is_none();
         let signalled = move || arrived(flag.load(Ordering::Acquire), epoch, remote);
+        let readings = Arc::new(Mutex::new(RemoteWords::default()));
         let mut stalled = || match peer {
-            Some(peer) => missed(peer, from, epoch, signalled),
-            None => Ok(()),
+            Some(peer) => missed(BarrierWords::of(peer), from, epoch, signalled),
+            None => self.missed_remotely(from, epoch, &readings, signalled),
         };
         let at = Segment::barrier_flag_offset(slot);
         Wait::new(
@@ -299,6 +365,68 @@ impl DataPlane {
         )
         .on_stall(&mut stalled)
         .await
+    }
+
+    /// [`missed`] for PE `from` on another node, from the latest of `readings` of its
+    /// barrier words; starts the next read when it is due. A signal written before the PE
+    /// broke its barrier or finalized may still travel when a reading says it will never
+    /// come, so the verdict stands only once the signal is still missing
+    /// [`MISMATCH_GRACE`] after the first reading that said so.
+    fn missed_remotely(
+        &self,
+        from: usize,
+        epoch: u64,
+        readings: &Arc<Mutex<RemoteWords>>,
+        signalled: impl Fn() -> bool,
+    ) -> Result<()> {
+        self.read_barrier_words(from, readings);
+        let mut r = lock(readings);
+        let Some(words) = r.latest else {
+            return Ok(());
+        };
+        let Err(never) = missed(words, from, epoch, signalled) else {
+            return Ok(());
+        };
+        let since = *r.never_since.get_or_insert_with(Instant::now);
+        match since.elapsed() >= MISMATCH_GRACE {
+            true => Err(never),
+            false => Ok(()),
+        }
+    }
+
+    /// Starts a read of PE `from`'s barrier words through the remote transport into
+    /// `readings`, unless one is in flight or the last began less than [`REMOTE_REFRESH`]
+    /// ago (or no tokio runtime runs this code: the words are then never known).
+    fn read_barrier_words(&self, from: usize, readings: &Arc<Mutex<RemoteWords>>) {
+        let now = Instant::now();
+        {
+            let mut r = lock(readings);
+            let due = !r.reading
+                && r.started
+                    .is_none_or(|t| now.duration_since(t) >= REMOTE_REFRESH);
+            if !due {
+                return;
+            }
+            r.reading = true;
+            r.started = Some(now);
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            lock(readings).reading = false;
+            return;
+        };
+        let at = Segment::BARRIER_BROKEN_OFFSET;
+        let read = self.remote(Op::Get, from, REMOTE_WORDS_BYTES, at, || {
+            RemoteOp::Get(REMOTE_WORDS_BYTES)
+        });
+        let readings = readings.clone();
+        runtime.spawn(async move {
+            let words = read.await.ok().and_then(|b| BarrierWords::from_bytes(&b));
+            let mut r = lock(&readings);
+            r.reading = false;
+            if words.is_some() {
+                r.latest = words;
+            }
+        });
     }
 
     /// Waits until every PE of `others` (this PE's node, which this PE leads) has signalled
@@ -314,7 +442,7 @@ impl DataPlane {
                 if let Route::Mapped(peer) = self.route(pe)? {
                     // A member signals right after counting the barrier as begun.
                     let begun = || peer.barriers_begun().load(Ordering::Acquire) >= epoch;
-                    missed(peer, pe, epoch, begun)?;
+                    missed(BarrierWords::of(peer), pe, epoch, begun)?;
                 }
             }
             Ok(())

@@ -110,6 +110,12 @@ impl Segment {
     /// Mapping offset of the count of world barriers begun, which the word of
     /// [`Segment::finalizing`] follows, for peers that read both remotely.
     pub const BARRIERS_BEGUN_OFFSET: usize = BARRIERS_BEGUN_OFFSET;
+    /// Mapping offset of the word of [`Segment::barrier_broken`], for peers that read it
+    /// remotely.
+    pub const BARRIER_BROKEN_OFFSET: usize = BARRIER_BROKEN_OFFSET;
+    /// Mapping offset of the word of [`Segment::finalizing`], for peers that read it
+    /// remotely.
+    pub const FINALIZING_OFFSET: usize = FINALIZING_OFFSET;
 
     /// Creates the segment of `pe` with `heap_size` usable bytes (zero-filled, sparse).
     pub fn create(pe: usize, heap_size: usize) -> Result<Self> {

@@ -1,0 +1,147 @@
+//! Two PEs of one process that reach each other only through the remote transport, as PEs
+//! of two nodes do: a transport that applies each operation to the target's segment as it
+//! starts, its completion resolving after one yield (`lazy`) or at once.
+
+use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferroshmem_runtime::route::{Amo, Completion, Remote, RemoteOp, Route};
+use ferroshmem_runtime::{DataPlane, DataPlaneParts, Health, HeapId, Segment};
+
+/// The transport: every PE's segment, reached directly.
+#[derive(Debug)]
+struct Loopback {
+    segments: Vec<Arc<Segment>>,
+    lazy: bool,
+}
+
+/// Applies `op` to a 64-bit word; the old value.
+fn amo64(word: &AtomicU64, op: Amo) -> u64 {
+    let any = Ordering::SeqCst;
+    match op {
+        Amo::Fetch => word.load(any),
+        Amo::Swap(v) => word.swap(v, any),
+        Amo::CompareSwap(c, v) => word
+            .compare_exchange(c, v, any, any)
+            .unwrap_or_else(|old| old),
+        Amo::Add(v) => word.fetch_add(v, any),
+        Amo::And(v) => word.fetch_and(v, any),
+        Amo::Or(v) => word.fetch_or(v, any),
+        Amo::Xor(v) => word.fetch_xor(v, any),
+    }
+}
+
+/// Applies `op` to a 32-bit word (the operands' low halves); the old value.
+fn amo32(word: &AtomicU32, op: Amo) -> u32 {
+    let any = Ordering::SeqCst;
+    let low = |v: u64| v as u32;
+    match op {
+        Amo::Fetch => word.load(any),
+        Amo::Swap(v) => word.swap(low(v), any),
+        Amo::CompareSwap(c, v) => word
+            .compare_exchange(low(c), low(v), any, any)
+            .unwrap_or_else(|old| old),
+        Amo::Add(v) => word.fetch_add(low(v), any),
+        Amo::And(v) => word.fetch_and(low(v), any),
+        Amo::Or(v) => word.fetch_or(low(v), any),
+        Amo::Xor(v) => word.fetch_xor(low(v), any),
+    }
+}
+
+impl Loopback {
+    /// Runs `op` on `target` at mapping offset `at`; what it read or fetched.
+    fn apply(target: &Segment, at: usize, op: RemoteOp) -> Vec<u8> {
+        let map = target.mapping();
+        let (read, touched) = match op {
+            RemoteOp::Put(data) => {
+                map.write(at, &data);
+                (Vec::new(), at..at + data.len())
+            }
+            RemoteOp::Get(n) => {
+                let mut out = vec![0; n];
+                map.read(at, &mut out);
+                (out, at..at)
+            }
+            RemoteOp::PutSignal {
+                data,
+                signal_at,
+                signal,
+            } => {
+                map.write(at, &data);
+                fence(Ordering::SeqCst);
+                amo64(map.atomic::<AtomicU64>(signal_at), signal);
+                (
+                    Vec::new(),
+                    at.min(signal_at)..(at + data.len()).max(signal_at + 8),
+                )
+            }
+            RemoteOp::PutPublished(data) => {
+                map.write(at, &data);
+                let value: [u8; 8] = data[data.len() - 8..].try_into().expect("8 bytes");
+                let flag = at - at % 64;
+                map.atomic::<AtomicU64>(flag)
+                    .fetch_max(u64::from_ne_bytes(value), Ordering::SeqCst);
+                (Vec::new(), flag..at + data.len())
+            }
+            RemoteOp::Amo { op, width: 8 } => {
+                let old = amo64(map.atomic::<AtomicU64>(at), op);
+                (old.to_ne_bytes().to_vec(), at..at + 8)
+            }
+            RemoteOp::Amo { op, .. } => {
+                let old = amo32(map.atomic::<AtomicU32>(at), op);
+                (old.to_ne_bytes().to_vec(), at..at + 4)
+            }
+        };
+        fence(Ordering::SeqCst);
+        if !touched.is_empty() {
+            target.wake_watchers(touched.start, touched.end);
+        }
+        read
+    }
+}
+
+impl Remote for Loopback {
+    fn start(&self, pe: usize, at: usize, op: RemoteOp) -> Completion {
+        let read = Self::apply(&self.segments[pe], at, op);
+        let lazy = self.lazy;
+        Box::pin(async move {
+            if lazy {
+                tokio::task::yield_now().await;
+            }
+            Ok(read)
+        })
+    }
+}
+
+/// Two PEs, each on a node of its own: each reaches the other through the loopback
+/// transport, whose completions resolve after a yield when `lazy`.
+pub fn two_nodes(lazy: bool) -> Vec<Arc<DataPlane>> {
+    let segments: Vec<Arc<Segment>> = (0..2)
+        .map(|pe| Arc::new(Segment::create(pe, 1 << 20).expect("a segment")))
+        .collect();
+    let transport: Arc<dyn Remote> = Arc::new(Loopback {
+        segments: segments.clone(),
+        lazy,
+    });
+    (0..2)
+        .map(|me| {
+            let routes = (0..2)
+                .map(|pe| match pe == me {
+                    true => Route::Mapped(segments[pe].clone()),
+                    false => Route::Remote,
+                })
+                .collect();
+            let parts = DataPlaneParts {
+                my_pe: me,
+                heap: HeapId(1),
+                routes,
+                remote: Some(transport.clone()),
+                nodes: vec![0, 1],
+                health: Arc::new(Health::new()),
+                spin: Duration::from_micros(50),
+            };
+            Arc::new(DataPlane::new(parts).expect("a data plane"))
+        })
+        .collect()
+}

@@ -1,0 +1,3 @@
+//! What the runtime's integration tests share.
+
+pub mod loopback;
