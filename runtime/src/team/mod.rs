@@ -102,29 +102,37 @@ impl Default for TeamConfig {
 }
 
 impl TeamConfig {
-    /// The configuration of the predefined teams of a job of `n_pes` PEs with heaps of
-    /// `heap_size` bytes on this machine: the default, with `eager_copy_bytes` and
-    /// `eager_broadcast_bytes` raised to `eager_bytes` when the PEs outnumber the machine's
-    /// online CPUs, and without eager
-    /// slots when the heap is too small to spare them (the two predefined teams' regions
-    /// would take more than 1/16 of it).
+    /// The configuration of the predefined teams of a job whose PEs live on `nodes` (each
+    /// PE's node, as [`crate::DataPlane::nodes`] gives them) with heaps of `heap_size` bytes:
+    /// the default, with `eager_copy_bytes` and `eager_broadcast_bytes` raised to
+    /// `eager_bytes` when the job lives on one node and its PEs outnumber the machine's
+    /// online CPUs, and without eager slots when the heap is too small to spare them (the
+    /// two predefined teams' regions would take more than 1/16 of it).
     ///
     /// Every PE of the job computes it alone, so it depends only on what all of them see
     /// alike: the machine's online CPUs, not the CPUs this process may run on (PEs pinned to
     /// different CPU sets would otherwise pick different algorithms and wait for each other
-    /// forever).
-    pub fn for_job(n_pes: usize, heap_size: usize) -> TeamConfig {
-        let cpus = crate::cpus::machine_cpus();
-        let default = TeamConfig::default();
-        let mut config = if n_pes > cpus {
-            TeamConfig {
-                eager_copy_bytes: default.eager_bytes,
-                eager_broadcast_bytes: default.eager_bytes,
-                ..default
-            }
-        } else {
-            default
-        };
+    /// forever), and those only on one node: the machines of a job that spans nodes may
+    /// have different numbers of CPUs.
+    pub fn for_job(nodes: &[usize], heap_size: usize) -> TeamConfig {
+        let one_node = nodes.windows(2).all(|pair| pair[0] == pair[1]);
+        let config = TeamConfig::sized_for(nodes.len(), heap_size);
+        if one_node && nodes.len() > crate::cpus::machine_cpus() {
+            let eager = TeamConfig::default().eager_bytes;
+            return TeamConfig {
+                eager_copy_bytes: eager,
+                eager_broadcast_bytes: eager,
+                ..config
+            };
+        }
+        config
+    }
+
+    /// The default configuration for a team of `n_pes` members with heaps of `heap_size`
+    /// bytes, without eager slots where the heap is too small to spare them (see
+    /// [`TeamConfig::for_job`]); what lays out the team pool.
+    fn sized_for(n_pes: usize, heap_size: usize) -> TeamConfig {
+        let mut config = TeamConfig::default();
         if 2 * Layout::new(n_pes, &config).bytes > heap_size / 16 {
             config.eager_bytes = 0;
         }
@@ -490,7 +498,7 @@ impl Teams {
     /// Where the team pool of a job of `n_pes` PEs with `heap_size`-byte heaps lies; the
     /// world allocator must keep below [`PoolLayout::offset`].
     pub fn pool_layout(heap_size: usize, n_pes: usize) -> Result<PoolLayout> {
-        let region = Layout::new(n_pes, &TeamConfig::for_job(n_pes, heap_size)).bytes;
+        let region = Layout::new(n_pes, &TeamConfig::sized_for(n_pes, heap_size)).bytes;
         PoolLayout::new(heap_size, 2 * region)
     }
 
@@ -501,7 +509,7 @@ impl Teams {
         let n = dp.n_pes();
         let me = dp.my_pe();
         let layout = Self::pool_layout(dp.heap_size(), n)?;
-        let config = TeamConfig::for_job(n, dp.heap_size());
+        let config = TeamConfig::for_job(dp.nodes(), dp.heap_size());
         let world_bytes = Layout::new(n, &config).bytes;
         let node_members: Box<[usize]> = (0..n).filter(|&p| dp.is_mapped(p)).collect();
         let node_bytes = Layout::new(node_members.len(), &config).bytes;
@@ -552,5 +560,26 @@ impl Teams {
     /// with this one, those of its node (every PE of a job that runs on one node).
     pub fn node(&self) -> &Team {
         &self.node
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TeamConfig;
+
+    #[test]
+    fn only_a_crowded_job_of_one_node_raises_its_copy_sizes() {
+        let (cpus, heap) = (crate::cpus::machine_cpus(), 1 << 30);
+        let default = TeamConfig::default();
+        let crowded = TeamConfig::for_job(&vec![0; cpus + 1], heap);
+        assert_eq!(
+            (crowded.eager_copy_bytes, crowded.eager_broadcast_bytes),
+            (default.eager_bytes, default.eager_bytes)
+        );
+        assert_eq!(TeamConfig::for_job(&vec![0; cpus], heap), default);
+        // Two nodes, whose machines may have other numbers of CPUs than this one.
+        let two_nodes: Vec<usize> = (0..cpus + 1).map(|pe| pe % 2).collect();
+        assert_eq!(TeamConfig::for_job(&two_nodes, heap), default);
+        assert_eq!(TeamConfig::for_job(&[0, 0], 1 << 12).eager_bytes, 0);
     }
 }
