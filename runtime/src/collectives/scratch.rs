@@ -17,10 +17,13 @@ use bytemuck::{Pod, Zeroable};
 #[repr(C, align(64))]
 struct Line([u8; 64]);
 
-/// `len` zeroed elements of `T` starting on a 64-byte line (a zero-sized `T` gives none).
+/// `len` zeroed elements of `T` starting on a 64-byte line, or on `T`'s own alignment where
+/// that is larger (a zero-sized `T` gives none).
 #[derive(Debug)]
 pub(super) struct Scratch<T> {
     lines: Vec<Line>,
+    /// Where the elements start in `lines`, in bytes: the first multiple of `T`'s alignment.
+    start: usize,
     len: usize,
     elem: PhantomData<T>,
 }
@@ -29,8 +32,14 @@ impl<T: Pod> Scratch<T> {
     /// `len` zeroed elements.
     pub(super) fn zeroed(len: usize) -> Scratch<T> {
         let bytes = len.saturating_mul(std::mem::size_of::<T>());
+        // Lines start on 64 bytes; a larger alignment (a power of two, so a multiple of 64)
+        // may skip up to `align / 64 - 1` of them.
+        let align = std::mem::align_of::<T>().max(64);
+        let lines = vec![Line::zeroed(); bytes.div_ceil(64) + align / 64 - 1];
+        let start = (align - lines.as_ptr() as usize % align) % align;
         Scratch {
-            lines: vec![Line::zeroed(); bytes.div_ceil(64)],
+            lines,
+            start,
             len,
             elem: PhantomData,
         }
@@ -46,16 +55,17 @@ impl<T: Pod> Deref for Scratch<T> {
     type Target = [T];
 
     fn deref(&self) -> &[T] {
-        let bytes = &bytemuck::cast_slice::<Line, u8>(&self.lines)[..self.bytes()];
-        // A line's alignment is every `Pod` type's, so only a zero-sized `T` fails.
+        let all = bytemuck::cast_slice::<Line, u8>(&self.lines);
+        let bytes = &all[self.start..self.start + self.bytes()];
+        // Aligned for `T` above, so only a zero-sized `T` fails.
         bytemuck::try_cast_slice(bytes).unwrap_or_default()
     }
 }
 
 impl<T: Pod> DerefMut for Scratch<T> {
     fn deref_mut(&mut self) -> &mut [T] {
-        let bytes = self.bytes();
-        let bytes = &mut bytemuck::cast_slice_mut::<Line, u8>(&mut self.lines)[..bytes];
+        let range = self.start..self.start + self.bytes();
+        let bytes = &mut bytemuck::cast_slice_mut::<Line, u8>(&mut self.lines)[range];
         bytemuck::try_cast_slice_mut(bytes).unwrap_or_default()
     }
 }
@@ -77,5 +87,26 @@ mod tests {
         let odd = Scratch::<[u8; 3]>::zeroed(5);
         assert_eq!((odd.len(), odd.as_ptr() as usize % 64), (5, 0));
         assert!(Scratch::<()>::zeroed(7).is_empty());
+    }
+
+    /// An element type aligned above a line.
+    #[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+    #[repr(C, align(256))]
+    struct Wide([u64; 32]);
+
+    #[test]
+    fn elements_aligned_above_a_line_start_on_their_alignment() {
+        for len in [1, 2, 5] {
+            let mut wide = Scratch::<Wide>::zeroed(len);
+            assert_eq!(wide.len(), len);
+            assert_eq!(wide.as_ptr() as usize % 256, 0);
+            wide.iter_mut()
+                .enumerate()
+                .for_each(|(i, w)| *w = Wide([i as u64; 32]));
+            assert!(wide
+                .iter()
+                .enumerate()
+                .all(|(i, w)| *w == Wide([i as u64; 32])));
+        }
     }
 }
