@@ -3,7 +3,7 @@
 //! | variable | meaning | default |
 //! |---|---|---|
 //! | `FERROSHMEM_SYMMETRIC_SIZE` (or `NVSHMEM_SYMMETRIC_SIZE`) | symmetric heap bytes per PE (`512M`, `2G`, `1048576`) | `1G` |
-//! | `FERROSHMEM_SPIN_US` | how long a wait spins before it sleeps, in µs | `50` |
+//! | `FERROSHMEM_SPIN_US` | how long a wait spins before it sleeps, in µs (at most 1 000 000) | `50` |
 //! | `FERROSHMEM_BIND` | `share`: each PE's threads run on an equal share of the machine's CPUs; `core`: on one CPU, the node's PEs dealt over its CPUs in turn; `none`: as started | `share` under `ferroshmem run`, else `none` |
 
 use std::time::Duration;
@@ -15,6 +15,10 @@ use crate::error::{Error, Result};
 pub const DEFAULT_SYMMETRIC_SIZE: usize = 1 << 30;
 /// Default spin time of a wait before it sleeps.
 pub const DEFAULT_SPIN: Duration = Duration::from_micros(50);
+/// The longest a wait may spin before it sleeps (`FERROSHMEM_SPIN_US`): a wait checks its
+/// peers' calls (a call given up, a barrier broken) only once it sleeps, so a longer spin
+/// would put off those verdicts.
+pub const MAX_SPIN: Duration = Duration::from_secs(1);
 /// The longest duration a setting may give (a year): timeouts, grace periods and spin times
 /// are added to the clock, and a year is as good as forever for any of them.
 pub const MAX_SETTING_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
@@ -72,8 +76,7 @@ pub fn symmetric_size_from_env() -> Result<usize> {
 /// The spin time of waits from `FERROSHMEM_SPIN_US`, or the default.
 ///
 /// # Errors
-/// [`Error::Config`] when it is not a number of microseconds up to
-/// [`MAX_SETTING_DURATION`].
+/// [`Error::Config`] when it is not a number of microseconds up to [`MAX_SPIN`].
 pub fn spin_from_env() -> Result<Duration> {
     match env_var(&["FERROSHMEM_SPIN_US"])? {
         Some(v) => v
@@ -81,11 +84,11 @@ pub fn spin_from_env() -> Result<Duration> {
             .parse::<u64>()
             .ok()
             .map(Duration::from_micros)
-            .filter(|&spin| spin <= MAX_SETTING_DURATION)
+            .filter(|&spin| spin <= MAX_SPIN)
             .ok_or_else(|| {
                 Error::Config(format!(
                     "FERROSHMEM_SPIN_US={v:?} is not a number of microseconds up to {}",
-                    MAX_SETTING_DURATION.as_micros()
+                    MAX_SPIN.as_micros()
                 ))
             }),
         None => Ok(DEFAULT_SPIN),

@@ -12,6 +12,7 @@ use std::time::Duration;
 use bytemuck::Pod;
 use ferroshmem_observability::{Op, PeMetrics, Traffic};
 
+use crate::config::MAX_SPIN;
 use crate::cpus::CpuShare;
 use crate::doorbell::Doorbell;
 use crate::error::{Error, Result};
@@ -108,6 +109,13 @@ impl DataPlane {
             }
         };
         check_nodes(parts.my_pe, &parts.routes, &parts.nodes)?;
+        if parts.spin > MAX_SPIN {
+            return Err(Error::Config(format!(
+                "a spin of {:?}: waits spin at most {MAX_SPIN:?}, since a wait checks its \
+                 peers' calls only once it sleeps",
+                parts.spin
+            )));
+        }
         let remote_routes = parts.routes.iter().any(|r| matches!(r, Route::Remote));
         if remote_routes && parts.remote.is_none() {
             return Err(Error::Config(
@@ -636,58 +644,4 @@ fn check_nodes(my_pe: usize, routes: &[Route], nodes: &[usize]) -> Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn node_numbers_must_name_every_pe_and_agree_with_the_routes() {
-        let own = Arc::new(Segment::create(0, 1 << 16).expect("segment"));
-        let routes = vec![
-            Route::Mapped(own.clone()),
-            Route::Mapped(own),
-            Route::Remote,
-        ];
-        assert!(check_nodes(0, &routes, &[0, 0, 1]).is_ok());
-        assert!(check_nodes(0, &routes, &[3, 3, 2]).is_ok(), "any numbering");
-        for bad in [&[0, 0][..], &[0, 0, 0], &[0, 1, 1]] {
-            assert!(
-                matches!(check_nodes(0, &routes, bad), Err(Error::Config(_))),
-                "{bad:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn a_peer_runs_on_another_cpu_only_where_both_recorded_different_ones() {
-        let segments: Vec<Arc<Segment>> = (0..3)
-            .map(|pe| Arc::new(Segment::create(pe, 1 << 16).expect("segment")))
-            .collect();
-        let parts = DataPlaneParts {
-            my_pe: 0,
-            heap: crate::heap::HeapId(1),
-            routes: segments.iter().cloned().map(Route::Mapped).collect(),
-            remote: None,
-            nodes: vec![0; 3],
-            health: Arc::new(crate::health::Health::new()),
-            spin: std::time::Duration::from_micros(50),
-        };
-        let dp = DataPlane::new(parts).expect("data plane");
-        let elsewhere = || {
-            (0..4)
-                .map(|pe| dp.runs_on_another_cpu(pe))
-                .collect::<Vec<_>>()
-        };
-        assert_eq!(elsewhere(), [false; 4], "nothing recorded");
-        segments[1].record_bound_cpu(Some(1));
-        segments[2].record_bound_cpu(Some(0));
-        assert_eq!(elsewhere(), [false; 4], "this PE recorded none");
-        segments[0].record_bound_cpu(Some(0));
-        assert_eq!(
-            elsewhere(),
-            [false, true, false, false],
-            "PE 2 shares CPU 0"
-        );
-        segments[1].record_bound_cpu(None);
-        assert_eq!(elsewhere(), [false; 4], "PE 1 unbound");
-    }
-}
+mod tests;

@@ -1,0 +1,76 @@
+//! Unit tests of the data plane: its checks of the job's shape and settings, and what it
+//! reads of its peers' CPUs.
+
+use super::*;
+
+#[test]
+fn node_numbers_must_name_every_pe_and_agree_with_the_routes() {
+    let own = Arc::new(Segment::create(0, 1 << 16).expect("segment"));
+    let routes = vec![
+        Route::Mapped(own.clone()),
+        Route::Mapped(own),
+        Route::Remote,
+    ];
+    assert!(check_nodes(0, &routes, &[0, 0, 1]).is_ok());
+    assert!(check_nodes(0, &routes, &[3, 3, 2]).is_ok(), "any numbering");
+    for bad in [&[0, 0][..], &[0, 0, 0], &[0, 1, 1]] {
+        assert!(
+            matches!(check_nodes(0, &routes, bad), Err(Error::Config(_))),
+            "{bad:?}"
+        );
+    }
+}
+
+#[test]
+fn a_peer_runs_on_another_cpu_only_where_both_recorded_different_ones() {
+    let segments: Vec<Arc<Segment>> = (0..3)
+        .map(|pe| Arc::new(Segment::create(pe, 1 << 16).expect("segment")))
+        .collect();
+    let parts = DataPlaneParts {
+        my_pe: 0,
+        heap: crate::heap::HeapId(1),
+        routes: segments.iter().cloned().map(Route::Mapped).collect(),
+        remote: None,
+        nodes: vec![0; 3],
+        health: Arc::new(crate::health::Health::new()),
+        spin: std::time::Duration::from_micros(50),
+    };
+    let dp = DataPlane::new(parts).expect("data plane");
+    let elsewhere = || {
+        (0..4)
+            .map(|pe| dp.runs_on_another_cpu(pe))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(elsewhere(), [false; 4], "nothing recorded");
+    segments[1].record_bound_cpu(Some(1));
+    segments[2].record_bound_cpu(Some(0));
+    assert_eq!(elsewhere(), [false; 4], "this PE recorded none");
+    segments[0].record_bound_cpu(Some(0));
+    assert_eq!(
+        elsewhere(),
+        [false, true, false, false],
+        "PE 2 shares CPU 0"
+    );
+    segments[1].record_bound_cpu(None);
+    assert_eq!(elsewhere(), [false; 4], "PE 1 unbound");
+}
+
+#[test]
+fn a_spin_beyond_the_most_is_a_config_error() {
+    let segment = Arc::new(Segment::create(0, 1 << 16).expect("segment"));
+    let parts = |spin| DataPlaneParts {
+        my_pe: 0,
+        heap: crate::heap::HeapId(1),
+        routes: vec![Route::Mapped(segment.clone())],
+        remote: None,
+        nodes: vec![0],
+        health: Arc::new(crate::health::Health::new()),
+        spin,
+    };
+    assert!(DataPlane::new(parts(MAX_SPIN)).is_ok());
+    let longer = MAX_SPIN + std::time::Duration::from_micros(1);
+    match DataPlane::new(parts(longer)) {
+        Err(Error::Config(why)) => assert!(why.contains("at most"), "{why}"),
+        other => panic!("a spin of {longer:?}: {other:?}"),
+    }
+}
