@@ -241,11 +241,15 @@ impl PeActor {
                     return;
                 }
                 // A refused request still makes the collective call, as one that failed.
-                let local = request
+                let mut local = request
                     .checked()
                     .and_then(|(bytes, align)| self.heap.alloc(bytes, align));
                 if let (Ok(offset), true) = (&local, zero) {
-                    self.data.zero_local(*offset, request.bytes());
+                    let offset = *offset;
+                    if let Err(e) = self.data.zero_local(offset, request.bytes()) {
+                        let _ = self.heap.free(offset);
+                        local = Err(e);
+                    }
                 }
                 let call = HeapCall::alloc(
                     request.bytes(),

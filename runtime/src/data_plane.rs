@@ -337,8 +337,29 @@ impl DataPlane {
         self.doorbell.ring_local();
     }
 
-    /// Zeroes `bytes` bytes of this PE's heap at heap offset `offset` (for `calloc`).
-    pub fn zero_local(&self, offset: usize, bytes: usize) {
+    /// Zeroes `bytes` bytes of this PE's user heap at heap offset `offset` (for `calloc`).
+    ///
+    /// # Errors
+    /// [`Error::OutOfBounds`] when the bytes reach past the user heap (into the team pool or
+    /// beyond the heap).
+    pub fn zero_local(&self, offset: usize, bytes: usize) -> Result<()> {
+        let user = self.user_heap_bytes();
+        match offset.checked_add(bytes) {
+            Some(end) if end <= user => {
+                self.zero_own(offset, bytes);
+                Ok(())
+            }
+            _ => Err(Error::OutOfBounds {
+                what: "bytes to zero",
+                needed: offset.saturating_add(bytes),
+                available: user,
+            }),
+        }
+    }
+
+    /// Zeroes `bytes` bytes of this PE's heap at heap offset `offset`, which the caller
+    /// has checked lie in the heap (the team pool's regions).
+    pub(crate) fn zero_own(&self, offset: usize, bytes: usize) {
         self.own_segment()
             .mapping()
             .zero(HEADER_SIZE + offset, bytes);

@@ -100,7 +100,12 @@ impl<T> Pending<T> {
         match self {
             Pending::Failed(error) => Poll::Ready(Err(error.take().unwrap_or(Error::Polled))),
             Pending::Remote(completion, decode) => {
-                completion.as_mut().poll(cx).map(|r| r.and_then(*decode))
+                let done = completion.as_mut().poll(cx).map(|r| r.and_then(*decode));
+                if done.is_ready() {
+                    // Polled again, it reports that rather than polling an ended completion.
+                    *self = Pending::Failed(None);
+                }
+                done
             }
         }
     }
@@ -192,7 +197,11 @@ impl GetPending<'_> {
         match self {
             GetPending::Failed(error) => Poll::Ready(Err(error.take().unwrap_or(Error::Polled))),
             GetPending::Remote(completion, dest) => {
-                completion.as_mut().poll(cx).map(|got| land(dest, got?))
+                let done = completion.as_mut().poll(cx).map(|got| land(dest, got?));
+                if done.is_ready() {
+                    *self = GetPending::Failed(None);
+                }
+                done
             }
         }
     }

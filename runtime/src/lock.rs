@@ -97,7 +97,10 @@ impl DataPlane {
     /// [`Error::LockHeld`] when this PE already holds the lock or waits for it; the view
     /// errors of atomics.
     ///
-    /// Cancel safety: cancel safe.
+    /// Cancel safety: cancel safe where the lock's home PE is on this node (every step
+    /// completes as it is made, so the future is never dropped between two of them). Where
+    /// the home PE is on another node, not cancel safe: dropped while its compare-and-swap
+    /// travels, it may leave the lock taken by this PE, and never released.
     pub async fn test_lock<'a>(&self, lock: impl Into<SymSlice<'a, u64>>) -> Result<bool> {
         let lock = self.lock_word(lock.into())?;
         self.enqueue_node(&lock)?;

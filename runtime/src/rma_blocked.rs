@@ -57,6 +57,10 @@ impl DataPlane {
                 available: dest.len(),
             });
         }
+        if bsize == 0 {
+            // Blocks of nothing: however many, nothing moves.
+            return self.route(pe).map(|_| ());
+        }
         let landings: Vec<_> = (0..nblocks)
             .map(|i| {
                 let to = dest.slice(i * dst..i * dst + bsize);
@@ -98,6 +102,9 @@ impl DataPlane {
                 needed: src_extent,
                 available: src.len(),
             });
+        }
+        if bsize == 0 {
+            return self.route(pe).map(|_| ());
         }
         for i in 0..nblocks {
             let from = src.slice(i * sst..i * sst + bsize);

@@ -3,6 +3,7 @@
 
 mod common;
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -123,4 +124,29 @@ async fn an_fcollect_across_nodes_moves_elements_aligned_above_a_line() {
             );
         }
     }
+}
+
+/// A remote operation's future polled again after it completed reports
+/// [`Error::Polled`], as a mapped one's does, instead of polling its ended completion.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_operation_polled_after_it_completed_says_so() {
+    let pes = two_nodes(true);
+    let word =
+        SymBuffer::<u64>::from_allocation(Allocation::new(HeapId(1), 0, 64), 1).expect("a word");
+    let mut fetch = Box::pin(pes[0].g(&word, 1));
+    assert_eq!(timeout(BOUND, fetch.as_mut()).await, Ok(Ok(0)));
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    let again = fetch.as_mut().poll(&mut cx);
+    assert!(
+        matches!(again, std::task::Poll::Ready(Err(Error::Polled))),
+        "{again:?}"
+    );
+    let mut into = [7u64];
+    let mut read = Box::pin(pes[0].get(&mut into, &word, 1));
+    assert!(matches!(timeout(BOUND, read.as_mut()).await, Ok(Ok(()))));
+    let again = read.as_mut().poll(&mut cx);
+    assert!(
+        matches!(again, std::task::Poll::Ready(Err(Error::Polled))),
+        "{again:?}"
+    );
 }

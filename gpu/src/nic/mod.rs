@@ -237,7 +237,7 @@ impl Agent {
         }
         // Zeroed before the exchange, which no peer passes before this PE has joined it:
         // so no request lands before.
-        dp.zero_local(rings.offset(), 16 * n);
+        dp.zero_local(rings.offset(), 16 * n)?;
         let counters = count_writes(&dp, &rings, layout)?;
         let mut key = [0; 4];
         getrandom::fill(&mut key).map_err(|e| Error::os("random NIC agent key", e))?;

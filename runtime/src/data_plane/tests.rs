@@ -74,3 +74,34 @@ fn a_spin_beyond_the_most_is_a_config_error() {
         other => panic!("a spin of {longer:?}: {other:?}"),
     }
 }
+
+#[test]
+fn zeroing_stays_in_the_user_heap() {
+    let segment = Arc::new(Segment::create(0, 1 << 20).expect("segment"));
+    let parts = DataPlaneParts {
+        my_pe: 0,
+        heap: crate::heap::HeapId(1),
+        routes: vec![Route::Mapped(segment.clone())],
+        remote: None,
+        nodes: vec![0],
+        health: Arc::new(crate::health::Health::new()),
+        spin: std::time::Duration::from_micros(50),
+    };
+    let dp = DataPlane::new(parts).expect("data plane");
+    let user = dp.user_heap_bytes();
+    assert!(
+        user > 64 && user < dp.heap_size(),
+        "a team pool above {user}"
+    );
+    segment.mapping().write(HEADER_SIZE + user - 8, &[7; 8]);
+    assert!(dp.zero_local(user - 8, 8).is_ok());
+    let mut word = [1u8; 8];
+    segment.mapping().read(HEADER_SIZE + user - 8, &mut word);
+    assert_eq!(word, [0; 8]);
+    for (offset, bytes) in [(user, 8), (user - 8, 16), (1 << 30, 8), (8, usize::MAX)] {
+        assert!(
+            matches!(dp.zero_local(offset, bytes), Err(Error::OutOfBounds { .. })),
+            "{offset} + {bytes}"
+        );
+    }
+}

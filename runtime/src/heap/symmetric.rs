@@ -302,7 +302,8 @@ impl<'a, T: Pod> SymSlice<'a, T> {
         }
         // A hand-made allocation may sit anywhere: its offsets must not wrap. (No `ok_or`:
         // an error built eagerly is dropped by a call on every successful operation.)
-        let Some(offset) = self.base.checked_add(self.start * std::mem::size_of::<T>()) else {
+        let start = self.start.checked_mul(std::mem::size_of::<T>());
+        let Some(offset) = start.and_then(|bytes| self.base.checked_add(bytes)) else {
             return Err(Error::NotSymmetric);
         };
         Ok(Span {
@@ -400,6 +401,13 @@ mod tests {
                 len: 2
             }
         );
+    }
+
+    #[test]
+    fn a_view_whose_start_overflows_in_bytes_fails_typed() {
+        let view = SymSlice::<u64>::in_user_heap(HeapId(7), 0, usize::MAX);
+        let far = view.slice(usize::MAX / 4..usize::MAX / 4 + 1);
+        assert!(matches!(far.span(HeapId(7)), Err(Error::NotSymmetric)));
     }
 
     #[test]

@@ -361,7 +361,7 @@ impl Team {
         }
         drop(pool);
         for &(_, at, bytes) in mine {
-            home.dp.zero_local(at, bytes);
+            home.dp.zero_own(at, bytes);
         }
         true
     }

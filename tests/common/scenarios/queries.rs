@@ -254,6 +254,16 @@ pub async fn blocked_strided(pe: &Pe) -> Result<()> {
         matches!(refused, Err(Error::InvalidArgument(_))),
         "{refused:?}"
     );
+    // Blocks of no elements move nothing, however many (at once: no operation per block).
+    let empty = pe.ibput(&dest, &src, (0, 0), (0, 1 << 60), next).await;
+    ensure!(empty.is_ok(), "ibput of empty blocks: {empty:?}");
+    let empty = pe.ibget(&mut back, &dest, (0, 0), (0, 1 << 60), next).await;
+    ensure!(empty.is_ok(), "ibget of empty blocks: {empty:?}");
+    let nowhere = pe.ibput(&dest, &src, (0, 0), (0, 3), pe.n_pes()).await;
+    ensure!(
+        matches!(nowhere, Err(Error::PeOutOfRange { .. })),
+        "ibput of empty blocks to no PE: {nowhere:?}"
+    );
     pe.barrier_all().await?;
     pe.free(dest).await.map_err(|e| e.error)
 }
