@@ -37,15 +37,28 @@ fn give_out(s: &Shmem, context: Context, team: usize, out: *mut *mut c_void) -> 
     raw::store(out, handle as *mut c_void, "ctx")
 }
 
-/// `shmem_ctx_create`: a context of the world's PEs; 0 on success.
+/// Where a creation failed, stores `SHMEM_CTX_INVALID` into the caller's handle (as
+/// OpenSHMEM 1.5 asks), and passes the outcome on.
+fn invalid_on_failure(made: Result<()>, out: *mut *mut c_void) -> Result<()> {
+    if made.is_err() {
+        // Null is SHMEM_CTX_INVALID; the store's own refusal (a null `out`) adds nothing to
+        // the failure.
+        let _ = raw::store(out, std::ptr::null_mut(), "ctx");
+    }
+    made
+}
+
+/// `shmem_ctx_create`: a context of the world's PEs; 0 on success, else non-zero with
+/// `*ctx` set to `SHMEM_CTX_INVALID`.
 #[no_mangle]
 pub extern "C" fn shmem_ctx_create(opts: c_long, ctx: *mut *mut c_void) -> c_int {
     let s = shmem("shmem_ctx_create");
     let made = options(opts).and_then(|o| give_out(s, s.pe().ctx_create(o), WORLD, ctx));
-    returned("shmem_ctx_create", made)
+    returned("shmem_ctx_create", invalid_on_failure(made, ctx))
 }
 
-/// `shmem_team_create_ctx`: a context whose PE numbers are `team`'s; 0 on success.
+/// `shmem_team_create_ctx`: a context whose PE numbers are `team`'s; 0 on success, else
+/// non-zero with `*ctx` set to `SHMEM_CTX_INVALID`.
 #[no_mangle]
 pub extern "C" fn shmem_team_create_ctx(
     team: *mut c_void,
@@ -57,14 +70,17 @@ pub extern "C" fn shmem_team_create_ctx(
         let context = Context::for_team(&s.team(team)?, options(opts)?)?;
         give_out(s, context, team as usize, ctx)
     })();
-    returned("shmem_team_create_ctx", made)
+    returned("shmem_team_create_ctx", invalid_on_failure(made, ctx))
 }
 
 /// `shmem_ctx_destroy`: completes the context's operations, then forgets it. The default
-/// context is left alone.
+/// context is left alone, and `SHMEM_CTX_INVALID` does nothing (OpenSHMEM 1.5).
 #[no_mangle]
 pub extern "C" fn shmem_ctx_destroy(ctx: *mut c_void) {
     let s = shmem("shmem_ctx_destroy");
+    if ctx.is_null() {
+        return;
+    }
     let handle = ctx as usize;
     match s.context(handle) {
         Ok(None) => {}

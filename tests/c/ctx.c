@@ -2,6 +2,7 @@
  * ctx.c: communication contexts.
  *
  *   ok ctx create      ctx_create with options 0, PRIVATE, SERIALIZED, NOSTORE; ctx_destroy
+ *                      (a failed creation gives SHMEM_CTX_INVALID, which destroy ignores)
  *   ok ctx rma         every RMA TYPENAME through a context: put get p g iput iget put_nbi
  *                      get_nbi, completed by shmem_ctx_quiet; sized and mem forms
  *   ok ctx amo         every AMO TYPENAME through a context (fetch set swap compare_swap
@@ -344,6 +345,20 @@ int main(void)
         CHECK(c != SHMEM_CTX_INVALID && c != SHMEM_CTX_DEFAULT, "shmem_ctx_create(%ld) handle", opts[i]);
         shmem_ctx_destroy(c);
     }
+#ifndef FSH_TEST_OSHMEM
+    /* OpenSHMEM 1.5: a failed creation sets the handle to SHMEM_CTX_INVALID, and destroying
+     * that does nothing (the create, fall back, destroy pattern of portable programs) */
+    shmem_ctx_t failed = SHMEM_CTX_DEFAULT;
+    CHECK(shmem_ctx_create(-1L, &failed) != 0, "shmem_ctx_create(-1) succeeded");
+    CHECK(failed == SHMEM_CTX_INVALID, "a failed shmem_ctx_create left its handle");
+    shmem_ctx_destroy(failed);
+    failed = SHMEM_CTX_DEFAULT;
+    CHECK(shmem_team_create_ctx(SHMEM_TEAM_INVALID, 0, &failed) != 0,
+          "shmem_team_create_ctx(SHMEM_TEAM_INVALID) succeeded");
+    CHECK(failed == SHMEM_CTX_INVALID, "a failed shmem_team_create_ctx left its handle");
+    shmem_ctx_destroy(SHMEM_CTX_INVALID);
+    ok("ctx create: a failed creation gives SHMEM_CTX_INVALID, which destroy ignores");
+#endif
     CHECK_EQ(shmem_ctx_create(SHMEM_CTX_SERIALIZED, &ctx), 0, "the test context");
 #ifdef FSH_TEST_OSHMEM
     ok("ctx create: options 0 PRIVATE SERIALIZED NOSTORE, destroy (PRIVATE|SERIALIZED skipped on "
