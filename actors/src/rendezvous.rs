@@ -295,7 +295,7 @@ async fn via_pmix(env: &LaunchEnv, client: pmix::Client, listen: IpAddr) -> Resu
 /// Reads PE 0's `ADDRESS SECRET` from PMIx, asking again while the server says it is not
 /// there yet, until the bootstrap timeout.
 async fn read_pmix(env: &LaunchEnv, client: pmix::Client) -> Result<(String, pmix::Client)> {
-    let deadline = tokio::time::Instant::now() + env.timeout;
+    let deadline = crate::control::deadline_after(env.timeout);
     let mut client = client;
     loop {
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
@@ -334,7 +334,7 @@ async fn via_socket(env: &LaunchEnv, name: &str) -> Result<Root> {
             pmix: None,
         });
     }
-    let deadline = tokio::time::Instant::now() + env.timeout;
+    let deadline = crate::control::deadline_after(env.timeout);
     loop {
         if let Some((address, secret)) = read_published(name).await {
             if let Ok(link) = connect(address, rank, Some(0), Duration::from_millis(200)).await {

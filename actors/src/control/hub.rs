@@ -131,7 +131,7 @@ pub async fn run_hub(
     let n = config.n_pes;
     let mut members: Vec<Member> = (0..n).map(|_| Member::Absent).collect();
     let mut hellos: Vec<Option<Hello>> = vec![None; n];
-    let deadline = tokio::time::Instant::now() + config.join_timeout;
+    let deadline = super::deadline_after(config.join_timeout);
     let mut joined = 0;
     while joined < n {
         let event = match tokio::time::timeout_at(deadline, events.recv()).await {

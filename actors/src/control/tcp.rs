@@ -221,7 +221,7 @@ pub async fn connect(
     root_pe: Option<usize>,
     timeout: Duration,
 ) -> Result<Link> {
-    let deadline = tokio::time::Instant::now() + timeout;
+    let deadline = super::deadline_after(timeout);
     let stream = loop {
         match TcpStream::connect(address).await {
             Ok(s) => break s,
