@@ -138,6 +138,10 @@ impl PeActor {
                         self.fail(Error::Bootstrap(reason), &mut pending);
                     }
                     Some(ToPe::GlobalExit { pe, status }) => self.global_exit(pe as usize, status).await,
+                    Some(ToPe::Finished { pe }) => {
+                        self.data.health().mark_finished(pe as usize);
+                        self.data.wake_local_waiters();
+                    }
                     Some(_) => {}
                     None => {
                         let reason = format!("the control connection to the root at {} closed", self.link.root_address);

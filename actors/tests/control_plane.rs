@@ -108,3 +108,30 @@ async fn a_pe_of_another_job_size_is_refused() {
         "{joined:?}"
     );
 }
+
+/// A PE that says goodbye is reported to the PEs still in the job as finished (not lost),
+/// so that a wait for one of its signals can end; the job's report counts no loss.
+#[tokio::test]
+async fn a_goodbye_reaches_the_others_as_finished() {
+    let secret = b"s".to_vec();
+    let (address, root) = root(2, &secret, Duration::from_secs(5)).await;
+    let mut a = connect(address, 0, None, Duration::from_secs(5))
+        .await
+        .unwrap();
+    let mut b = connect(address, 1, None, Duration::from_secs(5))
+        .await
+        .unwrap();
+    let (wa, wb) = tokio::join!(
+        a.join(hello(&secret, 0, 2), Duration::from_secs(5)),
+        b.join(hello(&secret, 1, 2), Duration::from_secs(5))
+    );
+    assert_eq!(wa.unwrap(), wb.unwrap());
+    b.to_root.send(FromPe::Goodbye).unwrap();
+    let told = tokio::time::timeout(Duration::from_secs(5), a.from_root.recv())
+        .await
+        .unwrap();
+    assert!(matches!(told, Some(ToPe::Finished { pe: 1 })), "{told:?}");
+    a.to_root.send(FromPe::Goodbye).unwrap();
+    let report = root.await.unwrap().unwrap();
+    assert!(report.lost.is_empty(), "{:?}", report.lost);
+}

@@ -39,11 +39,10 @@
 //! [`Error::CollectiveMismatch`], instead of waiting for a PE that has left.
 //!
 //! A peer on another node reads those header words through the remote transport, at most
-//! every 10 ms while it sleeps. A signal written before its PE broke or finalized may still
-//! travel when the words are read, so there the verdict waits until the signal is still
-//! missing [`MISMATCH_GRACE`] after the first reading that gave it. (A PE that finalized
-//! and whose process has ended can no longer be read: a peer that reads nothing before then
-//! keeps waiting, until the job's end or its own timeout.)
+//! every 10 ms while it sleeps, and learns from the control plane when a PE has finalized
+//! and left (its process may be gone, its header unreadable). A signal sent before its PE
+//! broke or left may still travel then, so there the verdict waits until the signal is
+//! still missing [`MISMATCH_GRACE`] after the verdict was first reached.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -367,11 +366,12 @@ impl DataPlane {
         .await
     }
 
-    /// [`missed`] for PE `from` on another node, from the latest of `readings` of its
-    /// barrier words; starts the next read when it is due. A signal written before the PE
-    /// broke its barrier or finalized may still travel when a reading says it will never
-    /// come, so the verdict stands only once the signal is still missing
-    /// [`MISMATCH_GRACE`] after the first reading that said so.
+    /// [`missed`] for PE `from` on another node: from the control plane's word that it
+    /// finalized and left (after its final barrier, so it signals no later one), else from
+    /// the latest of `readings` of its barrier words (starting the next read when it is
+    /// due). A signal sent before the PE broke its barrier or left may still travel when
+    /// this PE learns of it, so the verdict stands only once the signal is still missing
+    /// [`MISMATCH_GRACE`] after the verdict was first reached.
     fn missed_remotely(
         &self,
         from: usize,
@@ -379,15 +379,29 @@ impl DataPlane {
         readings: &Arc<Mutex<RemoteWords>>,
         signalled: impl Fn() -> bool,
     ) -> Result<()> {
-        self.read_barrier_words(from, readings);
-        let mut r = lock(readings);
-        let Some(words) = r.latest else {
+        let verdict = if self.health.has_finished(from) {
+            Err(Error::CollectiveMismatch {
+                operation: "barrier",
+                detail: format!(
+                    "PE {from} has finalized and left the job without coming to world barrier \
+                     {epoch} (the PEs made different numbers of world barriers); this PE's \
+                     world barrier cannot be used any more"
+                ),
+            })
+        } else {
+            self.read_barrier_words(from, readings);
+            match lock(readings).latest {
+                Some(words) => never_signals(words, from, epoch),
+                None => Ok(()),
+            }
+        };
+        let Err(never) = verdict else {
             return Ok(());
         };
-        let Err(never) = missed(words, from, epoch, signalled) else {
+        if signalled() {
             return Ok(());
-        };
-        let since = *r.never_since.get_or_insert_with(Instant::now);
+        }
+        let since = *lock(readings).never_since.get_or_insert_with(Instant::now);
         match since.elapsed() >= MISMATCH_GRACE {
             true => Err(never),
             false => Ok(()),

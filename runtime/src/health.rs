@@ -2,6 +2,7 @@
 //! failed (a peer lost, an abort); every wait, barrier and collective of the PE checks it and
 //! returns the failure instead of hanging.
 
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
@@ -9,12 +10,14 @@ use tokio::sync::Notify;
 
 use crate::error::{Error, Result};
 
-/// The failure state of one PE's job.
+/// The failure state of one PE's job, and the PEs that have left it in good order.
 #[derive(Debug, Default)]
 pub struct Health {
     failed: AtomicBool,
     failure: Mutex<Option<Error>>,
     notify: Notify,
+    /// The PEs the control plane said finalized and left.
+    finished: Mutex<HashSet<usize>>,
 }
 
 impl Health {
@@ -51,6 +54,24 @@ impl Health {
         }
         self.failed.store(true, Ordering::Release);
         self.notify.notify_waiters();
+    }
+
+    /// Records that PE `pe` finalized and left the job: it makes no call and sends no
+    /// signal any more (a wait for one of its signals that has not come fails; see
+    /// `DataPlane::sync_all`).
+    pub fn mark_finished(&self, pe: usize) {
+        self.finished
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(pe);
+    }
+
+    /// Whether the control plane said PE `pe` finalized and left the job.
+    pub fn has_finished(&self, pe: usize) -> bool {
+        self.finished
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(&pe)
     }
 
     /// Resolves with the failure once the job has failed.

@@ -150,3 +150,18 @@ async fn a_remote_operation_polled_after_it_completed_says_so() {
         "{again:?}"
     );
 }
+
+/// The control plane says PE 0 finalized and left (its process may be gone, its header
+/// unreadable): PE 1's barrier, whose signal from PE 0 has not come, fails instead of
+/// waiting for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_barrier_waiting_for_a_remote_pe_that_left_fails() {
+    let pes = two_nodes(false);
+    pes[1].health().mark_finished(0);
+    match timeout(BOUND, pes[1].barrier_all()).await {
+        Ok(Err(Error::CollectiveMismatch { detail, .. })) => {
+            assert!(detail.contains("PE 0 has finalized and left"), "{detail}")
+        }
+        other => panic!("PE 1's barrier after PE 0 left: {other:?}"),
+    }
+}

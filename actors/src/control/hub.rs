@@ -274,6 +274,9 @@ async fn serve(
                 rank,
                 msg: FromPe::Goodbye,
             } => {
+                if exiting.is_none() && matches!(members.get(rank), Some(Member::Joined(_))) {
+                    tell_joined(&members, Some(rank), || ToPe::Finished { pe: rank as u32 });
+                }
                 finished(&mut members, rank, &mut exiting);
                 continue;
             }

@@ -99,6 +99,11 @@ pub enum ToPe {
         /// Why.
         reason: String,
     },
+    /// PE `pe` finalized and left the job: it makes no call and sends no signal any more.
+    Finished {
+        /// The PE.
+        pe: u32,
+    },
     /// PE `pe` ended the whole job with `status`: every PE is to exit with it. The PE that
     /// called it hears it last, once the others have left (or a while has passed).
     GlobalExit {
@@ -302,6 +307,9 @@ impl ToPe {
             ToPe::GlobalExit { pe, status } => {
                 w.u8(6).u32(*pe).u32(*status as u32);
             }
+            ToPe::Finished { pe } => {
+                w.u8(7).u32(*pe);
+            }
         }
         w.0
     }
@@ -353,6 +361,7 @@ impl ToPe {
                 pe: r.u32()?,
                 status: r.u32()? as i32,
             },
+            7 => ToPe::Finished { pe: r.u32()? },
             _ => return Err(malformed()),
         };
         r.end()?;
@@ -455,6 +464,7 @@ mod tests {
                 reason: "PE 0 and PE 1 differ".into(),
             },
             ToPe::GlobalExit { pe: 2, status: 7 },
+            ToPe::Finished { pe: 3 },
         ];
         for m in to {
             assert_eq!(ToPe::decode(&m.encode()).unwrap(), m);
