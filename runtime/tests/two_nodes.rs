@@ -165,3 +165,18 @@ async fn a_barrier_waiting_for_a_remote_pe_that_left_fails() {
         other => panic!("PE 1's barrier after PE 0 left: {other:?}"),
     }
 }
+
+/// The same for a team call: PE 0 left without making it, so PE 1's call fails, whether or
+/// not PE 1 could still read PE 0's call records.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_team_call_waiting_for_a_remote_member_that_left_fails() {
+    let pes = two_nodes(false);
+    let teams = Teams::new(pes[1].clone(), Arc::new(NoExchange)).expect("teams");
+    pes[1].health().mark_finished(0);
+    match timeout(BOUND, teams.world().sync()).await {
+        Ok(Err(Error::CollectiveMismatch { detail, .. })) => {
+            assert!(detail.contains("member 0 has finalized"), "{detail}")
+        }
+        other => panic!("PE 1's team sync after PE 0 left: {other:?}"),
+    }
+}

@@ -224,7 +224,8 @@ impl Team {
 
     /// Member `j`'s records, whether it has begun to finalize, and how many world barriers
     /// it has begun: read now when it is mapped here, else its latest snapshot (`None`
-    /// before the first).
+    /// before the first), where a member the control plane said finalized and left counts
+    /// as finalizing, snapshot or not (its process may be gone, its records unreadable).
     fn member_state(&self, j: usize) -> Result<Option<([Seen; RING], bool, u64)>> {
         Ok(match self.dp().route(self.pe(j))? {
             Route::Mapped(peer) => Some((
@@ -232,12 +233,19 @@ impl Team {
                 peer.finalizing().load(Ordering::Acquire) != 0,
                 peer.barriers_begun().load(Ordering::Acquire),
             )),
-            Route::Remote => self.remote_snapshot(j).map(|s| {
-                let seen = s
-                    .records
-                    .map(|(before, desc, after)| Seen::read(before, desc, after));
-                (seen, s.finalizing != 0, s.barriers_begun)
-            }),
+            Route::Remote => {
+                let left = self.dp().health().has_finished(self.pe(j));
+                match self.remote_snapshot(j) {
+                    Some(s) => {
+                        let seen = s
+                            .records
+                            .map(|(before, desc, after)| Seen::read(before, desc, after));
+                        Some((seen, s.finalizing != 0 || left, s.barriers_begun))
+                    }
+                    None if left => Some(([Seen::read(0, 0, 0); RING], true, 0)),
+                    None => None,
+                }
+            }
         })
     }
 
