@@ -13,8 +13,9 @@ mod normal;
 
 use std::time::{Duration, Instant};
 
-use ep_support::{exclusive, job, upload, Routing, Shape};
-use ferroshmem::ep::{Buffer, Config, Layout};
+use ep_support::{exclusive, job, upload, Input, Routing, Shape};
+use ferroshmem::ep::{Bf16, Buffer, Config, DispatchInput, Handle, Layout, Rows};
+use ferroshmem::gpu::GpuPe;
 use ferroshmem::Error;
 use normal::{check_fp8_round, check_round, dispatch_only};
 
@@ -161,6 +162,57 @@ fn bad_configurations_are_refused_on_every_pe() {
             .unwrap_err();
         assert!(err.to_string().contains("do not divide"), "{err}");
         Ok(())
+    });
+}
+
+/// Uploads `input` and dispatches it; the dispatch's handle.
+async fn dispatch_handle(
+    gpu: &GpuPe,
+    buffer: &mut Buffer,
+    input: &Input,
+) -> ferroshmem::Result<Handle> {
+    let x = upload(gpu, &input.x).await?;
+    let topk_idx = upload(gpu, &input.topk_idx).await?;
+    let topk_weights = upload(gpu, &input.topk_weights).await?;
+    let d = buffer
+        .dispatch(DispatchInput {
+            x: Rows::Bf16(&x),
+            topk_idx: &topk_idx,
+            topk_weights: &topk_weights,
+            tokens: input.tokens,
+        })
+        .await?;
+    Ok(d.into_handle())
+}
+
+/// A combine given the handle of another buffer's dispatch (whose rows would not fit this
+/// buffer's receive region) is refused on every PE, and the buffer goes on.
+#[test]
+fn a_handle_of_another_buffer_is_refused() {
+    let Some(_turn) = exclusive("a_handle_of_another_buffer_is_refused") else {
+        return;
+    };
+    job(2, |pe, gpu| async move {
+        let shape = Shape::small(pe.n_pes());
+        let mut first = Buffer::new(&gpu, shape.config()).await?;
+        let mut second = Buffer::new(&gpu, shape.config()).await?;
+        let me = pe.my_pe();
+        let input = shape.input(me, Routing::Random, 1);
+        let of_first = dispatch_handle(&gpu, &mut first, &input).await?;
+        let of_second = dispatch_handle(&gpu, &mut second, &input).await?;
+        let rows = of_first.received().max(of_second.received()).max(1);
+        let y = upload(&gpu, &vec![Bf16::from_f32(0.0); rows * shape.hidden]).await?;
+        let zeros = vec![Bf16::from_f32(0.0); shape.max_tokens * shape.hidden];
+        let mut out = upload(&gpu, &zeros).await?;
+        let handle = if me == 0 { &of_first } else { &of_second };
+        let err = second.combine(handle, &y, &mut out).await.unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument(_)), "PE {me}: {err}");
+        if me == 0 {
+            assert!(err.to_string().contains("another ep buffer"), "{err}");
+        }
+        check_round(&pe, &gpu, &mut second, &shape, Routing::Random, 2).await?;
+        first.destroy().await?;
+        second.destroy().await
     });
 }
 

@@ -89,6 +89,17 @@ fn timeouts_shutdown_and_bad_arguments_end_requests_with_typed_errors() {
                 "{out_of_range:?}"
             );
             assert_eq!(c.agent.submit(1, Request::Nop).await?.status, Status::Ok);
+            // A read longer than any work request is refused before it is split up.
+            let huge = Request::Read {
+                addr: c.addr(1, 0, 0),
+                rkey: c.key(1),
+                len: usize::MAX,
+            };
+            let refused = c.agent.submit(1, huge).await;
+            assert!(
+                matches!(refused, Err(Error::InvalidArgument(ref why)) if why.contains("at most")),
+                "{refused:?}"
+            );
             pe.barrier_all().await?;
             if pe.my_pe() == 1 {
                 c.agent.shutdown().await;

@@ -34,6 +34,9 @@ const DRAIN: Duration = Duration::from_secs(10);
 /// queued on [`Buffer::stream`] (or be complete before the next call).
 #[derive(Debug)]
 pub struct Buffer {
+    /// This buffer's number in this process, which its handles carry: a handle given to
+    /// another buffer is refused.
+    pub(crate) id: u64,
     pub(crate) gpu: GpuPe,
     pub(crate) config: Config,
     pub(crate) regions: Regions,
@@ -94,6 +97,7 @@ impl Buffer {
         // No PE adds to another's counters before every PE has zeroed its own.
         gpu.barrier_all().await?;
         Ok(Buffer {
+            id: next_buffer_id(),
             gpu: gpu.clone(),
             stream: gpu.new_stream()?,
             kernels,
@@ -392,6 +396,12 @@ impl Buffer {
         self.broken = Some(e.clone());
         e
     }
+}
+
+/// A number no other buffer of this process has had.
+fn next_buffer_id() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 impl Drop for Buffer {

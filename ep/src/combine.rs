@@ -89,6 +89,11 @@ impl Buffer {
     }
 
     fn check_combine(&self, handle: &Handle, out: &DeviceBuffer<Bf16>) -> Result<()> {
+        if handle.buffer != self.id {
+            return Err(Error::InvalidArgument(
+                "the handle is of a dispatch of another ep buffer".into(),
+            ));
+        }
         if handle.dispatch != self.dispatches {
             return Err(Error::InvalidArgument(format!(
                 "the handle is of dispatch {} of this buffer, the latest is {}",

@@ -14,6 +14,12 @@ pub const MAX_PES: usize = 64;
 pub const MAX_EXPERTS: usize = 1024;
 /// The most experts one token may be routed to.
 pub const MAX_TOP_K: usize = 32;
+/// The largest hidden size (elements of a token row): the kernels take it as a 32-bit
+/// integer and index rows of it by 32-bit thread counts.
+pub const MAX_HIDDEN: usize = 1 << 20;
+/// The most blocks a buffer's kernels may be launched with (a grid far above any GPU's
+/// multiprocessors, well below CUDA's limit).
+pub const MAX_BLOCKS: u32 = 1 << 16;
 /// Words at the head of each PE's row of a dispatch table: status, first bad token, its value.
 pub(crate) const ROW_HEAD: usize = 3;
 /// The hidden size above which [`LowLatencyCombine::Auto`] pulls: on one H200 with 8 PEs,
@@ -123,8 +129,11 @@ impl Config {
         if self.max_tokens == 0 || self.max_tokens > i32::MAX as usize / n_pes {
             return bad(format!("max_tokens {} (1 to 2^31 / PEs)", self.max_tokens));
         }
-        if self.hidden == 0 || self.hidden % 8 != 0 {
-            return bad(format!("hidden {} (a positive multiple of 8)", self.hidden));
+        if self.hidden == 0 || self.hidden % 8 != 0 || self.hidden > MAX_HIDDEN {
+            return bad(format!(
+                "hidden {} (a positive multiple of 8, at most {MAX_HIDDEN})",
+                self.hidden
+            ));
         }
         if self.num_experts == 0 || self.num_experts > MAX_EXPERTS {
             return bad(format!("{} experts (1 to {MAX_EXPERTS})", self.num_experts));
@@ -142,8 +151,8 @@ impl Config {
                 self.num_experts.min(MAX_TOP_K)
             ));
         }
-        if self.blocks == Some(0) {
-            return bad("0 blocks".into());
+        if let Some(blocks) = self.blocks.filter(|&b| b == 0 || b > MAX_BLOCKS) {
+            return bad(format!("{blocks} blocks (1 to {MAX_BLOCKS})"));
         }
         Regions::new(self, n_pes, false).map(|_| ())
     }
@@ -465,6 +474,30 @@ mod tests {
                 },
                 4,
                 "top_k 17",
+            ),
+            (
+                Config {
+                    hidden: 1 << 31,
+                    ..ok.clone()
+                },
+                4,
+                "hidden 2147483648",
+            ),
+            (
+                Config {
+                    blocks: Some(u32::MAX),
+                    ..ok.clone()
+                },
+                4,
+                "4294967295 blocks",
+            ),
+            (
+                Config {
+                    blocks: Some(0),
+                    ..ok.clone()
+                },
+                4,
+                "0 blocks",
             ),
             (
                 Config {

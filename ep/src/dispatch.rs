@@ -98,6 +98,8 @@ pub struct Handle {
     pub(crate) tokens: usize,
     pub(crate) received: usize,
     pub(crate) dispatch: u64,
+    /// The buffer that made it ([`Buffer::id`]).
+    pub(crate) buffer: u64,
 }
 
 impl Handle {
@@ -183,6 +185,7 @@ impl Buffer {
                 tokens,
                 received: rows_from.iter().sum(),
                 dispatch: self.dispatches,
+                buffer: self.id,
             },
             buffer: self,
             fp8: matches!(input.x, Rows::Fp8 { .. }),

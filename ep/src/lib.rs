@@ -87,7 +87,10 @@ mod rows;
 pub use bf16::Bf16;
 pub use buffer::Buffer;
 pub use clocks::KernelClocks;
-pub use config::{Config, LowLatencyCombine, MAX_EXPERTS, MAX_PES, MAX_TOP_K, PULL_ABOVE_HIDDEN};
+pub use config::{
+    Config, LowLatencyCombine, MAX_BLOCKS, MAX_EXPERTS, MAX_HIDDEN, MAX_PES, MAX_TOP_K,
+    PULL_ABOVE_HIDDEN,
+};
 pub use dispatch::{Dispatch, DispatchInput, Handle, Rows};
 pub use layout::Layout;
 pub use low_latency::{

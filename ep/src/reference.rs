@@ -59,6 +59,11 @@ pub fn dispatch(
     num_experts: usize,
 ) -> Result<Vec<Received>> {
     let n = inputs.len();
+    if n == 0 {
+        return Err(Error::InvalidArgument(
+            "a dispatch needs the inputs of at least one PE".into(),
+        ));
+    }
     let layouts = inputs
         .iter()
         .map(|i| Layout::compute(i.topk_idx, top_k, num_experts, n))
@@ -126,25 +131,35 @@ fn check_lengths(input: &PeInput<'_>, tokens: usize, hidden: usize, top_k: usize
 /// `received[r]`). `tokens[s]`: PE `s`'s token count.
 ///
 /// # Errors
-/// [`Error::InvalidArgument`] when a `y` does not match its PE's received rows.
+/// [`Error::InvalidArgument`] for a hidden size of 0, when a `y` does not match its PE's
+/// received rows, or when a received row names a PE or token that `tokens` does not have.
 pub fn combine(
     tokens: &[usize],
     received: &[Received],
     y: &[Vec<Bf16>],
     hidden: usize,
 ) -> Result<Vec<Vec<Bf16>>> {
+    let bad = |what: String| Error::InvalidArgument(format!("reference combine: {what}"));
+    if hidden == 0 {
+        return Err(bad("hidden 0".into()));
+    }
     let mut sums: Vec<Vec<f32>> = tokens.iter().map(|&t| vec![0.0; t * hidden]).collect();
     for (r, (got, rows)) in received.iter().zip(y).enumerate() {
-        if rows.len() != got.rows() * hidden {
-            return Err(Error::InvalidArgument(format!(
-                "PE {r} gives back {} elements for {} rows",
+        if rows.len() != got.rows() * hidden || got.src_pe.len() != got.rows() {
+            return Err(bad(format!(
+                "PE {r} gives back {} elements for {} rows (from {} source PEs)",
                 rows.len(),
-                got.rows()
+                got.rows(),
+                got.src_pe.len()
             )));
         }
         for (i, row) in rows.chunks(hidden).enumerate() {
-            let (s, t) = (got.src_pe[i], got.src_idx[i] as usize);
-            let sum = &mut sums[s][t * hidden..(t + 1) * hidden];
+            let (s, t) = (got.src_pe[i], got.src_idx[i]);
+            let sum = usize::try_from(t)
+                .ok()
+                .filter(|&t| tokens.get(s).is_some_and(|&n| t < n))
+                .and_then(|t| sums.get_mut(s)?.get_mut(t * hidden..(t + 1) * hidden))
+                .ok_or_else(|| bad(format!("PE {r}'s row {i} is of PE {s}'s token {t}")))?;
             for (acc, v) in sum.iter_mut().zip(row) {
                 *acc += v.to_f32();
             }
@@ -302,6 +317,14 @@ mod tests {
         let back = combine(&[2, 1], &got, &y, 2).unwrap();
         assert_eq!(back[0], [row(4.0, 2), row(4.0, 2)].concat());
         assert_eq!(back[1], row(12.0, 2));
+        // What no PE could have sent back is refused, never a panic.
+        assert!(combine(&[2, 1], &got, &y, 0).is_err(), "hidden 0");
+        assert!(combine(&[2], &got, &y, 2).is_err(), "no PE 1");
+        assert!(combine(&[1, 1], &got, &y, 2).is_err(), "no token 1 of PE 0");
+        let mut short = got.clone();
+        short[0].src_pe.pop();
+        assert!(combine(&[2, 1], &short, &y, 2).is_err(), "a row of no PE");
+        assert!(dispatch(&[], 2, 2, 4).is_err(), "no PEs");
     }
 
     #[test]

@@ -107,8 +107,9 @@ impl GpuPe {
     }
 
     /// Frees a symmetric GPU buffer on every PE (`nvshmem_free`). Collective, like `malloc`.
-    /// It first waits until this PE's GPU has finished all queued work (host operations,
-    /// on-stream operations and kernels), so no transfer of this PE still uses the memory
+    /// It first completes this PE's host operations (as [`GpuPe::quiet`]: a `get_nbi` from a
+    /// PE of another node lands then) and waits until its GPU has finished all queued work
+    /// (on-stream operations and kernels), so no transfer of this PE still uses the memory
     /// when another PE reuses it. On a mismatch the buffer comes back in the error, and so
     /// it does, with [`Error::NotSymmetric`], for a buffer of another PE's GPU heap.
     ///
@@ -138,6 +139,11 @@ impl GpuPe {
         mut heap: OwnedMutexGuard<HeapAllocator>,
         alloc: Allocation,
     ) -> Result<(), (Error, Allocation)> {
+        // Host operations first (a get from another node lands at its quiet), then the rest
+        // of the GPU's work.
+        if let Err(e) = self.quiet().await {
+            return Err((e, alloc));
+        }
         if let Err(e) = self.synchronize().await {
             return Err((e, alloc));
         }

@@ -80,6 +80,12 @@ kernel_arg!(u64, i64, u32, i32, f32, f64, usize, isize, u16, i16, u8, i8);
 
 /// Compiles CUDA C with NVRTC for compute capability `cc`; returns the PTX.
 fn nvrtc(source: &str, cc: (i32, i32), extra: &[String]) -> Result<String> {
+    // NVRTC takes C strings: a NUL byte would cut them short (and cudarc panics on one).
+    if source.contains('\0') || extra.iter().any(|o| o.contains('\0')) {
+        return Err(Error::InvalidArgument(
+            "CUDA source and compile options may not contain NUL bytes".into(),
+        ));
+    }
     let mut options = vec![
         format!("--gpu-architecture=sm_{}{}", cc.0, cc.1),
         "--std=c++17".to_string(),
@@ -538,6 +544,24 @@ impl InternalKernels {
 mod tests {
     use super::{compile_library_ptx, CompileOptions, INTERNAL_SOURCE};
     use ferroshmem_runtime::{Error, GpuError};
+
+    /// A NUL byte in the source or an option is refused as bad input before NVRTC is
+    /// called (it was reported as NVRTC missing), whether or not NVRTC loads here.
+    #[test]
+    fn a_nul_byte_is_refused_as_bad_input() {
+        let nul_source = compile_library_ptx("int a;\0", (9, 0), false, &CompileOptions::default());
+        let nul_option = CompileOptions {
+            options: vec!["-DX=1\0".into()],
+            ..CompileOptions::default()
+        };
+        let nul_option = compile_library_ptx("int a;", (9, 0), false, &nul_option);
+        for got in [nul_source, nul_option] {
+            match got {
+                Err(Error::InvalidArgument(why)) => assert!(why.contains("NUL"), "{why}"),
+                other => panic!("a NUL byte: {other:?}"),
+            }
+        }
+    }
 
     /// The device library and its internal kernels (collectives, waits, the network path's
     /// helpers) compile for the H200 (sm_90) on one node and across nodes, with the checks

@@ -288,6 +288,22 @@ async fn host_futures(pe: Pe, g: GpuPe) -> Result<()> {
     tail[5] = 77 + me as u64;
     want.extend(tail);
     expect_eq(me, "put_nbi / get_nbi + quiet", got, want)?;
+    // A get_nbi whose buffer is freed before any quiet: the free completes it first, so
+    // nothing of it lands in the allocation that takes the memory next (across nodes such
+    // a get lands at its quiet).
+    let landing = g.malloc::<u64>(64).await?;
+    g.get_nbi(landing.slice(..), a.slice(0..64), next)?;
+    g.free(landing).await.map_err(|(e, _)| e)?;
+    let reused = g.calloc::<u64>(64).await?;
+    g.quiet().await?;
+    let untouched = read_own(&g, &reused).await?;
+    expect_eq(
+        me,
+        "the allocation after a freed get_nbi",
+        untouched,
+        vec![0; 64],
+    )?;
+    g.free(reused).await.map_err(|(e, _)| e)?;
     // Single words (stream memory writes): 8- and 4-byte puts from pinned memory, a 4-byte p.
     let c = g.calloc::<u32>(4).await?;
     let word = HostBuffer::from_slice(g.context(), &[0xfeed_0000 + me as u64])?;

@@ -150,6 +150,8 @@ pub struct LowLatencyDispatch<'a> {
 pub struct LowLatencyHandle {
     tokens: usize,
     dispatch: u64,
+    /// The buffer that made it.
+    buffer: u64,
 }
 
 impl LowLatencyHandle {
@@ -294,6 +296,11 @@ impl Buffer {
             .low_latency
             .as_ref()
             .expect("state of a low-latency buffer");
+        if handle.buffer != self.id {
+            return Err(Error::InvalidArgument(
+                "the handle is of a low-latency dispatch of another ep buffer".into(),
+            ));
+        }
         if state.awaiting_combine != Some(handle.dispatch) {
             return Err(Error::InvalidArgument(format!(
                 "the handle is of low-latency dispatch {}, the one awaiting its combine is {:?}",
@@ -440,6 +447,7 @@ impl<'a> LowLatencySend<'a> {
         let handle = LowLatencyHandle {
             tokens: self.tokens,
             dispatch: state.dispatches,
+            buffer: buffer.id,
         };
         Ok(LowLatencyDispatch {
             area: self.area,

@@ -1,6 +1,6 @@
 //! Tests of the atomic mapping and semantics, and of the CQE layout, writer and reader.
 
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::amo::{AmoFamily, AmoRequest};
 use super::cqe::{init_cq, owner_of, read_cqe, write_cqe, Cqe, Syndrome};
@@ -218,6 +218,12 @@ fn the_owner_bit_hides_stale_and_unwritten_entries() {
     let ring: Vec<AtomicU64> = (0..4 * 8).map(|_| AtomicU64::new(0)).collect();
     init_cq(&ring);
     assert_eq!(read_cqe(&ring, 0), None);
+    // A ring shorter than one CQE holds none: nothing written, nothing read, no panic.
+    let short: Vec<AtomicU64> = (0..7).map(|_| AtomicU64::new(u64::MAX)).collect();
+    write_cqe(&short, 0, &Cqe::success(0, 1, 0, 8));
+    assert!(short.iter().all(|w| w.load(Ordering::Relaxed) == u64::MAX));
+    assert_eq!((read_cqe(&short, 0), read_cqe(&[], 3)), (None, None));
+    assert!(!owner_of(5, 0));
     for i in 0..4u64 {
         write_cqe(&ring, i, &Cqe::success(0, 1, i as u16, 8));
         let got = read_cqe(&ring, i).expect("written");

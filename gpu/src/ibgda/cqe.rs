@@ -127,9 +127,11 @@ pub struct Cqe {
     pub vendor_syndrome: u8,
 }
 
-/// The owner bit of CQE number `index` in a ring of `ncqes`.
+/// The owner bit of CQE number `index` in a ring of `ncqes` (a ring of none: `false`).
 pub fn owner_of(index: u64, ncqes: usize) -> bool {
-    (index / ncqes as u64) & 1 == 1
+    index
+        .checked_div(ncqes as u64)
+        .is_some_and(|pass| pass & 1 == 1)
 }
 
 impl Cqe {
@@ -202,14 +204,16 @@ impl Cqe {
 }
 
 /// Words of one CQE in a CQ ring.
-fn entry(ring: &[AtomicU64], index: u64) -> &[AtomicU64] {
+/// Words of one CQE in a CQ ring; `None` for a ring shorter than one CQE.
+fn entry(ring: &[AtomicU64], index: u64) -> Option<&[AtomicU64; 8]> {
     let ncqes = ring.len() / 8;
-    let slot = (index % ncqes as u64) as usize;
-    &ring[slot * 8..slot * 8 + 8]
+    let slot = index.checked_rem(ncqes as u64)? as usize;
+    ring.get(slot * 8..slot * 8 + 8)?.try_into().ok()
 }
 
 /// Writes `cqe` as CQE number `index` of `ring` (ncqes × 8 words), with the owner bit of that
-/// index: the body first, then the last 8 bytes in one release store.
+/// index: the body first, then the last 8 bytes in one release store. A ring shorter than
+/// one CQE holds none: nothing is written.
 pub fn write_cqe(ring: &[AtomicU64], index: u64, cqe: &Cqe) {
     let ncqes = ring.len() / 8;
     let bytes = Cqe {
@@ -217,7 +221,9 @@ pub fn write_cqe(ring: &[AtomicU64], index: u64, cqe: &Cqe) {
         ..*cqe
     }
     .to_bytes();
-    let words = entry(ring, index);
+    let Some(words) = entry(ring, index) else {
+        return;
+    };
     for (w, chunk) in words.iter().zip(bytes.chunks_exact(8)).take(7) {
         w.store(
             u64::from_ne_bytes(chunk.try_into().unwrap_or([0; 8])),
@@ -229,10 +235,11 @@ pub fn write_cqe(ring: &[AtomicU64], index: u64, cqe: &Cqe) {
 }
 
 /// Reads CQE number `index` of `ring` if it has been written on this pass (opcode valid,
-/// owner bit matching); `None` while it is not there yet.
+/// owner bit matching); `None` while it is not there yet, and from a ring shorter than one
+/// CQE.
 pub fn read_cqe(ring: &[AtomicU64], index: u64) -> Option<Cqe> {
     let ncqes = ring.len() / 8;
-    let words = entry(ring, index);
+    let words = entry(ring, index)?;
     let last = words[7].load(Ordering::Acquire).to_ne_bytes();
     let op_own = last[7];
     if op_own >> 4 == CqeOpcode::Invalid.code() || (op_own & 1 == 1) != owner_of(index, ncqes) {

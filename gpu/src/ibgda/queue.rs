@@ -468,9 +468,18 @@ impl Producer {
         self.poller.lock().map(|p| p.cqes).unwrap_or(0)
     }
 
-    /// The first error CQE seen (the QP is in error after it).
+    /// The first error: an error CQE (the QP is in error after it), or a post that timed out
+    /// waiting for ring space while it held slots of the ring (no WQE after it can be
+    /// published).
     pub fn error(&self) -> Option<WqeError> {
         self.poller.lock().ok().and_then(|p| p.error.clone())
+    }
+
+    /// Records `e` as the queue's error, unless it has one.
+    fn record_error(&self, e: WqeError) {
+        if let Ok(mut p) = self.poller.lock() {
+            p.error.get_or_insert(e);
+        }
     }
 
     /// Posts `req`; returns its index (full width: its first WQEBB is `index mod 2^16`).
@@ -488,9 +497,15 @@ impl Producer {
         }
         e.bytes[1..3].copy_from_slice(&(base as u16).to_be_bytes());
         let start = Instant::now();
-        self.wait(start, "ring space", || {
+        let space = self.wait(start, "ring space", || {
             base + n <= self.q.consumed() + nwqes
-        })?;
+        });
+        if let Err(e) = space {
+            // Its slots stay reserved and can never be published, so no later WQE can be
+            // published either: the queue fails every post from now on, at once.
+            self.record_error(e.clone());
+            return Err(e);
+        }
         let sq = self.q.sq();
         for bb in 0..e.wqebbs {
             let slot = ((base + bb as u64) % nwqes) as usize;

@@ -302,3 +302,38 @@ fn many_threads_post_past_the_16_bit_wrap_without_loss_or_duplication() {
         "a signaled WQE in every quarter ring"
     );
 }
+
+/// A post that times out waiting for ring space holds slots that can never be published:
+/// the producer then fails every post at once with that timeout, instead of each later post
+/// waiting out its own timeout for a publishing order that never comes.
+#[test]
+fn a_post_timed_out_for_ring_space_fails_the_producer_at_once() {
+    let q = queue(8, 8);
+    let p = Producer::new(q.clone(), Duration::from_millis(50));
+    for tag in 0..8 {
+        p.post(&write(tag), WqeFlags::default()).expect("posts");
+    }
+    let full = p.post(&write(8), WqeFlags::default());
+    assert!(
+        matches!(
+            full,
+            Err(WqeError::Timeout {
+                what: "ring space",
+                ..
+            })
+        ),
+        "{full:?}"
+    );
+    let mut c = Consumer::new(q.clone());
+    while let Some((at, _)) = c.pending().expect("reads") {
+        c.complete(at, Completion::Success).expect("completes");
+    }
+    p.poll();
+    let started = std::time::Instant::now();
+    assert_eq!(p.post(&write(9), WqeFlags::default()), full);
+    assert_eq!(p.quiet(), full.map(|_| ()));
+    assert!(
+        started.elapsed() < Duration::from_millis(50),
+        "no timeout waited out"
+    );
+}

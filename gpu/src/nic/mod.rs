@@ -158,6 +158,17 @@ impl Shared {
             });
         }
         self.dp.health().check()?;
+        // A work request's length is 32 bits: a longer read comes from no WQE, and would be
+        // split into as many chunks as its length allows.
+        if let Some(len) = requests.iter().find_map(|r| match r {
+            Request::Read { len, .. } if *len > u32::MAX as usize => Some(*len),
+            _ => None,
+        }) {
+            return Err(Error::InvalidArgument(format!(
+                "a read of {len} bytes: at most {} (a work request's length)",
+                u32::MAX
+            )));
+        }
         let mut all = Vec::with_capacity(requests.len());
         let mut queued = Vec::new();
         for request in requests {
@@ -271,7 +282,8 @@ impl Agent {
     /// of the calls, awaited or not; the future needs no polling to make progress.
     ///
     /// # Errors
-    /// [`Error::PeOutOfRange`]; the job's failure ([`Error::PeerLost`]) as soon as it is
+    /// [`Error::PeOutOfRange`]; [`Error::InvalidArgument`] for a read longer than
+    /// `u32::MAX` bytes; the job's failure ([`Error::PeerLost`]) as soon as it is
     /// known; [`Error::Timeout`] past [`AgentConfig::timeout`]; [`Error::Shutdown`] once
     /// the agent has stopped. A request the target refused is no error: its reply's status
     /// says why.
