@@ -22,12 +22,15 @@ pub use pe::{HeapMemory, PeMetrics};
 pub use traffic::{ErrorKind, Op, Traffic};
 
 /// Installs a `tracing` subscriber writing to standard error, filtered by `RUST_LOG`
-/// (default `warn`). Does nothing if a subscriber is already installed.
+/// (default `warn`). Does nothing if a subscriber is already installed. An event that
+/// cannot be written (standard error closed or full) is dropped: the subscriber would
+/// otherwise report that with `eprintln!`, which panics then, in whatever task logged.
 pub fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .log_internal_errors(false)
         .try_init();
 }
