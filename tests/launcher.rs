@@ -297,6 +297,21 @@ fn help_and_bad_arguments() {
             done.stderr
         );
     }
+    let bad_peer_timeout = finish(start(
+        &["run", "-n", "1", "true"],
+        &[("FERROSHMEM_PEER_TIMEOUT", "abc")],
+    ));
+    assert_ne!(
+        bad_peer_timeout.code,
+        Some(0),
+        "{}",
+        bad_peer_timeout.stderr
+    );
+    assert!(
+        bad_peer_timeout.stderr.contains("FERROSHMEM_PEER_TIMEOUT"),
+        "{}",
+        bad_peer_timeout.stderr
+    );
     let bad_bind = run(&["run", "-n", "1", "--bind-to", "socket", "true"]);
     assert_eq!(bad_bind.code, Some(2));
     assert!(

@@ -181,21 +181,27 @@ pub fn random_bytes<const N: usize>() -> Result<[u8; N]> {
 
 /// The bootstrap timeout from the environment.
 pub fn bootstrap_timeout() -> Result<Duration> {
-    env_var(&[vars::BOOTSTRAP_TIMEOUT])?
-        .map(|v| parse_duration(&v))
-        .transpose()
-        .map(|t| t.unwrap_or(DEFAULT_BOOTSTRAP_TIMEOUT))
+    duration_var(vars::BOOTSTRAP_TIMEOUT).map(|t| t.unwrap_or(DEFAULT_BOOTSTRAP_TIMEOUT))
 }
 
 /// The peer timeout from the environment (at least one second).
 pub fn peer_timeout() -> Result<Duration> {
-    env_var(&[vars::PEER_TIMEOUT])?
-        .map(|v| parse_duration(&v))
-        .transpose()
-        .map(|t| {
-            t.unwrap_or(DEFAULT_PEER_TIMEOUT)
-                .max(Duration::from_secs(1))
+    duration_var(vars::PEER_TIMEOUT).map(|t| {
+        t.unwrap_or(DEFAULT_PEER_TIMEOUT)
+            .max(Duration::from_secs(1))
+    })
+}
+
+/// The duration variable `name`, if set; an error names it.
+fn duration_var(name: &str) -> Result<Option<Duration>> {
+    env_var(&[name])?
+        .map(|v| {
+            parse_duration(&v).map_err(|e| match e {
+                Error::Config(why) => Error::Config(format!("{name}: {why}")),
+                other => other,
+            })
         })
+        .transpose()
 }
 
 fn root_address() -> Result<Option<SocketAddr>> {
@@ -344,6 +350,8 @@ impl LaunchEnv {
     /// Reads the environment; `Ok(None)` when no launcher started this process.
     pub fn detect() -> Result<Option<LaunchEnv>> {
         let timeout = bootstrap_timeout()?;
+        // Read by the control connections, where a bad value could only be ignored.
+        peer_timeout()?;
         if let Some(rank) = number(vars::RANK)? {
             let size = number(vars::SIZE)?.ok_or_else(|| {
                 Error::Config(format!("{} is set but {} is not", vars::RANK, vars::SIZE))

@@ -51,7 +51,7 @@ pub use error::LaunchError;
 pub use hosts::Host;
 pub use outcome::Outcome;
 
-use crate::launch_env::{bootstrap_timeout, LaunchEnv};
+use crate::launch_env::{bootstrap_timeout, peer_timeout, LaunchEnv};
 use crate::Error;
 
 /// Default time between SIGTERM and SIGKILL when the job is stopped.
@@ -119,6 +119,8 @@ impl LaunchOptions {
 /// invalid options or when the root or the signal handlers cannot be set up.
 pub async fn launch(options: LaunchOptions) -> Result<Outcome, LaunchError> {
     check_options(&options)?;
+    // Read by the root's connections and by every PE's: a bad value fails here, at once.
+    peer_timeout()?;
     let timeout = match options.bootstrap_timeout {
         Some(t) => t,
         None => bootstrap_timeout()?,
