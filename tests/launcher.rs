@@ -286,6 +286,18 @@ fn help_and_bad_arguments() {
             "longer than a year",
         ),
         (&["run", "--hosts", "fd00::5,fd00::6", "true"], "brackets"),
+        (
+            &["run", "-n", "2", "--grce", "1s", "true"],
+            "--grce is not an option",
+        ),
+        (
+            &["run", "-n", "2", "-x", "FOO=1", "true"],
+            "-x is not an option",
+        ),
+        (
+            &["run", "--bogus", "-n", "2", "true"],
+            "--bogus is not an option",
+        ),
     ];
     for (args, why) in refused {
         let done = run(args);
@@ -574,4 +586,22 @@ fn status_lines_and_forwarded_lines_stay_whole_on_one_pipe() {
         .collect();
     assert!(broken.is_empty(), "split lines: {broken:?}");
     assert_eq!(text.matches("[pe 0] x").count(), 320, "{text}");
+}
+
+/// A program that never joins the job (one that does not use ferroshmem) runs to its end
+/// under the launcher, which says that no PE joined and takes the program's exit status.
+#[test]
+fn a_program_that_never_joins_runs_on_and_is_said_to() {
+    let done = run(&[
+        "run",
+        "-n",
+        "2",
+        "--timeout",
+        "1s",
+        "sh",
+        "-c",
+        "sleep 2; exit 5",
+    ]);
+    assert_eq!(done.code, Some(5), "{}", done.stderr);
+    assert!(done.stderr.contains("no PE joined"), "{}", done.stderr);
 }

@@ -212,6 +212,15 @@ fn job_shape(
 fn run_job(args: RunArgs) -> i32 {
     let mut command = args.command.into_iter();
     let program = command.next().unwrap_or_default();
+    // The program's words take what follows the options, so a misspelt option would be
+    // taken for the program: no program's name starts with '-'.
+    if program.as_encoded_bytes().starts_with(b"-") {
+        eprintln!(
+            "ferroshmem: {} is not an option of `ferroshmem run` (see `ferroshmem run --help`)",
+            program.to_string_lossy()
+        );
+        return 2;
+    }
     let (n_pes, hosts) = match job_shape(args.n_pes, args.pes_per_host, args.hosts.as_deref()) {
         Ok(shape) => shape,
         Err(e) => {

@@ -63,12 +63,14 @@ impl Job {
     }
 
     /// PE `rank` exited. The first failed exit stops the job; it names the PE that failed
-    /// first, which is the first PE the root lost when the root lost one before it.
+    /// first, which is the first PE the root lost when the root lost one before it, unless
+    /// that PE's own exit was the stop (killed by the launcher's SIGTERM or SIGKILL): the
+    /// first failed exit is then the one that says what went wrong.
     fn exited(&mut self, Exit { rank, status }: Exit, first_lost: Option<usize>) {
         self.pes[rank] = None;
         if self.blamed == Some(rank) {
             self.blamed = None;
-            if !status.success() {
+            if !status.success() && !self.stopped_by_the_launcher(&status) {
                 self.outcome = Outcome::PeFailed { pe: rank, status };
             }
             self.report();
@@ -82,6 +84,15 @@ impl Job {
             Some(first) => self.blamed = Some(first),
             None => self.report(),
         }
+    }
+
+    /// Whether `status` is the end of a PE that the launcher was stopping: killed by the
+    /// SIGTERM or SIGKILL it sent.
+    fn stopped_by_the_launcher(&self, status: &std::process::ExitStatus) -> bool {
+        use std::os::unix::process::ExitStatusExt;
+        let ours = [Signal::TERM, Signal::KILL].map(|s| s.as_raw());
+        matches!(self.phase, Phase::Stopping(_) | Phase::Killed)
+            && status.signal().is_some_and(|s| ours.contains(&s))
     }
 
     /// Names the PE that failed first.
@@ -200,4 +211,60 @@ pub(crate) async fn supervise(
         }
     }
     job.outcome
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::process::{CommandExt, ExitStatusExt};
+    use std::process::{Command, ExitStatus};
+
+    use super::*;
+
+    /// PE 0 exits with status 1; the root had lost PE 1 just before, so PE 1 is blamed
+    /// until its exit comes. Where that exit is the launcher's own SIGTERM, PE 0's failure
+    /// is the job's; where PE 1 failed by itself, PE 1's.
+    #[test]
+    fn a_pe_killed_by_the_stop_is_not_blamed_over_the_exit_that_stopped_the_job() {
+        for (pe1_status, blamed) in [
+            (ExitStatus::from_raw(15), 0),
+            (ExitStatus::from_raw(3 << 8), 1),
+        ] {
+            // A stand-in for PE 1's process group, which the stop signals.
+            let mut sleeper = Command::new("sleep")
+                .arg("30")
+                .process_group(0)
+                .spawn()
+                .expect("sleep starts");
+            let pid = Pid::from_child(&sleeper);
+            let mut job = Job {
+                pes: vec![None, Some(pid)],
+                grace: Duration::from_secs(5),
+                phase: Phase::Running,
+                outcome: Outcome::Success,
+                blamed: None,
+            };
+            let failed = ExitStatus::from_raw(1 << 8);
+            job.exited(
+                Exit {
+                    rank: 0,
+                    status: failed,
+                },
+                Some(1),
+            );
+            assert_eq!(job.blamed, Some(1));
+            job.exited(
+                Exit {
+                    rank: 1,
+                    status: pe1_status,
+                },
+                Some(1),
+            );
+            match job.outcome {
+                Outcome::PeFailed { pe, .. } => assert_eq!(pe, blamed, "{pe1_status:?}"),
+                ref other => panic!("{other:?}"),
+            }
+            let _ = sleeper.kill();
+            let _ = sleeper.wait();
+        }
+    }
 }

@@ -146,12 +146,20 @@ pub async fn run_hub(
                     .filter(|&r| hellos[r].is_none())
                     .map(|r| r.to_string())
                     .collect();
-                let reason = format!(
-                    "PE(s) {} did not join the bootstrap root at {} within {:?}",
-                    missing.join(", "),
-                    config.address,
-                    config.join_timeout
-                );
+                let reason = match missing.len() == n {
+                    // A program that does not use ferroshmem runs on, as its own.
+                    true => format!(
+                        "no PE joined the bootstrap root at {} within {:?}: the program does \
+                         not use ferroshmem, or every PE is still before its initialization",
+                        config.address, config.join_timeout
+                    ),
+                    false => format!(
+                        "PE(s) {} did not join the bootstrap root at {} within {:?}",
+                        missing.join(", "),
+                        config.address,
+                        config.join_timeout
+                    ),
+                };
                 refuse_all(&members, &reason);
                 return Err(Error::Bootstrap(reason));
             }
