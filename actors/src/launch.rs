@@ -104,6 +104,13 @@ fn hello(secret: &[u8], rank: usize, size: usize, node: String) -> Hello {
 /// result in PE order, or the job's first failure: a PE that panics fails the job, and the
 /// other PEs' waits and barriers return [`Error::PeerLost`] instead of hanging.
 ///
+/// A PE whose `f` returns (with whatever value: an `Err` of the program's is a value here)
+/// finalizes, which is a world barrier: where the other PEs go on to calls it never makes,
+/// those fail with [`Error::CollectiveMismatch`] naming it, and that is the job's failure,
+/// the returned `Err` of the PE's own `f` being dropped with the results. A PE that must not
+/// go on fails the job instead: it panics (the job then fails with [`Error::Panicked`]
+/// naming it), or the program returns only once every PE has made the same calls.
+///
 /// ```no_run
 /// # async fn f() -> ferroshmem_runtime::Result<()> {
 /// let sums = ferroshmem_actors::run_local(4, |pe| async move { pe.my_pe() * 10 }).await?;
@@ -483,6 +490,7 @@ async fn on_a_worker<R: Send + 'static>(body: impl Future<Output = R> + Send + '
 /// Runs `f` as every PE of the job, whichever way the program was started: as one PE of a
 /// launched job (`ferroshmem run`, `mpirun`, `srun`) when a launcher is detected, otherwise
 /// as `local_pes` PEs inside this process. Returns the results of the PEs of this process.
+/// As [`run_local`], a PE whose `f` returns finalizes, whatever its value.
 pub async fn run<F, Fut, R>(local_pes: usize, f: F) -> Result<Vec<R>>
 where
     F: Fn(Pe) -> Fut + Send + Sync + 'static,
