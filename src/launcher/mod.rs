@@ -162,12 +162,12 @@ pub async fn launch(options: LaunchOptions) -> Result<Outcome, LaunchError> {
     }
     drop((exits_tx, sinks));
     let pids = pes.iter().map(|pe| pe.pid).collect();
-    let outcome =
+    let (outcome, stopped) =
         supervise::supervise(pids, exits, options.grace, &mut interrupts, &mut root).await;
     for pe in pes {
         let _ = pe.task.await;
     }
-    root.settle().await;
+    root.settle(&stopped).await;
     writers.finish().await;
     Ok(outcome)
 }

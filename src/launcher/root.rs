@@ -57,14 +57,16 @@ impl Root {
         self.news.global_exit()
     }
 
-    /// Waits until the root ends and reports how on stderr; pending forever once reported.
-    pub(crate) async fn ended(&mut self) {
+    /// Waits until the root ends and reports how on stderr, but for the PEs it lost that
+    /// the launcher had `stopped` (their loss is the stop's doing); pending forever once
+    /// reported.
+    pub(crate) async fn ended(&mut self, stopped: &[bool]) {
         match self.task.as_mut() {
             Some(task) => {
                 let result = task.await.map_err(|e| e.to_string());
                 self.task = None;
                 match result.and_then(|r| r.map_err(|e| e.to_string())) {
-                    Ok(report) => report_lost(&report),
+                    Ok(report) => report_lost(&report, stopped),
                     Err(e) => status(format_args!("the bootstrap root stopped: {e}")),
                 }
             }
@@ -73,13 +75,17 @@ impl Root {
     }
 
     /// Called once every PE has exited: reports the root's end if it comes promptly.
-    pub(crate) async fn settle(&mut self) {
-        let _ = tokio::time::timeout(SETTLE, self.ended()).await;
+    pub(crate) async fn settle(&mut self, stopped: &[bool]) {
+        let _ = tokio::time::timeout(SETTLE, self.ended(stopped)).await;
     }
 }
 
-fn report_lost(report: &HubReport) {
-    for (pe, reason) in &report.lost {
+fn report_lost(report: &HubReport, stopped: &[bool]) {
+    let news = report
+        .lost
+        .iter()
+        .filter(|(pe, _)| !stopped.get(*pe).copied().unwrap_or(false));
+    for (pe, reason) in news {
         status(format_args!("the bootstrap root lost PE {pe}: {reason}"));
     }
 }

@@ -39,10 +39,16 @@ struct Job {
     /// before the PE whose failed exit stopped the job (a PE killed by a signal may be
     /// reaped after the survivors that exited because of it).
     blamed: Option<usize>,
+    /// The PEs still running when the launcher stopped the job: the root's word that it
+    /// lost them is the stop's doing, not news.
+    stopped: Vec<bool>,
 }
 
 impl Job {
-    fn signal(&self, signal: Signal) {
+    fn signal(&mut self, signal: Signal) {
+        for (rank, pe) in self.pes.iter().enumerate() {
+            self.stopped[rank] |= pe.is_some();
+        }
         self.pes
             .iter()
             .flatten()
@@ -172,15 +178,17 @@ async fn first_lost_by(job: &Job, exit: &Exit, root: &Root) -> Option<usize> {
     root.first_lost()
 }
 
-/// Watches the job until every PE process has exited and returns how it ended.
+/// Watches the job until every PE process has exited and returns how it ended, and which
+/// PEs the launcher stopped.
 pub(crate) async fn supervise(
     pids: Vec<Pid>,
     mut exits: UnboundedReceiver<Exit>,
     grace: Duration,
     interrupts: &mut Interrupts,
     root: &mut Root,
-) -> Outcome {
+) -> (Outcome, Vec<bool>) {
     let mut job = Job {
+        stopped: vec![false; pids.len()],
         pes: pids.into_iter().map(Some).collect(),
         grace,
         phase: Phase::Running,
@@ -207,10 +215,10 @@ pub(crate) async fn supervise(
             () = sleep_until(deadline.unwrap_or_else(Instant::now)), if deadline.is_some() => {
                 job.grace_over();
             }
-            () = root.ended() => {}
+            () = root.ended(&job.stopped) => {}
         }
     }
-    job.outcome
+    (job.outcome, job.stopped)
 }
 
 #[cfg(test)]
@@ -237,6 +245,7 @@ mod tests {
                 .expect("sleep starts");
             let pid = Pid::from_child(&sleeper);
             let mut job = Job {
+                stopped: vec![false; 2],
                 pes: vec![None, Some(pid)],
                 grace: Duration::from_secs(5),
                 phase: Phase::Running,
@@ -263,6 +272,11 @@ mod tests {
                 Outcome::PeFailed { pe, .. } => assert_eq!(pe, blamed, "{pe1_status:?}"),
                 ref other => panic!("{other:?}"),
             }
+            assert_eq!(
+                job.stopped,
+                [false, true],
+                "PE 1 was running when the job stopped"
+            );
             let _ = sleeper.kill();
             let _ = sleeper.wait();
         }
