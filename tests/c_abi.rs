@@ -324,6 +324,36 @@ fn an_active_set_collective_refuses_counts_no_heap_holds() {
     }
 }
 
+/// A C program started directly, with no launcher, is a job of one PE (as OpenSHMEM
+/// implementations' singleton mode): it initializes, uses its heap and finalizes.
+#[test]
+fn a_program_started_without_a_launcher_is_a_job_of_one_pe() {
+    if !have_cc() {
+        return;
+    }
+    let body = "    shmem_init();\n    long *x = shmem_malloc(sizeof(long));\n    \
+                shmem_long_p(x, 42, 0);\n    shmem_barrier_all();\n    \
+                int ok = shmem_n_pes() == 1 && shmem_my_pe() == 0 && shmem_long_g(x, 0) == 42;\n    \
+                shmem_free(x);\n    shmem_finalize();\n    return ok ? 0 : 3;";
+    let program = build_program("alone", body);
+    let output = finish(start(Command::new(&program), "alone"), "alone");
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // `RUST_LOG` applies to C programs too: a free metrics port is logged where it is.
+    let mut logged = Command::new(&program);
+    logged
+        .env("RUST_LOG", "info")
+        .env("FERROSHMEM_METRICS_ADDR", "0");
+    let output = finish(start(logged, "alone, logged"), "alone, logged");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("metrics endpoint at http://"), "{stderr}");
+}
+
 /// Builds the C program `body` (the inside of `main`, after `#include <shmem.h>`) as `name`.
 fn build_program(name: &str, body: &str) -> PathBuf {
     let source = out_dir().join(format!("{name}.c"));

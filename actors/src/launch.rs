@@ -297,6 +297,31 @@ pub async fn init() -> Result<Pe> {
     init_launched(env).await
 }
 
+/// Joins a job of this one process as its only PE, where no launcher started it: how a
+/// program started directly runs (the singleton mode of OpenSHMEM implementations; the C
+/// library's `shmem_init` takes it where no launcher is detected). The PE hosts the job's
+/// root itself.
+///
+/// # Errors
+/// As [`run_local`]'s set-up: the environment's settings, the heap's segment.
+pub async fn init_alone() -> Result<Pe> {
+    let settings = JobSettings::from_env()?;
+    start_metrics(0)?;
+    let job = u64::from_le_bytes(random_bytes()?);
+    let secret = random_bytes::<32>()?.to_vec();
+    let segment = Arc::new(Segment::create(0, settings.heap_size)?);
+    let (links, hub) = local_job(1, job, secret.clone(), settings.timeout);
+    let mut link = links
+        .into_iter()
+        .next()
+        .ok_or_else(|| Error::Bootstrap("a job of one PE made no link".into()))?;
+    let welcome = link
+        .join(hello(&secret, 0, 1, "in-process".into()), settings.timeout)
+        .await?;
+    let peers = PeerRoutes::mapped(vec![segment]);
+    start_pe(0, welcome.job, peers, &settings, link, 0, Some(hub))
+}
+
 async fn init_launched(env: LaunchEnv) -> Result<Pe> {
     let span = tracing::info_span!(
         "bootstrap",

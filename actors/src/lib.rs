@@ -17,6 +17,6 @@ mod team;
 mod threads;
 
 pub use exit::{exit_now, exiting};
-pub use launch::{init, run, run_local};
+pub use launch::{init, init_alone, run, run_local};
 pub use pe::{FreeError, MallocHints, Pe};
 pub use threads::{init_thread, ThreadLevel};

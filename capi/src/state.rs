@@ -136,11 +136,14 @@ pub(crate) fn init(routine: &'static str, requested: Option<ThreadLevel>) -> &'s
     state
 }
 
-/// Starts the runtime and joins the launched job. The thread level provided is the one
+/// Starts the runtime and joins the launched job, or where no launcher started this process,
+/// a job of this one process. The thread level provided is the one
 /// requested, when one was: every level is supported, and programs written for Sandia
 /// OpenSHMEM, which answers so, compare the two (its performance suite does nothing when they
 /// differ); without a request, the runtime's own (`SHMEM_THREAD_MULTIPLE`).
 fn join(requested: Option<ThreadLevel>) -> Result<Shmem> {
+    // `RUST_LOG` for C programs too (where a PE serves its metrics, for one).
+    ferroshmem_observability::init_tracing();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .thread_name("ferroshmem")
@@ -148,7 +151,18 @@ fn join(requested: Option<ThreadLevel>) -> Result<Shmem> {
         .build()
         .map_err(|e| Error::os("starting the runtime", e))?;
     let asked = requested.unwrap_or(ThreadLevel::Single);
-    let (pe, supported) = runtime.block_on(ferroshmem_actors::init_thread(asked))?;
+    // A program started without a launcher is a job of one PE, as OpenSHMEM's run directly.
+    let launched = ferroshmem_actors::launch_env::LaunchEnv::detect()?.is_some();
+    let (pe, supported) = runtime.block_on(async {
+        match launched {
+            true => ferroshmem_actors::init_thread(asked).await,
+            false => {
+                let pe = ferroshmem_actors::init_alone().await?;
+                let level = pe.query_thread().max(asked);
+                Ok((pe, level))
+            }
+        }
+    })?;
     let level = requested.unwrap_or(supported);
     let own_static = std::ptr::addr_of!(STATE) as usize;
     let static_data = runtime.block_on(async {

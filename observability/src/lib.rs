@@ -22,7 +22,8 @@ pub use pe::{HeapMemory, PeMetrics};
 pub use traffic::{ErrorKind, Op, Traffic};
 
 /// Installs a `tracing` subscriber writing to standard error, filtered by `RUST_LOG`
-/// (default `warn`). Does nothing if a subscriber is already installed. An event that
+/// (default `warn`), in colour only on a terminal. Does nothing if a subscriber is already
+/// installed. An event that
 /// cannot be written (standard error closed or full) is dropped: the subscriber would
 /// otherwise report that with `eprintln!`, which panics then, in whatever task logged.
 pub fn init_tracing() {
@@ -31,6 +32,7 @@ pub fn init_tracing() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .log_internal_errors(false)
         .try_init();
 }
