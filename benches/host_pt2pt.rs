@@ -12,8 +12,8 @@
 //!
 //! While PE 0 times a figure alone, PE 1 waits in `barrier_all`, as in the perftests. Past
 //! `FERROSHMEM_SPIN_US` (default 50 µs) that wait sleeps, and every write into a PE with a
-//! sleeping waiter then also wakes it: run with `FERROSHMEM_SPIN_US=100000000` to see the figures
-//! of a target that keeps spinning.
+//! sleeping waiter then also wakes it: run with `FERROSHMEM_SPIN_US=1000000` (the most, 1 s)
+//! to see the figures of a target that keeps spinning.
 //!
 //! Each figure is the median of `--reps` timed batches, after warm-up. The bandwidth source and
 //! destination are page-aligned: memcpy between buffers misaligned to each other runs up to

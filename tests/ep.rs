@@ -185,8 +185,9 @@ async fn dispatch_handle(
     Ok(d.into_handle())
 }
 
-/// A combine given the handle of another buffer's dispatch (whose rows would not fit this
-/// buffer's receive region) is refused on every PE, and the buffer goes on.
+/// A combine given the handle of another buffer's dispatch is refused on every PE (a
+/// handle names its buffer: another buffer's rows need not fit this one's receive region),
+/// and the buffer goes on.
 #[test]
 fn a_handle_of_another_buffer_is_refused() {
     let Some(_turn) = exclusive("a_handle_of_another_buffer_is_refused") else {

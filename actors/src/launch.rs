@@ -126,14 +126,13 @@ where
     if n_pes == 0 {
         return Err(Error::InvalidArgument("a job needs at least one PE".into()));
     }
-    let settings = JobSettings::from_env()?;
-    start_metrics(0)?;
-    let job = u64::from_le_bytes(random_bytes()?);
-    let secret = random_bytes::<32>()?.to_vec();
-    let segments = (0..n_pes)
-        .map(|rank| Segment::create(rank, settings.heap_size).map(Arc::new))
-        .collect::<Result<Vec<_>>>()?;
-    let (links, hub) = local_job(n_pes, job, secret.clone(), settings.timeout);
+    let InProcessJob {
+        settings,
+        secret,
+        segments,
+        links,
+        hub,
+    } = InProcessJob::new(n_pes)?;
     let f = Arc::new(f);
     let mut tasks = JoinSet::new();
     let mut ranks = HashMap::new();
@@ -305,12 +304,13 @@ pub async fn init() -> Result<Pe> {
 /// # Errors
 /// As [`run_local`]'s set-up: the environment's settings, the heap's segment.
 pub async fn init_alone() -> Result<Pe> {
-    let settings = JobSettings::from_env()?;
-    start_metrics(0)?;
-    let job = u64::from_le_bytes(random_bytes()?);
-    let secret = random_bytes::<32>()?.to_vec();
-    let segment = Arc::new(Segment::create(0, settings.heap_size)?);
-    let (links, hub) = local_job(1, job, secret.clone(), settings.timeout);
+    let InProcessJob {
+        settings,
+        secret,
+        segments,
+        links,
+        hub,
+    } = InProcessJob::new(1)?;
     let mut link = links
         .into_iter()
         .next()
@@ -318,8 +318,40 @@ pub async fn init_alone() -> Result<Pe> {
     let welcome = link
         .join(hello(&secret, 0, 1, "in-process".into()), settings.timeout)
         .await?;
-    let peers = PeerRoutes::mapped(vec![segment]);
+    let peers = PeerRoutes::mapped(segments);
     start_pe(0, welcome.job, peers, &settings, link, 0, Some(hub))
+}
+
+/// What an in-process job starts from: the environment's settings, the job's secret, each
+/// PE's heap segment, each PE's link to the job's root, and the root's task.
+struct InProcessJob {
+    settings: JobSettings,
+    secret: Vec<u8>,
+    segments: Vec<Arc<Segment>>,
+    links: Vec<Link>,
+    hub: JoinHandle<Result<HubReport>>,
+}
+
+impl InProcessJob {
+    /// A job of `n_pes` PEs of this process, with metrics served where the environment
+    /// asks for them.
+    fn new(n_pes: usize) -> Result<InProcessJob> {
+        let settings = JobSettings::from_env()?;
+        start_metrics(0)?;
+        let job = u64::from_le_bytes(random_bytes()?);
+        let secret = random_bytes::<32>()?.to_vec();
+        let segments = (0..n_pes)
+            .map(|rank| Segment::create(rank, settings.heap_size).map(Arc::new))
+            .collect::<Result<Vec<_>>>()?;
+        let (links, hub) = local_job(n_pes, job, secret.clone(), settings.timeout);
+        Ok(InProcessJob {
+            settings,
+            secret,
+            segments,
+            links,
+            hub,
+        })
+    }
 }
 
 async fn init_launched(env: LaunchEnv) -> Result<Pe> {

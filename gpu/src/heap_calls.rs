@@ -108,9 +108,10 @@ impl GpuPe {
 
     /// Frees a symmetric GPU buffer on every PE (`nvshmem_free`). Collective, like `malloc`.
     /// It first completes this PE's host operations (as [`GpuPe::quiet`]: a `get_nbi` from a
-    /// PE of another node lands then) and waits until its GPU has finished all queued work
-    /// (on-stream operations and kernels), so no transfer of this PE still uses the memory
-    /// when another PE reuses it. On a mismatch the buffer comes back in the error, and so
+    /// PE of another node lands then; one that failed fails the free, on every PE, with the
+    /// buffer given back) and waits until its GPU has finished all queued work (on-stream
+    /// operations and kernels), so no transfer of this PE still uses the memory when another
+    /// PE reuses it. On a mismatch the buffer comes back in the error, and so
     /// it does, with [`Error::NotSymmetric`], for a buffer of another PE's GPU heap.
     ///
     /// # Cancel safety
@@ -132,8 +133,9 @@ impl GpuPe {
         }
     }
 
-    /// The collective part of a free. A buffer of another heap is refused after the
-    /// agreement, so that the other PEs fail instead of waiting for this one.
+    /// The collective part of a free. A buffer of another heap, or a free whose host
+    /// operations failed to complete, is refused after the agreement, so that the other PEs
+    /// fail instead of waiting for this one.
     async fn free_allocation(
         &self,
         mut heap: OwnedMutexGuard<HeapAllocator>,
@@ -141,18 +143,19 @@ impl GpuPe {
     ) -> Result<(), (Error, Allocation)> {
         // Host operations first (a get from another node lands at its quiet), then the rest
         // of the GPU's work.
-        if let Err(e) = self.quiet().await {
-            return Err((e, alloc));
-        }
+        let quieted = self.quiet().await;
         if let Err(e) = self.synchronize().await {
             return Err((e, alloc));
         }
         let ours = alloc.heap() == self.inner.heap;
-        let call = match ours {
+        let call = match ours && quieted.is_ok() {
             true => HeapCall::free(alloc.bytes(), alloc.offset()),
             false => HeapCall::refused_free(),
         };
         let agreed = self.agree(&call, "GPU free").await;
+        if let Err(e) = quieted {
+            return Err((e, alloc));
+        }
         if !ours {
             return Err((Error::NotSymmetric, alloc));
         }

@@ -23,9 +23,9 @@ pub use traffic::{ErrorKind, Op, Traffic};
 
 /// Installs a `tracing` subscriber writing to standard error, filtered by `RUST_LOG`
 /// (default `warn`), in colour only on a terminal. Does nothing if a subscriber is already
-/// installed. An event that
-/// cannot be written (standard error closed or full) is dropped: the subscriber would
-/// otherwise report that with `eprintln!`, which panics then, in whatever task logged.
+/// installed. An event that cannot be written (standard error closed or full) is dropped:
+/// the subscriber would otherwise report that with `eprintln!`, which panics then, in
+/// whatever task logged.
 pub fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));

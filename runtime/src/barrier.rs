@@ -42,7 +42,9 @@
 //! every 10 ms while it sleeps, and learns from the control plane when a PE has finalized
 //! and left (its process may be gone, its header unreadable). A signal sent before its PE
 //! broke or left may still travel then, so there the verdict waits until the signal is
-//! still missing [`MISMATCH_GRACE`] after the verdict was first reached.
+//! still missing [`MISMATCH_GRACE`] after the verdict was first reached. A signal delayed
+//! longer than that (a fabric retransmitting) fails a barrier that a mapped peer's would
+//! have passed: the barrier is broken on that PE then, which the job's other PEs learn.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -342,18 +344,23 @@ impl DataPlane {
     /// `slot`, of which it is the only signaller.
     async fn await_signal(&self, slot: usize, from: usize, epoch: u64) -> Result<()> {
         let flag = self.own_segment().barrier_flag(slot);
-        // A PE on another node tells nothing in a header this PE can read: a lost one is
-        // reported by the control plane.
+        // A mapped peer's header is read with loads; one on another node's through the
+        // remote transport, or the control plane's word that it left (`missed_remotely`).
         let peer = match self.route(from)? {
             Route::Mapped(peer) => Some(&**peer),
             Route::Remote => None,
         };
         let remote = peer.is_none();
         let signalled = move || arrived(flag.load(Ordering::Acquire), epoch, remote);
-        let readings = Arc::new(Mutex::new(RemoteWords::default()));
+        // Made when the wait first stalls: most waits end before, and an allocation on
+        // every barrier round made the collectives timed after one slower.
+        let mut readings = None;
         let mut stalled = || match peer {
             Some(peer) => missed(BarrierWords::of(peer), from, epoch, signalled),
-            None => self.missed_remotely(from, epoch, &readings, signalled),
+            None => {
+                let readings = readings.get_or_insert_with(Default::default);
+                self.missed_remotely(from, epoch, readings, signalled)
+            }
         };
         let at = Segment::barrier_flag_offset(slot);
         Wait::new(

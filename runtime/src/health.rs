@@ -6,6 +6,7 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
+use crossbeam::utils::CachePadded;
 use tokio::sync::Notify;
 
 use crate::error::{Error, Result};
@@ -13,7 +14,10 @@ use crate::error::{Error, Result};
 /// The failure state of one PE's job, and the PEs that have left it in good order.
 #[derive(Debug, Default)]
 pub struct Health {
-    failed: AtomicBool,
+    /// Read by every wait, so on a cache line of its own: where the allocator put the
+    /// `Health` beside other data once it grew, the small collectives at 2 PEs took 1.16x
+    /// their time (fcollect 4 B 0.278 against 0.239 µs), padded 0.237.
+    failed: CachePadded<AtomicBool>,
     failure: Mutex<Option<Error>>,
     notify: Notify,
     /// The PEs the control plane said finalized and left.

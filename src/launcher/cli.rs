@@ -88,7 +88,7 @@ struct RunArgs {
 
     /// Hosts and how many PEs each runs, in rank order: `a:2,b:2` (a host without a count
     /// runs one, or -N). PEs on hosts other than `localhost` are started through --rsh.
-    #[arg(long, visible_alias = "host", value_name = "HOST[:N],...")]
+    #[arg(long, visible_alias = "host", value_name = "HOST[:N]|[IPV6][:N],...")]
     hosts: Option<String>,
 
     /// The remote shell that starts PEs on other hosts, as `RSH HOST COMMAND-LINE`; split

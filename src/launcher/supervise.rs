@@ -87,7 +87,11 @@ impl Job {
         }
         self.stop(Outcome::PeFailed { pe: rank, status });
         match first_lost.filter(|&f| f != rank && self.pes[f].is_some()) {
-            Some(first) => self.blamed = Some(first),
+            Some(first) => {
+                // Lost before the stop: the root's word of it is news.
+                self.stopped[first] = false;
+                self.blamed = Some(first);
+            }
             None => self.report(),
         }
     }
@@ -96,9 +100,11 @@ impl Job {
     /// SIGTERM or SIGKILL it sent.
     fn stopped_by_the_launcher(&self, status: &std::process::ExitStatus) -> bool {
         use std::os::unix::process::ExitStatusExt;
-        let ours = [Signal::TERM, Signal::KILL].map(|s| s.as_raw());
-        matches!(self.phase, Phase::Stopping(_) | Phase::Killed)
-            && status.signal().is_some_and(|s| ours.contains(&s))
+        match (self.phase, status.signal()) {
+            (Phase::Stopping(_) | Phase::Killed, Some(s)) if s == Signal::TERM.as_raw() => true,
+            (Phase::Killed, Some(s)) => s == Signal::KILL.as_raw(),
+            _ => false,
+        }
     }
 
     /// Names the PE that failed first.
@@ -230,13 +236,13 @@ mod tests {
 
     /// PE 0 exits with status 1; the root had lost PE 1 just before, so PE 1 is blamed
     /// until its exit comes. Where that exit is the launcher's own SIGTERM, PE 0's failure
-    /// is the job's; where PE 1 failed by itself, PE 1's.
+    /// is the job's; where PE 1 failed by itself (or was killed from elsewhere), PE 1's.
     #[test]
     fn a_pe_killed_by_the_stop_is_not_blamed_over_the_exit_that_stopped_the_job() {
-        for (pe1_status, blamed) in [
-            (ExitStatus::from_raw(15), 0),
-            (ExitStatus::from_raw(3 << 8), 1),
-        ] {
+        // SIGTERM: the stop's; SIGKILL while the stop waits out its grace: from elsewhere
+        // (the launcher sends it only after); status 3: PE 1's own.
+        let cases = [(15, 0), (9, 1), (3 << 8, 1)].map(|(raw, pe)| (ExitStatus::from_raw(raw), pe));
+        for (pe1_status, blamed) in cases {
             // A stand-in for PE 1's process group, which the stop signals.
             let mut sleeper = Command::new("sleep")
                 .arg("30")
@@ -272,11 +278,7 @@ mod tests {
                 Outcome::PeFailed { pe, .. } => assert_eq!(pe, blamed, "{pe1_status:?}"),
                 ref other => panic!("{other:?}"),
             }
-            assert_eq!(
-                job.stopped,
-                [false, true],
-                "PE 1 was running when the job stopped"
-            );
+            assert_eq!(job.stopped, [false, false], "PE 1 was lost before the stop");
             let _ = sleeper.kill();
             let _ = sleeper.wait();
         }

@@ -17,11 +17,38 @@ pub type Scenario = (
     fn(Pe, GpuPe) -> futures::future::BoxFuture<'static, Result<()>>,
 );
 
+/// A `get_nbi` whose buffer is freed before any quiet: the free completes it first, so
+/// nothing of it lands in the allocation that takes the memory next (across nodes such a
+/// get lands at its quiet).
+async fn freed_get_nbi(_pe: Pe, g: GpuPe) -> Result<()> {
+    let me = g.my_pe();
+    let next = (me + 1) % g.n_pes();
+    let source = g.malloc::<u64>(64).await?;
+    let words = HostBuffer::from_slice(g.context(), &pattern(me + 1, 64))?;
+    g.put(source.slice(..), &words, me).await?;
+    g.barrier_all().await?;
+    let landing = g.malloc::<u64>(64).await?;
+    g.get_nbi(landing.slice(..), source.slice(..), next)?;
+    g.free(landing).await.map_err(|(e, _)| e)?;
+    let reused = g.calloc::<u64>(64).await?;
+    g.quiet().await?;
+    let untouched = read_own(&g, &reused).await?;
+    expect_eq(
+        me,
+        "the allocation after a freed get_nbi",
+        untouched,
+        vec![0; 64],
+    )?;
+    g.free(reused).await.map_err(|(e, _)| e)?;
+    g.free(source).await.map_err(|(e, _)| e)
+}
+
 /// Every scenario, in the order they run.
 pub fn all() -> Vec<Scenario> {
     vec![
         ("device_functions", |p, g| Box::pin(device_functions(p, g))),
         ("host_futures", |p, g| Box::pin(host_futures(p, g))),
+        ("freed_get_nbi", |p, g| Box::pin(freed_get_nbi(p, g))),
         ("on_stream", |p, g| Box::pin(on_stream(p, g))),
         ("graph_capture", |p, g| Box::pin(graph_capture(p, g))),
         ("debug_reports", |p, g| Box::pin(debug_reports(p, g))),
@@ -288,22 +315,6 @@ async fn host_futures(pe: Pe, g: GpuPe) -> Result<()> {
     tail[5] = 77 + me as u64;
     want.extend(tail);
     expect_eq(me, "put_nbi / get_nbi + quiet", got, want)?;
-    // A get_nbi whose buffer is freed before any quiet: the free completes it first, so
-    // nothing of it lands in the allocation that takes the memory next (across nodes such
-    // a get lands at its quiet).
-    let landing = g.malloc::<u64>(64).await?;
-    g.get_nbi(landing.slice(..), a.slice(0..64), next)?;
-    g.free(landing).await.map_err(|(e, _)| e)?;
-    let reused = g.calloc::<u64>(64).await?;
-    g.quiet().await?;
-    let untouched = read_own(&g, &reused).await?;
-    expect_eq(
-        me,
-        "the allocation after a freed get_nbi",
-        untouched,
-        vec![0; 64],
-    )?;
-    g.free(reused).await.map_err(|(e, _)| e)?;
     // Single words (stream memory writes): 8- and 4-byte puts from pinned memory, a 4-byte p.
     let c = g.calloc::<u32>(4).await?;
     let word = HostBuffer::from_slice(g.context(), &[0xfeed_0000 + me as u64])?;

@@ -142,24 +142,7 @@ pub async fn run_hub(
                 ))
             }
             Err(_) => {
-                let missing: Vec<String> = (0..n)
-                    .filter(|&r| hellos[r].is_none())
-                    .map(|r| r.to_string())
-                    .collect();
-                let reason = match missing.len() == n {
-                    // A program that does not use ferroshmem runs on, as its own.
-                    true => format!(
-                        "no PE joined the bootstrap root at {} within {:?}: the program does \
-                         not use ferroshmem, or every PE is still before its initialization",
-                        config.address, config.join_timeout
-                    ),
-                    false => format!(
-                        "PE(s) {} did not join the bootstrap root at {} within {:?}",
-                        missing.join(", "),
-                        config.address,
-                        config.join_timeout
-                    ),
-                };
+                let reason = not_joined(&hellos, &config);
                 refuse_all(&members, &reason);
                 return Err(Error::Bootstrap(reason));
             }
@@ -282,10 +265,7 @@ async fn serve(
                 rank,
                 msg: FromPe::Goodbye,
             } => {
-                if exiting.is_none() && matches!(members.get(rank), Some(Member::Joined(_))) {
-                    tell_joined(&members, Some(rank), || ToPe::Finished { pe: rank as u32 });
-                }
-                finished(&mut members, rank, &mut exiting);
+                goodbye(&mut members, rank, &mut exiting);
                 continue;
             }
             HubEvent::Message {
@@ -376,6 +356,37 @@ fn begin_global_exit(members: &[Member], pe: usize, status: i32, news: &HubNews)
         deadline: tokio::time::Instant::now() + crate::exit::GLOBAL_EXIT_WAIT,
         answered: false,
     }
+}
+
+/// Why the job did not form in time: the PEs of `hellos` that did not join.
+fn not_joined(hellos: &[Option<Hello>], config: &HubConfig) -> String {
+    let missing: Vec<String> = (0..hellos.len())
+        .filter(|&r| hellos[r].is_none())
+        .map(|r| r.to_string())
+        .collect();
+    if missing.len() == hellos.len() {
+        // A program that does not use ferroshmem runs on, as its own.
+        return format!(
+            "no PE joined the bootstrap root at {} within {:?}: the program does not use \
+             ferroshmem, or every PE is still before its initialization",
+            config.address, config.join_timeout
+        );
+    }
+    format!(
+        "PE(s) {} did not join the bootstrap root at {} within {:?}",
+        missing.join(", "),
+        config.address,
+        config.join_timeout
+    )
+}
+
+/// PE `rank` said goodbye: outside a global exit, the other PEs learn that it has left
+/// ([`ToPe::Finished`]), so that a wait for something of it ends; then it is gone.
+fn goodbye(members: &mut [Member], rank: usize, exiting: &mut Option<Exiting>) {
+    if exiting.is_none() && matches!(members.get(rank), Some(Member::Joined(_))) {
+        tell_joined(members, Some(rank), || ToPe::Finished { pe: rank as u32 });
+    }
+    finished(members, rank, exiting);
 }
 
 /// PE `rank` is gone without loss (it said goodbye, or left during a global exit): during

@@ -203,7 +203,6 @@ impl Cqe {
     }
 }
 
-/// Words of one CQE in a CQ ring.
 /// Words of one CQE in a CQ ring; `None` for a ring shorter than one CQE.
 fn entry(ring: &[AtomicU64], index: u64) -> Option<&[AtomicU64; 8]> {
     let ncqes = ring.len() / 8;

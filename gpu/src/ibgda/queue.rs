@@ -519,11 +519,16 @@ impl Producer {
             }
         }
         let ready = self.q.control(READY);
-        self.wait(start, "publishing order", || {
+        let published = self.wait(start, "publishing order", || {
             ready
                 .compare_exchange(base, base + n, Ordering::AcqRel, Ordering::Relaxed)
                 .is_ok()
-        })?;
+        });
+        if let Err(e) = published {
+            // Written but never published: the same as above for every later WQE.
+            self.record_error(e.clone());
+            return Err(e);
+        }
         self.q.prod_cell().fetch_max(base + n, Ordering::AcqRel);
         self.q.raise_dbr((base + n) as u16);
         Ok(base)
@@ -540,7 +545,7 @@ impl Producer {
         }
     }
 
-    /// Spins (polling the CQ, then yielding) until `done`, or the timeout.
+    /// Spins (polling the CQ, then yielding) until `done`, the queue's error, or the timeout.
     fn wait(
         &self,
         start: Instant,
@@ -552,6 +557,11 @@ impl Producer {
             self.poll();
             spins += 1;
             if spins % 64 == 0 {
+                // An error recorded meanwhile (an error CQE, or another post's timeout that
+                // wedged the queue) ends this wait too: it can only end in a timeout now.
+                if let Some(e) = self.error() {
+                    return Err(e);
+                }
                 if start.elapsed() > self.timeout {
                     return Err(WqeError::Timeout {
                         what,
