@@ -13,11 +13,10 @@ mod normal;
 
 use std::time::{Duration, Instant};
 
-use ep_support::{exclusive, job, upload, Input, Routing, Shape};
-use ferroshmem::ep::{Bf16, Buffer, Config, DispatchInput, Handle, Layout, Rows};
-use ferroshmem::gpu::GpuPe;
+use ep_support::{exclusive, job, upload, Routing, Shape};
+use ferroshmem::ep::{Bf16, Buffer, Config, Layout};
 use ferroshmem::Error;
-use normal::{check_fp8_round, check_round, dispatch_only};
+use normal::{check_fp8_round, check_round, dispatch_handle, dispatch_only};
 
 #[test]
 fn the_gpu_layout_is_the_hosts() {
@@ -163,26 +162,6 @@ fn bad_configurations_are_refused_on_every_pe() {
         assert!(err.to_string().contains("do not divide"), "{err}");
         Ok(())
     });
-}
-
-/// Uploads `input` and dispatches it; the dispatch's handle.
-async fn dispatch_handle(
-    gpu: &GpuPe,
-    buffer: &mut Buffer,
-    input: &Input,
-) -> ferroshmem::Result<Handle> {
-    let x = upload(gpu, &input.x).await?;
-    let topk_idx = upload(gpu, &input.topk_idx).await?;
-    let topk_weights = upload(gpu, &input.topk_weights).await?;
-    let d = buffer
-        .dispatch(DispatchInput {
-            x: Rows::Bf16(&x),
-            topk_idx: &topk_idx,
-            topk_weights: &topk_weights,
-            tokens: input.tokens,
-        })
-        .await?;
-    Ok(d.into_handle())
 }
 
 /// A combine given the handle of another buffer's dispatch is refused on every PE (a

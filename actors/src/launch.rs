@@ -304,22 +304,21 @@ pub async fn init() -> Result<Pe> {
 /// # Errors
 /// As [`run_local`]'s set-up: the environment's settings, the heap's segment.
 pub async fn init_alone() -> Result<Pe> {
-    let InProcessJob {
-        settings,
-        secret,
-        segments,
-        links,
-        hub,
-    } = InProcessJob::new(1)?;
-    let mut link = links
+    let job = InProcessJob::new(1)?;
+    let mut link = job
+        .links
         .into_iter()
         .next()
         .ok_or_else(|| Error::Bootstrap("a job of one PE made no link".into()))?;
+    let settings = job.settings;
     let welcome = link
-        .join(hello(&secret, 0, 1, "in-process".into()), settings.timeout)
+        .join(
+            hello(&job.secret, 0, 1, "in-process".into()),
+            settings.timeout,
+        )
         .await?;
-    let peers = PeerRoutes::mapped(segments);
-    start_pe(0, welcome.job, peers, &settings, link, 0, Some(hub))
+    let peers = PeerRoutes::mapped(job.segments);
+    start_pe(0, welcome.job, peers, &settings, link, 0, Some(job.hub))
 }
 
 /// What an in-process job starts from: the environment's settings, the job's secret, each

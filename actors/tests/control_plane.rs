@@ -28,6 +28,31 @@ async fn root(
     (address, server.spawn(n, 42, secret.to_vec(), timeout))
 }
 
+/// PEs 0 and 1 of a job of two at `address`, joined: both welcomed alike, to job 42.
+async fn two_joined(
+    address: std::net::SocketAddr,
+    secret: &[u8],
+) -> (
+    ferroshmem_actors::control::Link,
+    ferroshmem_actors::control::Link,
+) {
+    let mut a = connect(address, 0, None, Duration::from_secs(5))
+        .await
+        .unwrap();
+    let mut b = connect(address, 1, None, Duration::from_secs(5))
+        .await
+        .unwrap();
+    let (wa, wb) = tokio::join!(
+        a.join(hello(secret, 0, 2), Duration::from_secs(5)),
+        b.join(hello(secret, 1, 2), Duration::from_secs(5))
+    );
+    let (wa, wb) = (wa.unwrap(), wb.unwrap());
+    assert_eq!(wa, wb);
+    assert_eq!(wa.job, 42);
+    assert_eq!(wa.nodes, vec!["test-node".to_string(); 2]);
+    (a, b)
+}
+
 #[tokio::test]
 async fn a_connection_without_the_secret_is_refused_and_the_job_still_forms() {
     let secret = b"right".to_vec();
@@ -47,20 +72,7 @@ async fn a_connection_without_the_secret_is_refused_and_the_job_still_forms() {
         "the root closes a connection with the wrong secret"
     );
 
-    let mut a = connect(address, 0, None, Duration::from_secs(5))
-        .await
-        .unwrap();
-    let mut b = connect(address, 1, None, Duration::from_secs(5))
-        .await
-        .unwrap();
-    let (wa, wb) = tokio::join!(
-        a.join(hello(&secret, 0, 2), Duration::from_secs(5)),
-        b.join(hello(&secret, 1, 2), Duration::from_secs(5))
-    );
-    let (wa, wb) = (wa.unwrap(), wb.unwrap());
-    assert_eq!(wa, wb);
-    assert_eq!(wa.job, 42);
-    assert_eq!(wa.nodes, vec!["test-node".to_string(); 2]);
+    let (mut a, b) = two_joined(address, &secret).await;
 
     // PE 1 leaves without saying goodbye: PE 0 hears that it was lost.
     drop(b);
@@ -115,17 +127,7 @@ async fn a_pe_of_another_job_size_is_refused() {
 async fn a_goodbye_reaches_the_others_as_finished() {
     let secret = b"s".to_vec();
     let (address, root) = root(2, &secret, Duration::from_secs(5)).await;
-    let mut a = connect(address, 0, None, Duration::from_secs(5))
-        .await
-        .unwrap();
-    let mut b = connect(address, 1, None, Duration::from_secs(5))
-        .await
-        .unwrap();
-    let (wa, wb) = tokio::join!(
-        a.join(hello(&secret, 0, 2), Duration::from_secs(5)),
-        b.join(hello(&secret, 1, 2), Duration::from_secs(5))
-    );
-    assert_eq!(wa.unwrap(), wb.unwrap());
+    let (mut a, b) = two_joined(address, &secret).await;
     b.to_root.send(FromPe::Goodbye).unwrap();
     let told = tokio::time::timeout(Duration::from_secs(5), a.from_root.recv())
         .await

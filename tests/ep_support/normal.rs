@@ -5,7 +5,7 @@
 #![allow(unsafe_code)]
 
 use ferroshmem::ep::reference::{self, Received};
-use ferroshmem::ep::{Bf16, Buffer, Dispatch, DispatchInput, Rows};
+use ferroshmem::ep::{Bf16, Buffer, Dispatch, DispatchInput, Handle, Rows};
 use ferroshmem::gpu::{CompileOptions, DeviceBuffer, GpuPe, LaunchDims};
 use ferroshmem::{Error, Pe, Result};
 
@@ -94,6 +94,11 @@ fn experts_on_gpu(
 
 /// Uploads `input` and dispatches it; the received row count on success.
 pub async fn dispatch_only(gpu: &GpuPe, buffer: &mut Buffer, input: &Input) -> Result<usize> {
+    Ok(dispatch_handle(gpu, buffer, input).await?.received())
+}
+
+/// Uploads `input` and dispatches it; the dispatch's handle.
+pub async fn dispatch_handle(gpu: &GpuPe, buffer: &mut Buffer, input: &Input) -> Result<Handle> {
     let x = upload(gpu, &input.x).await?;
     let topk_idx = upload(gpu, &input.topk_idx).await?;
     let topk_weights = upload(gpu, &input.topk_weights).await?;
@@ -105,7 +110,7 @@ pub async fn dispatch_only(gpu: &GpuPe, buffer: &mut Buffer, input: &Input) -> R
             tokens: input.tokens,
         })
         .await?;
-    Ok(d.received())
+    Ok(d.into_handle())
 }
 
 /// One dispatch and combine of every PE's inputs for `routing` and `seed`, each result

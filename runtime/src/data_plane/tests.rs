@@ -55,10 +55,9 @@ fn a_peer_runs_on_another_cpu_only_where_both_recorded_different_ones() {
     assert_eq!(elsewhere(), [false; 4], "PE 1 unbound");
 }
 
-#[test]
-fn a_spin_beyond_the_most_is_a_config_error() {
-    let segment = Arc::new(Segment::create(0, 1 << 16).expect("segment"));
-    let parts = |spin| DataPlaneParts {
+/// The parts of a job of one PE over `segment`, whose waits spin for `spin`.
+fn one_pe(segment: &Arc<Segment>, spin: std::time::Duration) -> DataPlaneParts {
+    DataPlaneParts {
         my_pe: 0,
         heap: crate::heap::HeapId(1),
         routes: vec![Route::Mapped(segment.clone())],
@@ -66,10 +65,15 @@ fn a_spin_beyond_the_most_is_a_config_error() {
         nodes: vec![0],
         health: Arc::new(crate::health::Health::new()),
         spin,
-    };
-    assert!(DataPlane::new(parts(MAX_SPIN)).is_ok());
+    }
+}
+
+#[test]
+fn a_spin_beyond_the_most_is_a_config_error() {
+    let segment = Arc::new(Segment::create(0, 1 << 16).expect("segment"));
+    assert!(DataPlane::new(one_pe(&segment, MAX_SPIN)).is_ok());
     let longer = MAX_SPIN + std::time::Duration::from_micros(1);
-    match DataPlane::new(parts(longer)) {
+    match DataPlane::new(one_pe(&segment, longer)) {
         Err(Error::Config(why)) => assert!(why.contains("at most"), "{why}"),
         other => panic!("a spin of {longer:?}: {other:?}"),
     }
@@ -78,16 +82,8 @@ fn a_spin_beyond_the_most_is_a_config_error() {
 #[test]
 fn zeroing_stays_in_the_user_heap() {
     let segment = Arc::new(Segment::create(0, 1 << 20).expect("segment"));
-    let parts = DataPlaneParts {
-        my_pe: 0,
-        heap: crate::heap::HeapId(1),
-        routes: vec![Route::Mapped(segment.clone())],
-        remote: None,
-        nodes: vec![0],
-        health: Arc::new(crate::health::Health::new()),
-        spin: std::time::Duration::from_micros(50),
-    };
-    let dp = DataPlane::new(parts).expect("data plane");
+    let dp =
+        DataPlane::new(one_pe(&segment, std::time::Duration::from_micros(50))).expect("data plane");
     let user = dp.user_heap_bytes();
     assert!(
         user > 64 && user < dp.heap_size(),
