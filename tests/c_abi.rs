@@ -318,6 +318,28 @@ fn an_active_set_collective_refuses_counts_no_heap_holds() {
     }
 }
 
+/// A team split whose configuration one PE alone cannot read (a null config with the
+/// contexts bit set) fails on every PE instead of leaving the others a team that waits for
+/// that PE forever; the parent stays usable.
+#[test]
+fn a_split_refused_by_one_pe_fails_on_every_pe() {
+    if !have_cc() {
+        return;
+    }
+    let body = "    shmem_init();\n    shmem_team_t t = SHMEM_TEAM_INVALID;\n    \
+                long mask = shmem_my_pe() == 0 ? SHMEM_TEAM_NUM_CONTEXTS : 0;\n    \
+                int rc = shmem_team_split_strided(SHMEM_TEAM_WORLD, 0, 1, 2, NULL, mask, &t);\n    \
+                shmem_barrier_all();\n    int ok = rc != 0 && t == SHMEM_TEAM_INVALID;\n    \
+                shmem_finalize();\n    return ok ? 0 : 3;";
+    let output = run_program("split_refused", body, "2");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("PE 0: shmem_team_split_strided"),
+        "{stderr}"
+    );
+}
+
 /// A C program started directly, with no launcher, is a job of one PE (as OpenSHMEM
 /// implementations' singleton mode): it initializes, uses its heap and finalizes.
 #[test]

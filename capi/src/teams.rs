@@ -154,16 +154,29 @@ pub extern "C" fn shmem_team_split_strided(
     }
     let made = (|| {
         let parent = state.team(parent)?;
-        let start =
-            usize::try_from(start).map_err(|_| Error::InvalidArgument(format!("start {start}")))?;
-        let size =
-            usize::try_from(size).map_err(|_| Error::InvalidArgument(format!("size {size}")))?;
+        let checked = (|| {
+            let start = usize::try_from(start)
+                .map_err(|_| Error::InvalidArgument(format!("start {start}")))?;
+            let size = usize::try_from(size)
+                .map_err(|_| Error::InvalidArgument(format!("size {size}")))?;
+            Ok((start, size, asked_contexts(config, config_mask)?))
+        })();
+        let (start, size, contexts) = refused_split(state, &parent, checked)?;
         let team = state.block(parent.split_strided(start, stride as isize, size))?;
-        let contexts = asked_contexts(config, config_mask)?;
         let handle = team.map_or(std::ptr::null_mut(), |t| state.team_handle(t, contexts));
         raw::store(new_team, handle, "new_team")
     })();
     returned("shmem_team_split_strided", made)
+}
+
+/// `checked`, a split's own arguments read before the split; where they fail, this PE takes
+/// its part in the split as a refusal, so that the other members' splits fail instead of
+/// waiting for it, and the arguments' error is this PE's.
+fn refused_split<T>(state: &Shmem, parent: &Team, checked: Result<T>) -> Result<T> {
+    if checked.is_err() {
+        let _ = state.block(parent.refuse_split());
+    }
+    checked
 }
 
 /// What a split of `SHMEM_TEAM_INVALID` returns, without a word: OpenSHMEM makes it the way
@@ -197,11 +210,18 @@ pub extern "C" fn shmem_team_split_2d(
     }
     let made = (|| {
         let parent = state.team(parent)?;
-        let xrange = usize::try_from(xrange)
-            .map_err(|_| Error::InvalidArgument(format!("xrange {xrange}")))?;
+        let checked = (|| {
+            let xrange = usize::try_from(xrange)
+                .map_err(|_| Error::InvalidArgument(format!("xrange {xrange}")))?;
+            let x_contexts = asked_contexts(xaxis_config, xaxis_mask)?;
+            Ok((
+                xrange,
+                x_contexts,
+                asked_contexts(yaxis_config, yaxis_mask)?,
+            ))
+        })();
+        let (xrange, x_contexts, y_contexts) = refused_split(state, &parent, checked)?;
         let (x, y) = state.block(parent.split_2d(xrange))?;
-        let x_contexts = asked_contexts(xaxis_config, xaxis_mask)?;
-        let y_contexts = asked_contexts(yaxis_config, yaxis_mask)?;
         raw::store(xaxis_team, state.team_handle(x, x_contexts), "xaxis_team")?;
         raw::store(yaxis_team, state.team_handle(y, y_contexts), "yaxis_team")
     })();

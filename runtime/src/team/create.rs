@@ -42,6 +42,8 @@ enum Split {
     TwoD {
         xrange: usize,
     },
+    /// A member's part in a split that its caller refused (see [`Team::refuse_split`]).
+    Refused,
 }
 
 impl Split {
@@ -53,6 +55,7 @@ impl Split {
                 size,
             } => [1, start, stride as usize, size],
             Split::TwoD { xrange } => [2, xrange, 0, 0],
+            Split::Refused => [3, 0, 0, 0],
         };
         for w in words {
             out.extend_from_slice(&(w as u64).to_le_bytes());
@@ -78,6 +81,9 @@ impl Split {
                 let columns = (0..x).map(|c| (c..n).step_by(x).collect());
                 Ok(rows.chain(columns).collect())
             }
+            Split::Refused => Err(Error::InvalidArgument(
+                "every member refused the team split (its own arguments failed its checks)".into(),
+            )),
         }
     }
 }
@@ -233,6 +239,19 @@ impl Team {
                 "split_2d: this PE is missing from its row or column".into(),
             )),
         }
+    }
+
+    /// Takes this member's part in a split (`split_strided` or `split_2d`, collective over
+    /// this team) that its caller refused, its own arguments having failed the caller's
+    /// checks (the C library's team configuration): the other members' splits fail with
+    /// [`Error::CollectiveMismatch`] naming this member instead of waiting for it, and this
+    /// team stays usable.
+    ///
+    /// # Errors
+    /// Always: [`Error::CollectiveMismatch`] where other members split, or
+    /// [`Error::InvalidArgument`] where every member refused.
+    pub async fn refuse_split(&self) -> Result<()> {
+        self.split(Split::Refused, self.config()).await.map(|_| ())
     }
 
     /// Runs the creation protocol; resolves to the new teams this PE belongs to, in order.
