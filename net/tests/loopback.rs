@@ -211,3 +211,26 @@ async fn a_bad_key_or_range_fails_typed_and_in_time() {
     }
     assert_eq!(word(&b, 0), u64::from_ne_bytes([9; 8]));
 }
+
+/// A peer's address of another length than the provider's (an empty or a short name in a
+/// malformed contact) is refused typed before the provider reads it: an empty one crashed
+/// the process, a short one was read past its end.
+#[test]
+fn a_peer_address_of_the_wrong_length_is_refused() {
+    if !available() {
+        return;
+    }
+    let a = side(0);
+    let own = a.fabric.name().expect("a name");
+    for bad in [
+        Vec::new(),
+        own[..3.min(own.len())].to_vec(),
+        [own.clone(), vec![0]].concat(),
+    ] {
+        match a.fabric.connect(std::slice::from_ref(&bad)) {
+            Err(Error::Bootstrap(why)) => assert!(why.contains("bytes"), "{why}"),
+            other => panic!("a {}-byte address: {other:?}", bad.len()),
+        }
+    }
+    assert_eq!(a.fabric.connect(&[own]).expect("its own address").len(), 1);
+}

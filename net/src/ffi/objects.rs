@@ -377,7 +377,19 @@ impl Endpoint {
     }
 
     /// Inserts peers' addresses; returns their handles in order.
+    ///
+    /// # Errors
+    /// [`Error::Bootstrap`] for a name of another length than this endpoint's own (the
+    /// provider reads a whole address from each, whatever its length); the provider's
+    /// refusal.
     pub fn insert(&self, names: &[Vec<u8>]) -> Result<Vec<FiAddr>> {
+        let expected = self.name()?.len();
+        if let Some((i, bad)) = names.iter().enumerate().find(|(_, n)| n.len() != expected) {
+            return Err(Error::Bootstrap(format!(
+                "fabric address {i} of the job is {} bytes, this provider's are {expected}",
+                bad.len()
+            )));
+        }
         let mut handles = Vec::with_capacity(names.len());
         for name in names {
             let mut handle: FiAddr = u64::MAX;
