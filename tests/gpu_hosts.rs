@@ -32,6 +32,7 @@ fn hosts_job(test: &str, hosts: &str, n: usize) {
             "network_crowd",
             "network_pingpong",
             "host_ops",
+            "freed_get_nbi",
             "device_functions",
             "networkless_module_refused",
         ],
