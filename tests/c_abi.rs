@@ -340,6 +340,27 @@ fn a_split_refused_by_one_pe_fails_on_every_pe() {
     );
 }
 
+/// A team collective whose arguments one PE alone refuses (a `dest` outside the symmetric
+/// heap) fails on every member: the others do not wait for that PE's part forever.
+#[test]
+fn a_collective_refused_by_one_pe_fails_on_every_pe() {
+    if !have_cc() {
+        return;
+    }
+    let body = "    shmem_init();\n    long *sym = shmem_malloc(8 * sizeof(long));\n    \
+                long own[8];\n    shmem_team_t t = SHMEM_TEAM_INVALID;\n    \
+                int made = shmem_team_split_strided(SHMEM_TEAM_WORLD, 0, 1, 2, NULL, 0, &t);\n    \
+                long *dest = shmem_my_pe() == 0 ? own : sym;\n    \
+                int rc = shmem_long_broadcast(t, dest, sym, 8, 0);\n    \
+                shmem_barrier_all();\n    int ok = made == 0 && rc != 0;\n    \
+                shmem_finalize();\n    return ok ? 0 : 3;";
+    let output = run_program("collective_refused", body, "2");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("PE 0: shmem_long_broadcast"), "{stderr}");
+    assert!(stderr.contains("PE 1: shmem_long_broadcast"), "{stderr}");
+}
+
 /// A C program started directly, with no launcher, is a job of one PE (as OpenSHMEM
 /// implementations' singleton mode): it initializes, uses its heap and finalizes.
 #[test]

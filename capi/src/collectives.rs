@@ -7,7 +7,9 @@
 use std::ffi::{c_int, c_void};
 
 use bytemuck::Pod;
-use ferroshmem_runtime::{Complex32, Complex64, Error, ReduceOp, Reducible, Result, Team};
+use ferroshmem_runtime::{
+    Collective, Complex32, Complex64, Error, ReduceOp, Reducible, Result, Team,
+};
 
 use crate::active_set::{self, ActiveSet};
 use crate::state::{ok, shmem, Shmem};
@@ -25,9 +27,16 @@ fn broadcast<T: Pod>(
     team: &Team,
     (dest, source): (*mut T, *const T),
     nelems: usize,
-    root: usize,
+    root: c_int,
 ) -> Result<()> {
-    let (dest, source) = (s.view(dest, nelems)?, s.view(source, nelems)?);
+    let checks = (|| {
+        Ok((
+            s.view(dest, nelems)?,
+            s.view(source, nelems)?,
+            index(root, "PE_root")?,
+        ))
+    })();
+    let (dest, source, root) = checked(team, Collective::Broadcast, checks)?;
     s.block(team.broadcast(dest, source, root))
 }
 
@@ -38,10 +47,11 @@ fn fcollect<T: Pod>(
     (dest, source): (*mut T, *const T),
     nelems: usize,
 ) -> Result<()> {
-    let total = nelems
-        .checked_mul(team.n_pes())
-        .ok_or_else(|| Error::InvalidArgument("nelems overflows".into()))?;
-    let (dest, source) = (s.view(dest, total)?, s.view(source, nelems)?);
+    let checks = (|| {
+        let total = elements(nelems, team.n_pes())?;
+        Ok((s.view(dest, total)?, s.view(source, nelems)?))
+    })();
+    let (dest, source) = checked(team, Collective::Fcollect, checks)?;
     s.block(team.fcollect(dest, source))
 }
 
@@ -56,19 +66,23 @@ fn collect<T: Pod>(
     // where that follows it (a total that would run into it is then too long for `dest`).
     // A `dest` that is not symmetric gets no room: only a call collecting nothing may pass
     // one, and any other fails as not symmetric rather than too short.
-    let source = s.view(source, nelems)?;
     let whole = s.view_to_end(dest);
-    let room = match whole {
-        Some(whole) => {
-            let (at, from) = (whole.span(s.heap())?.offset, source.span(s.heap())?.offset);
-            match from >= at && !source.is_empty() {
-                true => ((from - at) / std::mem::size_of::<T>().max(1)).min(whole.len()),
-                false => whole.len(),
+    let checks = (|| {
+        let source = s.view(source, nelems)?;
+        let room = match whole {
+            Some(whole) => {
+                let (at, from) = (whole.span(s.heap())?.offset, source.span(s.heap())?.offset);
+                match from >= at && !source.is_empty() {
+                    true => ((from - at) / std::mem::size_of::<T>().max(1)).min(whole.len()),
+                    false => whole.len(),
+                }
             }
-        }
-        None => 0,
-    };
-    let collected = s.block(team.collect(s.view(dest, room)?, source)).map(drop);
+            None => 0,
+        };
+        Ok((s.view(dest, room)?, source))
+    })();
+    let (dest, source) = checked(team, Collective::Collect, checks)?;
+    let collected = s.block(team.collect(dest, source)).map(drop);
     match collected {
         Err(Error::OutOfBounds { .. }) if whole.is_none() => Err(Error::NotSymmetric),
         other => other,
@@ -83,10 +97,11 @@ fn alltoall<T: Pod>(
     (dest, source): (*mut T, *const T),
     nelems: usize,
 ) -> Result<()> {
-    let total = nelems
-        .checked_mul(team.n_pes())
-        .ok_or_else(|| Error::InvalidArgument("nelems overflows".into()))?;
-    let (dest, source) = (s.view(dest, total)?, s.view(source, total)?);
+    let checks = (|| {
+        let total = elements(nelems, team.n_pes())?;
+        Ok((s.view(dest, total)?, s.view(source, total)?))
+    })();
+    let (dest, source) = checked(team, Collective::Alltoall, checks)?;
     s.block(team.alltoall(dest, source, nelems))
 }
 
@@ -98,25 +113,41 @@ fn alltoalls<T: Pod>(
     (dst, sst): (isize, isize),
     nelems: usize,
 ) -> Result<()> {
-    let stride = |v: isize, what| {
-        usize::try_from(v)
-            .map_err(|_| Error::InvalidArgument(format!("a negative {what} stride ({v})")))
-    };
-    let (dst, sst) = (stride(dst, "dest")?, stride(sst, "source")?);
-    let total = nelems
-        .checked_mul(team.n_pes())
-        .ok_or_else(|| Error::InvalidArgument("nelems overflows".into()))?;
-    let extent = |stride: usize| match total {
-        0 => 0,
-        t => stride.saturating_mul(t - 1).saturating_add(1),
-    };
-    let (dest, source) = (s.view(dest, extent(dst))?, s.view(source, extent(sst))?);
+    let checks = (|| {
+        let (dst, sst) = (stride(dst, "dest")?, stride(sst, "source")?);
+        let total = elements(nelems, team.n_pes())?;
+        let extent = |stride: usize| match total {
+            0 => 0,
+            t => stride.saturating_mul(t - 1).saturating_add(1),
+        };
+        let views = (s.view(dest, extent(dst))?, s.view(source, extent(sst))?);
+        Ok((views, (dst, sst)))
+    })();
+    let ((dest, source), (dst, sst)) = checked(team, Collective::Alltoalls, checks)?;
     s.block(team.alltoalls(dest, source, dst, sst, nelems))
 }
 
-/// A C stride as an element count.
-fn stride(v: isize) -> Result<usize> {
-    usize::try_from(v).map_err(|_| Error::InvalidArgument(format!("a negative stride ({v})")))
+/// A C stride (of `what`) as an element count.
+fn stride(v: isize, what: &str) -> Result<usize> {
+    usize::try_from(v)
+        .map_err(|_| Error::InvalidArgument(format!("a negative {what} stride ({v})")))
+}
+
+/// The elements of `nelems` per member of a team of `n_pes`.
+fn elements(nelems: usize, n_pes: usize) -> Result<usize> {
+    nelems
+        .checked_mul(n_pes)
+        .ok_or_else(|| Error::InvalidArgument("nelems overflows".into()))
+}
+
+/// `checks`, this PE's own reading of a collective's arguments (pointers into its heap,
+/// counts); where they fail, it takes its part in the call as a refusal ([`Team::refuse`]),
+/// so that the members which made the call fail instead of waiting for this PE.
+fn checked<T>(team: &Team, which: Collective, checks: Result<T>) -> Result<T> {
+    if checks.is_err() {
+        team.refuse(which);
+    }
+    checks
 }
 
 /// `broadcast` as the deprecated routine has it: the root's `dest` keeps its contents.
@@ -125,9 +156,16 @@ fn broadcast_keeping_root<T: Pod>(
     team: &Team,
     (dest, source): (*mut T, *const T),
     nelems: usize,
-    root: usize,
+    root: c_int,
 ) -> Result<()> {
-    let (dest, source) = (s.view(dest, nelems)?, s.view(source, nelems)?);
+    let checks = (|| {
+        Ok((
+            s.view(dest, nelems)?,
+            s.view(source, nelems)?,
+            index(root, "PE_root")?,
+        ))
+    })();
+    let (dest, source, root) = checked(team, Collective::Broadcast, checks)?;
     s.block(team.broadcast_to_others(dest, source, root))
 }
 
@@ -139,7 +177,8 @@ fn reduce<T: Reducible>(
     (dest, source): (*mut T, *const T),
     nreduce: usize,
 ) -> Result<()> {
-    let (dest, source) = (s.view(dest, nreduce)?, s.view(source, nreduce)?);
+    let checks = (|| Ok((s.view(dest, nreduce)?, s.view(source, nreduce)?)))();
+    let (dest, source) = checked(team, Collective::Reduce, checks)?;
     s.block(team.reduce(op, dest, source))
 }
 
@@ -152,7 +191,8 @@ fn sum_scan<T: Reducible>(
     (dest, source): (*mut T, *const T),
     nelems: usize,
 ) -> Result<()> {
-    let (dest, source) = (s.view(dest, nelems)?, s.view(source, nelems)?);
+    let checks = (|| Ok((s.view(dest, nelems)?, s.view(source, nelems)?)))();
+    let (dest, source) = checked(team, Collective::Scan, checks)?;
     match inclusive {
         true => s.block(team.sum_inscan(dest, source)),
         false => s.block(team.sum_exscan(dest, source)),
@@ -207,7 +247,7 @@ macro_rules! team_collectives {
             #[export_name = concat!("shmem_", stringify!($name), "_broadcast")]
             pub extern "C" fn broadcast(team: *mut c_void, dest: *mut $t, source: *const $t, nelems: usize, root: c_int) -> c_int {
                 on_team(concat!("shmem_", stringify!($name), "_broadcast"), team, |s, t| {
-                    super::broadcast(s, t, (dest, source), nelems, index(root, "PE_root")?)
+                    super::broadcast(s, t, (dest, source), nelems, root)
                 })
             }
 
@@ -315,7 +355,7 @@ macro_rules! active_set_collectives {
                 on_active_set(
                     concat!("shmem_broadcast", stringify!($bits)),
                     (start, log_stride, size),
-                    |s, t| super::broadcast_keeping_root(s, t, (dest, source), nelems, index(root, "PE_root")?),
+                    |s, t| super::broadcast_keeping_root(s, t, (dest, source), nelems, root),
                     |s, set| active_set::broadcast(s, set, (dest, source), nelems, (index(root, "PE_root")?, sync)),
                 )
             }
@@ -360,7 +400,7 @@ macro_rules! active_set_collectives {
                     concat!("shmem_alltoalls", stringify!($bits)),
                     (start, log_stride, size),
                     |s, t| super::alltoalls(s, t, (dest, source), (dst, sst), nelems),
-                    |s, set| active_set::alltoalls(s, set, (dest, source), (stride(dst)?, stride(sst)?, nelems), sync),
+                    |s, set| active_set::alltoalls(s, set, (dest, source), (stride(dst, "dest")?, stride(sst, "source")?, nelems), sync),
                 )
             }
         }
@@ -388,7 +428,7 @@ pub mod mem {
         root: c_int,
     ) -> c_int {
         on_team("shmem_broadcastmem", team, |s, t| {
-            broadcast(s, t, (dest, source), nelems, index(root, "PE_root")?)
+            broadcast(s, t, (dest, source), nelems, root)
         })
     }
 

@@ -35,7 +35,9 @@ pub mod wait;
 mod wait_vector;
 
 pub use amo::{AtomicInt, AtomicWord};
-pub use collectives::{BitwiseReducible, Complex32, Complex64, LongDouble, ReduceOp, Reducible};
+pub use collectives::{
+    BitwiseReducible, Collective, Complex32, Complex64, LongDouble, ReduceOp, Reducible,
+};
 pub use context::{Context, ContextOptions};
 pub use data_plane::{DataPlane, DataPlaneParts};
 pub use error::{Error, GpuError, Result};

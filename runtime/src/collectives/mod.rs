@@ -154,6 +154,46 @@ pub(crate) enum Kind {
     Scan = 12,
 }
 
+/// A team collective, as [`Team::refuse`](crate::Team::refuse) names the one its caller
+/// refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Collective {
+    /// [`Team::broadcast`](crate::Team::broadcast) and its `broadcast_to_others` form.
+    Broadcast,
+    /// [`Team::fcollect`](crate::Team::fcollect).
+    Fcollect,
+    /// [`Team::collect`](crate::Team::collect).
+    Collect,
+    /// [`Team::alltoall`](crate::Team::alltoall).
+    Alltoall,
+    /// [`Team::alltoalls`](crate::Team::alltoalls).
+    Alltoalls,
+    /// [`Team::reduce`](crate::Team::reduce).
+    Reduce,
+    /// [`Team::reducescatter`](crate::Team::reducescatter).
+    Reducescatter,
+    /// [`Team::sum_inscan`](crate::Team::sum_inscan) and
+    /// [`Team::sum_exscan`](crate::Team::sum_exscan).
+    Scan,
+}
+
+impl Collective {
+    /// The kind its descriptors name.
+    pub(crate) fn kind(self) -> Kind {
+        match self {
+            Collective::Broadcast => Kind::Broadcast,
+            Collective::Fcollect => Kind::Fcollect,
+            Collective::Collect => Kind::Collect,
+            Collective::Alltoall => Kind::Alltoall,
+            Collective::Alltoalls => Kind::Alltoalls,
+            Collective::Reduce => Kind::Reduce,
+            Collective::Reducescatter => Kind::Reducescatter,
+            Collective::Scan => Kind::Scan,
+        }
+    }
+}
+
 /// The heap byte range of a view, checked against this PE's heap.
 pub(crate) fn byte_span<T: Pod>(dp: &DataPlane, view: SymSlice<'_, T>) -> Result<(usize, usize)> {
     let span = dp.span_of(view)?;

@@ -50,7 +50,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::{Team, WORLD_ID};
-use crate::collectives::{Descriptor, Kind};
+use crate::collectives::{Collective, Descriptor, Kind};
 use crate::error::{Error, Result};
 use crate::route::Route;
 use crate::segment::{Segment, HEADER_SIZE};
@@ -193,12 +193,31 @@ impl Team {
     /// instead of taking them.
     pub(crate) fn refuse_on<T>(&self, kind: Kind, checks: Result<T>) -> Result<T> {
         if checks.is_err() {
-            if let Ok(op) = self.begin_recorded(Descriptor::of(kind, 0, 0), true) {
-                op.next_seq();
-                op.finish();
-            }
+            self.record_refusal(kind);
         }
         checks
+    }
+
+    /// Takes this member's part in a collective `which` that its caller refused before
+    /// making it, the caller's own checks of its arguments having failed (the C library's,
+    /// for a pointer outside the symmetric heap or a count that overflows): the call is
+    /// recorded as refused, as one whose arguments fail the team's own checks, so that the
+    /// members that made it fail with [`Error::CollectiveMismatch`] naming this PE instead
+    /// of waiting for it, and a call every member refused alike leaves the team usable.
+    ///
+    /// A team that cannot run collectives (destroyed, or this PE finalizing) records
+    /// nothing.
+    pub fn refuse(&self, which: Collective) {
+        self.record_refusal(which.kind());
+    }
+
+    /// Records this PE's next call on the team, of `kind`, as refused (see
+    /// [`Team::refuse_on`]).
+    fn record_refusal(&self, kind: Kind) {
+        if let Ok(op) = self.begin_recorded(Descriptor::of(kind, 0, 0), true) {
+            op.next_seq();
+            op.finish();
+        }
     }
 
     /// Marks this PE's call `call` given up.
