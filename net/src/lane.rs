@@ -219,7 +219,7 @@ fn post_now(
         posted: Some(Box::new(move || {
             let _ = taken.send(());
         })),
-        ended: Some(Box::new(move || ended.end(class))),
+        ended: Some(Box::new(move |_| ended.end(class))),
     })
 }
 
@@ -228,9 +228,6 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-
-    /// One of the hooks an operation is given.
-    type Callback = Box<dyn FnOnce() + Send>;
 
     /// The names of the operations posted so far, in order, and the hooks each was given.
     #[derive(Clone, Default)]
@@ -254,18 +251,21 @@ mod tests {
             })
         }
 
-        fn hook(&self, name: &str, which: fn(&mut Hooks) -> Option<Callback>) {
+        /// The hooks of the operation named `name`.
+        fn hooks_of<R>(&self, name: &str, f: impl FnOnce(&mut Hooks) -> R) -> R {
             let mut hooks = self.hooks.lock().unwrap();
             let (_, h) = hooks.iter_mut().find(|(n, _)| *n == name).expect("posted");
-            which(h).expect("called once")();
+            f(h)
         }
 
         fn take(&self, name: &str) {
-            self.hook(name, |h| h.posted.take());
+            self.hooks_of(name, |h| h.posted.take())
+                .expect("called once")();
         }
 
         fn end(&self, name: &str) {
-            self.hook(name, |h| h.ended.take());
+            let ended = self.hooks_of(name, |h| h.ended.take());
+            ended.expect("called once")(crate::Ended::Completed);
         }
 
         /// Waits (a while at most) until the posted operations are `expected`, and a moment

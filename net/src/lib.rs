@@ -38,7 +38,7 @@ mod transport;
 
 pub use ffi::{Library, Operation, LIBRARY_VAR};
 pub use remote::{notice, wake_on_notice, FabricRemote, Target};
-pub use transport::{Fabric, FabricOptions, Hooks, Peer, Registered};
+pub use transport::{Ended, Fabric, FabricOptions, Hooks, Peer, Registered};
 
 /// The atomic operations of [`Operation::Atomic`] and [`Operation::FetchAtomic`].
 pub mod atomic {

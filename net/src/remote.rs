@@ -62,7 +62,7 @@ use ferroshmem_runtime::{Error, Segment};
 
 use crate::atomic;
 use crate::lane::{Class, Lane};
-use crate::{Fabric, Hooks, Operation, Peer, Registered};
+use crate::{Ended, Fabric, Hooks, Operation, Peer, Registered};
 
 /// Bits of a notice below its length: the mapping offset, and the publish bit above it.
 const OFFSET_BITS: u32 = 40;
@@ -185,14 +185,14 @@ impl FabricRemote {
     }
 
     /// Posts `op` at mapping offset `at` of `target` through `lane`, as an operation of
-    /// `class`; `then` runs when it has ended (after the lane's own bookkeeping).
+    /// `class`; `then` runs when it has ended, told how (after the lane's own bookkeeping).
     fn post(
         &self,
         (target, lane): &(Target, Lane),
         class: Class,
         at: usize,
         op: Operation,
-        then: impl FnOnce() + Send + 'static,
+        then: impl FnOnce(Ended) + Send + 'static,
     ) -> Completion {
         let fabric = self.fabric.clone();
         let target = *target;
@@ -200,11 +200,11 @@ impl FabricRemote {
             class,
             Box::new(move |hooks: Hooks| {
                 let lane_ended = hooks.ended;
-                let ended: Box<dyn FnOnce() + Send> = Box::new(move || {
+                let ended: Box<dyn FnOnce(Ended) + Send> = Box::new(move |how| {
                     if let Some(f) = lane_ended {
-                        f();
+                        f(how);
                     }
-                    then();
+                    then(how);
                 });
                 let hooks = Hooks {
                     posted: hooks.posted,
@@ -216,22 +216,23 @@ impl FabricRemote {
     }
 
     /// Posts atomic `op` on the word of `width` bytes at `at`; once it was applied, the
-    /// notice of its write, if it writes; then runs `then`.
+    /// notice of its write, if it writes (one that failed wrote nothing); then runs `then`.
     fn atomic(
         &self,
         peer: &(Target, Lane),
         at: usize,
         op: Amo,
         width: usize,
-        then: impl FnOnce() + Send + 'static,
+        then: impl FnOnce(Ended) + Send + 'static,
     ) -> Completion {
         let fabric = Arc::downgrade(&self.fabric);
         let target = peer.0;
-        self.post(peer, Class::Atomic, at, fetching(op, width), move || {
-            if let (true, Some(fabric)) = (op != Amo::Fetch, fabric.upgrade()) {
+        self.post(peer, Class::Atomic, at, fetching(op, width), move |how| {
+            let wrote = op != Amo::Fetch && how == Ended::Completed;
+            if let (true, Some(fabric)) = (wrote, fabric.upgrade()) {
                 announce(&fabric, target, at, width);
             }
-            then();
+            then(how);
         })
     }
 }
@@ -273,7 +274,7 @@ impl Remote for FabricRemote {
         };
         // Counted until the hooks holding it run: when the operation has ended.
         let in_flight = self.traffic.get().map(InFlight::start);
-        let ended = move || drop(in_flight);
+        let ended = move |_| drop(in_flight);
         match op {
             RemoteOp::Put(data) => {
                 let len = data.len();
@@ -302,8 +303,8 @@ impl Remote for FabricRemote {
                 // It has ended once both its parts have (the last of them drops `ended`).
                 let ended = Arc::new(ended);
                 let data_ended = ended.clone();
-                let written = self.post(peer, Class::Rma, at, write, move || drop(data_ended));
-                let signalled = self.atomic(peer, signal_at, signal, 8, move || drop(ended));
+                let written = self.post(peer, Class::Rma, at, write, move |_| drop(data_ended));
+                let signalled = self.atomic(peer, signal_at, signal, 8, move |_| drop(ended));
                 Box::pin(async move {
                     let (written, signalled) = futures::join!(written, signalled);
                     written?;

@@ -14,15 +14,15 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::Instant;
 
 use ferroshmem_observability::Traffic;
 use ferroshmem_runtime::{Error, Result, Segment};
-use futures::future::Either;
 use tokio::sync::oneshot;
 
 use crate::ffi::types::{FI_MR_PROV_KEY, FI_MR_VIRT_ADDR};
 use crate::ffi::{Domain, Endpoint, Hints, Info, Library, MemoryRegion, Operation, Refused};
-use crate::progress::{progress_loop, Core, Driver};
+use crate::progress::{progress_loop, Core, Deferred, Driver};
 
 /// Where and how a PE's fabric endpoint is opened.
 #[derive(Debug, Clone, Default)]
@@ -179,8 +179,9 @@ impl Fabric {
         self.start(op, peer, target, offset).await
     }
 
-    /// Posts `op` as [`Fabric::run`] does, but before it returns: the future only waits for
-    /// the completion (and, where the provider's queue was full, posts again first).
+    /// Posts `op` as [`Fabric::run`] does, but before it returns (or, where the provider
+    /// has no room for it yet, as soon as it has, whether or not the future is polled): the
+    /// future only waits for the completion.
     pub fn start(
         &self,
         op: Operation,
@@ -207,71 +208,52 @@ impl Fabric {
             ended,
         } = hooks;
         let (tx, rx) = oneshot::channel();
-        // Dropped when the operation ends, or with the operation if it is never posted.
-        let ended = OnDrop(ended);
-        let mut left_queue = OnDrop(left_queue);
-        let done: crate::ffi::Done = Box::new(move |outcome| {
-            let _ended = ended;
+        // Run when the operation ends, or dropped with the operation if it is never posted.
+        let mut ended = OnDrop {
+            f: ended,
+            dropped: Ended::Failed,
+        };
+        let mut left_queue = OnDrop {
+            f: left_queue.map(|f| Box::new(move |()| f()) as Box<dyn FnOnce(()) + Send>),
+            dropped: (),
+        };
+        let done: crate::ffi::Done = Box::new(move |outcome: Result<Vec<u8>>| {
+            let how = match outcome {
+                Ok(_) => Ended::Completed,
+                Err(_) => Ended::Failed,
+            };
             let _ = tx.send(outcome);
+            ended.run(how);
         });
-        let remote = target.base + offset;
-        let first = self
-            .core
-            .endpoint
-            .post(&mut op, peer.0, remote, target.key, done);
-        let core = self.core.clone();
-        let queue_full = matches!(first, Err(Refused::Full(_)));
-        if !queue_full {
-            left_queue.run();
-        }
-        let finish = async move {
-            let mut posted = first;
-            let mut waiting = None;
-            loop {
-                let back = match posted {
-                    Ok(()) => break,
-                    Err(Refused::Full(back)) => back,
-                    Err(Refused::Failed(e)) => return Err(e),
-                };
-                // Armed before the retry, so that room freed between the two is not missed.
-                let freed = core.room.freed.notified();
-                tokio::pin!(freed);
-                freed.as_mut().enable();
-                posted = core
-                    .endpoint
-                    .post(&mut op, peer.0, remote, target.key, back);
-                if matches!(posted, Err(Refused::Full(_))) {
-                    waiting.get_or_insert_with(|| Waiting::new(&core));
-                    freed.await;
+        let to = (peer.0, target.base + offset, target.key);
+        let core = &self.core;
+        // Behind operations that wait for room, so that none overtakes an earlier one.
+        let first = match core.room.waiting.load(Ordering::Acquire) {
+            0 => core.endpoint.post(&mut op, to.0, to.1, to.2, done),
+            _ => Err(Refused::Full(done)),
+        };
+        match first {
+            Ok(()) => left_queue.run(()),
+            Err(Refused::Failed(e, done)) => {
+                left_queue.run(());
+                if let Some(done) = done {
+                    done(Err(e));
                 }
             }
-            drop(waiting);
-            left_queue.run();
-            match rx.await {
-                Ok(Ok(bytes)) => Ok(bytes),
-                Ok(Err(why)) => Err(Error::Os {
-                    context: "fabric operation",
-                    message: why,
-                }),
-                Err(_) => Err(Error::Shutdown),
+            // Posted again after reads of the queue (see `Deferred`): not only when its
+            // future is polled, as an `_nbi` one is only at `quiet`.
+            Err(Refused::Full(done)) => {
+                core.defer(Deferred {
+                    op,
+                    to,
+                    done,
+                    posted: Box::new(move || left_queue.run(())),
+                    since: Instant::now(),
+                });
+                core.post_deferred();
             }
-        };
-        // An operation the provider could not take yet (its queue full, or its connection
-        // to the peer still being made) is posted again by a task of its own, started now,
-        // not only when its future is polled (an `_nbi` one's is polled at `quiet`).
-        let runtime = queue_full
-            .then(tokio::runtime::Handle::try_current)
-            .and_then(Result::ok);
-        match runtime {
-            Some(runtime) => {
-                let task = runtime.spawn(finish);
-                Either::Left(async move {
-                    task.await
-                        .unwrap_or_else(|e| Err(Error::os("a fabric operation's task", e)))
-                })
-            }
-            None => Either::Right(finish),
         }
+        async move { rx.await.unwrap_or(Err(Error::Shutdown)) }
     }
 
     /// How many operations are in flight.
@@ -297,9 +279,15 @@ impl Drop for Fabric {
     fn drop(&mut self) {
         self.core.stop.store(true, Ordering::Release);
         self.core.endpoint.interrupt();
+        // The last holder may be the progress thread itself (a hook it ran held the
+        // fabric): it ends on its own at its next look at `stop`.
         if let Some(t) = self.progress.take() {
-            let _ = t.join();
+            if t.thread().id() != std::thread::current().id() {
+                let _ = t.join();
+            }
         }
+        // What still waits for room will never be posted: its owners learn so.
+        self.core.drop_deferred();
     }
 }
 
@@ -308,8 +296,17 @@ impl Drop for Fabric {
 pub struct Hooks {
     /// Called once the provider took the operation, or refused it for good.
     pub posted: Option<Box<dyn FnOnce() + Send>>,
-    /// Called once the operation ended (completed, failed, or was never posted).
-    pub ended: Option<Box<dyn FnOnce() + Send>>,
+    /// Called once the operation ended, with how.
+    pub ended: Option<Box<dyn FnOnce(Ended) + Send>>,
+}
+
+/// How an operation ended, as [`Hooks::ended`] is told.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// The provider reported it complete: at the target, it was applied.
+    Completed,
+    /// It failed, or was never posted.
+    Failed,
 }
 
 impl std::fmt::Debug for Hooks {
@@ -318,38 +315,23 @@ impl std::fmt::Debug for Hooks {
     }
 }
 
-/// An operation waiting for room, counted while it exists so that the progress thread
-/// passes often meanwhile; the first one wakes it from its long wait.
-struct Waiting(Arc<Core>);
-
-impl Waiting {
-    fn new(core: &Arc<Core>) -> Waiting {
-        if core.room.waiting.fetch_add(1, Ordering::AcqRel) == 0 {
-            core.endpoint.interrupt();
-        }
-        Waiting(core.clone())
-    }
+/// Runs its function once: with the argument given when asked, or with `dropped` when
+/// dropped first.
+struct OnDrop<A: Copy> {
+    f: Option<Box<dyn FnOnce(A) + Send>>,
+    dropped: A,
 }
 
-impl Drop for Waiting {
-    fn drop(&mut self) {
-        self.0.room.waiting.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-/// Runs its function once: when asked, or when dropped.
-struct OnDrop(Option<Box<dyn FnOnce() + Send>>);
-
-impl OnDrop {
-    fn run(&mut self) {
-        if let Some(f) = self.0.take() {
-            f();
+impl<A: Copy> OnDrop<A> {
+    fn run(&mut self, argument: A) {
+        if let Some(f) = self.f.take() {
+            f(argument);
         }
     }
 }
 
-impl Drop for OnDrop {
+impl<A: Copy> Drop for OnDrop<A> {
     fn drop(&mut self) {
-        self.run();
+        self.run(self.dropped);
     }
 }

@@ -8,7 +8,9 @@ use std::sync::mpsc::{channel, Receiver};
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferroshmem_net::{atomic, Fabric, FabricOptions, Library, Operation, Peer, Registered};
+use ferroshmem_net::{
+    atomic, Ended, Fabric, FabricOptions, Hooks, Library, Operation, Peer, Registered,
+};
 use ferroshmem_runtime::segment::HEADER_SIZE;
 use ferroshmem_runtime::{Error, Segment};
 
@@ -233,4 +235,65 @@ fn a_peer_address_of_the_wrong_length_is_refused() {
         }
     }
     assert_eq!(a.fabric.connect(&[own]).expect("its own address").len(), 1);
+}
+
+/// An operation's end hook is told how it ended: completed, or failed (a wrong key).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operations_end_hook_is_told_how_it_ended() {
+    if !available() {
+        return;
+    }
+    let (a, b) = (side(0), side(1));
+    let peer = a.fabric.connect(&[b.fabric.name().unwrap()]).unwrap()[0];
+    let wrong_key = Registered {
+        key: b.registered.key + 1000,
+        ..b.registered
+    };
+    for (target, want) in [(b.registered, Ended::Completed), (wrong_key, Ended::Failed)] {
+        let (tx, told) = channel();
+        let hooks = Hooks {
+            posted: None,
+            ended: Some(Box::new(move |how| {
+                let _ = tx.send(how);
+            })),
+        };
+        let at = HEADER_SIZE as u64;
+        let op = Operation::FetchAtomic {
+            op: atomic::SUM,
+            operand: 1,
+            width: 8,
+        };
+        let outcome = tokio::time::timeout(
+            Duration::from_secs(10),
+            a.fabric.start_then(op, peer, target, at, hooks),
+        )
+        .await
+        .expect("an answer in time");
+        assert_eq!(outcome.is_ok(), want == Ended::Completed, "{outcome:?}");
+        assert_eq!(told.recv_timeout(Duration::from_secs(5)), Ok(want));
+    }
+}
+
+/// Writes started from a thread with no async runtime, more than the provider's queue
+/// holds, and their futures dropped at once: every one is posted all the same (those the
+/// provider had no room for, once it has), and each delivers its data to the target.
+#[test]
+fn operations_the_provider_has_no_room_for_yet_are_posted_later_unawaited() {
+    if !available() {
+        return;
+    }
+    let (a, b) = (side(0), side(1));
+    let peer = a.fabric.connect(&[b.fabric.name().unwrap()]).unwrap()[0];
+    const WRITES: u64 = 20_000;
+    for k in 0..WRITES {
+        let op = Operation::WriteData(vec![1; 8], k);
+        drop(a.fabric.start(op, peer, b.registered, HEADER_SIZE as u64));
+    }
+    let mut seen = vec![false; WRITES as usize];
+    for _ in 0..WRITES {
+        let data = b.data.recv_timeout(Duration::from_secs(20));
+        let k = data.expect("every write's data, in time");
+        seen[k as usize] = true;
+    }
+    assert!(seen.iter().all(|&s| s));
 }

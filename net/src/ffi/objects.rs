@@ -217,7 +217,7 @@ pub enum Operation {
 
 /// How an operation ended: the bytes it read (or the old value of a fetching atomic, in
 /// native order), or why it failed.
-pub type Outcome = std::result::Result<Vec<u8>, String>;
+pub type Outcome = Result<Vec<u8>>;
 
 /// What is told when an operation ends.
 pub type Done = Box<dyn FnOnce(Outcome) + Send>;
@@ -292,15 +292,16 @@ unsafe impl Sync for Endpoint {}
 pub enum Refused {
     /// The provider's queue is full: post again (with the `Done` handed back) later.
     Full(Done),
-    /// The provider refused the operation.
-    Failed(Error),
+    /// The provider refused the operation: the error, and the `Done` handed back (to be
+    /// told it).
+    Failed(Error, Option<Done>),
 }
 
 impl std::fmt::Debug for Refused {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Refused::Full(_) => f.write_str("Full"),
-            Refused::Failed(e) => f.debug_tuple("Failed").field(e).finish(),
+            Refused::Failed(e, _) => f.debug_tuple("Failed").field(e).finish(),
         }
     }
 }
@@ -423,8 +424,8 @@ impl Endpoint {
     ///
     /// # Errors
     /// [`Refused::Full`], handing `done` back, when the provider's queue is full (nothing was
-    /// posted, `op` is whole again: try again after completions); [`Refused::Failed`] when
-    /// the provider refused the operation (`done` is dropped untold).
+    /// posted, `op` is whole again: try again after completions); [`Refused::Failed`], handing
+    /// `done` back untold, when the provider refused the operation.
     pub fn post(
         &self,
         op: &mut Operation,
@@ -487,10 +488,11 @@ impl Endpoint {
         });
         match (rc, done) {
             (Ok(rc), Some(done)) if rc == -FI_EAGAIN => Err(Refused::Full(done)),
-            (Ok(rc), _) => Err(Refused::Failed(
+            (Ok(rc), done) => Err(Refused::Failed(
                 self.domain.lib.fail("posting a fabric operation", rc),
+                done,
             )),
-            (Err(e), _) => Err(Refused::Failed(e)),
+            (Err(e), done) => Err(Refused::Failed(e, done)),
         }
     }
 
@@ -606,11 +608,14 @@ impl Endpoint {
         let Some(mut p) = taken else {
             return;
         };
-        let result = outcome.map(|()| match p.returns {
-            Returns::Nothing => Vec::new(),
-            Returns::Buffer => std::mem::take(&mut p.buffer),
-            Returns::Result(width) => p.result.to_ne_bytes()[..width].to_vec(),
-        });
+        let result = match outcome {
+            Ok(()) => Ok(match p.returns {
+                Returns::Nothing => Vec::new(),
+                Returns::Buffer => std::mem::take(&mut p.buffer),
+                Returns::Result(width) => p.result.to_ne_bytes()[..width].to_vec(),
+            }),
+            Err(why) => Err(failed(why)),
+        };
         if let Some(done) = p.done.take() {
             done(result);
         }
@@ -642,8 +647,16 @@ impl Drop for Endpoint {
             std::mem::take(&mut *self.pending.lock().unwrap_or_else(PoisonError::into_inner));
         for mut p in table.slots.into_iter().flatten() {
             if let Some(done) = p.done.take() {
-                done(Err("the fabric endpoint was closed".into()));
+                done(Err(failed("the fabric endpoint was closed".into())));
             }
         }
+    }
+}
+
+/// The error of an operation the provider reported failed, for `why`.
+fn failed(why: String) -> Error {
+    Error::Os {
+        context: "fabric operation",
+        message: why,
     }
 }

@@ -76,8 +76,7 @@ impl Endpoint {
             return Ok(found);
         }
         if rc == -FI_EAVAIL {
-            self.fail_one()?;
-            found.ended = 1;
+            found.ended = usize::from(self.fail_one()?);
             return Ok(found);
         }
         check(&self.domain.lib, what, rc)?;
@@ -99,8 +98,9 @@ impl Endpoint {
         Ok(found)
     }
 
-    /// Reads one error completion and fails its operation.
-    fn fail_one(&self) -> Result<()> {
+    /// Reads one error completion and fails its operation; false when there was none left
+    /// (another thread reading the queue took it first).
+    fn fail_one(&self) -> Result<bool> {
         // SAFETY: the CQ is live; the error entry is a zeroed C structure the call fills.
         let (rc, entry_read, message) = unsafe {
             let ops = &*(*self.cq).ops;
@@ -118,6 +118,9 @@ impl Endpoint {
             };
             (rc, err, message)
         };
+        if rc == -FI_EAGAIN {
+            return Ok(false);
+        }
         check(&self.domain.lib, "fi_cq_readerr", rc)?;
         let why = format!(
             "{} ({message})",
@@ -128,7 +131,7 @@ impl Endpoint {
             let slot = unsafe { (*entry_read.op_context.cast::<Pending>()).slot };
             self.end(slot, Err(why));
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Wakes a thread waiting in [`Endpoint::progress`].
