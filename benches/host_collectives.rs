@@ -28,14 +28,17 @@
 //! Options: `--iters N` (calls per batch of a latency size, default 2000), `--warmup N`
 //! (default 200), `--reps N` (default 5), `--bw-mib N` (MiB moved per batch of a bandwidth
 //! size, default 64), `--pes N` (PEs when no launcher started the program, default 2),
-//! `--only NAME` (measure only that collective, e.g. to profile it). Other arguments
-//! (cargo's `--bench`) are ignored.
+//! `--only NAME` (measure only that collective, e.g. to profile it), `--dest-ready` (measure
+//! on a copy of the world team whose callers make every `dest` ready before a call, as
+//! OpenSHMEM's do and this benchmark's `barrier_all` between calls does:
+//! `TeamConfig::dest_ready`, the C library's teams' setting; the C twin ignores the flag).
+//! Other arguments (cargo's `--bench`) are ignored.
 
 use std::process::ExitCode;
 use std::time::Instant;
 
 use ferroshmem::launch_env::LaunchEnv;
-use ferroshmem::{Error, Pe, Result, SymBuffer, SymSlice, Team};
+use ferroshmem::{Error, Pe, Result, SymBuffer, SymSlice, Team, TeamConfig};
 
 /// Message sizes in bytes.
 const SIZES: [usize; 6] = [4, 256, 4096, 64 << 10, 1 << 20, 8 << 20];
@@ -53,6 +56,7 @@ struct Config {
     bw_bytes: usize,
     pes: usize,
     only: Option<Op>,
+    dest_ready: bool,
 }
 
 impl Config {
@@ -64,9 +68,14 @@ impl Config {
             bw_bytes: 64 << 20,
             pes: 2,
             only: None,
+            dest_ready: false,
         };
         let mut args = std::env::args().skip(1);
         while let Some(arg) = args.next() {
+            if arg == "--dest-ready" {
+                cfg.dest_ready = true;
+                continue;
+            }
             let (key, inline) = match arg.split_once('=') {
                 Some((k, v)) => (k.to_string(), Some(v.to_string())),
                 None => (arg.clone(), None),
@@ -273,7 +282,18 @@ async fn measure(pe: &Pe, team: &Team, b: &Bufs, op: Op, size: usize, cfg: Confi
 /// The benchmark as one PE runs it; PE 0 returns the figures.
 async fn bench(pe: Pe, cfg: Config) -> Result<Vec<Figure>> {
     let pes = pe.n_pes();
-    let team = pe.team_world();
+    let world = pe.team_world();
+    let team = match cfg.dest_ready {
+        true => {
+            let config = TeamConfig {
+                dest_ready: true,
+                ..world.config()
+            };
+            let copy = world.split_strided_with(0, 1, pes, config).await?;
+            copy.ok_or_else(|| Error::InvalidArgument("no copy of the world team".into()))?
+        }
+        false => world,
+    };
     let b = Bufs {
         dest: pe.align::<i32>(4096, MAX_BLOCK / 4 * pes).await?,
         source: pe.align::<i32>(4096, MAX_BLOCK / 4 * pes).await?,
@@ -295,6 +315,9 @@ async fn bench(pe: Pe, cfg: Config) -> Result<Vec<Figure>> {
                 unit: if latency { "us" } else { "GB/s" },
             });
         }
+    }
+    if cfg.dest_ready {
+        team.destroy().await?;
     }
     pe.free(b.times).await?;
     pe.free(b.source).await?;
@@ -336,6 +359,10 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let contract = match cfg.dest_ready {
+        true => "; callers make every dest ready (TeamConfig::dest_ready)",
+        false => "",
+    };
     let (mode, pes, workers) = match &launched {
         Some(env) => (
             format!("launched by {} (one PE per process)", env.launcher),
@@ -359,7 +386,7 @@ fn main() -> ExitCode {
         Ok(per_pe) => {
             let figures: Vec<Figure> = per_pe.into_iter().flatten().collect();
             if !figures.is_empty() {
-                report(&mode, pes, &cfg, &figures);
+                report(&format!("{mode}{contract}"), pes, &cfg, &figures);
             }
             ExitCode::SUCCESS
         }

@@ -24,6 +24,7 @@ use crate::pe::Pe;
 use crate::rendezvous;
 use crate::routes::{self, PeerRoutes};
 use crate::segment_exchange::{fetch, SegmentServer};
+use crate::team::JoinOptions;
 
 /// Settings every PE of a job shares.
 #[derive(Debug, Clone)]
@@ -31,6 +32,8 @@ struct JobSettings {
     heap_size: usize,
     spin: Duration,
     timeout: Duration,
+    /// The predefined teams' `dest_ready` (see [`JoinOptions`]).
+    dest_ready: bool,
 }
 
 impl JobSettings {
@@ -39,6 +42,7 @@ impl JobSettings {
             heap_size: symmetric_size_from_env()?,
             spin: spin_from_env()?,
             timeout: bootstrap_timeout()?,
+            dest_ready: false,
         })
     }
 }
@@ -76,7 +80,7 @@ fn start_pe(
         global_exit: Vec::new(),
     };
     data.metrics().heap(actor.heap.used(), actor.heap.size());
-    let pe = Pe::new(data, mailbox_tx)?;
+    let pe = Pe::new(data, mailbox_tx, settings.dest_ready)?;
     tokio::spawn(actor.run());
     Ok(pe)
 }
@@ -288,12 +292,20 @@ async fn bootstrap_allgather(
 /// [`Error::Config`] when no launcher started this process (use [`run_local`] or [`run`]);
 /// [`Error::Bootstrap`] / [`Error::Timeout`] naming the PE and address that failed.
 pub async fn init() -> Result<Pe> {
+    init_with(JoinOptions::default()).await
+}
+
+/// [`init`], with `options` (which every PE of the job passes alike).
+///
+/// # Errors
+/// As [`init`].
+pub async fn init_with(options: JoinOptions) -> Result<Pe> {
     let env = LaunchEnv::detect()?.ok_or_else(|| {
         Error::Config(
             "this process was not started by a launcher (ferroshmem run, mpirun, srun): use run_local or run".into(),
         )
     })?;
-    init_launched(env).await
+    init_launched(env, options).await
 }
 
 /// Joins a job of this one process as its only PE, where no launcher started it: how a
@@ -304,13 +316,24 @@ pub async fn init() -> Result<Pe> {
 /// # Errors
 /// As [`run_local`]'s set-up: the environment's settings, the heap's segment.
 pub async fn init_alone() -> Result<Pe> {
+    init_alone_with(JoinOptions::default()).await
+}
+
+/// [`init_alone`], with `options`.
+///
+/// # Errors
+/// As [`init_alone`].
+pub async fn init_alone_with(options: JoinOptions) -> Result<Pe> {
     let job = InProcessJob::new(1)?;
     let mut link = job
         .links
         .into_iter()
         .next()
         .ok_or_else(|| Error::Bootstrap("a job of one PE made no link".into()))?;
-    let settings = job.settings;
+    let settings = JobSettings {
+        dest_ready: options.dest_ready,
+        ..job.settings
+    };
     let welcome = link
         .join(
             hello(&job.secret, 0, 1, "in-process".into()),
@@ -353,14 +376,14 @@ impl InProcessJob {
     }
 }
 
-async fn init_launched(env: LaunchEnv) -> Result<Pe> {
+async fn init_launched(env: LaunchEnv, options: JoinOptions) -> Result<Pe> {
     let span = tracing::info_span!(
         "bootstrap",
         pe = env.rank,
         n_pes = env.size,
         launcher = env.launcher
     );
-    bootstrap(env).instrument(span).await
+    bootstrap(env, options).instrument(span).await
 }
 
 /// Maps the segments of this node's PEs (`local`), exchanged over Unix sockets between two
@@ -458,11 +481,12 @@ fn take_machine_share((bind, asked): (Bind, bool), nodes: &[String], rank: usize
     Ok(())
 }
 
-async fn bootstrap(env: LaunchEnv) -> Result<Pe> {
+async fn bootstrap(env: LaunchEnv, options: JoinOptions) -> Result<Pe> {
     let started = Instant::now();
     start_metrics(env.local_rank)?;
     let settings = JobSettings {
         timeout: env.timeout,
+        dest_ready: options.dest_ready,
         ..JobSettings::from_env()?
     };
     let asked = bind_from_env()?;
@@ -556,7 +580,7 @@ where
     match LaunchEnv::detect()? {
         None => run_local(local_pes, f).await,
         Some(env) => {
-            let pe = init_launched(env).await?;
+            let pe = init_launched(env, JoinOptions::default()).await?;
             let out = on_a_worker(f(pe.clone())).await;
             pe.finalize().await?;
             Ok(vec![out])

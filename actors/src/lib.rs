@@ -17,6 +17,7 @@ mod team;
 mod threads;
 
 pub use exit::{exit_now, exiting};
-pub use launch::{init, init_alone, run, run_local};
+pub use launch::{init, init_alone, init_alone_with, init_with, run, run_local};
 pub use pe::{FreeError, MallocHints, Pe};
+pub use team::JoinOptions;
 pub use threads::{init_thread, ThreadLevel};

@@ -116,8 +116,12 @@ impl Deref for Pe {
 }
 
 impl Pe {
-    pub(crate) fn new(data: Arc<DataPlane>, mailbox: UnboundedSender<Command>) -> Result<Self> {
-        let teams = crate::team::predefined(&data, &mailbox)?;
+    pub(crate) fn new(
+        data: Arc<DataPlane>,
+        mailbox: UnboundedSender<Command>,
+        dest_ready: bool,
+    ) -> Result<Self> {
+        let teams = crate::team::predefined(&data, &mailbox, dest_ready)?;
         Ok(Pe {
             inner: Arc::new(PeInner {
                 data,

@@ -4,7 +4,9 @@
 
 use std::sync::Arc;
 
-use ferroshmem_runtime::{DataPlane, Error, Exchange, ExchangeFuture, Result, Team, Teams};
+use ferroshmem_runtime::{
+    DataPlane, Error, Exchange, ExchangeFuture, Result, Team, TeamConfig, Teams,
+};
 use tokio::sync::mpsc::{UnboundedSender, WeakUnboundedSender};
 use tokio::sync::oneshot;
 
@@ -44,15 +46,40 @@ impl Exchange for ActorControl {
     }
 }
 
-/// The predefined teams of the PE of `data`, creating later teams through `mailbox`.
+/// The predefined teams of the PE of `data`, creating later teams through `mailbox`; with
+/// [`TeamConfig::dest_ready`] where `dest_ready` (see [`JoinOptions`]).
 pub(crate) fn predefined(
     data: &Arc<DataPlane>,
     mailbox: &UnboundedSender<Command>,
+    dest_ready: bool,
 ) -> Result<Teams> {
     let control = Arc::new(ActorControl {
         mailbox: mailbox.downgrade(),
     });
-    Teams::new(data.clone(), control)
+    let config = TeamConfig {
+        dest_ready,
+        ..TeamConfig::for_job(data.nodes(), data.heap_size())
+    };
+    Teams::with_config(data.clone(), control, config)
+}
+
+/// How a PE joins its job, beyond what the environment says ([`crate::init_with`],
+/// [`crate::init_alone_with`]); every PE of a job passes the same.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct JoinOptions {
+    /// Whether the program's callers make every `dest` ready before a collective, as
+    /// OpenSHMEM requires of its callers: the predefined teams (and the teams split from
+    /// them) then take [`TeamConfig::dest_ready`]. The C library sets it.
+    pub dest_ready: bool,
+}
+
+impl JoinOptions {
+    /// The options of a program whose callers keep OpenSHMEM's contract (see
+    /// [`JoinOptions::dest_ready`]).
+    pub fn openshmem() -> JoinOptions {
+        JoinOptions { dest_ready: true }
+    }
 }
 
 impl Pe {

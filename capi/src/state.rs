@@ -153,15 +153,16 @@ fn join(requested: Option<ThreadLevel>) -> Result<Shmem> {
     let asked = requested.unwrap_or(ThreadLevel::Single);
     // A program started without a launcher is a job of one PE, as OpenSHMEM's run directly.
     let launched = ferroshmem_actors::launch_env::LaunchEnv::detect()?.is_some();
+    // OpenSHMEM makes callers ready every `dest` before a collective: the teams may write
+    // into it as soon as a member calls (`TeamConfig::dest_ready`).
+    let options = ferroshmem_actors::JoinOptions::openshmem();
     let (pe, supported) = runtime.block_on(async {
-        match launched {
-            true => ferroshmem_actors::init_thread(asked).await,
-            false => {
-                let pe = ferroshmem_actors::init_alone().await?;
-                let level = pe.query_thread().max(asked);
-                Ok((pe, level))
-            }
-        }
+        let pe = match launched {
+            true => ferroshmem_actors::init_with(options).await?,
+            false => ferroshmem_actors::init_alone_with(options).await?,
+        };
+        let level = pe.query_thread().max(asked);
+        Ok::<_, Error>((pe, level))
     })?;
     let level = requested.unwrap_or(supported);
     let own_static = std::ptr::addr_of!(STATE) as usize;

@@ -8,6 +8,9 @@
 //!   that claims the pair second moves both blocks (`pairwise.rs`).
 //! - Push (contiguous blocks, teams that span nodes): blocks for other nodes go out by puts
 //!   with signals (`push.rs`).
+//! - Into ready buffers (contiguous blocks the eager form does not take, where the callers
+//!   make every `dest` ready before the call, `TeamConfig::dest_ready`): each member writes
+//!   its blocks into their receivers' `dest`, then syncs (`push.rs`).
 //! - Flat (otherwise): enter, read block `me` of every member's `source` as soon as that
 //!   member has entered (on a flat team; after the whole entry sync on others), member
 //!   `me + 1` first, so that members spread their reads over different peers; then sync.
@@ -152,6 +155,13 @@ impl Team {
         }
         if algorithm == MoveAlgorithm::Pairwise {
             return self.exchange_pairwise(op, dest, source, nelems, desc).await;
+        }
+        if algorithm == MoveAlgorithm::IntoReady {
+            self.move_block(dest, source, nelems, strides, me, &mut buf)
+                .await?;
+            let block = |j: usize| j * nelems..(j + 1) * nelems;
+            let push = |j| (dest.slice(block(me)), source.slice(block(j)));
+            return self.move_into_ready(op, desc, push).await;
         }
         if algorithm == MoveAlgorithm::Push {
             self.move_block(dest, source, nelems, strides, me, &mut buf)

@@ -86,6 +86,9 @@ pub(crate) enum MoveAlgorithm {
     /// Each pair of members moves both its blocks by the one that claims the pair second
     /// (`pairwise.rs`; `alltoall` on one node).
     Pairwise,
+    /// Put each block into its receiver's `dest`, then sync: no entry sync, the callers
+    /// having made every `dest` ready (`TeamConfig::dest_ready`, `push.rs`).
+    IntoReady,
 }
 
 /// A team's choices, fixed at its creation.
@@ -185,6 +188,8 @@ impl Plan {
     pub fn fcollect(&self, bytes: usize) -> MoveAlgorithm {
         if self.eager_copy(bytes) {
             MoveAlgorithm::Eager
+        } else if self.config.dest_ready {
+            MoveAlgorithm::IntoReady
         } else if self.nodes.nodes() > 1 {
             MoveAlgorithm::Push
         } else if !self.flat() && self.large(bytes) {
@@ -196,16 +201,18 @@ impl Plan {
 
     /// An alltoall of `bytes` bytes per block (contiguous: `alltoalls` never pushes, its
     /// strided blocks would cross the fabric element by element, and keeps the flat form on
-    /// one node).
+    /// one node). Where the callers make every `dest` ready, blocks that the eager form
+    /// does not take go straight into their receivers' `dest`.
     pub fn alltoall(&self, bytes: usize, strided: bool) -> MoveAlgorithm {
         let pairwise = self.nodes.nodes() == 1
             && self.sync() == SyncAlgorithm::Flat
             && !strided
             && bytes <= self.config.pairwise_bytes;
-        if pairwise && bytes > EAGER_BEFORE_PAIRWISE {
-            MoveAlgorithm::Pairwise
-        } else if self.eager_copy(bytes) {
+        let eager = self.eager_copy(bytes) && !(pairwise && bytes > EAGER_BEFORE_PAIRWISE);
+        if eager {
             MoveAlgorithm::Eager
+        } else if self.config.dest_ready && !strided {
+            MoveAlgorithm::IntoReady
         } else if pairwise {
             MoveAlgorithm::Pairwise
         } else if self.nodes.nodes() > 1 && !strided {
@@ -258,6 +265,28 @@ mod tests {
         assert_eq!(big.broadcast(8), BroadcastAlgorithm::Tree(Shape::Binomial));
         assert_eq!(big.reduce(8), ReduceAlgorithm::Tree(Shape::Binomial));
         assert_eq!(big.fcollect(1 << 20), MoveAlgorithm::Ring);
+    }
+
+    #[test]
+    fn blocks_go_into_ready_buffers_where_callers_make_them_ready() {
+        let ready = TeamConfig {
+            dest_ready: true,
+            ..TeamConfig::default()
+        };
+        for nodes in [&[0, 0, 0, 0][..], &[0, 0, 1, 1], &[0; 16]] {
+            let p = Plan::new(nodes, ready, nodes.len() <= ready.flat_max_pes);
+            let eager = match nodes.len() <= ready.flat_max_pes {
+                true => MoveAlgorithm::Eager,
+                false => MoveAlgorithm::IntoReady,
+            };
+            assert_eq!(p.alltoall(8, false), eager, "{nodes:?}");
+            assert_eq!(p.fcollect(8), eager, "{nodes:?}");
+            for bytes in [4096, 8192, 1 << 20] {
+                assert_eq!(p.alltoall(bytes, false), MoveAlgorithm::IntoReady);
+                assert_eq!(p.fcollect(bytes), MoveAlgorithm::IntoReady);
+            }
+            assert_ne!(p.alltoall(8192, true), MoveAlgorithm::IntoReady, "strided");
+        }
     }
 
     #[test]

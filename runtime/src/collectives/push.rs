@@ -1,5 +1,7 @@
-//! Block moves across nodes without fabric reads: `fcollect` and `alltoall` above the eager
-//! sizes on teams that span nodes.
+//! Block moves by their senders: `fcollect` and `alltoall` above the eager sizes on teams
+//! that span nodes, or whose callers make every `dest` ready before the call.
+//!
+//! # Across nodes
 //!
 //! After a sync (every member has entered the call, so its `dest` may be written, and the
 //! descriptors agree), each member puts its block for every member on another node straight
@@ -11,7 +13,18 @@
 //! done with. The flat form would read every block of another node with
 //! a fabric get, one round trip each, one after the other.
 //!
-//! Not built: aggregation per node (each node pair exchanging one message through the
+//! # Into ready buffers
+//! Where the callers keep OpenSHMEM's contract (`TeamConfig::dest_ready`: every member's
+//! `dest` is ready to be written before any member calls), there is no entry sync: each
+//! member copies each of its blocks into its receiver's `dest` (over mapped memory, or a put
+//! across the fabric, all in flight at once), and once they have landed, syncs with the
+//! call's descriptor. When that sync completes, every member's blocks have landed
+//! everywhere, so every `dest` is whole and every `source` done with; calls that do not
+//! match fail there, after their blocks were written. A member never waits before it has
+//! written all its blocks: where PEs outnumber CPUs, each does its share while it runs.
+//!
+//! # Not built
+//! Aggregation per node (each node pair exchanging one message through the
 //! leaders). For `alltoall` it needs staging room for a node's blocks at the receiving
 //! leader that no buffer of the call has; for `fcollect` it would save fabric messages, not
 //! latency.
@@ -81,5 +94,30 @@ impl Team {
             return Ok(());
         }
         self.sync_in(op, Descriptor::END).await
+    }
+
+    /// Moves every member's blocks into `dest`s their callers made ready before the call
+    /// (see the module documentation), this member's own block having moved: `push(j)`
+    /// gives, for every other member `j`, where this member's block lands there and where
+    /// it is here.
+    pub(crate) async fn move_into_ready<'a, T: Pod>(
+        &self,
+        op: &mut Op<'_>,
+        desc: u64,
+        push: impl Fn(usize) -> Move<'a, T>,
+    ) -> Result<()> {
+        let (n, me) = (self.n_pes(), self.my_pe());
+        let dp = self.dp();
+        let landings: Vec<_> = (1..n)
+            .map(|k| (me + k) % n)
+            .map(|j| {
+                let (there, here) = push(j);
+                dp.put_within(there, here, self.pe(j))
+            })
+            .collect();
+        for landed in landings {
+            landed.await?;
+        }
+        self.sync_in(op, desc).await
     }
 }

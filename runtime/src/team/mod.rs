@@ -82,6 +82,17 @@ pub struct TeamConfig {
     /// larger). 0 turns it off. Default 4 KiB (at 2 PEs on 2 CPUs, 4 KiB took 0.85 of the
     /// flat algorithm's time, 8 KiB 1.2).
     pub pairwise_bytes: usize,
+    /// Whether the members' callers keep OpenSHMEM's contract for `fcollect` and `alltoall`:
+    /// every member's `dest` is ready to be written before any member makes the call
+    /// (OpenSHMEM 1.5 makes that the caller's duty, with a barrier or other buffers between
+    /// a `dest`'s last read and the next call into it). Blocks above the eager sizes then go
+    /// straight from each sender into its receivers' `dest`, with no entry sync: each member
+    /// writes its blocks and the members sync once, which checks that their calls match
+    /// (strided `alltoalls` keep their algorithms). Where PEs outnumber CPUs, a running
+    /// member then does all its work without waiting for members that are not running. The
+    /// C library's teams keep it (its callers follow OpenSHMEM). Default false: a member's
+    /// `dest` is written only once it has made the call.
+    pub dest_ready: bool,
 }
 
 /// The largest [`TeamConfig::eager_bytes`] a team may ask for: each member of a flat team
@@ -97,6 +108,7 @@ impl Default for TeamConfig {
             flat_max_pes: 8,
             large_bytes: 64 << 10,
             pairwise_bytes: 4096,
+            dest_ready: false,
         }
     }
 }
@@ -150,7 +162,7 @@ impl TeamConfig {
         Ok(())
     }
 
-    /// Six little-endian words, one a field (a team creation's arguments hold them).
+    /// Seven little-endian words, one a field (a team creation's arguments hold them).
     fn encode(&self, out: &mut Vec<u8>) {
         for v in [
             self.eager_bytes,
@@ -159,6 +171,7 @@ impl TeamConfig {
             self.flat_max_pes,
             self.large_bytes,
             self.pairwise_bytes,
+            usize::from(self.dest_ready),
         ] {
             out.extend_from_slice(&(v as u64).to_le_bytes());
         }
@@ -506,10 +519,25 @@ impl Teams {
     /// this PE reaches by loads and stores: NVSHMEM's `TEAM_SHARED`). `control` carries the
     /// exchanges of later team creations.
     pub fn new(dp: Arc<DataPlane>, control: Arc<dyn Exchange>) -> Result<Teams> {
+        let config = TeamConfig::for_job(dp.nodes(), dp.heap_size());
+        Teams::with_config(dp, control, config)
+    }
+
+    /// [`Teams::new`] with `config` for both teams, which every PE of the job passes alike
+    /// (as [`TeamConfig::for_job`] computes it, with [`TeamConfig::dest_ready`] where the
+    /// program's callers keep OpenSHMEM's contract).
+    ///
+    /// # Errors
+    /// [`Error::Config`] when the team pool cannot hold the teams of `config`.
+    pub fn with_config(
+        dp: Arc<DataPlane>,
+        control: Arc<dyn Exchange>,
+        config: TeamConfig,
+    ) -> Result<Teams> {
+        config.check()?;
         let n = dp.n_pes();
         let me = dp.my_pe();
         let layout = Self::pool_layout(dp.heap_size(), n)?;
-        let config = TeamConfig::for_job(dp.nodes(), dp.heap_size());
         let world_bytes = Layout::new(n, &config).bytes;
         let node_members: Box<[usize]> = (0..n).filter(|&p| dp.is_mapped(p)).collect();
         let node_bytes = Layout::new(node_members.len(), &config).bytes;

@@ -66,6 +66,13 @@ fn configs() -> Vec<(&'static str, TeamConfig)> {
             },
         ),
         (
+            "callers make every dest ready (OpenSHMEM's contract)",
+            TeamConfig {
+                dest_ready: true,
+                ..default
+            },
+        ),
+        (
             "rings and reduce-scatter",
             TeamConfig {
                 eager_bytes: 0,
@@ -109,6 +116,16 @@ async fn write<T: bytemuck::Pod>(pe: &Pe, view: SymSlice<'_, T>, data: &[T]) -> 
 /// Fills `dest` with guards, so that any element a collective should not write shows.
 async fn guard(pe: &Pe, dest: SymSlice<'_, u32>, len: usize) -> Result<()> {
     write(pe, dest, &vec![GUARD; len]).await
+}
+
+/// Where the team's callers make every `dest` ready before a call
+/// ([`TeamConfig::dest_ready`]), waits until every member has: a member may write into
+/// another's `dest` as soon as it calls.
+async fn ready(t: &Team) -> Result<()> {
+    match t.config().dest_ready {
+        true => t.sync().await,
+        false => Ok(()),
+    }
 }
 
 /// Checks `dest[..want.len()] == want` and the guard after it.
@@ -193,6 +210,7 @@ async fn check_fcollect(pe: &Pe, t: &Team, b: &Bufs, len: usize) -> Result<()> {
     )
     .await?;
     guard(pe, b.dst(), n * len + 1).await?;
+    ready(t).await?;
     t.fcollect(b.dst(), b.src().slice(..len)).await?;
     let want: Vec<u32> = (0..n)
         .flat_map(|j| {
@@ -238,6 +256,7 @@ async fn check_alltoall(pe: &Pe, t: &Team, b: &Bufs, len: usize) -> Result<()> {
         .collect();
     write(pe, b.src(), &src).await?;
     guard(pe, b.dst(), n * len + 1).await?;
+    ready(t).await?;
     t.alltoall(b.dst(), b.src(), len).await?;
     let want: Vec<u32> = (0..n * len)
         .map(|k| word(t.world_pe(k / len).unwrap_or(0), 5 + tme, k % len))
@@ -569,8 +588,8 @@ async fn check_big_reduce(pe: &Pe, t: &Team, b: &Bufs, len: usize) -> Result<()>
     Ok(())
 }
 
-/// Several MiB through each collective, on the world, with the default configuration and
-/// with rings.
+/// Several MiB through each collective, on the world, with the default configuration, with
+/// callers that make every `dest` ready, and with rings.
 pub async fn big(pe: &Pe) -> Result<()> {
     let n = pe.n_pes();
     let total = 3 << 18; // 768 Ki u32 = 3 MiB
@@ -578,7 +597,7 @@ pub async fn big(pe: &Pe) -> Result<()> {
         src: pe.calloc::<u64>(total / 2 + 64).await?,
         dst: pe.calloc::<u64>(total / 2 + 64).await?,
     };
-    for (name, config) in [configs()[0], configs()[3]] {
+    for (name, config) in [configs()[0], configs()[3], configs()[4]] {
         let t = pe
             .team_world()
             .split_strided_with(0, 1, n, config)
