@@ -18,6 +18,11 @@
 //! | `reducescatter` | eager | flat: sync, combine this member's block from every source, sync | flat |
 //! | `sum_inscan`, `sum_exscan` | flat: sync, sum the sources of the members before (and of this one) into private memory, sync, write | flat | flat |
 //!
+//! Where the callers make every `dest` ready before a call ([`TeamConfig::dest_ready`](crate::TeamConfig::dest_ready),
+//! OpenSHMEM's contract), `fcollect` and contiguous `alltoall` blocks that the eager form
+//! does not take go straight into their receivers' `dest`, followed by one sync
+//! (`push.rs`), on any team.
+//!
 //! "Small" is up to [`TeamConfig::eager_copy_bytes`](crate::TeamConfig::eager_copy_bytes)
 //! for the collectives that move data (for a broadcast within one node, up to
 //! [`TeamConfig::eager_broadcast_bytes`](crate::TeamConfig::eager_broadcast_bytes)), up to
