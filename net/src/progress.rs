@@ -22,7 +22,6 @@
 //! finds the drive free (or takes it back, see [`Driver`]). A task that takes the drive while
 //! the thread sleeps in the queue interrupts it.
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::task::{Context, Poll};
@@ -30,11 +29,10 @@ use std::time::{Duration, Instant};
 
 use ferroshmem_observability::Traffic;
 use ferroshmem_runtime::route::Drive;
-use ferroshmem_runtime::Error;
 use tokio::io::unix::AsyncFd;
 
-use crate::ffi::types::FiAddr;
-use crate::ffi::{Done, Endpoint, Operation, Refused, WaitObject};
+use crate::ffi::{Endpoint, WaitObject};
+use crate::room::{Deferred, Room};
 
 /// How long the progress thread waits on the completion queue before it looks at its stop
 /// flag again.
@@ -56,43 +54,6 @@ const DRIVE_ROUNDS: usize = 8;
 /// How long one poll of a driver spinning after an arrival reads the queue before it lets
 /// other tasks run.
 const SPIN_SLICE: Duration = Duration::from_micros(4);
-
-/// How long an operation may wait for room in the provider's queue before it fails: the
-/// peer has taken none of this PE's operations for that long (its connection never made,
-/// or it stopped reading), and by then the job's peer timeout has ended every wait on it.
-pub const ROOM_DEADLINE: Duration = Duration::from_secs(60);
-
-/// An operation the provider could not take yet (its queue full, or its connection to the
-/// peer still being made), posted again after every read of the queue, in order, by
-/// whoever reads it: no task or runtime needs to be there for it.
-pub struct Deferred {
-    /// The operation.
-    pub op: Operation,
-    /// Where it goes: the peer, the remote address or offset, and the key.
-    pub to: (FiAddr, u64, u64),
-    /// Told how it ended.
-    pub done: Done,
-    /// Called once the provider took it, or refused it for good.
-    pub posted: Box<dyn FnOnce() + Send>,
-    /// When the provider first refused it.
-    pub since: Instant,
-}
-
-/// `mutex`'s guard, whether or not a holder panicked (what it guards stays consistent).
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// Room in the provider's queue: operations it refused wait here for the next read of the
-/// queue instead of retrying on a busy core.
-#[derive(Default)]
-pub struct Room {
-    /// The operations waiting, in the order they were refused.
-    deferred: Mutex<VecDeque<Deferred>>,
-    /// How many wait (the progress thread then waits briefly); changed with `deferred`
-    /// held.
-    pub waiting: AtomicUsize,
-}
 
 /// What the progress thread and driving tasks share: the endpoint and what a read of its
 /// queue hands on.
@@ -154,67 +115,11 @@ impl Core {
         self.spin_ns.store(ns, Ordering::Relaxed);
     }
 
-    /// Posts `deferred` after the operations already waiting for room (see [`Deferred`]).
+    /// Has `deferred` wait for room (see [`crate::room`]).
     pub fn defer(&self, deferred: Deferred) {
-        let first = {
-            let mut queue = lock(&self.room.deferred);
-            queue.push_back(deferred);
-            self.room.waiting.fetch_add(1, Ordering::AcqRel) == 0
-        };
-        if first {
+        if self.room.defer(deferred) {
             // The progress thread may sleep in a long wait: it is to pass often now.
             self.endpoint.interrupt();
-        }
-    }
-
-    /// Drops the operations waiting for room (the endpoint closes): their owners are told
-    /// [`Error::Shutdown`], their hooks that they failed.
-    pub fn drop_deferred(&self) {
-        let dropped = {
-            let mut queue = lock(&self.room.deferred);
-            self.room.waiting.fetch_sub(queue.len(), Ordering::AcqRel);
-            std::mem::take(&mut *queue)
-        };
-        drop(dropped);
-    }
-
-    /// Posts the operations waiting for room, in order, until the provider refuses one for
-    /// room; one that waited [`ROOM_DEADLINE`] fails instead. Their hooks run after the
-    /// queue is let go (a hook may post).
-    pub fn post_deferred(&self) {
-        if self.room.waiting.load(Ordering::Acquire) == 0 {
-            return;
-        }
-        let mut settled = Vec::new();
-        {
-            let mut queue = lock(&self.room.deferred);
-            while let Some(mut waiting) = queue.pop_front() {
-                let (peer, remote, key) = waiting.to;
-                let done = waiting.done;
-                match self.endpoint.post(&mut waiting.op, peer, remote, key, done) {
-                    Err(Refused::Full(back)) if waiting.since.elapsed() < ROOM_DEADLINE => {
-                        waiting.done = back;
-                        queue.push_front(waiting);
-                        break;
-                    }
-                    outcome => {
-                        self.room.waiting.fetch_sub(1, Ordering::AcqRel);
-                        settled.push((waiting.posted, outcome));
-                    }
-                }
-            }
-        }
-        for (posted, outcome) in settled {
-            posted();
-            match outcome {
-                Ok(()) => {}
-                Err(Refused::Full(done)) => done(Err(Error::Os {
-                    context: "fabric operation",
-                    message: format!("the provider had no room for it for {ROOM_DEADLINE:?}"),
-                })),
-                Err(Refused::Failed(e, Some(done))) => done(Err(e)),
-                Err(Refused::Failed(_, None)) => {}
-            }
         }
     }
 
@@ -223,7 +128,7 @@ impl Core {
     /// CQ depth. Returns how many entries it read.
     fn pass(&self, timeout_ms: i32) -> usize {
         let progressed = self.endpoint.progress(timeout_ms);
-        self.post_deferred();
+        self.room.post_waiting(&self.endpoint);
         match progressed {
             Ok(found) => {
                 let read = found.ended + found.remote.len();
@@ -436,7 +341,7 @@ pub fn progress_loop(core: &Core) {
     while !core.stop.load(Ordering::Acquire) {
         let holder = core.driver.load(Ordering::SeqCst);
         if holder != 0 {
-            std::thread::sleep(if core.room.waiting.load(Ordering::Acquire) > 0 {
+            std::thread::sleep(if core.room.count() > 0 {
                 Duration::from_millis(ROOM_WAIT_MS as u64)
             } else {
                 ASIDE_TICK
@@ -447,7 +352,7 @@ pub fn progress_loop(core: &Core) {
         core.serving.store(true, Ordering::SeqCst);
         // A task that took the drive before the store above did not see it: look again.
         if !core.driven() {
-            let wait = if core.room.waiting.load(Ordering::Acquire) > 0 {
+            let wait = if core.room.count() > 0 {
                 ROOM_WAIT_MS
             } else {
                 PROGRESS_WAIT_MS

@@ -22,7 +22,8 @@ use tokio::sync::oneshot;
 
 use crate::ffi::types::{FI_MR_PROV_KEY, FI_MR_VIRT_ADDR};
 use crate::ffi::{Domain, Endpoint, Hints, Info, Library, MemoryRegion, Operation, Refused};
-use crate::progress::{progress_loop, Core, Deferred, Driver};
+use crate::progress::{progress_loop, Core, Driver};
+use crate::room::Deferred;
 
 /// Where and how a PE's fabric endpoint is opened.
 #[derive(Debug, Clone, Default)]
@@ -163,8 +164,9 @@ impl Fabric {
     /// provider reports it complete.
     ///
     /// # Errors
-    /// [`Error::Os`] when the provider refuses or fails the operation, or the endpoint
-    /// closes first.
+    /// [`Error::Os`] when the provider refuses or fails the operation, had no room for it
+    /// for [`ROOM_DEADLINE`](crate::room::ROOM_DEADLINE), or the endpoint closes with it in
+    /// flight; [`Error::Shutdown`] when the endpoint closes before the provider took it.
     ///
     /// # Cancel safety
     /// Dropping the future does not recall the operation: it completes (or fails) on its
@@ -227,10 +229,11 @@ impl Fabric {
         });
         let to = (peer.0, target.base + offset, target.key);
         let core = &self.core;
-        // Behind operations that wait for room, so that none overtakes an earlier one.
-        let first = match core.room.waiting.load(Ordering::Acquire) {
-            0 => core.endpoint.post(&mut op, to.0, to.1, to.2, done),
-            _ => Err(Refused::Full(done)),
+        // Behind the operations to the same peer that wait for room, so that none overtakes
+        // an earlier one.
+        let first = match core.room.holds_for(to.0) {
+            false => core.endpoint.post(&mut op, to.0, to.1, to.2, done),
+            true => Err(Refused::Full(done)),
         };
         match first {
             Ok(()) => left_queue.run(()),
@@ -240,18 +243,14 @@ impl Fabric {
                     done(Err(e));
                 }
             }
-            // Posted again after reads of the queue (see `Deferred`): not only when its
-            // future is polled, as an `_nbi` one is only at `quiet`.
-            Err(Refused::Full(done)) => {
-                core.defer(Deferred {
-                    op,
-                    to,
-                    done,
-                    posted: Box::new(move || left_queue.run(())),
-                    since: Instant::now(),
-                });
-                core.post_deferred();
-            }
+            // Posted by the next reader of the queue (see `crate::room`).
+            Err(Refused::Full(done)) => core.defer(Deferred {
+                op,
+                to,
+                done,
+                posted: Box::new(move || left_queue.run(())),
+                since: Instant::now(),
+            }),
         }
         async move { rx.await.unwrap_or(Err(Error::Shutdown)) }
     }
@@ -287,7 +286,7 @@ impl Drop for Fabric {
             }
         }
         // What still waits for room will never be posted: its owners learn so.
-        self.core.drop_deferred();
+        self.core.room.drop_all();
     }
 }
 

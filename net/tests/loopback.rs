@@ -297,3 +297,42 @@ fn operations_the_provider_has_no_room_for_yet_are_posted_later_unawaited() {
     }
     assert!(seen.iter().all(|&s| s));
 }
+
+/// An operation to a peer that cannot be reached (nothing listens at its address) holds up
+/// only that peer's operations: a write to a live peer, started after it, completes in time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_that_cannot_be_reached_holds_up_only_its_own_operations() {
+    if !available() {
+        return;
+    }
+    let (a, b) = (side(0), side(1));
+    let live_name = b.fabric.name().unwrap();
+    let closed_port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+        listener.local_addr().expect("its address").port()
+    };
+    let mut dead_name = live_name.clone();
+    assert_eq!(
+        u16::from_ne_bytes([dead_name[0], dead_name[1]]),
+        2,
+        "AF_INET"
+    );
+    dead_name[2..4].copy_from_slice(&closed_port.to_be_bytes());
+    let peers = a.fabric.connect(&[live_name, dead_name]).unwrap();
+    let (live, dead) = (peers[0], peers[1]);
+    let at = HEADER_SIZE as u64;
+    run(&a, live, &b, Operation::Write(vec![1; 8]), 0).await;
+    let stuck = a
+        .fabric
+        .start(Operation::Write(vec![7; 8]), dead, b.registered, at);
+    let write = a
+        .fabric
+        .start(Operation::Write(vec![2; 8]), live, b.registered, at);
+    let written = tokio::time::timeout(Duration::from_secs(10), write).await;
+    assert!(
+        matches!(written, Ok(Ok(_))),
+        "the live peer's write: {written:?}"
+    );
+    assert_eq!(word(&b, 0), u64::from_ne_bytes([2; 8]));
+    drop(stuck);
+}
