@@ -35,7 +35,7 @@ pub struct Deferred {
     pub done: Done,
     /// Called once the provider took it, or refused it for good.
     pub posted: Box<dyn FnOnce() + Send>,
-    /// When it began to wait.
+    /// When it began to wait (to its peer, behind others, or refused itself).
     pub since: Instant,
 }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::loopback::two_nodes;
 use ferroshmem_runtime::heap::{Allocation, HeapId, SymBuffer};
-use ferroshmem_runtime::{Error, Exchange, ExchangeFuture, Teams};
+use ferroshmem_runtime::{Error, Exchange, ExchangeFuture, TeamConfig, Teams};
 use tokio::time::timeout;
 
 /// Long enough for anything that should complete; reaching it means a hang.
@@ -178,5 +178,58 @@ async fn a_team_call_waiting_for_a_remote_member_that_left_fails() {
             assert!(detail.contains("member 0 has finalized"), "{detail}")
         }
         other => panic!("PE 1's team sync after PE 0 left: {other:?}"),
+    }
+}
+
+/// Two members whose predefined teams disagree on [`TeamConfig::dest_ready`] (one writes
+/// into the other's `dest` at once, the other syncs first) fail their `fcollect` and
+/// `alltoall` with `CollectiveMismatch`, at eager sizes and above, instead of running
+/// algorithms that never meet.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_that_disagree_on_the_dest_ready_contract_fail_their_calls() {
+    let pes = two_nodes(false);
+    let calls: Vec<_> = pes
+        .iter()
+        .enumerate()
+        .map(|(me, dp)| {
+            let dp = dp.clone();
+            tokio::spawn(async move {
+                let config = TeamConfig {
+                    dest_ready: me == 0,
+                    ..TeamConfig::for_job(dp.nodes(), dp.heap_size())
+                };
+                let teams =
+                    Teams::with_config(dp.clone(), Arc::new(NoExchange), config).expect("teams");
+                let buffer = |at, len| {
+                    SymBuffer::<u64>::from_allocation(Allocation::new(HeapId(1), at, len * 8), len)
+                        .expect("a buffer")
+                };
+                let (source, dest) = (buffer(0, 8192), buffer(1 << 16, 16384));
+                let mut outcomes = Vec::new();
+                for each in [2, 4096] {
+                    let world = teams.world();
+                    let call = world.fcollect(dest.slice(..2 * each), source.slice(..each));
+                    outcomes.push(timeout(BOUND, call).await);
+                    let call =
+                        world.alltoall(dest.slice(..2 * each), source.slice(..2 * each), each);
+                    outcomes.push(timeout(BOUND, call).await);
+                }
+                outcomes
+            })
+        })
+        .collect();
+    for (me, call) in calls.into_iter().enumerate() {
+        let outcomes = call.await.expect("a PE's task");
+        let first = &outcomes[0];
+        assert!(
+            matches!(first, Ok(Err(Error::CollectiveMismatch { .. }))),
+            "PE {me}'s first call: {first:?}"
+        );
+        for later in &outcomes[1..] {
+            assert!(
+                matches!(later, Ok(Err(_))),
+                "PE {me}'s later calls: {outcomes:?}"
+            );
+        }
     }
 }

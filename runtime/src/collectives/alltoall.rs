@@ -77,7 +77,8 @@ impl Team {
             disjoint(self.dp(), dest.slice(..total), source.slice(..total), false)
         })();
         self.refuse_on(Kind::Alltoall, checks)?;
-        let desc = Descriptor::of(Kind::Alltoall, 0, bytes_of::<T>(nelems) as u64);
+        let detail = self.contract_detail();
+        let desc = Descriptor::of(Kind::Alltoall, detail, bytes_of::<T>(nelems) as u64);
         let mut op = self.begin(desc)?;
         let outcome = self
             .exchange_blocks(&mut op, dest, source, nelems, None, desc)

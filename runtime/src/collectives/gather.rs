@@ -99,7 +99,7 @@ impl Team {
         })();
         let dest = self.refuse_on(Kind::Fcollect, checks)?;
         let bytes = bytes_of::<T>(nelems);
-        let desc = Descriptor::of(Kind::Fcollect, 0, bytes as u64);
+        let desc = Descriptor::of(Kind::Fcollect, self.contract_detail(), bytes as u64);
         let blocks = Blocks::Equal { each: nelems };
         let mut op = self.begin(desc)?;
         let outcome = self.fcollect_in(&mut op, dest, source, &blocks, desc).await;

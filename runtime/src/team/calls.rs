@@ -205,8 +205,8 @@ impl Team {
     /// members that made it fail with [`Error::CollectiveMismatch`] naming this PE instead
     /// of waiting for it, and a call every member refused alike leaves the team usable.
     ///
-    /// A team that cannot run collectives (destroyed, or this PE finalizing) records
-    /// nothing.
+    /// A team that cannot run a collective now (destroyed, this PE finalizing, or busy with
+    /// another of this PE's collectives) records nothing.
     pub fn refuse(&self, which: Collective) {
         self.record_refusal(which.kind());
     }

@@ -87,11 +87,17 @@ pub struct TeamConfig {
     /// (OpenSHMEM 1.5 makes that the caller's duty, with a barrier or other buffers between
     /// a `dest`'s last read and the next call into it). Blocks above the eager sizes then go
     /// straight from each sender into its receivers' `dest`, with no entry sync: each member
-    /// writes its blocks and the members sync once, which checks that their calls match
-    /// (strided `alltoalls` keep their algorithms). Where PEs outnumber CPUs, a running
-    /// member then does all its work without waiting for members that are not running. The
-    /// C library's teams keep it (its callers follow OpenSHMEM). Default false: a member's
-    /// `dest` is written only once it has made the call.
+    /// writes its blocks, then the members sync once (strided `alltoalls` keep their
+    /// algorithms). Where PEs outnumber CPUs, a running member then does all its work
+    /// without waiting for members that are not running.
+    ///
+    /// The price, as in OpenSHMEM: calls are checked against each other only at that sync,
+    /// after the blocks were written. Members that pass different sizes (or one that
+    /// refused its own arguments, or called another collective) fail with
+    /// [`Error::CollectiveMismatch`], but the others' blocks may already have been written
+    /// at the offsets their own sizes give, past a shorter `dest`. The C library's teams keep
+    /// the contract (its callers follow OpenSHMEM). Default false: a member's `dest` is
+    /// written only once it has made the call, and a mismatch writes nothing.
     pub dest_ready: bool,
 }
 
@@ -461,6 +467,14 @@ impl Team {
         self.inner.config
     }
 
+    /// The detail of this team's `fcollect` and `alltoall` descriptors: 1 where its callers
+    /// make every `dest` ready ([`TeamConfig::dest_ready`]), so that members that disagree
+    /// on the contract (their predefined teams made with other [`TeamConfig`]s) fail with
+    /// [`Error::CollectiveMismatch`] instead of running algorithms that never meet.
+    pub(crate) fn contract_detail(&self) -> u64 {
+        u64::from(self.inner.config.dest_ready)
+    }
+
     /// Whether the team has been destroyed on this PE.
     pub fn is_destroyed(&self) -> bool {
         self.inner.status.load(Ordering::Acquire) == DESTROYED
@@ -528,6 +542,7 @@ impl Teams {
     /// program's callers keep OpenSHMEM's contract).
     ///
     /// # Errors
+    /// [`Error::InvalidArgument`] for a `config` whose regions cannot be laid out;
     /// [`Error::Config`] when the team pool cannot hold the teams of `config`.
     pub fn with_config(
         dp: Arc<DataPlane>,

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use ferroshmem::{Error, Pe, ReduceOp, Result};
+use ferroshmem::{Error, Pe, ReduceOp, Result, SymBuffer, TeamConfig};
 
 use super::ensure;
 
@@ -287,8 +287,52 @@ async fn mismatches(pe: &Pe) -> Result<()> {
         );
     }
     world.barrier().await?;
+    mismatches_into_ready(pe, &buf).await?;
     pe.free(buf).await?;
     Ok(())
+}
+
+/// Mismatched calls on a team whose callers make every `dest` ready
+/// (`TeamConfig::dest_ready`), whose blocks go out before the calls are compared: each
+/// fails on every member, and the team stays usable.
+async fn mismatches_into_ready(pe: &Pe, buf: &SymBuffer<u64>) -> Result<()> {
+    let (me, n) = (pe.my_pe(), pe.n_pes());
+    let world = pe.team_world();
+    let config = TeamConfig {
+        dest_ready: true,
+        ..world.config()
+    };
+    let t = world
+        .split_strided_with(0, 1, n, config)
+        .await?
+        .ok_or(Error::Shutdown)?;
+    let len = if me == 0 { 5000 } else { 6000 };
+    let r = t
+        .fcollect(buf.slice(..8 * len), buf.slice(70_000..70_000 + len))
+        .await;
+    ensure!(
+        matches!(r, Err(Error::CollectiveMismatch { .. })),
+        "fcollect sizes into ready buffers: {r:?}"
+    );
+    t.sync().await?;
+    let each = 8000 / n;
+    let r = match me {
+        0 => {
+            let source = buf.slice(40_000..40_000 + n * each);
+            t.alltoall(buf.slice(..n * each), source, each).await
+        }
+        _ => {
+            let source = buf.slice(70_000..70_000 + each);
+            t.fcollect(buf.slice(..n * each), source).await
+        }
+    };
+    ensure!(
+        matches!(r, Err(Error::CollectiveMismatch { .. })),
+        "alltoall against fcollect into ready buffers: {r:?}"
+    );
+    t.sync().await?;
+    t.sum_reduce(buf.at(0), buf.at(1)).await?;
+    t.destroy().await
 }
 
 /// PEs take turns in a lock guarding a plain (non-atomic) counter on PE 0: the total is
