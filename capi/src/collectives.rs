@@ -8,7 +8,7 @@ use std::ffi::{c_int, c_void};
 
 use bytemuck::Pod;
 use ferroshmem_runtime::{
-    Collective, Complex32, Complex64, Error, ReduceOp, Reducible, Result, Team,
+    Collective, Complex32, Complex64, Error, ReduceOp, Reducible, Result, SymSlice, Team,
 };
 
 use crate::active_set::{self, ActiveSet};
@@ -29,6 +29,18 @@ fn broadcast<T: Pod>(
     nelems: usize,
     root: c_int,
 ) -> Result<()> {
+    let (dest, source, root) = broadcast_arguments(s, team, (dest, source), nelems, root)?;
+    s.block(team.broadcast(dest, source, root))
+}
+
+/// A broadcast's views and root, refused on `team` where they fail this PE's checks.
+fn broadcast_arguments<T: Pod>(
+    s: &Shmem,
+    team: &Team,
+    (dest, source): (*mut T, *const T),
+    nelems: usize,
+    root: c_int,
+) -> Result<(SymSlice<'static, T>, SymSlice<'static, T>, usize)> {
     let checks = (|| {
         Ok((
             s.view(dest, nelems)?,
@@ -36,8 +48,7 @@ fn broadcast<T: Pod>(
             index(root, "PE_root")?,
         ))
     })();
-    let (dest, source, root) = checked(team, Collective::Broadcast, checks)?;
-    s.block(team.broadcast(dest, source, root))
+    checked(team, Collective::Broadcast, checks)
 }
 
 /// Every member's `nelems` elements of `source`, in member order, into `dest`.
@@ -158,14 +169,7 @@ fn broadcast_keeping_root<T: Pod>(
     nelems: usize,
     root: c_int,
 ) -> Result<()> {
-    let checks = (|| {
-        Ok((
-            s.view(dest, nelems)?,
-            s.view(source, nelems)?,
-            index(root, "PE_root")?,
-        ))
-    })();
-    let (dest, source, root) = checked(team, Collective::Broadcast, checks)?;
+    let (dest, source, root) = broadcast_arguments(s, team, (dest, source), nelems, root)?;
     s.block(team.broadcast_to_others(dest, source, root))
 }
 

@@ -58,6 +58,14 @@ fn available() -> bool {
     }
 }
 
+/// `s`'s segment under a key it was not registered with.
+fn wrong_key(s: &Side) -> Registered {
+    Registered {
+        key: s.registered.key + 1000,
+        ..s.registered
+    }
+}
+
 fn word(s: &Side, offset: usize) -> u64 {
     let mut b = [0u8; 8];
     s.segment.mapping().read(HEADER_SIZE + offset, &mut b);
@@ -178,10 +186,7 @@ async fn a_bad_key_or_range_fails_typed_and_in_time() {
     }
     let (a, b) = (side(0), side(1));
     let peer = a.fabric.connect(&[b.fabric.name().unwrap()]).unwrap()[0];
-    let wrong_key = Registered {
-        key: b.registered.key + 1000,
-        ..b.registered
-    };
+    let wrong_key = wrong_key(&b);
     let past = (HEADER_SIZE + HEAP) as u64;
     for (target, at, what) in [
         (wrong_key, 0, "a wrong key"),
@@ -245,10 +250,7 @@ async fn an_operations_end_hook_is_told_how_it_ended() {
     }
     let (a, b) = (side(0), side(1));
     let peer = a.fabric.connect(&[b.fabric.name().unwrap()]).unwrap()[0];
-    let wrong_key = Registered {
-        key: b.registered.key + 1000,
-        ..b.registered
-    };
+    let wrong_key = wrong_key(&b);
     for (target, want) in [(b.registered, Ended::Completed), (wrong_key, Ended::Failed)] {
         let (tx, told) = channel();
         let hooks = Hooks {
