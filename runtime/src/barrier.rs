@@ -13,8 +13,6 @@
 //! each round waits for a PE that may have no CPU, a gather and a release cost fewer trips
 //! through the scheduler than the dissemination's rounds, and the leader leaves first, so
 //! what it does next (often a broadcast from PE 0) is under way when the others leave.
-//! A crowded node of a power of two of PEs, at most two per CPU, is the exception: there the
-//! dissemination's rounds pair the PEs off and meet sooner (see `DataPlane::new`).
 //! Other one-node jobs, and jobs of one PE per node, keep the flat dissemination.
 //!
 //! # Across nodes
@@ -641,25 +639,5 @@ mod tests {
         barriers(&roomy, 200).await;
         let flag = roomy[0].own_segment().barrier_flag(super::GATHER);
         assert_eq!(flag.load(super::Ordering::Acquire), 0);
-    }
-
-    /// A crowded node of a power of two of PEs, at most two per CPU, keeps the flat
-    /// dissemination (its rounds pair the PEs off); three PEs on two CPUs gather.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn two_pes_per_cpu_in_a_power_of_two_keep_the_dissemination() {
-        let paired = node_of(&[&[0], &[1], &[0], &[1]]);
-        assert!(paired
-            .iter()
-            .all(|pe| pe.crowded() && pe.world_nodes.is_none()));
-        barriers(&paired, 200).await;
-        let flag = paired[0].own_segment().barrier_flag(super::GATHER);
-        assert_eq!(flag.load(super::Ordering::Acquire), 0);
-        let three = node_of(&[&[0], &[1], &[0]]);
-        assert!(three
-            .iter()
-            .all(|pe| pe.crowded() && pe.world_nodes.is_some()));
-        barriers(&three, 200).await;
-        let eight = node_of(&[&[0], &[1], &[0], &[1], &[0], &[1], &[0], &[1]]);
-        assert!(eight.iter().all(|pe| pe.world_nodes.is_some()));
     }
 }

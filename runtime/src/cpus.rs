@@ -89,14 +89,9 @@ impl CpuShare {
     }
 
     /// Whether `node_pes` PEs with these `shares` (one per PE of the node, as their headers
-    /// record them) outnumber the CPUs they may use together ([`CpuShare::usable`]).
+    /// record them) outnumber the CPUs they may use together: the union of their masks,
+    /// capped by the tightest quota among them.
     pub fn crowded(node_pes: usize, shares: impl IntoIterator<Item = CpuShare>) -> bool {
-        node_pes as u64 > CpuShare::usable(shares)
-    }
-
-    /// The CPUs that PEs with these `shares` may use together: the union of their masks,
-    /// capped by the tightest quota among them, at least 1.
-    pub fn usable(shares: impl IntoIterator<Item = CpuShare>) -> u64 {
         let mut union = [0u64; MASK_WORDS];
         let mut quota = u64::MAX;
         for share in shares {
@@ -106,7 +101,7 @@ impl CpuShare {
             quota = quota.min(share.quota);
         }
         let cpus = CpuShare { mask: union, quota }.cpus() as u64;
-        cpus.min(quota).max(1)
+        node_pes as u64 > cpus.min(quota).max(1)
     }
 }
 

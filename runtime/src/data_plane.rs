@@ -65,8 +65,7 @@ pub struct DataPlane {
     /// The job's PEs grouped by node, when the world barrier syncs by node (the job spans
     /// nodes and some node holds more than one PE, or this PE's node is crowded: a gather
     /// at one PE and its release take fewer trips through the scheduler than the
-    /// dissemination's rounds, but for a power of two of PEs at most two per CPU); `None`
-    /// for the flat dissemination.
+    /// dissemination's rounds); `None` for the flat dissemination.
     pub(crate) world_nodes: Option<NodeShape>,
     /// This PE's own segment (also its own route).
     own: Arc<Segment>,
@@ -134,14 +133,7 @@ impl DataPlane {
             Route::Mapped(segment) => Some(segment.cpu_share()),
             Route::Remote => None,
         });
-        let usable = CpuShare::usable(node_shares);
-        let crowded = node_pes as u64 > usable;
-        // A crowded node's world barrier gathers at its leader, but for a power of two of
-        // PEs at most two per CPU, where the dissemination's rounds pair them off sooner
-        // (2 CPUs: at 4 PEs 1.82 µs against 2.14 by the gather; at 3 PEs 2.17 against 2.10,
-        // at 8 PEs 7.33 against 4.90).
-        let paired = node_pes.is_power_of_two() && node_pes as u64 <= 2 * usable;
-        let gathers = crowded && !paired;
+        let crowded = CpuShare::crowded(node_pes, node_shares);
         let remote_spin = crate::wait::completion_spin(crowded, parts.spin);
         let remotes = parts
             .remote
@@ -157,7 +149,7 @@ impl DataPlane {
             routes: parts.routes,
             crowded,
             world_nodes: Some(NodeShape::new(&parts.nodes))
-                .filter(|shape| shape.layered() || gathers),
+                .filter(|shape| shape.layered() || crowded),
             nodes: parts.nodes.into_boxed_slice(),
             own,
             remotes,
