@@ -34,7 +34,8 @@ pub mod launcher;
 
 pub use ferroshmem_actors::launch_env;
 pub use ferroshmem_actors::{
-    init, init_thread, run, run_local, FreeError, MallocHints, Pe, ThreadLevel,
+    init, init_thread, init_with, run, run_local, FreeError, JoinOptions, MallocHints, Pe,
+    ThreadLevel,
 };
 pub use ferroshmem_ep as ep;
 pub use ferroshmem_gpu as gpu;
