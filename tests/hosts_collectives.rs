@@ -92,6 +92,10 @@ async fn lose_one_in_sync(pe: &ferroshmem::Pe) -> ferroshmem::Result<()> {
     } else {
         pe.wait_until(&passed, ferroshmem::Cmp::Eq, n as u64 - 1)
             .await?;
+        // The last add is applied here before its answer has left: dying at once could
+        // take the answer with it (the other PE's add then ends in `PeerLost` before its
+        // sync). The others are in their second sync meanwhile.
+        tokio::time::sleep(Duration::from_millis(200)).await;
         let _ =
             rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
     }
