@@ -8,17 +8,15 @@
 //! future need not be polled (an `_nbi` operation's is polled only at `quiet`). Each peer's
 //! operations keep their order; a peer whose connection is not made holds up only its own.
 //! One that waits [`ROOM_DEADLINE`] fails; closing the endpoint fails the rest with
-//! [`Error::Shutdown`].
+//! [`Error::Shutdown`](ferroshmem_runtime::Error::Shutdown).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use ferroshmem_runtime::Error;
-
 use crate::ffi::types::FiAddr;
-use crate::ffi::{Done, Endpoint, Operation, Refused};
+use crate::ffi::{failed, Done, Endpoint, Operation, Refused};
 
 /// How long an operation may wait for room in the provider's queue before it fails: the
 /// peer has taken none of this PE's operations for that long (its connection never made,
@@ -91,10 +89,9 @@ impl Room {
             posted();
             match outcome {
                 Ok(()) => {}
-                Err(Refused::Full(done)) => done(Err(Error::Os {
-                    context: "fabric operation",
-                    message: format!("the provider had no room for it for {ROOM_DEADLINE:?}"),
-                })),
+                Err(Refused::Full(done)) => done(Err(failed(format!(
+                    "the provider had no room for it for {ROOM_DEADLINE:?}"
+                )))),
                 Err(Refused::Failed(e, Some(done))) => done(Err(e)),
                 Err(Refused::Failed(_, None)) => {}
             }
@@ -126,7 +123,7 @@ impl Room {
     }
 
     /// Drops every waiting operation (the endpoint closes): their owners are told
-    /// [`Error::Shutdown`], their hooks that they failed.
+    /// [`Error::Shutdown`](ferroshmem_runtime::Error::Shutdown), their hooks that they failed.
     pub fn drop_all(&self) {
         let dropped = {
             let mut waiting = self.lock();

@@ -216,7 +216,7 @@ impl Fabric {
             dropped: Ended::Failed,
         };
         let mut left_queue = OnDrop {
-            f: left_queue.map(|f| Box::new(move |()| f()) as Box<dyn FnOnce(()) + Send>),
+            f: left_queue.map(|f| move |()| f()),
             dropped: (),
         };
         let done: crate::ffi::Done = Box::new(move |outcome: Result<Vec<u8>>| {
@@ -316,12 +316,12 @@ impl std::fmt::Debug for Hooks {
 
 /// Runs its function once: with the argument given when asked, or with `dropped` when
 /// dropped first.
-struct OnDrop<A: Copy> {
-    f: Option<Box<dyn FnOnce(A) + Send>>,
+struct OnDrop<A: Copy, F: FnOnce(A)> {
+    f: Option<F>,
     dropped: A,
 }
 
-impl<A: Copy> OnDrop<A> {
+impl<A: Copy, F: FnOnce(A)> OnDrop<A, F> {
     fn run(&mut self, argument: A) {
         if let Some(f) = self.f.take() {
             f(argument);
@@ -329,7 +329,7 @@ impl<A: Copy> OnDrop<A> {
     }
 }
 
-impl<A: Copy> Drop for OnDrop<A> {
+impl<A: Copy, F: FnOnce(A)> Drop for OnDrop<A, F> {
     fn drop(&mut self) {
         self.run(self.dropped);
     }

@@ -32,6 +32,7 @@ use std::ffi::{c_char, c_int, c_void, CStr, CString};
 
 use ferroshmem_runtime::{Error, Result};
 
+pub(crate) use objects::failed;
 pub use objects::{Domain, Done, Endpoint, MemoryRegion, Operation, Refused, WaitObject};
 use types::*;
 

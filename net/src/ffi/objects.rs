@@ -654,7 +654,7 @@ impl Drop for Endpoint {
 }
 
 /// The error of an operation the provider reported failed, for `why`.
-fn failed(why: String) -> Error {
+pub(crate) fn failed(why: String) -> Error {
     Error::Os {
         context: "fabric operation",
         message: why,

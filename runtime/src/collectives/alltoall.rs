@@ -157,18 +157,14 @@ impl Team {
         if algorithm == MoveAlgorithm::Pairwise {
             return self.exchange_pairwise(op, dest, source, nelems, desc).await;
         }
-        if algorithm == MoveAlgorithm::IntoReady {
+        if matches!(algorithm, MoveAlgorithm::IntoReady | MoveAlgorithm::Push) {
             self.move_block(dest, source, nelems, strides, me, &mut buf)
                 .await?;
             let block = |j: usize| j * nelems..(j + 1) * nelems;
             let push = |j| (dest.slice(block(me)), source.slice(block(j)));
-            return self.move_into_ready(op, desc, push).await;
-        }
-        if algorithm == MoveAlgorithm::Push {
-            self.move_block(dest, source, nelems, strides, me, &mut buf)
-                .await?;
-            let block = |j: usize| j * nelems..(j + 1) * nelems;
-            let push = |j| (dest.slice(block(me)), source.slice(block(j)));
+            if algorithm == MoveAlgorithm::IntoReady {
+                return self.move_into_ready(op, desc, push).await;
+            }
             let pull = |j| (dest.slice(block(j)), source.slice(block(me)));
             return self.move_across_nodes(op, desc, push, pull).await;
         }
