@@ -48,6 +48,13 @@ fn side(rank: usize) -> Side {
     }
 }
 
+/// Two sides, the first connected to the second.
+fn connected() -> (Side, Side, Peer) {
+    let (a, b) = (side(0), side(1));
+    let peer = a.fabric.connect(&[b.fabric.name().unwrap()]).unwrap()[0];
+    (a, b, peer)
+}
+
 fn available() -> bool {
     match Library::load() {
         Ok(_) => true,
@@ -100,8 +107,7 @@ async fn rma_atomics_and_writes_with_data_reach_the_peer() {
     if !available() {
         return;
     }
-    let (a, b) = (side(0), side(1));
-    let peer = a.fabric.connect(&[b.fabric.name().unwrap()]).unwrap()[0];
+    let (a, b, peer) = connected();
     assert!(
         a.fabric.provider().contains("rxm"),
         "{}",
@@ -184,8 +190,7 @@ async fn a_bad_key_or_range_fails_typed_and_in_time() {
     if !available() {
         return;
     }
-    let (a, b) = (side(0), side(1));
-    let peer = a.fabric.connect(&[b.fabric.name().unwrap()]).unwrap()[0];
+    let (a, b, peer) = connected();
     let wrong_key = wrong_key(&b);
     let past = (HEADER_SIZE + HEAP) as u64;
     for (target, at, what) in [
@@ -248,8 +253,7 @@ async fn an_operations_end_hook_is_told_how_it_ended() {
     if !available() {
         return;
     }
-    let (a, b) = (side(0), side(1));
-    let peer = a.fabric.connect(&[b.fabric.name().unwrap()]).unwrap()[0];
+    let (a, b, peer) = connected();
     let wrong_key = wrong_key(&b);
     for (target, want) in [(b.registered, Ended::Completed), (wrong_key, Ended::Failed)] {
         let (tx, told) = channel();
@@ -284,8 +288,7 @@ fn operations_the_provider_has_no_room_for_yet_are_posted_later_unawaited() {
     if !available() {
         return;
     }
-    let (a, b) = (side(0), side(1));
-    let peer = a.fabric.connect(&[b.fabric.name().unwrap()]).unwrap()[0];
+    let (a, b, peer) = connected();
     const WRITES: u64 = 20_000;
     for k in 0..WRITES {
         let op = Operation::WriteData(vec![1; 8], k);
