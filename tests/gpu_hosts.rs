@@ -120,6 +120,18 @@ fn a_corrupted_key_is_a_typed_error() {
     );
 }
 
+/// PE 0's kernel writes where PE 1 (on another node) refuses, then every PE frees: PE 0's
+/// free fails with that failure, the others' with a mismatch, none waits for another.
+#[test]
+fn a_failed_device_write_fails_the_next_free_on_every_pe() {
+    hosts_job_of(
+        "a_failed_device_write_fails_the_next_free_on_every_pe",
+        "ha:1,hb:2",
+        3,
+        &["network_failed_free"],
+    );
+}
+
 /// A PE of the jobs above (does nothing unless one of them started it).
 #[test]
 fn gpu_hosts_pe_entry() {

@@ -108,11 +108,12 @@ impl GpuPe {
 
     /// Frees a symmetric GPU buffer on every PE (`nvshmem_free`). Collective, like `malloc`.
     /// It first completes this PE's host operations (as [`GpuPe::quiet`]: a `get_nbi` from a
-    /// PE of another node lands then; one that failed fails the free, on every PE, with the
-    /// buffer given back) and waits until its GPU has finished all queued work (on-stream
-    /// operations and kernels), so no transfer of this PE still uses the memory when another
-    /// PE reuses it. On a mismatch the buffer comes back in the error, and so
-    /// it does, with [`Error::NotSymmetric`], for a buffer of another PE's GPU heap.
+    /// PE of another node lands then) and waits until its GPU has finished all queued work
+    /// (on-stream operations and kernels), so no transfer of this PE still uses the memory
+    /// when another PE reuses it. When either fails, the free fails on every PE (here with
+    /// that error, elsewhere with [`Error::CollectiveMismatch`]) and the buffer comes back in
+    /// the error. So it does on a mismatch, and, with [`Error::NotSymmetric`], for a buffer of
+    /// another PE's GPU heap.
     ///
     /// # Cancel safety
     /// As [`GpuPe::malloc`]: a dropped free still runs to its end.
@@ -134,7 +135,7 @@ impl GpuPe {
     }
 
     /// The collective part of a free. A buffer of another heap, or a free whose host
-    /// operations failed to complete, is refused after the agreement, so that the other PEs
+    /// operations or GPU work failed to complete, is refused inside the agreement, so that the other PEs
     /// fail instead of waiting for this one.
     async fn free_allocation(
         &self,
@@ -143,17 +144,17 @@ impl GpuPe {
     ) -> Result<(), (Error, Allocation)> {
         // Host operations first (a get from another node lands at its quiet), then the rest
         // of the GPU's work.
-        let quieted = self.quiet().await;
-        if let Err(e) = self.synchronize().await {
-            return Err((e, alloc));
-        }
+        let finished = match self.quiet().await {
+            Ok(()) => self.synchronize().await,
+            Err(e) => Err(e),
+        };
         let ours = alloc.heap() == self.inner.heap;
-        let call = match ours && quieted.is_ok() {
+        let call = match ours && finished.is_ok() {
             true => HeapCall::free(alloc.bytes(), alloc.offset()),
             false => HeapCall::refused_free(),
         };
         let agreed = self.agree(&call, "GPU free").await;
-        if let Err(e) = quieted {
+        if let Err(e) = finished {
             return Err((e, alloc));
         }
         if !ours {

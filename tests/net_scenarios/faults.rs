@@ -1,5 +1,5 @@
 //! Faults across nodes: writes the target refuses (an address past its heap, a corrupted
-//! key) and a peer process killed while a kernel waits on it.
+//! key), a free after such a write, and a peer process killed while a kernel waits on it.
 
 use std::time::Instant;
 
@@ -79,16 +79,9 @@ pub async fn network_bad_key(
     refused_write(pe, g, "bad_key", false).await
 }
 
-/// Runs `kernel`, an `fsh_p` the next PE must refuse (to an address `beyond` its heap, or
-/// not), and checks that the refusal comes back as REMOTE_ACCESS_ERR.
-async fn refused_write(
-    pe: ferroshmem::Pe,
-    g: ferroshmem::gpu::GpuPe,
-    kernel: &str,
-    beyond: bool,
-) -> ferroshmem::Result<()> {
-    use ferroshmem::gpu::{CompileOptions, LaunchDims};
-    const BAD: &str = r#"
+/// Kernels whose `fsh_p` the target refuses: to an address it is given (past the heap), or
+/// with the queue's remote key corrupted.
+const BAD: &str = r#"
 extern "C" __global__ void bad_p(unsigned long long at, int pe) { fsh_p((int*)at, 7, pe); fsh_quiet(); }
 extern "C" __global__ void bad_key(unsigned long long at, int pe) {
     fsh_qp_t* q = fsh__qp(pe);
@@ -99,6 +92,16 @@ extern "C" __global__ void bad_key(unsigned long long at, int pe) {
     q->rkey = key;
 }
 "#;
+
+/// Runs `kernel`, an `fsh_p` the next PE must refuse (to an address `beyond` its heap, or
+/// not), and checks that the refusal comes back as REMOTE_ACCESS_ERR.
+async fn refused_write(
+    pe: ferroshmem::Pe,
+    g: ferroshmem::gpu::GpuPe,
+    kernel: &str,
+    beyond: bool,
+) -> ferroshmem::Result<()> {
+    use ferroshmem::gpu::{CompileOptions, LaunchDims};
     let (me, n) = (g.my_pe(), g.n_pes());
     let next = (me + 1) % n;
     let fail = |what: String| ferroshmem::Error::Config(format!("PE {me}: {what}"));
@@ -182,4 +185,51 @@ extern "C" __global__ void remote_ptr(unsigned long long p, int pe, unsigned lon
         )));
     }
     g.free(words).await.map_err(|(e, _)| e)
+}
+
+/// PE 0's kernel writes past the next PE's heap; then every PE frees a buffer. PE 0's GPU
+/// work failed, so its free fails with that failure, inside the free's agreement: the others
+/// fail with a mismatch instead of waiting for PE 0. Each gets its buffer back, the second
+/// free succeeds everywhere (the failure was reported once), and the PEs stay whole.
+pub async fn network_failed_free(
+    pe: ferroshmem::Pe,
+    g: ferroshmem::gpu::GpuPe,
+) -> ferroshmem::Result<()> {
+    use ferroshmem::gpu::{CompileOptions, LaunchDims};
+    use ferroshmem::Error;
+    let me = g.my_pe();
+    let fail = |what: String| Error::Config(format!("PE {me}: {what}"));
+    let module = g.compile(BAD, &CompileOptions::default())?;
+    let buf = g.calloc::<i32>(16).await?;
+    if me == 0 {
+        let at = g.local_ptr(&buf)? + g.heap_size() as u64 + 64;
+        let stream = g.new_stream()?;
+        let args = [at.into(), 1i32.into()];
+        // SAFETY: bad_p takes (u64, int); the address is never dereferenced on this GPU (PE 1
+        // is reached through its send queue).
+        unsafe { module.launch("bad_p", LaunchDims::linear(1, 1), &stream, &args)? };
+        let waited =
+            tokio::time::timeout(std::time::Duration::from_secs(20), g.wait_stream(&stream));
+        waited
+            .await
+            .map_err(|_| fail("the refused write's kernel did not finish in 20 s".into()))??;
+    }
+    let freed = tokio::time::timeout(std::time::Duration::from_secs(20), g.free(buf))
+        .await
+        .map_err(|_| fail("the free still waited after 20 s".into()))?;
+    let buf = match (me, freed) {
+        (0, Err((Error::CollectiveMismatch { .. }, _))) | (0, Ok(())) => {
+            return Err(fail("the free kept the failed GPU work to itself".into()))
+        }
+        (0, Err((_, buf))) => buf,
+        (_, Err((Error::CollectiveMismatch { .. }, buf))) => buf,
+        (_, other) => {
+            let said = other.map_err(|(e, _)| e);
+            return Err(fail(format!(
+                "the free beside PE 0's refusal said {said:?}"
+            )));
+        }
+    };
+    g.free(buf).await.map_err(|(e, _)| e)?;
+    pe.barrier_all().await
 }

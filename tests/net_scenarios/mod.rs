@@ -22,6 +22,9 @@ pub fn all() -> Vec<Scenario> {
         ("network_bad_key", |p, g| {
             Box::pin(faults::network_bad_key(p, g))
         }),
+        ("network_failed_free", |p, g| {
+            Box::pin(faults::network_failed_free(p, g))
+        }),
         ("network_crowd", |p, g| Box::pin(network_crowd(p, g))),
         ("network_pingpong", |p, g| Box::pin(network_pingpong(p, g))),
         ("network_peer_killed", |p, g| {
