@@ -16,9 +16,9 @@
 //! as they arrive, so that a PE's memory is served while it sleeps, with no core spinning.
 //! A task waiting for what the fabric brings reads the queue itself instead, woken by the
 //! queue's wait object on its own event loop, while the thread stands aside: the arrival
-//! then wakes the thread that wants it and no other ([`progress`]). An operation the
+//! then wakes the thread that wants it and no other (the `progress` module). An operation the
 //! provider has no room for yet waits, in order per peer, for the next read of the queue
-//! to post it ([`room`]).
+//! to post it (the `room` module), for at most [`ROOM_DEADLINE`].
 //! (The provider's automatic progress adds a thread of its own, and a thread wake-up, to
 //! every message: in one alternating run on a loaded 2-vCPU machine, a world barrier of 2 PEs
 //! on two hosts took about 1.6 times as long with it.)
@@ -34,13 +34,14 @@
 
 mod ffi;
 mod lane;
-pub mod progress;
+mod progress;
 mod remote;
-pub mod room;
+mod room;
 mod transport;
 
 pub use ffi::{Library, Operation, LIBRARY_VAR};
 pub use remote::{notice, wake_on_notice, FabricRemote, Target};
+pub use room::ROOM_DEADLINE;
 pub use transport::{Ended, Fabric, FabricOptions, Hooks, Peer, Registered};
 
 /// The atomic operations of [`Operation::Atomic`] and [`Operation::FetchAtomic`].

@@ -37,12 +37,19 @@ pub struct Deferred {
     pub since: Instant,
 }
 
+/// How many groups of peers [`Room`] counts waiting operations for without its lock.
+const PEER_GROUPS: usize = 32;
+
 /// The operations waiting for room, per peer, in order; see the module documentation.
 #[derive(Default)]
 pub struct Room {
     waiting: Mutex<BTreeMap<FiAddr, VecDeque<Deferred>>>,
     /// How many wait; changed with `waiting` held.
     count: AtomicUsize,
+    /// How many wait per group of peers (a peer's group: its address modulo
+    /// [`PEER_GROUPS`]); changed with `waiting` held, read without it, so that an operation
+    /// to a peer none of whose group waits is posted without taking the lock.
+    by_group: [AtomicUsize; PEER_GROUPS],
 }
 
 /// An operation taken out of the room, and how its last post went: its hooks run once the
@@ -57,13 +64,19 @@ impl Room {
 
     /// Whether an operation to `peer` waits: a later one must wait behind it.
     pub fn holds_for(&self, peer: FiAddr) -> bool {
-        self.count() > 0 && self.lock().contains_key(&peer)
+        self.group(peer).load(Ordering::Acquire) > 0 && self.lock().contains_key(&peer)
+    }
+
+    /// The count of waiting operations of `peer`'s group.
+    fn group(&self, peer: FiAddr) -> &AtomicUsize {
+        &self.by_group[(peer % PEER_GROUPS as FiAddr) as usize]
     }
 
     /// Adds `deferred` behind the operations to its peer that wait; true when it is the
     /// only operation waiting (the reader of the queue may be in a long wait).
     pub fn defer(&self, deferred: Deferred) -> bool {
         let mut waiting = self.lock();
+        self.group(deferred.to.0).fetch_add(1, Ordering::AcqRel);
         waiting
             .entry(deferred.to.0)
             .or_default()
@@ -116,6 +129,7 @@ impl Room {
                 }
                 outcome => {
                     self.count.fetch_sub(1, Ordering::AcqRel);
+                    self.group(peer).fetch_sub(1, Ordering::AcqRel);
                     settled.push((next.posted, outcome));
                 }
             }
@@ -128,8 +142,10 @@ impl Room {
         let dropped = {
             let mut waiting = self.lock();
             let all = std::mem::take(&mut *waiting);
-            self.count
-                .fetch_sub(all.values().map(VecDeque::len).sum(), Ordering::AcqRel);
+            for (&peer, queue) in &all {
+                self.count.fetch_sub(queue.len(), Ordering::AcqRel);
+                self.group(peer).fetch_sub(queue.len(), Ordering::AcqRel);
+            }
             all
         };
         drop(dropped);
@@ -137,5 +153,55 @@ impl Room {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<FiAddr, VecDeque<Deferred>>> {
         self.waiting.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+
+    fn write_to(peer: FiAddr, told: &Arc<AtomicBool>) -> Deferred {
+        let told = told.clone();
+        Deferred {
+            op: Operation::Write(vec![1]),
+            to: (peer, 0, 0),
+            done: Box::new(move |outcome| told.store(outcome.is_ok(), Ordering::SeqCst)),
+            posted: Box::new(|| {}),
+            since: Instant::now(),
+        }
+    }
+
+    #[test]
+    fn a_peer_is_held_only_by_its_own_operations_even_in_a_shared_group() {
+        let room = Room::default();
+        let told = Arc::new(AtomicBool::new(false));
+        let peer = 1;
+        let same_group = peer + PEER_GROUPS as FiAddr;
+        assert!(room.defer(write_to(peer, &told)), "the first to wait");
+        assert!(!room.defer(write_to(peer, &told)), "the second to wait");
+        assert!(room.holds_for(peer));
+        assert!(!room.holds_for(same_group), "a peer of the same group");
+        assert!(!room.holds_for(peer + 1), "a peer of another group");
+        assert_eq!(room.count(), 2);
+        room.drop_all();
+        assert_eq!(
+            Arc::strong_count(&told),
+            1,
+            "the dropped operations' owners let go"
+        );
+        assert!(
+            !told.load(Ordering::SeqCst),
+            "no dropped operation is told it was done"
+        );
+        assert_eq!(room.count(), 0);
+        assert!(!room.holds_for(peer), "nothing waits after drop_all");
+        assert!(
+            room.defer(write_to(same_group, &told)),
+            "first again after drop_all"
+        );
+        assert!(room.holds_for(same_group));
+        assert!(!room.holds_for(peer));
     }
 }

@@ -165,7 +165,7 @@ impl Fabric {
     ///
     /// # Errors
     /// [`Error::Os`] when the provider refuses or fails the operation, had no room for it
-    /// for [`ROOM_DEADLINE`](crate::room::ROOM_DEADLINE), or the endpoint closes with it in
+    /// for [`ROOM_DEADLINE`](crate::ROOM_DEADLINE), or the endpoint closes with it in
     /// flight; [`Error::Shutdown`] when the endpoint closes before the provider took it.
     ///
     /// # Cancel safety

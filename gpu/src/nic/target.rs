@@ -61,8 +61,8 @@ impl Shared {
     }
 
     /// One wait for the service's whole life, whose check serves what moved: so the service
-    /// keeps the drive of the fabric's completion queue once it took it (see
-    /// `ferroshmem_net::progress`), and a peer's write wakes this thread directly, with no
+    /// keeps the drive of the fabric's completion queue once it took it (the fabric's
+    /// progress module says how), and a peer's write wakes this thread directly, with no
     /// hop through another thread that read the queue.
     async fn serve_until_stopped(&self) -> Result<()> {
         let n = self.layout.n;
