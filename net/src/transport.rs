@@ -260,8 +260,10 @@ impl Fabric {
         self.core.endpoint.in_flight()
     }
 
-    /// How long a driving task keeps reading the completion queue after the last arrival
-    /// before it sleeps until the next (see [`Core::set_spin`]); zero by default.
+    /// How long a driving task keeps reading the completion queue on its own core after the
+    /// last arrival before it sleeps until the next: arrivals that follow each other closely
+    /// (a peer's stream of atomics, each answered before the next comes) are then read
+    /// without a thread wake-up each. Zero (the default): it sleeps at once.
     pub fn set_spin(&self, spin: std::time::Duration) {
         self.core.set_spin(spin);
     }
