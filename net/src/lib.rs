@@ -40,6 +40,7 @@ mod room;
 mod transport;
 
 pub use ffi::{Library, Operation, LIBRARY_VAR};
+pub use progress::Driver;
 pub use remote::{notice, wake_on_notice, FabricRemote, Target};
 pub use room::ROOM_DEADLINE;
 pub use transport::{Ended, Fabric, FabricOptions, Hooks, Peer, Registered};

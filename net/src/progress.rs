@@ -199,7 +199,7 @@ impl Core {
     }
 }
 
-/// A task's hold on the drive of the queue (see the module documentation); released when
+/// A task's hold on the drive of the queue (see the crate documentation); released when
 /// dropped. The progress thread takes the drive back from a holder that stays unpolled while
 /// the thread keeps finding arrivals it left unread (a future polled once and then kept
 /// unpolled, see `stand_aside`); the holder takes it again at its next poll if it is free.

@@ -269,7 +269,7 @@ impl Fabric {
     }
 
     /// The drive of this endpoint's completion queue for the calling task, while it waits
-    /// for what the fabric brings (see [`crate::progress`]): `None` off a tokio runtime,
+    /// for what the fabric brings (see the crate's documentation): `None` off a tokio runtime,
     /// where the provider's queue has no wait object, or while another task drives.
     pub fn drive(&self) -> Option<Driver> {
         self.core.drive()
