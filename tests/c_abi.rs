@@ -261,7 +261,8 @@ fn an_address_outside_the_heap_is_refused_with_a_message() {
 /// The deprecated active-set collectives on a set other than the whole job size their own
 /// buffers by the call's count: a count no heap holds, or one whose product overflows, ends
 /// the job with the routine's message and status 1, before anything is allocated or moved
-/// (no abort, no call that returns having moved nothing).
+/// (no abort, no call that returns having moved nothing); so does a set reaching past the
+/// job, before any member list is made.
 #[test]
 fn an_active_set_collective_refuses_counts_no_heap_holds() {
     if !have_cc() {
@@ -294,6 +295,11 @@ fn an_active_set_collective_refuses_counts_no_heap_holds() {
             "set_broadcast_huge",
             "shmem_broadcast64(dst, src, (size_t)1 << 40, 0, 0, 0, 2, psync)",
             "shmem_broadcast64",
+        ),
+        (
+            "set_past_the_job",
+            "shmem_barrier(0, 0, 2147483647, psync)",
+            "shmem_barrier",
         ),
     ];
     for (name, call, routine) in cases {
