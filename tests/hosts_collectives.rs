@@ -82,20 +82,17 @@ async fn lose_one_in_sync(pe: &ferroshmem::Pe) -> ferroshmem::Result<()> {
         .split_strided(0, 1, n)
         .await?
         .ok_or(Error::Shutdown)?;
-    let passed = pe.calloc::<u64>(1).await?;
+    let passed = pe.calloc::<u64>(n).await?;
     team.sync().await?;
     println!("PE {me} ready");
     // The victim dies once every other PE is past the first sync (and so bound for the
-    // second, where it is lost).
+    // second, where it is lost). Each says so with a put it does not wait for: nothing of
+    // the others then waits on an answer the victim could take with it.
     if me != n - 1 {
-        pe.atomic_add(passed.at(0), 1, n - 1).await?;
+        pe.put_nbi(passed.at(me), &[1], n - 1)?;
     } else {
-        pe.wait_until(&passed, ferroshmem::Cmp::Eq, n as u64 - 1)
+        pe.wait_until_all(passed.slice(..n - 1), None, ferroshmem::Cmp::Eq, 1)
             .await?;
-        // The last add is applied here before its answer has left: dying at once could
-        // take the answer with it (the other PE's add then ends in `PeerLost` before its
-        // sync). The others are in their second sync meanwhile.
-        tokio::time::sleep(Duration::from_millis(200)).await;
         let _ =
             rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
     }
