@@ -17,10 +17,10 @@
 //! completion), not once the target has placed them: the target then sends no
 //! acknowledgement, which would go out before it reports the write, on the path of every
 //! answer to it. Reads and fetching atomics complete once their answer comes. So an atomic
-//! after writes waits for a confirmation the lane posts behind them (a write of nothing that
-//! completes once the target placed it, and so the writes before it), and [`Lane::settle`]
-//! posts one for `quiet`, where the application's writes were posted since the last
-//! confirmation (not for writes of [`Kind::Flag`]: flags their readers wait on by value).
+//! after writes waits for a read the lane posts behind them (the confirmation: the target
+//! answers it only after placing them), and [`Lane::settle`] posts one for `quiet`, where
+//! the application's writes were posted since the last confirmation (not for writes of
+//! [`Kind::Flag`]: flags their readers wait on by value).
 //!
 //! Held operations wait in the lane's queue and are posted, in order, by one task per lane
 //! that runs while the queue is not empty, not when their completions are polled: an `_nbi`
@@ -72,7 +72,7 @@ pub enum Kind {
     Write,
     /// A write of a flag its reader waits on by value: `quiet` does not confirm it.
     Flag,
-    /// A read, or a confirmation (which leaves no mark).
+    /// A read.
     Read,
     /// An atomic that fetches (it completes once applied).
     Atomic,
@@ -86,7 +86,7 @@ impl Kind {
         }
     }
 
-    /// The marks a posted operation of this kind leaves until a confirmation.
+    /// The marks a posted operation of this kind leaves until a read confirms it.
     fn marks(self) -> u8 {
         match self {
             Kind::Write => WRITTEN | FOR_QUIET,
@@ -138,8 +138,7 @@ impl InFlight {
 /// Posts an operation, given the callbacks for when the provider took it and when it ended.
 pub type Post = Box<dyn FnOnce(Hooks) -> Completion + Send>;
 
-/// Builds the operation that confirms the writes posted before it (see the module
-/// documentation).
+/// Builds the read that confirms the writes posted before it (see the module documentation).
 pub type Confirm = Arc<dyn Fn() -> Post + Send + Sync>;
 
 /// An operation waiting in a lane for its turn, and where its completion goes once posted.
@@ -176,7 +175,7 @@ impl std::fmt::Debug for Lane {
 }
 
 impl Lane {
-    /// A lane whose writes are confirmed by the operations `confirm` builds.
+    /// A lane whose writes are confirmed by the reads `confirm` builds.
     pub fn new(confirm: Confirm) -> Lane {
         Lane {
             in_flight: Arc::default(),
@@ -229,7 +228,7 @@ impl Lane {
     }
 
     /// The confirmation of the writes posted so far that `quiet` confirms, or `None` when
-    /// none is unconfirmed: posted behind them.
+    /// none is unconfirmed: a read posted behind them.
     pub fn settle(&self) -> Option<Completion> {
         if self.written.load(Ordering::Acquire) & FOR_QUIET == 0 {
             return None;
@@ -350,7 +349,7 @@ mod tests {
             })
         }
 
-        /// A confirmation ("read"): taken at once, complete once [`Provider::end`] ends it.
+        /// A confirming read: taken at once, complete once [`Provider::end`] ends it.
         fn read(&self) -> Post {
             let provider = self.clone();
             Box::new(move |hooks: Hooks| {
@@ -406,7 +405,7 @@ mod tests {
         }
     }
 
-    /// A lane whose confirmations are `provider`'s operation "read".
+    /// A lane whose confirming reads are `provider`'s operation "read".
     fn lane_of(provider: &Provider) -> Lane {
         let provider = provider.clone();
         Lane::new(Arc::new(move || provider.read()))

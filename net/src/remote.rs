@@ -38,17 +38,16 @@
 //! Every operation is started when [`Remote::start`] is called, in program order per peer:
 //! the provider keeps RMA operations in order among themselves and atomics among themselves,
 //! and a [`Lane`] per peer holds an operation of one class until those of the other class
-//! posted before it have completed, an atomic until a confirmation of the writes before it
-//! has (a write completes once the provider took its bytes). So a put-with-signal's signal
+//! posted before it have completed, an atomic until a read confirmed the writes before it
+//! (a write completes once the provider took its bytes). So a put-with-signal's signal
 //! follows its data, and a later signal to the same word follows the earlier one. An
 //! atomic's notice is posted once the atomic was applied.
 //!
 //! # Delivery
 //! A put's completion says that its bytes are on their way, in order behind the earlier
 //! writes to that peer; [`Remote::settle`] confirms their delivery for `quiet`, with one
-//! confirmation per peer the application wrote to (puts and put-with-signals) since the
-//! last: a write of nothing posted behind them that completes once the target placed it
-//! ([`Operation::Confirm`]).
+//! read per peer the application wrote to (puts and put-with-signals) since the last
+//! confirmation.
 //!
 //! # Metrics
 //! The data plane counts the operations (`ferroshmem_ops_total{transport="fabric"}`). Given
@@ -177,7 +176,7 @@ impl FabricRemote {
     pub fn new(fabric: Arc<Fabric>, targets: Vec<Option<Target>>) -> FabricRemote {
         let targets = targets
             .into_iter()
-            .map(|t| t.map(|t| (t, Lane::new(confirmation(&fabric, t)))))
+            .map(|t| t.map(|t| (t, Lane::new(confirming_read(&fabric, t)))))
             .collect();
         FabricRemote {
             fabric,
@@ -254,11 +253,11 @@ fn fabric_post(
     })
 }
 
-/// The confirmation of the writes to `target` posted before it: a write of nothing at the
-/// start of its segment (which every registration covers) that completes once placed.
-fn confirmation(fabric: &Arc<Fabric>, target: Target) -> Confirm {
+/// The read that confirms the writes to `target` posted before it: a word at the start of
+/// its segment, which every registration covers.
+fn confirming_read(fabric: &Arc<Fabric>, target: Target) -> Confirm {
     let fabric = fabric.clone();
-    Arc::new(move || fabric_post(fabric.clone(), target, 0, Operation::Confirm, |_| {}))
+    Arc::new(move || fabric_post(fabric.clone(), target, 0, Operation::Read(8), |_| {}))
 }
 
 /// Posts the notice of a write of `len` bytes at `at`, whose completion nobody awaits.

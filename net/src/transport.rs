@@ -161,9 +161,9 @@ impl Fabric {
 
     /// Runs `op` on `peer`'s segment registered as `target`, at byte `offset` of it;
     /// resolves to what it read or fetched (empty for writes and plain atomics) once the
-    /// provider reports it complete: a write once the provider took it (an
-    /// [`Operation::Confirm`] or a read posted after it completes only once it has landed),
-    /// anything else once the target has done it.
+    /// provider reports it complete: a read or fetching atomic once its answer came, a write
+    /// or plain atomic once the provider took it (a read, or a fetching atomic, posted after
+    /// it answers only once it has landed).
     ///
     /// # Errors
     /// [`Error::Os`] when the provider refuses or fails the operation, had no room for it

@@ -122,8 +122,8 @@ async fn rma_atomics_and_writes_with_data_reach_the_peer() {
         64,
     )
     .await;
-    // A write completes once on its way; a confirmation behind it once it has landed.
-    run(&a, peer, &b, Operation::Confirm, 64).await;
+    // A write completes once on its way; a read behind it answers once it has landed.
+    assert_eq!(old(run(&a, peer, &b, Operation::Read(8), 64).await), 7);
     assert_eq!(word(&b, 64), 7, "write");
     set_word(&b, 128, 41);
     assert_eq!(
@@ -164,6 +164,11 @@ async fn rma_atomics_and_writes_with_data_reach_the_peer() {
             width: 8,
         };
         run(&a, peer, &b, plain, 128).await;
+        // A plain atomic completes once on its way; a fetching one behind it reads it.
+        assert_eq!(
+            old(run(&a, peer, &b, fetch(atomic::READ, 0), 128).await),
+            want
+        );
         assert_eq!(word(&b, 128), want, "atomic {op}");
     }
     // 32-bit words, next to a 64-bit one that must not change.

@@ -189,10 +189,9 @@ impl Drop for MemoryRegion {
 /// An operation to post, with the data it sends.
 #[derive(Debug, Clone)]
 pub enum Operation {
-    /// Write these bytes; complete once the provider took them (not once placed).
+    /// Write these bytes.
     Write(Vec<u8>),
-    /// Write these bytes, then deliver `data` with the target's completion of the write;
-    /// complete once the provider took them.
+    /// Write these bytes, then deliver `data` with the target's completion of the write.
     WriteData(Vec<u8>, u64),
     /// Read this many bytes.
     Read(usize),
@@ -214,10 +213,6 @@ pub enum Operation {
         value: u64,
         width: usize,
     },
-    /// A write of nothing that completes once the target has placed it, and so every write
-    /// posted to it before (writes land in order): the confirmation of writes, which
-    /// complete once the provider took them.
-    Confirm,
 }
 
 /// How an operation ended: the bytes it read (or the old value of a fetching atomic, in
@@ -444,7 +439,6 @@ impl Endpoint {
                 (std::mem::take(b), 0, Returns::Nothing)
             }
             Operation::Read(len) => (vec![0; *len], 0, Returns::Buffer),
-            Operation::Confirm => (Vec::new(), 0, Returns::Nothing),
             Operation::Atomic { operand, width, .. } => (
                 operand.to_ne_bytes()[..*width].to_vec(),
                 0,
@@ -526,16 +520,13 @@ impl Endpoint {
             let datatype = |width: usize| if width == 4 { FI_UINT32 } else { FI_UINT64 };
             Ok(match op {
                 Operation::Write(_) => {
-                    write_handed_over(rma, ep, (buf, len), (peer, remote, key), ctx, None)?
+                    entry(rma.write, "RMA writes")?(ep, buf, len, null, peer, remote, key, ctx)
                 }
-                Operation::WriteData(_, data) => {
-                    write_handed_over(rma, ep, (buf, len), (peer, remote, key), ctx, Some(*data))?
-                }
+                Operation::WriteData(_, data) => entry(rma.writedata, "writes with data")?(
+                    ep, buf, len, null, *data, peer, remote, key, ctx,
+                ),
                 Operation::Read(_) => {
                     entry(rma.read, "RMA reads")?(ep, buf, len, null, peer, remote, key, ctx)
-                }
-                Operation::Confirm => {
-                    entry(rma.write, "RMA writes")?(ep, buf, 0, null, peer, remote, key, ctx)
                 }
                 Operation::Atomic { op, width, .. } => entry(atomic.write, "atomics")?(
                     ep,
@@ -668,41 +659,4 @@ pub(crate) fn failed(why: String) -> Error {
         context: "fabric operation",
         message: why,
     }
-}
-
-/// Posts a write of `len` bytes at `buf` (with remote CQ `data`, if any) that completes once
-/// the provider took it (`FI_INJECT_COMPLETE`), not once the target placed it.
-///
-/// # Safety
-/// `ep` is live and `rma` its RMA operations; `buf` holds `len` bytes and `ctx` is a live
-/// record, until the write completes.
-unsafe fn write_handed_over(
-    rma: &FiOpsRma,
-    ep: *mut FidEp,
-    (buf, len): (*mut c_void, usize),
-    (peer, remote, key): (FiAddr, u64, u64),
-    ctx: *mut c_void,
-    data: Option<u64>,
-) -> Result<isize> {
-    let iov = IoVec { base: buf, len };
-    let rma_iov = FiRmaIov {
-        addr: remote,
-        len,
-        key,
-    };
-    let msg = FiMsgRma {
-        msg_iov: &iov,
-        desc: std::ptr::null_mut(),
-        iov_count: 1,
-        addr: peer,
-        rma_iov: &rma_iov,
-        rma_iov_count: 1,
-        context: ctx,
-        data: data.unwrap_or(0),
-    };
-    let cq_data = if data.is_some() { FI_REMOTE_CQ_DATA } else { 0 };
-    let flags = FI_INJECT_COMPLETE | FI_COMPLETION | cq_data;
-    // SAFETY: the caller's contract; `msg` and what it points to live through the call,
-    // which copies what it keeps.
-    Ok(unsafe { entry(rma.writemsg, "RMA write messages")?(ep, &msg, flags) })
 }
