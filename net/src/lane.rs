@@ -1,26 +1,15 @@
-//! [`Lane`]: the order of one PE's fabric operations to one peer, and the confirmation of
-//! its writes.
+//! [`Lane`]: the order of one PE's fabric operations to one peer.
 //!
-//! libfabric keeps RMA operations in order among themselves (a read sees the writes posted
-//! before it) and atomics among themselves (the endpoint asks for that), but nothing orders
-//! an atomic after an RMA write or the reverse: measured on `tcp;ofi_rxm`, a signal's atomic
-//! overtakes the 4 KiB writes posted before it. A lane restores program order across the two
-//! classes: an operation of one class is posted only once every operation of the other class
-//! posted before it has completed, and the operations behind a held one wait their turn, so
-//! the lane stays first in, first out. An operation the provider could not take at once
-//! (its queue full, or, for the first ones, its connection to the peer still being made)
-//! holds the later ones the same way until it could, so that retries do not reorder them
-//! either.
-//!
-//! # Confirming writes
-//! A write completes once the provider has taken its bytes (the endpoint asks for inject
-//! completion), not once the target has placed them: the target then sends no
-//! acknowledgement, which would go out before it reports the write, on the path of every
-//! answer to it. Reads and fetching atomics complete once their answer comes. So an atomic
-//! after writes waits for a read the lane posts behind them (the confirmation: the target
-//! answers it only after placing them), and [`Lane::settle`] posts one for `quiet`, where
-//! the application's writes were posted since the last confirmation (not for writes of
-//! [`Kind::Flag`]: flags their readers wait on by value).
+//! libfabric keeps RMA operations in order among themselves and atomics among themselves
+//! (the endpoint asks for that), but nothing orders an atomic after an RMA write or the
+//! reverse: measured on `tcp;ofi_rxm`, a signal's atomic overtakes the 4 KiB writes posted
+//! before it. A lane restores program order across the two classes: an operation of one
+//! class is posted only once every operation of the other class posted before it has
+//! completed at the target (the endpoint completes operations once delivered), and the
+//! operations behind a held one wait their turn, so the lane stays first in, first out. An
+//! operation the provider could not take at once (its queue full, or, for the first ones,
+//! its connection to the peer still being made) holds the later ones the same way until it
+//! could, so that retries do not reorder them either.
 //!
 //! Held operations wait in the lane's queue and are posted, in order, by one task per lane
 //! that runs while the queue is not empty, not when their completions are polled: an `_nbi`
@@ -31,7 +20,7 @@
 //! that outruns the provider costs one queue entry per operation, not a task each.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use ferroshmem_runtime::route::Completion;
@@ -64,42 +53,6 @@ impl Class {
         }
     }
 }
-
-/// What an operation is to its lane.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    /// A write of the application's data: `quiet` confirms it.
-    Write,
-    /// A write of a flag its reader waits on by value: `quiet` does not confirm it.
-    Flag,
-    /// A read.
-    Read,
-    /// An atomic that fetches (it completes once applied).
-    Atomic,
-}
-
-impl Kind {
-    fn class(self) -> Class {
-        match self {
-            Kind::Write | Kind::Flag | Kind::Read => Class::Rma,
-            Kind::Atomic => Class::Atomic,
-        }
-    }
-
-    /// The marks a posted operation of this kind leaves until a read confirms it.
-    fn marks(self) -> u8 {
-        match self {
-            Kind::Write => WRITTEN | FOR_QUIET,
-            Kind::Flag => WRITTEN,
-            Kind::Read | Kind::Atomic => 0,
-        }
-    }
-}
-
-/// A lane's mark: writes posted since the last confirmation.
-const WRITTEN: u8 = 1;
-/// A lane's mark: writes `quiet` confirms posted since the last confirmation.
-const FOR_QUIET: u8 = 2;
 
 /// Operations of each class posted and not yet ended.
 #[derive(Debug, Default)]
@@ -138,12 +91,9 @@ impl InFlight {
 /// Posts an operation, given the callbacks for when the provider took it and when it ended.
 pub type Post = Box<dyn FnOnce(Hooks) -> Completion + Send>;
 
-/// Builds the read that confirms the writes posted before it (see the module documentation).
-pub type Confirm = Arc<dyn Fn() -> Post + Send + Sync>;
-
 /// An operation waiting in a lane for its turn, and where its completion goes once posted.
 struct Held {
-    kind: Kind,
+    class: Class,
     post: Post,
     completion: oneshot::Sender<Completion>,
 }
@@ -157,13 +107,10 @@ struct Queue {
 }
 
 /// The order of one PE's operations to one peer; see the module documentation.
+#[derive(Default)]
 pub struct Lane {
     in_flight: Arc<InFlight>,
     queue: Arc<Mutex<Queue>>,
-    /// The marks of the writes posted since the last confirmation ([`WRITTEN`],
-    /// [`FOR_QUIET`]).
-    written: Arc<AtomicU8>,
-    confirm: Confirm,
 }
 
 impl std::fmt::Debug for Lane {
@@ -175,35 +122,23 @@ impl std::fmt::Debug for Lane {
 }
 
 impl Lane {
-    /// A lane whose writes are confirmed by the reads `confirm` builds.
-    pub fn new(confirm: Confirm) -> Lane {
-        Lane {
-            in_flight: Arc::default(),
-            queue: Arc::default(),
-            written: Arc::default(),
-            confirm,
-        }
-    }
-
-    /// Posts an operation of `kind` through `post`, now or once the lane lets it go.
-    pub fn start(&self, kind: Kind, post: Post) -> Completion {
+    /// Posts an operation of `class` through `post`, now or once the lane lets it go.
+    pub fn start(&self, class: Class, post: Post) -> Completion {
         let mut queue = lock(&self.queue);
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             // Nothing could post later: it goes out now.
-            return self.post_now(kind, post, oneshot::channel().0);
+            return post_now(&self.in_flight, class, post, oneshot::channel().0);
         };
-        let class = kind.class();
-        let unconfirmed = class == Class::Atomic && self.written.load(Ordering::Acquire) != 0;
-        if queue.draining || unconfirmed || self.in_flight.busy(class.other()) {
+        if queue.draining || self.in_flight.busy(class.other()) {
             let (completion, handed) = oneshot::channel();
             queue.held.push_back(Held {
-                kind,
+                class,
                 post,
                 completion,
             });
             if !queue.draining {
                 queue.draining = true;
-                runtime.spawn(self.drain(None));
+                runtime.spawn(drain(self.queue.clone(), self.in_flight.clone(), None));
             }
             return Box::pin(async move {
                 match handed.await {
@@ -216,46 +151,19 @@ impl Lane {
         // Posted under the lock, so that no later operation overtakes it; one the provider
         // could not take yet holds the later ones until it could.
         let (taken, mut was_taken) = oneshot::channel();
-        let completion = self.post_now(kind, post, taken);
+        let completion = post_now(&self.in_flight, class, post, taken);
         if matches!(
             was_taken.try_recv(),
             Err(oneshot::error::TryRecvError::Empty)
         ) {
             queue.draining = true;
-            runtime.spawn(self.drain(Some(was_taken)));
+            runtime.spawn(drain(
+                self.queue.clone(),
+                self.in_flight.clone(),
+                Some(was_taken),
+            ));
         }
         completion
-    }
-
-    /// The confirmation of the writes posted so far that `quiet` confirms, or `None` when
-    /// none is unconfirmed: a read posted behind them.
-    pub fn settle(&self) -> Option<Completion> {
-        if self.written.load(Ordering::Acquire) & FOR_QUIET == 0 {
-            return None;
-        }
-        self.written.store(0, Ordering::Release);
-        Some(self.start(Kind::Read, (self.confirm)()))
-    }
-
-    /// Posts an operation of `kind`, counted in flight until it ends, and marks the lane
-    /// with it; `taken` learns when the provider took it (or refused it for good).
-    fn post_now(&self, kind: Kind, post: Post, taken: oneshot::Sender<()>) -> Completion {
-        self.written.fetch_or(kind.marks(), Ordering::AcqRel);
-        post_counted(&self.in_flight, kind.class(), post, taken)
-    }
-
-    /// The task that posts the lane's held operations (see [`drain`]).
-    fn drain(
-        &self,
-        ahead: Option<oneshot::Receiver<()>>,
-    ) -> impl std::future::Future<Output = ()> + Send + 'static {
-        let lane = Lane {
-            in_flight: self.in_flight.clone(),
-            queue: self.queue.clone(),
-            written: self.written.clone(),
-            confirm: self.confirm.clone(),
-        };
-        drain(lane, ahead)
     }
 }
 
@@ -266,17 +174,20 @@ fn lock(queue: &Mutex<Queue>) -> std::sync::MutexGuard<'_, Queue> {
 }
 
 /// Posts a lane's held operations in order, each once the provider took the one before it
-/// (`ahead`, if that one is not yet taken) and the other class has drained, an atomic once
-/// the writes before it are confirmed; ends, letting later operations go out at once again,
-/// when none is left.
-async fn drain(lane: Lane, mut ahead: Option<oneshot::Receiver<()>>) {
+/// (`ahead`, if that one is not yet taken) and the other class has drained; ends, letting
+/// later operations go out at once again, when none is left.
+async fn drain(
+    queue: Arc<Mutex<Queue>>,
+    in_flight: Arc<InFlight>,
+    mut ahead: Option<oneshot::Receiver<()>>,
+) {
     loop {
         if let Some(taken) = ahead.take() {
             // An error means the one ahead was dropped unposted: its turn is over.
             let _ = taken.await;
         }
         let next = {
-            let mut queue = lock(&lane.queue);
+            let mut queue = lock(&queue);
             match queue.held.pop_front() {
                 Some(next) => next,
                 None => {
@@ -285,16 +196,9 @@ async fn drain(lane: Lane, mut ahead: Option<oneshot::Receiver<()>>) {
                 }
             }
         };
-        let class = next.kind.class();
-        lane.in_flight.drained(class.other()).await;
-        if class == Class::Atomic && lane.written.swap(0, Ordering::AcqRel) != 0 {
-            // A failed confirmation fails the job's operations to that peer: the atomic
-            // after it reports its own outcome.
-            let (taken, _) = oneshot::channel();
-            let _ = lane.post_now(Kind::Read, (lane.confirm)(), taken).await;
-        }
+        in_flight.drained(next.class.other()).await;
         let (taken, was_taken) = oneshot::channel();
-        let completion = lane.post_now(next.kind, next.post, taken);
+        let completion = post_now(&in_flight, next.class, next.post, taken);
         // Whoever started it may have stopped waiting: it went out all the same.
         let _ = next.completion.send(completion);
         ahead = Some(was_taken);
@@ -303,7 +207,7 @@ async fn drain(lane: Lane, mut ahead: Option<oneshot::Receiver<()>>) {
 
 /// Posts an operation of `class`, counted in flight until it ends; `taken` learns when the
 /// provider took it (or refused it for good).
-fn post_counted(
+fn post_now(
     in_flight: &Arc<InFlight>,
     class: Class,
     post: Post,
@@ -325,13 +229,11 @@ mod tests {
 
     use super::*;
 
-    /// The names of the operations posted so far, in order, the hooks each was given, and
-    /// the completions still to be told of reads.
+    /// The names of the operations posted so far, in order, and the hooks each was given.
     #[derive(Clone, Default)]
     struct Provider {
         posted: Arc<Mutex<Vec<&'static str>>>,
         hooks: Arc<Mutex<Vec<(&'static str, Hooks)>>>,
-        reads: Arc<Mutex<Vec<oneshot::Sender<()>>>>,
     }
 
     impl Provider {
@@ -349,32 +251,10 @@ mod tests {
             })
         }
 
-        /// A confirming read: taken at once, complete once [`Provider::end`] ends it.
-        fn read(&self) -> Post {
-            let provider = self.clone();
-            Box::new(move |hooks: Hooks| {
-                provider.posted.lock().unwrap().push("read");
-                let (told, ends) = oneshot::channel();
-                provider.reads.lock().unwrap().push(told);
-                let mut hooks = hooks;
-                if let Some(taken) = hooks.posted.take() {
-                    taken();
-                }
-                provider.hooks.lock().unwrap().push(("read", hooks));
-                Box::pin(async move {
-                    let _ = ends.await;
-                    Ok(Vec::new())
-                })
-            })
-        }
-
-        /// The hooks of the first operation named `name` whose end was not yet told.
+        /// The hooks of the operation named `name`.
         fn hooks_of<R>(&self, name: &str, f: impl FnOnce(&mut Hooks) -> R) -> R {
             let mut hooks = self.hooks.lock().unwrap();
-            let (_, h) = hooks
-                .iter_mut()
-                .find(|(n, h)| *n == name && h.ended.is_some())
-                .expect("posted");
+            let (_, h) = hooks.iter_mut().find(|(n, _)| *n == name).expect("posted");
             f(h)
         }
 
@@ -386,9 +266,6 @@ mod tests {
         fn end(&self, name: &str) {
             let ended = self.hooks_of(name, |h| h.ended.take());
             ended.expect("called once")(crate::Ended::Completed);
-            if name == "read" {
-                let _ = self.reads.lock().unwrap().remove(0).send(());
-            }
         }
 
         /// Waits (a while at most) until the posted operations are `expected`, and a moment
@@ -405,102 +282,52 @@ mod tests {
         }
     }
 
-    /// A lane whose confirming reads are `provider`'s operation "read".
-    fn lane_of(provider: &Provider) -> Lane {
-        let provider = provider.clone();
-        Lane::new(Arc::new(move || provider.read()))
-    }
-
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_lane_posts_in_order_and_holds_across_classes_and_behind_untaken_operations() {
+        let lane = Lane::default();
         let provider = Provider::default();
-        let lane = lane_of(&provider);
-        let start = |kind, name, takes| drop(lane.start(kind, provider.op(name, takes)));
+        let start = |class, name, takes| drop(lane.start(class, provider.op(name, takes)));
 
-        start(Kind::Write, "w1", true);
+        start(Class::Rma, "w1", true);
         provider.posted_are(&["w1"]).await;
-        // An atomic waits for the writes in flight, then for a read that confirms them; a
-        // write behind it waits its turn.
-        start(Kind::Atomic, "a1", true);
-        start(Kind::Write, "w2", true);
+        // An atomic waits for the writes in flight; a write behind it waits its turn.
+        start(Class::Atomic, "a1", true);
+        start(Class::Rma, "w2", true);
         provider.posted_are(&["w1"]).await;
         provider.end("w1");
-        provider.posted_are(&["w1", "read"]).await;
-        provider.end("read");
-        provider.posted_are(&["w1", "read", "a1"]).await;
+        provider.posted_are(&["w1", "a1"]).await;
         provider.end("a1");
-        provider.posted_are(&["w1", "read", "a1", "w2"]).await;
+        provider.posted_are(&["w1", "a1", "w2"]).await;
         // The queue is empty again: a write of the class in flight goes out at once.
-        start(Kind::Write, "w3", true);
-        provider.posted_are(&["w1", "read", "a1", "w2", "w3"]).await;
+        start(Class::Rma, "w3", true);
+        provider.posted_are(&["w1", "a1", "w2", "w3"]).await;
         // One the provider could not take yet holds the later ones, of any class.
-        start(Kind::Write, "w4", false);
-        start(Kind::Write, "w5", true);
-        provider
-            .posted_are(&["w1", "read", "a1", "w2", "w3", "w4"])
-            .await;
+        start(Class::Rma, "w4", false);
+        start(Class::Rma, "w5", true);
+        provider.posted_are(&["w1", "a1", "w2", "w3", "w4"]).await;
         provider.take("w4");
         provider
-            .posted_are(&["w1", "read", "a1", "w2", "w3", "w4", "w5"])
+            .posted_are(&["w1", "a1", "w2", "w3", "w4", "w5"])
             .await;
         for name in ["w2", "w3", "w4", "w5"] {
             provider.end(name);
         }
-        // Writes ended, but not confirmed: the atomic still waits for a read.
-        start(Kind::Atomic, "a2", true);
+        start(Class::Atomic, "a2", true);
         provider
-            .posted_are(&["w1", "read", "a1", "w2", "w3", "w4", "w5", "read"])
-            .await;
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn an_atomic_after_reads_and_atomics_needs_no_confirmation() {
-        let provider = Provider::default();
-        let lane = lane_of(&provider);
-        drop(lane.start(Kind::Read, provider.op("r1", true)));
-        provider.end("r1");
-        drop(lane.start(Kind::Atomic, provider.op("a1", true)));
-        provider.posted_are(&["r1", "a1"]).await;
-        provider.end("a1");
-        drop(lane.start(Kind::Atomic, provider.op("a2", true)));
-        provider.posted_are(&["r1", "a1", "a2"]).await;
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn settling_confirms_the_applications_writes_and_not_flags() {
-        let provider = Provider::default();
-        let lane = lane_of(&provider);
-        assert!(lane.settle().is_none(), "nothing written yet");
-        drop(lane.start(Kind::Flag, provider.op("f1", true)));
-        assert!(lane.settle().is_none(), "quiet does not confirm flags");
-        drop(lane.start(Kind::Write, provider.op("w1", true)));
-        drop(lane.settle().expect("quiet confirms writes"));
-        provider.posted_are(&["f1", "w1", "read"]).await;
-        assert!(lane.settle().is_none(), "confirmed already");
-        // A flag alone still holds an atomic behind a confirmation.
-        provider.end("f1");
-        provider.end("w1");
-        provider.end("read");
-        drop(lane.start(Kind::Flag, provider.op("f2", true)));
-        provider.end("f2");
-        drop(lane.start(Kind::Atomic, provider.op("a1", true)));
-        provider
-            .posted_are(&["f1", "w1", "read", "f2", "read"])
+            .posted_are(&["w1", "a1", "w2", "w3", "w4", "w5", "a2"])
             .await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_held_operations_completion_is_its_own() {
+        let lane = Lane::default();
         let provider = Provider::default();
-        let lane = lane_of(&provider);
-        drop(lane.start(Kind::Write, provider.op("w1", true)));
+        drop(lane.start(Class::Rma, provider.op("w1", true)));
         let held = lane.start(
-            Kind::Atomic,
+            Class::Atomic,
             Box::new(|_hooks| Box::pin(std::future::ready(Ok(vec![7])))),
         );
         provider.end("w1");
-        provider.posted_are(&["w1", "read"]).await;
-        provider.end("read");
         let got = tokio::time::timeout(Duration::from_secs(5), held).await;
         assert_eq!(got.expect("in time").expect("completed"), vec![7]);
     }

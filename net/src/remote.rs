@@ -38,16 +38,10 @@
 //! Every operation is started when [`Remote::start`] is called, in program order per peer:
 //! the provider keeps RMA operations in order among themselves and atomics among themselves,
 //! and a [`Lane`] per peer holds an operation of one class until those of the other class
-//! posted before it have completed, an atomic until a read confirmed the writes before it
-//! (a write completes once the provider took its bytes). So a put-with-signal's signal
-//! follows its data, and a later signal to the same word follows the earlier one. An
-//! atomic's notice is posted once the atomic was applied.
-//!
-//! # Delivery
-//! A put's completion says that its bytes are on their way, in order behind the earlier
-//! writes to that peer; [`Remote::settle`] confirms their delivery for `quiet`, with one
-//! read per peer the application wrote to (puts and put-with-signals) since the last
-//! confirmation.
+//! posted before it have completed at the target (the endpoint completes an operation only
+//! once the target placed it). So a put-with-signal's signal follows its data, and a later
+//! signal to the same word follows the earlier one. An atomic's notice is posted once the
+//! atomic was applied.
 //!
 //! # Metrics
 //! The data plane counts the operations (`ferroshmem_ops_total{transport="fabric"}`). Given
@@ -67,7 +61,7 @@ use ferroshmem_runtime::route::{Amo, Completion, Drive, Remote, RemoteOp};
 use ferroshmem_runtime::{Error, Segment};
 
 use crate::atomic;
-use crate::lane::{Confirm, Kind, Lane, Post};
+use crate::lane::{Class, Lane};
 use crate::{Ended, Fabric, Hooks, Operation, Peer, Registered};
 
 /// Bits of a notice below its length: the mapping offset, and the publish bit above it.
@@ -176,7 +170,7 @@ impl FabricRemote {
     pub fn new(fabric: Arc<Fabric>, targets: Vec<Option<Target>>) -> FabricRemote {
         let targets = targets
             .into_iter()
-            .map(|t| t.map(|t| (t, Lane::new(confirming_read(&fabric, t)))))
+            .map(|t| t.map(|t| (t, Lane::default())))
             .collect();
         FabricRemote {
             fabric,
@@ -191,18 +185,33 @@ impl FabricRemote {
     }
 
     /// Posts `op` at mapping offset `at` of `target` through `lane`, as an operation of
-    /// `kind`; `then` runs when it has ended, told how (after the lane's own bookkeeping).
+    /// `class`; `then` runs when it has ended, told how (after the lane's own bookkeeping).
     fn post(
         &self,
         (target, lane): &(Target, Lane),
-        kind: Kind,
+        class: Class,
         at: usize,
         op: Operation,
         then: impl FnOnce(Ended) + Send + 'static,
     ) -> Completion {
+        let fabric = self.fabric.clone();
+        let target = *target;
         lane.start(
-            kind,
-            fabric_post(self.fabric.clone(), *target, at, op, then),
+            class,
+            Box::new(move |hooks: Hooks| {
+                let lane_ended = hooks.ended;
+                let ended: Box<dyn FnOnce(Ended) + Send> = Box::new(move |how| {
+                    if let Some(f) = lane_ended {
+                        f(how);
+                    }
+                    then(how);
+                });
+                let hooks = Hooks {
+                    posted: hooks.posted,
+                    ended: Some(ended),
+                };
+                Box::pin(fabric.start_then(op, target.peer, target.registered, at as u64, hooks))
+            }),
         )
     }
 
@@ -218,7 +227,7 @@ impl FabricRemote {
     ) -> Completion {
         let fabric = Arc::downgrade(&self.fabric);
         let target = peer.0;
-        self.post(peer, Kind::Atomic, at, fetching(op, width), move |how| {
+        self.post(peer, Class::Atomic, at, fetching(op, width), move |how| {
             let wrote = op != Amo::Fetch && how == Ended::Completed;
             if let (true, Some(fabric)) = (wrote, fabric.upgrade()) {
                 announce(&fabric, target, at, width);
@@ -226,38 +235,6 @@ impl FabricRemote {
             then(how);
         })
     }
-}
-
-/// `op` at mapping offset `at` of `target`, posted through `fabric` when its lane lets it
-/// go; `then` runs when it has ended, told how (after the lane's own bookkeeping).
-fn fabric_post(
-    fabric: Arc<Fabric>,
-    target: Target,
-    at: usize,
-    op: Operation,
-    then: impl FnOnce(Ended) + Send + 'static,
-) -> Post {
-    Box::new(move |hooks: Hooks| {
-        let lane_ended = hooks.ended;
-        let ended: Box<dyn FnOnce(Ended) + Send> = Box::new(move |how| {
-            if let Some(f) = lane_ended {
-                f(how);
-            }
-            then(how);
-        });
-        let hooks = Hooks {
-            posted: hooks.posted,
-            ended: Some(ended),
-        };
-        Box::pin(fabric.start_then(op, target.peer, target.registered, at as u64, hooks))
-    })
-}
-
-/// The read that confirms the writes to `target` posted before it: a word at the start of
-/// its segment, which every registration covers.
-fn confirming_read(fabric: &Arc<Fabric>, target: Target) -> Confirm {
-    let fabric = fabric.clone();
-    Arc::new(move || fabric_post(fabric.clone(), target, 0, Operation::Read(8), |_| {}))
 }
 
 /// Posts the notice of a write of `len` bytes at `at`, whose completion nobody awaits.
@@ -302,12 +279,7 @@ impl Remote for FabricRemote {
             RemoteOp::Put(data) => {
                 let len = data.len();
                 let write = Operation::WriteData(data, notice(at, len));
-                self.post(peer, Kind::Write, at, write, ended)
-            }
-            RemoteOp::PutFlag(data) => {
-                let len = data.len();
-                let write = Operation::WriteData(data, notice(at, len));
-                self.post(peer, Kind::Flag, at, write, ended)
+                self.post(peer, Class::Rma, at, write, ended)
             }
             RemoteOp::PutPublished(data) => {
                 let Some(publishing) = publishing_notice(at, data.len()) else {
@@ -317,9 +289,9 @@ impl Remote for FabricRemote {
                     )))));
                 };
                 let write = Operation::WriteData(data, publishing);
-                self.post(peer, Kind::Flag, at, write, ended)
+                self.post(peer, Class::Rma, at, write, ended)
             }
-            RemoteOp::Get(len) => self.post(peer, Kind::Read, at, Operation::Read(len), ended),
+            RemoteOp::Get(len) => self.post(peer, Class::Rma, at, Operation::Read(len), ended),
             RemoteOp::Amo { op, width } => self.atomic(peer, at, op, width, ended),
             RemoteOp::PutSignal {
                 data,
@@ -331,7 +303,7 @@ impl Remote for FabricRemote {
                 // It has ended once both its parts have (the last of them drops `ended`).
                 let ended = Arc::new(ended);
                 let data_ended = ended.clone();
-                let written = self.post(peer, Kind::Write, at, write, move |_| drop(data_ended));
+                let written = self.post(peer, Class::Rma, at, write, move |_| drop(data_ended));
                 let signalled = self.atomic(peer, signal_at, signal, 8, move |_| drop(ended));
                 Box::pin(async move {
                     let (written, signalled) = futures::join!(written, signalled);
@@ -352,27 +324,6 @@ impl Remote for FabricRemote {
 
     fn set_spin(&self, spin: std::time::Duration) {
         self.fabric.set_spin(spin);
-    }
-
-    fn settle(&self) -> Option<Completion> {
-        let confirmations: Vec<Completion> = self
-            .targets
-            .iter()
-            .flatten()
-            .filter_map(|(_, lane)| lane.settle())
-            .collect();
-        if confirmations.is_empty() {
-            return None;
-        }
-        Some(Box::pin(async move {
-            let mut first = Ok(Vec::new());
-            for confirmed in futures::future::join_all(confirmations).await {
-                if let (Err(e), Ok(_)) = (confirmed, &first) {
-                    first = Err(e);
-                }
-            }
-            first
-        }))
     }
 
     fn drive(&self) -> Option<Box<dyn Drive>> {

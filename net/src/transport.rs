@@ -161,9 +161,7 @@ impl Fabric {
 
     /// Runs `op` on `peer`'s segment registered as `target`, at byte `offset` of it;
     /// resolves to what it read or fetched (empty for writes and plain atomics) once the
-    /// provider reports it complete: a read or fetching atomic once its answer came, a write
-    /// or plain atomic once the provider took it (a read, or a fetching atomic, posted after
-    /// it answers only once it has landed).
+    /// provider reports it complete.
     ///
     /// # Errors
     /// [`Error::Os`] when the provider refuses or fails the operation, had no room for it

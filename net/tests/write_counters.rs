@@ -113,7 +113,6 @@ async fn an_owned_put_lands_on_either_route() {
     a.dp.put_owned(dest.all(), data.clone(), 1)
         .await
         .expect("an owned put over the fabric");
-    a.dp.quiet().await.expect("landed");
     a.dp.put_owned(dest.all(), data.iter().rev().copied().collect(), 0)
         .await
         .expect("an owned put to a mapped PE");

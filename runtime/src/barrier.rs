@@ -54,7 +54,7 @@ use ferroshmem_observability::Op;
 
 use crate::data_plane::DataPlane;
 use crate::error::{Error, Result};
-use crate::route::{Amo, RemoteOp, Route};
+use crate::route::{RemoteOp, Route};
 use crate::segment::{Segment, BARRIER_ROUNDS};
 use crate::team::shape::NodeShape;
 use crate::team::MISMATCH_GRACE;
@@ -498,18 +498,8 @@ impl DataPlane {
                 target.wake_watchers(at, at + 8);
             }
             Route::Remote => {
-                // The final barrier's signals are atomics: their completions say they were
-                // applied, so that the PE may close its transport once they have ended (a
-                // write's says only that it is on its way).
-                let last = self.own_segment().finalizing().load(Ordering::Acquire) == epoch;
-                let signal = move || match last {
-                    true => RemoteOp::Amo {
-                        op: Amo::Swap(epoch),
-                        width: 8,
-                    },
-                    false => RemoteOp::PutFlag(epoch.to_ne_bytes().to_vec()),
-                };
-                let completion = self.remote(Op::Signal, to, 8, at, signal);
+                let write = || RemoteOp::Put(epoch.to_ne_bytes().to_vec());
+                let completion = self.remote(Op::Signal, to, 8, at, write);
                 if let Some(remotes) = &self.remotes {
                     remotes.keep_signal(completion);
                 }

@@ -527,15 +527,7 @@ impl DataPlane {
     #[inline]
     pub(crate) fn remote_pending(&self, domain: Option<&Domain>) -> Option<Completion> {
         let r = self.remotes.as_ref()?;
-        let pending = domain.unwrap_or(r.default_domain()).quiet();
-        match (pending, r.settle()) {
-            // Both started already: awaited one after the other, they end together.
-            (Some(pending), Some(settled)) => Some(Box::pin(async move {
-                let pending = pending.await;
-                pending.and(settled.await)
-            })),
-            (pending, settled) => pending.or(settled),
-        }
+        domain.unwrap_or(r.default_domain()).quiet()
     }
 
     /// A handle to this PE's own segment, for remote completions that write into it later.

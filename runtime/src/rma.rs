@@ -44,12 +44,8 @@ pub(crate) fn publish(target: &Segment, start: usize, end: usize) {
 }
 
 impl DataPlane {
-    /// Copies `src` into `dest` on PE `pe` (`shmem_put`). On a mapped route the copy is done
-    /// before the call returns; the future only reports it. To a PE on another node the
-    /// future resolves, as OpenSHMEM's blocking put returns, once `src` is no longer needed:
-    /// the bytes are on their way, land in order behind this PE's earlier puts to that PE
-    /// (and before its later puts, gets, atomics and signals to it), and have landed once
-    /// [`DataPlane::quiet`] (or a barrier, which quiets first) completes.
+    /// Copies `src` into `dest` on PE `pe` and returns once it is delivered (`shmem_put`).
+    /// On a mapped route the copy is done before the call returns; the future only reports it.
     ///
     /// # Errors
     /// [`Error::PeOutOfRange`], [`Error::NotSymmetric`], [`Error::OutOfBounds`] when `dest`
@@ -525,8 +521,7 @@ impl DataPlane {
 
     /// Orders this PE's puts, AMOs and signals to each PE: those issued before the fence are
     /// delivered before those issued after (`shmem_fence`). To PEs on other nodes, the
-    /// remote operations issued after it start once those issued before have completed (a
-    /// put: once on its way, behind which the fabric keeps the later ones).
+    /// remote operations issued after it start once those issued before have completed.
     pub fn fence(&self) {
         self.fence_in(None);
     }
@@ -559,15 +554,6 @@ impl DataPlane {
         match self.remote_pending(domain) {
             None => Landing::ready(Ok(())),
             Some(pending) => Landing::remote(self.awaited(pending), nothing),
-        }
-    }
-
-    /// Confirms the delivery of this PE's puts to PEs on other nodes so far, as `quiet`
-    /// does, without waiting for the `_nbi` operations of any context.
-    pub(crate) fn confirm_puts(&self) -> Landing<()> {
-        match self.remotes.as_ref().and_then(|r| r.settle()) {
-            None => Landing::ready(Ok(())),
-            Some(settled) => Landing::remote(self.awaited(settled), nothing),
         }
     }
 }

@@ -12,10 +12,9 @@
 //! # The remote contract
 //! A [`Remote`] addresses a peer's segment by mapping offset, as the data plane computed it
 //! (header words included, for barriers). An operation's future resolves once the operation
-//! is complete at the target (written data and atomic updates are visible there, and the
-//! target's waiters sleeping on the bytes it changed have been woken), but a write's may
-//! resolve once the write is on its way, in order behind the earlier writes to that peer:
-//! [`Remote::settle`] then confirms such writes' delivery for `quiet`. Dropping the future does not recall the operation. A transport may let a task that waits for what peers bring
+//! is complete at the target: written data and atomic updates are visible there, and the
+//! target's waiters sleeping on the bytes it changed have been woken. Dropping the future
+//! does not recall the operation. A transport may let a task that waits for what peers bring
 //! (a wait, an awaited operation) drive its progress on the task's own thread
 //! ([`Remote::drive`]), so that an arrival wakes that thread and no other.
 
@@ -63,12 +62,8 @@ pub enum Amo {
 /// A remote operation, as data.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RemoteOp {
-    /// Write these bytes: the application's data, which [`Remote::settle`] confirms for
-    /// `quiet`.
+    /// Write these bytes.
     Put(Vec<u8>),
-    /// Write these bytes, a flag whose reader waits on its value (a barrier's signal):
-    /// [`Remote::settle`] does not confirm its delivery.
-    PutFlag(Vec<u8>),
     /// Read this many bytes.
     Get(usize),
     /// Write `data`, then apply `signal` to the 64-bit word at mapping offset `signal_at`:
@@ -119,15 +114,6 @@ pub trait Remote: Send + Sync + std::fmt::Debug {
     /// can see: operations in flight, CQ depth, its provider). Does nothing by default.
     fn record_into(&self, traffic: &Traffic) {
         let _ = traffic;
-    }
-
-    /// Confirms, for `quiet`, the delivery of the application's writes (`Put`, `PutSignal`)
-    /// started so far whose completions said only that they were on their way: resolves
-    /// once they have been placed at their targets, with the first error, or `None` when
-    /// there are none to confirm. `None` by default (a transport whose completions mean
-    /// delivery).
-    fn settle(&self) -> Option<Completion> {
-        None
     }
 
     /// How long a task driving the transport's progress keeps reading it after an arrival
@@ -436,11 +422,6 @@ impl Remotes {
 
     fn signals(&self) -> std::sync::MutexGuard<'_, Deferred> {
         self.signals.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// The transport's confirmation of its writes' delivery (see [`Remote::settle`]).
-    pub fn settle(&self) -> Option<Completion> {
-        self.transport.settle()
     }
 
     /// Keeps the completion of a world barrier's signal.

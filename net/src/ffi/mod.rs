@@ -268,11 +268,7 @@ impl Info {
             // likewise among themselves. Across the two classes nothing is ordered (rxm
             // offers no more): the transport waits for one before it posts the other.
             (*(*h).tx_attr).msg_order = FI_ORDER_RMA | FI_ORDER_ATOMIC;
-            // A write completes once handed over, not once the target has placed it: a
-            // placement acknowledgement is a message the target sends before it reports the
-            // write, on the path of every reply to it. Where delivery must be known, a read
-            // posted after the writes confirms it (`crate::lane`).
-            (*(*h).tx_attr).op_flags = FI_INJECT_COMPLETE;
+            (*(*h).tx_attr).op_flags = FI_DELIVERY_COMPLETE;
             if let Some(p) = &provider {
                 (*(*h).fabric_attr).prov_name = libc_strdup(p);
             }

@@ -556,9 +556,8 @@ pub const FI_GETWAIT: c_int = 5;
 pub const FI_ORDER_RMA: u64 = (1 << 32) | (1 << 33) | (1 << 35);
 /// The same among atomics (`FI_ORDER_ATOMIC_RAR | FI_ORDER_ATOMIC_RAW | FI_ORDER_ATOMIC_WAW`).
 pub const FI_ORDER_ATOMIC: u64 = (1 << 36) | (1 << 37) | (1 << 39);
-/// An operation completes once the provider no longer needs its buffer
-/// (`FI_INJECT_COMPLETE`): a write then, a read or fetching atomic once its answer came.
-pub const FI_INJECT_COMPLETE: u64 = 1 << 26;
+/// An operation completes once the target has placed it (`FI_DELIVERY_COMPLETE`).
+pub const FI_DELIVERY_COMPLETE: u64 = 1 << 28;
 
 /// Atomic operations and the datatype this crate uses them on.
 pub const FI_SUM: c_int = 2;

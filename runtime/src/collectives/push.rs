@@ -118,9 +118,6 @@ impl Team {
         for landed in landings {
             landed.await?;
         }
-        // The sync may reach a receiver through other members: the blocks must have landed
-        // before it, not only be on their way.
-        dp.confirm_puts().await?;
         self.sync_in(op, desc).await
     }
 }
