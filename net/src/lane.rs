@@ -14,8 +14,9 @@
 //! Held operations wait in the lane's queue and are posted, in order, by one task per lane
 //! that runs while the queue is not empty, not when their completions are polled: an `_nbi`
 //! operation's completion is polled only at `quiet`, and a signal must not wait that long.
-//! (Outside a tokio runtime nothing could run that task: operations then go out at once,
-//! ordered only within their class.) Operations of the same class as those in flight go out
+//! A caller outside any tokio runtime (the C library's) has that task run on the runtime
+//! the lane was made on; only where there is none either do operations go out at once,
+//! ordered only within their class. Operations of the same class as those in flight go out
 //! at once, which keeps streams of puts (or of atomics) at the provider's speed; a flood
 //! that outruns the provider costs one queue entry per operation, not a task each.
 
@@ -109,6 +110,8 @@ struct Queue {
 /// The order of one PE's operations to one peer; see the module documentation.
 #[derive(Default)]
 pub struct Lane {
+    /// The runtime that runs the posting task for callers outside any runtime.
+    runtime: Option<tokio::runtime::Handle>,
     in_flight: Arc<InFlight>,
     queue: Arc<Mutex<Queue>>,
 }
@@ -122,10 +125,19 @@ impl std::fmt::Debug for Lane {
 }
 
 impl Lane {
+    /// A lane whose posting task runs, for callers outside any runtime, on `runtime`.
+    pub fn new(runtime: Option<tokio::runtime::Handle>) -> Lane {
+        Lane {
+            runtime,
+            ..Lane::default()
+        }
+    }
+
     /// Posts an operation of `class` through `post`, now or once the lane lets it go.
     pub fn start(&self, class: Class, post: Post) -> Completion {
         let mut queue = lock(&self.queue);
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        let current = tokio::runtime::Handle::try_current().ok();
+        let Some(runtime) = current.or_else(|| self.runtime.clone()) else {
             // Nothing could post later: it goes out now.
             return post_now(&self.in_flight, class, post, oneshot::channel().0);
         };
@@ -316,6 +328,24 @@ mod tests {
         provider
             .posted_are(&["w1", "a1", "w2", "w3", "w4", "w5", "a2"])
             .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_caller_outside_any_runtime_is_ordered_on_the_lanes_runtime() {
+        let lane = Arc::new(Lane::new(Some(tokio::runtime::Handle::current())));
+        let provider = Provider::default();
+        let started = {
+            let (lane, provider) = (lane.clone(), provider.clone());
+            std::thread::spawn(move || {
+                drop(lane.start(Class::Rma, provider.op("w1", true)));
+                drop(lane.start(Class::Atomic, provider.op("a1", true)));
+            })
+        };
+        started.join().expect("the starting thread");
+        // The atomic waits for the write, as it would for a caller on a runtime.
+        provider.posted_are(&["w1"]).await;
+        provider.end("w1");
+        provider.posted_are(&["w1", "a1"]).await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -166,11 +166,15 @@ impl Drop for InFlight {
 }
 
 impl FabricRemote {
-    /// The transport to `targets` (indexed by PE) through `fabric`.
+    /// The transport to `targets` (indexed by PE) through `fabric`; made on a tokio runtime,
+    /// it orders the operations of callers outside any runtime on that one.
     pub fn new(fabric: Arc<Fabric>, targets: Vec<Option<Target>>) -> FabricRemote {
+        // Operations started outside any runtime (by the C library's callers) are ordered
+        // by tasks on the runtime the transport is made on.
+        let runtime = tokio::runtime::Handle::try_current().ok();
         let targets = targets
             .into_iter()
-            .map(|t| t.map(|t| (t, Lane::default())))
+            .map(|t| t.map(|t| (t, Lane::new(runtime.clone()))))
             .collect();
         FabricRemote {
             fabric,
