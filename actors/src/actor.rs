@@ -32,6 +32,9 @@ pub(crate) enum Command {
     /// Collective free.
     Free {
         alloc: Allocation,
+        /// Why this PE's operations failed to complete before the free, if they did: the
+        /// free is then refused inside the agreement.
+        unfinished: Option<Error>,
         reply: oneshot::Sender<Result<(), (Error, Allocation)>>,
     },
     /// An allgather among the `size` PEs of `group` (0 is the world), this PE at `index`.
@@ -70,8 +73,10 @@ enum Pending {
         reply: oneshot::Sender<Result<Allocation>>,
     },
     Free {
-        /// `None` for an allocation of another heap, which is refused.
+        /// `None` for a refused free: of another heap's allocation, or after operations
+        /// that failed to complete (`unfinished`).
         call: Option<HeapCall>,
+        unfinished: Option<Error>,
         alloc: Allocation,
         reply: oneshot::Sender<Result<(), (Error, Allocation)>>,
     },
@@ -263,18 +268,29 @@ impl PeActor {
                 let key = self.contribute_heap_call(call.encode());
                 pending.insert(key, Pending::Alloc { call, local, reply });
             }
-            Command::Free { alloc, reply } => {
+            Command::Free {
+                alloc,
+                unfinished,
+                reply,
+            } => {
                 if let Err(e) = self.data.health().check() {
                     let _ = reply.send(Err((e, alloc)));
                     return;
                 }
-                // An allocation of another heap is refused, after the collective call, so that
-                // the other PEs are not left waiting (they see a mismatch) and nothing is freed.
-                let call = (alloc.heap() == self.data.heap_id())
+                // An allocation of another heap, or a free after operations that failed to
+                // complete, is refused after the collective call, so that the other PEs are
+                // not left waiting (they see a mismatch) and nothing is freed.
+                let call = (alloc.heap() == self.data.heap_id() && unfinished.is_none())
                     .then(|| HeapCall::free(alloc.bytes(), alloc.offset()));
                 let key =
                     self.contribute_heap_call(call.unwrap_or_else(HeapCall::refused_free).encode());
-                pending.insert(key, Pending::Free { call, alloc, reply });
+                let free = Pending::Free {
+                    call,
+                    unfinished,
+                    alloc,
+                    reply,
+                };
+                pending.insert(key, free);
             }
             Command::Exchange {
                 group,
@@ -368,16 +384,18 @@ impl PeActor {
             }
             Pending::Free {
                 call: None,
+                unfinished,
                 alloc,
                 reply,
             } => {
-                tracing::debug!(pe = self.rank, "free of another heap's allocation refused");
-                let _ = reply.send(Err((Error::NotSymmetric, alloc)));
+                tracing::debug!(pe = self.rank, ?unfinished, "free refused");
+                let _ = reply.send(Err((unfinished.unwrap_or(Error::NotSymmetric), alloc)));
             }
             Pending::Free {
                 call: Some(call),
                 alloc,
                 reply,
+                ..
             } => {
                 let outcome = match self.heap_mismatch(&call, &gathered) {
                     Some(detail) => Err((

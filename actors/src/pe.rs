@@ -251,8 +251,10 @@ impl Pe {
     }
 
     /// Frees a symmetric buffer on every PE (`shmem_free`). Collective, like `malloc`; it
-    /// synchronizes the PEs, so no PE frees memory another still uses. On a mismatch the
-    /// buffer comes back untouched in the error.
+    /// completes this PE's operations first (as `quiet`) and synchronizes the PEs, so no PE
+    /// frees memory another still uses or writes. On a mismatch the buffer comes back
+    /// untouched in the error; so it does when this PE's operations failed to complete
+    /// (their error; the free is refused on every PE, the others seeing a mismatch).
     pub async fn free<T: Pod>(&self, buffer: SymBuffer<T>) -> Result<(), FreeError<T>> {
         let started = Instant::now();
         let len = buffer.len();
@@ -262,8 +264,15 @@ impl Pe {
             error,
             buffer: SymBuffer::from_allocation(alloc, len).ok(),
         };
+        // Puts to other nodes land before the memory they target may be freed there.
+        let unfinished = self.inner.data.quiet().await.err();
+        let free = Command::Free {
+            alloc,
+            unfinished,
+            reply: tx,
+        };
         if let Err(tokio::sync::mpsc::error::SendError(Command::Free { alloc, .. })) =
-            self.inner.mailbox.send(Command::Free { alloc, reply: tx })
+            self.inner.mailbox.send(free)
         {
             return Err(restore(Error::Shutdown, alloc));
         }

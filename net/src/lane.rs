@@ -1,16 +1,34 @@
-//! [`Lane`]: the order of one PE's fabric operations to one peer.
+//! [`Lane`]: the order of one PE's fabric operations to one peer, and the confirmation of
+//! the writes that complete once sent.
 //!
-//! libfabric keeps RMA operations in order among themselves and atomics among themselves
-//! (the endpoint asks for that), but nothing orders an atomic after an RMA write or the
-//! reverse: measured on `tcp;ofi_rxm`, a signal's atomic overtakes the 4 KiB writes posted
-//! before it. A lane restores program order across the two classes: an operation of one
-//! class is posted only once every operation of the other class posted before it has
-//! completed at the target (the endpoint completes operations once delivered), and the
+//! libfabric keeps RMA operations in order among themselves (a read or write lands behind
+//! the writes posted before it) and atomics among themselves (the endpoint asks for that),
+//! but nothing orders an atomic after an RMA write or the reverse: measured on
+//! `tcp;ofi_rxm`, a signal's atomic overtakes the 4 KiB writes posted before it. A lane
+//! restores program order across the two classes: an operation of one class is posted only
+//! once every operation of the other class posted before it has completed, and the
 //! operations behind a held one wait their turn, so the lane stays first in, first out. An
 //! operation the provider could not take at once (its queue full, or, for the first ones,
 //! its connection to the peer still being made) holds the later ones the same way until it
 //! could, so that retries do not reorder them either.
 //!
+//! # Confirming sent writes
+//! Most operations complete once done at the target. A write of [`Kind::Sent`] or
+//! [`Kind::Flag`] completes once the provider has taken its bytes: the target then sends no
+//! acknowledgement, which it would send before it reports the write, on the path of every
+//! answer to it. The lane numbers such writes as they start and confirms them with a
+//! confirmation it posts behind them (a write of nothing that completes once the target has
+//! placed it, and so the writes before it):
+//! - before an atomic, when writes were sent since the last confirmation started (the atomic
+//!   is then held until the confirmation has completed, as behind any RMA operation);
+//! - for [`Lane::settle`] (`quiet`), when writes of the application's data ([`Kind::Sent`];
+//!   or, asked for [`Scope::All`], flags too) were sent since the last one; a settle that
+//!   finds a confirmation already on its way behind those writes waits for that one.
+//!
+//! A confirmation's failure reaches those who wait for it; that of one posted before an
+//! atomic, which nobody waits for, is kept for the next settle.
+//!
+//! # Posting
 //! Held operations wait in the lane's queue and are posted, in order, by one task per lane
 //! that runs while the queue is not empty, not when their completions are polled: an `_nbi`
 //! operation's completion is polled only at `quiet`, and a signal must not wait that long.
@@ -24,15 +42,17 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use ferroshmem_runtime::route::Completion;
+use ferroshmem_runtime::route::{Completion, Scope};
 use ferroshmem_runtime::Error;
+use futures::future::{BoxFuture, FutureExt, Shared};
+use tokio::runtime::Handle;
 use tokio::sync::{oneshot, Notify};
 
 use crate::Hooks;
 
 /// The two classes libfabric orders separately.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Class {
+enum Class {
     /// Writes and reads.
     Rma,
     /// Atomics.
@@ -51,6 +71,30 @@ impl Class {
         match self {
             Class::Rma => Class::Atomic,
             Class::Atomic => Class::Rma,
+        }
+    }
+}
+
+/// What an operation is to its lane.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A write of the application's data that completes once sent: [`Lane::settle`]
+    /// confirms it.
+    Sent,
+    /// A write of a flag, read by value, that completes once sent: [`Lane::settle`] confirms
+    /// it only for [`Scope::All`].
+    Flag,
+    /// A write or read that completes once done at the target.
+    Rma,
+    /// An atomic.
+    Atomic,
+}
+
+impl Kind {
+    fn class(self) -> Class {
+        match self {
+            Kind::Sent | Kind::Flag | Kind::Rma => Class::Rma,
+            Kind::Atomic => Class::Atomic,
         }
     }
 }
@@ -92,6 +136,13 @@ impl InFlight {
 /// Posts an operation, given the callbacks for when the provider took it and when it ended.
 pub type Post = Box<dyn FnOnce(Hooks) -> Completion + Send>;
 
+/// Builds the operation that confirms the writes posted before it (see the module
+/// documentation).
+pub type Confirm = Arc<dyn Fn() -> Post + Send + Sync>;
+
+/// A confirmation's outcome, for everyone who waits for it.
+type Confirmation = Shared<BoxFuture<'static, Result<(), Error>>>;
+
 /// An operation waiting in a lane for its turn, and where its completion goes once posted.
 struct Held {
     class: Class,
@@ -99,21 +150,42 @@ struct Held {
     completion: oneshot::Sender<Completion>,
 }
 
-/// The operations a lane holds, in order, and whether a task is posting them.
+/// The sent writes of a lane, numbered as they start, and their confirmations.
+#[derive(Default)]
+struct Marks {
+    /// The number of the last sent write (flags included).
+    sent: u64,
+    /// The number of the last sent write of the application's data.
+    data: u64,
+    /// The number of the last sent write the latest confirmation started covers.
+    covered: u64,
+    /// The number through which sent writes have been settled: confirmed landed, or their
+    /// confirmation's failure reported (or kept to be).
+    settled: u64,
+    /// The number through which a settle waits for (or was told of) the confirmations.
+    told: u64,
+    /// The latest confirmation started.
+    latest: Option<Confirmation>,
+    /// The first failure of a confirmation nobody was told of, until a settle reports it.
+    failure: Option<Error>,
+}
+
+/// The operations a lane holds, in order, whether a task is posting them, and its marks.
 #[derive(Default)]
 struct Queue {
     held: VecDeque<Held>,
     /// Set while a task posts the held operations: every later operation joins the queue.
     draining: bool,
+    marks: Marks,
 }
 
 /// The order of one PE's operations to one peer; see the module documentation.
-#[derive(Default)]
 pub struct Lane {
     /// The runtime that runs the posting task for callers outside any runtime.
-    runtime: Option<tokio::runtime::Handle>,
+    runtime: Option<Handle>,
     in_flight: Arc<InFlight>,
     queue: Arc<Mutex<Queue>>,
+    confirm: Confirm,
 }
 
 impl std::fmt::Debug for Lane {
@@ -125,19 +197,111 @@ impl std::fmt::Debug for Lane {
 }
 
 impl Lane {
-    /// A lane whose posting task runs, for callers outside any runtime, on `runtime`.
-    pub fn new(runtime: Option<tokio::runtime::Handle>) -> Lane {
+    /// A lane whose posting task runs, for callers outside any runtime, on `runtime`, and
+    /// whose sent writes are confirmed by the operations `confirm` builds.
+    pub fn new(runtime: Option<Handle>, confirm: Confirm) -> Lane {
         Lane {
             runtime,
-            ..Lane::default()
+            in_flight: Arc::default(),
+            queue: Arc::default(),
+            confirm,
         }
     }
 
-    /// Posts an operation of `class` through `post`, now or once the lane lets it go.
-    pub fn start(&self, class: Class, post: Post) -> Completion {
+    /// The runtime the lane's tasks run on for the calling thread, if any.
+    fn runtime(&self) -> Option<Handle> {
+        Handle::try_current().ok().or_else(|| self.runtime.clone())
+    }
+
+    /// Posts an operation of `kind` through `post`, now or once the lane lets it go; an
+    /// atomic behind sent writes goes after a confirmation of them.
+    pub fn start(&self, kind: Kind, post: Post) -> Completion {
         let mut queue = lock(&self.queue);
-        let current = tokio::runtime::Handle::try_current().ok();
-        let Some(runtime) = current.or_else(|| self.runtime.clone()) else {
+        let runtime = self.runtime();
+        match kind {
+            Kind::Sent => {
+                queue.marks.sent += 1;
+                queue.marks.data = queue.marks.sent;
+            }
+            Kind::Flag => queue.marks.sent += 1,
+            Kind::Atomic if queue.marks.sent > queue.marks.covered => {
+                // Its failure is kept for the next settle.
+                drop(self.start_confirmation(&mut queue, runtime.as_ref(), true));
+            }
+            Kind::Rma | Kind::Atomic => {}
+        }
+        self.start_in_order(&mut queue, runtime, kind.class(), post)
+    }
+
+    /// Confirms the writes sent so far that `scope` names: resolves once they have landed,
+    /// with the first failure (of the confirmation, or kept from one nobody waited for);
+    /// `None` when there are none to confirm. A failure is reported once: the writes it
+    /// covered count as settled.
+    pub fn settle(&self, scope: Scope) -> Option<Completion> {
+        let mut queue = lock(&self.queue);
+        if let Some(failed) = queue.marks.failure.take() {
+            return Some(Box::pin(std::future::ready(Err(failed))));
+        }
+        let needed = match scope {
+            Scope::Data => queue.marks.data,
+            Scope::All => queue.marks.sent,
+        };
+        let confirmation = if needed <= queue.marks.settled {
+            return None;
+        } else if needed <= queue.marks.covered {
+            queue.marks.told = queue.marks.covered;
+            queue.marks.latest.clone()?
+        } else {
+            let runtime = self.runtime();
+            self.start_confirmation(&mut queue, runtime.as_ref(), false)
+        };
+        Some(Box::pin(confirmation.map(|c| c.map(|()| Vec::new()))))
+    }
+
+    /// Starts, in the lane's order, a confirmation of every write sent so far, recording
+    /// once it ends that they have been settled, and a failure nobody is told of (one
+    /// started for an atomic, `for_atomic`, that no settle shared) for the next settle. A
+    /// task on `runtime` sees it to its end.
+    fn start_confirmation(
+        &self,
+        queue: &mut Queue,
+        runtime: Option<&Handle>,
+        for_atomic: bool,
+    ) -> Confirmation {
+        let through = queue.marks.sent;
+        queue.marks.covered = through;
+        if !for_atomic {
+            queue.marks.told = through;
+        }
+        let posted = self.start_in_order(queue, runtime.cloned(), Class::Rma, (self.confirm)());
+        let lane = self.queue.clone();
+        let confirmation = async move {
+            let outcome = posted.await.map(drop);
+            let marks = &mut lock(&lane).marks;
+            marks.settled = marks.settled.max(through);
+            if let (Err(failed), true) = (&outcome, marks.told < through) {
+                marks.failure.get_or_insert_with(|| failed.clone());
+            }
+            outcome
+        };
+        let confirmation = confirmation.boxed().shared();
+        queue.marks.latest = Some(confirmation.clone());
+        if let Some(runtime) = runtime {
+            runtime.spawn(confirmation.clone());
+        }
+        confirmation
+    }
+
+    /// Posts an operation of `class` now, or holds it (on `runtime`'s posting task) behind
+    /// the lane's queue and the other class's operations in flight.
+    fn start_in_order(
+        &self,
+        queue: &mut Queue,
+        runtime: Option<Handle>,
+        class: Class,
+        post: Post,
+    ) -> Completion {
+        let Some(runtime) = runtime else {
             // Nothing could post later: it goes out now.
             return post_now(&self.in_flight, class, post, oneshot::channel().0);
         };
@@ -241,16 +405,24 @@ mod tests {
 
     use super::*;
 
-    /// The names of the operations posted so far, in order, and the hooks each was given.
+    /// An operation the provider was handed: its hooks and how its completion is told.
+    struct Given {
+        name: &'static str,
+        hooks: Hooks,
+        outcome: Option<oneshot::Sender<ferroshmem_runtime::Result<Vec<u8>>>>,
+    }
+
+    /// The names of the operations posted so far, in order, and what each was given.
     #[derive(Clone, Default)]
     struct Provider {
         posted: Arc<Mutex<Vec<&'static str>>>,
-        hooks: Arc<Mutex<Vec<(&'static str, Hooks)>>>,
+        given: Arc<Mutex<Vec<Given>>>,
+        confirmations: Arc<AtomicUsize>,
     }
 
     impl Provider {
         /// An operation named `name` that the provider takes at once when `takes`, else only
-        /// once [`Provider::take`] says so; it ends when [`Provider::end`] says so.
+        /// once [`Provider::take`] says so; it ends when [`Provider::end`] (or `fail`) says so.
         fn op(&self, name: &'static str, takes: bool) -> Post {
             let provider = self.clone();
             Box::new(move |mut hooks: Hooks| {
@@ -258,26 +430,52 @@ mod tests {
                 if let Some(taken) = hooks.posted.take_if(|_| takes) {
                     taken();
                 }
-                provider.hooks.lock().unwrap().push((name, hooks));
-                Box::pin(std::future::ready(Ok(Vec::new())))
+                let (outcome, told) = oneshot::channel();
+                provider.given.lock().unwrap().push(Given {
+                    name,
+                    hooks,
+                    outcome: Some(outcome),
+                });
+                Box::pin(async move { told.await.unwrap_or(Err(Error::Shutdown)) })
             })
         }
 
-        /// The hooks of the operation named `name`.
-        fn hooks_of<R>(&self, name: &str, f: impl FnOnce(&mut Hooks) -> R) -> R {
-            let mut hooks = self.hooks.lock().unwrap();
-            let (_, h) = hooks.iter_mut().find(|(n, _)| *n == name).expect("posted");
-            f(h)
+        /// A lane whose confirmations are operations named `c1`, `c2`, … of this provider.
+        fn lane(&self) -> Lane {
+            let provider = self.clone();
+            Lane::new(
+                None,
+                Arc::new(move || {
+                    let n = provider.confirmations.fetch_add(1, Ordering::Relaxed) + 1;
+                    provider.op(Box::leak(format!("c{n}").into_boxed_str()), true)
+                }),
+            )
+        }
+
+        /// What the operation named `name` was given.
+        fn given<R>(&self, name: &str, f: impl FnOnce(&mut Given) -> R) -> R {
+            let mut given = self.given.lock().unwrap();
+            f(given.iter_mut().find(|g| g.name == name).expect("posted"))
         }
 
         fn take(&self, name: &str) {
-            self.hooks_of(name, |h| h.posted.take())
+            self.given(name, |g| g.hooks.posted.take())
                 .expect("called once")();
         }
 
+        /// Ends the operation named `name` with `outcome`.
+        fn finish(&self, name: &str, outcome: ferroshmem_runtime::Result<Vec<u8>>) {
+            let how = match outcome {
+                Ok(_) => crate::Ended::Completed,
+                Err(_) => crate::Ended::Failed,
+            };
+            let (ended, told) = self.given(name, |g| (g.hooks.ended.take(), g.outcome.take()));
+            ended.expect("called once")(how);
+            let _ = told.expect("told once").send(outcome);
+        }
+
         fn end(&self, name: &str) {
-            let ended = self.hooks_of(name, |h| h.ended.take());
-            ended.expect("called once")(crate::Ended::Completed);
+            self.finish(name, Ok(Vec::new()));
         }
 
         /// Waits (a while at most) until the posted operations are `expected`, and a moment
@@ -294,28 +492,44 @@ mod tests {
         }
     }
 
+    /// The outcome of `completion`, which must come within 5 s.
+    async fn outcome(completion: Completion) -> ferroshmem_runtime::Result<Vec<u8>> {
+        tokio::time::timeout(Duration::from_secs(5), completion)
+            .await
+            .expect("in time")
+    }
+
+    /// Whether `completion` is still pending after a moment.
+    async fn pending(completion: &mut Completion) -> bool {
+        let moment = tokio::time::sleep(Duration::from_millis(20));
+        tokio::select! {
+            _ = completion => false,
+            () = moment => true,
+        }
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_lane_posts_in_order_and_holds_across_classes_and_behind_untaken_operations() {
-        let lane = Lane::default();
         let provider = Provider::default();
-        let start = |class, name, takes| drop(lane.start(class, provider.op(name, takes)));
+        let lane = provider.lane();
+        let start = |kind, name, takes| drop(lane.start(kind, provider.op(name, takes)));
 
-        start(Class::Rma, "w1", true);
+        start(Kind::Rma, "w1", true);
         provider.posted_are(&["w1"]).await;
         // An atomic waits for the writes in flight; a write behind it waits its turn.
-        start(Class::Atomic, "a1", true);
-        start(Class::Rma, "w2", true);
+        start(Kind::Atomic, "a1", true);
+        start(Kind::Rma, "w2", true);
         provider.posted_are(&["w1"]).await;
         provider.end("w1");
         provider.posted_are(&["w1", "a1"]).await;
         provider.end("a1");
         provider.posted_are(&["w1", "a1", "w2"]).await;
         // The queue is empty again: a write of the class in flight goes out at once.
-        start(Class::Rma, "w3", true);
+        start(Kind::Rma, "w3", true);
         provider.posted_are(&["w1", "a1", "w2", "w3"]).await;
         // One the provider could not take yet holds the later ones, of any class.
-        start(Class::Rma, "w4", false);
-        start(Class::Rma, "w5", true);
+        start(Kind::Rma, "w4", false);
+        start(Kind::Rma, "w5", true);
         provider.posted_are(&["w1", "a1", "w2", "w3", "w4"]).await;
         provider.take("w4");
         provider
@@ -324,21 +538,134 @@ mod tests {
         for name in ["w2", "w3", "w4", "w5"] {
             provider.end(name);
         }
-        start(Class::Atomic, "a2", true);
+        start(Kind::Atomic, "a2", true);
         provider
             .posted_are(&["w1", "a1", "w2", "w3", "w4", "w5", "a2"])
             .await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_caller_outside_any_runtime_is_ordered_on_the_lanes_runtime() {
-        let lane = Arc::new(Lane::new(Some(tokio::runtime::Handle::current())));
+    async fn an_atomic_behind_sent_writes_waits_for_their_confirmation() {
         let provider = Provider::default();
+        let lane = provider.lane();
+        drop(lane.start(Kind::Sent, provider.op("w1", true)));
+        drop(lane.start(Kind::Flag, provider.op("f1", true)));
+        provider.end("w1");
+        provider.end("f1");
+        // Both writes were sent, not known landed: a confirmation goes first.
+        drop(lane.start(Kind::Atomic, provider.op("a1", true)));
+        provider.posted_are(&["w1", "f1", "c1"]).await;
+        provider.end("c1");
+        provider.posted_are(&["w1", "f1", "c1", "a1"]).await;
+        provider.end("a1");
+        // Nothing sent since: the next atomic goes at once.
+        drop(lane.start(Kind::Atomic, provider.op("a2", true)));
+        provider.posted_are(&["w1", "f1", "c1", "a1", "a2"]).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn writes_held_behind_an_atomic_are_confirmed_behind_it_and_so_is_the_next_atomic() {
+        let provider = Provider::default();
+        let lane = provider.lane();
+        drop(lane.start(Kind::Rma, provider.op("r1", true)));
+        // Held behind the read, then a sent write held behind the atomic.
+        drop(lane.start(Kind::Atomic, provider.op("a1", true)));
+        drop(lane.start(Kind::Sent, provider.op("w1", true)));
+        let mut settled = lane.settle(Scope::Data).expect("a write to confirm");
+        drop(lane.start(Kind::Atomic, provider.op("a2", true)));
+        provider.posted_are(&["r1"]).await;
+        provider.end("r1");
+        provider.posted_are(&["r1", "a1"]).await;
+        provider.end("a1");
+        // The write, then the settle's confirmation; the second atomic waits for both.
+        provider.posted_are(&["r1", "a1", "w1", "c1"]).await;
+        provider.end("w1");
+        assert!(
+            pending(&mut settled).await,
+            "settled before the confirmation"
+        );
+        provider.posted_are(&["r1", "a1", "w1", "c1"]).await;
+        provider.end("c1");
+        outcome(settled).await.expect("settled");
+        provider.posted_are(&["r1", "a1", "w1", "c1", "a2"]).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_settle_waits_for_the_confirmation_on_its_way_and_flags_need_scope_all() {
+        let provider = Provider::default();
+        let lane = provider.lane();
+        assert!(lane.settle(Scope::All).is_none(), "nothing was sent");
+        drop(lane.start(Kind::Flag, provider.op("f1", true)));
+        assert!(lane.settle(Scope::Data).is_none(), "a flag is not quiet's");
+        drop(lane.start(Kind::Sent, provider.op("w1", true)));
+        provider.end("f1");
+        provider.end("w1");
+        let mut first = lane.settle(Scope::Data).expect("a write to confirm");
+        let mut second = lane.settle(Scope::All).expect("the same confirmation");
+        provider.posted_are(&["f1", "w1", "c1"]).await;
+        assert!(pending(&mut first).await && pending(&mut second).await);
+        provider.end("c1");
+        outcome(first).await.expect("first");
+        outcome(second).await.expect("second");
+        // Once the confirmation is recorded, nothing is left to confirm.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while lane.settle(Scope::All).is_some() {
+            assert!(tokio::time::Instant::now() < deadline, "never recorded");
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        drop(lane.start(Kind::Sent, provider.op("w2", true)));
+        drop(lane.settle(Scope::Data).expect("a later write"));
+        provider.posted_are(&["f1", "w1", "c1", "w2", "c2"]).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_failed_confirmation_nobody_awaited_fails_the_next_settle_once() {
+        let provider = Provider::default();
+        let lane = provider.lane();
+        drop(lane.start(Kind::Sent, provider.op("w1", true)));
+        provider.end("w1");
+        drop(lane.start(Kind::Atomic, provider.op("a1", true)));
+        provider.posted_are(&["w1", "c1"]).await;
+        provider.finish(
+            "c1",
+            Err(Error::PeerLost {
+                pe: 1,
+                reason: "gone".into(),
+            }),
+        );
+        provider.posted_are(&["w1", "c1", "a1"]).await;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        let failed = loop {
+            match lane.settle(Scope::Data) {
+                Some(settled) => break outcome(settled).await,
+                None => {
+                    assert!(tokio::time::Instant::now() < deadline, "never kept");
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+            }
+        };
+        assert_eq!(
+            failed,
+            Err(Error::PeerLost {
+                pe: 1,
+                reason: "gone".into()
+            })
+        );
+        assert!(lane.settle(Scope::Data).is_none(), "reported once");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_caller_outside_any_runtime_is_ordered_on_the_lanes_runtime() {
+        let provider = Provider::default();
+        let lane = Arc::new(Lane::new(
+            Some(Handle::current()),
+            provider.lane().confirm.clone(),
+        ));
         let started = {
             let (lane, provider) = (lane.clone(), provider.clone());
             std::thread::spawn(move || {
-                drop(lane.start(Class::Rma, provider.op("w1", true)));
-                drop(lane.start(Class::Atomic, provider.op("a1", true)));
+                drop(lane.start(Kind::Rma, provider.op("w1", true)));
+                drop(lane.start(Kind::Atomic, provider.op("a1", true)));
             })
         };
         started.join().expect("the starting thread");
@@ -350,15 +677,14 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_held_operations_completion_is_its_own() {
-        let lane = Lane::default();
         let provider = Provider::default();
-        drop(lane.start(Class::Rma, provider.op("w1", true)));
+        let lane = provider.lane();
+        drop(lane.start(Kind::Rma, provider.op("w1", true)));
         let held = lane.start(
-            Class::Atomic,
+            Kind::Atomic,
             Box::new(|_hooks| Box::pin(std::future::ready(Ok(vec![7])))),
         );
         provider.end("w1");
-        let got = tokio::time::timeout(Duration::from_secs(5), held).await;
-        assert_eq!(got.expect("in time").expect("completed"), vec![7]);
+        assert_eq!(outcome(held).await.expect("completed"), vec![7]);
     }
 }

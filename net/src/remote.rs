@@ -7,6 +7,7 @@
 //! | op | posted as |
 //! |----|-----------|
 //! | `Put` | one write with data: the data is a notice of the bytes written |
+//! | `PutSent`, `PutFlag` | the same, complete once sent (inject completion); the lane confirms it (see [`crate::lane`]) |
 //! | `Get` | one read |
 //! | `Amo` | one fetching atomic (fetching, so that its completion means it was applied), then, once it was, a notice if it writes |
 //! | `PutSignal` | a write with its notice, then (ordered after it) the signal's fetching atomic and its notice |
@@ -39,7 +40,8 @@
 //! the provider keeps RMA operations in order among themselves and atomics among themselves,
 //! and a [`Lane`] per peer holds an operation of one class until those of the other class
 //! posted before it have completed at the target (the endpoint completes an operation only
-//! once the target placed it). So a put-with-signal's signal follows its data, and a later
+//! once the target placed it; a write sent with inject completion is confirmed first, see
+//! [`crate::lane`]). [`Remote::settle`] confirms the sent writes of every lane. So a put-with-signal's signal follows its data, and a later
 //! signal to the same word follows the earlier one. An atomic's notice is posted once the
 //! atomic was applied.
 //!
@@ -57,11 +59,11 @@ use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use ferroshmem_observability::Traffic;
-use ferroshmem_runtime::route::{Amo, Completion, Drive, Remote, RemoteOp};
+use ferroshmem_runtime::route::{Amo, Completion, Drive, Remote, RemoteOp, Scope};
 use ferroshmem_runtime::{Error, Segment};
 
 use crate::atomic;
-use crate::lane::{Class, Lane};
+use crate::lane::{Kind, Lane};
 use crate::{Ended, Fabric, Hooks, Operation, Peer, Registered};
 
 /// Bits of a notice below its length: the mapping offset, and the publish bit above it.
@@ -174,7 +176,12 @@ impl FabricRemote {
         let runtime = tokio::runtime::Handle::try_current().ok();
         let targets = targets
             .into_iter()
-            .map(|t| t.map(|t| (t, Lane::new(runtime.clone()))))
+            .map(|t| {
+                t.map(|t| {
+                    let confirm = confirmation(Arc::downgrade(&fabric), t);
+                    (t, Lane::new(runtime.clone(), confirm))
+                })
+            })
             .collect();
         FabricRemote {
             fabric,
@@ -189,11 +196,11 @@ impl FabricRemote {
     }
 
     /// Posts `op` at mapping offset `at` of `target` through `lane`, as an operation of
-    /// `class`; `then` runs when it has ended, told how (after the lane's own bookkeeping).
+    /// `kind`; `then` runs when it has ended, told how (after the lane's own bookkeeping).
     fn post(
         &self,
         (target, lane): &(Target, Lane),
-        class: Class,
+        kind: Kind,
         at: usize,
         op: Operation,
         then: impl FnOnce(Ended) + Send + 'static,
@@ -201,7 +208,7 @@ impl FabricRemote {
         let fabric = self.fabric.clone();
         let target = *target;
         lane.start(
-            class,
+            kind,
             Box::new(move |hooks: Hooks| {
                 let lane_ended = hooks.ended;
                 let ended: Box<dyn FnOnce(Ended) + Send> = Box::new(move |how| {
@@ -231,7 +238,7 @@ impl FabricRemote {
     ) -> Completion {
         let fabric = Arc::downgrade(&self.fabric);
         let target = peer.0;
-        self.post(peer, Class::Atomic, at, fetching(op, width), move |how| {
+        self.post(peer, Kind::Atomic, at, fetching(op, width), move |how| {
             let wrote = op != Amo::Fetch && how == Ended::Completed;
             if let (true, Some(fabric)) = (wrote, fabric.upgrade()) {
                 announce(&fabric, target, at, width);
@@ -249,6 +256,24 @@ fn announce(fabric: &Fabric, target: Target, at: usize, len: usize) {
         target.registered,
         at as u64,
     ));
+}
+
+/// Builds the confirmation of the writes sent to `target` (see [`crate::lane`]): a write of
+/// nothing that completes once placed. Once the fabric has closed, one that fails.
+fn confirmation(fabric: std::sync::Weak<Fabric>, target: Target) -> crate::lane::Confirm {
+    Arc::new(move || {
+        let fabric = fabric.clone();
+        Box::new(move |hooks: Hooks| match fabric.upgrade() {
+            Some(fabric) => Box::pin(fabric.start_then(
+                Operation::Confirm,
+                target.peer,
+                target.registered,
+                0,
+                hooks,
+            )),
+            None => Box::pin(std::future::ready(Err(Error::Shutdown))),
+        })
+    })
 }
 
 /// The fetching form of `op` on a word of `width` bytes.
@@ -283,7 +308,17 @@ impl Remote for FabricRemote {
             RemoteOp::Put(data) => {
                 let len = data.len();
                 let write = Operation::WriteData(data, notice(at, len));
-                self.post(peer, Class::Rma, at, write, ended)
+                self.post(peer, Kind::Rma, at, write, ended)
+            }
+            RemoteOp::PutSent(data) => {
+                let len = data.len();
+                let write = Operation::WriteSent(data, notice(at, len));
+                self.post(peer, Kind::Sent, at, write, ended)
+            }
+            RemoteOp::PutFlag(data) => {
+                let len = data.len();
+                let write = Operation::WriteSent(data, notice(at, len));
+                self.post(peer, Kind::Flag, at, write, ended)
             }
             RemoteOp::PutPublished(data) => {
                 let Some(publishing) = publishing_notice(at, data.len()) else {
@@ -293,9 +328,9 @@ impl Remote for FabricRemote {
                     )))));
                 };
                 let write = Operation::WriteData(data, publishing);
-                self.post(peer, Class::Rma, at, write, ended)
+                self.post(peer, Kind::Rma, at, write, ended)
             }
-            RemoteOp::Get(len) => self.post(peer, Class::Rma, at, Operation::Read(len), ended),
+            RemoteOp::Get(len) => self.post(peer, Kind::Rma, at, Operation::Read(len), ended),
             RemoteOp::Amo { op, width } => self.atomic(peer, at, op, width, ended),
             RemoteOp::PutSignal {
                 data,
@@ -307,7 +342,7 @@ impl Remote for FabricRemote {
                 // It has ended once both its parts have (the last of them drops `ended`).
                 let ended = Arc::new(ended);
                 let data_ended = ended.clone();
-                let written = self.post(peer, Class::Rma, at, write, move |_| drop(data_ended));
+                let written = self.post(peer, Kind::Rma, at, write, move |_| drop(data_ended));
                 let signalled = self.atomic(peer, signal_at, signal, 8, move |_| drop(ended));
                 Box::pin(async move {
                     let (written, signalled) = futures::join!(written, signalled);
@@ -317,6 +352,24 @@ impl Remote for FabricRemote {
                 })
             }
         }
+    }
+
+    fn settle(&self, scope: Scope) -> Option<Completion> {
+        let settles: Vec<Completion> = self
+            .targets
+            .iter()
+            .flatten()
+            .filter_map(|(_, lane)| lane.settle(scope))
+            .collect();
+        (!settles.is_empty()).then(|| {
+            Box::pin(async move {
+                let mut first = Ok(Vec::new());
+                for settled in futures::future::join_all(settles).await {
+                    first = first.and(settled);
+                }
+                first
+            }) as Completion
+        })
     }
 
     fn record_into(&self, traffic: &Traffic) {

@@ -34,6 +34,8 @@ async fn every_operation_reaches_a_pe_on_another_node() {
     within("rma", async {
         let data: Vec<u64> = (1..=16).collect();
         a.dp.put(&words, &data, 1).await.expect("put");
+        // On its way; landed once a quiet confirms it.
+        a.dp.quiet().await.expect("quiet");
         let mut back = [0u64; 16];
         b.dp.get(&mut back, &words, 1).await.expect("local get");
         assert_eq!(back.to_vec(), data, "the put landed");
@@ -334,8 +336,13 @@ async fn a_bad_key_fails_at_the_initiator_and_the_target_lives_on() {
     });
     let words = view::<u64>(0, 4);
     within("refusals", async {
-        let put = a.dp.put(&words, &[1u64, 2], 1).await;
-        assert!(matches!(put, Err(Error::Os { .. })), "put: {put:?}");
+        // A put completes once on its way: the quiet that confirms it reports the refusal.
+        a.dp.put(&words, &[1u64, 2], 1).await.expect("on its way");
+        let confirmed = a.dp.quiet().await;
+        assert!(
+            matches!(confirmed, Err(Error::Os { .. })),
+            "quiet after a put: {confirmed:?}"
+        );
         let fadd = a.dp.atomic_fetch_add(words.at(0), 1u64, 1).await;
         assert!(matches!(fadd, Err(Error::Os { .. })), "fadd: {fadd:?}");
         a.dp.put_nbi(words.slice(..2), &[3u64, 4], 1)
@@ -352,7 +359,11 @@ async fn a_bad_key_fails_at_the_initiator_and_the_target_lives_on() {
         // The provider drops the connection after a remote access error and makes a new one
         // for the next operations (one may fail meanwhile).
         let mut tries = 0;
-        while let Err(e) = b.dp.put(&words, &[5u64, 6], 0).await {
+        let put_landed = || async {
+            b.dp.put(&words, &[5u64, 6], 0).await?;
+            b.dp.quiet().await
+        };
+        while let Err(e) = put_landed().await {
             tries += 1;
             assert!(tries < 100, "PE 1 never reached PE 0 again: {e}");
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -460,6 +471,7 @@ async fn stray_connections_to_an_endpoint_change_nothing() {
     within("before", a.dp.put(&words, &[1u64, 2, 3, 4], 1))
         .await
         .expect("put");
+    within("before", a.dp.quiet()).await.expect("landed");
     let address = endpoint_address(&b.name).expect("a tcp endpoint");
     // Garbage, a half-open connection, and an abrupt close, to PE 1's fabric port.
     let mut reached = 0;
@@ -483,6 +495,7 @@ async fn stray_connections_to_an_endpoint_change_nothing() {
         a.dp.put(&words, &[5u64, 6, 7, 8], 1)
             .await
             .expect("put after");
+        a.dp.quiet().await.expect("landed");
         let mut got = [0u64; 4];
         b.dp.get(&mut got, &words, 1).await.expect("own get");
         assert_eq!(
@@ -509,6 +522,7 @@ async fn an_endpoint_outside_the_job_without_the_key_neither_writes_nor_wakes() 
     within("before", a.dp.put(&words, &[1u64, 2, 3, 4], 1))
         .await
         .expect("put");
+    within("before", a.dp.quiet()).await.expect("landed");
     // PE 1 sleeps on its first word.
     let waiter = {
         let dp = b.dp.clone();

@@ -19,9 +19,10 @@
 //!
 //! A signal to a PE on another node is a write of the barrier's number into the flag, which
 //! wakes the target as it lands (see `arrived` for why reading it is sound), and the barrier
-//! goes on without waiting for the write to be acknowledged: n PEs meet after ⌈log₂ n⌉
-//! one-way trips, not round trips. The writes' completions are checked by later barriers
-//! and awaited by the PE's final one.
+//! goes on without waiting for the write to be acknowledged (a flag, complete once sent,
+//! which the target does not acknowledge): n PEs meet after ⌈log₂ n⌉ one-way trips, not
+//! round trips. The writes' completions are checked by later barriers; the PE's final
+//! barrier writes ones that complete once landed, and awaits them.
 //!
 //! # Broken and finalized barriers
 //!
@@ -498,7 +499,14 @@ impl DataPlane {
                 target.wake_watchers(at, at + 8);
             }
             Route::Remote => {
-                let write = || RemoteOp::Put(epoch.to_ne_bytes().to_vec());
+                // A flag, complete once sent; the final barrier's complete once landed, so that
+                // none is lost when the PE closes its endpoint after it.
+                let last = self.own_segment().finalizing().load(Ordering::Acquire) == epoch;
+                let flag = epoch.to_ne_bytes().to_vec();
+                let write = move || match last {
+                    true => RemoteOp::Put(flag),
+                    false => RemoteOp::PutFlag(flag),
+                };
                 let completion = self.remote(Op::Signal, to, 8, at, write);
                 if let Some(remotes) = &self.remotes {
                     remotes.keep_signal(completion);

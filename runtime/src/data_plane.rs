@@ -18,7 +18,7 @@ use crate::doorbell::Doorbell;
 use crate::error::{Error, Result};
 use crate::health::Health;
 use crate::heap::{Area, HeapId, Span, SymSlice};
-use crate::route::{Completion, Domain, Remote, RemoteOp, Remotes, Route};
+use crate::route::{Completion, Domain, Remote, RemoteOp, Remotes, Route, Scope};
 use crate::segment::{Segment, HEADER_SIZE};
 use crate::team::shape::NodeShape;
 use crate::team::Teams;
@@ -523,11 +523,12 @@ impl DataPlane {
     }
 
     /// The completion of every `_nbi` remote operation of `domain` (`None`: the default
-    /// context's) not yet awaited, if any (see `Domain::quiet`).
+    /// context's) not yet awaited, then the confirmation that this PE's puts to other nodes
+    /// have landed, if there is anything to wait for (see `Remotes::quiet`).
     #[inline]
     pub(crate) fn remote_pending(&self, domain: Option<&Domain>) -> Option<Completion> {
         let r = self.remotes.as_ref()?;
-        domain.unwrap_or(r.default_domain()).quiet()
+        r.quiet(domain.unwrap_or(r.default_domain()).quiet(), Scope::Data)
     }
 
     /// A handle to this PE's own segment, for remote completions that write into it later.

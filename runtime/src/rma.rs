@@ -44,8 +44,13 @@ pub(crate) fn publish(target: &Segment, start: usize, end: usize) {
 }
 
 impl DataPlane {
-    /// Copies `src` into `dest` on PE `pe` and returns once it is delivered (`shmem_put`).
-    /// On a mapped route the copy is done before the call returns; the future only reports it.
+    /// Copies `src` into `dest` on PE `pe` (`shmem_put`). On a mapped route the copy is done
+    /// before the call returns; the future only reports it. To a PE on another node the
+    /// future resolves, as OpenSHMEM's blocking put returns, once `src` is no longer needed:
+    /// the bytes are on their way, land in order behind this PE's earlier puts to that PE
+    /// (and before its later operations there), and have landed once [`DataPlane::quiet`]
+    /// (or a barrier, which quiets first) completes. A put whose landing must be known
+    /// elsewhere at once (another PE told of it) is followed by `quiet`, as in OpenSHMEM.
     ///
     /// # Errors
     /// [`Error::PeOutOfRange`], [`Error::NotSymmetric`], [`Error::OutOfBounds`] when `dest`
@@ -111,7 +116,7 @@ impl DataPlane {
                 None
             }
             Route::Remote => Some(self.remote_in(domain, Op::Put, pe, (bytes.len(), at), || {
-                RemoteOp::Put(bytes.to_vec())
+                RemoteOp::PutSent(bytes.to_vec())
             })),
         })
     }
@@ -455,7 +460,7 @@ impl DataPlane {
                     .map(|i| {
                         let element = bytemuck::bytes_of(&src[i * sst]).to_vec();
                         self.remote(Op::Iput, pe, size, at + i * dst * size, || {
-                            RemoteOp::Put(element)
+                            RemoteOp::PutSent(element)
                         })
                     })
                     .collect();
@@ -521,7 +526,8 @@ impl DataPlane {
 
     /// Orders this PE's puts, AMOs and signals to each PE: those issued before the fence are
     /// delivered before those issued after (`shmem_fence`). To PEs on other nodes, the
-    /// remote operations issued after it start once those issued before have completed.
+    /// remote operations issued after it start once those issued before have completed (a
+    /// put: once on its way, behind which the fabric keeps the later ones).
     pub fn fence(&self) {
         self.fence_in(None);
     }
@@ -534,11 +540,13 @@ impl DataPlane {
         }
     }
 
-    /// Completes every operation this PE has issued (`shmem_quiet`).
+    /// Completes every operation this PE has issued (`shmem_quiet`): to PEs on other nodes,
+    /// its `_nbi` operations end and its puts are confirmed landed.
     ///
     /// # Errors
     /// [`Error::Shutdown`] once this PE has finalized; the first error of an `_nbi`
-    /// operation to a PE on another node.
+    /// operation to a PE on another node, or of a put there (a refusal at the target is
+    /// reported here once).
     #[inline(always)]
     pub fn quiet(&self) -> Landing<()> {
         self.quiet_in(None)

@@ -26,7 +26,8 @@ fn blocked_extent(stride: usize, (bsize, nblocks): (usize, usize), what: &str) -
 
 impl DataPlane {
     /// Copies `nblocks` blocks of `bsize` elements of `src`, `sst` apart, into `dest` on PE
-    /// `pe`, `dst` apart (`shmem_ibput`); returns once every block is delivered. The blocks
+    /// `pe`, `dst` apart (`shmem_ibput`); returns once every block is put (as
+    /// [`DataPlane::put`]: delivered on a mapped route, on its way to another node). The blocks
     /// travel at once (a PE on another node gets them all in flight together).
     ///
     /// # Errors

@@ -13,8 +13,11 @@
 //! A [`Remote`] addresses a peer's segment by mapping offset, as the data plane computed it
 //! (header words included, for barriers). An operation's future resolves once the operation
 //! is complete at the target: written data and atomic updates are visible there, and the
-//! target's waiters sleeping on the bytes it changed have been woken. Dropping the future
-//! does not recall the operation. A transport may let a task that waits for what peers bring
+//! target's waiters sleeping on the bytes it changed have been woken. Two kinds of write are
+//! the exception, [`RemoteOp::PutSent`] and [`RemoteOp::PutFlag`]: theirs may resolve once
+//! the bytes are on their way (the source no longer needed), landing in order behind the
+//! writes before them to that PE and before its later operations there; [`Remote::settle`]
+//! confirms that they have landed. Dropping the future does not recall the operation. A transport may let a task that waits for what peers bring
 //! (a wait, an awaited operation) drive its progress on the task's own thread
 //! ([`Remote::drive`]), so that an arrival wakes that thread and no other.
 
@@ -64,6 +67,12 @@ pub enum Amo {
 pub enum RemoteOp {
     /// Write these bytes.
     Put(Vec<u8>),
+    /// Write these bytes of the application's data (a `put`'s): complete once sent, landed
+    /// once [`Remote::settle`] confirms it.
+    PutSent(Vec<u8>),
+    /// Write these bytes, a flag whose reader waits for its value (a barrier's signal):
+    /// complete once sent; only [`Scope::All`] settles it.
+    PutFlag(Vec<u8>),
     /// Read this many bytes.
     Get(usize),
     /// Write `data`, then apply `signal` to the 64-bit word at mapping offset `signal_at`:
@@ -95,6 +104,15 @@ pub enum RemoteOp {
     },
 }
 
+/// Which writes that completed once sent [`Remote::settle`] confirms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// The application's data ([`RemoteOp::PutSent`]): what `quiet` confirms.
+    Data,
+    /// Every one, flags ([`RemoteOp::PutFlag`]) included.
+    All,
+}
+
 /// The completion of a remote operation: what it read or fetched (empty for puts).
 pub type Completion = Pin<Box<dyn Future<Output = Result<Vec<u8>>> + Send>>;
 
@@ -114,6 +132,15 @@ pub trait Remote: Send + Sync + std::fmt::Debug {
     /// can see: operations in flight, CQ depth, its provider). Does nothing by default.
     fn record_into(&self, traffic: &Traffic) {
         let _ = traffic;
+    }
+
+    /// Confirms the writes of `scope` started so far whose completions said only that they
+    /// were on their way: resolves once they have landed at their targets, with the first
+    /// error, or `None` when there are none to confirm. `None` by default (a transport whose
+    /// writes complete once they have landed).
+    fn settle(&self, scope: Scope) -> Option<Completion> {
+        let _ = scope;
+        None
     }
 
     /// How long a task driving the transport's progress keeps reading it after an arrival
@@ -413,6 +440,30 @@ impl Remotes {
             }
         }
         self.transport.start(pe, at, op)
+    }
+
+    /// The transport's confirmation of its writes of `scope` (see [`Remote::settle`]).
+    pub fn settle(&self, scope: Scope) -> Option<Completion> {
+        self.transport.settle(scope)
+    }
+
+    /// `quiet`'s completion: `pending` (the `_nbi` operations of a domain, if any), then
+    /// the confirmation of the writes of `scope` (asked for once `pending` has ended, so that
+    /// it covers what a fence held back until then); the first error of either. `None` when
+    /// there is nothing to wait for.
+    pub fn quiet(&self, pending: Option<Completion>, scope: Scope) -> Option<Completion> {
+        let Some(pending) = pending else {
+            return self.settle(scope);
+        };
+        let transport = self.transport.clone();
+        Some(Box::pin(async move {
+            let first = pending.await;
+            let settled = match transport.settle(scope) {
+                Some(settled) => settled.await,
+                None => Ok(Vec::new()),
+            };
+            first.and(settled)
+        }))
     }
 
     /// The default context's ordering domain.

@@ -26,6 +26,7 @@
 #![allow(unsafe_code)]
 
 mod objects;
+mod sent;
 pub mod types;
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};

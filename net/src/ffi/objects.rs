@@ -35,7 +35,7 @@ fn check(lib: &Library, what: &str, rc: isize) -> Result<()> {
 }
 
 /// Fails when an ops table lacks the entry a call needs.
-fn entry<T: Copy>(entry: Option<T>, what: &str) -> Result<T> {
+pub(super) fn entry<T: Copy>(entry: Option<T>, what: &str) -> Result<T> {
     entry.ok_or_else(|| {
         Error::Config(format!(
             "the fabric provider does not implement {what}: pick another \
@@ -193,6 +193,14 @@ pub enum Operation {
     Write(Vec<u8>),
     /// Write these bytes, then deliver `data` with the target's completion of the write.
     WriteData(Vec<u8>, u64),
+    /// As [`Operation::WriteData`], but complete once the provider no longer needs the
+    /// bytes (inject completion), not once the target placed them: the target then sends
+    /// no acknowledgement. A later [`Operation::Confirm`] (or any write or read completing
+    /// at the target) says it has landed.
+    WriteSent(Vec<u8>, u64),
+    /// A write of nothing that completes once the target has placed it, and so every write
+    /// posted to that peer before it (writes land in order).
+    Confirm,
     /// Read this many bytes.
     Read(usize),
     /// A non-fetching atomic `op` with `operand` on a word of `width` bytes (4 or 8).
@@ -435,10 +443,11 @@ impl Endpoint {
         done: Done,
     ) -> std::result::Result<(), Refused> {
         let (buffer, compare, returns) = match op {
-            Operation::Write(b) | Operation::WriteData(b, _) => {
+            Operation::Write(b) | Operation::WriteData(b, _) | Operation::WriteSent(b, _) => {
                 (std::mem::take(b), 0, Returns::Nothing)
             }
             Operation::Read(len) => (vec![0; *len], 0, Returns::Buffer),
+            Operation::Confirm => (Vec::new(), 0, Returns::Nothing),
             Operation::Atomic { operand, width, .. } => (
                 operand.to_ne_bytes()[..*width].to_vec(),
                 0,
@@ -481,7 +490,9 @@ impl Endpoint {
         let slot = unsafe { (*p).slot };
         let refused = table.take(slot);
         let done = refused.and_then(|mut p| {
-            if let Operation::Write(b) | Operation::WriteData(b, _) = op {
+            if let Operation::Write(b) | Operation::WriteData(b, _) | Operation::WriteSent(b, _) =
+                op
+            {
                 *b = std::mem::take(&mut p.buffer);
             }
             p.done.take()
@@ -525,6 +536,12 @@ impl Endpoint {
                 Operation::WriteData(_, data) => entry(rma.writedata, "writes with data")?(
                     ep, buf, len, null, *data, peer, remote, key, ctx,
                 ),
+                Operation::WriteSent(_, data) => {
+                    super::sent::write_sent(rma, ep, (buf, len), (peer, remote, key), ctx, *data)?
+                }
+                Operation::Confirm => {
+                    entry(rma.write, "RMA writes")?(ep, buf, 0, null, peer, remote, key, ctx)
+                }
                 Operation::Read(_) => {
                     entry(rma.read, "RMA reads")?(ep, buf, len, null, peer, remote, key, ctx)
                 }

@@ -257,7 +257,8 @@ pub struct FiOpsRma {
     pub readmsg: Unused,
     pub write: Option<RmaFn>,
     pub writev: Unused,
-    pub writemsg: Unused,
+    pub writemsg:
+        Option<unsafe extern "C" fn(ep: *mut FidEp, msg: *const FiMsgRma, flags: u64) -> isize>,
     pub inject: Unused,
     #[allow(clippy::type_complexity)]
     pub writedata: Option<
@@ -274,6 +275,34 @@ pub struct FiOpsRma {
         ) -> isize,
     >,
     pub injectdata: Unused,
+}
+
+/// `struct iovec`.
+#[repr(C)]
+pub struct IoVec {
+    pub base: *mut c_void,
+    pub len: usize,
+}
+
+/// `struct fi_rma_iov`.
+#[repr(C)]
+pub struct FiRmaIov {
+    pub addr: u64,
+    pub len: usize,
+    pub key: u64,
+}
+
+/// `struct fi_msg_rma`.
+#[repr(C)]
+pub struct FiMsgRma {
+    pub msg_iov: *const IoVec,
+    pub desc: *mut *mut c_void,
+    pub iov_count: usize,
+    pub addr: FiAddr,
+    pub rma_iov: *const FiRmaIov,
+    pub rma_iov_count: usize,
+    pub context: *mut c_void,
+    pub data: u64,
 }
 
 /// `struct fi_ops_atomic`.
@@ -556,8 +585,13 @@ pub const FI_GETWAIT: c_int = 5;
 pub const FI_ORDER_RMA: u64 = (1 << 32) | (1 << 33) | (1 << 35);
 /// The same among atomics (`FI_ORDER_ATOMIC_RAR | FI_ORDER_ATOMIC_RAW | FI_ORDER_ATOMIC_WAW`).
 pub const FI_ORDER_ATOMIC: u64 = (1 << 36) | (1 << 37) | (1 << 39);
+/// The operation generates a completion (`FI_COMPLETION`).
+pub const FI_COMPLETION: u64 = 1 << 24;
 /// An operation completes once the target has placed it (`FI_DELIVERY_COMPLETE`).
 pub const FI_DELIVERY_COMPLETE: u64 = 1 << 28;
+/// A write completes once the provider no longer needs its buffer (`FI_INJECT_COMPLETE`),
+/// not once the target placed it.
+pub const FI_INJECT_COMPLETE: u64 = 1 << 26;
 
 /// Atomic operations and the datatype this crate uses them on.
 pub const FI_SUM: c_int = 2;
@@ -598,6 +632,10 @@ const _: () = {
     assert!(std::mem::size_of::<FidEp>() == 80);
     assert!(std::mem::size_of::<FiOpsCm>() == 80);
     assert!(std::mem::size_of::<FiOpsRma>() == 80);
+    assert!(std::mem::size_of::<FiMsgRma>() == 64);
+    assert!(std::mem::offset_of!(FiMsgRma, data) == 56);
+    assert!(std::mem::size_of::<FiRmaIov>() == 24);
+    assert!(std::mem::size_of::<IoVec>() == 16);
     assert!(std::mem::size_of::<FiOpsAtomic>() == 112);
     assert!(std::mem::size_of::<FiInfo>() == 120);
     assert!(std::mem::size_of::<FiTxAttr>() == 80);

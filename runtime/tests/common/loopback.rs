@@ -54,7 +54,7 @@ impl Loopback {
     fn apply(target: &Segment, at: usize, op: RemoteOp) -> Vec<u8> {
         let map = target.mapping();
         let (read, touched) = match op {
-            RemoteOp::Put(data) => {
+            RemoteOp::Put(data) | RemoteOp::PutSent(data) | RemoteOp::PutFlag(data) => {
                 map.write(at, &data);
                 (Vec::new(), at..at + data.len())
             }
