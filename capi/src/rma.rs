@@ -41,7 +41,8 @@ pub(crate) fn put<T: Pod>(
 /// When a put that took the checked path completes.
 #[derive(Debug, Clone, Copy)]
 enum Finish {
-    /// Before the routine returns (`put`, `p`).
+    /// Before the routine returns (`put`, `p`): the source is free again, the bytes landed
+    /// on this node or on their way to another (landed at `quiet`).
     Now,
     /// At the context's `quiet` (`put_nbi`).
     AtQuiet,

@@ -386,14 +386,16 @@ impl GpuPe {
     }
 
     /// Completes this PE's host-initiated operations, then synchronizes every PE on the host
-    /// (`nvshmem_barrier_all` called from the host).
+    /// (`nvshmem_barrier_all` called from the host). An error of the completion is reported
+    /// after the synchronization, which takes place all the same.
     ///
     /// Cancel safety: not cancel safe; dropped midway (or failing midway), it leaves this PE
     /// out of step with the others, so every later host `sync_all` and `barrier_all` of the
     /// PE fails with [`Error::InvalidArgument`].
     pub async fn barrier_all(&self) -> Result<()> {
-        self.quiet().await?;
-        self.host().sync_all().await
+        let quieted = self.quiet().await;
+        let synced = self.host().sync_all().await;
+        quieted.and(synced)
     }
 
     /// Synchronizes every PE on the host without completing anything (`nvshmem_sync_all`).

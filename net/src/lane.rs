@@ -16,18 +16,19 @@
 //! Most operations complete once done at the target. A write of [`Kind::Sent`] or
 //! [`Kind::Flag`] completes once the provider has taken its bytes: the target then sends no
 //! acknowledgement, which it would send before it reports the write, on the path of every
-//! answer to it. The lane numbers such writes as they start and confirms them with a
+//! answer to it. The lane numbers such writes as they start and confirms those of the
+//! application's data ([`Kind::Sent`]; flags are read by value, never confirmed) with a
 //! confirmation it posts behind them (a write of nothing that completes once the target has
 //! placed it, and so the writes before it):
-//! - before an atomic, when writes were sent since the last confirmation started (the atomic
-//!   is then held until the confirmation has completed, as behind any RMA operation);
-//! - for [`Lane::settle`] (`quiet`), when writes of the application's data ([`Kind::Sent`];
-//!   or, asked for [`Scope::All`], flags too) were sent since the last one; a settle that
-//!   finds a confirmation already on its way behind those writes waits for that one.
+//! - before an atomic, when data was sent since the last confirmation started (the atomic is
+//!   then held until the confirmation has completed, as behind any RMA operation);
+//! - for [`Lane::settle`] (`quiet`), when data was sent since the last one; a settle that
+//!   finds a confirmation already on its way behind that data waits for that one.
 //!
-//! A confirmation's failure reaches those who wait for it; that of one posted before an
-//! atomic, which nobody waits for, is kept for the next settle.
-//!
+//! A confirmation's failure is kept until a settle has reported it (one whose caller stopped
+//! waiting reports nothing), so that a failed confirmation before an atomic, or behind a
+//! settle that was dropped, is reported by the next.
+
 //! # Posting
 //! Held operations wait in the lane's queue and are posted, in order, by one task per lane
 //! that runs while the queue is not empty, not when their completions are polled: an `_nbi`
@@ -42,7 +43,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use ferroshmem_runtime::route::{Completion, Scope};
+use ferroshmem_runtime::route::Completion;
 use ferroshmem_runtime::Error;
 use futures::future::{BoxFuture, FutureExt, Shared};
 use tokio::runtime::Handle;
@@ -81,8 +82,7 @@ pub enum Kind {
     /// A write of the application's data that completes once sent: [`Lane::settle`]
     /// confirms it.
     Sent,
-    /// A write of a flag, read by value, that completes once sent: [`Lane::settle`] confirms
-    /// it only for [`Scope::All`].
+    /// A write of a flag, read by value, that completes once sent; never confirmed.
     Flag,
     /// A write or read that completes once done at the target.
     Rma,
@@ -160,13 +160,11 @@ struct Marks {
     /// The number of the last sent write the latest confirmation started covers.
     covered: u64,
     /// The number through which sent writes have been settled: confirmed landed, or their
-    /// confirmation's failure reported (or kept to be).
+    /// confirmation failed (the failure kept until reported).
     settled: u64,
-    /// The number through which a settle waits for (or was told of) the confirmations.
-    told: u64,
     /// The latest confirmation started.
     latest: Option<Confirmation>,
-    /// The first failure of a confirmation nobody was told of, until a settle reports it.
+    /// The first failure of a confirmation not yet reported by a settle.
     failure: Option<Error>,
 }
 
@@ -214,7 +212,7 @@ impl Lane {
     }
 
     /// Posts an operation of `kind` through `post`, now or once the lane lets it go; an
-    /// atomic behind sent writes goes after a confirmation of them.
+    /// atomic behind sent data goes after a confirmation of it.
     pub fn start(&self, kind: Kind, post: Post) -> Completion {
         let mut queue = lock(&self.queue);
         let runtime = self.runtime();
@@ -224,62 +222,59 @@ impl Lane {
                 queue.marks.data = queue.marks.sent;
             }
             Kind::Flag => queue.marks.sent += 1,
-            Kind::Atomic if queue.marks.sent > queue.marks.covered => {
+            Kind::Atomic if queue.marks.data > queue.marks.covered => {
                 // Its failure is kept for the next settle.
-                drop(self.start_confirmation(&mut queue, runtime.as_ref(), true));
+                drop(self.start_confirmation(&mut queue, runtime.as_ref()));
             }
             Kind::Rma | Kind::Atomic => {}
         }
         self.start_in_order(&mut queue, runtime, kind.class(), post)
     }
 
-    /// Confirms the writes sent so far that `scope` names: resolves once they have landed,
-    /// with the first failure (of the confirmation, or kept from one nobody waited for);
-    /// `None` when there are none to confirm. A failure is reported once: the writes it
-    /// covered count as settled.
-    pub fn settle(&self, scope: Scope) -> Option<Completion> {
+    /// Confirms the application's data sent so far: resolves once it has landed, with the
+    /// first failure (of its confirmation, or of an earlier one not yet reported); `None`
+    /// when there is nothing to confirm or report. A failure is reported once, by the first
+    /// settle that resolves with it.
+    pub fn settle(&self) -> Option<Completion> {
         let mut queue = lock(&self.queue);
-        if let Some(failed) = queue.marks.failure.take() {
-            return Some(Box::pin(std::future::ready(Err(failed))));
-        }
-        let needed = match scope {
-            Scope::Data => queue.marks.data,
-            Scope::All => queue.marks.sent,
-        };
+        let needed = queue.marks.data;
         let confirmation = if needed <= queue.marks.settled {
-            return None;
+            queue.marks.failure.as_ref()?;
+            None
         } else if needed <= queue.marks.covered {
-            queue.marks.told = queue.marks.covered;
-            queue.marks.latest.clone()?
+            queue.marks.latest.clone()
         } else {
             let runtime = self.runtime();
-            self.start_confirmation(&mut queue, runtime.as_ref(), false)
+            Some(self.start_confirmation(&mut queue, runtime.as_ref()))
         };
-        Some(Box::pin(confirmation.map(|c| c.map(|()| Vec::new()))))
+        let lane = self.queue.clone();
+        Some(Box::pin(async move {
+            let confirmed = match confirmation {
+                Some(confirmation) => confirmation.await,
+                None => Ok(()),
+            };
+            // Reported here, so no longer kept: this settle's own failure, or an earlier one.
+            let kept = lock(&lane).marks.failure.take();
+            match (confirmed, kept) {
+                (Err(failed), _) | (Ok(()), Some(failed)) => Err(failed),
+                (Ok(()), None) => Ok(Vec::new()),
+            }
+        }))
     }
 
     /// Starts, in the lane's order, a confirmation of every write sent so far, recording
-    /// once it ends that they have been settled, and a failure nobody is told of (one
-    /// started for an atomic, `for_atomic`, that no settle shared) for the next settle. A
-    /// task on `runtime` sees it to its end.
-    fn start_confirmation(
-        &self,
-        queue: &mut Queue,
-        runtime: Option<&Handle>,
-        for_atomic: bool,
-    ) -> Confirmation {
+    /// once it ends that they have been settled, and keeping its failure until a settle
+    /// reports it. A task on `runtime` sees it to its end.
+    fn start_confirmation(&self, queue: &mut Queue, runtime: Option<&Handle>) -> Confirmation {
         let through = queue.marks.sent;
         queue.marks.covered = through;
-        if !for_atomic {
-            queue.marks.told = through;
-        }
         let posted = self.start_in_order(queue, runtime.cloned(), Class::Rma, (self.confirm)());
         let lane = self.queue.clone();
         let confirmation = async move {
             let outcome = posted.await.map(drop);
             let marks = &mut lock(&lane).marks;
             marks.settled = marks.settled.max(through);
-            if let (Err(failed), true) = (&outcome, marks.told < through) {
+            if let Err(failed) = &outcome {
                 marks.failure.get_or_insert_with(|| failed.clone());
             }
             outcome
@@ -571,7 +566,7 @@ mod tests {
         // Held behind the read, then a sent write held behind the atomic.
         drop(lane.start(Kind::Atomic, provider.op("a1", true)));
         drop(lane.start(Kind::Sent, provider.op("w1", true)));
-        let mut settled = lane.settle(Scope::Data).expect("a write to confirm");
+        let mut settled = lane.settle().expect("a write to confirm");
         drop(lane.start(Kind::Atomic, provider.op("a2", true)));
         provider.posted_are(&["r1"]).await;
         provider.end("r1");
@@ -591,31 +586,32 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_settle_waits_for_the_confirmation_on_its_way_and_flags_need_scope_all() {
+    async fn a_settle_waits_for_the_confirmation_on_its_way_and_flags_are_never_confirmed() {
         let provider = Provider::default();
         let lane = provider.lane();
-        assert!(lane.settle(Scope::All).is_none(), "nothing was sent");
+        assert!(lane.settle().is_none(), "nothing was sent");
         drop(lane.start(Kind::Flag, provider.op("f1", true)));
-        assert!(lane.settle(Scope::Data).is_none(), "a flag is not quiet's");
-        drop(lane.start(Kind::Sent, provider.op("w1", true)));
+        assert!(lane.settle().is_none(), "a flag is read by value");
         provider.end("f1");
+        // No confirmation before an atomic for a flag either.
+        drop(lane.start(Kind::Atomic, provider.op("a1", true)));
+        provider.posted_are(&["f1", "a1"]).await;
+        provider.end("a1");
+        drop(lane.start(Kind::Sent, provider.op("w1", true)));
         provider.end("w1");
-        let mut first = lane.settle(Scope::Data).expect("a write to confirm");
-        let mut second = lane.settle(Scope::All).expect("the same confirmation");
-        provider.posted_are(&["f1", "w1", "c1"]).await;
+        let mut first = lane.settle().expect("a write to confirm");
+        let mut second = lane.settle().expect("the same confirmation");
+        provider.posted_are(&["f1", "a1", "w1", "c1"]).await;
         assert!(pending(&mut first).await && pending(&mut second).await);
         provider.end("c1");
         outcome(first).await.expect("first");
         outcome(second).await.expect("second");
-        // Once the confirmation is recorded, nothing is left to confirm.
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-        while lane.settle(Scope::All).is_some() {
-            assert!(tokio::time::Instant::now() < deadline, "never recorded");
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
+        assert!(lane.settle().is_none(), "nothing left to confirm");
         drop(lane.start(Kind::Sent, provider.op("w2", true)));
-        drop(lane.settle(Scope::Data).expect("a later write"));
-        provider.posted_are(&["f1", "w1", "c1", "w2", "c2"]).await;
+        drop(lane.settle().expect("a later write"));
+        provider
+            .posted_are(&["f1", "a1", "w1", "c1", "w2", "c2"])
+            .await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -626,32 +622,38 @@ mod tests {
         provider.end("w1");
         drop(lane.start(Kind::Atomic, provider.op("a1", true)));
         provider.posted_are(&["w1", "c1"]).await;
-        provider.finish(
-            "c1",
-            Err(Error::PeerLost {
-                pe: 1,
-                reason: "gone".into(),
-            }),
-        );
-        provider.posted_are(&["w1", "c1", "a1"]).await;
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-        let failed = loop {
-            match lane.settle(Scope::Data) {
-                Some(settled) => break outcome(settled).await,
-                None => {
-                    assert!(tokio::time::Instant::now() < deadline, "never kept");
-                    tokio::time::sleep(Duration::from_millis(1)).await;
-                }
-            }
+        let lost = Error::PeerLost {
+            pe: 1,
+            reason: "gone".into(),
         };
-        assert_eq!(
-            failed,
-            Err(Error::PeerLost {
-                pe: 1,
-                reason: "gone".into()
-            })
+        provider.finish("c1", Err(lost.clone()));
+        provider.posted_are(&["w1", "c1", "a1"]).await;
+        let settled = lane.settle().expect("a failure to report");
+        assert_eq!(outcome(settled).await, Err(lost));
+        assert!(lane.settle().is_none(), "reported once");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_failure_behind_a_dropped_settle_is_reported_by_the_next_and_later_data_confirmed() {
+        let provider = Provider::default();
+        let lane = provider.lane();
+        drop(lane.start(Kind::Sent, provider.op("w1", true)));
+        provider.end("w1");
+        drop(lane.settle().expect("a write to confirm"));
+        provider.posted_are(&["w1", "c1"]).await;
+        provider.finish("c1", Err(Error::Shutdown));
+        drop(lane.start(Kind::Sent, provider.op("w2", true)));
+        provider.end("w2");
+        // The next settle confirms the later write and reports the earlier failure.
+        let mut settled = lane.settle().expect("a failure and a write");
+        provider.posted_are(&["w1", "c1", "w2", "c2"]).await;
+        assert!(
+            pending(&mut settled).await,
+            "reported before the later write landed"
         );
-        assert!(lane.settle(Scope::Data).is_none(), "reported once");
+        provider.end("c2");
+        assert_eq!(outcome(settled).await, Err(Error::Shutdown));
+        assert!(lane.settle().is_none(), "reported once");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

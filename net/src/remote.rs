@@ -59,7 +59,7 @@ use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use ferroshmem_observability::Traffic;
-use ferroshmem_runtime::route::{Amo, Completion, Drive, Remote, RemoteOp, Scope};
+use ferroshmem_runtime::route::{Amo, Completion, Drive, Remote, RemoteOp};
 use ferroshmem_runtime::{Error, Segment};
 
 use crate::atomic;
@@ -354,12 +354,12 @@ impl Remote for FabricRemote {
         }
     }
 
-    fn settle(&self, scope: Scope) -> Option<Completion> {
+    fn settle(&self) -> Option<Completion> {
         let settles: Vec<Completion> = self
             .targets
             .iter()
             .flatten()
-            .filter_map(|(_, lane)| lane.settle(scope))
+            .filter_map(|(_, lane)| lane.settle())
             .collect();
         (!settles.is_empty()).then(|| {
             Box::pin(async move {

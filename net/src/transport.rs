@@ -304,7 +304,8 @@ pub struct Hooks {
 /// How an operation ended, as [`Hooks::ended`] is told.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ended {
-    /// The provider reported it complete: at the target, it was applied.
+    /// The provider reported it complete: at the target, it was applied (for a write sent
+    /// with inject completion, [`Operation::WriteSent`]: its bytes are on their way).
     Completed,
     /// It failed, or was never posted.
     Failed,

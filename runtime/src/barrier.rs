@@ -553,14 +553,17 @@ impl DataPlane {
     /// (`shmem_barrier_all`): after it, every PE sees every put issued before it.
     ///
     /// # Errors
-    /// As [`DataPlane::sync_all`].
+    /// As [`DataPlane::sync_all`]; the error of the completion ([`DataPlane::quiet`]'s),
+    /// reported after the synchronization, which takes place all the same (the other PEs
+    /// are not left waiting for this one).
     ///
     /// Cancel safety: not cancel safe; dropped midway (or failing midway), it leaves this PE
     /// out of step with the others, so every later `sync_all` and `barrier_all` of the PE
     /// fails (with [`Error::Desynchronized`] after a cancellation).
     pub async fn barrier_all(&self) -> Result<()> {
-        self.quiet().await?;
-        self.sync_all().await
+        let quieted = self.quiet().await;
+        let synced = self.sync_all().await;
+        quieted.and(synced)
     }
 }
 

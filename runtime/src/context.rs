@@ -5,8 +5,9 @@
 //!
 //! Operations on a context are ordered by its [`fence`](Context::fence) and completed by its
 //! [`quiet`](Context::quiet) only: a context's `quiet` does not wait for the default
-//! context's `_nbi` operations, nor for another context's, and theirs do not wait for it. On
-//! a mapped route (a PE of this node) every operation is complete when its call returns, so
+//! context's `_nbi` operations, nor for another context's, and theirs do not wait for it
+//! (the confirmation that puts to other nodes have landed is the one exception: it covers
+//! every put of the PE, which a context's `quiet` may so wait for). On a mapped route (a PE of this node) every operation is complete when its call returns, so
 //! the distinction is felt where operations travel: to PEs of other nodes, where each
 //! context keeps its own list of `_nbi` completions and its own fence.
 //!

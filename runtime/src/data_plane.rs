@@ -18,7 +18,7 @@ use crate::doorbell::Doorbell;
 use crate::error::{Error, Result};
 use crate::health::Health;
 use crate::heap::{Area, HeapId, Span, SymSlice};
-use crate::route::{Completion, Domain, Remote, RemoteOp, Remotes, Route, Scope};
+use crate::route::{Completion, Domain, Remote, RemoteOp, Remotes, Route};
 use crate::segment::{Segment, HEADER_SIZE};
 use crate::team::shape::NodeShape;
 use crate::team::Teams;
@@ -528,7 +528,17 @@ impl DataPlane {
     #[inline]
     pub(crate) fn remote_pending(&self, domain: Option<&Domain>) -> Option<Completion> {
         let r = self.remotes.as_ref()?;
-        r.quiet(domain.unwrap_or(r.default_domain()).quiet(), Scope::Data)
+        let quiet = r.quiet(domain.unwrap_or(r.default_domain()).quiet())?;
+        // A peer lost (or the job failed otherwise) ends the wait: a confirmation to a peer
+        // cut off might never complete.
+        let health = self.health.clone();
+        Some(Box::pin(async move {
+            tokio::select! {
+                biased;
+                done = quiet => done,
+                failed = health.failed() => Err(failed),
+            }
+        }))
     }
 
     /// A handle to this PE's own segment, for remote completions that write into it later.

@@ -71,7 +71,8 @@ pub enum RemoteOp {
     /// once [`Remote::settle`] confirms it.
     PutSent(Vec<u8>),
     /// Write these bytes, a flag whose reader waits for its value (a barrier's signal):
-    /// complete once sent; only [`Scope::All`] settles it.
+    /// complete once sent, and not confirmed by [`Remote::settle`] (its reader learns of it
+    /// from its value).
     PutFlag(Vec<u8>),
     /// Read this many bytes.
     Get(usize),
@@ -104,15 +105,6 @@ pub enum RemoteOp {
     },
 }
 
-/// Which writes that completed once sent [`Remote::settle`] confirms.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scope {
-    /// The application's data ([`RemoteOp::PutSent`]): what `quiet` confirms.
-    Data,
-    /// Every one, flags ([`RemoteOp::PutFlag`]) included.
-    All,
-}
-
 /// The completion of a remote operation: what it read or fetched (empty for puts).
 pub type Completion = Pin<Box<dyn Future<Output = Result<Vec<u8>>> + Send>>;
 
@@ -134,12 +126,11 @@ pub trait Remote: Send + Sync + std::fmt::Debug {
         let _ = traffic;
     }
 
-    /// Confirms the writes of `scope` started so far whose completions said only that they
-    /// were on their way: resolves once they have landed at their targets, with the first
-    /// error, or `None` when there are none to confirm. `None` by default (a transport whose
-    /// writes complete once they have landed).
-    fn settle(&self, scope: Scope) -> Option<Completion> {
-        let _ = scope;
+    /// Confirms the [`RemoteOp::PutSent`] writes started so far: resolves once they have
+    /// landed at their targets, with the first error (of theirs, or of an earlier
+    /// confirmation not yet reported), or `None` when there is nothing to confirm or report.
+    /// `None` by default (a transport whose writes complete once they have landed).
+    fn settle(&self) -> Option<Completion> {
         None
     }
 
@@ -442,23 +433,23 @@ impl Remotes {
         self.transport.start(pe, at, op)
     }
 
-    /// The transport's confirmation of its writes of `scope` (see [`Remote::settle`]).
-    pub fn settle(&self, scope: Scope) -> Option<Completion> {
-        self.transport.settle(scope)
+    /// The transport's confirmation of its sent writes (see [`Remote::settle`]).
+    pub fn settle(&self) -> Option<Completion> {
+        self.transport.settle()
     }
 
     /// `quiet`'s completion: `pending` (the `_nbi` operations of a domain, if any), then
-    /// the confirmation of the writes of `scope` (asked for once `pending` has ended, so that
-    /// it covers what a fence held back until then); the first error of either. `None` when
+    /// the confirmation of the sent writes (asked for once `pending` has ended, so that it
+    /// covers what a fence held back until then); the first error of either. `None` when
     /// there is nothing to wait for.
-    pub fn quiet(&self, pending: Option<Completion>, scope: Scope) -> Option<Completion> {
+    pub fn quiet(&self, pending: Option<Completion>) -> Option<Completion> {
         let Some(pending) = pending else {
-            return self.settle(scope);
+            return self.settle();
         };
         let transport = self.transport.clone();
         Some(Box::pin(async move {
             let first = pending.await;
-            let settled = match transport.settle(scope) {
+            let settled = match transport.settle() {
                 Some(settled) => settled.await,
                 None => Ok(Vec::new()),
             };

@@ -7,7 +7,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::loopback::two_nodes;
+use common::loopback::{two_nodes, two_nodes_settling, Settling};
 use ferroshmem_runtime::heap::{Allocation, HeapId, SymBuffer};
 use ferroshmem_runtime::{Error, Exchange, ExchangeFuture, TeamConfig, Teams};
 use tokio::time::timeout;
@@ -149,6 +149,65 @@ async fn a_remote_operation_polled_after_it_completed_says_so() {
         matches!(again, std::task::Poll::Ready(Err(Error::Polled))),
         "{again:?}"
     );
+}
+
+/// A `quiet` whose confirmation of puts to another node never comes (that node stopped
+/// answering) ends once the job learns the peer was lost, as every other wait does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quiet_waiting_for_a_lost_peer_s_confirmation_ends_with_peer_lost() {
+    let pes = two_nodes_settling(false, Settling::Never);
+    let words =
+        SymBuffer::<u64>::from_allocation(Allocation::new(HeapId(1), 0, 64), 2).expect("words");
+    pes[0].put(&words, &[1u64, 2], 1).await.expect("sent");
+    let quiet = {
+        let pe = pes[0].clone();
+        tokio::spawn(async move { pe.quiet().await })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(!quiet.is_finished(), "the confirmation never comes");
+    let lost = Error::PeerLost {
+        pe: 1,
+        reason: "cut off".into(),
+    };
+    pes[0].health().fail(lost.clone());
+    let ended = timeout(BOUND, quiet).await.expect("in time").expect("ran");
+    assert_eq!(ended, Err(lost));
+}
+
+/// A put refused at its target fails the quiet of a barrier after it, but the barrier's
+/// synchronization takes place all the same: the other PE is not left waiting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_barrier_whose_quiet_fails_still_meets_the_others() {
+    let refused = Error::Os {
+        context: "a write refused at its target",
+        message: "bad key".into(),
+    };
+    let pes = two_nodes_settling(false, Settling::FailsOnce(refused.clone()));
+    let words =
+        SymBuffer::<u64>::from_allocation(Allocation::new(HeapId(1), 0, 64), 2).expect("words");
+    pes[0].put(&words, &[1u64, 2], 1).await.expect("sent");
+    let barriers: Vec<_> = pes
+        .iter()
+        .map(|pe| {
+            let pe = pe.clone();
+            tokio::spawn(async move { pe.barrier_all().await })
+        })
+        .collect();
+    let mut ended = Vec::new();
+    for barrier in barriers {
+        ended.push(
+            timeout(BOUND, barrier)
+                .await
+                .expect("in time")
+                .expect("ran"),
+        );
+    }
+    // The PEs share the transport: whichever quiets first meets the refusal.
+    ended.sort_by_key(Result::is_ok);
+    assert_eq!(ended, [Err(refused), Ok(())]);
+    let next = async { tokio::join!(pes[0].barrier_all(), pes[1].barrier_all()) };
+    let next = timeout(BOUND, next).await.expect("in time");
+    assert_eq!(next, (Ok(()), Ok(())), "the next barrier");
 }
 
 /// The control plane says PE 0 finalized and left (its process may be gone, its header

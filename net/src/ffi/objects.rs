@@ -447,7 +447,9 @@ impl Endpoint {
                 (std::mem::take(b), 0, Returns::Nothing)
             }
             Operation::Read(len) => (vec![0; *len], 0, Returns::Buffer),
-            Operation::Confirm => (Vec::new(), 0, Returns::Nothing),
+            // Empty, but with an allocation behind it: a provider that registers the buffer
+            // of every operation (rxm over verbs) must not be handed a dangling pointer.
+            Operation::Confirm => (Vec::with_capacity(8), 0, Returns::Nothing),
             Operation::Atomic { operand, width, .. } => (
                 operand.to_ne_bytes()[..*width].to_vec(),
                 0,

@@ -52,12 +52,14 @@ impl Team {
 
     /// Completes this PE's outstanding operations, then synchronizes the team
     /// (`shmem_barrier` on a team): after it, every member sees every put that members
-    /// issued before it.
+    /// issued before it. An error of the completion is reported after the sync, which takes
+    /// place all the same (the other members are not left waiting for this one).
     ///
     /// Cancel safety: not cancel safe; dropped midway, it leaves the team unusable.
     pub async fn barrier(&self) -> Result<()> {
-        self.dp().quiet().await?;
-        self.sync().await
+        let quieted = self.dp().quiet().await;
+        let synced = self.sync().await;
+        quieted.and(synced)
     }
 
     /// One sync of collective `op`, checking that every member passed `desc` (when they did

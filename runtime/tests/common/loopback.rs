@@ -1,19 +1,32 @@
 //! Two PEs of one process that reach each other only through the remote transport, as PEs
 //! of two nodes do: a transport that applies each operation to the target's segment as it
-//! starts, its completion resolving after one yield (`lazy`) or at once.
+//! starts, its completion resolving after one yield (`lazy`) or at once; its confirmation
+//! of sent puts ([`Remote::settle`]) as [`Settling`] says.
 
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ferroshmem_runtime::route::{Amo, Completion, Remote, RemoteOp, Route};
-use ferroshmem_runtime::{DataPlane, DataPlaneParts, Health, HeapId, Segment};
+use ferroshmem_runtime::{DataPlane, DataPlaneParts, Error, Health, HeapId, Segment};
 
 /// The transport: every PE's segment, reached directly.
 #[derive(Debug)]
 struct Loopback {
     segments: Vec<Arc<Segment>>,
     lazy: bool,
+    settling: Mutex<Settling>,
+}
+
+/// What the loopback's confirmation of sent puts ([`Remote::settle`]) does.
+#[derive(Debug)]
+pub enum Settling {
+    /// Nothing: its writes land as they start.
+    Done,
+    /// Never ends, as to a peer that stopped answering.
+    Never,
+    /// Fails once with this error (a refusal at the target), then is done.
+    FailsOnce(Error),
 }
 
 /// Applies `op` to a 64-bit word; the old value.
@@ -112,17 +125,35 @@ impl Remote for Loopback {
             Ok(read)
         })
     }
+
+    fn settle(&self) -> Option<Completion> {
+        let mut settling = self.settling.lock().expect("settling");
+        match std::mem::replace(&mut *settling, Settling::Done) {
+            Settling::Done => None,
+            Settling::Never => {
+                *settling = Settling::Never;
+                Some(Box::pin(std::future::pending()))
+            }
+            Settling::FailsOnce(failed) => Some(Box::pin(std::future::ready(Err(failed)))),
+        }
+    }
 }
 
 /// Two PEs, each on a node of its own: each reaches the other through the loopback
 /// transport, whose completions resolve after a yield when `lazy`.
 pub fn two_nodes(lazy: bool) -> Vec<Arc<DataPlane>> {
+    two_nodes_settling(lazy, Settling::Done)
+}
+
+/// [`two_nodes`] whose confirmation of sent puts does what `settling` says.
+pub fn two_nodes_settling(lazy: bool, settling: Settling) -> Vec<Arc<DataPlane>> {
     let segments: Vec<Arc<Segment>> = (0..2)
         .map(|pe| Arc::new(Segment::create(pe, 1 << 20).expect("a segment")))
         .collect();
     let transport: Arc<dyn Remote> = Arc::new(Loopback {
         segments: segments.clone(),
         lazy,
+        settling: Mutex::new(settling),
     });
     (0..2)
         .map(|me| {
