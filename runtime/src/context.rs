@@ -152,7 +152,8 @@ impl Context {
             self.dp
                 .start_put(dest.into(), bytes, src.len(), pe, Some(&self.domain))
         });
-        self.landing(started)
+        // As the default context's put: on its way, its completion this context's `quiet`'s.
+        Landing::ready(started.map(|remote| self.keep(remote)))
     }
 
     /// `put_nbi` on this context (`shmem_ctx_put_nbi`): complete at this context's `quiet`.

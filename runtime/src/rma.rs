@@ -46,16 +46,17 @@ pub(crate) fn publish(target: &Segment, start: usize, end: usize) {
 impl DataPlane {
     /// Copies `src` into `dest` on PE `pe` (`shmem_put`). On a mapped route the copy is done
     /// before the call returns; the future only reports it. To a PE on another node the
-    /// future resolves, as OpenSHMEM's blocking put returns, once `src` is no longer needed:
-    /// the bytes are on their way, land in order behind this PE's earlier puts to that PE
-    /// (and before its later operations there), and have landed once [`DataPlane::quiet`]
-    /// (or a barrier, which quiets first) completes. A put whose landing must be known
-    /// elsewhere at once (another PE told of it) is followed by `quiet`, as in OpenSHMEM.
+    /// bytes are copied and on their way when the call returns (`src` is free again, as
+    /// after OpenSHMEM's blocking put): they land in order behind this PE's earlier puts to
+    /// that PE (and before its later operations there), and have landed once
+    /// [`DataPlane::quiet`] (or a barrier, which quiets first) completes. A put whose landing
+    /// must be known elsewhere at once (another PE told of it) is followed by `quiet`, as in
+    /// OpenSHMEM.
     ///
     /// # Errors
     /// [`Error::PeOutOfRange`], [`Error::NotSymmetric`], [`Error::OutOfBounds`] when `dest`
-    /// holds fewer than `src.len()` elements; the remote transport's error for a PE on
-    /// another node.
+    /// holds fewer than `src.len()` elements. A put to another node that fails there (or on
+    /// the way) fails the next [`DataPlane::quiet`], as an `_nbi` one does.
     #[inline(always)]
     pub fn put<'s, T: Pod>(
         &self,
@@ -76,7 +77,12 @@ impl DataPlane {
     fn put_checked<T: Pod>(&self, dest: SymSlice<'_, T>, src: &[T], pe: usize) -> Landing<()> {
         match self.start_put(dest, bytemuck::cast_slice(src), src.len(), pe, None) {
             Ok(None) => Landing::ready(Ok(())),
-            Ok(Some(remote)) => Landing::remote(self.awaited(remote), nothing),
+            // The bytes were copied and are on their way: the source is free at once, and the
+            // write's completion (its error, if any) is `quiet`'s, as an `_nbi` one's.
+            Ok(Some(remote)) => {
+                self.defer(remote);
+                Landing::ready(Ok(()))
+            }
             Err(e) => Landing::ready(Err(e)),
         }
     }

@@ -438,22 +438,29 @@ impl Remotes {
         self.transport.settle()
     }
 
-    /// `quiet`'s completion: `pending` (the `_nbi` operations of a domain, if any), then
-    /// the confirmation of the sent writes (asked for once `pending` has ended, so that it
-    /// covers what a fence held back until then); the first error of either. `None` when
-    /// there is nothing to wait for.
+    /// `quiet`'s completion: `pending` (the `_nbi` operations of a domain, if any) and the
+    /// confirmation of the sent writes, asked for at once and again once `pending` has ended
+    /// (so that it covers what a fence held back until then); the first error of any. `None`
+    /// when there is nothing to wait for.
     pub fn quiet(&self, pending: Option<Completion>) -> Option<Completion> {
+        // Asked for at once too, so that the confirmation follows the writes on the wire
+        // without waiting for their completions.
+        let early = self.settle();
         let Some(pending) = pending else {
-            return self.settle();
+            return early;
         };
         let transport = self.transport.clone();
         Some(Box::pin(async move {
             let first = pending.await;
+            let early = match early {
+                Some(settled) => settled.await,
+                None => Ok(Vec::new()),
+            };
             let settled = match transport.settle() {
                 Some(settled) => settled.await,
                 None => Ok(Vec::new()),
             };
-            first.and(settled)
+            first.and(early).and(settled)
         }))
     }
 
