@@ -5,10 +5,10 @@
 //! | figure | agent | anchor (data plane) |
 //! |---|---|---|
 //! | `fetch_add` | an 8-byte `FetchAdd` request and its reply | `atomic_fetch_add` |
-//! | `write8` | an 8-byte `Write` request and its reply | `put` of 8 bytes, awaited |
+//! | `write8` | an 8-byte `Write` request and its reply | `p` of 8 bytes, then `quiet` (landed: a put to another node returns once sent) |
 //! | `write_bw` | `Write`s of `--bw-mib` MiB in all, 16 MiB each, all in flight | `put_nbi`s of the same, one `quiet` |
 //! | `wqe_fadd` | an 8-byte fetch-add WQE posted to a send queue, performed by the cpu NIC handler through the agent, and its CQE (`Producer::post`, polled, yielding the core, until its CQE) | `atomic_fetch_add` |
-//! | `wqe_write8` | an 8-byte inline write WQE and its CQE, the same way | `put` of 8 bytes |
+//! | `wqe_write8` | an 8-byte inline write WQE and its CQE, the same way | `p` of 8 bytes, then `quiet` |
 //! | `wqe_write128_rate` | 128-byte write WQEs (source in local memory) posted back to back, `4 × --iters` of them, then a quiet: µs per WQE, the handler and agent's throughput for small writes | `put_nbi`s of 128 bytes, one `quiet` |
 //!
 //! `--ring-blocks N` and `--chunk BYTES` size the agents' rings (default: the agent's).
@@ -144,7 +144,12 @@ async fn measure(pe: &Pe, agent: &Arc<Agent>, anchors: &Anchors, o: Options) -> 
         * us;
     line("fetch_add", a, d, "us");
     let a = median(o.reps, || per_op(o.iters, write)).await? * us;
-    let d = median(o.reps, || per_op(o.iters, || pe.p(word, 1, 1))).await? * us;
+    // Landed, as the agent's reply says its write has: a put returns once sent.
+    let put_landed = || async {
+        pe.p(word, 1, 1).await?;
+        pe.quiet().await
+    };
+    let d = median(o.reps, || per_op(o.iters, put_landed)).await? * us;
     line("write8", a, d, "us");
     let HandlerFigures {
         fadd,
@@ -157,7 +162,7 @@ async fn measure(pe: &Pe, agent: &Arc<Agent>, anchors: &Anchors, o: Options) -> 
     .await?
         * us;
     line("wqe_fadd", fadd * us, d_fadd, "us");
-    let d_put = median(o.reps, || per_op(o.iters, || pe.p(word, 1, 1))).await? * us;
+    let d_put = median(o.reps, || per_op(o.iters, put_landed)).await? * us;
     line("wqe_write8", write8 * us, d_put, "us");
     let d_stream = median(o.reps, || async {
         let started = Instant::now();
