@@ -345,6 +345,9 @@ impl Domain {
 /// operations that `quiet` has not yet awaited, and those of its world barriers' signals.
 pub(crate) struct Remotes {
     transport: Arc<dyn Remote>,
+    /// The runtime the data plane was built on, if any: it posts fenced operations for
+    /// callers outside any runtime (the C library's).
+    runtime: Option<tokio::runtime::Handle>,
     pub traffic: Traffic,
     /// How long a task awaiting a completion reads the queue before it sleeps.
     spin: Duration,
@@ -373,6 +376,7 @@ impl Remotes {
         transport.set_spin(spin);
         Remotes {
             transport,
+            runtime: tokio::runtime::Handle::try_current().ok(),
             traffic,
             spin,
             default: Domain::default(),
@@ -416,17 +420,20 @@ impl Remotes {
                     }
                     transport.start(pe, at, op).await
                 };
-                // On a runtime it is posted as soon as the earlier ones completed, whether
-                // or not anyone polls its completion (an `_nbi` one's waits for `quiet`).
-                return match tokio::runtime::Handle::try_current() {
-                    Ok(runtime) => {
+                // On a runtime (the caller's, or for a caller outside any, the one the data
+                // plane was built on) it is posted as soon as the earlier ones completed,
+                // whether or not anyone polls its completion (an `_nbi` one's waits for
+                // `quiet`).
+                let runtime = tokio::runtime::Handle::try_current().ok();
+                return match runtime.or_else(|| self.runtime.clone()) {
+                    Some(runtime) => {
                         let task = runtime.spawn(after_them);
                         Box::pin(async move {
                             task.await
                                 .unwrap_or_else(|e| Err(Error::os("a fenced operation's task", e)))
                         })
                     }
-                    Err(_) => Box::pin(after_them),
+                    None => Box::pin(after_them),
                 };
             }
         }

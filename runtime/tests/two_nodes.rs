@@ -174,6 +174,36 @@ async fn a_quiet_waiting_for_a_lost_peer_s_confirmation_ends_with_peer_lost() {
     assert_eq!(ended, Err(lost));
 }
 
+/// A caller outside any tokio runtime (a C program's thread): a put after a fence is posted
+/// once the puts before it have completed, on the runtime the data plane was built on, not
+/// only when a later `quiet` polls it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fenced_put_from_outside_any_runtime_goes_out_without_a_quiet() {
+    let pes = two_nodes(true);
+    let two_words =
+        || SymBuffer::<u64>::from_allocation(Allocation::new(HeapId(1), 0, 64), 2).expect("words");
+    let words = two_words();
+    let caller = {
+        let (pe, words) = (pes[0].clone(), two_words());
+        std::thread::spawn(move || {
+            pe.put_nbi(words.slice(..1), &[1u64], 1).expect("first");
+            pe.fence();
+            pe.put_nbi(words.slice(1..), &[2u64], 1).expect("second");
+        })
+    };
+    caller.join().expect("the caller's thread");
+    let landed = async {
+        loop {
+            let second = pes[1].g(words.slice(1..), 1).await.expect("own word");
+            if second == 2 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    };
+    timeout(BOUND, landed).await.expect("the fenced put landed");
+}
+
 /// A put refused at its target fails the quiet of a barrier after it, but the barrier's
 /// synchronization takes place all the same: the other PE is not left waiting.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
