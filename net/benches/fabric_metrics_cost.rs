@@ -9,7 +9,8 @@
 //! use here: the pair made second measured 1.8–3× slower than the first with metrics off
 //! in both.
 //!
-//! - `put_wait`: an 8-byte put, awaited (one round trip each);
+//! - `put_wait`: an 8-byte put, then `quiet` (one round trip each: a put to another node
+//!   returns once sent);
 //! - `nbi_quiet`: 64 `put_nbi` of 8 bytes then `quiet` (per put).
 //!
 //! ```text
@@ -69,6 +70,7 @@ async fn batch(name: &str, dp: &DataPlane, heap: HeapId, ops: usize) -> f64 {
         "put_wait" => {
             for i in 0..ops {
                 dp.put(&word, &[i as u64], 1).await.expect("put");
+                dp.quiet().await.expect("landed");
             }
         }
         _ => {

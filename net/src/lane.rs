@@ -233,8 +233,9 @@ impl Lane {
 
     /// Confirms the application's data sent so far: resolves once it has landed, with the
     /// first failure (of its confirmation, or of an earlier one not yet reported); `None`
-    /// when there is nothing to confirm or report. A failure is reported once, by the first
-    /// settle that resolves with it.
+    /// when there is nothing to confirm or report. A kept failure goes to the first settle
+    /// that resolves after it (whichever context's `quiet` asked); settles that shared the
+    /// failed confirmation each report it.
     pub fn settle(&self) -> Option<Completion> {
         let mut queue = lock(&self.queue);
         let needed = queue.marks.data;

@@ -73,8 +73,8 @@ impl std::ops::BitOr for ContextOptions {
 
 /// A communication context: the data plane's one-sided operations, ordered and completed
 /// apart from every other context's (see the module's docs). Dropping it drops nothing in
-/// flight: its `_nbi` operations still complete, unobserved; call [`Context::quiet`] first
-/// to learn their outcome (`shmem_ctx_destroy` does).
+/// flight: its `_nbi` operations and its puts to other nodes still complete, unobserved;
+/// call [`Context::quiet`] first to learn their outcome (`shmem_ctx_destroy` does).
 #[derive(Debug)]
 pub struct Context {
     dp: Arc<DataPlane>,
@@ -147,13 +147,18 @@ impl Context {
         src: &[T],
         pe: usize,
     ) -> Landing<()> {
+        let bytes: &[u8] = bytemuck::cast_slice(src);
+        let wait = self.dp.put_waits(Some(&self.domain), bytes.len());
         let started = self.world(pe).and_then(|pe| {
-            let bytes = bytemuck::cast_slice(src);
             self.dp
                 .start_put(dest.into(), bytes, src.len(), pe, Some(&self.domain))
         });
-        // As the default context's put: on its way, its completion this context's `quiet`'s.
-        Landing::ready(started.map(|remote| self.keep(remote)))
+        // As the default context's put: on its way, its completion this context's `quiet`'s
+        // (awaited where `put_waits` says so).
+        match wait {
+            true => self.landing(started),
+            false => Landing::ready(started.map(|remote| self.keep(remote))),
+        }
     }
 
     /// `put_nbi` on this context (`shmem_ctx_put_nbi`): complete at this context's `quiet`.

@@ -121,7 +121,8 @@ impl DataPlane {
     /// operations (as `quiet`), handing it to the next PE in line.
     ///
     /// # Errors
-    /// [`Error::LockNotHeld`] when this PE does not hold the lock.
+    /// [`Error::LockNotHeld`] when this PE does not hold the lock; the completion's error
+    /// (`quiet`'s), reported once the lock was released all the same.
     ///
     /// Cancel safety: not cancel safe: dropped while it waits for a successor to finish
     /// joining the line, it leaves the lock held.
@@ -132,7 +133,16 @@ impl DataPlane {
         if node & GRANTED == 0 {
             return Err(Error::LockNotHeld);
         }
-        self.quiet().await?;
+        // A failed completion is reported once the lock is released: the PEs waiting for it
+        // must not wait forever.
+        let quieted = self.quiet().await;
+        let released = self.release_lock(&lock, node, me_pe).await;
+        quieted.and(released)
+    }
+
+    /// The release part of [`DataPlane::clear_lock`]: hands the lock at `lock` (whose node
+    /// word read `node`) to the successor, or leaves it free.
+    async fn release_lock(&self, lock: &Lock<'_>, node: u32, me_pe: usize) -> Result<()> {
         let me = me_pe as u32 + 1;
         let mut next = node & NEXT;
         if next == 0 {

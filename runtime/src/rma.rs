@@ -43,11 +43,16 @@ pub(crate) fn publish(target: &Segment, start: usize, end: usize) {
     target.wake_watchers(start, end);
 }
 
+/// The size from which a put to another node returns only once its bytes are sent (see
+/// `DataPlane::put_waits`).
+pub const PUT_SENT_AT_RETURN: usize = 64 * 1024;
+
 impl DataPlane {
     /// Copies `src` into `dest` on PE `pe` (`shmem_put`). On a mapped route the copy is done
     /// before the call returns; the future only reports it. To a PE on another node the
     /// bytes are copied and on their way when the call returns (`src` is free again, as
-    /// after OpenSHMEM's blocking put): they land in order behind this PE's earlier puts to
+    /// after OpenSHMEM's blocking put; a put of [`PUT_SENT_AT_RETURN`] bytes or more, or the
+    /// first after a [`fence`](DataPlane::fence), returns once they are sent): they land in order behind this PE's earlier puts to
     /// that PE (and before its later operations there), and have landed once
     /// [`DataPlane::quiet`] (or a barrier, which quiets first) completes. A put whose landing
     /// must be known elsewhere at once (another PE told of it) is followed by `quiet`, as in
@@ -75,8 +80,11 @@ impl DataPlane {
     /// reason. Out of line, so that the fast path inlined into callers stays small.
     #[inline(never)]
     fn put_checked<T: Pod>(&self, dest: SymSlice<'_, T>, src: &[T], pe: usize) -> Landing<()> {
-        match self.start_put(dest, bytemuck::cast_slice(src), src.len(), pe, None) {
+        let bytes: &[u8] = bytemuck::cast_slice(src);
+        let wait = self.put_waits(None, bytes.len());
+        match self.start_put(dest, bytes, src.len(), pe, None) {
             Ok(None) => Landing::ready(Ok(())),
+            Ok(Some(remote)) if wait => Landing::remote(self.awaited(remote), nothing),
             // The bytes were copied and are on their way: the source is free at once, and the
             // write's completion (its error, if any) is `quiet`'s, as an `_nbi` one's.
             Ok(Some(remote)) => {
@@ -85,6 +93,18 @@ impl DataPlane {
             }
             Err(e) => Landing::ready(Err(e)),
         }
+    }
+
+    /// Whether a put of `len` bytes to another node in `domain` (`None`: the default
+    /// context's) waits until its bytes are sent rather than returning once they are copied:
+    /// after a fence (it is posted only once the operations before the fence completed, and
+    /// the operations after it must not overtake it), and from [`PUT_SENT_AT_RETURN`] bytes
+    /// (so that a loop of large puts holds one copy at a time, not all of them).
+    pub(crate) fn put_waits(&self, domain: Option<&Domain>, len: usize) -> bool {
+        let Some(r) = &self.remotes else {
+            return false;
+        };
+        len >= PUT_SENT_AT_RETURN || domain.unwrap_or(r.default_domain()).is_fenced()
     }
 
     /// Starts copying `src` into `dest` on PE `pe` (`shmem_put_nbi`); complete at `quiet`.
@@ -552,7 +572,7 @@ impl DataPlane {
     /// # Errors
     /// [`Error::Shutdown`] once this PE has finalized; the first error of an `_nbi`
     /// operation to a PE on another node, or of a put there (a refusal at the target is
-    /// reported here once).
+    /// reported by a later `quiet`, of this context or another).
     #[inline(always)]
     pub fn quiet(&self) -> Landing<()> {
         self.quiet_in(None)

@@ -332,6 +332,12 @@ impl Domain {
         (!pending.is_empty()).then(|| all_of(pending))
     }
 
+    /// Whether a fence waits for the next operation started: that one will then be posted
+    /// only once the operations before the fence have completed.
+    pub fn is_fenced(&self) -> bool {
+        self.fenced.load(Ordering::Acquire)
+    }
+
     /// The operations a fence since the last start asks the next one to wait for.
     fn fenced_before(&self) -> Vec<Completion> {
         match self.fenced.swap(false, Ordering::AcqRel) {

@@ -174,6 +174,41 @@ async fn a_quiet_waiting_for_a_lost_peer_s_confirmation_ends_with_peer_lost() {
     assert_eq!(ended, Err(lost));
 }
 
+/// A put after a fence waits for the puts before the fence; a put after it must not overtake
+/// it: the last put to a word is the one that stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_put_after_a_fenced_put_lands_after_it() {
+    let pes = two_nodes(true);
+    let words =
+        SymBuffer::<u64>::from_allocation(Allocation::new(HeapId(1), 0, 64), 2).expect("words");
+    let (first, word) = (words.slice(..1), words.slice(1..));
+    for round in 1..=20u64 {
+        pes[0]
+            .put(first, &[round], 1)
+            .await
+            .expect("before the fence");
+        pes[0].fence();
+        pes[0]
+            .put(word, &[2 * round], 1)
+            .await
+            .expect("the fenced put");
+        pes[0]
+            .put(word, &[2 * round + 1], 1)
+            .await
+            .expect("the put after it");
+        timeout(BOUND, pes[0].quiet())
+            .await
+            .expect("in time")
+            .expect("quiet");
+        let last = pes[1].g(word, 1).await.expect("own word");
+        assert_eq!(
+            last,
+            2 * round + 1,
+            "round {round}: the later put was overtaken"
+        );
+    }
+}
+
 /// A caller outside any tokio runtime (a C program's thread): a put after a fence is posted
 /// once the puts before it have completed, on the runtime the data plane was built on, not
 /// only when a later `quiet` polls it.
