@@ -414,32 +414,39 @@ impl Remotes {
     }
 
     /// Starts `op` in `domain`; after a fence there with operations outstanding, only once
-    /// they completed (its own completion then drives it, as `quiet` or its caller polls it).
+    /// they all ended (its own completion then drives it, as `quiet` or its caller polls it).
+    /// Their first error stays `quiet`'s, not the fenced operation's, where a runtime posts
+    /// it.
     pub fn start_in(&self, domain: &Domain, pe: usize, at: usize, op: RemoteOp) -> Completion {
         {
             let before = domain.fenced_before();
             if !before.is_empty() {
                 let transport = self.transport.clone();
-                let after_them = async move {
-                    for earlier in before {
-                        earlier.await?;
-                    }
-                    transport.start(pe, at, op).await
-                };
                 // On a runtime (the caller's, or for a caller outside any, the one the data
-                // plane was built on) it is posted as soon as the earlier ones completed,
-                // whether or not anyone polls its completion (an `_nbi` one's waits for
-                // `quiet`).
+                // plane was built on) it is posted as soon as the earlier ones ended, whether
+                // or not anyone polls its completion (an `_nbi` one's waits for `quiet`).
                 let runtime = tokio::runtime::Handle::try_current().ok();
                 return match runtime.or_else(|| self.runtime.clone()) {
                     Some(runtime) => {
+                        let (told, earlier) = tokio::sync::oneshot::channel();
+                        domain.defer(Box::pin(
+                            async move { earlier.await.unwrap_or(Ok(Vec::new())) },
+                        ));
+                        let after_them = async move {
+                            let _ = told.send(all_of(before).await);
+                            transport.start(pe, at, op).await
+                        };
                         let task = runtime.spawn(after_them);
                         Box::pin(async move {
                             task.await
                                 .unwrap_or_else(|e| Err(Error::os("a fenced operation's task", e)))
                         })
                     }
-                    None => Box::pin(after_them),
+                    // Nothing posts it but its own completion: it reports theirs too.
+                    None => Box::pin(async move {
+                        all_of(before).await?;
+                        transport.start(pe, at, op).await
+                    }),
                 };
             }
         }

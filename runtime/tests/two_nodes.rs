@@ -209,6 +209,21 @@ async fn a_put_after_a_fenced_put_lands_after_it() {
     }
 }
 
+/// A put's failure stays `quiet`'s: an operation after a fence waits for the put to end but
+/// does not take its error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_put_before_a_fence_fails_the_quiet_not_the_fenced_operation() {
+    let pes = two_nodes_settling(true, Settling::PutsFail);
+    let word =
+        SymBuffer::<u64>::from_allocation(Allocation::new(HeapId(1), 0, 64), 1).expect("a word");
+    pes[0].put(&word, &[1u64], 1).await.expect("sent");
+    pes[0].fence();
+    let fenced = timeout(BOUND, pes[0].g(&word, 1)).await.expect("in time");
+    assert_eq!(fenced, Ok(0), "the get after the fence");
+    let quiet = timeout(BOUND, pes[0].quiet()).await.expect("in time");
+    assert!(matches!(quiet, Err(Error::InvalidArgument(_))), "{quiet:?}");
+}
+
 /// A caller outside any tokio runtime (a C program's thread): a put after a fence is posted
 /// once the puts before it have completed, on the runtime the data plane was built on, not
 /// only when a later `quiet` polls it.

@@ -27,6 +27,9 @@ pub enum Settling {
     Never,
     /// Fails once with this error (a refusal at the target), then is done.
     FailsOnce(Error),
+    /// Nothing to confirm, but every sent put fails (its completion says so) and writes
+    /// nothing.
+    PutsFail,
 }
 
 /// Applies `op` to a 64-bit word; the old value.
@@ -116,6 +119,12 @@ impl Loopback {
 
 impl Remote for Loopback {
     fn start(&self, pe: usize, at: usize, op: RemoteOp) -> Completion {
+        let refused = matches!(op, RemoteOp::PutSent(_))
+            && matches!(*self.settling.lock().expect("settling"), Settling::PutsFail);
+        if refused {
+            let failed = Error::InvalidArgument("a put refused by the loopback".into());
+            return Box::pin(std::future::ready(Err(failed)));
+        }
         let read = Self::apply(&self.segments[pe], at, op);
         let lazy = self.lazy;
         Box::pin(async move {
@@ -130,6 +139,10 @@ impl Remote for Loopback {
         let mut settling = self.settling.lock().expect("settling");
         match std::mem::replace(&mut *settling, Settling::Done) {
             Settling::Done => None,
+            Settling::PutsFail => {
+                *settling = Settling::PutsFail;
+                None
+            }
             Settling::Never => {
                 *settling = Settling::Never;
                 Some(Box::pin(std::future::pending()))
