@@ -304,21 +304,18 @@ impl Remote for FabricRemote {
         // Counted until the hooks holding it run: when the operation has ended.
         let in_flight = self.traffic.get().map(InFlight::start);
         let ended = move |_| drop(in_flight);
+        let flag = matches!(op, RemoteOp::PutFlag(_));
         match op {
             RemoteOp::Put(data) => {
                 let len = data.len();
                 let write = Operation::WriteData(data, notice(at, len));
                 self.post(peer, Kind::Rma, at, write, ended)
             }
-            RemoteOp::PutSent(data) => {
+            RemoteOp::PutSent(data) | RemoteOp::PutFlag(data) => {
+                let kind = if flag { Kind::Flag } else { Kind::Sent };
                 let len = data.len();
                 let write = Operation::WriteSent(data, notice(at, len));
-                self.post(peer, Kind::Sent, at, write, ended)
-            }
-            RemoteOp::PutFlag(data) => {
-                let len = data.len();
-                let write = Operation::WriteSent(data, notice(at, len));
-                self.post(peer, Kind::Flag, at, write, ended)
+                self.post(peer, kind, at, write, ended)
             }
             RemoteOp::PutPublished(data) => {
                 let Some(publishing) = publishing_notice(at, data.len()) else {

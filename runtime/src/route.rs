@@ -273,6 +273,14 @@ impl Deferred {
     }
 }
 
+/// The outcome of `completion`, if there is one; nothing to wait for is a success.
+async fn ended(completion: Option<Completion>) -> Result<Vec<u8>> {
+    match completion {
+        Some(completion) => completion.await,
+        None => Ok(Vec::new()),
+    }
+}
+
 /// The completion of every one of `pending`: it ends once all have, with the first error.
 fn all_of(pending: Vec<Completion>) -> Completion {
     Box::pin(async move {
@@ -472,14 +480,8 @@ impl Remotes {
         let transport = self.transport.clone();
         Some(Box::pin(async move {
             let first = pending.await;
-            let early = match early {
-                Some(settled) => settled.await,
-                None => Ok(Vec::new()),
-            };
-            let settled = match transport.settle() {
-                Some(settled) => settled.await,
-                None => Ok(Vec::new()),
-            };
+            let early = ended(early).await;
+            let settled = ended(transport.settle()).await;
             first.and(early).and(settled)
         }))
     }
