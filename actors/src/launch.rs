@@ -63,6 +63,7 @@ fn start_pe(
         routes: peers.routes,
         remote: peers.remote,
         nodes: peers.nodes,
+        machine_pes: peers.machine_pes,
         health: Arc::new(Health::new()),
         spin: settings.spin,
     })?);
@@ -503,6 +504,7 @@ async fn bootstrap(env: LaunchEnv, options: JoinOptions) -> Result<Pe> {
     root.formed();
     take_machine_share((bind, asked.is_some()), &welcome.nodes, rank)?;
     own.record_bound_cpu(ferroshmem_runtime::cpus::the_one_cpu());
+    let machine_pes = machine_place(&welcome.nodes, rank).map_or(1, |place| place.pes);
     let rendezvous = root.rendezvous;
     tracing::debug!(job = welcome.job, root = %root.link.root_address, "job formed");
     let rendezvous::Root {
@@ -537,7 +539,11 @@ async fn bootstrap(env: LaunchEnv, options: JoinOptions) -> Result<Pe> {
     let pe = start_pe(
         rank,
         welcome.job,
-        PeerRoutes::new(segments, remote, routes::node_numbers(&welcome.nodes)),
+        PeerRoutes::new(
+            segments,
+            remote,
+            (routes::node_numbers(&welcome.nodes), machine_pes),
+        ),
         &settings,
         link,
         next_seq,

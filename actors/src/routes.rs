@@ -165,6 +165,9 @@ pub struct PeerRoutes {
     pub remote: Option<Arc<dyn Remote>>,
     /// The node of every PE (see [`node_numbers`]).
     pub nodes: Vec<usize>,
+    /// How many of the job's PEs run on this PE's machine (see
+    /// `DataPlaneParts::machine_pes`).
+    pub machine_pes: usize,
 }
 
 impl PeerRoutes {
@@ -172,20 +175,22 @@ impl PeerRoutes {
     pub fn mapped(segments: Vec<Arc<Segment>>) -> PeerRoutes {
         PeerRoutes {
             nodes: vec![0; segments.len()],
+            machine_pes: segments.len(),
             routes: segments.into_iter().map(Route::Mapped).collect(),
             remote: None,
         }
     }
 
     /// The segments mapped here (indexed by PE, `None` elsewhere), the fabric that
-    /// reaches the others, and every PE's node.
+    /// reaches the others, every PE's node, and the number of PEs on this PE's machine.
     pub fn new(
         segments: Vec<Option<Arc<Segment>>>,
         remote: Option<Arc<FabricRemote>>,
-        nodes: Vec<usize>,
+        (nodes, machine_pes): (Vec<usize>, usize),
     ) -> Self {
         PeerRoutes {
             nodes,
+            machine_pes,
             routes: segments
                 .into_iter()
                 .map(|s| s.map_or(Route::Remote, Route::Mapped))

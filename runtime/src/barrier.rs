@@ -596,6 +596,7 @@ mod tests {
                     routes: segments.iter().cloned().map(Route::Mapped).collect(),
                     remote: None,
                     nodes: vec![0; cpus.len()],
+                    machine_pes: cpus.len(),
                     health: Arc::new(Health::new()),
                     spin: Duration::from_micros(50),
                 };

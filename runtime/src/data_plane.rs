@@ -38,6 +38,10 @@ pub struct DataPlaneParts {
     /// PEs of one node (the first node of the job's PE order is 0, the next new one 1, …).
     /// The PEs whose route is `Mapped` are exactly those on this PE's node.
     pub nodes: Vec<usize>,
+    /// How many of the job's PEs run on this PE's machine (one kernel), this PE's node's
+    /// included: nodes that are network namespaces or containers of one kernel share its
+    /// CPUs.
+    pub machine_pes: usize,
     /// The job's failure state as this PE sees it.
     pub health: Arc<Health>,
     /// How long waits spin before sleeping.
@@ -59,8 +63,10 @@ pub struct DataPlane {
     pub(crate) routes: Vec<Route>,
     /// The node of every PE (see [`DataPlaneParts::nodes`]).
     nodes: Box<[usize]>,
-    /// Whether the PEs of this PE's node outnumber the CPUs they may use ([`CpuShare`]),
-    /// alike on every PE of the node.
+    /// Whether this PE's waits share a CPU with other PEs' (they yield after every round of
+    /// checks): the PEs of its node outnumber the CPUs they may use ([`CpuShare`]), or the
+    /// PEs of its machine outnumber the machine's CPUs ([`crate::cpus::machine_crowded`]). Alike on every
+    /// PE of the node.
     crowded: bool,
     /// The job's PEs grouped by node, when the world barrier syncs by node (the job spans
     /// nodes and some node holds more than one PE, or this PE's node is crowded: a gather
@@ -133,7 +139,8 @@ impl DataPlane {
             Route::Mapped(segment) => Some(segment.cpu_share()),
             Route::Remote => None,
         });
-        let crowded = CpuShare::crowded(node_pes, node_shares);
+        let node_crowded = CpuShare::crowded(node_pes, node_shares);
+        let crowded = node_crowded || crate::cpus::machine_crowded(node_pes, parts.machine_pes);
         let remote_spin = crate::wait::completion_spin(crowded, parts.spin);
         let remotes = parts
             .remote
@@ -149,7 +156,7 @@ impl DataPlane {
             routes: parts.routes,
             crowded,
             world_nodes: Some(NodeShape::new(&parts.nodes))
-                .filter(|shape| shape.layered() || crowded),
+                .filter(|shape| shape.layered() || node_crowded),
             nodes: parts.nodes.into_boxed_slice(),
             own,
             remotes,

@@ -3,7 +3,8 @@
 //!
 //! A wait spins on the variable for a while (`FERROSHMEM_SPIN_US`, yielding to the executor
 //! and the OS every few microseconds, or after every round of checks when the PEs of this
-//! node outnumber the CPUs they may use, [`crate::cpus`]), then sleeps until a writer rings
+//! node outnumber the CPUs they may use, or the PEs of its machine the machine's,
+//! [`crate::cpus`]), then sleeps until a writer rings
 //! the PE's doorbell ([`crate::doorbell`]), so an idle waiter holds no core. A wait returns
 //! early with the job's failure (a peer lost) and, given [`Wait::timeout`], with
 //! [`Error::Timeout`]. While it sleeps, the timeout and the job's health are checked at

@@ -27,6 +27,7 @@ fn pes(n: usize) -> Vec<Arc<DataPlane>> {
                     routes: segments.iter().cloned().map(Route::Mapped).collect(),
                     remote: None,
                     nodes: vec![0; n],
+                    machine_pes: n,
                     health: Arc::new(Health::new()),
                     spin: Duration::from_micros(50),
                 })

@@ -16,6 +16,7 @@ fn one_pe() -> (DataPlane, SymBuffer<u64>) {
         routes: vec![Route::Mapped(seg)],
         remote: None,
         nodes: vec![0],
+        machine_pes: 1,
         health: Arc::new(Health::new()),
         spin: Duration::from_micros(50),
     })

@@ -69,6 +69,7 @@ pub fn data_plane(
         routes,
         remote: Some(Arc::new(FabricRemote::new(fabric.clone(), targets))),
         nodes: (0..2).collect(),
+        machine_pes: 2,
         health: Arc::new(Health::new()),
         spin: Duration::from_micros(20),
     })

@@ -32,6 +32,7 @@ fn a_peer_runs_on_another_cpu_only_where_both_recorded_different_ones() {
         routes: segments.iter().cloned().map(Route::Mapped).collect(),
         remote: None,
         nodes: vec![0; 3],
+        machine_pes: 3,
         health: Arc::new(crate::health::Health::new()),
         spin: std::time::Duration::from_micros(50),
     };
@@ -63,6 +64,7 @@ fn one_pe(segment: &Arc<Segment>, spin: std::time::Duration) -> DataPlaneParts {
         routes: vec![Route::Mapped(segment.clone())],
         remote: None,
         nodes: vec![0],
+        machine_pes: 1,
         health: Arc::new(crate::health::Health::new()),
         spin,
     }
@@ -100,4 +102,39 @@ fn zeroing_stays_in_the_user_heap() {
             "{offset} + {bytes}"
         );
     }
+}
+
+/// A transport that is never used: the data planes below only count their peers.
+#[derive(Debug)]
+struct Unused;
+
+impl crate::route::Remote for Unused {
+    fn start(&self, _pe: usize, _at: usize, _op: RemoteOp) -> Completion {
+        Box::pin(std::future::ready(Err(Error::Shutdown)))
+    }
+}
+
+#[test]
+fn nodes_of_one_machine_that_outnumber_its_cpus_make_waits_yield() {
+    let cpus = crate::cpus::machine_cpus();
+    let own = Arc::new(Segment::create(0, 1 << 16).expect("segment"));
+    // This PE alone on its node, and `cpus` more PEs on other nodes: of this machine, or not.
+    let on_machine = |machine_pes| {
+        let mut routes = vec![Route::Remote; cpus + 1];
+        routes[0] = Route::Mapped(own.clone());
+        let parts = DataPlaneParts {
+            my_pe: 0,
+            heap: crate::heap::HeapId(1),
+            routes,
+            remote: Some(Arc::new(Unused)),
+            nodes: (0..=cpus).collect(),
+            machine_pes,
+            health: Arc::new(crate::health::Health::new()),
+            spin: std::time::Duration::from_micros(50),
+        };
+        let dp = DataPlane::new(parts).expect("data plane");
+        (dp.crowded(), dp.world_nodes.is_some())
+    };
+    assert_eq!(on_machine(cpus + 1), (true, false), "one machine");
+    assert_eq!(on_machine(1), (false, false), "a machine each");
 }

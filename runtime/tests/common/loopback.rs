@@ -182,6 +182,7 @@ pub fn two_nodes_settling(lazy: bool, settling: Settling) -> Vec<Arc<DataPlane>>
                 routes,
                 remote: Some(transport.clone()),
                 nodes: vec![0, 1],
+                machine_pes: 2,
                 health: Arc::new(Health::new()),
                 spin: Duration::from_micros(50),
             };
