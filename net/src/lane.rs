@@ -28,6 +28,13 @@
 //! A confirmation's failure is kept until a settle has reported it (one whose caller stopped
 //! waiting reports nothing), so that a failed confirmation before an atomic, or behind a
 //! settle that was dropped, is reported by the next.
+//!
+//! Any other operation of the lane that fails while data sent before its end is not yet
+//! confirmed fails the settle that confirms that data as well, even where the confirmation
+//! itself completes: a provider may drop its connection to the peer on an error at the
+//! target (a bad key or bounds there) and make a new one, and writes that were on their way
+//! through the old connection are then lost without a word, where the confirmation, posted
+//! through the new one, lands.
 
 //! # Posting
 //! Held operations wait in the lane's queue and are posted, in order, by one task per lane
@@ -40,7 +47,7 @@
 //! that outruns the provider costs one queue entry per operation, not a task each.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use ferroshmem_runtime::route::Completion;
@@ -49,7 +56,7 @@ use futures::future::{BoxFuture, FutureExt, Shared};
 use tokio::runtime::Handle;
 use tokio::sync::{oneshot, Notify};
 
-use crate::Hooks;
+use crate::{Ended, Hooks};
 
 /// The two classes libfabric orders separately.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,11 +106,19 @@ impl Kind {
     }
 }
 
-/// Operations of each class posted and not yet ended.
+/// Operations of each class posted and not yet ended, and what a failure among them may
+/// have lost.
 #[derive(Debug, Default)]
 struct InFlight {
     count: [AtomicUsize; 2],
     ended: Notify,
+    /// The number of the last sent write of the application's data ([`Marks::data`]),
+    /// readable without the lane's lock, which an operation's end may not take (a provider
+    /// may end an operation it refuses while the lane posts it, under that lock).
+    data: AtomicU64,
+    /// The highest [`InFlight::data`] any operation's failure ended behind: data sent
+    /// through it and not confirmed before then may be lost.
+    failed_behind: AtomicU64,
 }
 
 impl InFlight {
@@ -111,7 +126,11 @@ impl InFlight {
         self.count[class.index()].fetch_add(1, Ordering::AcqRel);
     }
 
-    fn end(&self, class: Class) {
+    fn end(&self, class: Class, how: Ended) {
+        if how == Ended::Failed {
+            let data = self.data.load(Ordering::Acquire);
+            self.failed_behind.fetch_max(data, Ordering::AcqRel);
+        }
         self.count[class.index()].fetch_sub(1, Ordering::AcqRel);
         self.ended.notify_waiters();
     }
@@ -168,6 +187,22 @@ struct Marks {
     failure: Option<Error>,
 }
 
+impl Marks {
+    /// Keeps, for the next settle to report, the possible loss of data sent before an
+    /// operation of the lane failed and not settled by then (see the module documentation).
+    fn note_loss(&mut self, in_flight: &InFlight) {
+        if in_flight.failed_behind.load(Ordering::Acquire) > self.settled {
+            self.failure.get_or_insert_with(|| Error::Os {
+                context: "fabric operation",
+                message: "an operation to this peer failed while puts to it were not yet \
+                          confirmed: the provider may have dropped them with its connection, \
+                          so they may not have landed"
+                    .into(),
+            });
+        }
+    }
+}
+
 /// The operations a lane holds, in order, whether a task is posting them, and its marks.
 #[derive(Default)]
 struct Queue {
@@ -220,6 +255,9 @@ impl Lane {
             Kind::Sent => {
                 queue.marks.sent += 1;
                 queue.marks.data = queue.marks.sent;
+                self.in_flight
+                    .data
+                    .store(queue.marks.data, Ordering::Release);
             }
             Kind::Flag => queue.marks.sent += 1,
             Kind::Atomic if queue.marks.data > queue.marks.covered => {
@@ -269,15 +307,16 @@ impl Lane {
     fn start_confirmation(&self, queue: &mut Queue, runtime: Option<&Handle>) -> Confirmation {
         let through = queue.marks.sent;
         queue.marks.covered = through;
-        let posted = self.start_in_order(queue, runtime.cloned(), Class::Rma, (self.confirm)());
-        let lane = self.queue.clone();
+        let posted = self.start_in_order(queue, runtime.cloned(), Class::Rma, self.confirmation());
+        let (lane, in_flight) = (self.queue.clone(), self.in_flight.clone());
         let confirmation = async move {
             let outcome = posted.await.map(drop);
             let marks = &mut lock(&lane).marks;
-            marks.settled = marks.settled.max(through);
             if let Err(failed) = &outcome {
                 marks.failure.get_or_insert_with(|| failed.clone());
             }
+            marks.note_loss(&in_flight);
+            marks.settled = marks.settled.max(through);
             outcome
         };
         let confirmation = confirmation.boxed().shared();
@@ -286,6 +325,24 @@ impl Lane {
             runtime.spawn(confirmation.clone());
         }
         confirmation
+    }
+
+    /// The operation that confirms the writes posted before it. Its end is told to the lane
+    /// as a completion whatever it was: its failure is reported as it is (kept in the marks),
+    /// not as a failure that may have lost the data before it.
+    fn confirmation(&self) -> Post {
+        let confirm = (self.confirm)();
+        Box::new(move |hooks: Hooks| {
+            let ended = hooks
+                .ended
+                .map(|lane_ended| -> Box<dyn FnOnce(Ended) + Send> {
+                    Box::new(move |_| lane_ended(Ended::Completed))
+                });
+            confirm(Hooks {
+                posted: hooks.posted,
+                ended,
+            })
+        })
     }
 
     /// Posts an operation of `class` now, or holds it (on `runtime`'s posting task) behind
@@ -391,7 +448,7 @@ fn post_now(
         posted: Some(Box::new(move || {
             let _ = taken.send(());
         })),
-        ended: Some(Box::new(move |_| ended.end(class))),
+        ended: Some(Box::new(move |how| ended.end(class, how))),
     })
 }
 

@@ -261,6 +261,47 @@ async fn a_failure_behind_a_dropped_settle_is_reported_by_the_next_and_later_dat
     assert!(lane.settle().is_none(), "reported once");
 }
 
+/// Whether `outcome` is the loss a failed operation reports through the next settle.
+fn lost(outcome: ferroshmem_runtime::Result<Vec<u8>>) -> bool {
+    matches!(outcome, Err(Error::Os { message, .. }) if message.contains("may not have landed"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operation_failing_while_data_is_unconfirmed_fails_the_settle_that_confirms_it() {
+    let provider = Provider::default();
+    let lane = provider.lane();
+    let failed = |name| {
+        let read = lane.start(Kind::Rma, provider.op(name, true));
+        provider.finish(name, Err(Error::Shutdown));
+        read
+    };
+    drop(lane.start(Kind::Sent, provider.op("w1", true)));
+    provider.end("w1");
+    assert!(outcome(failed("r1")).await.is_err());
+    // The confirmation lands (through a new connection, say); w1 may not have.
+    let settled = lane.settle().expect("a write to confirm");
+    provider.posted_are(&["w1", "r1", "c1"]).await;
+    provider.end("c1");
+    assert!(lost(outcome(settled).await));
+    assert!(lane.settle().is_none(), "reported once");
+    // Data confirmed before the failure is not at risk.
+    assert!(outcome(failed("r2")).await.is_err());
+    assert!(lane.settle().is_none(), "nothing was unconfirmed");
+    // A failure while the confirmation is on its way fails its settle too.
+    drop(lane.start(Kind::Sent, provider.op("w2", true)));
+    provider.end("w2");
+    let read = lane.start(Kind::Rma, provider.op("r3", true));
+    let settled = lane.settle().expect("a write to confirm");
+    provider
+        .posted_are(&["w1", "r1", "c1", "r2", "w2", "r3", "c2"])
+        .await;
+    provider.finish("r3", Err(Error::Shutdown));
+    assert!(outcome(read).await.is_err());
+    provider.end("c2");
+    assert!(lost(outcome(settled).await));
+    assert!(lane.settle().is_none(), "reported once");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_caller_outside_any_runtime_is_ordered_on_the_lanes_runtime() {
     let provider = Provider::default();
