@@ -7,7 +7,7 @@
 //! | op | posted as |
 //! |----|-----------|
 //! | `Put` | one write with data: the data is a notice of the bytes written |
-//! | `PutSent`, `PutFlag` | the same, complete once sent (inject completion); the lane confirms it (see [`crate::lane`]) |
+//! | `PutSent`, `PutFlag` | the same, complete once sent (inject completion); the lane confirms it (see [`crate::lane`]); a `PutSent` longer than the provider places in order ([`Fabric::ordered_write_bytes`]) as a `Put` |
 //! | `Get` | one read |
 //! | `Amo` | one fetching atomic (fetching, so that its completion means it was applied), then, once it was, a notice if it writes |
 //! | `PutSignal` | a write with its notice, then (ordered after it) the signal's fetching atomic and its notice |
@@ -296,6 +296,18 @@ fn fetching(op: Amo, width: usize) -> Operation {
     Operation::FetchAtomic { op, operand, width }
 }
 
+/// The write of `data` at `at` for a `PutFlag` (`flag`) or `PutSent`: complete once sent,
+/// unless it is application data longer than the provider places in order (`ordered`
+/// bytes), which a later confirmation would not cover: that one completes once placed.
+fn sent_write(data: Vec<u8>, at: usize, flag: bool, ordered: usize) -> (Kind, Operation) {
+    let notice = notice(at, data.len());
+    match (flag, data.len() <= ordered) {
+        (true, _) => (Kind::Flag, Operation::WriteSent(data, notice)),
+        (false, true) => (Kind::Sent, Operation::WriteSent(data, notice)),
+        (false, false) => (Kind::Rma, Operation::WriteData(data, notice)),
+    }
+}
+
 impl Remote for FabricRemote {
     fn start(&self, pe: usize, at: usize, op: RemoteOp) -> Completion {
         let Some(peer) = self.targets.get(pe).and_then(Option::as_ref) else {
@@ -312,9 +324,7 @@ impl Remote for FabricRemote {
                 self.post(peer, Kind::Rma, at, write, ended)
             }
             RemoteOp::PutSent(data) | RemoteOp::PutFlag(data) => {
-                let kind = if flag { Kind::Flag } else { Kind::Sent };
-                let len = data.len();
-                let write = Operation::WriteSent(data, notice(at, len));
+                let (kind, write) = sent_write(data, at, flag, self.fabric.ordered_write_bytes());
                 self.post(peer, kind, at, write, ended)
             }
             RemoteOp::PutPublished(data) => {
@@ -384,5 +394,25 @@ impl Remote for FabricRemote {
         self.fabric
             .drive()
             .map(|driver| Box::new(driver) as Box<dyn Drive>)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_data_the_provider_places_in_order_completes_once_sent() {
+        let write = |len, flag, ordered| sent_write(vec![0; len], 64, flag, ordered);
+        assert_eq!(write(8, true, 8).0, Kind::Flag);
+        assert_eq!(write(4096, false, usize::MAX).0, Kind::Sent);
+        assert_eq!(write(4096, false, 4096).0, Kind::Sent);
+        assert!(matches!(
+            write(4096, false, 4096).1,
+            Operation::WriteSent(_, _)
+        ));
+        let (kind, beyond) = write(4097, false, 4096);
+        assert_eq!(kind, Kind::Rma);
+        assert!(matches!(beyond, Operation::WriteData(_, _)));
     }
 }

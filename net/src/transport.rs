@@ -54,7 +54,13 @@ pub struct Fabric {
     domain: Arc<Domain>,
     regions: std::sync::Mutex<Vec<MemoryRegion>>,
     progress: Option<JoinHandle<()>>,
+    /// See [`Fabric::ordered_write_bytes`].
+    ordered_write_bytes: usize,
 }
+
+/// The smallest size up to which the provider must place writes to a PE in order: a barrier
+/// flag's, whose successive values must not land out of order (`runtime::barrier`).
+pub const ORDERED_FLAG_BYTES: usize = 8;
 
 impl std::fmt::Debug for Fabric {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -75,13 +81,21 @@ impl Fabric {
         on_data: impl Fn(u64) + Send + Sync + 'static,
     ) -> Result<Fabric> {
         let lib = Arc::new(Library::load()?);
-        let info = Info::get(
-            &lib,
-            &Hints {
-                provider: options.provider.clone(),
-                node: options.node.clone(),
-            },
-        )?;
+        let hints = Hints {
+            provider: options.provider.clone(),
+            node: options.node.clone(),
+        };
+        let info = Info::get(&lib, &hints)?;
+        let ordered_write_bytes = info.ordered_write_bytes(&hints);
+        if ordered_write_bytes < ORDERED_FLAG_BYTES {
+            return Err(Error::Config(format!(
+                "fabric provider {} may place writes to a PE out of order \
+                 (max_order_waw_size {ordered_write_bytes}), and ferroshmem's barriers need \
+                 writes of {ORDERED_FLAG_BYTES} bytes to land in order: pick another with \
+                 FERROSHMEM_FABRIC_PROVIDER (e.g. 'tcp;ofi_rxm', 'verbs;ofi_rxm')",
+                info.provider()
+            )));
+        }
         let domain = Domain::open(&lib, info)?;
         let endpoint = Arc::new(Endpoint::open(&domain)?);
         let core = Arc::new(Core::new(endpoint, Box::new(on_data)));
@@ -97,7 +111,15 @@ impl Fabric {
             domain,
             regions: Default::default(),
             progress: Some(progress),
+            ordered_write_bytes,
         })
+    }
+
+    /// The largest write the provider places at a peer in posting order, behind the writes
+    /// posted before it: a write up to this size may complete once sent and be confirmed by
+    /// a later write; a longer one must complete once placed.
+    pub fn ordered_write_bytes(&self) -> usize {
+        self.ordered_write_bytes
     }
 
     /// Records this endpoint's metrics into `traffic`, the PE's fabric traffic block: names

@@ -236,57 +236,7 @@ impl Info {
     /// # Errors
     /// [`Error::Config`] when no provider offers that.
     pub fn get(lib: &std::sync::Arc<Library>, hints: &Hints) -> Result<Info> {
-        let (major, minor) = lib.version();
-        let version = API_VERSION.min((major << 16) | minor);
-        let provider = hints
-            .provider
-            .as_deref()
-            .map(|p| owned_c(p, "fabric provider"))
-            .transpose()?;
-        let node = hints
-            .node
-            .as_deref()
-            .map(|n| owned_c(n, "fabric address"))
-            .transpose()?;
-        let service = c"0";
-        // SAFETY: `fi_dupinfo(NULL)` allocates a zeroed info with every attribute structure;
-        // the fields written below are part of the ABI 1.6 prefix this crate declares, and the
-        // strings handed over are duplicated so that `fi_freeinfo` may free them.
-        let (rc, found) = unsafe {
-            let h = (lib.dupinfo)(std::ptr::null());
-            if h.is_null() {
-                return Err(lib.fail("fi_dupinfo", -12));
-            }
-            (*h).caps =
-                FI_RMA | FI_ATOMIC | FI_MSG | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
-            (*h).mode = FI_CONTEXT | FI_CONTEXT2;
-            (*(*h).ep_attr).ep_type = FI_EP_RDM;
-            let domain = &mut *(*h).domain_attr;
-            domain.mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
-            domain.threading = FI_THREAD_SAFE;
-            domain.data_progress = FI_PROGRESS_MANUAL;
-            // Writes land in order, and a get sees the writes posted before it; atomics
-            // likewise among themselves. Across the two classes nothing is ordered (rxm
-            // offers no more): the transport waits for one before it posts the other.
-            (*(*h).tx_attr).msg_order = FI_ORDER_RMA | FI_ORDER_ATOMIC;
-            (*(*h).tx_attr).op_flags = FI_DELIVERY_COMPLETE;
-            if let Some(p) = &provider {
-                (*(*h).fabric_attr).prov_name = libc_strdup(p);
-            }
-            let mut found: *mut FiInfo = std::ptr::null_mut();
-            let (node_ptr, flags) = match &node {
-                Some(n) => (n.as_ptr(), FI_SOURCE),
-                None => (std::ptr::null(), 0),
-            };
-            let service_ptr = if node.is_some() {
-                service.as_ptr()
-            } else {
-                std::ptr::null()
-            };
-            let rc = (lib.getinfo)(version, node_ptr, service_ptr, flags, h, &mut found);
-            (lib.freeinfo)(h);
-            (rc, found)
-        };
+        let (rc, found) = query(lib, hints, FI_ATOMIC)?;
         if rc != 0 || found.is_null() {
             return Err(Error::Config(format!(
                 "no fabric provider offers what ferroshmem needs (reliable datagrams, RMA, \
@@ -302,6 +252,31 @@ impl Info {
         })
     }
 
+    /// The largest RMA write whose bytes this info's provider places at the target in the
+    /// order the writes were posted (`max_order_waw_size`), as it tells for an endpoint
+    /// like this one's without atomics: `ofi_rxm` tells of no order at all once atomics are
+    /// asked for, as its atomics are messages outside the order of RMA operations (the
+    /// transport orders the two classes itself, see `crate::lane`). 0 where it offers no
+    /// such endpoint.
+    pub fn ordered_write_bytes(&self, hints: &Hints) -> usize {
+        let exact = Hints {
+            provider: Some(self.provider()),
+            node: hints.node.clone(),
+        };
+        let Ok((0, found)) = query(&self.lib, &exact, 0) else {
+            return 0;
+        };
+        if found.is_null() {
+            return 0;
+        }
+        // SAFETY: a returned info has its endpoint attributes; it is freed once, here.
+        unsafe {
+            let ordered = (*(*found).ep_attr).max_order_waw_size;
+            (self.lib.freeinfo)(found);
+            ordered
+        }
+    }
+
     /// The provider's name.
     pub fn provider(&self) -> String {
         // SAFETY: a returned info has its fabric attributes, whose provider name is a
@@ -314,6 +289,65 @@ impl Info {
     pub fn mr_mode(&self) -> c_int {
         // SAFETY: a returned info has its domain attributes.
         unsafe { (*(*self.info).domain_attr).mr_mode }
+    }
+}
+
+/// `fi_getinfo` for `hints`: reliable-datagram endpoints with RMA, remote CQ data, thread
+/// safety and manual progress, and the capabilities `extra` (`FI_ATOMIC` or none). Returns
+/// its return code and the infos found (null where none), which the caller frees.
+fn query(lib: &std::sync::Arc<Library>, hints: &Hints, extra: u64) -> Result<(c_int, *mut FiInfo)> {
+    let (major, minor) = lib.version();
+    let version = API_VERSION.min((major << 16) | minor);
+    let provider = hints
+        .provider
+        .as_deref()
+        .map(|p| owned_c(p, "fabric provider"))
+        .transpose()?;
+    let node = hints
+        .node
+        .as_deref()
+        .map(|n| owned_c(n, "fabric address"))
+        .transpose()?;
+    let service = c"0";
+    // SAFETY: `fi_dupinfo(NULL)` allocates a zeroed info with every attribute structure;
+    // the fields written below are part of the ABI 1.6 prefix this crate declares, and the
+    // strings handed over are duplicated so that `fi_freeinfo` may free them.
+    unsafe {
+        let h = (lib.dupinfo)(std::ptr::null());
+        if h.is_null() {
+            return Err(lib.fail("fi_dupinfo", -12));
+        }
+        (*h).caps = FI_RMA | FI_MSG | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE | extra;
+        (*h).mode = FI_CONTEXT | FI_CONTEXT2;
+        (*(*h).ep_attr).ep_type = FI_EP_RDM;
+        let domain = &mut *(*h).domain_attr;
+        domain.mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
+        domain.threading = FI_THREAD_SAFE;
+        domain.data_progress = FI_PROGRESS_MANUAL;
+        // Writes land in order, and a get sees the writes posted before it; atomics
+        // likewise among themselves. Across the two classes nothing is ordered (rxm
+        // offers no more): the transport waits for one before it posts the other.
+        (*(*h).tx_attr).msg_order = match extra & FI_ATOMIC {
+            0 => FI_ORDER_RMA,
+            _ => FI_ORDER_RMA | FI_ORDER_ATOMIC,
+        };
+        (*(*h).tx_attr).op_flags = FI_DELIVERY_COMPLETE;
+        if let Some(p) = &provider {
+            (*(*h).fabric_attr).prov_name = libc_strdup(p);
+        }
+        let mut found: *mut FiInfo = std::ptr::null_mut();
+        let (node_ptr, flags) = match &node {
+            Some(n) => (n.as_ptr(), FI_SOURCE),
+            None => (std::ptr::null(), 0),
+        };
+        let service_ptr = if node.is_some() {
+            service.as_ptr()
+        } else {
+            std::ptr::null()
+        };
+        let rc = (lib.getinfo)(version, node_ptr, service_ptr, flags, h, &mut found);
+        (lib.freeinfo)(h);
+        Ok((rc, found))
     }
 }
 
