@@ -282,8 +282,8 @@ impl PeActor {
                 // not left waiting (they see a mismatch) and nothing is freed.
                 let call = (alloc.heap() == self.data.heap_id() && unfinished.is_none())
                     .then(|| HeapCall::free(alloc.bytes(), alloc.offset()));
-                let key =
-                    self.contribute_heap_call(call.unwrap_or_else(HeapCall::refused_free).encode());
+                let refused = || HeapCall::refused_free(unfinished.is_some());
+                let key = self.contribute_heap_call(call.unwrap_or_else(refused).encode());
                 let free = Pending::Free {
                     call,
                     unfinished,

@@ -542,7 +542,8 @@ async fn bootstrap(env: LaunchEnv, options: JoinOptions) -> Result<Pe> {
         PeerRoutes::new(
             segments,
             remote,
-            (routes::node_numbers(&welcome.nodes), machine_pes),
+            routes::node_numbers(&welcome.nodes),
+            machine_pes,
         ),
         &settings,
         link,

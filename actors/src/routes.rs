@@ -186,7 +186,8 @@ impl PeerRoutes {
     pub fn new(
         segments: Vec<Option<Arc<Segment>>>,
         remote: Option<Arc<FabricRemote>>,
-        (nodes, machine_pes): (Vec<usize>, usize),
+        nodes: Vec<usize>,
+        machine_pes: usize,
     ) -> Self {
         PeerRoutes {
             nodes,

@@ -151,7 +151,7 @@ impl GpuPe {
         let ours = alloc.heap() == self.inner.heap;
         let call = match ours && finished.is_ok() {
             true => HeapCall::free(alloc.bytes(), alloc.offset()),
-            false => HeapCall::refused_free(),
+            false => HeapCall::refused_free(finished.is_err()),
         };
         let agreed = self.agree(&call, "GPU free").await;
         if let Err(e) = finished {

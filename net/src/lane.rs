@@ -29,13 +29,18 @@
 //! waiting reports nothing), so that a failed confirmation before an atomic, or behind a
 //! settle that was dropped, is reported by the next.
 //!
-//! Any other operation of the lane that fails while data sent before its end is not yet
-//! confirmed fails the settle that confirms that data as well, even where the confirmation
-//! itself completes: a provider may drop its connection to the peer on an error at the
-//! target (a bad key or bounds there) and make a new one, and writes that were on their way
-//! through the old connection are then lost without a word, where the confirmation, posted
-//! through the new one, lands.
-
+//! Any operation of the lane that fails while data started before its end is not yet
+//! confirmed fails the confirmation of that data as well (so every settle that waits for it),
+//! even where the confirmation itself lands: a provider may drop its connection to the peer
+//! on an error at the target (a bad key or bounds there) and make a new one, and writes that
+//! were on their way through the old connection are then lost without a word, where the
+//! confirmation, posted through the new one, lands. The verdict errs on the side of a
+//! failure: data still held in the queue when the operation failed, or an operation refused
+//! before it was posted, counts too. It relies on the provider reporting the failed
+//! operation before the confirmation posted after it (the completion queue's order).
+//! Flags are not covered: one lost that way leaves its barrier to the job's failure
+//! detection.
+//!
 //! # Posting
 //! Held operations wait in the lane's queue and are posted, in order, by one task per lane
 //! that runs while the queue is not empty, not when their completions are polled: an `_nbi`
@@ -183,23 +188,25 @@ struct Marks {
     settled: u64,
     /// The latest confirmation started.
     latest: Option<Confirmation>,
-    /// The first failure of a confirmation not yet reported by a settle.
+    /// The first failure of a confirmation (its own, or a loss it found) not yet reported by
+    /// a settle.
     failure: Option<Error>,
 }
 
 impl Marks {
-    /// Keeps, for the next settle to report, the possible loss of data sent before an
-    /// operation of the lane failed and not settled by then (see the module documentation).
-    fn note_loss(&mut self, in_flight: &InFlight) {
-        if in_flight.failed_behind.load(Ordering::Acquire) > self.settled {
-            self.failure.get_or_insert_with(|| Error::Os {
-                context: "fabric operation",
-                message: "an operation to this peer failed while puts to it were not yet \
-                          confirmed: the provider may have dropped them with its connection, \
-                          so they may not have landed"
-                    .into(),
-            });
+    /// The possible loss of data sent before an operation of the lane failed and not
+    /// settled by then (see the module documentation), if there is one.
+    fn loss(&self, in_flight: &InFlight) -> Result<(), Error> {
+        if in_flight.failed_behind.load(Ordering::Acquire) <= self.settled {
+            return Ok(());
         }
+        Err(Error::Os {
+            context: "fabric operation",
+            message: "an operation to this peer failed while puts to it were not yet \
+                      confirmed: the provider may have dropped them with its connection, so \
+                      they may not have landed"
+                .into(),
+        })
     }
 }
 
@@ -270,7 +277,8 @@ impl Lane {
     }
 
     /// Confirms the application's data sent so far: resolves once it has landed, with the
-    /// first failure (of its confirmation, or of an earlier one not yet reported); `None`
+    /// first failure (of its confirmation, a loss its confirmation found behind a failed
+    /// operation, or an earlier failure not yet reported); `None`
     /// when there is nothing to confirm or report. A kept failure goes to the first settle
     /// that resolves after it (whichever context's `quiet` asked); settles that shared the
     /// failed confirmation each report it.
@@ -307,15 +315,17 @@ impl Lane {
     fn start_confirmation(&self, queue: &mut Queue, runtime: Option<&Handle>) -> Confirmation {
         let through = queue.marks.sent;
         queue.marks.covered = through;
-        let posted = self.start_in_order(queue, runtime.cloned(), Class::Rma, self.confirmation());
+        let posted = self.start_in_order(queue, runtime.cloned(), Class::Rma, (self.confirm)());
         let (lane, in_flight) = (self.queue.clone(), self.in_flight.clone());
         let confirmation = async move {
-            let outcome = posted.await.map(drop);
+            let landed = posted.await.map(drop);
             let marks = &mut lock(&lane).marks;
+            // Its own failure first; else a loss behind another operation's failure (for
+            // every settle that shares it).
+            let outcome = landed.and_then(|()| marks.loss(&in_flight));
             if let Err(failed) = &outcome {
                 marks.failure.get_or_insert_with(|| failed.clone());
             }
-            marks.note_loss(&in_flight);
             marks.settled = marks.settled.max(through);
             outcome
         };
@@ -325,24 +335,6 @@ impl Lane {
             runtime.spawn(confirmation.clone());
         }
         confirmation
-    }
-
-    /// The operation that confirms the writes posted before it. Its end is told to the lane
-    /// as a completion whatever it was: its failure is reported as it is (kept in the marks),
-    /// not as a failure that may have lost the data before it.
-    fn confirmation(&self) -> Post {
-        let confirm = (self.confirm)();
-        Box::new(move |hooks: Hooks| {
-            let ended = hooks
-                .ended
-                .map(|lane_ended| -> Box<dyn FnOnce(Ended) + Send> {
-                    Box::new(move |_| lane_ended(Ended::Completed))
-                });
-            confirm(Hooks {
-                posted: hooks.posted,
-                ended,
-            })
-        })
     }
 
     /// Posts an operation of `class` now, or holds it (on `runtime`'s posting task) behind

@@ -300,6 +300,10 @@ fn fetching(op: Amo, width: usize) -> Operation {
 /// unless it is application data longer than the provider places in order (`ordered`
 /// bytes), which a later confirmation would not cover: that one completes once placed.
 fn sent_write(data: Vec<u8>, at: usize, flag: bool, ordered: usize) -> (Kind, Operation) {
+    debug_assert!(
+        !flag || data.len() <= ordered,
+        "a flag longer than the provider keeps in order (refused at init for 8 bytes)"
+    );
     let notice = notice(at, data.len());
     match (flag, data.len() <= ordered) {
         (true, _) => (Kind::Flag, Operation::WriteSent(data, notice)),

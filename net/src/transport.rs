@@ -84,9 +84,10 @@ impl Fabric {
         let hints = Hints {
             provider: options.provider.clone(),
             node: options.node.clone(),
+            domain: None,
         };
         let info = Info::get(&lib, &hints)?;
-        let ordered_write_bytes = info.ordered_write_bytes(&hints);
+        let ordered_write_bytes = info.ordered_write_bytes(&hints)?;
         if ordered_write_bytes < ORDERED_FLAG_BYTES {
             return Err(Error::Config(format!(
                 "fabric provider {} may place writes to a PE out of order \

@@ -394,7 +394,12 @@ mod tests {
     fn nodes_of_one_machine_crowd_it_together() {
         let cpus = machine_cpus();
         assert!(machine_crowded(cpus / 2 + 1, 2 * (cpus / 2 + 1)));
-        assert!(!machine_crowded(1, cpus), "as many PEs as CPUs");
+        if cpus >= 2 {
+            assert!(
+                !machine_crowded(1, cpus),
+                "as many PEs as CPUs, on two nodes"
+            );
+        }
         assert!(
             !machine_crowded(cpus + 1, cpus + 1),
             "one node: its own verdict"

@@ -65,8 +65,8 @@ pub struct DataPlane {
     nodes: Box<[usize]>,
     /// Whether this PE's waits share a CPU with other PEs' (they yield after every round of
     /// checks): the PEs of its node outnumber the CPUs they may use ([`CpuShare`]), or the
-    /// PEs of its machine outnumber the machine's CPUs ([`crate::cpus::machine_crowded`]). Alike on every
-    /// PE of the node.
+    /// PEs of its machine the machine's CPUs ([`crate::cpus::machine_crowded`]). Alike on
+    /// every PE of the node.
     crowded: bool,
     /// The job's PEs grouped by node, when the world barrier syncs by node (the job spans
     /// nodes and some node holds more than one PE, or this PE's node is crowded: a gather
@@ -378,8 +378,9 @@ impl DataPlane {
         matches!(self.routes.get(pe), Some(Route::Mapped(_)))
     }
 
-    /// Whether the PEs of this PE's node outnumber the CPUs they may use, so that the PE a
-    /// wait depends on may need this PE's CPU to make progress.
+    /// Whether the PEs of this PE's node outnumber the CPUs they may use, or the PEs of its
+    /// machine the machine's, so that the PE a wait depends on may need this PE's CPU to
+    /// make progress.
     pub(crate) fn crowded(&self) -> bool {
         self.crowded
     }

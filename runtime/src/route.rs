@@ -16,8 +16,9 @@
 //! target's waiters sleeping on the bytes it changed have been woken. Two kinds of write are
 //! the exception, [`RemoteOp::PutSent`] and [`RemoteOp::PutFlag`]: theirs may resolve once
 //! the bytes are on their way (the source no longer needed), landing in order behind the
-//! writes before them to that PE and before its later operations there; [`Remote::settle`]
-//! confirms that they have landed. Dropping the future does not recall the operation. A transport may let a task that waits for what peers bring
+//! writes before them to that PE and before its later operations there (a transport
+//! whose provider does not keep a write that long in order completes it once landed);
+//! [`Remote::settle`] confirms that they have landed. Dropping the future does not recall the operation. A transport may let a task that waits for what peers bring
 //! (a wait, an awaited operation) drive its progress on the task's own thread
 //! ([`Remote::drive`]), so that an arrival wakes that thread and no other.
 
@@ -127,8 +128,9 @@ pub trait Remote: Send + Sync + std::fmt::Debug {
     }
 
     /// Confirms the [`RemoteOp::PutSent`] writes started so far: resolves once they have
-    /// landed at their targets, with the first error (of theirs, or of an earlier
-    /// confirmation not yet reported), or `None` when there is nothing to confirm or report.
+    /// landed at their targets, with the first error (of theirs, of another operation's
+    /// failure that may have lost them, or of an earlier confirmation not yet reported), or
+    /// `None` when there is nothing to confirm or report.
     /// `None` by default (a transport whose writes complete once they have landed).
     fn settle(&self) -> Option<Completion> {
         None

@@ -30,7 +30,8 @@ use crate::shared_memory::SharedMapping;
 /// How long one poll of a spinning wait (or of a task awaiting a remote completion) may spin
 /// before yielding (to the executor, and its thread to the OS).
 pub(crate) const SPIN_SLICE: Duration = Duration::from_micros(4);
-/// The same on a crowded node (its PEs outnumber the CPUs they may use): one round of
+/// The same on a crowded node (its PEs outnumber the CPUs they may use, or its machine's PEs
+/// the machine's CPUs: [`DataPlane::crowded`]): one round of
 /// checks.
 const CROWDED_SPIN_SLICE: Duration = Duration::ZERO;
 

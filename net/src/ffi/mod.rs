@@ -202,6 +202,8 @@ pub struct Hints {
     pub provider: Option<String>,
     /// The address this endpoint binds to (an IP address), if one is given.
     pub node: Option<String>,
+    /// The provider's domain (a NIC, say `mlx5_0`), if one is asked for; `None`: any.
+    pub domain: Option<String>,
 }
 
 /// The provider chosen: the first `fi_info` that libfabric offered for the hints, owned.
@@ -254,26 +256,39 @@ impl Info {
 
     /// The largest RMA write whose bytes this info's provider places at the target in the
     /// order the writes were posted (`max_order_waw_size`), as it tells for an endpoint
-    /// like this one's without atomics: `ofi_rxm` tells of no order at all once atomics are
-    /// asked for, as its atomics are messages outside the order of RMA operations (the
-    /// transport orders the two classes itself, see `crate::lane`). 0 where it offers no
-    /// such endpoint.
-    pub fn ordered_write_bytes(&self, hints: &Hints) -> usize {
+    /// like this one's (same provider, domain and address) without atomics: `ofi_rxm` tells
+    /// of no order at all once atomics are asked for, as its atomics are messages outside
+    /// the order of RMA operations (the transport orders the two classes itself, see
+    /// `crate::lane`).
+    ///
+    /// # Errors
+    /// [`Error::Config`] when the provider offers no such endpoint to ask.
+    pub fn ordered_write_bytes(&self, hints: &Hints) -> Result<usize> {
+        // SAFETY: a returned info has its domain attributes, whose name is null or a
+        // NUL-terminated string owned by the info.
+        let domain = unsafe { c_text((*(*self.info).domain_attr).name) };
         let exact = Hints {
             provider: Some(self.provider()),
             node: hints.node.clone(),
+            domain: Some(domain).filter(|d| !d.is_empty()),
         };
-        let Ok((0, found)) = query(&self.lib, &exact, 0) else {
-            return 0;
-        };
-        if found.is_null() {
-            return 0;
-        }
-        // SAFETY: a returned info has its endpoint attributes; it is freed once, here.
-        unsafe {
-            let ordered = (*(*found).ep_attr).max_order_waw_size;
-            (self.lib.freeinfo)(found);
-            ordered
+        let (rc, found) = query(&self.lib, &exact, 0)?;
+        let ordered = (!found.is_null()).then(|| {
+            // SAFETY: a returned info has its endpoint attributes; it is freed once, here.
+            unsafe {
+                let ordered = (*(*found).ep_attr).max_order_waw_size;
+                (self.lib.freeinfo)(found);
+                ordered
+            }
+        });
+        match (rc, ordered) {
+            (0, Some(ordered)) => Ok(ordered),
+            _ => Err(Error::Config(format!(
+                "fabric provider {} does not tell in which order it places writes (asked for \
+                 an endpoint without atomics): {}",
+                self.provider(),
+                self.lib.strerror(-(rc as isize))
+            ))),
         }
     }
 
@@ -308,6 +323,11 @@ fn query(lib: &std::sync::Arc<Library>, hints: &Hints, extra: u64) -> Result<(c_
         .as_deref()
         .map(|n| owned_c(n, "fabric address"))
         .transpose()?;
+    let domain_name = hints
+        .domain
+        .as_deref()
+        .map(|d| owned_c(d, "fabric domain"))
+        .transpose()?;
     let service = c"0";
     // SAFETY: `fi_dupinfo(NULL)` allocates a zeroed info with every attribute structure;
     // the fields written below are part of the ABI 1.6 prefix this crate declares, and the
@@ -334,6 +354,9 @@ fn query(lib: &std::sync::Arc<Library>, hints: &Hints, extra: u64) -> Result<(c_
         (*(*h).tx_attr).op_flags = FI_DELIVERY_COMPLETE;
         if let Some(p) = &provider {
             (*(*h).fabric_attr).prov_name = libc_strdup(p);
+        }
+        if let Some(d) = &domain_name {
+            domain.name = libc_strdup(d);
         }
         let mut found: *mut FiInfo = std::ptr::null_mut();
         let (node_ptr, flags) = match &node {

@@ -303,6 +303,47 @@ async fn an_operation_failing_while_data_is_unconfirmed_fails_the_settle_that_co
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settles_sharing_a_confirmation_each_report_the_loss_it_found() {
+    let provider = Provider::default();
+    let lane = provider.lane();
+    drop(lane.start(Kind::Sent, provider.op("w1", true)));
+    provider.end("w1");
+    let read = lane.start(Kind::Rma, provider.op("r1", true));
+    let first = lane.settle().expect("a write to confirm");
+    let second = lane.settle().expect("the same confirmation");
+    provider.posted_are(&["w1", "r1", "c1"]).await;
+    provider.finish("r1", Err(Error::Shutdown));
+    assert!(outcome(read).await.is_err());
+    provider.end("c1");
+    assert!(lost(outcome(first).await));
+    assert!(lost(outcome(second).await));
+    assert!(
+        lane.settle().is_none(),
+        "reported, and nothing left to confirm"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn data_sent_behind_a_failed_confirmation_is_reported_lost_by_the_next() {
+    let provider = Provider::default();
+    let lane = provider.lane();
+    drop(lane.start(Kind::Sent, provider.op("w1", true)));
+    provider.end("w1");
+    let settled = lane.settle().expect("a write to confirm");
+    // w2 goes out behind the confirmation, which then fails (its connection dropped).
+    drop(lane.start(Kind::Sent, provider.op("w2", true)));
+    provider.end("w2");
+    provider.posted_are(&["w1", "c1", "w2"]).await;
+    provider.finish("c1", Err(Error::Shutdown));
+    assert_eq!(outcome(settled).await, Err(Error::Shutdown));
+    let next = lane.settle().expect("w2 to confirm");
+    provider.posted_are(&["w1", "c1", "w2", "c2"]).await;
+    provider.end("c2");
+    assert!(lost(outcome(next).await));
+    assert!(lane.settle().is_none(), "reported once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_caller_outside_any_runtime_is_ordered_on_the_lanes_runtime() {
     let provider = Provider::default();
     let lane = Arc::new(Lane::new(

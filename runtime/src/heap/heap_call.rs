@@ -97,12 +97,14 @@ impl HeapCall {
         }
     }
 
-    /// A free this PE refused: the buffer belongs to another heap.
-    pub fn refused_free() -> Self {
+    /// A free this PE refused: the buffer belongs to another heap, or (`unfinished`) the
+    /// operations before it failed to complete (its `quiet` failed), so the buffer may still
+    /// be read or written. The reason travels in the call, for the other PEs' error.
+    pub fn refused_free(unfinished: bool) -> Self {
         HeapCall {
             op: Self::REFUSED_FREE,
             bytes: 0,
-            align: 0,
+            align: u64::from(unfinished),
             offset: u64::MAX,
         }
     }
@@ -157,6 +159,9 @@ impl HeapCall {
                 self.bytes, self.align
             ),
             Self::FREE => format!("a free of the allocation at offset {}", self.offset),
+            Self::REFUSED_FREE if self.align != 0 => "a free it refused (its operations before \
+                 the free failed to complete, so the buffer is kept)"
+                .into(),
             Self::REFUSED_FREE => "a free it refused (a buffer of another heap)".into(),
             _ => "an unknown heap call".into(),
         }
@@ -206,5 +211,16 @@ mod tests {
             .mismatch(1, &[f.encode(), vec![9]])
             .unwrap()
             .contains("PE 1"));
+    }
+
+    #[test]
+    fn a_refused_free_tells_the_others_why() {
+        let f = HeapCall::free(100, 128);
+        let why = |unfinished| {
+            let refused = HeapCall::refused_free(unfinished).encode();
+            f.mismatch(0, &[f.encode(), refused]).unwrap()
+        };
+        assert!(why(false).contains("another heap"), "{}", why(false));
+        assert!(why(true).contains("failed to complete"), "{}", why(true));
     }
 }
