@@ -48,7 +48,7 @@ fn broadcast_arguments<T: Pod>(
             index(root, "PE_root")?,
         ))
     })();
-    checked(team, Collective::Broadcast, checks)
+    team.refuse_unless_ok(Collective::Broadcast, checks)
 }
 
 /// Every member's `nelems` elements of `source`, in member order, into `dest`.
@@ -62,7 +62,7 @@ fn fcollect<T: Pod>(
         let total = elements(nelems, team.n_pes())?;
         Ok((s.view(dest, total)?, s.view(source, nelems)?))
     })();
-    let (dest, source) = checked(team, Collective::Fcollect, checks)?;
+    let (dest, source) = team.refuse_unless_ok(Collective::Fcollect, checks)?;
     s.block(team.fcollect(dest, source))
 }
 
@@ -92,7 +92,7 @@ fn collect<T: Pod>(
         };
         Ok((s.view(dest, room)?, source))
     })();
-    let (dest, source) = checked(team, Collective::Collect, checks)?;
+    let (dest, source) = team.refuse_unless_ok(Collective::Collect, checks)?;
     let collected = s.block(team.collect(dest, source)).map(drop);
     match collected {
         Err(Error::OutOfBounds { .. }) if whole.is_none() => Err(Error::NotSymmetric),
@@ -112,7 +112,7 @@ fn alltoall<T: Pod>(
         let total = elements(nelems, team.n_pes())?;
         Ok((s.view(dest, total)?, s.view(source, total)?))
     })();
-    let (dest, source) = checked(team, Collective::Alltoall, checks)?;
+    let (dest, source) = team.refuse_unless_ok(Collective::Alltoall, checks)?;
     s.block(team.alltoall(dest, source, nelems))
 }
 
@@ -134,7 +134,7 @@ fn alltoalls<T: Pod>(
         let views = (s.view(dest, extent(dst))?, s.view(source, extent(sst))?);
         Ok((views, (dst, sst)))
     })();
-    let ((dest, source), (dst, sst)) = checked(team, Collective::Alltoalls, checks)?;
+    let ((dest, source), (dst, sst)) = team.refuse_unless_ok(Collective::Alltoalls, checks)?;
     s.block(team.alltoalls(dest, source, dst, sst, nelems))
 }
 
@@ -149,16 +149,6 @@ fn elements(nelems: usize, n_pes: usize) -> Result<usize> {
     nelems
         .checked_mul(n_pes)
         .ok_or_else(|| Error::InvalidArgument("nelems overflows".into()))
-}
-
-/// `checks`, this PE's own reading of a collective's arguments (pointers into its heap,
-/// counts); where they fail, it takes its part in the call as a refusal ([`Team::refuse`]),
-/// so that the members which made the call fail instead of waiting for this PE.
-fn checked<T>(team: &Team, which: Collective, checks: Result<T>) -> Result<T> {
-    if checks.is_err() {
-        team.refuse(which);
-    }
-    checks
 }
 
 /// `broadcast` as the deprecated routine has it: the root's `dest` keeps its contents.
@@ -182,7 +172,7 @@ fn reduce<T: Reducible>(
     nreduce: usize,
 ) -> Result<()> {
     let checks = (|| Ok((s.view(dest, nreduce)?, s.view(source, nreduce)?)))();
-    let (dest, source) = checked(team, Collective::Reduce, checks)?;
+    let (dest, source) = team.refuse_unless_ok(Collective::Reduce, checks)?;
     s.block(team.reduce(op, dest, source))
 }
 
@@ -196,7 +186,7 @@ fn sum_scan<T: Reducible>(
     nelems: usize,
 ) -> Result<()> {
     let checks = (|| Ok((s.view(dest, nelems)?, s.view(source, nelems)?)))();
-    let (dest, source) = checked(team, Collective::Scan, checks)?;
+    let (dest, source) = team.refuse_unless_ok(Collective::Scan, checks)?;
     match inclusive {
         true => s.block(team.sum_inscan(dest, source)),
         false => s.block(team.sum_exscan(dest, source)),

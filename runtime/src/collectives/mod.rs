@@ -159,7 +159,7 @@ pub(crate) enum Kind {
     Scan = 12,
 }
 
-/// A team collective, as [`Team::refuse`](crate::Team::refuse) names the one its caller
+/// A team collective, as [`Team::refuse_unless_ok`](crate::Team::refuse_unless_ok) names the one its caller
 /// refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]

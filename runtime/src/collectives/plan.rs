@@ -19,7 +19,9 @@
 //! - Eager sizes keep the eager algorithms: they are already push-only (every message one
 //!   write whose flag the target publishes, no fabric round trip), and take one one-way
 //!   latency; the two-level form would add a node-local hop on each side to save fabric
-//!   messages.
+//!   messages. Collectives that only move data (broadcast, fcollect, collect, alltoall)
+//!   are eager up to the slots' size (`TeamConfig::eager_bytes`) on any team that spans
+//!   nodes, past `eager_copy_bytes`.
 //!
 //! # Teams that span nodes
 //! - `fcollect` and `alltoall` above the eager sizes push each block for another node into
@@ -119,20 +121,22 @@ impl Plan {
         self.slots && bytes <= self.config.eager_bytes
     }
 
-    /// Whether collectives that only move data go through the eager slots for `bytes`.
+    /// Whether collectives that only move data go through the eager slots for `bytes`: up
+    /// to `eager_copy_bytes` on one node, where reading a block in place costs one copy
+    /// where eager messages take two; up to the slots' size across nodes, where reading in
+    /// place is a fabric round trip and moving a block otherwise takes syncs around it (a
+    /// 4-PE `alltoall` of 4 KiB on 2 namespace hosts: 190–220 µs pushed between two syncs,
+    /// 4 B eager 30 µs).
     pub fn eager_copy(&self, bytes: usize) -> bool {
-        self.eager(bytes) && bytes <= self.config.eager_copy_bytes
+        self.eager(bytes) && (self.nodes.nodes() > 1 || bytes <= self.config.eager_copy_bytes)
     }
 
     /// Whether a broadcast of `bytes` goes through the eager slots: up to
     /// `eager_broadcast_bytes` on one node, where members read the root's buffer in place
-    /// cheaply, up to `eager_copy_bytes` across nodes.
+    /// cheaply, as the other data moves across nodes ([`Plan::eager_copy`]).
     fn eager_broadcast(&self, bytes: usize) -> bool {
-        let limit = match self.nodes.nodes() {
-            1 => self.config.eager_broadcast_bytes,
-            _ => self.config.eager_copy_bytes,
-        };
-        self.eager_copy(bytes) && bytes <= limit
+        let on_one_node = self.nodes.nodes() == 1;
+        self.eager_copy(bytes) && (!on_one_node || bytes <= self.config.eager_broadcast_bytes)
     }
 
     /// Whether the team is small enough for flat algorithms.
@@ -281,10 +285,17 @@ mod tests {
             };
             assert_eq!(p.alltoall(8, false), eager, "{nodes:?}");
             assert_eq!(p.fcollect(8), eager, "{nodes:?}");
-            for bytes in [4096, 8192, 1 << 20] {
+            for bytes in [8192, 1 << 20] {
                 assert_eq!(p.alltoall(bytes, false), MoveAlgorithm::IntoReady);
                 assert_eq!(p.fcollect(bytes), MoveAlgorithm::IntoReady);
             }
+            // A slot-sized block stays eager across nodes only.
+            let slot_sized = match nodes.len() <= ready.flat_max_pes && nodes[3] != 0 {
+                true => MoveAlgorithm::Eager,
+                false => MoveAlgorithm::IntoReady,
+            };
+            assert_eq!(p.alltoall(4096, false), slot_sized, "{nodes:?}");
+            assert_eq!(p.fcollect(4096), slot_sized, "{nodes:?}");
             assert_ne!(p.alltoall(8192, true), MoveAlgorithm::IntoReady, "strided");
         }
     }
@@ -329,7 +340,12 @@ mod tests {
             "dissemination sync"
         );
         let nodes = Plan::new(&[0, 1], TeamConfig::default(), true);
-        assert_eq!(nodes.alltoall(4096, false), MoveAlgorithm::Push);
+        assert_eq!(
+            nodes.alltoall(4096, false),
+            MoveAlgorithm::Eager,
+            "slot-sized"
+        );
+        assert_eq!(nodes.alltoall(4097, false), MoveAlgorithm::Push);
     }
 
     #[test]
@@ -337,7 +353,8 @@ mod tests {
         let three = plan(&[0, 1, 2]);
         assert!(!three.nodes.layered());
         assert_eq!(three.sync(), SyncAlgorithm::Flat);
-        assert_eq!(three.broadcast(4096), BroadcastAlgorithm::Tree(Shape::Star));
+        assert_eq!(three.broadcast(4096), BroadcastAlgorithm::Eager);
+        assert_eq!(three.broadcast(4097), BroadcastAlgorithm::Tree(Shape::Star));
         assert_eq!(three.reduce(16 << 10), ReduceAlgorithm::Tree(Shape::Star));
         assert_eq!(
             three.fcollect(1 << 20),
@@ -351,20 +368,23 @@ mod tests {
         for nodes in [&[0, 0, 1, 1][..], &[0, 0, 0, 1], &[3, 1, 3, 1, 3]] {
             let p = plan(nodes);
             assert_eq!(p.sync(), SyncAlgorithm::Nodes, "{nodes:?}");
-            assert_eq!(p.broadcast(4096), BroadcastAlgorithm::Tree(Shape::Nodes));
+            assert_eq!(p.broadcast(4097), BroadcastAlgorithm::Tree(Shape::Nodes));
             assert_eq!(p.reduce(16 << 10), ReduceAlgorithm::Tree(Shape::Nodes));
             assert_eq!(p.reduce(1 << 20), ReduceAlgorithm::Tree(Shape::Nodes));
-            // Eager sizes stay eager (push-only already), block moves stay flat.
+            // Eager sizes stay eager (push-only already), up to the slots' size for data
+            // moves (reading in place is a fabric round trip); larger blocks are pushed.
             assert_eq!(p.broadcast(8), BroadcastAlgorithm::Eager);
             assert_eq!(
-                p.broadcast(256),
+                p.broadcast(4096),
                 BroadcastAlgorithm::Eager,
                 "no fabric reads"
             );
             assert_eq!(p.reduce(8), ReduceAlgorithm::Eager);
-            assert_eq!(p.fcollect(4096), MoveAlgorithm::Push);
-            assert_eq!(p.alltoall(4096, false), MoveAlgorithm::Push);
-            assert_eq!(p.alltoall(4096, true), MoveAlgorithm::Flat);
+            assert_eq!(p.fcollect(4096), MoveAlgorithm::Eager);
+            assert_eq!(p.alltoall(4096, false), MoveAlgorithm::Eager);
+            assert_eq!(p.fcollect(4097), MoveAlgorithm::Push);
+            assert_eq!(p.alltoall(4097, false), MoveAlgorithm::Push);
+            assert_eq!(p.alltoall(4097, true), MoveAlgorithm::Flat);
             assert_eq!(p.fcollect(8), MoveAlgorithm::Eager);
         }
         let no_slots = Plan::new(&[0, 0, 1, 1], TeamConfig::default(), false);

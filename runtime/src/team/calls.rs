@@ -198,17 +198,18 @@ impl Team {
         checks
     }
 
-    /// Takes this member's part in a collective `which` that its caller refused before
-    /// making it, the caller's own checks of its arguments having failed (the C library's,
-    /// for a pointer outside the symmetric heap or a count that overflows): the call is
-    /// recorded as refused, as one whose arguments fail the team's own checks, so that the
-    /// members that made it fail with [`Error::CollectiveMismatch`] naming this PE instead
-    /// of waiting for it, and a call every member refused alike leaves the team usable.
+    /// Hands back `checks`, the caller's own checks of the arguments of a collective
+    /// `which` it is about to make (the C library's, for a pointer outside the symmetric
+    /// heap or a count that overflows). Where they failed, this member takes its part in
+    /// the call as a refusal, as one whose arguments fail the team's own checks
+    /// ([`Team::refuse_on`]), so that the members that made it fail with
+    /// [`Error::CollectiveMismatch`] naming this PE instead of waiting for it, and a call
+    /// every member refused alike leaves the team usable.
     ///
     /// A team that cannot run a collective now (destroyed, this PE finalizing, or busy with
     /// another of this PE's collectives) records nothing.
-    pub fn refuse(&self, which: Collective) {
-        self.record_refusal(which.kind());
+    pub fn refuse_unless_ok<T>(&self, which: Collective, checks: Result<T>) -> Result<T> {
+        self.refuse_on(which.kind(), checks)
     }
 
     /// Records this PE's next call on the team, of `kind`, as refused (see

@@ -55,6 +55,8 @@ pub struct TeamConfig {
     /// place (one copy, not two) beats the synchronization that eager messages save.
     /// Default 1 KiB; the predefined teams of a job whose PEs outnumber the machine's online
     /// CPUs take 4 KiB, since there every synchronization costs a trip through the scheduler.
+    /// Teams that span nodes move data eagerly up to `eager_bytes` whatever this says:
+    /// there reading in place is a fabric round trip.
     pub eager_copy_bytes: usize,
     /// The same limit for a broadcast within one node, at most `eager_copy_bytes`: above
     /// it members read the root's buffer in place, one copy where eager messages take two
@@ -62,7 +64,7 @@ pub struct TeamConfig {
     /// Default 256 bytes (at 2 PEs an eager broadcast of 256 bytes took 0.90 of the time of
     /// one read in place); an oversubscribed job's predefined teams take 4 KiB, as for
     /// `eager_copy_bytes`. Across nodes, where reading in place is a fabric round
-    /// trip, broadcasts follow `eager_copy_bytes`.
+    /// trip, broadcasts are eager up to `eager_bytes`, as the other data moves.
     pub eager_broadcast_bytes: usize,
     /// Teams of up to this many members use flat algorithms (each PE talks to every other
     /// directly); larger teams use binomial trees and rings for small messages. Default 8.
