@@ -154,6 +154,8 @@ impl GpuPe {
             false => HeapCall::refused_free(finished.is_err()),
         };
         let agreed = self.agree(&call, "GPU free").await;
+        // A PE that refused reports its own reason, never `agreed`: refusals for different
+        // reasons differ as calls, and would read as a mismatch among the refusing PEs.
         if let Err(e) = finished {
             return Err((e, alloc));
         }

@@ -36,8 +36,11 @@
 //! were on their way through the old connection are then lost without a word, where the
 //! confirmation, posted through the new one, lands. The verdict errs on the side of a
 //! failure: data still held in the queue when the operation failed, or an operation refused
-//! before it was posted, counts too. It relies on the provider reporting the failed
-//! operation before the confirmation posted after it (the completion queue's order).
+//! before it was posted, counts too. It relies on the failed operation's end being handled
+//! before the confirmation posted after it: the completion queue reports them in that
+//! order, and an operation's end reaches its lane before its completion resolves. Where
+//! two readers of the queue (the progress thread and a driving task) each take one of the
+//! two at once, the confirmation's end may be handled first, and the loss is missed.
 //! Flags are not covered: one lost that way leaves its barrier to the job's failure
 //! detection.
 //!
@@ -300,10 +303,11 @@ impl Lane {
                 Some(confirmation) => confirmation.await,
                 None => Ok(()),
             };
-            // Reported here, so no longer kept: this settle's own failure, or an earlier one.
+            // Reported here, so no longer kept: the first failure kept (an earlier one, or
+            // this settle's own), else this settle's own.
             let kept = lock(&lane).marks.failure.take();
             match (confirmed, kept) {
-                (Err(failed), _) | (Ok(()), Some(failed)) => Err(failed),
+                (_, Some(failed)) | (Err(failed), None) => Err(failed),
                 (Ok(()), None) => Ok(Vec::new()),
             }
         }))

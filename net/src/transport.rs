@@ -247,8 +247,10 @@ impl Fabric {
                 Ok(_) => Ended::Completed,
                 Err(_) => Ended::Failed,
             };
-            let _ = tx.send(outcome);
+            // The hooks first: a lane learns of a failure before anyone awaiting the
+            // operation (a confirmation's task among them) can run on.
             ended.run(how);
+            let _ = tx.send(outcome);
         });
         let to = (peer.0, target.base + offset, target.key);
         let core = &self.core;

@@ -281,15 +281,16 @@ impl Info {
                 ordered
             }
         });
-        match (rc, ordered) {
-            (0, Some(ordered)) => Ok(ordered),
-            _ => Err(Error::Config(format!(
-                "fabric provider {} does not tell in which order it places writes (asked for \
-                 an endpoint without atomics): {}",
-                self.provider(),
-                self.lib.strerror(-(rc as isize))
-            ))),
-        }
+        let why = match (rc, ordered) {
+            (0, Some(ordered)) => return Ok(ordered),
+            (0, None) => "it offered none".to_string(),
+            _ => self.lib.strerror(-(rc as isize)),
+        };
+        Err(Error::Config(format!(
+            "fabric provider {} does not tell in which order it places writes (asked for an \
+             endpoint without atomics): {why}",
+            self.provider(),
+        )))
     }
 
     /// The provider's name.

@@ -344,6 +344,30 @@ async fn data_sent_behind_a_failed_confirmation_is_reported_lost_by_the_next() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_settle_whose_confirmation_fails_reports_the_first_failure_kept() {
+    let provider = Provider::default();
+    let lane = provider.lane();
+    drop(lane.start(Kind::Sent, provider.op("w1", true)));
+    provider.end("w1");
+    drop(lane.start(Kind::Atomic, provider.op("a1", true)));
+    provider.posted_are(&["w1", "c1"]).await;
+    let first = Error::PeerLost {
+        pe: 1,
+        reason: "first".into(),
+    };
+    provider.finish("c1", Err(first.clone()));
+    provider.posted_are(&["w1", "c1", "a1"]).await;
+    provider.end("a1");
+    drop(lane.start(Kind::Sent, provider.op("w2", true)));
+    provider.end("w2");
+    let settled = lane.settle().expect("a failure and a write");
+    provider.posted_are(&["w1", "c1", "a1", "w2", "c2"]).await;
+    provider.finish("c2", Err(Error::Shutdown));
+    assert_eq!(outcome(settled).await, Err(first));
+    assert!(lane.settle().is_none(), "nothing left to report");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_caller_outside_any_runtime_is_ordered_on_the_lanes_runtime() {
     let provider = Provider::default();
     let lane = Arc::new(Lane::new(

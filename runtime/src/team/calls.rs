@@ -201,10 +201,10 @@ impl Team {
     /// Hands back `checks`, the caller's own checks of the arguments of a collective
     /// `which` it is about to make (the C library's, for a pointer outside the symmetric
     /// heap or a count that overflows). Where they failed, this member takes its part in
-    /// the call as a refusal, as one whose arguments fail the team's own checks
-    /// ([`Team::refuse_on`]), so that the members that made it fail with
-    /// [`Error::CollectiveMismatch`] naming this PE instead of waiting for it, and a call
-    /// every member refused alike leaves the team usable.
+    /// the call as a refusal, as one whose arguments fail the team's own checks, so that
+    /// the members that made it fail with [`Error::CollectiveMismatch`] naming this PE
+    /// instead of waiting for it, and a call every member refused alike leaves the team
+    /// usable.
     ///
     /// A team that cannot run a collective now (destroyed, this PE finalizing, or busy with
     /// another of this PE's collectives) records nothing.
