@@ -52,11 +52,11 @@ impl DataPlane {
     /// before the call returns; the future only reports it. To a PE on another node the
     /// bytes are copied and on their way when the call returns (`src` is free again, as
     /// after OpenSHMEM's blocking put; a put of [`PUT_SENT_AT_RETURN`] bytes or more, or the
-    /// first after a [`fence`](DataPlane::fence), returns once they are sent): they land in order behind this PE's earlier puts to
-    /// that PE (and before its later operations there), and have landed once
-    /// [`DataPlane::quiet`] (or a barrier, which quiets first) completes. A put whose landing
-    /// must be known elsewhere at once (another PE told of it) is followed by `quiet`, as in
-    /// OpenSHMEM.
+    /// first after a [`fence`](DataPlane::fence), returns once they are sent): they land in
+    /// order behind this PE's earlier puts to that PE (and before its later operations
+    /// there), and have landed once [`DataPlane::quiet`] (or a barrier, which quiets first)
+    /// completes. A put whose landing must be known elsewhere at once (another PE told of
+    /// it) is followed by `quiet`, as in OpenSHMEM.
     ///
     /// # Errors
     /// [`Error::PeOutOfRange`], [`Error::NotSymmetric`], [`Error::OutOfBounds`] when `dest`

@@ -15,6 +15,11 @@ use tokio::time::timeout;
 /// Long enough for anything that should complete; reaching it means a hang.
 const BOUND: Duration = Duration::from_secs(5);
 
+/// `n` words at the start of the job's heap (heap 1), as both PEs of `two_nodes` see it.
+fn heap_words(n: usize) -> SymBuffer<u64> {
+    SymBuffer::<u64>::from_allocation(Allocation::new(HeapId(1), 0, 64), n).expect("words")
+}
+
 /// PE 0 gives a world barrier up after signalling PE 1, so PE 1's first barrier passes;
 /// PE 0's later barriers fail at once without signalling, and PE 1's second barrier, which
 /// waits for PE 0's signal, learns from PE 0's header (read remotely) that it never comes.
@@ -131,8 +136,7 @@ async fn an_fcollect_across_nodes_moves_elements_aligned_above_a_line() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_remote_operation_polled_after_it_completed_says_so() {
     let pes = two_nodes(true);
-    let word =
-        SymBuffer::<u64>::from_allocation(Allocation::new(HeapId(1), 0, 64), 1).expect("a word");
+    let word = heap_words(1);
     let mut fetch = Box::pin(pes[0].g(&word, 1));
     assert_eq!(timeout(BOUND, fetch.as_mut()).await, Ok(Ok(0)));
     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
@@ -156,8 +160,7 @@ async fn a_remote_operation_polled_after_it_completed_says_so() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_quiet_waiting_for_a_lost_peer_s_confirmation_ends_with_peer_lost() {
     let pes = two_nodes_settling(false, Settling::Never);
-    let words =
-        SymBuffer::<u64>::from_allocation(Allocation::new(HeapId(1), 0, 64), 2).expect("words");
+    let words = heap_words(2);
     pes[0].put(&words, &[1u64, 2], 1).await.expect("sent");
     let quiet = {
         let pe = pes[0].clone();
@@ -179,8 +182,7 @@ async fn a_quiet_waiting_for_a_lost_peer_s_confirmation_ends_with_peer_lost() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_put_after_a_fenced_put_lands_after_it() {
     let pes = two_nodes(true);
-    let words =
-        SymBuffer::<u64>::from_allocation(Allocation::new(HeapId(1), 0, 64), 2).expect("words");
+    let words = heap_words(2);
     let (first, word) = (words.slice(..1), words.slice(1..));
     for round in 1..=20u64 {
         pes[0]
@@ -214,8 +216,7 @@ async fn a_put_after_a_fenced_put_lands_after_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_put_before_a_fence_fails_the_quiet_not_the_fenced_operation() {
     let pes = two_nodes_settling(true, Settling::PutsFail);
-    let word =
-        SymBuffer::<u64>::from_allocation(Allocation::new(HeapId(1), 0, 64), 1).expect("a word");
+    let word = heap_words(1);
     pes[0].put(&word, &[1u64], 1).await.expect("sent");
     pes[0].fence();
     let fenced = timeout(BOUND, pes[0].g(&word, 1)).await.expect("in time");
@@ -230,8 +231,7 @@ async fn a_failed_put_before_a_fence_fails_the_quiet_not_the_fenced_operation() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fenced_put_from_outside_any_runtime_goes_out_without_a_quiet() {
     let pes = two_nodes(true);
-    let two_words =
-        || SymBuffer::<u64>::from_allocation(Allocation::new(HeapId(1), 0, 64), 2).expect("words");
+    let two_words = || heap_words(2);
     let words = two_words();
     let caller = {
         let (pe, words) = (pes[0].clone(), two_words());
@@ -263,8 +263,7 @@ async fn a_barrier_whose_quiet_fails_still_meets_the_others() {
         message: "bad key".into(),
     };
     let pes = two_nodes_settling(false, Settling::FailsOnce(refused.clone()));
-    let words =
-        SymBuffer::<u64>::from_allocation(Allocation::new(HeapId(1), 0, 64), 2).expect("words");
+    let words = heap_words(2);
     pes[0].put(&words, &[1u64, 2], 1).await.expect("sent");
     let barriers: Vec<_> = pes
         .iter()

@@ -219,20 +219,28 @@ async fn a_settle_waits_for_the_confirmation_on_its_way_and_flags_are_never_conf
         .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_failed_confirmation_nobody_awaited_fails_the_next_settle_once() {
-    let provider = Provider::default();
+/// A lane of `provider` whose sent write `w1` was followed by the atomic `a1`, and whose
+/// confirmation `c1` before the atomic failed with the error returned (a lost PE, for
+/// `reason`); `a1` has been posted behind it.
+async fn failed_before_an_atomic(provider: &Provider, reason: &str) -> (Lane, Error) {
     let lane = provider.lane();
     drop(lane.start(Kind::Sent, provider.op("w1", true)));
     provider.end("w1");
     drop(lane.start(Kind::Atomic, provider.op("a1", true)));
     provider.posted_are(&["w1", "c1"]).await;
-    let lost = Error::PeerLost {
+    let failed = Error::PeerLost {
         pe: 1,
-        reason: "gone".into(),
+        reason: reason.into(),
     };
-    provider.finish("c1", Err(lost.clone()));
+    provider.finish("c1", Err(failed.clone()));
     provider.posted_are(&["w1", "c1", "a1"]).await;
+    (lane, failed)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_confirmation_nobody_awaited_fails_the_next_settle_once() {
+    let provider = Provider::default();
+    let (lane, lost) = failed_before_an_atomic(&provider, "gone").await;
     let settled = lane.settle().expect("a failure to report");
     assert_eq!(outcome(settled).await, Err(lost));
     assert!(lane.settle().is_none(), "reported once");
@@ -346,17 +354,7 @@ async fn data_sent_behind_a_failed_confirmation_is_reported_lost_by_the_next() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_settle_whose_confirmation_fails_reports_the_first_failure_kept() {
     let provider = Provider::default();
-    let lane = provider.lane();
-    drop(lane.start(Kind::Sent, provider.op("w1", true)));
-    provider.end("w1");
-    drop(lane.start(Kind::Atomic, provider.op("a1", true)));
-    provider.posted_are(&["w1", "c1"]).await;
-    let first = Error::PeerLost {
-        pe: 1,
-        reason: "first".into(),
-    };
-    provider.finish("c1", Err(first.clone()));
-    provider.posted_are(&["w1", "c1", "a1"]).await;
+    let (lane, first) = failed_before_an_atomic(&provider, "first").await;
     provider.end("a1");
     drop(lane.start(Kind::Sent, provider.op("w2", true)));
     provider.end("w2");
