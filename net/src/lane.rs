@@ -55,7 +55,7 @@
 //! that outruns the provider costs one queue entry per operation, not a task each.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use ferroshmem_runtime::route::Completion;
@@ -127,6 +127,12 @@ struct InFlight {
     /// The highest [`InFlight::data`] any operation's failure ended behind: data sent
     /// through it and not confirmed before then may be lost.
     failed_behind: AtomicU64,
+    /// [`Marks::settled`], readable without the lane's lock, stored after
+    /// [`InFlight::failure_kept`] is: a settle that reads it and finds nothing beyond it may
+    /// pass the lane by ([`Lane::is_settled`]).
+    settled: AtomicU64,
+    /// Whether [`Marks::failure`] holds a failure, readable without the lane's lock.
+    failure_kept: AtomicBool,
 }
 
 impl InFlight {
@@ -279,6 +285,15 @@ impl Lane {
         self.start_in_order(&mut queue, runtime, kind.class(), post)
     }
 
+    /// Whether the lane has nothing for [`Lane::settle`] to confirm or report, read without
+    /// its lock: every data write started before the call is settled, and no failure is
+    /// kept. A settle may pass such a lane by, so that `quiet` costs no lock per idle peer.
+    pub fn is_settled(&self) -> bool {
+        let settled = self.in_flight.settled.load(Ordering::Acquire);
+        self.in_flight.data.load(Ordering::Acquire) <= settled
+            && !self.in_flight.failure_kept.load(Ordering::Acquire)
+    }
+
     /// Confirms the application's data sent so far: resolves once it has landed, with the
     /// first failure (of its confirmation, a loss its confirmation found behind a failed
     /// operation, or an earlier failure not yet reported); `None`
@@ -297,7 +312,7 @@ impl Lane {
             let runtime = self.runtime();
             Some(self.start_confirmation(&mut queue, runtime.as_ref()))
         };
-        let lane = self.queue.clone();
+        let (lane, in_flight) = (self.queue.clone(), self.in_flight.clone());
         Some(Box::pin(async move {
             let confirmed = match confirmation {
                 Some(confirmation) => confirmation.await,
@@ -305,7 +320,11 @@ impl Lane {
             };
             // Reported here, so no longer kept: the first failure kept (an earlier one, or
             // this settle's own), else this settle's own.
-            let kept = lock(&lane).marks.failure.take();
+            let kept = {
+                let mut queue = lock(&lane);
+                in_flight.failure_kept.store(false, Ordering::Release);
+                queue.marks.failure.take()
+            };
             match (confirmed, kept) {
                 (_, Some(failed)) | (Err(failed), None) => Err(failed),
                 (Ok(()), None) => Ok(Vec::new()),
@@ -329,8 +348,10 @@ impl Lane {
             let outcome = landed.and_then(|()| marks.loss(&in_flight));
             if let Err(failed) = &outcome {
                 marks.failure.get_or_insert_with(|| failed.clone());
+                in_flight.failure_kept.store(true, Ordering::Release);
             }
             marks.settled = marks.settled.max(through);
+            in_flight.settled.store(marks.settled, Ordering::Release);
             outcome
         };
         let confirmation = confirmation.boxed().shared();

@@ -370,6 +370,7 @@ impl Remote for FabricRemote {
             .targets
             .iter()
             .flatten()
+            .filter(|(_, lane)| !lane.is_settled())
             .filter_map(|(_, lane)| lane.settle())
             .collect();
         (!settles.is_empty()).then(|| {

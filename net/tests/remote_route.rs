@@ -12,11 +12,11 @@ mod common;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use ferroshmem_runtime::route::Drive;
+use ferroshmem_runtime::route::{Drive, Remote};
 
 use std::sync::Arc;
 
-use common::{available, fabric_for, two_nodes, view, within, Node, HEAP};
+use common::{available, fabric_for, two_nodes, view, wide_data_plane, within, Node, HEAP};
 
 use ferroshmem_net::{notice, Operation, Registered};
 use ferroshmem_runtime::segment::HEADER_SIZE;
@@ -601,4 +601,27 @@ async fn an_endpoint_outside_the_job_without_the_key_neither_writes_nor_wakes() 
     let woke = within("the waiter", waiter).await.expect("waiter task");
     assert_eq!(woke, Ok(7), "a member's put still wakes the waiter");
     std::mem::forget(words);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quiet_confirms_the_puts_to_its_busy_peers_among_idle_ones() {
+    if !available() {
+        return;
+    }
+    let [a, b] = two_nodes(|r| r);
+    // PEs 1..8 are all `b`: a lane each, one connection.
+    let (dp, remote) = wide_data_plane(&a, 8);
+    let words = view::<u64>(0, 2);
+    assert!(remote.settle().is_none(), "nothing was sent");
+    within("puts and their quiet", async {
+        dp.put(words.slice(..1), &[7], 3).await.expect("put");
+        dp.put(words.slice(1..), &[9], 6).await.expect("put");
+        let settled = remote.settle().expect("two lanes' puts to confirm");
+        settled.await.expect("confirmed");
+    })
+    .await;
+    let mut landed = [0u64; 2];
+    b.dp.get(&mut landed, &words, 1).await.expect("local get");
+    assert_eq!(landed, [7, 9]);
+    assert!(remote.settle().is_none(), "every lane is settled");
 }

@@ -269,6 +269,34 @@ async fn a_failure_behind_a_dropped_settle_is_reported_by_the_next_and_later_dat
     assert!(lane.settle().is_none(), "reported once");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lane_reads_as_settled_without_its_lock_exactly_when_a_settle_would_find_nothing() {
+    let provider = Provider::default();
+    let lane = provider.lane();
+    assert!(lane.is_settled(), "nothing was sent");
+    drop(lane.start(Kind::Flag, provider.op("f1", true)));
+    assert!(lane.is_settled(), "a flag is never confirmed");
+    drop(lane.start(Kind::Sent, provider.op("w1", true)));
+    assert!(!lane.is_settled(), "a write was sent");
+    provider.end("w1");
+    let settled = lane.settle().expect("a write to confirm");
+    provider.posted_are(&["f1", "w1", "c1"]).await;
+    assert!(!lane.is_settled(), "its confirmation is on its way");
+    provider.end("c1");
+    outcome(settled).await.expect("confirmed");
+    assert!(lane.is_settled(), "the write was confirmed");
+
+    let provider = Provider::default();
+    let (lane, lost) = failed_before_an_atomic(&provider, "gone").await;
+    assert!(
+        !lane.is_settled(),
+        "every write was settled, but a failure waits to be reported"
+    );
+    let settled = lane.settle().expect("a failure to report");
+    assert_eq!(outcome(settled).await, Err(lost));
+    assert!(lane.is_settled(), "the failure was reported");
+}
+
 /// Whether `outcome` is the loss a failed operation reports through the next settle.
 fn lost(outcome: ferroshmem_runtime::Result<Vec<u8>>) -> bool {
     matches!(outcome, Err(Error::Os { message, .. }) if message.contains("may not have landed"))

@@ -76,6 +76,34 @@ pub fn data_plane(
     .expect("data plane")
 }
 
+/// PE 0's data plane in a job of `width` PEs, each of PEs `1..width` being `node`'s peer PE
+/// 1 under its own number (a lane each, one connection), and its transport. `node` is PE 0
+/// of [`two_nodes`].
+pub fn wide_data_plane(node: &Node, width: usize) -> (DataPlane, Arc<FabricRemote>) {
+    let own = Arc::new(Segment::create(0, HEAP).expect("segment"));
+    let peer = node.targets[1];
+    let routes = (0..width)
+        .map(|pe| match pe {
+            0 => Route::Mapped(own.clone()),
+            _ => Route::Remote,
+        })
+        .collect();
+    let targets = (0..width).map(|pe| peer.filter(|_| pe != 0)).collect();
+    let remote = Arc::new(FabricRemote::new(node.fabric.clone(), targets));
+    let dp = DataPlane::new(DataPlaneParts {
+        my_pe: 0,
+        heap: HEAP_ID,
+        routes,
+        remote: Some(remote.clone()),
+        nodes: (0..width).map(|pe| pe.min(1)).collect(),
+        machine_pes: 2,
+        health: Arc::new(Health::new()),
+        spin: Duration::from_micros(20),
+    })
+    .expect("data plane");
+    (dp, remote)
+}
+
 pub fn available() -> bool {
     match Library::load() {
         Ok(_) => true,
