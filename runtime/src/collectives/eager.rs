@@ -70,6 +70,12 @@ impl Stamp {
             desc,
         }
     }
+
+    /// The same call's stamp with descriptor `desc`: what a member that forwards its
+    /// verdict on others' descriptors sends on ([`DISAGREED`] after a mismatch).
+    pub fn with_desc(self, desc: u64) -> Stamp {
+        Stamp { desc, ..self }
+    }
 }
 
 /// Whose next messages a receiver waits for.

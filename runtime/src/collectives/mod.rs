@@ -14,7 +14,7 @@
 //! | `fcollect`, `collect` | eager: each member writes its block into every other's slot | flat: enter, read every other block, sync | flat; a ring in teams above `flat_max_pes` |
 //! | `alltoall` | eager (on a team of one node that syncs flat, only up to 1 KiB) | on such a team, pairwise up to [`TeamConfig::pairwise_bytes`](crate::TeamConfig::pairwise_bytes) (of each pair of members, the one that claims the pair second moves both blocks, and the first waits for it), then flat (on teams that span nodes, push) | flat, or push across nodes (pairwise where `pairwise_bytes` reaches it) |
 //! | `alltoalls` | eager | flat | flat |
-//! | reductions | eager: each member receives every contribution and combines them in member order | a tree up into member 0's `dest`, then down: a star, or binomial in teams above `flat_max_pes` | reduce-scatter, then allgather (each part read once its member has entered the sync after its combine) |
+//! | reductions | eager: each member receives every contribution and combines them in member order (on a team that spans nodes with several members on some node, by node: members to their leader, leaders among themselves, back to the members) | a tree up into member 0's `dest`, then down: a star, or binomial in teams above `flat_max_pes` | reduce-scatter, then allgather (each part read once its member has entered the sync after its combine) |
 //! | `reducescatter` | eager | flat: sync, combine this member's block from every source, sync | flat |
 //! | `sum_inscan`, `sum_exscan` | flat: sync, sum the sources of the members before (and of this one) into private memory, sync, write | flat | flat |
 //!
@@ -82,6 +82,7 @@ mod pairwise;
 pub(crate) mod plan;
 mod push;
 mod reduce;
+mod reduce_nodes;
 mod reduce_ops;
 mod scan;
 mod scratch;

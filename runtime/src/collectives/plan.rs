@@ -67,6 +67,9 @@ pub(crate) enum BroadcastAlgorithm {
 pub(crate) enum ReduceAlgorithm {
     /// Every member sends its contribution to every other.
     Eager,
+    /// Through the eager slots by node: members to their leader, leaders among themselves,
+    /// leaders back to their members.
+    EagerByNode,
     /// Up a tree into member 0, then down.
     Tree(Shape),
     /// Reduce-scatter, then allgather.
@@ -175,7 +178,9 @@ impl Plan {
 
     /// A reduction of `bytes` bytes.
     pub fn reduce(&self, bytes: usize) -> ReduceAlgorithm {
-        if self.eager(bytes) {
+        if self.eager(bytes) && self.nodes.layered() {
+            ReduceAlgorithm::EagerByNode
+        } else if self.eager(bytes) {
             ReduceAlgorithm::Eager
         } else if self.nodes.layered() {
             ReduceAlgorithm::Tree(Shape::Nodes)
@@ -357,6 +362,11 @@ mod tests {
         assert_eq!(three.broadcast(4097), BroadcastAlgorithm::Tree(Shape::Star));
         assert_eq!(three.reduce(16 << 10), ReduceAlgorithm::Tree(Shape::Star));
         assert_eq!(
+            three.reduce(8),
+            ReduceAlgorithm::Eager,
+            "no leaders to go through"
+        );
+        assert_eq!(
             three.fcollect(1 << 20),
             MoveAlgorithm::Push,
             "no fabric reads"
@@ -379,7 +389,9 @@ mod tests {
                 BroadcastAlgorithm::Eager,
                 "no fabric reads"
             );
-            assert_eq!(p.reduce(8), ReduceAlgorithm::Eager);
+            assert_eq!(p.reduce(8), ReduceAlgorithm::EagerByNode);
+            assert_eq!(p.reduce(4096), ReduceAlgorithm::EagerByNode);
+            assert_eq!(p.reduce(4097), ReduceAlgorithm::Tree(Shape::Nodes));
             assert_eq!(p.fcollect(4096), MoveAlgorithm::Eager);
             assert_eq!(p.alltoall(4096, false), MoveAlgorithm::Eager);
             assert_eq!(p.fcollect(4097), MoveAlgorithm::Push);

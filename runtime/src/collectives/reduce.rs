@@ -2,7 +2,10 @@
 //! `j` gets block `j` of the result).
 //!
 //! - Eager (small messages, teams with eager slots): every member sends its contribution to
-//!   every other; each combines all of them in member order, so all get the same bits.
+//!   every other; each combines all of them in member order, so all get the same bits. On a
+//!   team that spans nodes with several members on some node, by node instead: members to
+//!   their leader, leaders among themselves, leaders back to their members
+//!   (`reduce_nodes.rs`).
 //! - Tree (medium messages, or large teams): contributions are combined up a tree into the
 //!   root's `dest` (each inner member accumulating its subtree into its own `dest`, reading
 //!   its children's buffers in place), then the result is read back down the tree. A star
@@ -130,6 +133,10 @@ impl Team {
         }
         match self.inner.plan.reduce(bytes) {
             ReduceAlgorithm::Eager => self.eager_reduce(state, op, dest, |_| source, desc).await,
+            ReduceAlgorithm::EagerByNode => {
+                self.eager_reduce_by_node(state, op, dest, source, desc)
+                    .await
+            }
             ReduceAlgorithm::ScatterGather => {
                 self.reduce_scatter_allgather(state, op, dest, source, desc)
                     .await
@@ -247,7 +254,7 @@ impl Team {
 
     /// As [`Team::combine_into`] for inputs that all lie in this PE's own memory (its source
     /// and its eager slots): plain loads and stores, one wake-up check at the end.
-    fn combine_local<'s, T: Reducible>(
+    pub(super) fn combine_local<'s, T: Reducible>(
         &self,
         op: ReduceOp,
         dest: SymSlice<'_, T>,

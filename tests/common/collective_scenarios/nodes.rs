@@ -109,6 +109,12 @@ async fn mismatches_across_nodes(pe: &Pe) -> Result<()> {
         .reduce(op, buf.slice(..2048), buf.slice(4096..6144))
         .await;
     mismatch(r, "reduce operators")?;
+    // The same at eager sizes: by node where a node holds several PEs (each leader passes
+    // its verdict on to its node), flat otherwise.
+    let r = world
+        .reduce(op, buf.slice(..4), buf.slice(4096..4100))
+        .await;
+    mismatch(r, "reduce operators, eager")?;
     // A broadcast's members learn of a mismatch from their parent and children: the root
     // and the other node's members do; the root's node-mates, which agree with the root and
     // have no children, may return `Ok`.
