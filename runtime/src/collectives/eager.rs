@@ -293,6 +293,51 @@ impl Team {
         }
         self.signal(j, self.inner.layout.credit(self.my_pe()), consumed)
     }
+
+    /// Where member `j`'s next message of the call `stamp` numbers lies, once it has come; a
+    /// descriptor other than the call's rejects the call and sets `forward` to [`DISAGREED`].
+    pub(crate) async fn eager_heard(
+        &self,
+        state: &mut Collective<'_>,
+        j: usize,
+        stamp: Stamp,
+        forward: &mut u64,
+    ) -> Result<usize> {
+        let got = self.eager_receive(state, j, stamp).await?;
+        if let Err(e) = agree(stamp.desc, got.desc, j) {
+            state.reject(e);
+            *forward = DISAGREED;
+        }
+        Ok(got.data)
+    }
+
+    /// Member `j`'s next message of the call `stamp` numbers, once it has come.
+    pub(crate) async fn eager_receive(
+        &self,
+        state: &Collective<'_>,
+        j: usize,
+        stamp: Stamp,
+    ) -> Result<Arrived> {
+        if !self.eager_arrived(state, Senders::One(j)) {
+            self.eager_wait(state, Senders::One(j)).await?;
+        }
+        self.eager_peek(state, j, stamp)
+    }
+
+    /// Sends `payload` to member `to` once its slot is free.
+    pub(crate) async fn eager_send_when_free<T: Pod>(
+        &self,
+        state: &mut Collective<'_>,
+        to: usize,
+        payload: Payload<'_, T>,
+        bytes: usize,
+        stamp: Stamp,
+    ) -> Result<()> {
+        if !self.eager_slot_free(state, to) {
+            self.eager_slot_wait(state, to).await?;
+        }
+        self.eager_send(state, to, payload, bytes, stamp)
+    }
 }
 
 /// The descriptor a member sends on when it has seen members disagree.

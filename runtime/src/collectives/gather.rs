@@ -4,7 +4,9 @@
 //! - Eager (small blocks, teams with eager slots): each member writes its block into every
 //!   other member's slot; each copies the blocks out. For `collect` the slot headers carry
 //!   the block sizes; a block too large for a slot is read from its member's `source`
-//!   instead, and then all members sync before returning.
+//!   instead, and then all members sync before returning. An `fcollect` whose whole result
+//!   fits a slot, on a team that spans nodes with several members on some node, goes by
+//!   node instead, through the leaders (`gather_nodes.rs`).
 //! - Flat: enter, read every other member's block from its `source` as soon as that member
 //!   has entered (see `Team::enter` in `sync.rs`), sync. `collect` without eager slots
 //!   syncs first: its members read each other's counts.
@@ -116,7 +118,14 @@ impl Team {
     ) -> Result<()> {
         let (n, me) = (self.n_pes(), self.my_pe());
         let bytes = bytes_of::<T>(source.len());
-        let algorithm = self.inner.plan.fcollect(bytes);
+        let algorithm = match (self.inner.plan.fcollect(bytes), blocks) {
+            (MoveAlgorithm::EagerByNode, Blocks::Equal { .. }) if n > 1 && bytes > 0 => {
+                return self.fcollect_by_node(op, dest, source, desc).await;
+            }
+            // Varying blocks (`collect`) keep the flat eager form, as do empty ones.
+            (MoveAlgorithm::EagerByNode, _) => MoveAlgorithm::Eager,
+            (algorithm, _) => algorithm,
+        };
         if n > 1 && bytes > 0 && algorithm == MoveAlgorithm::Eager {
             for k in 1..n {
                 self.eager_prefetch(op, (me + k) % n, bytes);
@@ -147,7 +156,10 @@ impl Team {
                 let push = |_| (dest.slice(blocks.range(me)), source);
                 return self.move_into_ready(op, desc, push).await;
             }
-            MoveAlgorithm::Eager | MoveAlgorithm::Flat | MoveAlgorithm::Pairwise => {}
+            MoveAlgorithm::Eager
+            | MoveAlgorithm::EagerByNode
+            | MoveAlgorithm::Flat
+            | MoveAlgorithm::Pairwise => {}
         }
         // Boxed: inline, it made the eager fcollects of 4 and 256 bytes 1.07-1.11x slower at
         // 2 PEs (the call's future no longer polled fcollect_in inline); boxed they are

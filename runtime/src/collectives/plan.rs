@@ -81,6 +81,9 @@ pub(crate) enum ReduceAlgorithm {
 pub(crate) enum MoveAlgorithm {
     /// Through the receivers' eager slots.
     Eager,
+    /// Through the eager slots by node (`fcollect` where the whole result fits a slot):
+    /// members to their leader, leaders among themselves, leaders back to their members.
+    EagerByNode,
     /// Sync, read every other member's block in place, sync.
     Flat,
     /// Along a ring (fcollect of large blocks in large teams).
@@ -195,7 +198,9 @@ impl Plan {
 
     /// An fcollect of `bytes` bytes per member.
     pub fn fcollect(&self, bytes: usize) -> MoveAlgorithm {
-        if self.eager_copy(bytes) {
+        if self.eager_copy(bytes) && self.nodes.layered() && self.eager(bytes * self.n) {
+            MoveAlgorithm::EagerByNode
+        } else if self.eager_copy(bytes) {
             MoveAlgorithm::Eager
         } else if self.config.dest_ready {
             MoveAlgorithm::IntoReady
@@ -289,7 +294,11 @@ mod tests {
                 false => MoveAlgorithm::IntoReady,
             };
             assert_eq!(p.alltoall(8, false), eager, "{nodes:?}");
-            assert_eq!(p.fcollect(8), eager, "{nodes:?}");
+            let by_node = match nodes[3] != 0 {
+                true => MoveAlgorithm::EagerByNode,
+                false => eager,
+            };
+            assert_eq!(p.fcollect(8), by_node, "{nodes:?}");
             for bytes in [8192, 1 << 20] {
                 assert_eq!(p.alltoall(bytes, false), MoveAlgorithm::IntoReady);
                 assert_eq!(p.fcollect(bytes), MoveAlgorithm::IntoReady);
@@ -366,6 +375,7 @@ mod tests {
             ReduceAlgorithm::Eager,
             "no leaders to go through"
         );
+        assert_eq!(three.fcollect(8), MoveAlgorithm::Eager);
         assert_eq!(
             three.fcollect(1 << 20),
             MoveAlgorithm::Push,
@@ -393,11 +403,14 @@ mod tests {
             assert_eq!(p.reduce(4096), ReduceAlgorithm::EagerByNode);
             assert_eq!(p.reduce(4097), ReduceAlgorithm::Tree(Shape::Nodes));
             assert_eq!(p.fcollect(4096), MoveAlgorithm::Eager);
+            let whole = 4096 / nodes.len();
+            assert_eq!(p.fcollect(whole), MoveAlgorithm::EagerByNode);
+            assert_eq!(p.fcollect(whole + 1), MoveAlgorithm::Eager);
             assert_eq!(p.alltoall(4096, false), MoveAlgorithm::Eager);
             assert_eq!(p.fcollect(4097), MoveAlgorithm::Push);
             assert_eq!(p.alltoall(4097, false), MoveAlgorithm::Push);
             assert_eq!(p.alltoall(4097, true), MoveAlgorithm::Flat);
-            assert_eq!(p.fcollect(8), MoveAlgorithm::Eager);
+            assert_eq!(p.fcollect(8), MoveAlgorithm::EagerByNode);
         }
         let no_slots = Plan::new(&[0, 0, 1, 1], TeamConfig::default(), false);
         assert_eq!(no_slots.reduce(8), ReduceAlgorithm::Tree(Shape::Nodes));

@@ -20,11 +20,11 @@
 //!
 //! # Mismatches
 //! A leader that sees a contribution or a partial with another descriptor than its own
-//! sends [`DISAGREED`] on in place of its descriptor, so every member reports the mismatch,
+//! sends [`DISAGREED`](super::eager::DISAGREED) on in place of its descriptor, so every member reports the mismatch,
 //! as after the flat form; the messages still flow, so nobody is left waiting.
 
 use super::bytes_of;
-use super::eager::{agree, Arrived, Payload, Senders, Stamp, DISAGREED};
+use super::eager::{agree, Payload, Stamp};
 use super::reduce_ops::{ReduceOp, Reducible};
 use crate::error::Result;
 use crate::heap::SymSlice;
@@ -48,9 +48,9 @@ impl Team {
         let bytes = bytes_of::<T>(dest.len());
         let leader = members[0];
         if me != leader {
-            self.send_when_free(state, leader, Payload::Sym(source), bytes, stamp)
+            self.eager_send_when_free(state, leader, Payload::Sym(source), bytes, stamp)
                 .await?;
-            let got = self.receive(state, leader, stamp).await?;
+            let got = self.eager_receive(state, leader, stamp).await?;
             match agree(desc, got.desc, leader) {
                 Ok(()) => self.copy_local(dest, self.view::<T>(got.data, dest.len()))?,
                 Err(e) => state.reject(e),
@@ -70,12 +70,12 @@ impl Team {
         let leaders = nodes.leaders();
         let onward = stamp.with_desc(forward);
         for &l in leaders.iter().filter(|&&l| l != me) {
-            self.send_when_free(state, l, Payload::Sym(partial), bytes, onward)
+            self.eager_send_when_free(state, l, Payload::Sym(partial), bytes, onward)
                 .await?;
         }
         let mut data = vec![0; leaders.len()];
         for (g, &l) in leaders.iter().enumerate().filter(|&(_, &l)| l != me) {
-            data[g] = self.heard(state, l, stamp, &mut forward).await?;
+            data[g] = self.eager_heard(state, l, stamp, &mut forward).await?;
         }
         if !state.rejected() {
             let input = |g: usize| match g == group {
@@ -89,7 +89,7 @@ impl Team {
         }
         let result = stamp.with_desc(forward);
         for &m in &members[1..] {
-            self.send_when_free(state, m, Payload::Sym(dest), bytes, result)
+            self.eager_send_when_free(state, m, Payload::Sym(dest), bytes, result)
                 .await?;
         }
         Ok(())
@@ -98,7 +98,7 @@ impl Team {
     /// A leader's partial of its node: its `source` where it is alone, else its `dest`, once
     /// the contributions of `others` (the node's other members) are combined into it with
     /// its own, in member order. A contribution with another descriptor than `forward`
-    /// rejects the call and sets `forward` to [`DISAGREED`].
+    /// rejects the call and sets `forward` to [`DISAGREED`](super::eager::DISAGREED).
     async fn node_partial<'a, T: Reducible>(
         &self,
         state: &mut Op<'_>,
@@ -112,7 +112,7 @@ impl Team {
         }
         let mut data = Vec::with_capacity(others.len());
         for &m in others {
-            data.push(self.heard(state, m, stamp, forward).await?);
+            data.push(self.eager_heard(state, m, stamp, forward).await?);
         }
         if !state.rejected() {
             let input = |k: usize| match k {
@@ -125,45 +125,5 @@ impl Team {
             self.eager_done(state, m, true)?;
         }
         Ok(dest)
-    }
-
-    /// Where member `j`'s next message of the call `stamp` numbers lies, once it has come; a
-    /// descriptor other than the call's rejects the call and sets `forward` to [`DISAGREED`].
-    async fn heard(
-        &self,
-        state: &mut Op<'_>,
-        j: usize,
-        stamp: Stamp,
-        forward: &mut u64,
-    ) -> Result<usize> {
-        let got = self.receive(state, j, stamp).await?;
-        if let Err(e) = agree(stamp.desc, got.desc, j) {
-            state.reject(e);
-            *forward = DISAGREED;
-        }
-        Ok(got.data)
-    }
-
-    /// Member `j`'s next message of the call `stamp` numbers, once it has come.
-    async fn receive(&self, state: &Op<'_>, j: usize, stamp: Stamp) -> Result<Arrived> {
-        if !self.eager_arrived(state, Senders::One(j)) {
-            self.eager_wait(state, Senders::One(j)).await?;
-        }
-        self.eager_peek(state, j, stamp)
-    }
-
-    /// Sends `payload` to member `to` once its slot is free.
-    async fn send_when_free<T: bytemuck::Pod>(
-        &self,
-        state: &mut Op<'_>,
-        to: usize,
-        payload: Payload<'_, T>,
-        bytes: usize,
-        stamp: Stamp,
-    ) -> Result<()> {
-        if !self.eager_slot_free(state, to) {
-            self.eager_slot_wait(state, to).await?;
-        }
-        self.eager_send(state, to, payload, bytes, stamp)
     }
 }

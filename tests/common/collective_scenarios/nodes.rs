@@ -94,6 +94,12 @@ async fn mismatches_across_nodes(pe: &Pe) -> Result<()> {
         .fcollect(buf.slice(..8 * len), buf.slice(70_000..70_000 + len))
         .await;
     mismatch(r, "fcollect sizes")?;
+    // The same at eager sizes: by node where a node holds several PEs, flat otherwise.
+    let len = if odd { 2 } else { 1 };
+    let r = world
+        .fcollect(buf.slice(..8 * len), buf.slice(70_000..70_000 + len))
+        .await;
+    mismatch(r, "fcollect sizes, eager")?;
     // A barrier against an fcollect: both sync first.
     let r = if odd {
         world
