@@ -2,7 +2,9 @@
 //! the block of `dest` numbered after the sender.
 //!
 //! - Eager (small blocks, teams with eager slots): each member writes block `j` into member
-//!   `j`'s slot; each copies the blocks out.
+//!   `j`'s slot; each copies the blocks out. On a team that spans nodes with several members
+//!   on some node, where the messages fit the slots, by node instead: through the leaders,
+//!   one message per pair of leaders over the fabric (`alltoall_nodes.rs`).
 //! - Pairwise (blocks up to `TeamConfig::pairwise_bytes` that the eager form does not take,
 //!   contiguous, on a team of one node that syncs flat): of each pair of members, the one
 //!   that claims the pair second moves both blocks (`pairwise.rs`).
@@ -143,6 +145,9 @@ impl Team {
         let (n, me) = (self.n_pes(), self.my_pe());
         let bytes = bytes_of::<T>(nelems);
         let algorithm = self.inner.plan.alltoall(bytes, strides.is_some());
+        if n > 1 && bytes > 0 && algorithm == MoveAlgorithm::EagerByNode {
+            return self.alltoall_by_node(op, dest, source, nelems, desc).await;
+        }
         if n > 1 && bytes > 0 && algorithm == MoveAlgorithm::Eager {
             return self
                 .exchange_eager(op, dest, source, nelems, strides, desc)

@@ -12,7 +12,7 @@
 //! |---|---|---|---|
 //! | `broadcast` | eager: the root writes into every member's slot and returns | flat: members read the root's source; in teams above `flat_max_pes`, a binomial tree, each member reading from its parent | flat |
 //! | `fcollect`, `collect` | eager: each member writes its block into every other's slot (an `fcollect` whose whole result fits a slot, on a team that spans nodes with several members on some node: by node, through the leaders) | flat: enter, read every other block, sync | flat; a ring in teams above `flat_max_pes` |
-//! | `alltoall` | eager (on a team of one node that syncs flat, only up to 1 KiB) | on such a team, pairwise up to [`TeamConfig::pairwise_bytes`](crate::TeamConfig::pairwise_bytes) (of each pair of members, the one that claims the pair second moves both blocks, and the first waits for it), then flat (on teams that span nodes, push) | flat, or push across nodes (pairwise where `pairwise_bytes` reaches it) |
+//! | `alltoall` | eager (on a team of one node that syncs flat, only up to 1 KiB; on a team that spans nodes with several members on some node, where a member's blocks and a pair of nodes' blocks fit a slot, by node, through the leaders) | on such a team, pairwise up to [`TeamConfig::pairwise_bytes`](crate::TeamConfig::pairwise_bytes) (of each pair of members, the one that claims the pair second moves both blocks, and the first waits for it), then flat (on teams that span nodes, push) | flat, or push across nodes (pairwise where `pairwise_bytes` reaches it) |
 //! | `alltoalls` | eager | flat | flat |
 //! | reductions | eager: each member receives every contribution and combines them in member order (on a team that spans nodes with several members on some node, by node: members to their leader, leaders among themselves, back to the members) | a tree up into member 0's `dest`, then down: a star, or binomial in teams above `flat_max_pes` | reduce-scatter, then allgather (each part read once its member has entered the sync after its combine) |
 //! | `reducescatter` | eager | flat: sync, combine this member's block from every source, sync | flat |
@@ -74,6 +74,7 @@
 //! `CollectiveMismatch` instead of waiting forever (see `team/calls.rs`).
 
 mod alltoall;
+mod alltoall_nodes;
 mod broadcast;
 mod eager;
 mod gather;

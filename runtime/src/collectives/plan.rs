@@ -81,8 +81,9 @@ pub(crate) enum ReduceAlgorithm {
 pub(crate) enum MoveAlgorithm {
     /// Through the receivers' eager slots.
     Eager,
-    /// Through the eager slots by node (`fcollect` where the whole result fits a slot):
-    /// members to their leader, leaders among themselves, leaders back to their members.
+    /// Through the eager slots by node (`fcollect` and contiguous `alltoall` blocks whose
+    /// messages fit a slot): members to their leader, leaders among themselves, leaders
+    /// back to their members.
     EagerByNode,
     /// Sync, read every other member's block in place, sync.
     Flat,
@@ -223,7 +224,11 @@ impl Plan {
             && !strided
             && bytes <= self.config.pairwise_bytes;
         let eager = self.eager_copy(bytes) && !(pairwise && bytes > EAGER_BEFORE_PAIRWISE);
-        if eager {
+        let widest = self.nodes.widest();
+        let packs_fit = self.eager(bytes * self.n) && self.eager(bytes * widest * widest);
+        if eager && !strided && self.nodes.layered() && packs_fit {
+            MoveAlgorithm::EagerByNode
+        } else if eager {
             MoveAlgorithm::Eager
         } else if self.config.dest_ready && !strided {
             MoveAlgorithm::IntoReady
@@ -293,11 +298,11 @@ mod tests {
                 true => MoveAlgorithm::Eager,
                 false => MoveAlgorithm::IntoReady,
             };
-            assert_eq!(p.alltoall(8, false), eager, "{nodes:?}");
             let by_node = match nodes[3] != 0 {
                 true => MoveAlgorithm::EagerByNode,
                 false => eager,
             };
+            assert_eq!(p.alltoall(8, false), by_node, "{nodes:?}");
             assert_eq!(p.fcollect(8), by_node, "{nodes:?}");
             for bytes in [8192, 1 << 20] {
                 assert_eq!(p.alltoall(bytes, false), MoveAlgorithm::IntoReady);
@@ -376,6 +381,7 @@ mod tests {
             "no leaders to go through"
         );
         assert_eq!(three.fcollect(8), MoveAlgorithm::Eager);
+        assert_eq!(three.alltoall(8, false), MoveAlgorithm::Eager);
         assert_eq!(
             three.fcollect(1 << 20),
             MoveAlgorithm::Push,
@@ -406,6 +412,12 @@ mod tests {
             let whole = 4096 / nodes.len();
             assert_eq!(p.fcollect(whole), MoveAlgorithm::EagerByNode);
             assert_eq!(p.fcollect(whole + 1), MoveAlgorithm::Eager);
+            // alltoall: a member's blocks and a pair of nodes' blocks fit a slot.
+            let widest = p.nodes.widest();
+            let fits = 4096 / nodes.len().max(widest * widest);
+            assert_eq!(p.alltoall(fits, false), MoveAlgorithm::EagerByNode);
+            assert_eq!(p.alltoall(fits + 1, false), MoveAlgorithm::Eager);
+            assert_eq!(p.alltoall(8, true), MoveAlgorithm::Eager, "strided");
             assert_eq!(p.alltoall(4096, false), MoveAlgorithm::Eager);
             assert_eq!(p.fcollect(4097), MoveAlgorithm::Push);
             assert_eq!(p.alltoall(4097, false), MoveAlgorithm::Push);

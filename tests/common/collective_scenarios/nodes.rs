@@ -100,6 +100,14 @@ async fn mismatches_across_nodes(pe: &Pe) -> Result<()> {
         .fcollect(buf.slice(..8 * len), buf.slice(70_000..70_000 + len))
         .await;
     mismatch(r, "fcollect sizes, eager")?;
+    let r = world
+        .alltoall(
+            buf.slice(..n * len),
+            buf.slice(70_000..70_000 + n * len),
+            len,
+        )
+        .await;
+    mismatch(r, "alltoall sizes, eager")?;
     // A barrier against an fcollect: both sync first.
     let r = if odd {
         world
