@@ -118,14 +118,10 @@ impl Team {
     ) -> Result<()> {
         let (n, me) = (self.n_pes(), self.my_pe());
         let bytes = bytes_of::<T>(source.len());
-        let algorithm = match (self.inner.plan.fcollect(bytes), blocks) {
-            (MoveAlgorithm::EagerByNode, Blocks::Equal { .. }) if n > 1 && bytes > 0 => {
-                return self.fcollect_by_node(op, dest, source, desc).await;
-            }
-            // Varying blocks (`collect`) keep the flat eager form, as do empty ones.
-            (MoveAlgorithm::EagerByNode, _) => MoveAlgorithm::Eager,
-            (algorithm, _) => algorithm,
-        };
+        let algorithm = self.inner.plan.fcollect(bytes);
+        if n > 1 && bytes > 0 && algorithm == MoveAlgorithm::EagerByNode {
+            return self.fcollect_by_node(op, dest, source, desc).await;
+        }
         if n > 1 && bytes > 0 && algorithm == MoveAlgorithm::Eager {
             for k in 1..n {
                 self.eager_prefetch(op, (me + k) % n, bytes);

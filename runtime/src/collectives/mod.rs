@@ -71,7 +71,17 @@
 //! Calls whose algorithms never meet (an eager reduction against a reduce-scatter, two roots
 //! of a tree broadcast) and members waiting for one that gave the team up are caught by the
 //! members' call records, which every sleeping wait checks: every member fails with
-//! `CollectiveMismatch` instead of waiting forever (see `team/calls.rs`).
+//! `CollectiveMismatch` instead of waiting forever (see `team/calls.rs`). So are eager calls
+//! by node against flat eager ones on a team that spans nodes with several members on some
+//! node (a `reduce` against a `reducescatter`, an `fcollect` against a `collect`, an
+//! `alltoall` against an `alltoalls`, or sizes on either side of the limit of a form by
+//! node), which meet only in part: the messages they leave unconsumed then make the team
+//! unusable, as above.
+//!
+//! Eager collectives by node (small reductions, and `fcollect` and `alltoall` whose messages
+//! fit the slots, on such teams) take three hops instead of one: members to their leader,
+//! leaders among themselves, leaders back to their members. A leader waits for its members'
+//! messages; no member waits for another to arrive before it sends.
 
 mod alltoall;
 mod alltoall_nodes;

@@ -225,8 +225,8 @@ impl Plan {
             && bytes <= self.config.pairwise_bytes;
         let eager = self.eager_copy(bytes) && !(pairwise && bytes > EAGER_BEFORE_PAIRWISE);
         let widest = self.nodes.widest();
-        let packs_fit = self.eager(bytes * self.n) && self.eager(bytes * widest * widest);
-        if eager && !strided && self.nodes.layered() && packs_fit {
+        let packs_fit = || self.eager(bytes * self.n) && self.eager(bytes * widest * widest);
+        if eager && !strided && self.nodes.layered() && packs_fit() {
             MoveAlgorithm::EagerByNode
         } else if eager {
             MoveAlgorithm::Eager

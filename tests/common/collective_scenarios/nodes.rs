@@ -129,6 +129,17 @@ async fn mismatches_across_nodes(pe: &Pe) -> Result<()> {
         .reduce(op, buf.slice(..4), buf.slice(4096..4100))
         .await;
     mismatch(r, "reduce operators, eager")?;
+    // One member alone disagrees (on two hosts of two PEs, a member that is not its node's
+    // leader): its leader passes the verdict on.
+    let op = if me == n - 1 {
+        ReduceOp::Max
+    } else {
+        ReduceOp::Sum
+    };
+    let r = world
+        .reduce(op, buf.slice(..4), buf.slice(4096..4100))
+        .await;
+    mismatch(r, "reduce operators of the last PE, eager")?;
     // A broadcast's members learn of a mismatch from their parent and children: the root
     // and the other node's members do; the root's node-mates, which agree with the root and
     // have no children, may return `Ok`.
@@ -156,6 +167,34 @@ async fn mismatches_across_nodes(pe: &Pe) -> Result<()> {
     tokio::time::timeout(Duration::from_secs(30), world.barrier())
         .await
         .map_err(|_| Error::InvalidArgument("barrier after mismatches hung".into()))??;
+    pe.free(buf).await?;
+    straddling_the_by_node_limit(pe, odd).await
+}
+
+/// `fcollect` blocks on either side of the by-node limit (the whole result fits a slot on
+/// the members outside the last PE's node, not on those in it): on a team whose nodes hold
+/// several members the by-node and flat eager forms meet only in part, yet every member
+/// fails with `CollectiveMismatch`, in bounded time, and the team can still be destroyed.
+async fn straddling_the_by_node_limit(pe: &Pe, odd: bool) -> Result<()> {
+    let (me, n) = (pe.my_pe(), pe.n_pes());
+    let config = ferroshmem::TeamConfig::default();
+    let team = pe.team_world().split_strided_with(0, 1, n, config).await?;
+    let Some(t) = team else {
+        return Ok(());
+    };
+    let buf = pe.calloc::<u64>(8 * 1024).await?;
+    let whole = config.eager_bytes / 8 / n;
+    let len = if odd { whole + 1 } else { whole };
+    let call = t.fcollect(buf.slice(..n * len), buf.slice(7000..7000 + len));
+    let r = tokio::time::timeout(Duration::from_secs(30), call)
+        .await
+        .map_err(|_| Error::InvalidArgument("fcollect across the limit hung".into()))?;
+    ensure!(
+        matches!(r, Err(Error::CollectiveMismatch { .. })),
+        "PE {me}: fcollect across the by-node limit: {r:?}"
+    );
+    let destroyed = tokio::time::timeout(Duration::from_secs(30), t.destroy()).await;
+    ensure!(destroyed.is_ok(), "PE {me}: destroying the team hung");
     pe.free(buf).await?;
     Ok(())
 }
