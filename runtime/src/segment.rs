@@ -205,7 +205,7 @@ impl Segment {
     }
 
     /// Records `cpu` as the one CPU the owner is bound to (`None`: several, or unknown), for
-    /// the PEs that share its node to read with [`Segment::bound_cpu`].
+    /// the PEs that share its node to read (`Segment::bound_cpu`, within the runtime).
     pub fn record_bound_cpu(&self, cpu: Option<usize>) {
         let word = cpu.map_or(0, |c| c as u64 + 1);
         self.map

@@ -17,8 +17,8 @@
 //! disposition the loading changed.
 //!
 //! # Operations
-//! An operation owns its buffers in a [`Pending`] record whose address is the context libfabric
-//! returns at completion; the record lives in the endpoint's table of outstanding operations
+//! An operation owns its buffers in a `Pending` record (`objects.rs`) whose address is the
+//! context libfabric returns at completion; the record lives in the endpoint's table of outstanding operations
 //! until then, so that a completion, an error completion or the endpoint's close ends every
 //! one of them exactly once, and nothing the provider may still write is ever freed early.
 

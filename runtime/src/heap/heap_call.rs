@@ -5,7 +5,7 @@
 //! A call whose arguments fail the PE's own checks (a size that overflows, an alignment that
 //! is not a power of two, a buffer of another heap) still takes part in the allgather, as a
 //! call that failed locally or was refused: the other PEs then fail with
-//! [`Error::CollectiveMismatch`](crate::Error::CollectiveMismatch) instead of waiting for
+//! [`Error::CollectiveMismatch`] instead of waiting for
 //! it, or pairing with its next call, and every heap stays in step.
 
 use bytemuck::Pod;
