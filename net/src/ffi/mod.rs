@@ -18,9 +18,10 @@
 //!
 //! # Operations
 //! An operation owns its buffers in a `Pending` record (`objects.rs`) whose address is the
-//! context libfabric returns at completion; the record lives in the endpoint's table of outstanding operations
-//! until then, so that a completion, an error completion or the endpoint's close ends every
-//! one of them exactly once, and nothing the provider may still write is ever freed early.
+//! context libfabric returns at completion; the record lives in the endpoint's table of
+//! outstanding operations until then, so that a completion, an error completion or the
+//! endpoint's close ends every one of them exactly once, and nothing the provider may still
+//! write is ever freed early.
 
 // The audited layer of the fabric library: the only module of this crate allowed `unsafe`.
 #![allow(unsafe_code)]
