@@ -89,10 +89,7 @@ impl Team {
             self.eager_send_when_free(state, l, Payload::Local(&packed), len, onward)
                 .await?;
         }
-        let mut packs = vec![0; leaders.len()];
-        for (g, &l) in leaders.iter().enumerate().filter(|&(_, &l)| l != me) {
-            packs[g] = self.eager_heard(state, l, stamp, &mut forward).await?;
-        }
+        let packs = self.eager_hear_leaders(state, stamp, &mut forward).await?;
         // The block member `s` (of any node) sends member `r` of this node.
         let place = |of: &[usize], m: usize| {
             of.iter()

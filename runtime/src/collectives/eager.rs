@@ -315,6 +315,23 @@ impl Team {
         Ok(got.data)
     }
 
+    /// For a node's leader in a collective by node: where each other leader's next message
+    /// of the call `stamp` numbers lies, indexed by node (0 for this leader's own), heard in
+    /// node order (see [`Team::eager_heard`] for `forward`).
+    pub(crate) async fn eager_hear_leaders(
+        &self,
+        state: &mut Collective<'_>,
+        stamp: Stamp,
+        forward: &mut u64,
+    ) -> Result<Vec<usize>> {
+        let (me, leaders) = (self.my_pe(), self.inner.plan.nodes.leaders());
+        let mut heard = vec![0; leaders.len()];
+        for (g, &l) in leaders.iter().enumerate().filter(|&(_, &l)| l != me) {
+            heard[g] = self.eager_heard(state, l, stamp, forward).await?;
+        }
+        Ok(heard)
+    }
+
     /// Member `j`'s next message of the call `stamp` numbers, once it has come.
     pub(crate) async fn eager_receive(
         &self,

@@ -71,10 +71,7 @@ impl Team {
             self.eager_send_when_free(state, l, Payload::Sym(partial), bytes, onward)
                 .await?;
         }
-        let mut data = vec![0; leaders.len()];
-        for (g, &l) in leaders.iter().enumerate().filter(|&(_, &l)| l != me) {
-            data[g] = self.eager_heard(state, l, stamp, &mut forward).await?;
-        }
+        let data = self.eager_hear_leaders(state, stamp, &mut forward).await?;
         if !state.rejected() {
             let input = |g: usize| match g == group {
                 true => partial,
@@ -95,7 +92,7 @@ impl Team {
 
     /// A leader's partial of its node: its `source` where it is alone, else its `dest`, once
     /// the contributions of `others` (the node's other members) are combined into it with
-    /// its own, in member order. A contribution with another descriptor than `forward`
+    /// its own, in member order. A contribution with another descriptor than the call's
     /// rejects the call and sets `forward` to [`DISAGREED`](super::eager::DISAGREED).
     async fn node_partial<'a, T: Reducible>(
         &self,
