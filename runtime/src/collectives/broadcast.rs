@@ -2,6 +2,10 @@
 //!
 //! - Eager (small messages, teams with eager slots): the root writes the data into every
 //!   other member's slot and returns at once; each member copies it out of its slot.
+//! - Eager by node (the same sizes, on a team that spans nodes with several members on some
+//!   node): the root writes into its own node's members' slots and into the other nodes'
+//!   leaders', and each of those leaders passes the message on to its node's members, so
+//!   one message crosses the fabric per node (the leaders first: theirs are the slowest).
 //! - Tree (otherwise): each member waits for its parent's signal, reads the data from the
 //!   parent's buffer (the root's `source`, or an inner member's `dest`), acknowledges, and
 //!   signals its own children; a member returns once its children have acknowledged. Flat
@@ -48,12 +52,14 @@ impl Team {
     /// members called with another root or length.
     ///
     /// Small (eager) broadcasts find mismatches through the messages they receive (see
-    /// [`crate::collectives`]): a non-root member gets `CollectiveMismatch` when the root's
-    /// message carries another root or length, and also, leaving the team unusable, when
-    /// the message it takes belongs to another call (one a mismatched call left behind). The
-    /// root receives nothing, so it checks only that no member has already sent it a message
-    /// (which no member of a matching call can have done yet): if one has, it gets
-    /// `CollectiveMismatch` and the team becomes unusable. Not caught at once: a root whose
+    /// [`crate::collectives`]): a non-root member gets `CollectiveMismatch` when the message
+    /// it takes (the root's, or by node, on a node other than the root's, its leader's
+    /// unless it leads) carries another root or length, or its leader's verdict that members
+    /// differ, and also, leaving the team unusable, when the message it takes belongs to
+    /// another call (one a mismatched call left behind). The root receives nothing, so it
+    /// checks only that no member has already sent it a message (which no member of a
+    /// matching call can have done yet): if one has, it gets `CollectiveMismatch` and the
+    /// team becomes unusable. Not caught at once: a root whose
     /// mismatched peers have not sent yet returns `Ok`; their messages are found later, by
     /// the root's next call that receives from them or its next broadcast as root. A member
     /// waiting for a root that called something else, or for a member that gave the team
@@ -153,9 +159,9 @@ impl Team {
         }
         let shape = match self.inner.plan.broadcast(bytes) {
             BroadcastAlgorithm::Tree(shape) => shape,
-            BroadcastAlgorithm::Eager => {
+            eager => {
                 return self
-                    .eager_broadcast(op, (dest, source), (root, root_copies), desc)
+                    .eager_broadcast(op, eager, (dest, source), (root, root_copies), desc)
                     .await
             }
         };
@@ -173,76 +179,146 @@ impl Team {
         (root, root_copies): (usize, bool),
         desc: u64,
     ) -> Option<Result<()>> {
-        let n = self.n_pes();
         let bytes = bytes_of::<T>(source.len());
+        let algorithm = self.inner.plan.broadcast(bytes);
         let eager_root = self.my_pe() == root
-            && n > 1
+            && self.n_pes() > 1
             && bytes > 0
-            && self.inner.plan.broadcast(bytes) == BroadcastAlgorithm::Eager;
+            && !matches!(algorithm, BroadcastAlgorithm::Tree(_));
         if eager_root && PREFETCHED_BROADCASTS.contains(&bytes) {
-            for k in 1..n {
-                self.eager_prefetch_data(op, (root + k) % n, bytes);
+            for to in self.eager_broadcast_receivers(algorithm, root) {
+                self.eager_prefetch_data(op, to, bytes);
             }
         }
-        if !eager_root || !(1..n).all(|k| self.eager_slot_free(op, (root + k) % n)) {
+        if !eager_root
+            || !self
+                .eager_broadcast_receivers(algorithm, root)
+                .all(|to| self.eager_slot_free(op, to))
+        {
             return None;
         }
         let stamp = Stamp::new(op, desc);
-        Some(
-            self.eager_none_pending(op, stamp)
-                .and_then(|()| self.eager_broadcast_root(op, (dest, source), root_copies, stamp)),
-        )
+        Some(self.eager_none_pending(op, stamp).and_then(|()| {
+            self.eager_broadcast_root(op, algorithm, (dest, source), root_copies, stamp)
+        }))
     }
 
-    /// The root writes `source` into every other member's eager slot.
+    /// An eager broadcast (`algorithm`, flat or by node): the root writes `source` into its
+    /// receivers' slots; every other member takes the message from its sender, passes it on
+    /// to its own receivers (a leader, by node, to its node's members), and copies it out.
     async fn eager_broadcast<T: Pod>(
         &self,
         op: &mut Op<'_>,
+        algorithm: BroadcastAlgorithm,
         (dest, source): (SymSlice<'_, T>, SymSlice<'_, T>),
         (root, root_copies): (usize, bool),
         desc: u64,
     ) -> Result<()> {
-        let (n, me) = (self.n_pes(), self.my_pe());
         let stamp = Stamp::new(op, desc);
-        if me == root {
+        if self.my_pe() == root {
             self.eager_none_pending(op, stamp)?;
-            for k in 1..n {
-                let to = (root + k) % n;
+            for to in self.eager_broadcast_receivers(algorithm, root) {
                 if !self.eager_slot_free(op, to) {
                     self.eager_slot_wait(op, to).await?;
                 }
             }
-            return self.eager_broadcast_root(op, (dest, source), root_copies, stamp);
+            return self.eager_broadcast_root(op, algorithm, (dest, source), root_copies, stamp);
         }
-        if !self.eager_arrived(op, Senders::One(root)) {
-            self.eager_wait(op, Senders::One(root)).await?;
+        let from = self.eager_broadcast_sender(algorithm, root);
+        if !self.eager_arrived(op, Senders::One(from)) {
+            self.eager_wait(op, Senders::One(from)).await?;
         }
-        let got = self.eager_peek(op, root, stamp)?;
-        match agree(desc, got.desc, root) {
-            Ok(()) => self.copy_local(dest, self.view::<T>(got.data, dest.len()))?,
-            Err(e) => op.reject(e),
+        let got = self.eager_peek(op, from, stamp)?;
+        let agreed = match agree(desc, got.desc, from) {
+            Ok(()) => true,
+            Err(e) => {
+                op.reject(e);
+                false
+            }
+        };
+        let onward = stamp.with_desc(if agreed { desc } else { DISAGREED });
+        let data = self.view::<T>(got.data, dest.len());
+        let bytes = bytes_of::<T>(dest.len());
+        for &to in self.eager_broadcast_forwards(algorithm, root) {
+            self.eager_send_when_free(op, to, Payload::Sym(data), bytes, onward)
+                .await?;
         }
-        self.eager_done(op, root, false)
+        if agreed {
+            self.copy_local(dest, data)?;
+        }
+        self.eager_done(op, from, false)
     }
 
-    /// The root's part of an eager broadcast stamped `stamp`, once every other member's slot
-    /// is free: one message to each, then its own copy (when `root_copies`).
+    /// The root's part of an eager broadcast stamped `stamp`, once its receivers' slots are
+    /// free: one message to each, then its own copy (when `root_copies`).
     fn eager_broadcast_root<T: Pod>(
         &self,
         op: &mut Op<'_>,
+        algorithm: BroadcastAlgorithm,
         (dest, source): (SymSlice<'_, T>, SymSlice<'_, T>),
         root_copies: bool,
         stamp: Stamp,
     ) -> Result<()> {
-        let (n, root) = (self.n_pes(), self.my_pe());
         let bytes = bytes_of::<T>(source.len());
-        for k in 1..n {
-            let to = (root + k) % n;
+        for to in self.eager_broadcast_receivers(algorithm, self.my_pe()) {
             self.eager_send(op, to, Payload::Sym(source), bytes, stamp)?;
         }
         match root_copies {
             true => self.copy_local(dest, source),
             false => Ok(()),
+        }
+    }
+
+    /// The members the root of an eager broadcast writes to: every other one, in turn from
+    /// the root on; by node, the other nodes' leaders, then the root's own node's other
+    /// members.
+    fn eager_broadcast_receivers(
+        &self,
+        algorithm: BroadcastAlgorithm,
+        root: usize,
+    ) -> impl Iterator<Item = usize> + '_ {
+        let n = self.n_pes();
+        let nodes = &self.inner.plan.nodes;
+        let by_node = algorithm == BroadcastAlgorithm::EagerByNode;
+        let group = nodes.group_of(root);
+        let flat = (!by_node).then(|| (1..n).map(move |k| (root + k) % n));
+        let leaders = by_node.then(|| {
+            let others = nodes.leaders().iter().copied();
+            others.filter(move |&l| nodes.group_of(l) != group)
+        });
+        let mates = by_node.then(|| {
+            let members = nodes.members(group).iter().copied();
+            members.filter(move |&m| m != root)
+        });
+        let flat = flat.into_iter().flatten();
+        flat.chain(leaders.into_iter().flatten())
+            .chain(mates.into_iter().flatten())
+    }
+
+    /// The member whose message this member, not the root, takes in an eager broadcast: the
+    /// root, or by node, on a node other than the root's, its leader unless it leads.
+    fn eager_broadcast_sender(&self, algorithm: BroadcastAlgorithm, root: usize) -> usize {
+        let nodes = &self.inner.plan.nodes;
+        let group = nodes.group_of(self.my_pe());
+        let leader = nodes.members(group)[0];
+        let by_node = algorithm == BroadcastAlgorithm::EagerByNode;
+        match by_node && group != nodes.group_of(root) && self.my_pe() != leader {
+            true => leader,
+            false => root,
+        }
+    }
+
+    /// The members this member, not the root, passes an eager broadcast's message on to: by
+    /// node, a leader on a node other than the root's, its node's other members; nobody
+    /// otherwise.
+    fn eager_broadcast_forwards(&self, algorithm: BroadcastAlgorithm, root: usize) -> &[usize] {
+        let nodes = &self.inner.plan.nodes;
+        let group = nodes.group_of(self.my_pe());
+        let members = nodes.members(group);
+        let by_node = algorithm == BroadcastAlgorithm::EagerByNode;
+        match by_node && group != nodes.group_of(root) && self.my_pe() == members[0] {
+            true => &members[1..],
+            false => &[],
         }
     }
 

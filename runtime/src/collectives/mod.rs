@@ -10,7 +10,7 @@
 //!
 //! | collective | small messages | medium | large (≥ `large_bytes`) |
 //! |---|---|---|---|
-//! | `broadcast` | eager: the root writes into every member's slot and returns | flat: members read the root's source; in teams above `flat_max_pes`, a binomial tree, each member reading from its parent | flat |
+//! | `broadcast` | eager: the root writes into every member's slot and returns (on a team that spans nodes with several members on some node, by node: into its own node's members' slots and the other nodes' leaders', who pass it on to their members) | flat: members read the root's source; in teams above `flat_max_pes`, a binomial tree, each member reading from its parent | flat |
 //! | `fcollect`, `collect` | eager: each member writes its block into every other's slot (an `fcollect` whose whole result fits a slot, on a team that spans nodes with several members on some node: by node, through the leaders) | flat: enter, read every other block, sync | flat; a ring in teams above `flat_max_pes` |
 //! | `alltoall` | eager (on a team of one node that syncs flat, only up to 1 KiB; on a team that spans nodes with several members on some node, where a member's blocks and a pair of nodes' blocks fit a slot, by node, through the leaders) | on such a team, pairwise up to [`TeamConfig::pairwise_bytes`](crate::TeamConfig::pairwise_bytes) (of each pair of members, the one that claims the pair second moves both blocks, and the first waits for it), then flat (on teams that span nodes, push) | flat, or push across nodes (pairwise where `pairwise_bytes` reaches it) |
 //! | `alltoalls` | eager | flat | flat |
@@ -80,8 +80,10 @@
 //!
 //! Eager collectives by node (small reductions, and `fcollect` and `alltoall` whose messages
 //! fit the slots, on such teams) take three hops instead of one: members to their leader,
-//! leaders among themselves, leaders back to their members. A leader waits for its members'
-//! messages; no member waits for another to arrive before it sends.
+//! leaders among themselves, leaders back to their members; a small broadcast takes two on
+//! the nodes other than the root's (the root to their leaders, the leaders to their
+//! members). A leader waits for the messages it combines or passes on; no member waits for
+//! another to arrive before it sends.
 
 mod alltoall;
 mod alltoall_nodes;

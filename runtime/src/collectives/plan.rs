@@ -16,12 +16,14 @@
 //!   the root (member 0 for reductions) has its own node's members and the other nodes'
 //!   leaders as children, each leader its node's members. One transfer crosses the fabric
 //!   per node, not one per member.
-//! - Eager sizes keep the eager algorithms: they are already push-only (every message one
-//!   write whose flag the target publishes, no fabric round trip), and take one one-way
-//!   latency; the two-level form would add a node-local hop on each side to save fabric
-//!   messages. Collectives that only move data (broadcast, fcollect, collect, alltoall)
-//!   are eager up to the slots' size (`TeamConfig::eager_bytes`) on any team that spans
-//!   nodes, past `eager_copy_bytes`.
+//! - Eager sizes go through the eager slots by node: a broadcast's root writes to its own
+//!   node's members and the other nodes' leaders, who pass the message on to their members;
+//!   reductions, and `fcollect` and `alltoall` whose messages fit a slot, go from the
+//!   members to their leader, among the leaders, and back. One message per pair of nodes
+//!   crosses the fabric, and nobody waits for a receiver to arrive. Collectives that only
+//!   move data are eager up to the slots' size (`TeamConfig::eager_bytes`) on any team that
+//!   spans nodes, past `eager_copy_bytes`; `collect`, `alltoalls`, `reducescatter`, and
+//!   `fcollect` and `alltoall` blocks too big for the form by node, stay flat eager.
 //!
 //! # Teams that span nodes
 //! - `fcollect` and `alltoall` above the eager sizes push each block for another node into
@@ -58,6 +60,9 @@ pub(crate) enum SyncAlgorithm {
 pub(crate) enum BroadcastAlgorithm {
     /// The root writes into every member's eager slot.
     Eager,
+    /// Through the eager slots by node: the root writes into its own node's members' slots
+    /// and the other nodes' leaders', and each of those leaders into its node's members'.
+    EagerByNode,
     /// Members pull from their parent down a tree.
     Tree(Shape),
 }
@@ -169,7 +174,9 @@ impl Plan {
 
     /// A broadcast of `bytes` bytes.
     pub fn broadcast(&self, bytes: usize) -> BroadcastAlgorithm {
-        if self.eager_broadcast(bytes) {
+        if self.eager_broadcast(bytes) && self.nodes.layered() {
+            BroadcastAlgorithm::EagerByNode
+        } else if self.eager_broadcast(bytes) {
             BroadcastAlgorithm::Eager
         } else if self.nodes.layered() {
             BroadcastAlgorithm::Tree(Shape::Nodes)
@@ -399,10 +406,10 @@ mod tests {
             assert_eq!(p.reduce(1 << 20), ReduceAlgorithm::Tree(Shape::Nodes));
             // Eager sizes stay eager (push-only already), up to the slots' size for data
             // moves (reading in place is a fabric round trip); larger blocks are pushed.
-            assert_eq!(p.broadcast(8), BroadcastAlgorithm::Eager);
+            assert_eq!(p.broadcast(8), BroadcastAlgorithm::EagerByNode);
             assert_eq!(
                 p.broadcast(4096),
-                BroadcastAlgorithm::Eager,
+                BroadcastAlgorithm::EagerByNode,
                 "no fabric reads"
             );
             assert_eq!(p.reduce(8), ReduceAlgorithm::EagerByNode);

@@ -140,6 +140,7 @@ async fn mismatches_across_nodes(pe: &Pe) -> Result<()> {
         .reduce(op, buf.slice(..4), buf.slice(4096..4100))
         .await;
     mismatch(r, "reduce operators of the last PE, eager")?;
+    eager_broadcast_mismatches(pe, &world, &buf, odd).await?;
     // A broadcast's members learn of a mismatch from their parent and children: the root
     // and the other node's members do; the root's node-mates, which agree with the root and
     // have no children, may return `Ok`.
@@ -169,6 +170,42 @@ async fn mismatches_across_nodes(pe: &Pe) -> Result<()> {
         .map_err(|_| Error::InvalidArgument("barrier after mismatches hung".into()))??;
     pe.free(buf).await?;
     straddling_the_by_node_limit(pe, odd).await
+}
+
+/// Eager broadcasts from PE 0 whose members on the last PE's node disagree with it, then
+/// whose leader there alone does. By node (where a node holds several PEs), each leader of a
+/// node other than the root's passes the root's message on, or its verdict after a
+/// mismatch, so every member on the last PE's node fails with `CollectiveMismatch` either
+/// way; the root, which receives nothing, and its node-mates, which agree with it, may
+/// return `Ok`.
+async fn eager_broadcast_mismatches(
+    pe: &Pe,
+    world: &Team,
+    buf: &ferroshmem::SymBuffer<u64>,
+    odd: bool,
+) -> Result<()> {
+    let me = pe.my_pe();
+    let leads_odd_node = odd && pe.team_node().world_pe(0) == Some(me);
+    for (what, differs) in [
+        ("lengths", odd),
+        ("lengths, the leader alone", leads_odd_node),
+    ] {
+        let len = if differs { 2 } else { 1 };
+        let r = world
+            .broadcast(buf.slice(..len), buf.slice(4096..4096 + len), 0)
+            .await;
+        match odd {
+            true => ensure!(
+                matches!(r, Err(Error::CollectiveMismatch { .. })),
+                "PE {me}: eager broadcast {what}: {r:?}"
+            ),
+            false => ensure!(
+                matches!(r, Ok(()) | Err(Error::CollectiveMismatch { .. })),
+                "PE {me}: eager broadcast {what}: {r:?}"
+            ),
+        }
+    }
+    Ok(())
 }
 
 /// `fcollect` blocks on either side of the by-node limit (the whole result fits a slot on
