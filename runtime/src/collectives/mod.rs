@@ -88,6 +88,7 @@
 mod alltoall;
 mod alltoall_nodes;
 mod broadcast;
+mod broadcast_nodes;
 mod eager;
 mod gather;
 mod gather_nodes;
