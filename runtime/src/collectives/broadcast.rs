@@ -52,20 +52,20 @@ impl Team {
     /// members called with another root or length.
     ///
     /// Small (eager) broadcasts find mismatches through the messages they receive (see
-    /// [`crate::collectives`]): a non-root member gets `CollectiveMismatch` when the message
-    /// it takes (the root's, or by node, on a node other than the root's, its leader's
-    /// unless it leads) carries another root or length, or its leader's verdict that members
-    /// differ, and also, leaving the team unusable, when the message it takes belongs to
-    /// another call (one a mismatched call left behind). The root receives nothing, so it
-    /// checks only that no member has already sent it a message (which no member of a
-    /// matching call can have done yet): if one has, it gets `CollectiveMismatch` and the
-    /// team becomes unusable. Not caught at once: a root whose
+    /// [`crate::collectives`]): a non-root member gets `CollectiveMismatch` when the
+    /// message it takes (the root's, or by node, on a node other than the root's, its
+    /// leader's unless it leads) carries another root or length, or its leader's verdict
+    /// that members differ, and also, leaving the team unusable, when the message it takes
+    /// belongs to another call (one a mismatched call left behind). The root receives
+    /// nothing, so it checks only that no member has already sent it a message (which no
+    /// member of a matching call can have done yet): if one has, it gets
+    /// `CollectiveMismatch` and the team becomes unusable. Not caught at once: a root whose
     /// mismatched peers have not sent yet returns `Ok`; their messages are found later, by
     /// the root's next call that receives from them or its next broadcast as root. A member
-    /// waiting for a root that called something else, or for a member that gave the team
-    /// up, fails with `CollectiveMismatch` once the other members' call records show it
-    /// (after [`MISMATCH_GRACE`](crate::MISMATCH_GRACE) for a call made with other
-    /// arguments).
+    /// waiting for a root (or by node, a leader) that called something else, or for a
+    /// member that gave the team up, fails with `CollectiveMismatch` once the other
+    /// members' call records show it (after [`MISMATCH_GRACE`](crate::MISMATCH_GRACE) for a
+    /// call made with other arguments).
     ///
     /// Cancel safety: not cancel safe; dropped midway, it leaves the team unusable.
     pub async fn broadcast<'d, 's, T: Pod>(
@@ -172,10 +172,10 @@ impl Team {
     /// The whole broadcast without waiting, when this PE is the root of a flat eager
     /// broadcast and every other member's slot is free: no future to make, poll and move for
     /// the common case of a root that never waits. `None` (nothing done) otherwise. (Kept to
-    /// the flat form and its plain loops: written over [`Team::eager_broadcast_receivers`],
-    /// whose chained iterator cost about 35 ns a call in the checks and the sends, a 4-byte
+    /// the flat form over a plain range: over a chained iterator of either form's
+    /// receivers, which cost about 35 ns a call in the checks and the sends, a 4-byte
     /// broadcast at 2 PEs on one node took 1.15-1.3x the time. A root by node sends over
-    /// the fabric, where making a future costs nothing that shows.)
+    /// the fabric, where making a future and a list of receivers costs nothing that shows.)
     fn broadcast_at_once<T: Pod>(
         &self,
         op: &mut Op<'_>,
@@ -218,12 +218,13 @@ impl Team {
         let stamp = Stamp::new(op, desc);
         if self.my_pe() == root {
             self.eager_none_pending(op, stamp)?;
-            for to in self.eager_broadcast_receivers(algorithm, root) {
+            let receivers = self.eager_broadcast_receivers(algorithm, root);
+            for &to in &receivers {
                 if !self.eager_slot_free(op, to) {
                     self.eager_slot_wait(op, to).await?;
                 }
             }
-            let receivers = self.eager_broadcast_receivers(algorithm, root);
+            let receivers = receivers.into_iter();
             return self.eager_broadcast_root(op, receivers, (dest, source), root_copies, stamp);
         }
         if algorithm == BroadcastAlgorithm::EagerByNode {
@@ -262,26 +263,13 @@ impl Team {
 
     /// The members the root of an eager broadcast writes to: every other one, in turn from
     /// the root on; by node, the other nodes' leaders, then the root's own node's other
-    /// members.
-    fn eager_broadcast_receivers(
-        &self,
-        algorithm: BroadcastAlgorithm,
-        root: usize,
-    ) -> impl Iterator<Item = usize> + '_ {
+    /// members (`NodeShape::broadcast_receivers`).
+    fn eager_broadcast_receivers(&self, algorithm: BroadcastAlgorithm, root: usize) -> Vec<usize> {
         let n = self.n_pes();
-        let by_node = algorithm == BroadcastAlgorithm::EagerByNode;
-        let flat = (!by_node).then(|| (1..n).map(move |k| (root + k) % n));
-        let by_node = by_node.then(|| {
-            let nodes = &self.inner.plan.nodes;
-            let group = nodes.group_of(root);
-            let leaders = nodes.leaders().iter().copied();
-            let members = nodes.members(group).iter().copied();
-            let leaders = leaders.filter(move |&l| nodes.group_of(l) != group);
-            leaders.chain(members.filter(move |&m| m != root))
-        });
-        flat.into_iter()
-            .flatten()
-            .chain(by_node.into_iter().flatten())
+        match algorithm {
+            BroadcastAlgorithm::EagerByNode => self.inner.plan.nodes.broadcast_receivers(root),
+            _ => (1..n).map(|k| (root + k) % n).collect(),
+        }
     }
 
     /// Copies `src` into `dest`, both in this PE's symmetric memory (nothing when they are

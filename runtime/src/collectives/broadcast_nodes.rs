@@ -36,15 +36,9 @@ impl Team {
         root: usize,
         stamp: Stamp,
     ) -> Result<()> {
-        let me = self.my_pe();
-        let nodes = &self.inner.plan.nodes;
-        let group = nodes.group_of(me);
-        let members = nodes.members(group);
-        let passes_on = group != nodes.group_of(root) && me == members[0];
-        let from = match group != nodes.group_of(root) && !passes_on {
-            true => members[0],
-            false => root,
-        };
+        let (me, nodes) = (self.my_pe(), &self.inner.plan.nodes);
+        let from = nodes.broadcast_sender(me, root);
+        let pass_on_to = nodes.broadcast_forwards(me, root);
         let got = self.eager_receive(op, from, stamp).await?;
         let agreed = match agree(stamp.desc, got.desc, from) {
             Ok(()) => true,
@@ -54,13 +48,11 @@ impl Team {
             }
         };
         let data = self.view::<T>(got.data, dest.len());
-        if passes_on {
-            let onward = stamp.with_desc(if agreed { stamp.desc } else { DISAGREED });
-            let bytes = bytes_of::<T>(dest.len());
-            for &m in &members[1..] {
-                self.eager_send_when_free(op, m, Payload::Sym(data), bytes, onward)
-                    .await?;
-            }
+        let onward = stamp.with_desc(if agreed { stamp.desc } else { DISAGREED });
+        let bytes = bytes_of::<T>(dest.len());
+        for &m in pass_on_to {
+            self.eager_send_when_free(op, m, Payload::Sym(data), bytes, onward)
+                .await?;
         }
         if agreed {
             self.copy_local(dest, data)?;

@@ -34,7 +34,7 @@
 //! travel. Where every member sends to every other (all-to-all, fcollect, collect, the eager
 //! reductions), senders therefore ask for those lines for writing ([`Team::eager_prefetch`])
 //! as soon as the call knows it goes eager, ahead of the rest of its set-up, so that the trip
-//! overlaps that work (the forms by node, whose members send one message, do not). A
+//! overlaps that work (the forms by node, whose members send one message, do not). A flat
 //! broadcast's root takes only the lines past the first
 //! ([`Team::eager_prefetch_data`]): its receivers do nothing but read their headers
 //! meanwhile, so a header line taken early is taken back before the write and travels twice
@@ -258,8 +258,9 @@ impl Team {
 
     /// Checks that no member's next message has arrived yet, for a member that receives
     /// none in this call (a broadcast's root): no member can be ahead of it, since every
-    /// other member must first receive its message, so a message already there is one a
-    /// member sent in a call that does not match (or left from an earlier mismatched one).
+    /// other member must first receive its message (from it, or by node through its
+    /// leader), so a message already there is one a member sent in a call that does not
+    /// match (or left from an earlier mismatched one).
     ///
     /// # Errors
     /// [`Error::CollectiveMismatch`] when one is there; the team becomes unusable.

@@ -19,11 +19,12 @@
 //! - Eager sizes go through the eager slots by node: a broadcast's root writes to its own
 //!   node's members and the other nodes' leaders, who pass the message on to their members;
 //!   reductions, and `fcollect` and `alltoall` whose messages fit a slot, go from the
-//!   members to their leader, among the leaders, and back. One message per pair of nodes
-//!   crosses the fabric, and nobody waits for a receiver to arrive. Collectives that only
-//!   move data are eager up to the slots' size (`TeamConfig::eager_bytes`) on any team that
-//!   spans nodes, past `eager_copy_bytes`; `collect`, `alltoalls`, `reducescatter`, and
-//!   `fcollect` and `alltoall` blocks too big for the form by node, stay flat eager.
+//!   members to their leader, among the leaders, and back. At most one message per pair of
+//!   nodes crosses the fabric (a broadcast: one to each node other than the root's), and
+//!   nobody waits for a receiver to arrive. Collectives that only move data are eager up
+//!   to the slots' size (`TeamConfig::eager_bytes`) on any team that spans nodes, past
+//!   `eager_copy_bytes`; `collect`, `alltoalls`, `reducescatter`, and `fcollect` and
+//!   `alltoall` blocks too big for the form by node, stay flat eager.
 //!
 //! # Teams that span nodes
 //! - `fcollect` and `alltoall` above the eager sizes push each block for another node into
@@ -404,8 +405,8 @@ mod tests {
             assert_eq!(p.broadcast(4097), BroadcastAlgorithm::Tree(Shape::Nodes));
             assert_eq!(p.reduce(16 << 10), ReduceAlgorithm::Tree(Shape::Nodes));
             assert_eq!(p.reduce(1 << 20), ReduceAlgorithm::Tree(Shape::Nodes));
-            // Eager sizes stay eager (push-only already), up to the slots' size for data
-            // moves (reading in place is a fabric round trip); larger blocks are pushed.
+            // Eager sizes go through the slots by node, up to the slots' size for data moves
+            // (reading in place is a fabric round trip); larger blocks are pushed.
             assert_eq!(p.broadcast(8), BroadcastAlgorithm::EagerByNode);
             assert_eq!(
                 p.broadcast(4096),

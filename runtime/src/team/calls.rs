@@ -55,7 +55,9 @@ use crate::error::{Error, Result};
 use crate::route::Route;
 use crate::segment::{Segment, HEADER_SIZE};
 
-/// Calls a member keeps records of (a broadcast root may run a few calls ahead).
+/// Calls a member keeps records of (a broadcast root may run a few calls ahead: up to about
+/// four of a member on another node in a broadcast by node, two slots to its leader and two
+/// from it; a member that finds only later calls in a record takes the writer as ahead).
 pub(crate) const RING: usize = 4;
 /// Bytes of one record: the record word, then the descriptor.
 pub(crate) const RECORD_BYTES: usize = 16;

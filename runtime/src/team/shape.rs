@@ -76,6 +76,38 @@ impl NodeShape {
     pub fn layered(&self) -> bool {
         self.nodes() > 1 && self.widest() > 1
     }
+
+    /// In a broadcast by node from member `root`, the members the root sends to: the other
+    /// nodes' leaders (whose messages cross the fabric, the slowest), then its own node's
+    /// other members.
+    pub fn broadcast_receivers(&self, root: usize) -> Vec<usize> {
+        let group = self.group_of(root);
+        let leaders = self.leaders.iter().filter(|&&l| self.group_of(l) != group);
+        let mates = self.members(group).iter().filter(|&&m| m != root);
+        leaders.chain(mates).copied().collect()
+    }
+
+    /// In a broadcast by node from member `root`, the member that member `m` (not the root)
+    /// takes the message from: the root, where `m` is on the root's node or leads its own;
+    /// else its node's leader.
+    pub fn broadcast_sender(&self, m: usize, root: usize) -> usize {
+        let leader = self.members(self.group_of(m))[0];
+        match self.group_of(m) != self.group_of(root) && m != leader {
+            true => leader,
+            false => root,
+        }
+    }
+
+    /// In a broadcast by node from member `root`, the members that member `m` (not the root)
+    /// passes the message on to: its node's other members where it leads a node other than
+    /// the root's; nobody otherwise.
+    pub fn broadcast_forwards(&self, m: usize, root: usize) -> &[usize] {
+        let members = self.members(self.group_of(m));
+        match self.group_of(m) != self.group_of(root) && m == members[0] {
+            true => &members[1..],
+            false => &[],
+        }
+    }
 }
 
 #[cfg(test)]
@@ -96,5 +128,50 @@ mod tests {
         assert!(!NodeShape::new(&[0, 1, 2]).layered(), "one member per node");
         assert!(!NodeShape::new(&[3, 3, 3]).layered(), "one node");
         assert!(NodeShape::new(&[0, 0, 0, 1]).layered(), "3 + 1");
+    }
+
+    #[test]
+    fn a_broadcast_by_node_reaches_every_member_once_and_from_its_sender() {
+        for nodes in [
+            &[0, 0, 1, 1][..],
+            &[0, 0, 0, 1],
+            &[3, 1, 3, 1, 3],
+            &[7, 8, 7, 9],
+        ] {
+            let shape = NodeShape::new(nodes);
+            for root in 0..nodes.len() {
+                let sends = |s: usize| match s == root {
+                    true => shape.broadcast_receivers(root),
+                    false => shape.broadcast_forwards(s, root).to_vec(),
+                };
+                let mut reached: Vec<usize> = (0..nodes.len()).flat_map(sends).collect();
+                reached.sort_unstable();
+                let others: Vec<usize> = (0..nodes.len()).filter(|&m| m != root).collect();
+                assert_eq!(
+                    reached, others,
+                    "{nodes:?} from {root}: each other member once"
+                );
+                for m in others {
+                    let from = shape.broadcast_sender(m, root);
+                    assert!(
+                        sends(from).contains(&m),
+                        "{nodes:?} from {root}: {m}'s sender"
+                    );
+                    let fabric = nodes[from] != nodes[m];
+                    let leads = shape.leaders().contains(&m);
+                    assert!(
+                        !fabric || (from == root && leads),
+                        "{nodes:?}: only leaders"
+                    );
+                }
+                let first = shape.broadcast_receivers(root).first().copied();
+                let leads_elsewhere = |l: &usize| nodes[*l] != nodes[root];
+                let fabric_first = first.filter(leads_elsewhere).is_some();
+                assert!(
+                    fabric_first,
+                    "{nodes:?} from {root}: the other nodes' leaders first"
+                );
+            }
+        }
     }
 }
