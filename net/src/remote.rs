@@ -391,6 +391,10 @@ impl Remote for FabricRemote {
         self.fabric.record_into(traffic);
     }
 
+    fn ordered_write_bytes(&self) -> usize {
+        self.fabric.ordered_write_bytes()
+    }
+
     fn set_spin(&self, spin: std::time::Duration) {
         self.fabric.set_spin(spin);
     }

@@ -503,6 +503,14 @@ impl DataPlane {
         }
     }
 
+    /// The longest write to another node that lands there behind the writes before it
+    /// (see [`crate::route::Remote::ordered_write_bytes`]); 0 without a remote transport.
+    pub(crate) fn ordered_write_bytes(&self) -> usize {
+        self.remotes
+            .as_ref()
+            .map_or(0, Remotes::ordered_write_bytes)
+    }
+
     /// The drive of the remote transport's progress for a waiting task, if the transport
     /// gives it (see [`crate::route::Remote::drive`]).
     pub(crate) fn drive(&self) -> Option<Box<dyn crate::route::Drive>> {

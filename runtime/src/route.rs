@@ -137,6 +137,15 @@ pub trait Remote: Send + Sync + std::fmt::Debug {
         None
     }
 
+    /// The longest write that lands at its PE in order: behind the writes started to that
+    /// PE before it, where they are no longer than this either. A write up to this long
+    /// and then a [`RemoteOp::PutPublished`] to the same PE may be started one behind the
+    /// other: whoever sees the published value sees both writes' data. 0 by default (no
+    /// order promised: wait for the first write's completion).
+    fn ordered_write_bytes(&self) -> usize {
+        0
+    }
+
     /// How long a task driving the transport's progress keeps reading it after an arrival
     /// before it sleeps until the next (zero: at once), told once when the data plane is
     /// built. Ignored by default.
@@ -402,6 +411,11 @@ impl Remotes {
                 prune_at: PRUNE_FIRST,
             }),
         }
+    }
+
+    /// See [`Remote::ordered_write_bytes`].
+    pub fn ordered_write_bytes(&self) -> usize {
+        self.transport.ordered_write_bytes()
     }
 
     /// The drive of the transport's progress, if it gives it (see [`Remote::drive`]).

@@ -7,7 +7,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::loopback::{two_nodes, two_nodes_settling, Settling};
+use common::loopback::{two_nodes, two_nodes_ordered, two_nodes_settling, Settling};
 use ferroshmem_runtime::heap::{Allocation, HeapId, SymBuffer};
 use ferroshmem_runtime::{Error, Exchange, ExchangeFuture, TeamConfig, Teams};
 use tokio::time::timeout;
@@ -127,6 +127,53 @@ async fn an_fcollect_across_nodes_moves_elements_aligned_above_a_line() {
                 Wide([from as u64 + 1; 32]),
                 "PE {me}, element {i}"
             );
+        }
+    }
+}
+
+/// A broadcast above the eager sizes between members on two nodes pushes the root's data
+/// into the other member's `dest` and signals it behind the data: at once where the
+/// transport keeps so long a write in order, else once the write has landed. Either way,
+/// from either root and call after call, the receiver finds the whole message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broadcast_across_nodes_signals_its_receiver_only_behind_the_data() {
+    const LEN: usize = 2048; // 16 KiB: past the eager sizes
+    let word = |round: usize, pe: usize, i: usize| ((round << 32) | (pe << 16) | i) as u64;
+    for ordered in [usize::MAX, 4096] {
+        let pes = two_nodes_ordered(ordered);
+        let calls: Vec<_> = pes
+            .iter()
+            .enumerate()
+            .map(|(me, dp)| {
+                let dp = dp.clone();
+                tokio::spawn(async move {
+                    let teams = Teams::new(dp.clone(), Arc::new(NoExchange)).expect("teams");
+                    let buffer = |at| {
+                        let place = Allocation::new(HeapId(1), at, LEN * 8);
+                        SymBuffer::<u64>::from_allocation(place, LEN).expect("a buffer")
+                    };
+                    let (source, dest) = (buffer(0), buffer(LEN * 8));
+                    for round in 0..4 {
+                        let root = round % 2;
+                        let mine: Vec<u64> = (0..LEN).map(|i| word(round, me, i)).collect();
+                        dp.put(&source, &mine, me).await.expect("source filled");
+                        dp.put(&dest, &[0; LEN], me).await.expect("dest cleared");
+                        let done = timeout(BOUND, teams.world().broadcast(&dest, &source, root));
+                        let done = done.await;
+                        assert!(
+                            matches!(done, Ok(Ok(()))),
+                            "PE {me}, round {round}: {done:?}"
+                        );
+                        let mut got = vec![0; LEN];
+                        dp.get(&mut got, &dest, me).await.expect("dest read");
+                        let want: Vec<u64> = (0..LEN).map(|i| word(round, root, i)).collect();
+                        assert!(got == want, "PE {me}, round {round}, ordered {ordered}");
+                    }
+                })
+            })
+            .collect();
+        for call in calls {
+            call.await.expect("a PE's task");
         }
     }
 }

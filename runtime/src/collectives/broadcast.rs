@@ -6,23 +6,21 @@
 //!   node): the root writes into its own node's members' slots and into the other nodes'
 //!   leaders', and each of those leaders passes the message on to its node's members, so
 //!   one message crosses the fabric per node (the leaders first: theirs are the slowest).
-//! - Tree (otherwise): each member waits for its parent's signal, reads the data from the
-//!   parent's buffer (the root's `source`, or an inner member's `dest`), acknowledges, and
-//!   signals its own children; a member returns once its children have acknowledged. Flat
-//!   (a star) in small teams and for large messages, binomial for small messages in large
-//!   teams.
-
-use std::sync::atomic::Ordering;
+//! - Tree (otherwise, `broadcast_tree.rs`): each member takes the data from its parent (on
+//!   its node, by reading the parent's buffer in place once signalled; from another node,
+//!   pushed into its `dest` once it has entered), acknowledges, and serves its own
+//!   children; a member returns once its children have acknowledged. Flat (a star) in
+//!   small teams and for large messages, binomial for small messages in large teams, two
+//!   levels by node on teams that span nodes with several members on some node.
 
 use bytemuck::Pod;
 
-use super::eager::{agree, Payload, Senders, Stamp, DISAGREED};
+use super::eager::{agree, Payload, Senders, Stamp};
 use super::plan::BroadcastAlgorithm;
-use super::shapes::{Shape, Tree};
 use super::{bytes_of, disjoint, holds, Descriptor, Kind};
 use crate::error::{Error, Result};
 use crate::heap::SymSlice;
-use crate::team::region::{value, Layout, LINE, SLOT_HEADER};
+use crate::team::region::{LINE, SLOT_HEADER};
 use crate::team::{Op, Team};
 
 /// The sizes of eager broadcast whose root prefetches its receivers' data lines (all but
@@ -284,55 +282,5 @@ impl Team {
             return Ok(());
         }
         self.dp().get_nbi(dest, src, self.dp().my_pe())
-    }
-
-    /// The pull broadcast down `shape`, rooted at `root`.
-    async fn tree_broadcast<T: Pod>(
-        &self,
-        op: &mut Op<'_>,
-        shape: Shape,
-        (dest, source): (SymSlice<'_, T>, SymSlice<'_, T>),
-        (root, root_copies): (usize, bool),
-        desc: u64,
-    ) -> Result<()> {
-        let me = self.my_pe();
-        let layout = self.inner.layout;
-        let seq = op.next_seq();
-        let (ready, done) = (value(seq, 0), value(seq, 0));
-        let tree = Tree::new(shape, root, &self.inner.plan.nodes);
-        let mut forward = desc;
-        if let Some(parent) = tree.parent(me) {
-            self.wait_word("broadcast", layout.sig(parent), ready)
-                .await?;
-            let theirs = self.local(layout.sig(parent) + 8).load(Ordering::Acquire);
-            match agree(desc, theirs, parent) {
-                Ok(()) => {
-                    let from = if parent == root { source } else { dest };
-                    self.dp().get_into(dest, from, self.pe(parent)).await?;
-                }
-                Err(e) => {
-                    op.reject(e);
-                    forward = DISAGREED;
-                }
-            }
-            self.post(parent, layout.ack(me), done, layout.ack(me) + 8, &[forward])?;
-        }
-        let children = tree.children(me);
-        for &c in &children {
-            self.post(c, layout.sig(me), ready, layout.sig(me) + 8, &[forward])?;
-        }
-        if me == root && root_copies {
-            // The children read the root's source, so its own copy can wait until now.
-            self.copy_local(dest, source)?;
-        }
-        self.wait_words("broadcast", Layout::ack, &children, done)
-            .await?;
-        for &c in &children {
-            let verdict = self.local(layout.ack(c) + 8).load(Ordering::Acquire);
-            if let Err(e) = agree(forward, verdict, c) {
-                op.reject(e);
-            }
-        }
-        Ok(())
     }
 }

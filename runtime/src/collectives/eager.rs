@@ -388,9 +388,15 @@ pub(crate) const DISAGREED: u64 = u64::MAX;
 
 /// Checks a received descriptor against this PE's own.
 pub(crate) fn agree(mine: u64, theirs: u64, from_pe: usize) -> Result<()> {
-    if mine == theirs {
-        return Ok(());
+    match mine == theirs {
+        true => Ok(()),
+        false => Err(disagreement(mine, theirs, from_pe)),
     }
+}
+
+/// The error of a member whose descriptor `mine` differs from `theirs`, received from member
+/// `from_pe` (or that member's report, [`DISAGREED`], that members differ).
+pub(crate) fn disagreement(mine: u64, theirs: u64, from_pe: usize) -> Error {
     let detail = if theirs == DISAGREED {
         format!("member {from_pe} reports that members called different collectives or sizes")
     } else {
@@ -400,8 +406,8 @@ pub(crate) fn agree(mine: u64, theirs: u64, from_pe: usize) -> Result<()> {
             Descriptor::describe(mine)
         )
     };
-    Err(Error::CollectiveMismatch {
+    Error::CollectiveMismatch {
         operation: "team collective",
         detail,
-    })
+    }
 }

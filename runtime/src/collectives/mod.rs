@@ -89,6 +89,7 @@ mod alltoall;
 mod alltoall_nodes;
 mod broadcast;
 mod broadcast_nodes;
+mod broadcast_tree;
 mod eager;
 mod gather;
 mod gather_nodes;

@@ -10,12 +10,20 @@ use std::time::Duration;
 use ferroshmem_runtime::route::{Amo, Completion, Remote, RemoteOp, Route};
 use ferroshmem_runtime::{DataPlane, DataPlaneParts, Error, Health, HeapId, Segment};
 
+/// How late a put that the transport does not keep in order lands ([`two_nodes_ordered`]):
+/// long enough for anything started after it to land first.
+pub const LATE: Duration = Duration::from_millis(20);
+
 /// The transport: every PE's segment, reached directly.
 #[derive(Debug)]
 struct Loopback {
     segments: Vec<Arc<Segment>>,
     lazy: bool,
     settling: Mutex<Settling>,
+    /// The longest write it keeps in order ([`Remote::ordered_write_bytes`]); a longer
+    /// [`RemoteOp::Put`] lands [`LATE`] after its completion is first polled, behind what
+    /// started after it. `None`: no order promised, every write lands as it starts.
+    ordered: Option<usize>,
 }
 
 /// What the loopback's confirmation of sent puts ([`Remote::settle`]) does.
@@ -125,6 +133,15 @@ impl Remote for Loopback {
             let failed = Error::InvalidArgument("a put refused by the loopback".into());
             return Box::pin(std::future::ready(Err(failed)));
         }
+        let late =
+            matches!((&op, self.ordered), (RemoteOp::Put(data), Some(max)) if data.len() > max);
+        if late {
+            let target = self.segments[pe].clone();
+            return Box::pin(async move {
+                tokio::time::sleep(LATE).await;
+                Ok(Self::apply(&target, at, op))
+            });
+        }
         let read = Self::apply(&self.segments[pe], at, op);
         let lazy = self.lazy;
         Box::pin(async move {
@@ -133,6 +150,10 @@ impl Remote for Loopback {
             }
             Ok(read)
         })
+    }
+
+    fn ordered_write_bytes(&self) -> usize {
+        self.ordered.unwrap_or(0)
     }
 
     fn settle(&self) -> Option<Completion> {
@@ -160,6 +181,16 @@ pub fn two_nodes(lazy: bool) -> Vec<Arc<DataPlane>> {
 
 /// [`two_nodes`] whose confirmation of sent puts does what `settling` says.
 pub fn two_nodes_settling(lazy: bool, settling: Settling) -> Vec<Arc<DataPlane>> {
+    over_loopback(lazy, settling, None)
+}
+
+/// [`two_nodes`] whose transport keeps writes of up to `ordered` bytes in order, and lands
+/// a longer put [`LATE`] after its completion is first polled, behind what started after it.
+pub fn two_nodes_ordered(ordered: usize) -> Vec<Arc<DataPlane>> {
+    over_loopback(false, Settling::Done, Some(ordered))
+}
+
+fn over_loopback(lazy: bool, settling: Settling, ordered: Option<usize>) -> Vec<Arc<DataPlane>> {
     let segments: Vec<Arc<Segment>> = (0..2)
         .map(|pe| Arc::new(Segment::create(pe, 1 << 20).expect("a segment")))
         .collect();
@@ -167,6 +198,7 @@ pub fn two_nodes_settling(lazy: bool, settling: Settling) -> Vec<Arc<DataPlane>>
         segments: segments.clone(),
         lazy,
         settling: Mutex::new(settling),
+        ordered,
     });
     (0..2)
         .map(|me| {
