@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::loopback::{two_nodes, two_nodes_ordered, two_nodes_settling, Settling};
 use ferroshmem_runtime::heap::{Allocation, HeapId, SymBuffer};
-use ferroshmem_runtime::{Error, Exchange, ExchangeFuture, TeamConfig, Teams};
+use ferroshmem_runtime::{Error, Exchange, ExchangeFuture, ReduceOp, TeamConfig, Teams};
 use tokio::time::timeout;
 
 /// Long enough for anything that should complete; reaching it means a hang.
@@ -131,12 +131,13 @@ async fn an_fcollect_across_nodes_moves_elements_aligned_above_a_line() {
     }
 }
 
-/// A broadcast above the eager sizes between members on two nodes pushes the root's data
-/// into the other member's `dest` and signals it behind the data: at once where the
-/// transport keeps so long a write in order, else once the write has landed. Either way,
-/// from either root and call after call, the receiver finds the whole message.
+/// A broadcast and a reduction above the eager sizes between members on two nodes push
+/// the data (the root's, the result) into the other member's `dest` and signal it behind
+/// the data: at once where the transport keeps so long a write in order, else once the
+/// write has landed. Either way, from either root and call after call, the receiver finds
+/// the whole message.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_broadcast_across_nodes_signals_its_receiver_only_behind_the_data() {
+async fn tree_collectives_across_nodes_signal_their_receivers_only_behind_the_data() {
     const LEN: usize = 2048; // 16 KiB: past the eager sizes
     let word = |round: usize, pe: usize, i: usize| ((round << 32) | (pe << 16) | i) as u64;
     for ordered in [usize::MAX, 4096] {
@@ -168,6 +169,20 @@ async fn a_broadcast_across_nodes_signals_its_receiver_only_behind_the_data() {
                         dp.get(&mut got, &dest, me).await.expect("dest read");
                         let want: Vec<u64> = (0..LEN).map(|i| word(round, root, i)).collect();
                         assert!(got == want, "PE {me}, round {round}, ordered {ordered}");
+                        dp.put(&dest, &[0; LEN], me).await.expect("dest cleared");
+                        let sum = teams.world().reduce(ReduceOp::Sum, &dest, &source);
+                        let done = timeout(BOUND, sum).await;
+                        assert!(
+                            matches!(done, Ok(Ok(()))),
+                            "PE {me}, round {round}: {done:?}"
+                        );
+                        dp.get(&mut got, &dest, me).await.expect("dest read");
+                        let both = |i| word(round, 0, i) + word(round, 1, i);
+                        let want: Vec<u64> = (0..LEN).map(both).collect();
+                        assert!(
+                            got == want,
+                            "PE {me}, round {round}, ordered {ordered}: sum"
+                        );
                     }
                 })
             })

@@ -117,7 +117,7 @@ impl Team {
 
     /// Whether the tree edge between this member and member `peer` is pulled (they share a
     /// node) rather than pushed.
-    fn pulls_from(&self, peer: usize) -> bool {
+    pub(super) fn pulls_from(&self, peer: usize) -> bool {
         self.dp().is_mapped(self.pe(peer))
     }
 

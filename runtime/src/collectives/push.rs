@@ -109,7 +109,7 @@ impl Team {
     }
 
     /// Makes `post`.
-    fn post_one(&self, post: Post) -> Result<()> {
+    pub(super) fn post_one(&self, post: Post) -> Result<()> {
         match post.word {
             Some(word) => self.post(post.to, post.offset, post.v, post.offset + 8, &[word]),
             None => self.signal(post.to, post.offset, post.v),

@@ -8,8 +8,11 @@
 //!   (`reduce_nodes.rs`).
 //! - Tree (medium messages, or large teams): contributions are combined up a tree into the
 //!   root's `dest` (each inner member accumulating its subtree into its own `dest`, reading
-//!   its children's buffers in place), then the result is read back down the tree. A star
-//!   in small teams, binomial in large ones.
+//!   its children's buffers in place), then the result goes back down the tree: read from
+//!   the parent's `dest` on its node, pushed into the child's `dest` with the signal behind
+//!   it from another node (the child, waiting since it signalled its part, no longer uses
+//!   it; `Team::put_posted`). A star in small teams, binomial in large ones, two levels by
+//!   node on teams that span nodes with several members on some node.
 //! - Reduce-scatter then allgather (large messages): after a sync each member combines one
 //!   n-th of the elements, reading every member's `source`; then each enters a second sync
 //!   and reads another member's part of the result as soon as that member has entered it
@@ -22,6 +25,7 @@ use std::sync::atomic::Ordering;
 
 use super::eager::{agree, Payload, Senders, Stamp, DISAGREED};
 use super::plan::{MoveAlgorithm, ReduceAlgorithm};
+use super::push::Post;
 use super::reduce_ops::{BitwiseReducible, ReduceOp, Reducible};
 use super::scratch::Scratch;
 use super::shapes::{Shape, Tree};
@@ -399,7 +403,8 @@ impl Team {
             self.wait_word("reduce", layout.sig(p), down).await?;
             let verdict = self.local(layout.sig(p) + 8).load(Ordering::Acquire);
             match agree(desc, verdict, p) {
-                Ok(()) => self.dp().get_into(dest, dest, self.pe(p)).await?,
+                Ok(()) if self.pulls_from(p) => self.dp().get_into(dest, dest, self.pe(p)).await?,
+                Ok(()) => {}
                 Err(e) => {
                     state.reject(e);
                     forward = DISAGREED;
@@ -409,8 +414,21 @@ impl Team {
         } else if let Err(e) = agree(desc, forward, me) {
             state.reject(e);
         }
+        let mut pushes = Vec::new();
         for &c in &children {
-            self.post(c, layout.sig(me), down, layout.sig(me) + 8, &[forward])?;
+            let result = Post {
+                to: c,
+                offset: layout.sig(me),
+                v: down,
+                word: Some(forward),
+            };
+            match forward == desc && !self.pulls_from(c) {
+                true => pushes.push(self.put_posted(dest, dest, result)?),
+                false => self.post_one(result)?,
+            }
+        }
+        for pushed in pushes {
+            pushed.landed(self).await?;
         }
         self.wait_words("reduce", Layout::ack, &children, up).await
     }
