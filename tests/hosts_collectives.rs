@@ -123,11 +123,22 @@ fn job(
     env: &[(&str, &str)],
     rsh: &Path,
 ) -> (bool, String) {
-    let spread: Vec<String> = hosts
-        .addresses
+    let spread: Vec<(usize, usize)> = per_host.iter().copied().enumerate().collect();
+    job_spread(hosts, &spread, scenarios, env, rsh)
+}
+
+/// [`job`] with the PEs given in order as `(host, count)`: `count` PEs on host `host`, a
+/// host named again where its PEs alternate with another's.
+fn job_spread(
+    hosts: &Hosts,
+    spread: &[(usize, usize)],
+    scenarios: &str,
+    env: &[(&str, &str)],
+    rsh: &Path,
+) -> (bool, String) {
+    let spread: Vec<String> = spread
         .iter()
-        .zip(per_host)
-        .map(|(a, k)| format!("{a}:{k}"))
+        .map(|&(h, k)| format!("{}:{k}", hosts.addresses[h]))
         .collect();
     let started = Instant::now();
     let mut child = Command::new(env!("CARGO_BIN_EXE_ferroshmem"))
@@ -197,6 +208,31 @@ fn scenarios_pass(per_host: &[usize], scenarios: &str) {
 #[test]
 fn collectives_across_two_hosts_of_two_pes() {
     scenarios_pass(&[2, 2], "across-nodes");
+}
+
+/// Two hosts whose PEs alternate (0 and 2 on one, 1 and 3 on the other): a node's members
+/// are not consecutive in the team, so the leaders of the forms by node pack their node's
+/// blocks, and each node's part of a block move is scattered.
+#[test]
+fn collectives_across_two_hosts_whose_pes_alternate() {
+    if !netns::fabric_available() {
+        return;
+    }
+    let Some(hosts) = Hosts::make(2) else {
+        return;
+    };
+    let spread = [(0, 1), (1, 1), (0, 1), (1, 1)];
+    let (success, all) = job_spread(&hosts, &spread, "across-nodes", &[], &hosts.agent);
+    assert!(success, "{all}");
+    assert_eq!(all.matches("every scenario passed").count(), 4, "{all}");
+    for (pe, &(h, _)) in spread.iter().enumerate() {
+        let name = netns::host_name(&hosts.addresses[h]);
+        let (prefix, said) = (format!("[pe {pe}]"), format!("PE {pe} runs on {name}"));
+        let found = all
+            .lines()
+            .any(|l| l.starts_with(&prefix) && l.ends_with(&said));
+        assert!(found, "PE {pe} not on {name}:\n{all}");
+    }
 }
 
 #[test]

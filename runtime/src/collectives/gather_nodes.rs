@@ -26,6 +26,23 @@ use crate::error::Result;
 use crate::heap::SymSlice;
 use crate::team::{Op, Team};
 
+/// A node's blocks, in member order, as its leader sends them to the other leaders.
+enum NodeBlocks<'a, T> {
+    /// In place in the leader's `dest`: the node's members are consecutive.
+    InPlace(SymSlice<'a, T>),
+    /// Packed into a buffer of their own.
+    Packed(Vec<T>),
+}
+
+impl<T: Pod> NodeBlocks<'_, T> {
+    fn payload(&self) -> Payload<'_, T> {
+        match self {
+            NodeBlocks::InPlace(blocks) => Payload::Sym(*blocks),
+            NodeBlocks::Packed(blocks) => Payload::Local(blocks),
+        }
+    }
+}
+
 impl Team {
     /// [`Team::fcollect`] by node (see the module documentation): `nelems` elements per
     /// block, `dest` holding every member's.
@@ -57,24 +74,19 @@ impl Team {
             }
             self.eager_done(state, m, true)?;
         }
-        let mut packed = vec![T::zeroed(); members.len() * nelems];
-        for (k, &m) in members.iter().enumerate() {
-            let part = &mut packed[k * nelems..(k + 1) * nelems];
-            self.dp().get(part, block(m), self.dp().my_pe()).await?;
-        }
+        let packed = self.node_blocks(dest, members, nelems).await?;
         let leaders = nodes.leaders();
         let onward = stamp.with_desc(forward);
         for &l in leaders.iter().filter(|&&l| l != me) {
-            let payload = Payload::Local(&packed);
             let len = bytes * members.len();
-            self.eager_send_when_free(state, l, payload, len, onward)
+            self.eager_send_when_free(state, l, packed.payload(), len, onward)
                 .await?;
         }
+        let heard = self.eager_hear_leaders(state, stamp, &mut forward).await?;
         for (g, &l) in leaders.iter().enumerate().filter(|&(_, &l)| l != me) {
-            let data = self.eager_heard(state, l, stamp, &mut forward).await?;
             if !state.rejected() {
                 for (k, &m) in nodes.members(g).iter().enumerate() {
-                    let part = self.view::<T>(data + k * bytes, nelems);
+                    let part = self.view::<T>(heard[g] + k * bytes, nelems);
                     self.copy_local(block(m), part)?;
                 }
             }
@@ -87,5 +99,29 @@ impl Team {
                 .await?;
         }
         Ok(())
+    }
+
+    /// The blocks (`nelems` elements each) of `members`, one node's, in member order from a
+    /// leader's `dest`: in place where the members are consecutive, else packed.
+    async fn node_blocks<'d, T: Pod>(
+        &self,
+        dest: SymSlice<'d, T>,
+        members: &[usize],
+        nelems: usize,
+    ) -> Result<NodeBlocks<'d, T>> {
+        let first = members[0];
+        if members.iter().enumerate().all(|(k, &m)| m == first + k) {
+            let end = first + members.len();
+            return Ok(NodeBlocks::InPlace(
+                dest.slice(first * nelems..end * nelems),
+            ));
+        }
+        let mut packed = vec![T::zeroed(); members.len() * nelems];
+        for (k, &m) in members.iter().enumerate() {
+            let part = &mut packed[k * nelems..(k + 1) * nelems];
+            let block = dest.slice(m * nelems..(m + 1) * nelems);
+            self.dp().get(part, block, self.dp().my_pe()).await?;
+        }
+        Ok(NodeBlocks::Packed(packed))
     }
 }
