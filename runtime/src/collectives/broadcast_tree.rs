@@ -89,13 +89,17 @@ impl Team {
             None => desc,
         };
         let children = tree.children(me);
-        let (pulled, pushed): (Vec<usize>, Vec<usize>) =
-            children.iter().partition(|&&c| self.pulls_from(c));
-        for &c in &pulled {
+        for &c in children.iter().filter(|&&c| self.pulls_from(c)) {
             let ready = value(seq, READY);
             self.post(c, layout.sig(me), ready, layout.sig(me) + 8, &[forward])?;
         }
-        let landings = self.tree_broadcast_push(op, &pushed, call, forward).await?;
+        let landings = match self.inner.plan.nodes.nodes() {
+            1 => Vec::new(),
+            _ => {
+                self.tree_broadcast_push(op, &children, call, forward)
+                    .await?
+            }
+        };
         if me == root && root_copies {
             // The pulling children read the root's source, so its own copy can wait until now.
             self.copy_local(dest, source)?;
@@ -118,7 +122,7 @@ impl Team {
     /// Whether the tree edge between this member and member `peer` is pulled (they share a
     /// node) rather than pushed.
     pub(super) fn pulls_from(&self, peer: usize) -> bool {
-        self.dp().is_mapped(self.pe(peer))
+        self.inner.plan.nodes.nodes() == 1 || self.dp().is_mapped(self.pe(peer))
     }
 
     /// A non-root member's receiving part: the data from `parent` into `dest`, pulled or
@@ -169,14 +173,14 @@ impl Team {
         Ok(forward)
     }
 
-    /// The parent's part on its `pushed` children: for each in turn, once it has entered,
-    /// the data (the root's `source`, an inner member's `dest`) into its `dest` with `READY`
-    /// posted behind it, or `REFUSED` with `forward` where its descriptor differs or
-    /// `forward` says members disagree. Returns the pushes.
+    /// The parent's part on those of its `children` on other nodes (pushed): for each in
+    /// turn, once it has entered, the data (the root's `source`, an inner member's `dest`)
+    /// into its `dest` with `READY` posted behind it, or `REFUSED` with `forward` where its
+    /// descriptor differs or `forward` says members disagree. Returns the pushes.
     async fn tree_broadcast_push<T: Pod>(
         &self,
         op: &mut Op<'_>,
-        pushed: &[usize],
+        children: &[usize],
         call: Call<'_, '_, T>,
         forward: u64,
     ) -> Result<Vec<Posted>> {
@@ -187,8 +191,8 @@ impl Team {
         } else {
             call.dest
         };
-        let mut pushes = Vec::with_capacity(pushed.len());
-        for &c in pushed {
+        let mut pushes = Vec::new();
+        for &c in children.iter().filter(|&&c| !self.pulls_from(c)) {
             let entered = value(seq, ENTERED);
             self.wait_word("broadcast", layout.ack(c), entered).await?;
             let theirs = self.local(layout.ack(c) + 8).load(Ordering::Acquire);
