@@ -61,6 +61,11 @@ impl<T: Pod> Landing<T> {
 }
 
 impl<T: Pod> Landing<T> {
+    /// Whether the operation failed before it started (validation refused it).
+    pub(crate) fn failed_at_once(&self) -> bool {
+        matches!(&self.state, Err(pending) if matches!(**pending, Pending::Failed(_)))
+    }
+
     /// The operation's value when it ran at once and succeeded (a mapped route): `None` when
     /// it failed or travels still (await the future then). Reads no error, so a caller that
     /// cannot await (a C routine) pays nothing more on its fast path.

@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use common::loopback::{two_nodes, two_nodes_ordered, two_nodes_settling, Settling};
 use ferroshmem_runtime::heap::{Allocation, HeapId, SymBuffer};
-use ferroshmem_runtime::{Error, Exchange, ExchangeFuture, ReduceOp, TeamConfig, Teams};
+use ferroshmem_runtime::{
+    DataPlane, Error, Exchange, ExchangeFuture, ReduceOp, Team, TeamConfig, Teams,
+};
 use tokio::time::timeout;
 
 /// Long enough for anything that should complete; reaching it means a hang.
@@ -131,65 +133,172 @@ async fn an_fcollect_across_nodes_moves_elements_aligned_above_a_line() {
     }
 }
 
-/// A broadcast and a reduction above the eager sizes between members on two nodes push
-/// the data (the root's, the result) into the other member's `dest` and signal it behind
-/// the data: at once where the transport keeps so long a write in order, else once the
-/// write has landed. Either way, from either root and call after call, the receiver finds
-/// the whole message.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn tree_collectives_across_nodes_signal_their_receivers_only_behind_the_data() {
-    const LEN: usize = 2048; // 16 KiB: past the eager sizes
-    let word = |round: usize, pe: usize, i: usize| ((round << 32) | (pe << 16) | i) as u64;
-    for ordered in [usize::MAX, 4096] {
-        let pes = two_nodes_ordered(ordered);
-        let calls: Vec<_> = pes
-            .iter()
-            .enumerate()
-            .map(|(me, dp)| {
-                let dp = dp.clone();
-                tokio::spawn(async move {
-                    let teams = Teams::new(dp.clone(), Arc::new(NoExchange)).expect("teams");
-                    let buffer = |at| {
-                        let place = Allocation::new(HeapId(1), at, LEN * 8);
-                        SymBuffer::<u64>::from_allocation(place, LEN).expect("a buffer")
-                    };
-                    let (source, dest) = (buffer(0), buffer(LEN * 8));
-                    for round in 0..4 {
-                        let root = round % 2;
-                        let mine: Vec<u64> = (0..LEN).map(|i| word(round, me, i)).collect();
-                        dp.put(&source, &mine, me).await.expect("source filled");
-                        dp.put(&dest, &[0; LEN], me).await.expect("dest cleared");
-                        let done = timeout(BOUND, teams.world().broadcast(&dest, &source, root));
-                        let done = done.await;
-                        assert!(
-                            matches!(done, Ok(Ok(()))),
-                            "PE {me}, round {round}: {done:?}"
-                        );
-                        let mut got = vec![0; LEN];
-                        dp.get(&mut got, &dest, me).await.expect("dest read");
-                        let want: Vec<u64> = (0..LEN).map(|i| word(round, root, i)).collect();
-                        assert!(got == want, "PE {me}, round {round}, ordered {ordered}");
-                        dp.put(&dest, &[0; LEN], me).await.expect("dest cleared");
-                        let sum = teams.world().reduce(ReduceOp::Sum, &dest, &source);
-                        let done = timeout(BOUND, sum).await;
-                        assert!(
-                            matches!(done, Ok(Ok(()))),
-                            "PE {me}, round {round}: {done:?}"
-                        );
-                        dp.get(&mut got, &dest, me).await.expect("dest read");
-                        let both = |i| word(round, 0, i) + word(round, 1, i);
-                        let want: Vec<u64> = (0..LEN).map(both).collect();
-                        assert!(
-                            got == want,
-                            "PE {me}, round {round}, ordered {ordered}: sum"
-                        );
-                    }
-                })
+/// Elements of the buffers of the pushing tests: 16 KiB, past the eager sizes.
+const LEN: usize = 2048;
+
+/// Element `i` of member `pe`'s source in round `round`.
+fn element(round: usize, pe: usize, i: usize) -> u64 {
+    ((round << 32) | (pe << 16) | i) as u64
+}
+
+/// A source and a destination of [`LEN`] elements at the start of the job's heap.
+fn source_and_dest() -> (SymBuffer<u64>, SymBuffer<u64>) {
+    let buffer = |at| {
+        let place = Allocation::new(HeapId(1), at, LEN * 8);
+        SymBuffer::<u64>::from_allocation(place, LEN).expect("a buffer")
+    };
+    (buffer(0), buffer(LEN * 8))
+}
+
+/// Runs `call` on each PE's world team (in a task of its own) with that PE's data plane
+/// and number, and gives back what each returned.
+async fn on_both<R, F>(pes: &[Arc<DataPlane>], call: fn(Arc<DataPlane>, Team, usize) -> F) -> Vec<R>
+where
+    F: Future<Output = R> + Send + 'static,
+    R: Send + 'static,
+{
+    let tasks: Vec<_> = pes
+        .iter()
+        .enumerate()
+        .map(|(me, dp)| {
+            let teams = Teams::new(dp.clone(), Arc::new(NoExchange)).expect("teams");
+            let (dp, world) = (dp.clone(), teams.world().clone());
+            tokio::spawn(async move {
+                let out = call(dp, world, me).await;
+                drop(teams);
+                out
             })
-            .collect();
-        for call in calls {
-            call.await.expect("a PE's task");
+        })
+        .collect();
+    let mut out = Vec::new();
+    for task in tasks {
+        out.push(task.await.expect("a PE's task"));
+    }
+    out
+}
+
+/// Runs `collective` into a cleared `dest` and checks that it gives `want(i)` there.
+async fn expect_in_dest<F>(
+    dp: &DataPlane,
+    me: usize,
+    what: &str,
+    collective: F,
+    want: impl Fn(usize) -> u64,
+) where
+    F: Future<Output = ferroshmem_runtime::Result<()>>,
+{
+    let (_, dest) = source_and_dest();
+    let done = timeout(BOUND, collective).await;
+    assert!(matches!(done, Ok(Ok(()))), "PE {me}, {what}: {done:?}");
+    let mut got = vec![0; LEN];
+    dp.get(&mut got, &dest, me).await.expect("dest read");
+    let want: Vec<u64> = (0..LEN).map(want).collect();
+    assert!(got == want, "PE {me}, {what}");
+}
+
+/// One PE's rounds of [`collectives_across_nodes_signal_their_receivers_only_behind_the_data`].
+async fn pushing_rounds(dp: Arc<DataPlane>, world: Team, me: usize) {
+    let (source, dest) = source_and_dest();
+    let half = LEN / 2;
+    for round in 0..4 {
+        let root = round % 2;
+        let mine: Vec<u64> = (0..LEN).map(|i| element(round, me, i)).collect();
+        dp.put(&source, &mine, me).await.expect("source filled");
+        let clear = || dp.put(&dest, &[0; LEN], me);
+        clear().await.expect("dest cleared");
+        let what = format!("round {round}, broadcast");
+        let call = world.broadcast(&dest, &source, root);
+        expect_in_dest(&dp, me, &what, call, |i| element(round, root, i)).await;
+        clear().await.expect("dest cleared");
+        let sum = |i| element(round, 0, i) + element(round, 1, i);
+        let call = world.reduce(ReduceOp::Sum, &dest, &source);
+        expect_in_dest(&dp, me, &format!("round {round}, sum"), call, sum).await;
+        clear().await.expect("dest cleared");
+        let block = |i: usize| element(round, i / half, i % half);
+        let call = world.fcollect(&dest, source.slice(..half));
+        expect_in_dest(&dp, me, &format!("round {round}, fcollect"), call, block).await;
+        clear().await.expect("dest cleared");
+        let theirs = |i: usize| element(round, i / half, me * half + i % half);
+        let call = world.alltoall(&dest, &source, half);
+        expect_in_dest(&dp, me, &format!("round {round}, alltoall"), call, theirs).await;
+    }
+}
+
+/// Broadcasts and reductions (down their trees), `fcollect`s and `alltoall`s above the
+/// eager sizes between members on two nodes push the data into the other member's `dest`
+/// and signal it behind the data: at once where the transport keeps so long a write in
+/// order, else once the write has landed. Either way, from either root and call after
+/// call, the receiver finds the whole message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn collectives_across_nodes_signal_their_receivers_only_behind_the_data() {
+    for ordered in [usize::MAX, 4096] {
+        on_both(&two_nodes_ordered(ordered), |dp, world, me| {
+            pushing_rounds(dp, world, me)
+        })
+        .await;
+    }
+}
+
+/// A tree broadcast whose members on two nodes disagree on its length: the root refuses to
+/// push (which would write past the other's shorter `dest`), both members fail with
+/// `CollectiveMismatch`, the other's `dest` stays as it was, and the next broadcast works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pushed_broadcast_of_another_length_is_refused_on_both_nodes() {
+    const UNTOUCHED: u64 = 0xdead_beef;
+    let outcomes = on_both(&two_nodes_ordered(usize::MAX), |dp, world, me| async move {
+        let (source, dest) = source_and_dest();
+        dp.put(&dest, &[UNTOUCHED; LEN], me)
+            .await
+            .expect("dest filled");
+        let len = LEN - me;
+        let refused = timeout(
+            BOUND,
+            world.broadcast(dest.slice(..len), source.slice(..len), 0),
+        )
+        .await;
+        if me == 1 {
+            let mut got = vec![0; LEN];
+            dp.get(&mut got, &dest, me).await.expect("dest read");
+            assert!(got.iter().all(|&x| x == UNTOUCHED), "PE 1's dest written");
         }
+        let mine: Vec<u64> = (0..LEN).map(|i| element(0, me, i)).collect();
+        dp.put(&source, &mine, me).await.expect("source filled");
+        let call = world.broadcast(&dest, &source, 0);
+        expect_in_dest(&dp, me, "the broadcast after", call, |i| element(0, 0, i)).await;
+        refused
+    })
+    .await;
+    for (me, refused) in outcomes.into_iter().enumerate() {
+        assert!(
+            matches!(refused, Ok(Err(Error::CollectiveMismatch { .. }))),
+            "PE {me}: {refused:?}"
+        );
+    }
+}
+
+/// A member on another node that called a tree reduction, while its peer's broadcast waits
+/// for it as a root (both above the eager sizes, both the team's first call): the reduction's
+/// signal lands in the word where the broadcast waits for its data, with the same call
+/// number, yet the broadcast does not take it for its data (it carries no broadcast's
+/// descriptor), and both fail.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broadcast_against_a_reduction_across_nodes_fails_on_both() {
+    let outcomes = on_both(&two_nodes_ordered(usize::MAX), |_, world, me| async move {
+        let (source, dest) = source_and_dest();
+        let call = async {
+            match me {
+                0 => world.broadcast(&dest, &source, 1).await,
+                _ => world.reduce(ReduceOp::Sum, &dest, &source).await,
+            }
+        };
+        timeout(BOUND, call).await
+    })
+    .await;
+    for (me, outcome) in outcomes.into_iter().enumerate() {
+        assert!(
+            matches!(outcome, Ok(Err(Error::CollectiveMismatch { .. }))),
+            "PE {me}: {outcome:?}"
+        );
     }
 }
 

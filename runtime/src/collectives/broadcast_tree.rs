@@ -9,8 +9,8 @@
 //!   `source`, an inner member's `dest`) and acknowledges `DONE` with its verdict.
 //! - **Pushed** (the ends are on different nodes): the child signals that it has entered
 //!   (`ENTERED`, with its descriptor: its `dest` may now be written); the parent, once it
-//!   holds the data, puts it into the child's `dest` and posts `READY` behind it
-//!   (`Team::put_posted`), or, where the descriptors differ or the parent has learnt that
+//!   holds the data, puts it into the child's `dest` and posts `READY` with its descriptor
+//!   behind it (`posted.rs`), or, where the descriptors differ or the parent has learnt that
 //!   members disagree, posts `REFUSED` with what it forwards; the child then acknowledges
 //!   `DONE` as above.
 //!
@@ -26,18 +26,14 @@
 //! copy either way, and lets the children copy side by side.
 //!
 //! # Failures
-//! A push that fails fails its parent's call. Its `READY` may still reach the child where
-//! the provider drops a connection on an error and carries the post on a new one (see the
-//! fabric transport's lanes): the child then returns with a `dest` not written. Pushes
-//! address buffers every member checked alike, so only a broken link or a lost peer makes
-//! one fail, and the job's failure detection reports those.
+//! See `posted.rs`: a push that fails fails its parent's call.
 
 use std::sync::atomic::Ordering;
 
 use bytemuck::Pod;
 
 use super::eager::{agree, disagreement, DISAGREED};
-use super::push::{Post, Posted};
+use super::posted::{Post, Posted};
 use super::shapes::{Shape, Tree};
 use crate::error::Result;
 use crate::heap::SymSlice;
@@ -89,7 +85,7 @@ impl Team {
             None => desc,
         };
         let children = tree.children(me);
-        for &c in children.iter().filter(|&&c| self.pulls_from(c)) {
+        for &c in children.iter().filter(|&&c| self.shares_node(c)) {
             let ready = value(seq, READY);
             self.post(c, layout.sig(me), ready, layout.sig(me) + 8, &[forward])?;
         }
@@ -119,12 +115,6 @@ impl Team {
         Ok(())
     }
 
-    /// Whether the tree edge between this member and member `peer` is pulled (they share a
-    /// node) rather than pushed.
-    pub(super) fn pulls_from(&self, peer: usize) -> bool {
-        self.inner.plan.nodes.nodes() == 1 || self.dp().is_mapped(self.pe(peer))
-    }
-
     /// A non-root member's receiving part: the data from `parent` into `dest`, pulled or
     /// pushed, then its acknowledgement. Returns what this member forwards to its children:
     /// the call's descriptor, or [`DISAGREED`] where it found members disagreeing.
@@ -136,7 +126,7 @@ impl Team {
     ) -> Result<u64> {
         let (me, layout) = (self.my_pe(), self.inner.layout);
         let Call { seq, desc, .. } = call;
-        let pushed = !self.pulls_from(parent);
+        let pushed = !self.shares_node(parent);
         if pushed {
             let entered = value(seq, ENTERED);
             self.post(parent, layout.ack(me), entered, layout.ack(me) + 8, &[desc])?;
@@ -146,10 +136,12 @@ impl Team {
             .await?;
         let signal = self.local(layout.sig(parent)).load(Ordering::Acquire);
         let theirs = self.local(layout.sig(parent) + 8).load(Ordering::Acquire);
+        // A `READY` carries the parent's descriptor too: a parent that called another
+        // collective may have written this word (a tree reduction's leaf does, with this
+        // call's number).
         let verdict = match (pushed, signal == ready) {
-            (true, true) => Ok(()),
             (true, false) => Err(disagreement(desc, theirs, parent)),
-            (false, _) => agree(desc, theirs, parent),
+            _ => agree(desc, theirs, parent),
         };
         let forward = match verdict {
             Ok(()) => {
@@ -173,10 +165,11 @@ impl Team {
         Ok(forward)
     }
 
-    /// The parent's part on those of its `children` on other nodes (pushed): for each in
-    /// turn, once it has entered, the data (the root's `source`, an inner member's `dest`)
-    /// into its `dest` with `READY` posted behind it, or `REFUSED` with `forward` where its
-    /// descriptor differs or `forward` says members disagree. Returns the pushes.
+    /// The parent's part on those of its `children` on other nodes (pushed), each served as
+    /// soon as it has entered, whichever comes first: the data (the root's `source`, an
+    /// inner member's `dest`) into its `dest` with `READY` posted behind it, or `REFUSED`
+    /// with `forward` where its descriptor differs or `forward` says members disagree.
+    /// Returns the pushes.
     async fn tree_broadcast_push<T: Pod>(
         &self,
         op: &mut Op<'_>,
@@ -184,35 +177,59 @@ impl Team {
         call: Call<'_, '_, T>,
         forward: u64,
     ) -> Result<Vec<Posted>> {
+        let layout = self.inner.layout;
+        let entered = value(call.seq, ENTERED);
+        let has_entered = |c: &usize| self.local(layout.ack(*c)).load(Ordering::Acquire) >= entered;
+        let mut waiting: Vec<usize> = children
+            .iter()
+            .copied()
+            .filter(|&c| !self.shares_node(c))
+            .collect();
+        let mut pushes = Vec::with_capacity(waiting.len());
+        while !waiting.is_empty() {
+            self.wait_any_word("broadcast", Layout::ack, &waiting, entered)
+                .await?;
+            let (arrived, later) = waiting.into_iter().partition(has_entered);
+            for c in arrived {
+                pushes.extend(self.tree_broadcast_serve(op, c, call, forward)?);
+            }
+            waiting = later;
+        }
+        Ok(pushes)
+    }
+
+    /// Serves pushed child `c`, which has entered: the data with `READY` behind it, or
+    /// `REFUSED` (see [`Team::tree_broadcast_push`]).
+    fn tree_broadcast_serve<T: Pod>(
+        &self,
+        op: &mut Op<'_>,
+        c: usize,
+        call: Call<'_, '_, T>,
+        forward: u64,
+    ) -> Result<Option<Posted>> {
         let (me, layout) = (self.my_pe(), self.inner.layout);
         let Call { seq, desc, .. } = call;
-        let from = if me == call.root {
-            call.source
-        } else {
-            call.dest
-        };
-        let mut pushes = Vec::new();
-        for &c in children.iter().filter(|&&c| !self.pulls_from(c)) {
-            let entered = value(seq, ENTERED);
-            self.wait_word("broadcast", layout.ack(c), entered).await?;
-            let theirs = self.local(layout.ack(c) + 8).load(Ordering::Acquire);
-            let agreed = agree(desc, theirs, c);
+        let theirs = self.local(layout.ack(c) + 8).load(Ordering::Acquire);
+        let agreed = agree(desc, theirs, c);
+        if forward == desc && agreed.is_ok() {
+            let from = if me == call.root {
+                call.source
+            } else {
+                call.dest
+            };
             let ready = Post {
                 to: c,
                 offset: layout.sig(me),
-                v: value(seq, READY),
-                word: None,
+                value: value(seq, READY),
+                word: Some(desc),
             };
-            if forward == desc && agreed.is_ok() {
-                pushes.push(self.put_posted(call.dest, from, ready)?);
-                continue;
-            }
-            if let Err(e) = agreed {
-                op.reject(e);
-            }
-            let refused = value(seq, REFUSED);
-            self.post(c, layout.sig(me), refused, layout.sig(me) + 8, &[forward])?;
+            return self.put_posted(call.dest, from, ready).map(Some);
         }
-        Ok(pushes)
+        if let Err(e) = agreed {
+            op.reject(e);
+        }
+        let refused = value(seq, REFUSED);
+        self.post(c, layout.sig(me), refused, layout.sig(me) + 8, &[forward])?;
+        Ok(None)
     }
 }

@@ -10,7 +10,7 @@
 //!
 //! | collective | small messages | medium | large (≥ `large_bytes`) |
 //! |---|---|---|---|
-//! | `broadcast` | eager: the root writes into every member's slot and returns (on a team that spans nodes with several members on some node, by node: into its own node's members' slots and the other nodes' leaders', who pass it on to their members) | flat: members read the root's source; in teams above `flat_max_pes`, a binomial tree, each member reading from its parent | flat |
+//! | `broadcast` | eager: the root writes into every member's slot and returns (on a team that spans nodes with several members on some node, by node: into its own node's members' slots and the other nodes' leaders', who pass it on to their members) | flat: members read the root's source; in teams above `flat_max_pes`, a binomial tree, each member reading from its parent (from another node, the parent pushes the data into it once it has entered) | flat |
 //! | `fcollect`, `collect` | eager: each member writes its block into every other's slot (an `fcollect` whose whole result fits a slot, on a team that spans nodes with several members on some node: by node, through the leaders) | flat: enter, read every other block, sync | flat; a ring in teams above `flat_max_pes` |
 //! | `alltoall` | eager (on a team of one node that syncs flat, only up to 1 KiB; on a team that spans nodes with several members on some node, where a member's blocks and a pair of nodes' blocks fit a slot, by node, through the leaders) | on such a team, pairwise up to [`TeamConfig::pairwise_bytes`](crate::TeamConfig::pairwise_bytes) (of each pair of members, the one that claims the pair second moves both blocks, and the first waits for it), then flat (on teams that span nodes, push) | flat, or push across nodes (pairwise where `pairwise_bytes` reaches it) |
 //! | `alltoalls` | eager | flat | flat |
@@ -31,7 +31,7 @@
 //! go through the receivers' scratch slots (two per sender, with credits so that a sender
 //! never overwrites an unread message), so no member waits for another to arrive before it
 //! can send: one one-way latency per collective. The other algorithms read peers' buffers in
-//! place and synchronize before and after, but for the pairwise `alltoall`, which enters,
+//! place (on one node; across nodes, see below) and synchronize before and after, but for the pairwise `alltoall`, which enters,
 //! then moves each pair's blocks by the member that claims the pair second and marks it
 //! done for the other (see `pairwise.rs`). "Enter" is the sync before, taken member by
 //! member: in a team that syncs flat (up to four members, one node or one member per
@@ -63,10 +63,12 @@
 //! Teams that span nodes with several members on some node sync by node (each node's
 //! members through their leader, the leaders among themselves), and run broadcasts and
 //! reductions above the eager sizes down a two-level tree whose only fabric edges join the
-//! root to the other nodes' leaders; teams that span nodes move `fcollect` and `alltoall`
-//! blocks across nodes by puts with signals, never by fabric reads (see `plan.rs` and
-//! `push.rs`). Syncs and trees carry descriptors through the leaders, so mismatches are
-//! found as on one node.
+//! root to the other nodes' leaders. Across the fabric, data goes by pushes with a post
+//! behind them, never by fabric reads (a read is a round trip): a tree's parent puts the
+//! data into a child on another node once that child has entered the call, and `fcollect`
+//! and `alltoall` put each block for another node into its receiver (see `plan.rs`,
+//! `posted.rs`, `broadcast_tree.rs` and `push.rs`). Syncs and trees carry descriptors
+//! through the leaders, so mismatches are found as on one node.
 //!
 //! Calls whose algorithms never meet (an eager reduction against a reduce-scatter, two roots
 //! of a tree broadcast) and members waiting for one that gave the team up are caught by the
@@ -96,6 +98,7 @@ mod gather_nodes;
 mod long_double;
 mod pairwise;
 pub(crate) mod plan;
+mod posted;
 mod push;
 mod reduce;
 mod reduce_nodes;

@@ -28,9 +28,9 @@
 //!
 //! # Teams that span nodes
 //! - `fcollect` and `alltoall` above the eager sizes push each block for another node into
-//!   its receiver with a put-with-signal, between two syncs, rather than reading it with a
-//!   fabric get (`push.rs`); blocks of the same node are read in place. Not aggregated per
-//!   node yet (see `push.rs`).
+//!   its receiver with its signal posted behind it, between two syncs, rather than reading
+//!   it with a fabric get (`push.rs`); blocks of the same node are read in place. Not
+//!   aggregated per node yet (see `push.rs`).
 //! - `collect`, `alltoalls` and `reducescatter` keep their flat forms above the eager sizes.
 
 use crate::team::region::FLAT_SYNC_MAX;
@@ -64,7 +64,8 @@ pub(crate) enum BroadcastAlgorithm {
     /// Through the eager slots by node: the root writes into its own node's members' slots
     /// and the other nodes' leaders', and each of those leaders into its node's members'.
     EagerByNode,
-    /// Members pull from their parent down a tree.
+    /// Down a tree: members on their parent's node read its buffer, members on another
+    /// node have the data pushed into theirs (`broadcast_tree.rs`).
     Tree(Shape),
 }
 

@@ -5,9 +5,9 @@
 //!
 //! After a sync (every member has entered the call, so its `dest` may be written, and the
 //! descriptors agree), each member puts its block for every member on another node straight
-//! into that member's `dest` with a signal posted behind it (`Team::put_posted`: one one-way
-//! trip across the fabric, all of them in flight at once), reads its own node's blocks in place over mapped memory, waits
-//! for the signals of the members on other nodes, and ends with a sync (its node-mates may
+//! into that member's `dest` with a signal posted behind it (`posted.rs`: one one-way trip
+//! across the fabric, all of them in flight at once), reads its own node's blocks in place
+//! over mapped memory, waits for the signals of the members on other nodes, and ends with a sync (its node-mates may
 //! still be reading its `source`). A team with one member per node needs no second sync:
 //! once a member's puts are delivered and every signal for it has come, its buffers are
 //! done with. The flat form would read every block of another node with
@@ -31,10 +31,10 @@
 
 use bytemuck::Pod;
 
+use super::posted::Post;
 use super::Descriptor;
 use crate::error::Result;
 use crate::heap::SymSlice;
-use crate::landing::Landing;
 use crate::team::region::{value, Layout};
 use crate::team::{Op, Team};
 
@@ -42,80 +42,7 @@ use crate::team::{Op, Team};
 /// read (here, or on the sender).
 pub(crate) type Move<'a, T> = (SymSlice<'a, T>, SymSlice<'a, T>);
 
-/// A post to a member ([`Team::post`]): `v` into its word at `offset`, and `word`, where
-/// there is one, into the word after it.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Post {
-    pub to: usize,
-    pub offset: usize,
-    pub v: u64,
-    pub word: Option<u64>,
-}
-
-/// A block put into a member's buffer with a post behind it ([`Team::put_posted`]); awaited
-/// with [`Posted::landed`].
-#[must_use = "the block lands, and its post may go out, only once `landed` is awaited"]
-pub(crate) struct Posted {
-    landing: Landing<()>,
-    /// The post, where it waits for the block to land.
-    after: Option<Post>,
-}
-
-impl Posted {
-    /// Waits until the block has landed, then makes the post if it was held for that.
-    ///
-    /// # Errors
-    /// The put's or the post's.
-    pub async fn landed(self, team: &Team) -> Result<()> {
-        self.landing.await?;
-        match self.after {
-            Some(post) => team.post_one(post),
-            None => Ok(()),
-        }
-    }
-}
-
 impl Team {
-    /// Puts this member's own `src` into `dest` on member `post.to` and makes `post` behind
-    /// it, so that whoever sees the posted value sees the block: at once where the route
-    /// keeps the two in order (mapped memory; the fabric, for a block no longer than it
-    /// keeps in order), else once the block has landed ([`Posted::landed`]). One one-way
-    /// trip across the fabric, where a put-with-signal would wait for the data's completion
-    /// before its atomic, and for the atomic's before the wake-up notice.
-    ///
-    /// # Errors
-    /// The post's, made at once (the put's come from [`Posted::landed`]).
-    pub(crate) fn put_posted<T: Pod>(
-        &self,
-        dest: SymSlice<'_, T>,
-        src: SymSlice<'_, T>,
-        post: Post,
-    ) -> Result<Posted> {
-        let to = self.pe(post.to);
-        let landing = self.dp().put_within(dest, src, to);
-        let bytes = src.len().saturating_mul(std::mem::size_of::<T>());
-        let dp = self.dp();
-        if dp.is_mapped(to) || bytes <= dp.ordered_write_bytes() {
-            self.post_one(post)?;
-            return Ok(Posted {
-                landing,
-                after: None,
-            });
-        }
-        Ok(Posted {
-            landing,
-            after: Some(post),
-        })
-    }
-
-    /// Makes `post`.
-    pub(super) fn post_one(&self, post: Post) -> Result<()> {
-        match post.word {
-            Some(word) => self.post(post.to, post.offset, post.v, post.offset + 8, &[word]),
-            None => self.signal(post.to, post.offset, post.v),
-        }
-    }
-
     /// Moves every member's blocks: `push(j)` gives, for member `j` on another node, where
     /// its block from this member lands there and where it is here; `pull(j)` gives, for
     /// member `j` on this node, where its block lands here and where it is there.
@@ -146,7 +73,7 @@ impl Team {
             let post = Post {
                 to: j,
                 offset: self.inner.layout.sig(me),
-                v: signal,
+                value: signal,
                 word: None,
             };
             landings.push(self.put_posted(there, here, post)?);

@@ -11,7 +11,7 @@
 //!   its children's buffers in place), then the result goes back down the tree: read from
 //!   the parent's `dest` on its node, pushed into the child's `dest` with the signal behind
 //!   it from another node (the child, waiting since it signalled its part, no longer uses
-//!   it; `Team::put_posted`). A star in small teams, binomial in large ones, two levels by
+//!   it; `posted.rs`). A star in small teams, binomial in large ones, two levels by
 //!   node on teams that span nodes with several members on some node.
 //! - Reduce-scatter then allgather (large messages): after a sync each member combines one
 //!   n-th of the elements, reading every member's `source`; then each enters a second sync
@@ -25,7 +25,7 @@ use std::sync::atomic::Ordering;
 
 use super::eager::{agree, Payload, Senders, Stamp, DISAGREED};
 use super::plan::{MoveAlgorithm, ReduceAlgorithm};
-use super::push::Post;
+use super::posted::Post;
 use super::reduce_ops::{BitwiseReducible, ReduceOp, Reducible};
 use super::scratch::Scratch;
 use super::shapes::{Shape, Tree};
@@ -403,7 +403,7 @@ impl Team {
             self.wait_word("reduce", layout.sig(p), down).await?;
             let verdict = self.local(layout.sig(p) + 8).load(Ordering::Acquire);
             match agree(desc, verdict, p) {
-                Ok(()) if self.pulls_from(p) => self.dp().get_into(dest, dest, self.pe(p)).await?,
+                Ok(()) if self.shares_node(p) => self.dp().get_into(dest, dest, self.pe(p)).await?,
                 Ok(()) => {}
                 Err(e) => {
                     state.reject(e);
@@ -419,10 +419,10 @@ impl Team {
             let result = Post {
                 to: c,
                 offset: layout.sig(me),
-                v: down,
+                value: down,
                 word: Some(forward),
             };
-            match forward == desc && !self.pulls_from(c) {
+            match forward == desc && !self.shares_node(c) {
                 true => pushes.push(self.put_posted(dest, dest, result)?),
                 false => self.post_one(result)?,
             }

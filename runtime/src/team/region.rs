@@ -11,7 +11,7 @@
 //! | 1 | `count`: this member's element count of a `collect` | the member itself |
 //! | n (n ≤ 4) or ⌈log₂ n⌉ | sync line of member `j` (flat syncs) or of round `r` (dissemination): epoch, then two (lowest, highest) descriptor pairs (by epoch parity), each followed by a spare word; last, the mark word of this member's pair with `j` in a pairwise `alltoall` (`Layout::pair_word`) | member `j`, or member `me − 2^r` |
 //! | n | `sig[j]`: signal from member `j` (value, descriptor) | member `j` |
-//! | n | `ack[j]`: acknowledgement from member `j` (value, verdict) | member `j` |
+//! | n | `ack[j]`: acknowledgement from member `j` (value, verdict); in a tree broadcast, first its entry (value, descriptor) where `j` is a child on another node | member `j` |
 //! | n | `credit[j]`: eager messages of this member that `j` has consumed | member `j` |
 //! | 2n slots | eager slot `(j, parity)`: a header (message number + 1, length with the call's number in its top 24 bits, descriptor, credit), then up to `eager_bytes` of data, in the same lines, and a word to spare (a remote message's flag value) | member `j` |
 //! | n | `up[j]`: member `j`'s arrival at its node's leader in a sync by node (epoch, lowest and highest descriptor); last, on a team of one node, the claim word of this member's pair with a higher-numbered `j` in a pairwise `alltoall` (`Layout::claim_word`) | member `j`; the claim word by both members of the pair |
@@ -317,6 +317,27 @@ impl Team {
             word.load(Ordering::Acquire) >= v
         })
         .await
+    }
+
+    /// Waits until this PE's word at `offset(j)` is at least `v` for some `j` of `from`
+    /// (at once where `from` is empty).
+    pub(crate) async fn wait_any_word(
+        &self,
+        what: &'static str,
+        offset: fn(&Layout, usize) -> usize,
+        from: &[usize],
+        v: u64,
+    ) -> Result<()> {
+        let layout = self.inner.layout;
+        let words: Vec<&AtomicU64> = from
+            .iter()
+            .map(|&j| self.local(offset(&layout, j)))
+            .collect();
+        let any = move || words.iter().any(|w| w.load(Ordering::Acquire) >= v);
+        if from.is_empty() || any() {
+            return Ok(());
+        }
+        self.wait_for(what, layout.span(offset), any).await
     }
 
     /// Waits until this PE's word at `offset(j)` is at least `v` for every `j` of `from`.
