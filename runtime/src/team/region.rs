@@ -328,16 +328,13 @@ impl Team {
         from: &[usize],
         v: u64,
     ) -> Result<()> {
-        let layout = self.inner.layout;
-        let words: Vec<&AtomicU64> = from
-            .iter()
-            .map(|&j| self.local(offset(&layout, j)))
-            .collect();
+        let words = self.words_at(offset, from);
         let any = move || words.iter().any(|w| w.load(Ordering::Acquire) >= v);
         if from.is_empty() || any() {
             return Ok(());
         }
-        self.wait_for(what, layout.span(offset), any).await
+        self.wait_for(what, self.inner.layout.span(offset), any)
+            .await
     }
 
     /// Waits until this PE's word at `offset(j)` is at least `v` for every `j` of `from`.
@@ -348,17 +345,21 @@ impl Team {
         from: &[usize],
         v: u64,
     ) -> Result<()> {
-        let layout = self.inner.layout;
-        let words: Vec<&AtomicU64> = from
-            .iter()
-            .map(|&j| self.local(offset(&layout, j)))
-            .collect();
+        let words = self.words_at(offset, from);
         let all = move || words.iter().all(|w| w.load(Ordering::Acquire) >= v);
         if from.is_empty() {
             return Ok(());
         }
-        let span = layout.span(offset);
-        self.wait_for(what, span, all).await
+        self.wait_for(what, self.inner.layout.span(offset), all)
+            .await
+    }
+
+    /// This PE's words at `offset(j)` for each `j` of `from`.
+    fn words_at(&self, offset: fn(&Layout, usize) -> usize, from: &[usize]) -> Vec<&AtomicU64> {
+        let layout = self.inner.layout;
+        from.iter()
+            .map(|&j| self.local(offset(&layout, j)))
+            .collect()
     }
 }
 
