@@ -7,7 +7,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::loopback::{two_nodes, two_nodes_ordered, two_nodes_settling, Settling};
+use common::loopback::{nodes_ordered, two_nodes, two_nodes_ordered, two_nodes_settling, Settling};
 use ferroshmem_runtime::heap::{Allocation, HeapId, SymBuffer};
 use ferroshmem_runtime::{
     DataPlane, Error, Exchange, ExchangeFuture, ReduceOp, Team, TeamConfig, Teams,
@@ -236,6 +236,52 @@ async fn collectives_across_nodes_signal_their_receivers_only_behind_the_data() 
             pushing_rounds(dp, world, me)
         })
         .await;
+    }
+}
+
+/// Binomial trees across nodes (four PEs, one per node, in a team configured to be too
+/// large for the flat algorithms): member 2 of a tree rooted at 0 is a pushed child with a
+/// pushed child of its own (member 3), which it serves from its `dest` once its own data
+/// has landed. Broadcasts from every root and sums, with order kept and not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn binomial_trees_across_nodes_push_down_through_inner_members() {
+    const N: usize = 4;
+    for ordered in [usize::MAX, 4096] {
+        let tasks: Vec<_> = nodes_ordered(N, ordered)
+            .into_iter()
+            .enumerate()
+            .map(|(me, dp)| {
+                tokio::spawn(async move {
+                    let config = TeamConfig {
+                        flat_max_pes: 2,
+                        ..TeamConfig::for_job(dp.nodes(), dp.heap_size())
+                    };
+                    let teams = Teams::with_config(dp.clone(), Arc::new(NoExchange), config)
+                        .expect("teams");
+                    binomial_rounds(&dp, teams.world(), me, N).await;
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await.expect("a PE's task");
+        }
+    }
+}
+
+/// One PE's calls of [`binomial_trees_across_nodes_push_down_through_inner_members`].
+async fn binomial_rounds(dp: &DataPlane, world: &Team, me: usize, n: usize) {
+    let (source, dest) = source_and_dest();
+    for root in 0..n {
+        let mine: Vec<u64> = (0..LEN).map(|i| element(root, me, i)).collect();
+        dp.put(&source, &mine, me).await.expect("source filled");
+        dp.put(&dest, &[0; LEN], me).await.expect("dest cleared");
+        let what = format!("broadcast from {root}");
+        let call = world.broadcast(&dest, &source, root);
+        expect_in_dest(dp, me, &what, call, |i| element(root, root, i)).await;
+        dp.put(&dest, &[0; LEN], me).await.expect("dest cleared");
+        let sum = |i| (0..n).map(|pe| element(root, pe, i)).sum();
+        let call = world.reduce(ReduceOp::Sum, &dest, &source);
+        expect_in_dest(dp, me, &format!("sum {root}"), call, sum).await;
     }
 }
 

@@ -190,8 +190,23 @@ pub fn two_nodes_ordered(ordered: usize) -> Vec<Arc<DataPlane>> {
     over_loopback(false, Settling::Done, Some(ordered))
 }
 
+/// `n` PEs, each on a node of its own, whose transport keeps writes of up to `ordered` bytes
+/// in order, as [`two_nodes_ordered`].
+pub fn nodes_ordered(n: usize, ordered: usize) -> Vec<Arc<DataPlane>> {
+    loopback_nodes(n, false, Settling::Done, Some(ordered))
+}
+
 fn over_loopback(lazy: bool, settling: Settling, ordered: Option<usize>) -> Vec<Arc<DataPlane>> {
-    let segments: Vec<Arc<Segment>> = (0..2)
+    loopback_nodes(2, lazy, settling, ordered)
+}
+
+fn loopback_nodes(
+    n: usize,
+    lazy: bool,
+    settling: Settling,
+    ordered: Option<usize>,
+) -> Vec<Arc<DataPlane>> {
+    let segments: Vec<Arc<Segment>> = (0..n)
         .map(|pe| Arc::new(Segment::create(pe, 1 << 20).expect("a segment")))
         .collect();
     let transport: Arc<dyn Remote> = Arc::new(Loopback {
@@ -200,9 +215,9 @@ fn over_loopback(lazy: bool, settling: Settling, ordered: Option<usize>) -> Vec<
         settling: Mutex::new(settling),
         ordered,
     });
-    (0..2)
+    (0..n)
         .map(|me| {
-            let routes = (0..2)
+            let routes = (0..n)
                 .map(|pe| match pe == me {
                     true => Route::Mapped(segments[pe].clone()),
                     false => Route::Remote,
@@ -213,8 +228,8 @@ fn over_loopback(lazy: bool, settling: Settling, ordered: Option<usize>) -> Vec<
                 heap: HeapId(1),
                 routes,
                 remote: Some(transport.clone()),
-                nodes: vec![0, 1],
-                machine_pes: 2,
+                nodes: (0..n).collect(),
+                machine_pes: n,
                 health: Arc::new(Health::new()),
                 spin: Duration::from_micros(50),
             };
