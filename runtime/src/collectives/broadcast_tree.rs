@@ -32,7 +32,7 @@ use std::sync::atomic::Ordering;
 
 use bytemuck::Pod;
 
-use super::eager::{agree, disagreement, DISAGREED};
+use super::eager::{agree, DISAGREED};
 use super::posted::{Post, Posted};
 use super::shapes::{Shape, Tree};
 use crate::error::Result;
@@ -57,6 +57,17 @@ struct Call<'d, 's, T: Pod> {
     root: usize,
     seq: u64,
     desc: u64,
+}
+
+impl<'d, 's, T: Pod> Call<'d, 's, T> {
+    /// The buffer member `member` passes the data on from: the root's `source`, an inner
+    /// member's `dest` (their symmetric address, the same on every member).
+    fn passed_on_by(&self, member: usize) -> SymSlice<'_, T> {
+        match member == self.root {
+            true => self.source,
+            false => self.dest,
+        }
+    }
 }
 
 impl Team {
@@ -134,23 +145,15 @@ impl Team {
         let ready = value(seq, READY);
         self.wait_word("broadcast", layout.sig(parent), ready)
             .await?;
-        let signal = self.local(layout.sig(parent)).load(Ordering::Acquire);
+        // `READY` and `REFUSED` both carry a descriptor: the parent's with the data, what it
+        // forwards (never this call's descriptor) without. The word also tells a signal of
+        // another collective of the parent's with this call's number (a tree reduction's
+        // leaf writes it) from this call's.
         let theirs = self.local(layout.sig(parent) + 8).load(Ordering::Acquire);
-        // A `READY` carries the parent's descriptor too: a parent that called another
-        // collective may have written this word (a tree reduction's leaf does, with this
-        // call's number).
-        let verdict = match (pushed, signal == ready) {
-            (true, false) => Err(disagreement(desc, theirs, parent)),
-            _ => agree(desc, theirs, parent),
-        };
-        let forward = match verdict {
+        let forward = match agree(desc, theirs, parent) {
             Ok(()) => {
                 if !pushed {
-                    let from = if parent == call.root {
-                        call.source
-                    } else {
-                        call.dest
-                    };
+                    let from = call.passed_on_by(parent);
                     self.dp().get_into(call.dest, from, self.pe(parent)).await?;
                 }
                 desc
@@ -212,11 +215,7 @@ impl Team {
         let theirs = self.local(layout.ack(c) + 8).load(Ordering::Acquire);
         let agreed = agree(desc, theirs, c);
         if forward == desc && agreed.is_ok() {
-            let from = if me == call.root {
-                call.source
-            } else {
-                call.dest
-            };
+            let from = call.passed_on_by(me);
             let ready = Post {
                 to: c,
                 offset: layout.sig(me),

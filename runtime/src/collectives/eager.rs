@@ -396,7 +396,7 @@ pub(crate) fn agree(mine: u64, theirs: u64, from_pe: usize) -> Result<()> {
 
 /// The error of a member whose descriptor `mine` differs from `theirs`, received from member
 /// `from_pe` (or that member's report, [`DISAGREED`], that members differ).
-pub(crate) fn disagreement(mine: u64, theirs: u64, from_pe: usize) -> Error {
+fn disagreement(mine: u64, theirs: u64, from_pe: usize) -> Error {
     let detail = if theirs == DISAGREED {
         format!("member {from_pe} reports that members called different collectives or sizes")
     } else {

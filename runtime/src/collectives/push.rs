@@ -7,11 +7,11 @@
 //! descriptors agree), each member puts its block for every member on another node straight
 //! into that member's `dest` with a signal posted behind it (`posted.rs`: one one-way trip
 //! across the fabric, all of them in flight at once), reads its own node's blocks in place
-//! over mapped memory, waits for the signals of the members on other nodes, and ends with a sync (its node-mates may
-//! still be reading its `source`). A team with one member per node needs no second sync:
-//! once a member's puts are delivered and every signal for it has come, its buffers are
-//! done with. The flat form would read every block of another node with
-//! a fabric get, one round trip each, one after the other.
+//! over mapped memory, waits for the signals of the members on other nodes, and ends with a
+//! sync (its node-mates may still be reading its `source`). A team with one member per node
+//! needs no second sync: once a member's puts are delivered and every signal for it has
+//! come, its buffers are done with. The flat form would read every block of another node
+//! with a fabric get, one round trip each, one after the other.
 //!
 //! # Into ready buffers
 //! Where the callers keep OpenSHMEM's contract (`TeamConfig::dest_ready`: every member's
