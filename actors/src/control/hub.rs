@@ -8,9 +8,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use ferroshmem_runtime::{Error, Result};
-use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
+use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::sync::oneshot;
 
+use super::outbox::Outbox;
 use super::wire::{Contribution, FromPe, Hello, ToPe, Welcome};
 
 /// An event delivered to the hub by the links it serves.
@@ -21,7 +22,7 @@ pub enum HubEvent {
         /// What the PE said.
         hello: Hello,
         /// Where to send its messages.
-        outbox: UnboundedSender<ToPe>,
+        outbox: Outbox,
     },
     /// As `Join`, for a link that must not speak for the PE until the hub has taken it (a TCP
     /// connection, which any process that knows the secret may open): `admitted` hears
@@ -31,7 +32,7 @@ pub enum HubEvent {
         /// What the PE said.
         hello: Hello,
         /// Where to send its messages.
-        outbox: UnboundedSender<ToPe>,
+        outbox: Outbox,
         /// Told `true` when the PE joined, `false` when it was refused.
         admitted: oneshot::Sender<bool>,
     },
@@ -106,7 +107,7 @@ pub struct HubConfig {
 
 enum Member {
     Absent,
-    Joined(UnboundedSender<ToPe>),
+    Joined(Outbox),
     Finished,
     Lost,
 }
@@ -458,7 +459,7 @@ async fn refuse_the_rest(
 
 /// What a PE that asks to join brings: its hello, its outbox, and where to answer whether it
 /// was admitted (for links that wait for that).
-type Joining = (Hello, UnboundedSender<ToPe>, Option<oneshot::Sender<bool>>);
+type Joining = (Hello, Outbox, Option<oneshot::Sender<bool>>);
 
 impl HubEvent {
     /// The join this event asks for, or the event itself when it is something else.
@@ -499,7 +500,7 @@ fn answer(admitted: Option<oneshot::Sender<bool>>, joined: bool) {
 }
 
 /// Refuses a PE that comes after the job has formed.
-fn refuse_late(outbox: &UnboundedSender<ToPe>) {
+fn refuse_late(outbox: &Outbox) {
     let _ = outbox.send(ToPe::Refused {
         reason: "the job has already formed".into(),
     });

@@ -8,6 +8,7 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tokio::task::JoinHandle;
 
 use super::hub::{run_hub, HubConfig, HubEvent, HubReport};
+use super::outbox::Outbox;
 use super::wire::{FromPe, Hello, ToPe, Welcome};
 
 /// A PE's control-plane link.
@@ -89,7 +90,10 @@ pub fn local_job(
                 let mut outbox = Some(outbox);
                 while let Some(msg) = from_pe.recv().await {
                     let event = match (msg, outbox.take()) {
-                        (FromPe::Hello(hello), Some(outbox)) => HubEvent::Join { hello, outbox },
+                        (FromPe::Hello(hello), Some(outbox)) => HubEvent::Join {
+                            hello,
+                            outbox: Outbox::Channel(outbox),
+                        },
                         (msg, _) => HubEvent::Message { rank, msg },
                     };
                     if events.send(event).is_err() {

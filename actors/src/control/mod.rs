@@ -3,6 +3,7 @@
 
 pub mod hub;
 pub mod link;
+pub mod outbox;
 pub mod tcp;
 pub mod wire;
 

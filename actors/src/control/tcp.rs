@@ -21,6 +21,7 @@ use tokio::task::JoinHandle;
 
 use super::hub::{run_hub, HubConfig, HubEvent, HubNews, HubReport};
 use super::link::Link;
+use super::outbox::{Outbox, SocketOutbox};
 use super::wire::{read_frame, write_frame, FromPe, Hello, ToPe, MAX_FRAME};
 use crate::launch_env::{peer_timeout, DEFAULT_PEER_TIMEOUT};
 
@@ -156,7 +157,7 @@ async fn serve_connection(
     secret: Vec<u8>,
     unauthenticated: OwnedSemaphorePermit,
 ) {
-    let (mut reader, mut writer) = stream.into_split();
+    let (mut reader, writer) = stream.into_split();
     let hello = match authenticate(&mut reader, &secret).await {
         Ok(hello) => hello,
         Err(why) => {
@@ -166,14 +167,7 @@ async fn serve_connection(
     };
     drop(unauthenticated);
     let rank = hello.rank as usize;
-    let (outbox, mut to_peer) = unbounded_channel::<ToPe>();
-    tokio::spawn(async move {
-        while let Some(msg) = to_peer.recv().await {
-            if write_frame(&mut writer, &msg.encode()).await.is_err() {
-                return;
-            }
-        }
-    });
+    let outbox = Outbox::Socket(SocketOutbox::spawn(writer));
     // Nothing from the connection counts as the PE's before the hub has taken it: a refused
     // one (a duplicate or restarted process with a member's rank) must not speak or leave
     // in that member's name.
