@@ -9,8 +9,11 @@
 //! cargo bench -p ferroshmem-net --bench quiet_peers [-- --batches N --ops N]
 //! ```
 //!
-//! Prints the median over batches of µs per put + `quiet` for each width, its ratio to the
-//! narrowest, and `RESULT put_quiet_<width> <µs> us` lines.
+//! A second figure times `quiet` alone, with nothing sent since the last: every lane idle.
+//!
+//! Prints the median over batches of µs per put + `quiet` and per idle `quiet` for each
+//! width, their ratios to the narrowest, and `RESULT put_quiet_<width> <µs> us` and
+//! `RESULT idle_quiet_<width> <µs> us` lines.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -63,6 +66,30 @@ async fn put_quiet(dp: &DataPlane, ops: usize) -> f64 {
     start.elapsed().as_secs_f64() * 1e6 / ops as f64
 }
 
+/// µs per `quiet` with nothing sent since the last, over `ops` of them.
+async fn idle_quiet(dp: &DataPlane, ops: usize) -> f64 {
+    dp.quiet().await.expect("quiet");
+    let start = Instant::now();
+    for _ in 0..ops {
+        dp.quiet().await.expect("quiet");
+    }
+    start.elapsed().as_secs_f64() * 1e6 / ops as f64
+}
+
+/// Prints the medians of `samples` (one list per width) under `title`, with their ratios to
+/// the narrowest, then their `RESULT <name>_<width>` lines.
+fn report(title: &str, name: &str, samples: Vec<Vec<f64>>) {
+    let medians: Vec<f64> = samples.into_iter().map(median).collect();
+    println!("# {title}, by the PEs the data plane reaches");
+    println!("{:>8} {:>12} {:>10}", "PEs", "latency(us)", "ratio");
+    for (width, us) in WIDTHS.iter().zip(&medians) {
+        println!("{width:>8} {us:>12.3} {:>10.2}", us / medians[0]);
+    }
+    for (width, us) in WIDTHS.iter().zip(&medians) {
+        println!("RESULT {name}_{width} {us:.3} us");
+    }
+}
+
 fn median(mut samples: Vec<f64>) -> f64 {
     samples.sort_by(f64::total_cmp);
     samples[samples.len() / 2]
@@ -89,19 +116,14 @@ async fn main() -> ExitCode {
         put_quiet(dp, cfg.ops / 10 + 1).await;
     }
     let mut samples = vec![Vec::new(); planes.len()];
+    let mut idle = vec![Vec::new(); planes.len()];
     for _ in 0..cfg.batches {
-        for (dp, taken) in planes.iter().zip(&mut samples) {
+        for ((dp, taken), idle) in planes.iter().zip(&mut samples).zip(&mut idle) {
             taken.push(put_quiet(dp, cfg.ops).await);
+            idle.push(idle_quiet(dp, cfg.ops * 10).await);
         }
     }
-    let medians: Vec<f64> = samples.into_iter().map(median).collect();
-    println!("# put 8 B + quiet to one peer, by the PEs the data plane reaches");
-    println!("{:>8} {:>12} {:>10}", "PEs", "latency(us)", "ratio");
-    for (width, us) in WIDTHS.iter().zip(&medians) {
-        println!("{width:>8} {us:>12.3} {:>10.2}", us / medians[0]);
-    }
-    for (width, us) in WIDTHS.iter().zip(&medians) {
-        println!("RESULT put_quiet_{width} {us:.3} us");
-    }
+    report("put 8 B + quiet to one peer", "put_quiet", samples);
+    report("quiet with nothing sent since the last", "idle_quiet", idle);
     ExitCode::SUCCESS
 }

@@ -38,6 +38,7 @@ mod progress;
 mod remote;
 mod room;
 mod transport;
+mod unsettled;
 
 pub use ffi::{Library, Operation, LIBRARY_VAR};
 pub use progress::Driver;

@@ -41,7 +41,7 @@
 //! and a [`Lane`] per peer holds an operation of one class until those of the other class
 //! posted before it have completed at the target (the endpoint completes an operation only
 //! once the target placed it; a write sent with inject completion is confirmed first, see
-//! [`crate::lane`]). [`Remote::settle`] confirms the sent writes of every lane. So a put-with-signal's signal follows its data, and a later
+//! [`crate::lane`]). [`Remote::settle`] confirms the sent writes of every lane data was sent through ([`crate::unsettled`]). So a put-with-signal's signal follows its data, and a later
 //! signal to the same word follows the earlier one. An atomic's notice is posted once the
 //! atomic was applied.
 //!
@@ -64,6 +64,7 @@ use ferroshmem_runtime::{Error, Segment};
 
 use crate::atomic;
 use crate::lane::{Kind, Lane};
+use crate::unsettled::Unsettled;
 use crate::{Ended, Fabric, Hooks, Operation, Peer, Registered};
 
 /// Bits of a notice below its length: the mapping offset, and the publish bit above it.
@@ -146,6 +147,8 @@ pub struct Target {
 pub struct FabricRemote {
     fabric: Arc<Fabric>,
     targets: Vec<Option<(Target, Lane)>>,
+    /// The lanes data was sent through and not yet found settled: what `quiet` visits.
+    unsettled: Unsettled,
     /// The PE's fabric traffic block, once given, if metrics are on.
     traffic: OnceLock<Traffic>,
 }
@@ -182,9 +185,10 @@ impl FabricRemote {
                     (t, Lane::new(runtime.clone(), confirm))
                 })
             })
-            .collect();
+            .collect::<Vec<_>>();
         FabricRemote {
             fabric,
+            unsettled: Unsettled::new(targets.len()),
             targets,
             traffic: OnceLock::new(),
         }
@@ -329,7 +333,12 @@ impl Remote for FabricRemote {
             }
             RemoteOp::PutSent(data) | RemoteOp::PutFlag(data) => {
                 let (kind, write) = sent_write(data, at, flag, self.fabric.ordered_write_bytes());
-                self.post(peer, kind, at, write, ended)
+                let sent = self.post(peer, kind, at, write, ended);
+                if kind == Kind::Sent {
+                    // After the lane counted it (see `crate::unsettled`).
+                    self.unsettled.list(pe);
+                }
+                sent
             }
             RemoteOp::PutPublished(data) => {
                 let Some(publishing) = publishing_notice(at, data.len()) else {
@@ -366,13 +375,11 @@ impl Remote for FabricRemote {
     }
 
     fn settle(&self) -> Option<Completion> {
-        let settles: Vec<Completion> = self
-            .targets
-            .iter()
-            .flatten()
-            .filter(|(_, lane)| !lane.is_settled())
-            .filter_map(|(_, lane)| lane.settle())
-            .collect();
+        let lane = |pe: usize| self.targets[pe].as_ref().map(|(_, lane)| lane);
+        let settles = self.unsettled.visit(
+            |pe| lane(pe).is_none_or(Lane::is_settled),
+            |pe| lane(pe)?.settle(),
+        );
         (!settles.is_empty()).then(|| {
             Box::pin(async move {
                 let mut first = Ok(Vec::new());

@@ -625,3 +625,33 @@ async fn a_quiet_confirms_the_puts_to_its_busy_peers_among_idle_ones() {
     assert_eq!(landed, [7, 9]);
     assert!(remote.settle().is_none(), "every lane is settled");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quiet_while_another_confirms_the_same_puts_waits_for_them_too() {
+    if !available() {
+        return;
+    }
+    let [a, b] = two_nodes(|r| r);
+    let (dp, remote) = wide_data_plane(&a, 4);
+    let words = view::<u64>(0, 1);
+    within("a put, two quiets and the next", async {
+        dp.put(&words, &[5], 2).await.expect("put");
+        let first = remote.settle().expect("the put to confirm");
+        // The first quiet's confirmation is on its way: a second (another thread's quiet,
+        // which must cover the puts that thread started) still finds the lane to wait for.
+        let second = remote.settle().expect("the same put, still unconfirmed");
+        second.await.expect("confirmed");
+        first.await.expect("confirmed");
+        assert!(remote.settle().is_none(), "every lane is settled");
+        dp.put(&words, &[6], 2).await.expect("put");
+        remote
+            .settle()
+            .expect("a later put to confirm")
+            .await
+            .expect("confirmed");
+    })
+    .await;
+    let mut landed = [0u64];
+    b.dp.get(&mut landed, &words, 1).await.expect("local get");
+    assert_eq!(landed, [6]);
+}
