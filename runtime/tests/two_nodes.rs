@@ -7,7 +7,9 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::loopback::{nodes_ordered, two_nodes, two_nodes_ordered, two_nodes_settling, Settling};
+use common::loopback::{
+    nodes_ordered, nodes_with_heap, two_nodes, two_nodes_ordered, two_nodes_settling, Settling,
+};
 use ferroshmem_runtime::heap::{Allocation, HeapId, SymBuffer};
 use ferroshmem_runtime::{
     DataPlane, Error, Exchange, ExchangeFuture, ReduceOp, Team, TeamConfig, Teams,
@@ -282,6 +284,77 @@ async fn binomial_rounds(dp: &DataPlane, world: &Team, me: usize, n: usize) {
         let sum = |i| (0..n).map(|pe| element(root, pe, i)).sum();
         let call = world.reduce(ReduceOp::Sum, &dest, &source);
         expect_in_dest(dp, me, &format!("sum {root}"), call, sum).await;
+    }
+}
+
+/// Elements reduced: three blocks of 1 MiB and a few elements more.
+const BLOCKS_LEN: usize = 3 * (128 << 10) + 5;
+/// Each PE's heap in [`a_reduction_of_several_blocks_across_nodes_reaches_every_member`]:
+/// a source and a destination of [`BLOCKS_LEN`] elements, and room.
+const BLOCKS_HEAP: usize = 8 << 20;
+
+/// A source and a destination of [`BLOCKS_LEN`] elements at the start of the job's heap.
+fn blocks_source_and_dest() -> (SymBuffer<u64>, SymBuffer<u64>) {
+    let buffer = |at| {
+        let place = Allocation::new(HeapId(1), at, BLOCKS_LEN * 8);
+        SymBuffer::<u64>::from_allocation(place, BLOCKS_LEN).expect("a buffer")
+    };
+    (buffer(0), buffer(BLOCKS_LEN * 8))
+}
+
+/// Long enough for a reduction of several blocks through the loopback; reaching it means a
+/// hang.
+const BLOCKS_BOUND: Duration = Duration::from_secs(20);
+
+/// Tree reductions across nodes large enough to be combined in several blocks (each block's
+/// inputs read over the fabric at once), then pushed down whole. Four PEs on four nodes, in
+/// a team whose reductions of any size go up and down a binomial tree (member 0 has
+/// children 1 and 2 on other nodes, member 2 has child 3): sums from every PE, on every PE,
+/// with writes of any length kept in order by the transport and with writes above 4 KiB
+/// landing late (the posts must then wait for them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reduction_of_several_blocks_across_nodes_reaches_every_member() {
+    const N: usize = 4;
+    for ordered in [usize::MAX, 4096] {
+        let tasks: Vec<_> = nodes_with_heap(N, ordered, BLOCKS_HEAP)
+            .into_iter()
+            .enumerate()
+            .map(|(me, dp)| {
+                tokio::spawn(async move {
+                    let config = TeamConfig {
+                        flat_max_pes: 2,
+                        large_bytes: usize::MAX,
+                        ..TeamConfig::for_job(dp.nodes(), dp.heap_size())
+                    };
+                    let teams = Teams::with_config(dp.clone(), Arc::new(NoExchange), config)
+                        .expect("teams");
+                    block_sums(&dp, teams.world(), me, N, ordered).await;
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await.expect("a PE's task");
+        }
+    }
+}
+
+/// One PE's rounds of [`a_reduction_of_several_blocks_across_nodes_reaches_every_member`].
+async fn block_sums(dp: &DataPlane, world: &Team, me: usize, n: usize, ordered: usize) {
+    let (source, dest) = blocks_source_and_dest();
+    for round in 0..3 {
+        let mine: Vec<u64> = (0..BLOCKS_LEN).map(|i| element(round, me, i)).collect();
+        dp.put(&source, &mine, me).await.expect("source filled");
+        dp.put(&dest, &vec![0; BLOCKS_LEN], me)
+            .await
+            .expect("dest cleared");
+        let summed = timeout(BLOCKS_BOUND, world.reduce(ReduceOp::Sum, &dest, &source)).await;
+        let what = format!("PE {me}, round {round}, ordered {ordered}");
+        assert!(matches!(summed, Ok(Ok(()))), "{what}: {summed:?}");
+        let mut got = vec![0; BLOCKS_LEN];
+        dp.get(&mut got, &dest, me).await.expect("dest read");
+        let wrong =
+            (0..BLOCKS_LEN).find(|&i| got[i] != (0..n).map(|pe| element(round, pe, i)).sum());
+        assert_eq!(wrong, None, "{what}: the first element wrong");
     }
 }
 

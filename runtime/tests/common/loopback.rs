@@ -193,21 +193,26 @@ pub fn two_nodes_ordered(ordered: usize) -> Vec<Arc<DataPlane>> {
 /// `n` PEs, each on a node of its own, whose transport keeps writes of up to `ordered` bytes
 /// in order, as [`two_nodes_ordered`].
 pub fn nodes_ordered(n: usize, ordered: usize) -> Vec<Arc<DataPlane>> {
-    loopback_nodes(n, false, Settling::Done, Some(ordered))
+    loopback_nodes(n, (false, Settling::Done), Some(ordered), 1 << 20)
+}
+
+/// [`nodes_ordered`] whose PEs have heaps of `heap` bytes (1 MiB elsewhere).
+pub fn nodes_with_heap(n: usize, ordered: usize, heap: usize) -> Vec<Arc<DataPlane>> {
+    loopback_nodes(n, (false, Settling::Done), Some(ordered), heap)
 }
 
 fn over_loopback(lazy: bool, settling: Settling, ordered: Option<usize>) -> Vec<Arc<DataPlane>> {
-    loopback_nodes(2, lazy, settling, ordered)
+    loopback_nodes(2, (lazy, settling), ordered, 1 << 20)
 }
 
 fn loopback_nodes(
     n: usize,
-    lazy: bool,
-    settling: Settling,
+    (lazy, settling): (bool, Settling),
     ordered: Option<usize>,
+    heap: usize,
 ) -> Vec<Arc<DataPlane>> {
     let segments: Vec<Arc<Segment>> = (0..n)
-        .map(|pe| Arc::new(Segment::create(pe, 1 << 20).expect("a segment")))
+        .map(|pe| Arc::new(Segment::create(pe, heap).expect("a segment")))
         .collect();
     let transport: Arc<dyn Remote> = Arc::new(Loopback {
         segments: segments.clone(),
