@@ -8,7 +8,9 @@
 //! into that member's `dest` with a signal posted behind it (`posted.rs`: one one-way trip
 //! across the fabric, all of them in flight at once), reads its own node's blocks in place
 //! over mapped memory, waits for the signals of the members on other nodes, and ends with a
-//! sync (its node-mates may still be reading its `source`). A team with one member per node
+//! sync of its node alone (its node-mates may still be reading its `source`; the members on
+//! other nodes are done with its buffers once their signals have come and its puts have
+//! landed). A team with one member per node
 //! needs no second sync: once a member's puts are delivered and every signal for it has
 //! come, its buffers are done with. The flat form would read every block of another node
 //! with a fabric get, one round trip each, one after the other.
@@ -95,7 +97,9 @@ impl Team {
             // its buffers for this call any more.
             return Ok(());
         }
-        self.sync_in(op, Descriptor::END).await
+        // Members on other nodes are done with this member's buffers: only its node-mates
+        // may still read its `source`.
+        self.sync_node_in(op, Descriptor::END).await
     }
 
     /// Moves every member's blocks into `dest`s their callers made ready before the call

@@ -67,7 +67,7 @@ impl Team {
     pub(crate) async fn sync_in(&self, op: &mut Op<'_>, desc: u64) -> Result<()> {
         let epoch = op.next_epoch();
         let (lo, hi) = match self.inner.plan.sync() {
-            SyncAlgorithm::Nodes => self.sync_by_node(epoch, desc).await?,
+            SyncAlgorithm::Nodes => self.sync_by_node(epoch, desc, true).await?,
             SyncAlgorithm::Flat | SyncAlgorithm::Dissemination => {
                 let (n, me) = (self.n_pes(), self.my_pe());
                 self.sync_among((n, |j| j), me, epoch, (desc, desc)).await?
@@ -233,8 +233,25 @@ impl Team {
         }
     }
 
-    /// The sync by node: gather at the node's leader, leaders among themselves, release.
-    async fn sync_by_node(&self, epoch: u64, desc: u64) -> Result<(u64, u64)> {
+    /// One sync of collective `op` among the members of this member's node alone, on a team
+    /// that syncs by node (a whole sync elsewhere), checking that they passed `desc`: for the
+    /// end of a call whose members on other nodes are done with this member's buffers once
+    /// their own parts are, so that only its node-mates (which read them in place) must be
+    /// waited for. Every member of the team makes it, so the epochs stay in step.
+    pub(crate) async fn sync_node_in(&self, op: &mut Op<'_>, desc: u64) -> Result<()> {
+        if self.inner.plan.sync() != SyncAlgorithm::Nodes {
+            return self.sync_in(op, desc).await;
+        }
+        let epoch = op.next_epoch();
+        let (lo, hi) = self.sync_by_node(epoch, desc, false).await?;
+        self.dp().health().check()?;
+        judge(op, (lo, hi));
+        Ok(())
+    }
+
+    /// The sync by node: gather at the node's leader, leaders among themselves (unless not
+    /// `across` nodes), release.
+    async fn sync_by_node(&self, epoch: u64, desc: u64, across: bool) -> Result<(u64, u64)> {
         let me = self.my_pe();
         let layout = self.inner.layout;
         let nodes = &self.inner.plan.nodes;
@@ -265,9 +282,13 @@ impl Team {
             let (l, h) = pair_at(layout.up(j));
             (lo.min(l), hi.max(h))
         });
-        let (lo, hi) = self
-            .sync_among((leaders.len(), |j| leaders[j]), group, epoch, (lo, hi))
-            .await?;
+        let (lo, hi) = match across {
+            true => {
+                self.sync_among((leaders.len(), |j| leaders[j]), group, epoch, (lo, hi))
+                    .await?
+            }
+            false => (lo, hi),
+        };
         for &j in others {
             self.post(j, layout.down(), epoch, layout.down() + 8, &[lo, hi])?;
         }
