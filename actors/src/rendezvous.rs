@@ -109,7 +109,7 @@ async fn host_root(
     address: SocketAddr,
     secret: Vec<u8>,
 ) -> Result<(SocketAddr, JoinHandle<Result<HubReport>>)> {
-    let server = RootServer::bind(address).await?;
+    let server = RootServer::bind(address).await?.hosted_by(env.rank);
     let bound = server.address();
     let job = u64::from_le_bytes(random_bytes()?);
     Ok((bound, server.spawn(env.size, job, secret, env.timeout)))

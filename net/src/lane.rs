@@ -287,7 +287,8 @@ impl Lane {
 
     /// Whether the lane has nothing for [`Lane::settle`] to confirm or report, read without
     /// its lock: every data write started before the call is settled, and no failure is
-    /// kept. A settle may pass such a lane by, so that `quiet` costs no lock per idle peer.
+    /// kept. A `quiet` takes such a lane off its list of lanes to settle
+    /// ([`crate::unsettled`]) without taking the lane's lock.
     pub fn is_settled(&self) -> bool {
         let settled = self.in_flight.settled.load(Ordering::Acquire);
         self.in_flight.data.load(Ordering::Acquire) <= settled

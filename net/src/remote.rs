@@ -41,9 +41,10 @@
 //! and a [`Lane`] per peer holds an operation of one class until those of the other class
 //! posted before it have completed at the target (the endpoint completes an operation only
 //! once the target placed it; a write sent with inject completion is confirmed first, see
-//! [`crate::lane`]). [`Remote::settle`] confirms the sent writes of every lane data was sent through ([`crate::unsettled`]). So a put-with-signal's signal follows its data, and a later
-//! signal to the same word follows the earlier one. An atomic's notice is posted once the
-//! atomic was applied.
+//! [`crate::lane`]). [`Remote::settle`] confirms the sent writes of every lane data was
+//! sent through ([`crate::unsettled`]). So a put-with-signal's signal follows its data, and
+//! a later signal to the same word follows the earlier one. An atomic's notice is posted
+//! once the atomic was applied.
 //!
 //! # Metrics
 //! The data plane counts the operations (`ferroshmem_ops_total{transport="fabric"}`). Given
@@ -376,10 +377,13 @@ impl Remote for FabricRemote {
 
     fn settle(&self) -> Option<Completion> {
         let lane = |pe: usize| self.targets[pe].as_ref().map(|(_, lane)| lane);
-        let settles = self.unsettled.visit(
-            |pe| lane(pe).is_none_or(Lane::is_settled),
-            |pe| lane(pe)?.settle(),
-        );
+        let unsettled = self
+            .unsettled
+            .visit(|pe| lane(pe).is_none_or(Lane::is_settled));
+        let settles: Vec<Completion> = unsettled
+            .into_iter()
+            .filter_map(|pe| lane(pe)?.settle())
+            .collect();
         (!settles.is_empty()).then(|| {
             Box::pin(async move {
                 let mut first = Ok(Vec::new());

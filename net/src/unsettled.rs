@@ -51,25 +51,22 @@ impl Unsettled {
         }
     }
 
-    /// Visits the listed lanes: takes off those `settled` reads as settled, and gathers what
-    /// `settle` gives for the others.
-    pub fn visit<T>(
-        &self,
-        settled: impl Fn(usize) -> bool,
-        mut settle: impl FnMut(usize) -> Option<T>,
-    ) -> Vec<T> {
-        let mut gathered = Vec::new();
-        self.lock().retain(|&i| {
+    /// Visits the listed lanes: takes off those `settled` reads as settled, and returns the
+    /// others, to be settled outside the list's lock (settling posts to the provider; quiets
+    /// of several threads, and the sends that list a lane, wait for the lock only while the
+    /// lanes are read).
+    pub fn visit(&self, settled: impl Fn(usize) -> bool) -> Vec<usize> {
+        let mut lanes = self.lock();
+        lanes.retain(|&i| {
             self.listed[i].store(false, Ordering::SeqCst);
             fence(Ordering::SeqCst);
             if settled(i) {
                 return false;
             }
             self.listed[i].store(true, Ordering::SeqCst);
-            gathered.extend(settle(i));
             true
         });
-        gathered
+        lanes.clone()
     }
 }
 
@@ -83,16 +80,16 @@ mod tests {
     #[test]
     fn only_lanes_sent_through_are_visited_and_they_stay_until_settled() {
         let list = Unsettled::new(8);
-        assert!(list.visit(|_| false, Some::<usize>).is_empty());
+        assert!(list.visit(|_| false).is_empty());
         list.list(3);
         list.list(6);
         list.list(3);
-        assert_eq!(list.visit(|_| false, Some), vec![3, 6]);
-        assert_eq!(list.visit(|i| i == 6, Some), vec![3]);
-        assert_eq!(list.visit(|_| true, Some), Vec::<usize>::new());
-        assert_eq!(list.visit(|_| false, Some), Vec::<usize>::new());
+        assert_eq!(list.visit(|_| false), vec![3, 6]);
+        assert_eq!(list.visit(|i| i == 6), vec![3]);
+        assert_eq!(list.visit(|_| true), Vec::<usize>::new());
+        assert_eq!(list.visit(|_| false), Vec::<usize>::new());
         list.list(6);
-        assert_eq!(list.visit(|_| false, Some), vec![6]);
+        assert_eq!(list.visit(|_| false), vec![6]);
     }
 
     /// A sender counts data and lists the lane while a visitor keeps settling what it finds:
@@ -109,15 +106,18 @@ mod tests {
                 (list.clone(), data.clone(), settled.clone(), done.clone());
             std::thread::spawn(move || {
                 while !done.load(Ordering::SeqCst) {
-                    list.visit(
-                        |_| data.load(Ordering::SeqCst) <= settled.load(Ordering::SeqCst),
-                        |_| Some(settled.fetch_max(data.load(Ordering::SeqCst), Ordering::SeqCst)),
-                    );
+                    // A lane's marks are read with acquire loads, as `Lane::is_settled` does.
+                    let settled_now =
+                        |_| data.load(Ordering::Acquire) <= settled.load(Ordering::Acquire);
+                    for _ in list.visit(settled_now) {
+                        settled.fetch_max(data.load(Ordering::Acquire), Ordering::AcqRel);
+                    }
                 }
             })
         };
         for k in 1..=20_000 {
-            data.store(k, Ordering::SeqCst);
+            // A release store, as a lane counts its data.
+            data.store(k, Ordering::Release);
             list.list(0);
             let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
             while settled.load(Ordering::SeqCst) < k {

@@ -1,5 +1,9 @@
 //! PEs of two nodes (in one process, through a loopback transport): what a PE learns of a
-//! peer it can only read through the remote transport.
+//! peer it can only read through the remote transport. Collectives on more nodes, or on
+//! nodes of several PEs, are in `two_nodes/more_nodes.rs`.
+
+#[path = "two_nodes/more_nodes.rs"]
+mod more_nodes;
 
 mod common;
 
@@ -7,9 +11,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::loopback::{
-    nodes_ordered, nodes_with_heap, two_nodes, two_nodes_ordered, two_nodes_settling, Settling,
-};
+use common::loopback::{two_nodes, two_nodes_ordered, two_nodes_settling, Settling};
 use ferroshmem_runtime::heap::{Allocation, HeapId, SymBuffer};
 use ferroshmem_runtime::{
     DataPlane, Error, Exchange, ExchangeFuture, ReduceOp, Team, TeamConfig, Teams,
@@ -238,123 +240,6 @@ async fn collectives_across_nodes_signal_their_receivers_only_behind_the_data() 
             pushing_rounds(dp, world, me)
         })
         .await;
-    }
-}
-
-/// Binomial trees across nodes (four PEs, one per node, in a team configured to be too
-/// large for the flat algorithms): member 2 of a tree rooted at 0 is a pushed child with a
-/// pushed child of its own (member 3), which it serves from its `dest` once its own data
-/// has landed. Broadcasts from every root and sums, with order kept and not.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn binomial_trees_across_nodes_push_down_through_inner_members() {
-    const N: usize = 4;
-    for ordered in [usize::MAX, 4096] {
-        let tasks: Vec<_> = nodes_ordered(N, ordered)
-            .into_iter()
-            .enumerate()
-            .map(|(me, dp)| {
-                tokio::spawn(async move {
-                    let config = TeamConfig {
-                        flat_max_pes: 2,
-                        ..TeamConfig::for_job(dp.nodes(), dp.heap_size())
-                    };
-                    let teams = Teams::with_config(dp.clone(), Arc::new(NoExchange), config)
-                        .expect("teams");
-                    binomial_rounds(&dp, teams.world(), me, N).await;
-                })
-            })
-            .collect();
-        for task in tasks {
-            task.await.expect("a PE's task");
-        }
-    }
-}
-
-/// One PE's calls of [`binomial_trees_across_nodes_push_down_through_inner_members`].
-async fn binomial_rounds(dp: &DataPlane, world: &Team, me: usize, n: usize) {
-    let (source, dest) = source_and_dest();
-    for root in 0..n {
-        let mine: Vec<u64> = (0..LEN).map(|i| element(root, me, i)).collect();
-        dp.put(&source, &mine, me).await.expect("source filled");
-        dp.put(&dest, &[0; LEN], me).await.expect("dest cleared");
-        let what = format!("broadcast from {root}");
-        let call = world.broadcast(&dest, &source, root);
-        expect_in_dest(dp, me, &what, call, |i| element(root, root, i)).await;
-        dp.put(&dest, &[0; LEN], me).await.expect("dest cleared");
-        let sum = |i| (0..n).map(|pe| element(root, pe, i)).sum();
-        let call = world.reduce(ReduceOp::Sum, &dest, &source);
-        expect_in_dest(dp, me, &format!("sum {root}"), call, sum).await;
-    }
-}
-
-/// Elements reduced: three blocks of 1 MiB and a few elements more.
-const BLOCKS_LEN: usize = 3 * (128 << 10) + 5;
-/// Each PE's heap in [`a_reduction_of_several_blocks_across_nodes_reaches_every_member`]:
-/// a source and a destination of [`BLOCKS_LEN`] elements, and room.
-const BLOCKS_HEAP: usize = 8 << 20;
-
-/// A source and a destination of [`BLOCKS_LEN`] elements at the start of the job's heap.
-fn blocks_source_and_dest() -> (SymBuffer<u64>, SymBuffer<u64>) {
-    let buffer = |at| {
-        let place = Allocation::new(HeapId(1), at, BLOCKS_LEN * 8);
-        SymBuffer::<u64>::from_allocation(place, BLOCKS_LEN).expect("a buffer")
-    };
-    (buffer(0), buffer(BLOCKS_LEN * 8))
-}
-
-/// Long enough for a reduction of several blocks through the loopback; reaching it means a
-/// hang.
-const BLOCKS_BOUND: Duration = Duration::from_secs(20);
-
-/// Tree reductions across nodes large enough to be combined in several blocks (each block's
-/// inputs read over the fabric at once), then pushed down whole. Four PEs on four nodes, in
-/// a team whose reductions of any size go up and down a binomial tree (member 0 has
-/// children 1 and 2 on other nodes, member 2 has child 3): sums from every PE, on every PE,
-/// with writes of any length kept in order by the transport and with writes above 4 KiB
-/// landing late (the posts must then wait for them).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_reduction_of_several_blocks_across_nodes_reaches_every_member() {
-    const N: usize = 4;
-    for ordered in [usize::MAX, 4096] {
-        let tasks: Vec<_> = nodes_with_heap(N, ordered, BLOCKS_HEAP)
-            .into_iter()
-            .enumerate()
-            .map(|(me, dp)| {
-                tokio::spawn(async move {
-                    let config = TeamConfig {
-                        flat_max_pes: 2,
-                        large_bytes: usize::MAX,
-                        ..TeamConfig::for_job(dp.nodes(), dp.heap_size())
-                    };
-                    let teams = Teams::with_config(dp.clone(), Arc::new(NoExchange), config)
-                        .expect("teams");
-                    block_sums(&dp, teams.world(), me, N, ordered).await;
-                })
-            })
-            .collect();
-        for task in tasks {
-            task.await.expect("a PE's task");
-        }
-    }
-}
-
-/// One PE's rounds of [`a_reduction_of_several_blocks_across_nodes_reaches_every_member`].
-async fn block_sums(dp: &DataPlane, world: &Team, me: usize, n: usize, ordered: usize) {
-    let (source, dest) = blocks_source_and_dest();
-    for round in 0..3 {
-        let mine: Vec<u64> = (0..BLOCKS_LEN).map(|i| element(round, me, i)).collect();
-        dp.put(&source, &mine, me).await.expect("source filled");
-        dp.put(&dest, &vec![0; BLOCKS_LEN], me)
-            .await
-            .expect("dest cleared");
-        let summed = timeout(BLOCKS_BOUND, world.reduce(ReduceOp::Sum, &dest, &source)).await;
-        let what = format!("PE {me}, round {round}, ordered {ordered}");
-        assert!(matches!(summed, Ok(Ok(()))), "{what}: {summed:?}");
-        let mut got = vec![0; BLOCKS_LEN];
-        dp.get(&mut got, &dest, me).await.expect("dest read");
-        let wrong =
-            (0..BLOCKS_LEN).find(|&i| got[i] != (0..n).map(|pe| element(round, pe, i)).sum());
-        assert_eq!(wrong, None, "{what}: the first element wrong");
     }
 }
 

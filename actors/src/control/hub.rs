@@ -11,7 +11,7 @@ use ferroshmem_runtime::{Error, Result};
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::sync::oneshot;
 
-use super::outbox::Outbox;
+use super::outbox::{hosting_pe_last, Outbox};
 use super::wire::{Contribution, FromPe, Hello, ToPe, Welcome};
 
 /// An event delivered to the hub by the links it serves.
@@ -181,11 +181,7 @@ pub async fn run_hub(
         nodes: hellos.iter().map(|h| h.node.clone()).collect(),
         pids: hellos.iter().map(|h| h.pid).collect(),
     };
-    for m in &members {
-        if let Member::Joined(out) = m {
-            let _ = out.send(ToPe::Welcome(welcome.clone()));
-        }
-    }
+    tell_joined(&members, None, || ToPe::Welcome(welcome.clone()));
     tracing::info!(n_pes = n, "job formed");
     serve(members, events, &config.news).await
 }
@@ -485,11 +481,19 @@ fn refuse_all(members: &[Member], reason: &str) {
 
 /// Sends `message()` to every PE that has joined, but PE `skip`.
 fn tell_joined(members: &[Member], skip: Option<usize>, message: impl Fn() -> ToPe) {
-    for (j, m) in members.iter().enumerate() {
-        if let (Member::Joined(out), false) = (m, skip == Some(j)) {
+    for j in host_last(members, 0..members.len()) {
+        if let (Some(Member::Joined(out)), false) = (members.get(j), skip == Some(j)) {
             let _ = out.send(message());
         }
     }
+}
+
+/// `ranks` in the order to tell them: a PE that runs in the root's own process last.
+fn host_last(members: &[Member], ranks: impl IntoIterator<Item = usize>) -> Vec<usize> {
+    hosting_pe_last(
+        ranks,
+        |r| matches!(members.get(r), Some(Member::Joined(out)) if out.hosts_root()),
+    )
 }
 
 /// Tells a link that asked to be admitted whether it was.
@@ -618,7 +622,7 @@ impl Gathers {
             return;
         };
         g.slots = Vec::new();
-        for &r in &g.members {
+        for r in host_last(members, g.members.iter().copied()) {
             tell(members, r, key, Err(detail.clone()));
         }
         g.failed = Some(detail);
@@ -670,7 +674,7 @@ impl Gathers {
         if g.slots.iter().all(Option::is_some) {
             let g = self.open.remove(&key).expect("present");
             let payloads: Vec<Vec<u8>> = g.slots.into_iter().flatten().map(|(_, p)| p).collect();
-            for r in g.members {
+            for r in host_last(members, g.members) {
                 tell(members, r, key, Ok(payloads.clone()));
             }
         }

@@ -39,6 +39,7 @@ pub struct RootServer {
     listener: TcpListener,
     address: SocketAddr,
     news: Arc<HubNews>,
+    host: Option<usize>,
 }
 
 impl RootServer {
@@ -56,7 +57,18 @@ impl RootServer {
             listener,
             address,
             news: Arc::default(),
+            host: None,
         })
+    }
+
+    /// Says that PE `pe` runs in this process: the root tells it last of the members it
+    /// answers at once, so that it cannot end the process before the others' answers are on
+    /// their way (see [`super::outbox`]).
+    pub fn hosted_by(self, pe: usize) -> Self {
+        RootServer {
+            host: Some(pe),
+            ..self
+        }
     }
 
     /// Where PEs reach it.
@@ -90,7 +102,7 @@ impl RootServer {
             },
             events_rx,
         ));
-        let acceptor = tokio::spawn(accept_loop(self.listener, events_tx, secret));
+        let acceptor = tokio::spawn(accept_loop(self.listener, events_tx, secret, self.host));
         tokio::spawn(async move {
             let report = hub.await;
             acceptor.abort();
@@ -101,7 +113,13 @@ impl RootServer {
     }
 }
 
-async fn accept_loop(listener: TcpListener, events: UnboundedSender<HubEvent>, secret: Vec<u8>) {
+/// Accepts connections to the root; `host` is the PE whose process hosts it, if one does.
+async fn accept_loop(
+    listener: TcpListener,
+    events: UnboundedSender<HubEvent>,
+    secret: Vec<u8>,
+    host: Option<usize>,
+) {
     let unauthenticated = Arc::new(Semaphore::new(MAX_UNAUTHENTICATED));
     loop {
         let (stream, peer) = match listener.accept().await {
@@ -120,7 +138,7 @@ async fn accept_loop(listener: TcpListener, events: UnboundedSender<HubEvent>, s
         heartbeat(&stream);
         tokio::spawn(serve_connection(
             stream,
-            peer,
+            (peer, host),
             events.clone(),
             secret.clone(),
             permit,
@@ -150,9 +168,10 @@ fn same_secret(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0, |d, (x, y)| d | (x ^ y)) == 0
 }
 
+/// Serves one connection from `peer` (whose process hosts the root if its PE is `host`).
 async fn serve_connection(
     stream: TcpStream,
-    peer: SocketAddr,
+    (peer, host): (SocketAddr, Option<usize>),
     events: UnboundedSender<HubEvent>,
     secret: Vec<u8>,
     unauthenticated: OwnedSemaphorePermit,
@@ -167,7 +186,7 @@ async fn serve_connection(
     };
     drop(unauthenticated);
     let rank = hello.rank as usize;
-    let outbox = Outbox::Socket(SocketOutbox::spawn(writer));
+    let outbox = Outbox::Socket(SocketOutbox::spawn(writer, host == Some(rank)));
     // Nothing from the connection counts as the PE's before the hub has taken it: a refused
     // one (a duplicate or restarted process with a member's rank) must not speak or leave
     // in that member's name.

@@ -403,15 +403,10 @@ pub async fn write_frame<W: tokio::io::AsyncWrite + Unpin>(
     body: &[u8],
 ) -> std::io::Result<()> {
     use tokio::io::AsyncWriteExt;
-    w.write_all(&frame(body)).await
-}
-
-/// `body` as one frame: its length, then itself.
-pub fn frame(body: &[u8]) -> Vec<u8> {
     let mut buf = Vec::with_capacity(4 + body.len());
     buf.extend_from_slice(&(body.len() as u32).to_le_bytes());
     buf.extend_from_slice(body);
-    buf
+    w.write_all(&buf).await
 }
 
 #[cfg(test)]

@@ -28,9 +28,9 @@
 //!
 //! # Teams that span nodes
 //! - `fcollect` and `alltoall` above the eager sizes push each block for another node into
-//!   its receiver with its signal posted behind it, between two syncs, rather than reading
-//!   it with a fabric get (`push.rs`); blocks of the same node are read in place. Not
-//!   aggregated per node yet (see `push.rs`).
+//!   its receiver with its signal posted behind it, after a sync, rather than reading it
+//!   with a fabric get (`push.rs`); blocks of the same node are read in place, and a sync of
+//!   each node ends the call. Not aggregated per node yet (see `push.rs`).
 //! - `collect`, `alltoalls` and `reducescatter` keep their flat forms above the eager sizes.
 
 use crate::team::region::FLAT_SYNC_MAX;

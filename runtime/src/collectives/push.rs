@@ -15,6 +15,12 @@
 //! come, its buffers are done with. The flat form would read every block of another node
 //! with a fabric get, one round trip each, one after the other.
 //!
+//! A push that fails on its way fails its sender's call, but its receiver on another node
+//! learns of it only where the post does not arrive: where a provider drops a connection on
+//! an error and carries the post on a new one (`posted.rs`), the receiver may return `Ok`
+//! with that block missing, as on a team of one member per node. The whole-team end sync
+//! that would catch it costs an exchange among the leaders in every call.
+//!
 //! # Into ready buffers
 //! Where the callers keep OpenSHMEM's contract (`TeamConfig::dest_ready`: every member's
 //! `dest` is ready to be written before any member calls), there is no entry sync: each

@@ -11,7 +11,9 @@
 //!   the leader's release (its `down` line); each leader waits for its node, syncs with the
 //!   other leaders as above (flat or dissemination among the leaders, over the sync lines
 //!   numbered by leader), then releases its node. One exchange crosses the fabric per pair
-//!   of leaders (flat) or per leader and round, not per pair of members.
+//!   of leaders (flat) or per leader and round, not per pair of members. A sync of each
+//!   node alone (`sync_node_in`, the end of a block move across nodes) leaves the leaders'
+//!   exchange out.
 //! - Entering (`enter`, `next_entrant`: the first sync of the flat `alltoall` and `fcollect`):
 //!   on a flat team, the flat sync's posts, with each other member handed to the caller as
 //!   soon as its arrival is seen, so that a member reads the buffers of those that are in the
@@ -22,9 +24,13 @@
 //! so in the end every member knows them over all members: when they differ, the members did
 //! not call the same collective, and every one of them reports it. Among peers the pair sits
 //! in one of two slots of the line, by epoch parity: a sender can be at most one sync ahead
-//! of its receiver, so it never overwrites a pair that has not been read. A member's `up`
-//! and its leader's `down` need one slot: neither side can post the next sync's before the
-//! other has read this one's.
+//! of its receiver, so it never overwrites a pair that has not been read. A sync of each
+//! node alone skips an epoch on the leaders' lines, so their next exchange uses the slot of
+//! their last; it may only end a call in which every member has heard from every other node
+//! after that node's last whole sync (a block move's signals, sent once their sender has
+//! read its pairs), which keeps a leader from overwriting a pair not yet read. A member's
+//! `up` and its leader's `down` need one slot: neither side can post the next sync's before
+//! the other has read this one's.
 
 use std::sync::atomic::Ordering;
 
@@ -237,7 +243,9 @@ impl Team {
     /// that syncs by node (a whole sync elsewhere), checking that they passed `desc`: for the
     /// end of a call whose members on other nodes are done with this member's buffers once
     /// their own parts are, so that only its node-mates (which read them in place) must be
-    /// waited for. Every member of the team makes it, so the epochs stay in step.
+    /// waited for. Every member of the team makes it, so the epochs stay in step. The call
+    /// must have had every member hear from every other node since the last whole sync (see
+    /// the module documentation).
     pub(crate) async fn sync_node_in(&self, op: &mut Op<'_>, desc: u64) -> Result<()> {
         if self.inner.plan.sync() != SyncAlgorithm::Nodes {
             return self.sync_in(op, desc).await;
@@ -282,12 +290,11 @@ impl Team {
             let (l, h) = pair_at(layout.up(j));
             (lo.min(l), hi.max(h))
         });
-        let (lo, hi) = match across {
-            true => {
-                self.sync_among((leaders.len(), |j| leaders[j]), group, epoch, (lo, hi))
-                    .await?
-            }
-            false => (lo, hi),
+        let (lo, hi) = if across {
+            self.sync_among((leaders.len(), |j| leaders[j]), group, epoch, (lo, hi))
+                .await?
+        } else {
+            (lo, hi)
         };
         for &j in others {
             self.post(j, layout.down(), epoch, layout.down() + 8, &[lo, hi])?;

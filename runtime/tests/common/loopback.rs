@@ -193,37 +193,77 @@ pub fn two_nodes_ordered(ordered: usize) -> Vec<Arc<DataPlane>> {
 /// `n` PEs, each on a node of its own, whose transport keeps writes of up to `ordered` bytes
 /// in order, as [`two_nodes_ordered`].
 pub fn nodes_ordered(n: usize, ordered: usize) -> Vec<Arc<DataPlane>> {
-    loopback_nodes(n, (false, Settling::Done), Some(ordered), 1 << 20)
+    let nodes: Vec<usize> = (0..n).collect();
+    loopback_job(Job::ordered(&nodes, ordered))
 }
 
 /// [`nodes_ordered`] whose PEs have heaps of `heap` bytes (1 MiB elsewhere).
 pub fn nodes_with_heap(n: usize, ordered: usize, heap: usize) -> Vec<Arc<DataPlane>> {
-    loopback_nodes(n, (false, Settling::Done), Some(ordered), heap)
+    let nodes: Vec<usize> = (0..n).collect();
+    loopback_job(Job {
+        heap,
+        ..Job::ordered(&nodes, ordered)
+    })
+}
+
+/// PEs on nodes as `nodes` says (PE `i` on node `nodes[i]`): each reaches the PEs of its own
+/// node over mapped memory and the others through the loopback transport, which keeps writes
+/// of up to `ordered` bytes in order, as [`two_nodes_ordered`].
+pub fn nodes_laid_out(nodes: &[usize], ordered: usize) -> Vec<Arc<DataPlane>> {
+    loopback_job(Job::ordered(nodes, ordered))
 }
 
 fn over_loopback(lazy: bool, settling: Settling, ordered: Option<usize>) -> Vec<Arc<DataPlane>> {
-    loopback_nodes(2, (lazy, settling), ordered, 1 << 20)
+    loopback_job(Job {
+        nodes: &[0, 1],
+        lazy,
+        settling,
+        ordered,
+        heap: 1 << 20,
+    })
 }
 
-fn loopback_nodes(
-    n: usize,
-    (lazy, settling): (bool, Settling),
+/// How a loopback job is laid out and how its transport behaves.
+struct Job<'a> {
+    /// Each PE's node.
+    nodes: &'a [usize],
+    /// Whether completions resolve after a yield.
+    lazy: bool,
+    /// What the confirmation of sent puts does.
+    settling: Settling,
+    /// The longest write kept in order, if the transport says.
     ordered: Option<usize>,
+    /// Each PE's heap size.
     heap: usize,
-) -> Vec<Arc<DataPlane>> {
+}
+
+impl<'a> Job<'a> {
+    fn ordered(nodes: &'a [usize], ordered: usize) -> Job<'a> {
+        Job {
+            nodes,
+            lazy: false,
+            settling: Settling::Done,
+            ordered: Some(ordered),
+            heap: 1 << 20,
+        }
+    }
+}
+
+fn loopback_job(job: Job<'_>) -> Vec<Arc<DataPlane>> {
+    let n = job.nodes.len();
     let segments: Vec<Arc<Segment>> = (0..n)
-        .map(|pe| Arc::new(Segment::create(pe, heap).expect("a segment")))
+        .map(|pe| Arc::new(Segment::create(pe, job.heap).expect("a segment")))
         .collect();
     let transport: Arc<dyn Remote> = Arc::new(Loopback {
         segments: segments.clone(),
-        lazy,
-        settling: Mutex::new(settling),
-        ordered,
+        lazy: job.lazy,
+        settling: Mutex::new(job.settling),
+        ordered: job.ordered,
     });
     (0..n)
         .map(|me| {
             let routes = (0..n)
-                .map(|pe| match pe == me {
+                .map(|pe| match job.nodes[pe] == job.nodes[me] {
                     true => Route::Mapped(segments[pe].clone()),
                     false => Route::Remote,
                 })
@@ -233,7 +273,7 @@ fn loopback_nodes(
                 heap: HeapId(1),
                 routes,
                 remote: Some(transport.clone()),
-                nodes: (0..n).collect(),
+                nodes: job.nodes.to_vec(),
                 machine_pes: n,
                 health: Arc::new(Health::new()),
                 spin: Duration::from_micros(50),

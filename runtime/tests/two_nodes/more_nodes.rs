@@ -1,0 +1,187 @@
+//! Collectives on more than two loopback nodes, or on nodes of several PEs: binomial trees
+//! through inner members, reductions of several fabric blocks, and block moves that end
+//! with a sync of each node.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferroshmem_runtime::heap::{Allocation, HeapId, SymBuffer};
+use ferroshmem_runtime::{DataPlane, ReduceOp, Team, TeamConfig, Teams};
+use tokio::time::timeout;
+
+use super::common::loopback::{nodes_laid_out, nodes_ordered, nodes_with_heap};
+use super::{element, expect_in_dest, source_and_dest, NoExchange, BOUND, LEN};
+
+/// Binomial trees across nodes (four PEs, one per node, in a team configured to be too
+/// large for the flat algorithms): member 2 of a tree rooted at 0 is a pushed child with a
+/// pushed child of its own (member 3), which it serves from its `dest` once its own data
+/// has landed. Broadcasts from every root and sums, with order kept and not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn binomial_trees_across_nodes_push_down_through_inner_members() {
+    const N: usize = 4;
+    for ordered in [usize::MAX, 4096] {
+        let tasks: Vec<_> = nodes_ordered(N, ordered)
+            .into_iter()
+            .enumerate()
+            .map(|(me, dp)| {
+                tokio::spawn(async move {
+                    let config = TeamConfig {
+                        flat_max_pes: 2,
+                        ..TeamConfig::for_job(dp.nodes(), dp.heap_size())
+                    };
+                    let teams = Teams::with_config(dp.clone(), Arc::new(NoExchange), config)
+                        .expect("teams");
+                    binomial_rounds(&dp, teams.world(), me, N).await;
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await.expect("a PE's task");
+        }
+    }
+}
+
+/// One PE's calls of [`binomial_trees_across_nodes_push_down_through_inner_members`].
+async fn binomial_rounds(dp: &DataPlane, world: &Team, me: usize, n: usize) {
+    let (source, dest) = source_and_dest();
+    for root in 0..n {
+        let mine: Vec<u64> = (0..LEN).map(|i| element(root, me, i)).collect();
+        dp.put(&source, &mine, me).await.expect("source filled");
+        dp.put(&dest, &[0; LEN], me).await.expect("dest cleared");
+        let what = format!("broadcast from {root}");
+        let call = world.broadcast(&dest, &source, root);
+        expect_in_dest(dp, me, &what, call, |i| element(root, root, i)).await;
+        dp.put(&dest, &[0; LEN], me).await.expect("dest cleared");
+        let sum = |i| (0..n).map(|pe| element(root, pe, i)).sum();
+        let call = world.reduce(ReduceOp::Sum, &dest, &source);
+        expect_in_dest(dp, me, &format!("sum {root}"), call, sum).await;
+    }
+}
+
+/// Elements reduced: three blocks of 1 MiB and a few elements more.
+const BLOCKS_LEN: usize = 3 * (128 << 10) + 5;
+/// Each PE's heap in [`a_reduction_of_several_blocks_across_nodes_reaches_every_member`]:
+/// a source and a destination of [`BLOCKS_LEN`] elements, and room.
+const BLOCKS_HEAP: usize = 8 << 20;
+
+/// A source and a destination of [`BLOCKS_LEN`] elements at the start of the job's heap.
+fn blocks_source_and_dest() -> (SymBuffer<u64>, SymBuffer<u64>) {
+    let buffer = |at| {
+        let place = Allocation::new(HeapId(1), at, BLOCKS_LEN * 8);
+        SymBuffer::<u64>::from_allocation(place, BLOCKS_LEN).expect("a buffer")
+    };
+    (buffer(0), buffer(BLOCKS_LEN * 8))
+}
+
+/// Long enough for a reduction of several blocks through the loopback; reaching it means a
+/// hang.
+const BLOCKS_BOUND: Duration = Duration::from_secs(20);
+
+/// Tree reductions across nodes large enough to be combined in several blocks (each block's
+/// inputs read over the fabric at once), then pushed down whole. Four PEs on four nodes, in
+/// a team whose reductions of any size go up and down a binomial tree (member 0 has
+/// children 1 and 2 on other nodes, member 2 has child 3): sums from every PE, on every PE,
+/// with writes of any length kept in order by the transport and with writes above 4 KiB
+/// landing late (the posts must then wait for them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reduction_of_several_blocks_across_nodes_reaches_every_member() {
+    const N: usize = 4;
+    for ordered in [usize::MAX, 4096] {
+        let tasks: Vec<_> = nodes_with_heap(N, ordered, BLOCKS_HEAP)
+            .into_iter()
+            .enumerate()
+            .map(|(me, dp)| {
+                tokio::spawn(async move {
+                    let config = TeamConfig {
+                        flat_max_pes: 2,
+                        large_bytes: usize::MAX,
+                        ..TeamConfig::for_job(dp.nodes(), dp.heap_size())
+                    };
+                    let teams = Teams::with_config(dp.clone(), Arc::new(NoExchange), config)
+                        .expect("teams");
+                    block_sums(&dp, teams.world(), me, N, ordered).await;
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await.expect("a PE's task");
+        }
+    }
+}
+
+/// One PE's rounds of [`a_reduction_of_several_blocks_across_nodes_reaches_every_member`].
+async fn block_sums(dp: &DataPlane, world: &Team, me: usize, n: usize, ordered: usize) {
+    let (source, dest) = blocks_source_and_dest();
+    for round in 0..3 {
+        let mine: Vec<u64> = (0..BLOCKS_LEN).map(|i| element(round, me, i)).collect();
+        dp.put(&source, &mine, me).await.expect("source filled");
+        dp.put(&dest, &vec![0; BLOCKS_LEN], me)
+            .await
+            .expect("dest cleared");
+        let summed = timeout(BLOCKS_BOUND, world.reduce(ReduceOp::Sum, &dest, &source)).await;
+        let what = format!("PE {me}, round {round}, ordered {ordered}");
+        assert!(matches!(summed, Ok(Ok(()))), "{what}: {summed:?}");
+        let mut got = vec![0; BLOCKS_LEN];
+        dp.get(&mut got, &dest, me).await.expect("dest read");
+        let wrong =
+            (0..BLOCKS_LEN).find(|&i| got[i] != (0..n).map(|pe| element(round, pe, i)).sum());
+        assert_eq!(wrong, None, "{what}: the first element wrong");
+    }
+}
+
+/// Block moves on two loopback nodes of two PEs each (`fcollect` and `alltoall` above the
+/// eager sizes): blocks for the other node are pushed, the node-mate's are read in place,
+/// and each call ends with a sync of each node alone. Round after round, each source
+/// rewritten as soon as the call returns, every member finds every block of its round.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn block_moves_on_two_nodes_of_two_pes_find_every_block_round_after_round() {
+    for ordered in [usize::MAX, 4096] {
+        let tasks: Vec<_> = nodes_laid_out(&[0, 0, 1, 1], ordered)
+            .into_iter()
+            .enumerate()
+            .map(|(me, dp)| {
+                tokio::spawn(async move {
+                    let teams = Teams::new(dp.clone(), Arc::new(NoExchange)).expect("teams");
+                    moving_rounds(&dp, teams.world(), me).await;
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await.expect("a PE's task");
+        }
+    }
+}
+
+/// One PE's rounds of [`block_moves_on_two_nodes_of_two_pes_find_every_block_round_after_round`].
+async fn moving_rounds(dp: &DataPlane, world: &Team, me: usize) {
+    const N: usize = 4;
+    /// Elements of a block: 8 KiB, above the eager sizes.
+    const BLOCK: usize = 1024;
+    let buffer = |at: usize| {
+        let place = Allocation::new(HeapId(1), at, N * BLOCK * 8);
+        SymBuffer::<u64>::from_allocation(place, N * BLOCK).expect("a buffer")
+    };
+    let (source, dest) = (buffer(0), buffer(N * BLOCK * 8));
+    let mut got = vec![0; N * BLOCK];
+    for round in 0..6 {
+        let mine: Vec<u64> = (0..N * BLOCK).map(|i| element(round, me, i)).collect();
+        dp.put(&source, &mine, me).await.expect("source filled");
+        let gathered = timeout(BOUND, world.fcollect(&dest, source.slice(..BLOCK))).await;
+        assert!(
+            matches!(gathered, Ok(Ok(()))),
+            "PE {me}, round {round}: {gathered:?}"
+        );
+        dp.get(&mut got, &dest, me).await.expect("dest read");
+        let wrong = (0..N * BLOCK).find(|&i| got[i] != element(round, i / BLOCK, i % BLOCK));
+        assert_eq!(wrong, None, "PE {me}, round {round}, fcollect");
+        let exchanged = timeout(BOUND, world.alltoall(&dest, &source, BLOCK)).await;
+        assert!(
+            matches!(exchanged, Ok(Ok(()))),
+            "PE {me}, round {round}: {exchanged:?}"
+        );
+        dp.get(&mut got, &dest, me).await.expect("dest read");
+        let theirs = |i: usize| element(round, i / BLOCK, me * BLOCK + i % BLOCK);
+        let wrong = (0..N * BLOCK).find(|&i| got[i] != theirs(i));
+        assert_eq!(wrong, None, "PE {me}, round {round}, alltoall");
+    }
+}
