@@ -2,6 +2,7 @@
 //! through inner members, reductions of several fabric blocks, and block moves that end
 //! with a sync of each node.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,6 +13,33 @@ use tokio::time::timeout;
 use super::common::loopback::{nodes_laid_out, nodes_ordered, nodes_with_heap};
 use super::{element, expect_in_dest, source_and_dest, NoExchange, BOUND, LEN};
 
+/// Runs `rounds` on every PE of `pes`, each in a task of its own, with its world team made
+/// with the configuration `config` gives for its data plane, and waits for all of them.
+async fn on_every_pe<R, F>(
+    pes: Vec<Arc<DataPlane>>,
+    config: fn(&DataPlane) -> TeamConfig,
+    rounds: R,
+) where
+    R: Fn(Arc<DataPlane>, Team, usize) -> F + Clone + Send + 'static,
+    F: Future<Output = ()> + Send,
+{
+    let tasks: Vec<_> = pes
+        .into_iter()
+        .enumerate()
+        .map(|(me, dp)| {
+            let rounds = rounds.clone();
+            tokio::spawn(async move {
+                let teams = Teams::with_config(dp.clone(), Arc::new(NoExchange), config(&dp))
+                    .expect("teams");
+                rounds(dp.clone(), teams.world().clone(), me).await;
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.expect("a PE's task");
+    }
+}
+
 /// Binomial trees across nodes (four PEs, one per node, in a team configured to be too
 /// large for the flat algorithms): member 2 of a tree rooted at 0 is a pushed child with a
 /// pushed child of its own (member 3), which it serves from its `dest` once its own data
@@ -20,24 +48,16 @@ use super::{element, expect_in_dest, source_and_dest, NoExchange, BOUND, LEN};
 async fn binomial_trees_across_nodes_push_down_through_inner_members() {
     const N: usize = 4;
     for ordered in [usize::MAX, 4096] {
-        let tasks: Vec<_> = nodes_ordered(N, ordered)
-            .into_iter()
-            .enumerate()
-            .map(|(me, dp)| {
-                tokio::spawn(async move {
-                    let config = TeamConfig {
-                        flat_max_pes: 2,
-                        ..TeamConfig::for_job(dp.nodes(), dp.heap_size())
-                    };
-                    let teams = Teams::with_config(dp.clone(), Arc::new(NoExchange), config)
-                        .expect("teams");
-                    binomial_rounds(&dp, teams.world(), me, N).await;
-                })
-            })
-            .collect();
-        for task in tasks {
-            task.await.expect("a PE's task");
-        }
+        let config = |dp: &DataPlane| TeamConfig {
+            flat_max_pes: 2,
+            ..TeamConfig::for_job(dp.nodes(), dp.heap_size())
+        };
+        on_every_pe(
+            nodes_ordered(N, ordered),
+            config,
+            |dp, world, me| async move { binomial_rounds(&dp, &world, me, N).await },
+        )
+        .await;
     }
 }
 
@@ -87,25 +107,16 @@ const BLOCKS_BOUND: Duration = Duration::from_secs(20);
 async fn a_reduction_of_several_blocks_across_nodes_reaches_every_member() {
     const N: usize = 4;
     for ordered in [usize::MAX, 4096] {
-        let tasks: Vec<_> = nodes_with_heap(N, ordered, BLOCKS_HEAP)
-            .into_iter()
-            .enumerate()
-            .map(|(me, dp)| {
-                tokio::spawn(async move {
-                    let config = TeamConfig {
-                        flat_max_pes: 2,
-                        large_bytes: usize::MAX,
-                        ..TeamConfig::for_job(dp.nodes(), dp.heap_size())
-                    };
-                    let teams = Teams::with_config(dp.clone(), Arc::new(NoExchange), config)
-                        .expect("teams");
-                    block_sums(&dp, teams.world(), me, N, ordered).await;
-                })
-            })
-            .collect();
-        for task in tasks {
-            task.await.expect("a PE's task");
-        }
+        let config = |dp: &DataPlane| TeamConfig {
+            flat_max_pes: 2,
+            large_bytes: usize::MAX,
+            ..TeamConfig::for_job(dp.nodes(), dp.heap_size())
+        };
+        let pes = nodes_with_heap(N, ordered, BLOCKS_HEAP);
+        on_every_pe(pes, config, move |dp, world, me| async move {
+            block_sums(&dp, &world, me, N, ordered).await
+        })
+        .await;
     }
 }
 
@@ -136,19 +147,13 @@ async fn block_sums(dp: &DataPlane, world: &Team, me: usize, n: usize, ordered: 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn block_moves_on_two_nodes_of_two_pes_find_every_block_round_after_round() {
     for ordered in [usize::MAX, 4096] {
-        let tasks: Vec<_> = nodes_laid_out(&[0, 0, 1, 1], ordered)
-            .into_iter()
-            .enumerate()
-            .map(|(me, dp)| {
-                tokio::spawn(async move {
-                    let teams = Teams::new(dp.clone(), Arc::new(NoExchange)).expect("teams");
-                    moving_rounds(&dp, teams.world(), me).await;
-                })
-            })
-            .collect();
-        for task in tasks {
-            task.await.expect("a PE's task");
-        }
+        let config = |dp: &DataPlane| TeamConfig::for_job(dp.nodes(), dp.heap_size());
+        on_every_pe(
+            nodes_laid_out(&[0, 0, 1, 1], ordered),
+            config,
+            |dp, world, me| async move { moving_rounds(&dp, &world, me).await },
+        )
+        .await;
     }
 }
 
