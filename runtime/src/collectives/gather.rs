@@ -152,6 +152,11 @@ impl Team {
                 let push = |_| (dest.slice(blocks.range(me)), source);
                 return self.move_into_ready(op, desc, push).await;
             }
+            MoveAlgorithm::PushByNode => {
+                let each = blocks.count(me);
+                return Box::pin(self.fcollect_pushed_by_node(op, (dest, source), each, desc))
+                    .await;
+            }
             MoveAlgorithm::Eager
             | MoveAlgorithm::EagerByNode
             | MoveAlgorithm::Flat

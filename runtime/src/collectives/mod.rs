@@ -95,6 +95,7 @@ mod broadcast_tree;
 mod eager;
 mod gather;
 mod gather_nodes;
+mod gather_push;
 mod long_double;
 mod pairwise;
 pub(crate) mod plan;

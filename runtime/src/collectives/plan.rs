@@ -30,7 +30,9 @@
 //! - `fcollect` and `alltoall` above the eager sizes push each block for another node into
 //!   its receiver with its signal posted behind it, after a sync, rather than reading it
 //!   with a fabric get (`push.rs`); blocks of the same node are read in place, and a sync of
-//!   each node ends the call. Not aggregated per node yet (see `push.rs`).
+//!   each node ends the call. Where every node's members are consecutive, `fcollect` goes by
+//!   node instead: each leader gathers its node's blocks and puts them whole into the other
+//!   leaders' `dest`, one message per pair of leaders (`gather_push.rs`).
 //! - `collect`, `alltoalls` and `reducescatter` keep their flat forms above the eager sizes.
 
 use crate::team::region::FLAT_SYNC_MAX;
@@ -99,6 +101,10 @@ pub(crate) enum MoveAlgorithm {
     /// Sync, put each block for another node into its receiver with a signal, read this
     /// node's blocks in place, sync (`push.rs`).
     Push,
+    /// Sync; each node's blocks gathered at its leader, put whole into the other leaders'
+    /// `dest`, and read there by the members; sync of each node (`gather_push.rs`;
+    /// `fcollect` on a layered team whose nodes' members are consecutive).
+    PushByNode,
     /// Each pair of members moves both its blocks by the one that claims the pair second
     /// (`pairwise.rs`; `alltoall` on one node).
     Pairwise,
@@ -214,6 +220,8 @@ impl Plan {
             MoveAlgorithm::Eager
         } else if self.config.dest_ready {
             MoveAlgorithm::IntoReady
+        } else if self.nodes.layered() && self.nodes.consecutive() {
+            MoveAlgorithm::PushByNode
         } else if self.nodes.nodes() > 1 {
             MoveAlgorithm::Push
         } else if !self.flat() && self.large(bytes) {
@@ -428,7 +436,12 @@ mod tests {
             assert_eq!(p.alltoall(fits + 1, false), MoveAlgorithm::Eager);
             assert_eq!(p.alltoall(8, true), MoveAlgorithm::Eager, "strided");
             assert_eq!(p.alltoall(4096, false), MoveAlgorithm::Eager);
-            assert_eq!(p.fcollect(4097), MoveAlgorithm::Push);
+            // fcollect by node where each node's blocks are contiguous.
+            let by_node = match p.nodes.consecutive() {
+                true => MoveAlgorithm::PushByNode,
+                false => MoveAlgorithm::Push,
+            };
+            assert_eq!(p.fcollect(4097), by_node, "{nodes:?}");
             assert_eq!(p.alltoall(4097, false), MoveAlgorithm::Push);
             assert_eq!(p.alltoall(4097, true), MoveAlgorithm::Flat);
             assert_eq!(p.fcollect(8), MoveAlgorithm::EagerByNode);

@@ -1,5 +1,6 @@
 //! Block moves by their senders: `fcollect` and `alltoall` above the eager sizes on teams
-//! that span nodes, or whose callers make every `dest` ready before the call.
+//! that span nodes (but `fcollect` by node, `gather_push.rs`), or whose callers make every
+//! `dest` ready before the call.
 //!
 //! # Across nodes
 //!
@@ -31,11 +32,11 @@
 //! match fail there, after their blocks were written. A member never waits before it has
 //! written all its blocks: where PEs outnumber CPUs, each does its share while it runs.
 //!
-//! # Not built
-//! Aggregation per node (each node pair exchanging one message through the
-//! leaders). For `alltoall` it needs staging room for a node's blocks at the receiving
-//! leader that no buffer of the call has; for `fcollect` it would save fabric messages, not
-//! latency.
+//! # By node
+//! `fcollect` on a team whose nodes' members are consecutive gathers each node's blocks at
+//! its leader and sends them whole, one message per pair of leaders (`gather_push.rs`).
+//! `alltoall` is not aggregated per node: a node's blocks for another node would need
+//! staging room at the receiving leader that no buffer of the call has.
 
 use bytemuck::Pod;
 

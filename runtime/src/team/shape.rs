@@ -71,6 +71,14 @@ impl NodeShape {
         self.groups.iter().map(|g| g.len()).max().unwrap_or(0)
     }
 
+    /// Whether every node's members are consecutive team members: each node's blocks of a
+    /// collective laid out by member are then contiguous.
+    pub fn consecutive(&self) -> bool {
+        self.groups
+            .iter()
+            .all(|g| g.windows(2).all(|pair| pair[1] == pair[0] + 1))
+    }
+
     /// Whether the team spans nodes and some node holds more than one of its members: the
     /// shapes where a node-aware algorithm can take work off the fabric.
     pub fn layered(&self) -> bool {
@@ -126,6 +134,8 @@ mod tests {
         assert_eq!(shape.widest(), 2);
         assert!(shape.layered());
         assert!(!NodeShape::new(&[0, 1, 2]).layered(), "one member per node");
+        assert!(!shape.consecutive(), "members 0 and 2 share a node");
+        assert!(NodeShape::new(&[4, 4, 7, 7, 7, 1]).consecutive());
         assert!(!NodeShape::new(&[3, 3, 3]).layered(), "one node");
         assert!(NodeShape::new(&[0, 0, 0, 1]).layered(), "3 + 1");
     }

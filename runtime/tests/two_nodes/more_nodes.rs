@@ -1,6 +1,6 @@
 //! Collectives on more than two loopback nodes, or on nodes of several PEs: binomial trees
-//! through inner members, reductions of several fabric blocks, and block moves that end
-//! with a sync of each node.
+//! through inner members, reductions of several fabric blocks, and block moves (`fcollect`
+//! by node) that end with a sync of each node.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -140,36 +140,49 @@ async fn block_sums(dp: &DataPlane, world: &Team, me: usize, n: usize, ordered: 
     }
 }
 
-/// Block moves on two loopback nodes of two PEs each (`fcollect` and `alltoall` above the
-/// eager sizes): blocks for the other node are pushed, the node-mate's are read in place,
-/// and each call ends with a sync of each node alone. Round after round, each source
-/// rewritten as soon as the call returns, every member finds every block of its round.
+/// Block moves on loopback nodes of several PEs (`fcollect` and `alltoall` above the eager
+/// sizes): `fcollect` by node where each node's members are consecutive (a leader gathers
+/// its node's blocks and puts them whole into the other leaders' `dest`, its members read
+/// the rest from it), block by block where they are not; `alltoall` block by block, the
+/// node-mates' blocks read in place. Each call ends with a sync of each node alone. Round
+/// after round, each source rewritten as soon as the call returns, every member finds every
+/// block of its round.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn block_moves_on_two_nodes_of_two_pes_find_every_block_round_after_round() {
-    for ordered in [usize::MAX, 4096] {
+async fn block_moves_on_nodes_of_several_pes_find_every_block_round_after_round() {
+    let layouts: [&[usize]; 4] = [
+        &[0, 0, 1, 1],
+        &[0, 0, 0, 1],
+        &[0, 1, 1, 2, 2, 2],
+        &[0, 1, 0, 1],
+    ];
+    for (nodes, ordered) in layouts
+        .into_iter()
+        .flat_map(|l| [(l, usize::MAX), (l, 4096)])
+    {
         let config = |dp: &DataPlane| TeamConfig::for_job(dp.nodes(), dp.heap_size());
+        let n = nodes.len();
         on_every_pe(
-            nodes_laid_out(&[0, 0, 1, 1], ordered),
+            nodes_laid_out(nodes, ordered),
             config,
-            |dp, world, me| async move { moving_rounds(&dp, &world, me).await },
+            move |dp, world, me| async move { moving_rounds(&dp, &world, me, n).await },
         )
         .await;
     }
 }
 
-/// One PE's rounds of [`block_moves_on_two_nodes_of_two_pes_find_every_block_round_after_round`].
-async fn moving_rounds(dp: &DataPlane, world: &Team, me: usize) {
-    const N: usize = 4;
+/// One PE's rounds of [`block_moves_on_nodes_of_several_pes_find_every_block_round_after_round`]
+/// in a team of `n`.
+async fn moving_rounds(dp: &DataPlane, world: &Team, me: usize, n: usize) {
     /// Elements of a block: 8 KiB, above the eager sizes.
     const BLOCK: usize = 1024;
     let buffer = |at: usize| {
-        let place = Allocation::new(HeapId(1), at, N * BLOCK * 8);
-        SymBuffer::<u64>::from_allocation(place, N * BLOCK).expect("a buffer")
+        let place = Allocation::new(HeapId(1), at, n * BLOCK * 8);
+        SymBuffer::<u64>::from_allocation(place, n * BLOCK).expect("a buffer")
     };
-    let (source, dest) = (buffer(0), buffer(N * BLOCK * 8));
-    let mut got = vec![0; N * BLOCK];
+    let (source, dest) = (buffer(0), buffer(n * BLOCK * 8));
+    let mut got = vec![0; n * BLOCK];
     for round in 0..6 {
-        let mine: Vec<u64> = (0..N * BLOCK).map(|i| element(round, me, i)).collect();
+        let mine: Vec<u64> = (0..n * BLOCK).map(|i| element(round, me, i)).collect();
         dp.put(&source, &mine, me).await.expect("source filled");
         let gathered = timeout(BOUND, world.fcollect(&dest, source.slice(..BLOCK))).await;
         assert!(
@@ -177,7 +190,7 @@ async fn moving_rounds(dp: &DataPlane, world: &Team, me: usize) {
             "PE {me}, round {round}: {gathered:?}"
         );
         dp.get(&mut got, &dest, me).await.expect("dest read");
-        let wrong = (0..N * BLOCK).find(|&i| got[i] != element(round, i / BLOCK, i % BLOCK));
+        let wrong = (0..n * BLOCK).find(|&i| got[i] != element(round, i / BLOCK, i % BLOCK));
         assert_eq!(wrong, None, "PE {me}, round {round}, fcollect");
         let exchanged = timeout(BOUND, world.alltoall(&dest, &source, BLOCK)).await;
         assert!(
@@ -186,7 +199,7 @@ async fn moving_rounds(dp: &DataPlane, world: &Team, me: usize) {
         );
         dp.get(&mut got, &dest, me).await.expect("dest read");
         let theirs = |i: usize| element(round, i / BLOCK, me * BLOCK + i % BLOCK);
-        let wrong = (0..N * BLOCK).find(|&i| got[i] != theirs(i));
+        let wrong = (0..n * BLOCK).find(|&i| got[i] != theirs(i));
         assert_eq!(wrong, None, "PE {me}, round {round}, alltoall");
     }
 }
