@@ -19,6 +19,9 @@
 //!
 //! Where a node's members are not consecutive, its blocks are not contiguous in `dest`, and
 //! the call moves each block alone (`push.rs`).
+//!
+//! A leader's put that fails on its way while its post still lands (see `push.rs`) costs
+//! every member of the receiving node a whole node's blocks, not one block.
 
 use bytemuck::Pod;
 
@@ -55,13 +58,15 @@ impl Team {
                 .get_into(block(j), source.resized(each), self.pe(j))
                 .await?;
         }
-        let others = (0..nodes.nodes()).filter(|&g| g != group);
         let span = |g: usize| {
             let node = nodes.members(g);
             dest.slice(node[0] * each..(node[node.len() - 1] + 1) * each)
         };
         if me == leader {
-            let leaders: Vec<usize> = others.clone().map(|g| nodes.leaders()[g]).collect();
+            let leaders: Vec<usize> = (0..nodes.nodes())
+                .filter(|&g| g != group)
+                .map(|g| nodes.leaders()[g])
+                .collect();
             let mut pushes = Vec::with_capacity(leaders.len());
             for &to in &leaders {
                 let post = Post {
@@ -83,10 +88,13 @@ impl Team {
         } else {
             self.wait_word("fcollect by node", self.inner.layout.sig(leader), signal)
                 .await?;
-            for g in others {
-                self.dp()
-                    .get_into(span(g), span(g), self.pe(leader))
-                    .await?;
+            // The other nodes' blocks lie before and after this node's.
+            let (at, end) = (members[0] * each, (members[members.len() - 1] + 1) * each);
+            for range in [0..at, end..dest.len()] {
+                if !range.is_empty() {
+                    let theirs = dest.slice(range);
+                    self.dp().get_into(theirs, theirs, self.pe(leader)).await?;
+                }
             }
         }
         self.sync_node_in(op, Descriptor::END).await

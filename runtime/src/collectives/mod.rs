@@ -65,9 +65,11 @@
 //! reductions above the eager sizes down a two-level tree whose only fabric edges join the
 //! root to the other nodes' leaders. Across the fabric, data goes by pushes with a post
 //! behind them, never by fabric reads (a read is a round trip): a tree's parent puts the
-//! data into a child on another node once that child has entered the call, and `fcollect`
-//! and `alltoall` put each block for another node into its receiver (see `plan.rs`,
-//! `posted.rs`, `broadcast_tree.rs` and `push.rs`). Syncs and trees carry descriptors
+//! data into a child on another node once that child has entered the call, `alltoall` puts
+//! each block for another node into its receiver, and `fcollect` does too, or, where the
+//! nodes' members are consecutive, sends each node's blocks whole from its leader to the
+//! other leaders (see `plan.rs`, `posted.rs`, `broadcast_tree.rs`, `push.rs` and
+//! `gather_push.rs`). Syncs and trees carry descriptors
 //! through the leaders, so mismatches are found as on one node.
 //!
 //! Calls whose algorithms never meet (an eager reduction against a reduce-scatter, two roots

@@ -30,7 +30,8 @@
 //! - `fcollect` and `alltoall` above the eager sizes push each block for another node into
 //!   its receiver with its signal posted behind it, after a sync, rather than reading it
 //!   with a fabric get (`push.rs`); blocks of the same node are read in place, and a sync of
-//!   each node ends the call. Where every node's members are consecutive, `fcollect` goes by
+//!   each node ends the call. Where some node holds several members and every node's
+//!   members are consecutive (and the callers do not keep `dest_ready`), `fcollect` goes by
 //!   node instead: each leader gathers its node's blocks and puts them whole into the other
 //!   leaders' `dest`, one message per pair of leaders (`gather_push.rs`).
 //! - `collect`, `alltoalls` and `reducescatter` keep their flat forms above the eager sizes.
@@ -437,9 +438,9 @@ mod tests {
             assert_eq!(p.alltoall(8, true), MoveAlgorithm::Eager, "strided");
             assert_eq!(p.alltoall(4096, false), MoveAlgorithm::Eager);
             // fcollect by node where each node's blocks are contiguous.
-            let by_node = match p.nodes.consecutive() {
-                true => MoveAlgorithm::PushByNode,
-                false => MoveAlgorithm::Push,
+            let by_node = match nodes {
+                [3, 1, 3, 1, 3] => MoveAlgorithm::Push,
+                _ => MoveAlgorithm::PushByNode,
             };
             assert_eq!(p.fcollect(4097), by_node, "{nodes:?}");
             assert_eq!(p.alltoall(4097, false), MoveAlgorithm::Push);

@@ -33,8 +33,8 @@
 //! written all its blocks: where PEs outnumber CPUs, each does its share while it runs.
 //!
 //! # By node
-//! `fcollect` on a team whose nodes' members are consecutive gathers each node's blocks at
-//! its leader and sends them whole, one message per pair of leaders (`gather_push.rs`).
+//! `fcollect` on a team where some node holds several members and every node's members are
+//! consecutive gathers each node's blocks at its leader and sends them whole, one message per pair of leaders (`gather_push.rs`).
 //! `alltoall` is not aggregated per node: a node's blocks for another node would need
 //! staging room at the receiving leader that no buffer of the call has.
 

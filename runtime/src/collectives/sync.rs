@@ -26,9 +26,10 @@
 //! in one of two slots of the line, by epoch parity: a sender can be at most one sync ahead
 //! of its receiver, so it never overwrites a pair that has not been read. A sync of each
 //! node alone skips an epoch on the leaders' lines, so their next exchange uses the slot of
-//! their last; it may only end a call in which every member has heard from every other node
-//! after that node's last whole sync (a block move's signals, sent once their sender has
-//! read its pairs), which keeps a leader from overwriting a pair not yet read. A member's
+//! their last; it may only end a call in which every leader has heard from every other
+//! leader by a message sent after that leader's last whole sync (a block move's signals or
+//! posts, sent once their sender has read its pairs), which keeps a leader from overwriting
+//! a pair not yet read. A member's
 //! `up` and its leader's `down` need one slot: neither side can post the next sync's before
 //! the other has read this one's.
 
@@ -244,8 +245,8 @@ impl Team {
     /// end of a call whose members on other nodes are done with this member's buffers once
     /// their own parts are, so that only its node-mates (which read them in place) must be
     /// waited for. Every member of the team makes it, so the epochs stay in step. The call
-    /// must have had every member hear from every other node since the last whole sync (see
-    /// the module documentation).
+    /// must have had every leader hear from every other leader since the last whole sync
+    /// (see the module documentation).
     pub(crate) async fn sync_node_in(&self, op: &mut Op<'_>, desc: u64) -> Result<()> {
         if self.inner.plan.sync() != SyncAlgorithm::Nodes {
             return self.sync_in(op, desc).await;

@@ -144,16 +144,18 @@ async fn block_sums(dp: &DataPlane, world: &Team, me: usize, n: usize, ordered: 
 /// sizes): `fcollect` by node where each node's members are consecutive (a leader gathers
 /// its node's blocks and puts them whole into the other leaders' `dest`, its members read
 /// the rest from it), block by block where they are not; `alltoall` block by block, the
-/// node-mates' blocks read in place. Each call ends with a sync of each node alone. Round
-/// after round, each source rewritten as soon as the call returns, every member finds every
-/// block of its round.
+/// node-mates' blocks read in place. Each call ends with a sync of each node alone. Call
+/// after call, each source rewritten and each `dest` cleared as soon as the call returns,
+/// every member finds every block of its call.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn block_moves_on_nodes_of_several_pes_find_every_block_round_after_round() {
-    let layouts: [&[usize]; 4] = [
+    let layouts: [&[usize]; 5] = [
         &[0, 0, 1, 1],
         &[0, 0, 0, 1],
         &[0, 1, 1, 2, 2, 2],
         &[0, 1, 0, 1],
+        // Five nodes: the leaders sync by dissemination.
+        &[0, 0, 1, 2, 3, 4],
     ];
     for (nodes, ordered) in layouts
         .into_iter()
@@ -182,23 +184,34 @@ async fn moving_rounds(dp: &DataPlane, world: &Team, me: usize, n: usize) {
     let (source, dest) = (buffer(0), buffer(n * BLOCK * 8));
     let mut got = vec![0; n * BLOCK];
     for round in 0..6 {
-        let mine: Vec<u64> = (0..n * BLOCK).map(|i| element(round, me, i)).collect();
+        // Each call's own values, written as soon as the call before returns: a member that
+        // returned while a node-mate still read its buffers would be caught.
+        let (gather, exchange) = (2 * round, 2 * round + 1);
+        let mine: Vec<u64> = (0..n * BLOCK).map(|i| element(gather, me, i)).collect();
         dp.put(&source, &mine, me).await.expect("source filled");
         let gathered = timeout(BOUND, world.fcollect(&dest, source.slice(..BLOCK))).await;
+        let mine: Vec<u64> = (0..n * BLOCK).map(|i| element(exchange, me, i)).collect();
+        dp.put(&source, &mine, me).await.expect("source filled");
+        dp.get(&mut got, &dest, me).await.expect("dest read");
+        dp.put(&dest, &vec![0; n * BLOCK], me)
+            .await
+            .expect("dest cleared");
         assert!(
             matches!(gathered, Ok(Ok(()))),
             "PE {me}, round {round}: {gathered:?}"
         );
-        dp.get(&mut got, &dest, me).await.expect("dest read");
-        let wrong = (0..n * BLOCK).find(|&i| got[i] != element(round, i / BLOCK, i % BLOCK));
+        let wrong = (0..n * BLOCK).find(|&i| got[i] != element(gather, i / BLOCK, i % BLOCK));
         assert_eq!(wrong, None, "PE {me}, round {round}, fcollect");
         let exchanged = timeout(BOUND, world.alltoall(&dest, &source, BLOCK)).await;
+        dp.get(&mut got, &dest, me).await.expect("dest read");
+        dp.put(&dest, &vec![0; n * BLOCK], me)
+            .await
+            .expect("dest cleared");
         assert!(
             matches!(exchanged, Ok(Ok(()))),
             "PE {me}, round {round}: {exchanged:?}"
         );
-        dp.get(&mut got, &dest, me).await.expect("dest read");
-        let theirs = |i: usize| element(round, i / BLOCK, me * BLOCK + i % BLOCK);
+        let theirs = |i: usize| element(exchange, i / BLOCK, me * BLOCK + i % BLOCK);
         let wrong = (0..n * BLOCK).find(|&i| got[i] != theirs(i));
         assert_eq!(wrong, None, "PE {me}, round {round}, alltoall");
     }
