@@ -203,6 +203,9 @@ impl Layout {
     }
 }
 
+/// Where member `j`'s word of a kind lies in a region (`Layout::sig`, `Layout::ack`, …).
+type WordAt = fn(&Layout, usize) -> usize;
+
 impl Team {
     /// The data plane of this team's PE.
     #[inline]
@@ -328,13 +331,7 @@ impl Team {
         from: &[usize],
         v: u64,
     ) -> Result<()> {
-        let words = self.words_at(offset, from);
-        let any = move || words.iter().any(|w| w.load(Ordering::Acquire) >= v);
-        if from.is_empty() || any() {
-            return Ok(());
-        }
-        self.wait_for(what, self.inner.layout.span(offset), any)
-            .await
+        self.wait_on_words(what, (offset, from), v, false).await
     }
 
     /// Waits until this PE's word at `offset(j)` is at least `v` for every `j` of `from`.
@@ -345,12 +342,28 @@ impl Team {
         from: &[usize],
         v: u64,
     ) -> Result<()> {
+        self.wait_on_words(what, (offset, from), v, true).await
+    }
+
+    /// Waits until this PE's word at `offset(j)` is at least `v` for every `j` of `from`
+    /// (`every`) or for some; at once where `from` is empty.
+    async fn wait_on_words(
+        &self,
+        what: &'static str,
+        words: (WordAt, &[usize]),
+        v: u64,
+        every: bool,
+    ) -> Result<()> {
+        let (offset, from) = words;
         let words = self.words_at(offset, from);
-        let all = move || words.iter().all(|w| w.load(Ordering::Acquire) >= v);
-        if from.is_empty() {
+        let met = move || match every {
+            true => words.iter().all(|w| w.load(Ordering::Acquire) >= v),
+            false => words.iter().any(|w| w.load(Ordering::Acquire) >= v),
+        };
+        if from.is_empty() || met() {
             return Ok(());
         }
-        self.wait_for(what, self.inner.layout.span(offset), all)
+        self.wait_for(what, self.inner.layout.span(offset), met)
             .await
     }
 
