@@ -13,11 +13,23 @@
 //! written.
 //!
 //! Only what the socket does not take at once (its buffer full) waits for a task, which
-//! writes it, in order, once the socket is writable again: a process that ends meanwhile
-//! still loses that part. Dropping the outbox lets the task write what is left, then close
-//! the connection's sending side.
+//! writes it, in order, once the socket is writable again. Dropping the outbox lets the task
+//! write what is left, then close the connection's sending side.
+//!
+//! # Held for the others
+//! A process that ends would lose what its tasks had not yet written. So while any other
+//! PE's connection has bytes waiting for its task, nothing is written to the PE in the
+//! root's process: its messages wait in its own backlog, and its task writes them once every
+//! other backlog has been written ([`Backlogs`]). A PE whose outbox is dropped (the hub lost
+//! it, or it finished) holds the host no longer, whatever its task still has to write: the
+//! hub drops a silent PE's outbox once the peer timeout declares it lost, so the hold ends.
+//! The hold lasts until the other backlogs are all empty at once, not only those written
+//! before the held message: a hub that kept answering large messages would keep the host
+//! waiting, but every allgather needs the host's own contribution, which needs its answer to
+//! the last one first.
 
 use std::io::IoSlice;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::net::tcp::OwnedWriteHalf;
@@ -51,7 +63,7 @@ impl Outbox {
 
     /// Whether the PE it reaches runs in the root's own process: the hub tells it last.
     pub fn hosts_root(&self) -> bool {
-        matches!(self, Outbox::Socket(socket) if socket.hosts_root)
+        matches!(self, Outbox::Socket(socket) if socket.shared.hosts_root)
     }
 }
 
@@ -68,13 +80,40 @@ pub fn hosting_pe_last(
     others
 }
 
+/// How many connections of one root, other than that of the PE in the root's own process,
+/// have bytes waiting for their task: while any do, that PE's messages are held (see the
+/// module's doc). Every connection of the root shares one.
+#[derive(Debug, Default)]
+pub struct Backlogs {
+    waiting: AtomicUsize,
+    /// Wakes the held task once `waiting` falls to zero.
+    cleared: Notify,
+}
+
+impl Backlogs {
+    fn any(&self) -> bool {
+        self.waiting.load(Ordering::SeqCst) > 0
+    }
+
+    /// Returns once no other connection has bytes waiting.
+    async fn cleared(&self) {
+        loop {
+            let cleared = self.cleared.notified();
+            tokio::pin!(cleared);
+            cleared.as_mut().enable();
+            if !self.any() {
+                return;
+            }
+            cleared.await;
+        }
+    }
+}
+
 /// A connection's sending side, written by whoever sends, with a task that writes what the
 /// socket did not take at once (see the module's doc).
 #[derive(Debug)]
 pub struct SocketOutbox {
     shared: Arc<Shared>,
-    /// Whether the PE runs in the root's own process.
-    hosts_root: bool,
 }
 
 #[derive(Debug)]
@@ -83,6 +122,32 @@ struct Shared {
     backlog: Mutex<Backlog>,
     /// Wakes the task: bytes were left, or the outbox was dropped.
     more: Notify,
+    /// Whether the PE runs in the root's own process.
+    hosts_root: bool,
+    /// The root's connections with bytes waiting: counted into by the others, waited on by
+    /// the PE in the root's process.
+    backlogs: Arc<Backlogs>,
+}
+
+impl Shared {
+    /// Counts `backlog` among the root's waiting ones, once, unless this is the host's.
+    fn count_in(&self, backlog: &mut Backlog) {
+        if !self.hosts_root && !backlog.counted {
+            backlog.counted = true;
+            self.backlogs.waiting.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Takes `backlog` out of the root's waiting ones, if it was counted; the last one out
+    /// lets the held host go.
+    fn count_out(&self, backlog: &mut Backlog) {
+        if backlog.counted {
+            backlog.counted = false;
+            if self.backlogs.waiting.fetch_sub(1, Ordering::SeqCst) == 1 {
+                self.backlogs.cleared.notify_waiters();
+            }
+        }
+    }
 }
 
 /// The backlog's capacity kept once it is empty: what a few answers take.
@@ -98,6 +163,8 @@ struct Backlog {
     failed: bool,
     /// The outbox was dropped: the task writes what is left, then ends.
     dropped: bool,
+    /// Counted in [`Backlogs`]: bytes wait, the outbox is not the host's and was not dropped.
+    counted: bool,
 }
 
 impl Backlog {
@@ -126,33 +193,37 @@ fn lock(m: &Mutex<Backlog>) -> std::sync::MutexGuard<'_, Backlog> {
 
 impl SocketOutbox {
     /// Wraps `socket`, spawning the task that writes what it does not take at once; must be
-    /// called within a Tokio runtime. `hosts_root`: the PE runs in the root's own process.
-    pub fn spawn(socket: OwnedWriteHalf, hosts_root: bool) -> Self {
+    /// called within a Tokio runtime. `hosts_root`: the PE runs in the root's own process;
+    /// `backlogs`: shared by every connection of the root.
+    pub fn spawn(socket: OwnedWriteHalf, hosts_root: bool, backlogs: Arc<Backlogs>) -> Self {
         let shared = Arc::new(Shared {
             socket,
             backlog: Mutex::default(),
             more: Notify::new(),
+            hosts_root,
+            backlogs,
         });
         tokio::spawn(write_backlog(shared.clone()));
-        SocketOutbox { shared, hosts_root }
+        SocketOutbox { shared }
     }
 
     /// Writes the frame of `body` (its length, then itself) now as far as the socket takes
-    /// it, behind any backlog; leaves the rest to the task.
+    /// it, behind any backlog, unless it is held for the others; leaves the rest to the task.
     fn send(&self, body: &[u8]) -> Result<(), Closed> {
         let length = (body.len() as u32).to_le_bytes();
         let mut backlog = lock(&self.shared.backlog);
         if backlog.failed {
             return Err(Closed);
         }
+        let held = self.shared.hosts_root && self.shared.backlogs.any();
         let mut taken = 0;
-        if backlog.unwritten().is_empty() {
+        if backlog.unwritten().is_empty() && !held {
             let parts = [IoSlice::new(&length), IoSlice::new(body)];
             match self.shared.socket.try_write_vectored(&parts) {
                 Ok(n) => taken = n,
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
                 Err(_) => {
-                    backlog.failed = true;
+                    fail(&self.shared, &mut backlog);
                     return Err(Closed);
                 }
             }
@@ -164,6 +235,7 @@ impl SocketOutbox {
             backlog
                 .bytes
                 .extend_from_slice(&body[taken.saturating_sub(length.len())..]);
+            self.shared.count_in(&mut backlog);
             self.shared.more.notify_one();
         }
         Ok(())
@@ -172,21 +244,28 @@ impl SocketOutbox {
 
 impl Drop for SocketOutbox {
     fn drop(&mut self) {
-        lock(&self.shared.backlog).dropped = true;
+        let mut backlog = lock(&self.shared.backlog);
+        backlog.dropped = true;
+        self.shared.count_out(&mut backlog);
+        drop(backlog);
         self.shared.more.notify_one();
     }
 }
 
 /// The task of a [`SocketOutbox`]: writes its backlog whenever there is one and the socket
-/// is writable; ends on a failed write, or once the outbox is dropped and its backlog
-/// written (closing the sending side).
+/// is writable (the host's, once no other connection has bytes waiting); ends on a failed
+/// write, or once the outbox is dropped and its backlog written (closing the sending side).
 async fn write_backlog(shared: Arc<Shared>) {
     loop {
         shared.more.notified().await;
         loop {
+            if shared.hosts_root {
+                shared.backlogs.cleared().await;
+            }
             let blocked = {
                 let mut backlog = lock(&shared.backlog);
                 if backlog.unwritten().is_empty() {
+                    shared.count_out(&mut backlog);
                     if backlog.dropped {
                         return;
                     }
@@ -199,22 +278,31 @@ async fn write_backlog(shared: Arc<Shared>) {
                     }
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => true,
                     Err(_) => {
-                        backlog.failed = true;
+                        fail(&shared, &mut backlog);
                         return;
                     }
                 }
             };
             if blocked && shared.socket.writable().await.is_err() {
-                lock(&shared.backlog).failed = true;
+                fail(&shared, &mut lock(&shared.backlog));
                 return;
             }
         }
     }
 }
 
+/// A write to the PE failed: nothing more reaches it, and it holds the host no longer.
+fn fail(shared: &Shared, backlog: &mut Backlog) {
+    backlog.failed = true;
+    shared.count_out(backlog);
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
+
+    use std::io::{ErrorKind, Read};
+    use std::net::TcpStream;
 
     use super::*;
     use crate::control::wire::read_frame;
@@ -223,8 +311,19 @@ mod tests {
     const BOUND: Duration = Duration::from_secs(20);
 
     /// A connected pair: the root's sending side, spawned on `rt`, and the PE's end, each
-    /// with a socket buffer of about `buffer` bytes.
+    /// with a socket buffer of about `buffer` bytes; the PE runs in no root's process.
     fn pair(rt: &tokio::runtime::Runtime, buffer: usize) -> (SocketOutbox, std::net::TcpStream) {
+        pair_of_root(rt, buffer, false, &Arc::default())
+    }
+
+    /// As [`pair`], for a root whose connections share `backlogs`; `hosts_root`: the PE
+    /// runs in the root's process.
+    fn pair_of_root(
+        rt: &tokio::runtime::Runtime,
+        buffer: usize,
+        hosts_root: bool,
+        backlogs: &Arc<Backlogs>,
+    ) -> (SocketOutbox, std::net::TcpStream) {
         use rustix::net::sockopt;
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("listen");
         let pe = std::net::TcpStream::connect(listener.local_addr().expect("addr")).expect("pe");
@@ -235,7 +334,7 @@ mod tests {
         let outbox = rt.block_on(async {
             let root = tokio::net::TcpStream::from_std(root).expect("register");
             root.writable().await.expect("writable");
-            SocketOutbox::spawn(root.into_split().1, false)
+            SocketOutbox::spawn(root.into_split().1, hosts_root, backlogs.clone())
         });
         (outbox, pe)
     }
@@ -324,9 +423,81 @@ mod tests {
                 .expect("listen");
             let addr = listener.local_addr().expect("addr");
             let (_pe, root) = tokio::join!(tokio::net::TcpStream::connect(addr), listener.accept());
-            SocketOutbox::spawn(root.expect("accept").0.into_split().1, true)
+            SocketOutbox::spawn(root.expect("accept").0.into_split().1, true, Arc::default())
         });
         assert!(Outbox::Socket(hosted).hosts_root());
+    }
+
+    /// A root on `rt` with two connections of small buffers: to the PE in its process and
+    /// to another PE, whose outbox is left with bytes waiting (asserted).
+    fn host_and_backlogged_pe(
+        rt: &tokio::runtime::Runtime,
+    ) -> ((SocketOutbox, TcpStream), (SocketOutbox, TcpStream)) {
+        let backlogs = Arc::default();
+        let host = pair_of_root(rt, 16 << 10, true, &backlogs);
+        let other = pair_of_root(rt, 16 << 10, false, &backlogs);
+        let big = ToPe::GatherFailed {
+            group: 1,
+            seq: 2,
+            reason: "x".repeat(256 << 10),
+        };
+        assert_eq!(other.0.send(&big.encode()), Ok(()));
+        assert!(
+            !lock(&other.0.shared.backlog).unwritten().is_empty(),
+            "the socket took 256 KiB at once: no backlog to test"
+        );
+        (host, other)
+    }
+
+    /// The first message that reaches `pe` within `wait`, if one does.
+    fn first_within(pe: &mut TcpStream, wait: Duration) -> Option<ToPe> {
+        pe.set_read_timeout(Some(wait)).expect("timeout");
+        let mut length = [0; 4];
+        match pe.read_exact(&mut length) {
+            Ok(()) => {}
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                return None
+            }
+            Err(e) => panic!("reading the host's connection: {e}"),
+        }
+        let mut body = vec![0; u32::from_le_bytes(length) as usize];
+        pe.read_exact(&mut body).expect("a whole frame");
+        Some(ToPe::decode(&body).expect("a message"))
+    }
+
+    #[test]
+    fn the_pe_in_the_roots_process_hears_nothing_while_another_pe_has_bytes_waiting() {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let ((host, mut host_pe), (other, other_pe)) = host_and_backlogged_pe(&rt);
+        let told = ToPe::Finished { pe: 1 };
+        assert_eq!(Outbox::Socket(host).send(told.clone()), Ok(()));
+        assert_eq!(
+            first_within(&mut host_pe, Duration::from_millis(300)),
+            None,
+            "the host heard while another PE's message waited"
+        );
+        drop(other);
+        assert_eq!(read_all(other_pe).len(), 1);
+        assert_eq!(first_within(&mut host_pe, BOUND), Some(told));
+    }
+
+    #[test]
+    fn a_pe_whose_outbox_is_dropped_with_bytes_waiting_holds_the_host_no_longer() {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let ((host, mut host_pe), (other, _never_read)) = host_and_backlogged_pe(&rt);
+        let told = ToPe::Finished { pe: 1 };
+        assert_eq!(Outbox::Socket(host).send(told.clone()), Ok(()));
+        // As the hub does with a PE it has lost.
+        drop(other);
+        assert_eq!(first_within(&mut host_pe, BOUND), Some(told));
     }
 
     #[test]

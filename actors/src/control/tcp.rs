@@ -21,7 +21,7 @@ use tokio::task::JoinHandle;
 
 use super::hub::{run_hub, HubConfig, HubEvent, HubNews, HubReport};
 use super::link::Link;
-use super::outbox::{Outbox, SocketOutbox};
+use super::outbox::{Backlogs, Outbox, SocketOutbox};
 use super::wire::{read_frame, write_frame, FromPe, Hello, ToPe, MAX_FRAME};
 use crate::launch_env::{peer_timeout, DEFAULT_PEER_TIMEOUT};
 
@@ -102,7 +102,11 @@ impl RootServer {
             },
             events_rx,
         ));
-        let acceptor = tokio::spawn(accept_loop(self.listener, events_tx, secret, self.host));
+        let host = Host {
+            pe: self.host,
+            backlogs: Arc::default(),
+        };
+        let acceptor = tokio::spawn(accept_loop(self.listener, events_tx, secret, host));
         tokio::spawn(async move {
             let report = hub.await;
             acceptor.abort();
@@ -113,12 +117,20 @@ impl RootServer {
     }
 }
 
-/// Accepts connections to the root; `host` is the PE whose process hosts it, if one does.
+/// The PE whose process hosts the root, if one does, and what its messages wait for: the
+/// backlogs of the root's other connections (see [`super::outbox`]).
+#[derive(Debug, Clone)]
+struct Host {
+    pe: Option<usize>,
+    backlogs: Arc<Backlogs>,
+}
+
+/// Accepts connections to the root, whose process hosts `host`.
 async fn accept_loop(
     listener: TcpListener,
     events: UnboundedSender<HubEvent>,
     secret: Vec<u8>,
-    host: Option<usize>,
+    host: Host,
 ) {
     let unauthenticated = Arc::new(Semaphore::new(MAX_UNAUTHENTICATED));
     loop {
@@ -138,7 +150,7 @@ async fn accept_loop(
         heartbeat(&stream);
         tokio::spawn(serve_connection(
             stream,
-            (peer, host),
+            (peer, host.clone()),
             events.clone(),
             secret.clone(),
             permit,
@@ -168,10 +180,10 @@ fn same_secret(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0, |d, (x, y)| d | (x ^ y)) == 0
 }
 
-/// Serves one connection from `peer` (whose process hosts the root if its PE is `host`).
+/// Serves one connection from `peer` (whose process hosts the root if its PE is `host`'s).
 async fn serve_connection(
     stream: TcpStream,
-    (peer, host): (SocketAddr, Option<usize>),
+    (peer, host): (SocketAddr, Host),
     events: UnboundedSender<HubEvent>,
     secret: Vec<u8>,
     unauthenticated: OwnedSemaphorePermit,
@@ -186,7 +198,8 @@ async fn serve_connection(
     };
     drop(unauthenticated);
     let rank = hello.rank as usize;
-    let outbox = Outbox::Socket(SocketOutbox::spawn(writer, host == Some(rank)));
+    let hosts_root = host.pe == Some(rank);
+    let outbox = Outbox::Socket(SocketOutbox::spawn(writer, hosts_root, host.backlogs));
     // Nothing from the connection counts as the PE's before the hub has taken it: a refused
     // one (a duplicate or restarted process with a member's rank) must not speak or leave
     // in that member's name.
