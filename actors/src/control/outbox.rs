@@ -21,12 +21,15 @@
 //! PE's connection has bytes waiting for its task, nothing is written to the PE in the
 //! root's process: its messages wait in its own backlog, and its task writes them once every
 //! other backlog has been written ([`Backlogs`]). A PE whose outbox is dropped (the hub lost
-//! it, or it finished) holds the host no longer, whatever its task still has to write: the
-//! hub drops a silent PE's outbox once the peer timeout declares it lost, so the hold ends.
-//! The hold lasts until the other backlogs are all empty at once, not only those written
-//! before the held message: a hub that kept answering large messages would keep the host
-//! waiting, but every allgather needs the host's own contribution, which needs its answer to
-//! the last one first.
+//! it, or it finished) or whose connection failed holds the host no longer, whatever its
+//! task still had to write: a PE whose connection breaks or goes silent past the peer timeout
+//! (the connection's heartbeat) ends the hold that way. A PE that is alive but does not read
+//! (a stopped process) holds the host until it reads again.
+//!
+//! The hold lasts until the other backlogs are all empty at once, not only until those
+//! written before the held message are: a hub that kept sending large messages would keep
+//! the host waiting, but every allgather needs the host's own contribution, which needs its
+//! answer to the last one first.
 
 use std::io::IoSlice;
 use std::sync::atomic::{AtomicUsize, Ordering};
