@@ -1,13 +1,16 @@
 //! The bootstrap root over TCP: connections without the job's secret are refused while the
 //! job still forms; a PE that never joins makes the root fail naming it; a lost PE is
-//! announced to the others.
+//! announced to the others; the PE in the root's process hears an answer only once the
+//! others' are written.
 
 mod common;
 
 use common::hello;
 use std::time::Duration;
 
-use ferroshmem_actors::control::wire::{write_frame, FromPe, ToPe};
+use ferroshmem_actors::control::wire::{
+    read_frame, write_frame, Contribution, FromPe, ToPe, MAX_FRAME,
+};
 use ferroshmem_actors::control::{connect, RootServer};
 use ferroshmem_runtime::Error;
 use tokio::io::AsyncReadExt;
@@ -136,4 +139,58 @@ async fn a_goodbye_reaches_the_others_as_finished() {
     a.to_root.send(FromPe::Goodbye).unwrap();
     let report = root.await.unwrap().unwrap();
     assert!(report.lost.is_empty(), "{:?}", report.lost);
+}
+
+/// Under `mpirun` the root runs in PE 0's process, which may exit as soon as it has its own
+/// answer: PE 0 hears an allgather's answer only once PE 1's, too large for PE 1's socket to
+/// take at once, has been written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pe_hosting_the_root_hears_its_answer_only_once_the_others_answer_is_written() {
+    let secret = b"s".to_vec();
+    let server = RootServer::bind("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap()
+        .hosted_by(0);
+    let address = server.address();
+    let _root = server.spawn(2, 42, secret.clone(), Duration::from_secs(10));
+    let mut host = connect(address, 0, Some(0), Duration::from_secs(5))
+        .await
+        .unwrap();
+    let slow = std::net::TcpStream::connect(address).unwrap();
+    rustix::net::sockopt::set_socket_recv_buffer_size(&slow, 16 << 10).unwrap();
+    slow.set_nonblocking(true).unwrap();
+    let mut slow = TcpStream::from_std(slow).unwrap();
+    write_frame(&mut slow, &FromPe::Hello(hello(&secret, 1, 2)).encode())
+        .await
+        .unwrap();
+    host.join(hello(&secret, 0, 2), Duration::from_secs(5))
+        .await
+        .unwrap();
+    let welcome = read_frame(&mut slow, MAX_FRAME).await.unwrap().unwrap();
+    assert!(matches!(ToPe::decode(&welcome), Ok(ToPe::Welcome(_))));
+
+    let contribution = |index| Contribution {
+        group: 0,
+        seq: 1,
+        index,
+        size: 2,
+        payload: vec![index as u8; 8 << 20],
+    };
+    host.to_root
+        .send(FromPe::Contribute(contribution(0)))
+        .unwrap();
+    write_frame(&mut slow, &FromPe::Contribute(contribution(1)).encode())
+        .await
+        .unwrap();
+    let early = tokio::time::timeout(Duration::from_millis(500), host.from_root.recv()).await;
+    assert!(
+        early.is_err(),
+        "PE 0 heard {early:?} while PE 1's answer still waited"
+    );
+    let answer = read_frame(&mut slow, MAX_FRAME).await.unwrap().unwrap();
+    assert!(matches!(ToPe::decode(&answer), Ok(ToPe::Gathered { .. })));
+    let told = tokio::time::timeout(Duration::from_secs(10), host.from_root.recv())
+        .await
+        .unwrap();
+    assert!(matches!(told, Some(ToPe::Gathered { .. })), "{told:?}");
 }

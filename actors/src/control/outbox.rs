@@ -17,19 +17,25 @@
 //! write what is left, then close the connection's sending side.
 //!
 //! # Held for the others
-//! A process that ends would lose what its tasks had not yet written. So while any other
-//! PE's connection has bytes waiting for its task, nothing is written to the PE in the
-//! root's process: its messages wait in its own backlog, and its task writes them once every
-//! other backlog has been written ([`Backlogs`]). A PE whose outbox is dropped (the hub lost
-//! it, or it finished) or whose connection failed holds the host no longer, whatever its
-//! task still had to write: a PE whose connection breaks or goes silent past the peer timeout
-//! (the connection's heartbeat) ends the hold that way. A PE that is alive but does not read
-//! (a stopped process) holds the host until it reads again.
+//! A process that ends would lose what its tasks had not yet written. So a message to the PE
+//! in the root's process goes to its socket only once every other PE's connection, since
+//! the message was sent, has been seen with nothing waiting for its task: until then it
+//! waits in that PE's own backlog, in order behind its earlier messages ([`Backlogs`]).
+//!
+//! What ends a hold: the other backlogs written; or a PE that holds it is let go. The hub
+//! drops a PE's outbox when it loses the PE, when the PE finishes, and when a global exit's
+//! wait ends with the PE still there; a connection whose write fails is let go too. A PE
+//! whose connection breaks, or goes silent past the peer timeout (the connection's heartbeat),
+//! ends the hold that way. A PE that is alive but does not read its connection (a stopped
+//! process, or one whose runtime never runs its reader) holds the host until it reads again,
+//! or until the kernel gives up on the connection (`TCP_USER_TIMEOUT`, which on recent
+//! kernels also ends a connection whose receiver's window stays closed).
 //!
 //! The hold lasts until the other backlogs are all empty at once, not only until those
-//! written before the held message are: a hub that kept sending large messages would keep
-//! the host waiting, but every allgather needs the host's own contribution, which needs its
-//! answer to the last one first.
+//! written before the held message are. Backlogs take megabytes of answers (allgathers of
+//! large contributions): the world's allgathers need the host's own contribution, which
+//! needs its answer to the last one first, but those of a team without the host could keep
+//! it waiting for as long as they kept other connections full.
 
 use std::io::IoSlice;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -84,30 +90,33 @@ pub fn hosting_pe_last(
 }
 
 /// How many connections of one root, other than that of the PE in the root's own process,
-/// have bytes waiting for their task: while any do, that PE's messages are held (see the
-/// module's doc). Every connection of the root shares one.
+/// have bytes waiting for their task (a dropped or failed one counts no longer): while any
+/// do, that PE's messages are held (see the module's doc). Every connection of the root
+/// shares one.
 #[derive(Debug, Default)]
 pub struct Backlogs {
     waiting: AtomicUsize,
-    /// Wakes the held task once `waiting` falls to zero.
-    cleared: Notify,
+    /// Wakes the held tasks (a refused connection with the host's rank has one too) once
+    /// `waiting` falls to zero.
+    drained: Notify,
 }
 
 impl Backlogs {
+    /// Whether some connection counted here has bytes waiting.
     fn any(&self) -> bool {
         self.waiting.load(Ordering::SeqCst) > 0
     }
 
-    /// Returns once no other connection has bytes waiting.
-    async fn cleared(&self) {
+    /// Returns once the count has been seen at zero (a backlog may begin again at once).
+    async fn wait_drained(&self) {
         loop {
-            let cleared = self.cleared.notified();
-            tokio::pin!(cleared);
-            cleared.as_mut().enable();
+            let drained = self.drained.notified();
+            tokio::pin!(drained);
+            drained.as_mut().enable();
             if !self.any() {
                 return;
             }
-            cleared.await;
+            drained.await;
         }
     }
 }
@@ -147,7 +156,7 @@ impl Shared {
         if backlog.counted {
             backlog.counted = false;
             if self.backlogs.waiting.fetch_sub(1, Ordering::SeqCst) == 1 {
-                self.backlogs.cleared.notify_waiters();
+                self.backlogs.drained.notify_waiters();
             }
         }
     }
@@ -166,7 +175,8 @@ struct Backlog {
     failed: bool,
     /// The outbox was dropped: the task writes what is left, then ends.
     dropped: bool,
-    /// Counted in [`Backlogs`]: bytes wait, the outbox is not the host's and was not dropped.
+    /// Counted in [`Backlogs`]: bytes wait, the outbox is not the host's, was not dropped
+    /// and no write to it failed.
     counted: bool,
 }
 
@@ -262,8 +272,8 @@ async fn write_backlog(shared: Arc<Shared>) {
     loop {
         shared.more.notified().await;
         loop {
-            if shared.hosts_root {
-                shared.backlogs.cleared().await;
+            if shared.hosts_root && !lock(&shared.backlog).unwritten().is_empty() {
+                shared.backlogs.wait_drained().await;
             }
             let blocked = {
                 let mut backlog = lock(&shared.backlog);
@@ -302,10 +312,9 @@ fn fail(shared: &Shared, backlog: &mut Backlog) {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use std::io::{ErrorKind, Read};
     use std::net::TcpStream;
+    use std::time::Duration;
 
     use super::*;
     use crate::control::wire::read_frame;
@@ -431,25 +440,50 @@ mod tests {
         assert!(Outbox::Socket(hosted).hosts_root());
     }
 
-    /// A root on `rt` with two connections of small buffers: to the PE in its process and
-    /// to another PE, whose outbox is left with bytes waiting (asserted).
-    fn host_and_backlogged_pe(
-        rt: &tokio::runtime::Runtime,
-    ) -> ((SocketOutbox, TcpStream), (SocketOutbox, TcpStream)) {
+    /// A root's two connections, with small buffers: to the PE in its process (the host)
+    /// and to another PE, whose outbox has bytes waiting.
+    struct Root {
+        host: Outbox,
+        host_pe: TcpStream,
+        other: SocketOutbox,
+        other_pe: TcpStream,
+    }
+
+    /// A [`Root`] on `rt`, its other PE's outbox left with a message of 256 KiB waiting
+    /// (asserted).
+    fn host_and_backlogged_pe(rt: &tokio::runtime::Runtime) -> Root {
         let backlogs = Arc::default();
-        let host = pair_of_root(rt, 16 << 10, true, &backlogs);
-        let other = pair_of_root(rt, 16 << 10, false, &backlogs);
+        let (host, host_pe) = pair_of_root(rt, 16 << 10, true, &backlogs);
+        let (other, other_pe) = pair_of_root(rt, 16 << 10, false, &backlogs);
         let big = ToPe::GatherFailed {
             group: 1,
             seq: 2,
             reason: "x".repeat(256 << 10),
         };
-        assert_eq!(other.0.send(&big.encode()), Ok(()));
+        assert_eq!(other.send(&big.encode()), Ok(()));
         assert!(
-            !lock(&other.0.shared.backlog).unwritten().is_empty(),
+            !lock(&other.shared.backlog).unwritten().is_empty(),
             "the socket took 256 KiB at once: no backlog to test"
         );
-        (host, other)
+        Root {
+            host: Outbox::Socket(host),
+            host_pe,
+            other,
+            other_pe,
+        }
+    }
+
+    /// Two messages for the host, sent in this order.
+    fn two_for_the_host() -> [ToPe; 2] {
+        [ToPe::Finished { pe: 1 }, ToPe::Finished { pe: 2 }]
+    }
+
+    fn two_worker_runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("runtime")
     }
 
     /// The first message that reaches `pe` within `wait`, if one does.
@@ -461,46 +495,79 @@ mod tests {
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
                 return None
             }
-            Err(e) => panic!("reading the host's connection: {e}"),
+            Err(e) => panic!("reading a PE's connection: {e}"),
         }
         let mut body = vec![0; u32::from_le_bytes(length) as usize];
         pe.read_exact(&mut body).expect("a whole frame");
         Some(ToPe::decode(&body).expect("a message"))
     }
 
-    #[test]
-    fn the_pe_in_the_roots_process_hears_nothing_while_another_pe_has_bytes_waiting() {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .expect("runtime");
-        let ((host, mut host_pe), (other, other_pe)) = host_and_backlogged_pe(&rt);
-        let told = ToPe::Finished { pe: 1 };
-        assert_eq!(Outbox::Socket(host).send(told.clone()), Ok(()));
+    /// Sends `told` to the host while the other PE's bytes wait, and checks that the host
+    /// hears nothing for a while.
+    fn told_while_held(host: &Outbox, host_pe: &mut TcpStream, told: &[ToPe]) {
+        for m in told {
+            assert_eq!(host.send(m.clone()), Ok(()));
+        }
         assert_eq!(
-            first_within(&mut host_pe, Duration::from_millis(300)),
+            first_within(host_pe, Duration::from_millis(300)),
             None,
             "the host heard while another PE's message waited"
         );
-        drop(other);
-        assert_eq!(read_all(other_pe).len(), 1);
-        assert_eq!(first_within(&mut host_pe, BOUND), Some(told));
+    }
+
+    /// The host hears `told`, in order.
+    fn hears(host_pe: &mut TcpStream, told: &[ToPe]) {
+        for m in told {
+            assert_eq!(first_within(host_pe, BOUND).as_ref(), Some(m));
+        }
+    }
+
+    #[test]
+    fn the_pe_in_the_roots_process_hears_nothing_while_another_pe_has_bytes_waiting() {
+        let rt = two_worker_runtime();
+        let Root {
+            host,
+            mut host_pe,
+            other: _other,
+            mut other_pe,
+        } = host_and_backlogged_pe(&rt);
+        let told = two_for_the_host();
+        told_while_held(&host, &mut host_pe, &told);
+        let waited = first_within(&mut other_pe, BOUND);
+        assert!(matches!(waited, Some(ToPe::GatherFailed { .. })));
+        hears(&mut host_pe, &told);
     }
 
     #[test]
     fn a_pe_whose_outbox_is_dropped_with_bytes_waiting_holds_the_host_no_longer() {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .expect("runtime");
-        let ((host, mut host_pe), (other, _never_read)) = host_and_backlogged_pe(&rt);
-        let told = ToPe::Finished { pe: 1 };
-        assert_eq!(Outbox::Socket(host).send(told.clone()), Ok(()));
+        let rt = two_worker_runtime();
+        let Root {
+            host,
+            mut host_pe,
+            other,
+            other_pe: _never_read,
+        } = host_and_backlogged_pe(&rt);
+        let told = two_for_the_host();
+        told_while_held(&host, &mut host_pe, &told);
         // As the hub does with a PE it has lost.
         drop(other);
-        assert_eq!(first_within(&mut host_pe, BOUND), Some(told));
+        hears(&mut host_pe, &told);
+    }
+
+    #[test]
+    fn a_pe_whose_connection_fails_with_bytes_waiting_holds_the_host_no_longer() {
+        let rt = two_worker_runtime();
+        let Root {
+            host,
+            mut host_pe,
+            other: _other,
+            other_pe,
+        } = host_and_backlogged_pe(&rt);
+        let told = two_for_the_host();
+        told_while_held(&host, &mut host_pe, &told);
+        // The PE's process ends with bytes unread: its kernel resets the connection.
+        drop(other_pe);
+        hears(&mut host_pe, &told);
     }
 
     #[test]

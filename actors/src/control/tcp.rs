@@ -62,8 +62,9 @@ impl RootServer {
     }
 
     /// Says that PE `pe` runs in this process: the root tells it last of the members it
-    /// answers at once, so that it cannot end the process before the others' answers are on
-    /// their way (see [`super::outbox`]).
+    /// answers at once, and holds its messages while another PE's connection has bytes
+    /// waiting, so that it cannot end the process before the others' answers are on their
+    /// way (see [`super::outbox`]).
     pub fn hosted_by(self, pe: usize) -> Self {
         RootServer {
             host: Some(pe),
