@@ -16,6 +16,12 @@
 //! writes it, in order, once the socket is writable again. Dropping the outbox lets the task
 //! write what is left, then close the connection's sending side.
 //!
+//! What the kernel has taken goes out after the process has ended, with one exception that
+//! nothing here covers: a connection that then still holds bytes from its PE that the hub
+//! has not read (the PE's next message) is reset when the process's end closes it, and
+//! whatever the kernel had not yet sent on it is lost. Small answers are on the wire by then;
+//! a large one may not be.
+//!
 //! # Held for the others
 //! A process that ends would lose what its tasks had not yet written. So a message to the PE
 //! in the root's process goes to its socket only once every other PE's connection, since
