@@ -479,19 +479,6 @@ mod tests {
         }
     }
 
-    /// Two messages for the host, sent in this order.
-    fn two_for_the_host() -> [ToPe; 2] {
-        [ToPe::Finished { pe: 1 }, ToPe::Finished { pe: 2 }]
-    }
-
-    fn two_worker_runtime() -> tokio::runtime::Runtime {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .expect("runtime")
-    }
-
     /// The first message that reaches `pe` within `wait`, if one does.
     fn first_within(pe: &mut TcpStream, wait: Duration) -> Option<ToPe> {
         pe.set_read_timeout(Some(wait)).expect("timeout");
@@ -508,72 +495,57 @@ mod tests {
         Some(ToPe::decode(&body).expect("a message"))
     }
 
-    /// Sends `told` to the host while the other PE's bytes wait, and checks that the host
-    /// hears nothing for a while.
-    fn told_while_held(host: &Outbox, host_pe: &mut TcpStream, told: &[ToPe]) {
-        for m in told {
-            assert_eq!(host.send(m.clone()), Ok(()));
+    /// Sends the host two messages while the other PE's bytes wait, and checks that it
+    /// hears nothing for a while; then lets it go by `release` (given the other PE's outbox
+    /// and connection, it returns what must stay alive), and checks that the host hears both
+    /// messages, in order.
+    fn held_then_let_go_by<Kept>(release: impl FnOnce(SocketOutbox, TcpStream) -> Kept) {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let mut root = host_and_backlogged_pe(&rt);
+        let told = [ToPe::Finished { pe: 1 }, ToPe::Finished { pe: 2 }];
+        for m in &told {
+            assert_eq!(root.host.send(m.clone()), Ok(()));
         }
         assert_eq!(
-            first_within(host_pe, Duration::from_millis(300)),
+            first_within(&mut root.host_pe, Duration::from_millis(300)),
             None,
             "the host heard while another PE's message waited"
         );
-    }
-
-    /// The host hears `told`, in order.
-    fn hears(host_pe: &mut TcpStream, told: &[ToPe]) {
-        for m in told {
-            assert_eq!(first_within(host_pe, BOUND).as_ref(), Some(m));
+        let _kept = release(root.other, root.other_pe);
+        for m in &told {
+            assert_eq!(first_within(&mut root.host_pe, BOUND).as_ref(), Some(m));
         }
     }
 
     #[test]
     fn the_pe_in_the_roots_process_hears_nothing_while_another_pe_has_bytes_waiting() {
-        let rt = two_worker_runtime();
-        let Root {
-            host,
-            mut host_pe,
-            other: _other,
-            mut other_pe,
-        } = host_and_backlogged_pe(&rt);
-        let told = two_for_the_host();
-        told_while_held(&host, &mut host_pe, &told);
-        let waited = first_within(&mut other_pe, BOUND);
-        assert!(matches!(waited, Some(ToPe::GatherFailed { .. })));
-        hears(&mut host_pe, &told);
+        held_then_let_go_by(|other, mut other_pe| {
+            let waited = first_within(&mut other_pe, BOUND);
+            assert!(matches!(waited, Some(ToPe::GatherFailed { .. })));
+            (other, other_pe)
+        });
     }
 
     #[test]
     fn a_pe_whose_outbox_is_dropped_with_bytes_waiting_holds_the_host_no_longer() {
-        let rt = two_worker_runtime();
-        let Root {
-            host,
-            mut host_pe,
-            other,
-            other_pe: _never_read,
-        } = host_and_backlogged_pe(&rt);
-        let told = two_for_the_host();
-        told_while_held(&host, &mut host_pe, &told);
-        // As the hub does with a PE it has lost.
-        drop(other);
-        hears(&mut host_pe, &told);
+        // As the hub does with a PE it has lost; the PE never reads.
+        held_then_let_go_by(|other, never_read| {
+            drop(other);
+            never_read
+        });
     }
 
     #[test]
     fn a_pe_whose_connection_fails_with_bytes_waiting_holds_the_host_no_longer() {
-        let rt = two_worker_runtime();
-        let Root {
-            host,
-            mut host_pe,
-            other: _other,
-            other_pe,
-        } = host_and_backlogged_pe(&rt);
-        let told = two_for_the_host();
-        told_while_held(&host, &mut host_pe, &told);
         // The PE's process ends with bytes unread: its kernel resets the connection.
-        drop(other_pe);
-        hears(&mut host_pe, &told);
+        held_then_let_go_by(|other, other_pe| {
+            drop(other_pe);
+            other
+        });
     }
 
     #[test]
