@@ -3,45 +3,51 @@
 //!
 //! # Written by the sender
 //! A message to a connection goes to the kernel from the hub's own step, not from a task
-//! woken later: when the hub answers an allgather, every member's answer is on its way before
-//! the hub takes its next event. The root may run in a PE's process (`mpirun`, `srun`), and
-//! that PE may exit as soon as it has its own answer (a program that fails its next call and
-//! exits without finalizing). Had the answers of the other members still waited for their
-//! writer tasks, they would have gone with the process, and those members would have read the
-//! connection's end instead of their answer. The hub tells that PE last of the members it
-//! tells at once ([`Outbox::hosts_root`]), so its answer cannot come before the others' are
-//! written.
+//! woken later, unless it is held (below): when the hub answers an allgather, every other
+//! member's answer is on its way before the hub takes its next event. The root may run in a
+//! PE's process (`mpirun`, `srun`), and that PE may exit as soon as it has its own answer (a
+//! program that fails its next call and exits without finalizing). Had the answers of the
+//! other members still waited for their writer tasks, they would have gone with the process,
+//! and those members would have read the connection's end instead of their answer. The hub
+//! tells that PE last of the members it tells at once ([`Outbox::hosts_root`]), so the
+//! others' answers are handed to their sockets first.
 //!
-//! Only what the socket does not take at once (its buffer full) waits for a task, which
-//! writes it, in order, once the socket is writable again. Dropping the outbox lets the task
-//! write what is left, then close the connection's sending side.
-//!
-//! What the kernel has taken goes out after the process has ended, with one exception that
-//! nothing here covers: a connection that then still holds bytes from its PE that the hub
-//! has not read (the PE's next message) is reset when the process's end closes it, and
-//! whatever the kernel had not yet sent on it is lost. Small answers are on the wire by then;
-//! a large one may not be.
+//! What a socket does not take at once (its buffer full) waits for a task, which writes it,
+//! in order, once the socket is writable again; so do the held messages of the PE in the
+//! root's process. Dropping the outbox lets the task write what is left, then close the
+//! connection's sending side.
 //!
 //! # Held for the others
 //! A process that ends would lose what its tasks had not yet written. So a message to the PE
-//! in the root's process goes to its socket only once every other PE's connection, since
-//! the message was sent, has been seen with nothing waiting for its task: until then it
-//! waits in that PE's own backlog, in order behind its earlier messages ([`Backlogs`]).
+//! in the root's process goes to its socket only once the count of the root's other
+//! connections with bytes waiting for their task has been seen at zero since the message was
+//! sent. A connection counts while its outbox is alive and no write to it has failed. Until
+//! then the message waits in that PE's own backlog, in order behind its earlier messages
+//! ([`Backlogs`]).
 //!
-//! What ends a hold: the other backlogs written; or a PE that holds it is let go. The hub
-//! drops a PE's outbox when it loses the PE, when the PE finishes, and when a global exit's
-//! wait ends with the PE still there; a connection whose write fails is let go too. A PE
-//! whose connection breaks, or goes silent past the peer timeout (the connection's heartbeat),
-//! ends the hold that way. A PE that is alive but does not read its connection (a stopped
-//! process, or one whose runtime never runs its reader) holds the host until it reads again,
-//! or until the kernel gives up on the connection (`TCP_USER_TIMEOUT`, which on recent
-//! kernels also ends a connection whose receiver's window stays closed).
+//! What ends a hold: the other backlogs written; or a PE that holds it let go. The hub drops
+//! a PE's outbox when it loses the PE, when the PE finishes, and when a global exit's wait
+//! ends with the PE still there; a connection whose write fails is let go too (what its task
+//! still had to write is then of no concern to the hold). A PE whose connection breaks, or
+//! goes silent past the peer timeout (the connection's heartbeat), ends the hold that way. A
+//! PE that is alive but does not read its connection (a stopped process, or one whose runtime
+//! never runs its reader) holds the host until it reads again, or until the kernel gives up on
+//! the connection (`TCP_USER_TIMEOUT`, which on recent kernels also ends a connection whose
+//! receiver's window stays closed).
 //!
-//! The hold lasts until the other backlogs are all empty at once, not only until those
-//! written before the held message are. Backlogs take megabytes of answers (allgathers of
-//! large contributions): the world's allgathers need the host's own contribution, which
-//! needs its answer to the last one first, but those of a team without the host could keep
-//! it waiting for as long as they kept other connections full.
+//! A hold needs the count at zero once: backlogs take megabytes of answers (allgathers of
+//! large contributions), and the world's allgathers need the host's own contribution, which
+//! needs its answer to the last one first; those of a team without the host could keep other
+//! connections full and the host waiting.
+//!
+//! # After the process
+//! What the kernel has taken goes out after the process has ended, with exceptions nothing
+//! here covers. A connection that then still holds bytes from its PE that the hub has not read
+//! (the PE's next message) is reset when the process's end closes it, and whatever the kernel
+//! had not yet sent on it is lost. A PE that does not read within the peer timeout has its
+//! connection ended by the kernel (`TCP_USER_TIMEOUT`) with the same loss. The hold counts only
+//! the bytes the kernel has not taken: what it has taken may still wait in its send queue. An
+//! answer a PE waits for before it sends again has reached it before it can send.
 
 use std::io::IoSlice;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -76,7 +82,8 @@ impl Outbox {
         }
     }
 
-    /// Whether the PE it reaches runs in the root's own process: the hub tells it last.
+    /// Whether the PE it reaches runs in the root's own process: the hub tells it last, and
+    /// its messages are held while another connection has bytes waiting.
     pub fn hosts_root(&self) -> bool {
         matches!(self, Outbox::Socket(socket) if socket.shared.hosts_root)
     }
@@ -101,6 +108,7 @@ pub fn hosting_pe_last(
 /// shares one.
 #[derive(Debug, Default)]
 pub struct Backlogs {
+    /// The connections counted: bytes wait, outbox alive, no write failed.
     waiting: AtomicUsize,
     /// Wakes the held tasks (a refused connection with the host's rank has one too) once
     /// `waiting` falls to zero.
@@ -113,30 +121,32 @@ impl Backlogs {
         self.waiting.load(Ordering::SeqCst) > 0
     }
 
-    /// Returns once the count has been seen at zero (a backlog may begin again at once).
+    /// Returns once the count has been seen at zero since the call (a backlog may begin
+    /// again at once): a wake-up from the last connection counted out is such a sight.
     async fn wait_drained(&self) {
-        loop {
-            let drained = self.drained.notified();
-            tokio::pin!(drained);
-            drained.as_mut().enable();
-            if !self.any() {
-                return;
-            }
+        let drained = self.drained.notified();
+        tokio::pin!(drained);
+        drained.as_mut().enable();
+        if self.any() {
             drained.await;
         }
     }
 }
 
 /// A connection's sending side, written by whoever sends, with a task that writes what the
-/// socket did not take at once (see the module's doc).
+/// socket did not take at once and, on the host's connection, what was held (see the
+/// module's doc).
 #[derive(Debug)]
 pub struct SocketOutbox {
     shared: Arc<Shared>,
 }
 
+/// What a [`SocketOutbox`] shares with its task.
 #[derive(Debug)]
 struct Shared {
+    /// The connection's sending side.
     socket: OwnedWriteHalf,
+    /// What waits for the task.
     backlog: Mutex<Backlog>,
     /// Wakes the task: bytes were left, or the outbox was dropped.
     more: Notify,
@@ -154,6 +164,12 @@ impl Shared {
             backlog.counted = true;
             self.backlogs.waiting.fetch_add(1, Ordering::SeqCst);
         }
+    }
+
+    /// A write to the PE failed: nothing more reaches it, and it holds the host no longer.
+    fn fail(&self, backlog: &mut Backlog) {
+        backlog.failed = true;
+        self.count_out(backlog);
     }
 
     /// Takes `backlog` out of the root's waiting ones, if it was counted; the last one out
@@ -187,6 +203,7 @@ struct Backlog {
 }
 
 impl Backlog {
+    /// The bytes still to write, oldest first.
     fn unwritten(&self) -> &[u8] {
         &self.bytes[self.written..]
     }
@@ -206,6 +223,7 @@ impl Backlog {
     }
 }
 
+/// Locks a backlog, also one whose holder panicked (nothing here panics while holding one).
 fn lock(m: &Mutex<Backlog>) -> std::sync::MutexGuard<'_, Backlog> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -242,7 +260,7 @@ impl SocketOutbox {
                 Ok(n) => taken = n,
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
                 Err(_) => {
-                    fail(&self.shared, &mut backlog);
+                    self.shared.fail(&mut backlog);
                     return Err(Closed);
                 }
             }
@@ -297,23 +315,17 @@ async fn write_backlog(shared: Arc<Shared>) {
                     }
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => true,
                     Err(_) => {
-                        fail(&shared, &mut backlog);
+                        shared.fail(&mut backlog);
                         return;
                     }
                 }
             };
             if blocked && shared.socket.writable().await.is_err() {
-                fail(&shared, &mut lock(&shared.backlog));
+                shared.fail(&mut lock(&shared.backlog));
                 return;
             }
         }
     }
-}
-
-/// A write to the PE failed: nothing more reaches it, and it holds the host no longer.
-fn fail(shared: &Shared, backlog: &mut Backlog) {
-    backlog.failed = true;
-    shared.count_out(backlog);
 }
 
 #[cfg(test)]
@@ -449,9 +461,13 @@ mod tests {
     /// A root's two connections, with small buffers: to the PE in its process (the host)
     /// and to another PE, whose outbox has bytes waiting.
     struct Root {
+        /// The outbox to the PE in the root's process.
         host: Outbox,
+        /// That PE's end of its connection.
         host_pe: TcpStream,
+        /// The outbox to the other PE, with bytes waiting.
         other: SocketOutbox,
+        /// The other PE's end, unread.
         other_pe: TcpStream,
     }
 

@@ -103,7 +103,7 @@ impl RootServer {
             },
             events_rx,
         ));
-        let host = Host {
+        let host = Hosting {
             pe: self.host,
             backlogs: Arc::default(),
         };
@@ -118,20 +118,22 @@ impl RootServer {
     }
 }
 
-/// The PE whose process hosts the root, if one does, and what its messages wait for: the
-/// backlogs of the root's other connections (see [`super::outbox`]).
+/// What every connection of one root shares about the PE in the root's process.
 #[derive(Debug, Clone)]
-struct Host {
+struct Hosting {
+    /// The PE whose process hosts the root, if one does.
     pe: Option<usize>,
+    /// The backlogs of the root's other connections, which that PE's messages wait for (see
+    /// [`super::outbox`]); counted even where no PE waits.
     backlogs: Arc<Backlogs>,
 }
 
-/// Accepts connections to the root, whose process hosts `host`.
+/// Accepts connections to the root; `host` says which PE, if any, runs in its process.
 async fn accept_loop(
     listener: TcpListener,
     events: UnboundedSender<HubEvent>,
     secret: Vec<u8>,
-    host: Host,
+    host: Hosting,
 ) {
     let unauthenticated = Arc::new(Semaphore::new(MAX_UNAUTHENTICATED));
     loop {
@@ -181,10 +183,10 @@ fn same_secret(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0, |d, (x, y)| d | (x ^ y)) == 0
 }
 
-/// Serves one connection from `peer` (whose process hosts the root if its PE is `host`'s).
+/// Serves one connection from `peer` (whose process hosts the root if its PE is `host.pe`).
 async fn serve_connection(
     stream: TcpStream,
-    (peer, host): (SocketAddr, Host),
+    (peer, host): (SocketAddr, Hosting),
     events: UnboundedSender<HubEvent>,
     secret: Vec<u8>,
     unauthenticated: OwnedSemaphorePermit,
