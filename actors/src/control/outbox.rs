@@ -74,7 +74,8 @@ pub struct Closed;
 
 impl Outbox {
     /// Sends `msg`: queued in order behind every message sent before it, and, on a
-    /// connection, handed to the kernel at once where the socket takes it.
+    /// connection, handed to the kernel at once where the socket takes it and the message is
+    /// not held (see the module's doc).
     pub fn send(&self, msg: ToPe) -> Result<(), Closed> {
         match self {
             Outbox::Channel(tx) => tx.send(msg).map_err(|_| Closed),
