@@ -34,7 +34,8 @@
 //!
 //! # By node
 //! `fcollect` on a team where some node holds several members and every node's members are
-//! consecutive gathers each node's blocks at its leader and sends them whole, one message per pair of leaders (`gather_push.rs`).
+//! consecutive gathers each node's blocks at its leader and sends them whole, one message per
+//! pair of leaders (`gather_push.rs`).
 //! `alltoall` is not aggregated per node: a node's blocks for another node would need
 //! staging room at the receiving leader that no buffer of the call has.
 

@@ -29,9 +29,8 @@
 //! their last; it may only end a call in which every leader has heard from every other
 //! leader by a message sent after that leader's last whole sync (a block move's signals or
 //! posts, sent once their sender has read its pairs), which keeps a leader from overwriting
-//! a pair not yet read. A member's
-//! `up` and its leader's `down` need one slot: neither side can post the next sync's before
-//! the other has read this one's.
+//! a pair not yet read. A member's `up` and its leader's `down` need one slot: neither side
+//! can post the next sync's before the other has read this one's.
 
 use std::sync::atomic::Ordering;
 

@@ -13,6 +13,15 @@ use tokio::time::timeout;
 use super::common::loopback::{nodes_laid_out, nodes_ordered, nodes_with_heap};
 use super::{element, expect_in_dest, source_and_dest, NoExchange, BOUND, LEN};
 
+/// Reads this PE's `dest` into `got`, then clears it: a later call that moved nothing into
+/// it cannot pass for one that did.
+async fn read_and_clear(dp: &DataPlane, dest: &SymBuffer<u64>, got: &mut [u64], me: usize) {
+    dp.get(got, dest, me).await.expect("dest read");
+    dp.put(dest, &vec![0; got.len()], me)
+        .await
+        .expect("dest cleared");
+}
+
 /// Runs `rounds` on every PE of `pes`, each in a task of its own, with its world team made
 /// with the configuration `config` gives for its data plane, and waits for all of them.
 async fn on_every_pe<R, F>(
@@ -192,10 +201,7 @@ async fn moving_rounds(dp: &DataPlane, world: &Team, me: usize, n: usize) {
         let gathered = timeout(BOUND, world.fcollect(&dest, source.slice(..BLOCK))).await;
         let mine: Vec<u64> = (0..n * BLOCK).map(|i| element(exchange, me, i)).collect();
         dp.put(&source, &mine, me).await.expect("source filled");
-        dp.get(&mut got, &dest, me).await.expect("dest read");
-        dp.put(&dest, &vec![0; n * BLOCK], me)
-            .await
-            .expect("dest cleared");
+        read_and_clear(&dp, &dest, &mut got, me).await;
         assert!(
             matches!(gathered, Ok(Ok(()))),
             "PE {me}, round {round}: {gathered:?}"
@@ -203,10 +209,7 @@ async fn moving_rounds(dp: &DataPlane, world: &Team, me: usize, n: usize) {
         let wrong = (0..n * BLOCK).find(|&i| got[i] != element(gather, i / BLOCK, i % BLOCK));
         assert_eq!(wrong, None, "PE {me}, round {round}, fcollect");
         let exchanged = timeout(BOUND, world.alltoall(&dest, &source, BLOCK)).await;
-        dp.get(&mut got, &dest, me).await.expect("dest read");
-        dp.put(&dest, &vec![0; n * BLOCK], me)
-            .await
-            .expect("dest cleared");
+        read_and_clear(&dp, &dest, &mut got, me).await;
         assert!(
             matches!(exchanged, Ok(Ok(()))),
             "PE {me}, round {round}: {exchanged:?}"
