@@ -201,7 +201,7 @@ async fn moving_rounds(dp: &DataPlane, world: &Team, me: usize, n: usize) {
         let gathered = timeout(BOUND, world.fcollect(&dest, source.slice(..BLOCK))).await;
         let mine: Vec<u64> = (0..n * BLOCK).map(|i| element(exchange, me, i)).collect();
         dp.put(&source, &mine, me).await.expect("source filled");
-        read_and_clear(&dp, &dest, &mut got, me).await;
+        read_and_clear(dp, &dest, &mut got, me).await;
         assert!(
             matches!(gathered, Ok(Ok(()))),
             "PE {me}, round {round}: {gathered:?}"
@@ -209,7 +209,7 @@ async fn moving_rounds(dp: &DataPlane, world: &Team, me: usize, n: usize) {
         let wrong = (0..n * BLOCK).find(|&i| got[i] != element(gather, i / BLOCK, i % BLOCK));
         assert_eq!(wrong, None, "PE {me}, round {round}, fcollect");
         let exchanged = timeout(BOUND, world.alltoall(&dest, &source, BLOCK)).await;
-        read_and_clear(&dp, &dest, &mut got, me).await;
+        read_and_clear(dp, &dest, &mut got, me).await;
         assert!(
             matches!(exchanged, Ok(Ok(()))),
             "PE {me}, round {round}: {exchanged:?}"
