@@ -32,6 +32,7 @@ use crate::error::{Error, Result};
 use crate::heap::SymSlice;
 use crate::landing::{nothing, GetLanding, Landing};
 use crate::route::{Amo, Domain};
+use crate::shared_memory::Caching;
 use crate::signal::SignalOp;
 use crate::team::Team;
 
@@ -235,9 +236,13 @@ impl Context {
         pe: usize,
     ) -> Result<()> {
         let pe = self.world(pe)?;
-        let started = self
-            .dp
-            .start_get_into(dest.into(), src.into(), pe, Some(&self.domain))?;
+        let started = self.dp.start_get_into(
+            dest.into(),
+            src.into(),
+            pe,
+            Some(&self.domain),
+            Caching::Keep,
+        )?;
         self.keep(started);
         Ok(())
     }

@@ -19,6 +19,7 @@ use crate::error::Result;
 use crate::heap::SymSlice;
 use crate::route::{RemoteOp, Route};
 use crate::segment::Segment;
+use crate::shared_memory::Caching;
 
 /// Bytes of a line: a post's signal starts one, and its words and value stay in it.
 const LINE: usize = 64;
@@ -125,11 +126,13 @@ impl DataPlane {
         match route {
             Route::Mapped(target) => self.mapped(Op::PutSignal, pe, moved + 32, || {
                 match from {
-                    Ok(src) => {
-                        target
-                            .mapping()
-                            .copy_from(to, self.own_segment().mapping(), src, moved)
-                    }
+                    Ok(src) => target.mapping().copy_from(
+                        to,
+                        self.own_segment().mapping(),
+                        src,
+                        moved,
+                        Caching::Keep,
+                    ),
                     Err(src) => target.mapping().write(to, bytemuck::cast_slice(src)),
                 }
                 target.mapping().write(at + 8, bytemuck::cast_slice(&words));

@@ -18,6 +18,7 @@ use crate::heap::SymSlice;
 use crate::landing::{land, nothing, GetLanding, Landing};
 use crate::route::{Completion, Domain, RemoteOp, Route};
 use crate::segment::{Segment, HEADER_SIZE};
+use crate::shared_memory::Caching;
 
 /// Checks an element stride of a strided transfer and returns the elements it spans.
 fn strided_extent(stride: usize, nelems: usize, what: &str) -> Result<usize> {
@@ -218,13 +219,18 @@ impl DataPlane {
     /// mapping to mapping, done when the call returns; to another node the bytes are read
     /// out and sent as [`DataPlane::put_owned`] sends them.
     ///
+    /// `caching` applies on a mapped route ([`SharedMapping::copy_from`]).
+    ///
     /// # Errors
     /// As [`DataPlane::put`], for either view.
+    ///
+    /// [`SharedMapping::copy_from`]: crate::shared_memory::SharedMapping::copy_from
     pub(crate) fn put_within<T: Pod>(
         &self,
         dest: SymSlice<'_, T>,
         src: SymSlice<'_, T>,
         pe: usize,
+        caching: Caching,
     ) -> Landing<()> {
         let moved = src.len().saturating_mul(std::mem::size_of::<T>());
         let own = self.own_segment();
@@ -235,7 +241,9 @@ impl DataPlane {
         match valid {
             Ok((Route::Mapped(target), (at, from))) => {
                 self.mapped(Op::Put, pe, moved, || {
-                    target.mapping().copy_from(at, own.mapping(), from, moved);
+                    target
+                        .mapping()
+                        .copy_from(at, own.mapping(), from, moved, caching);
                     publish(target, at, at + moved);
                 });
                 Landing::ready(Ok(()))
@@ -361,21 +369,24 @@ impl DataPlane {
         src: impl Into<SymSlice<'s, T>>,
         pe: usize,
     ) -> Result<()> {
-        if let Some(remote) = self.start_get_into(dest.into(), src.into(), pe, None)? {
+        let (dest, src) = (dest.into(), src.into());
+        if let Some(remote) = self.start_get_into(dest, src, pe, None, Caching::Keep)? {
             self.defer(remote);
         }
         Ok(())
     }
 
     /// A get into this PE's symmetric `dest` whose future resolves once the data has landed
-    /// (for collectives, which go on with what they read).
+    /// (for collectives, which go on with what they read); `caching` as for
+    /// [`DataPlane::start_get_into`].
     pub(crate) fn get_into<T: Pod>(
         &self,
         dest: SymSlice<'_, T>,
         src: SymSlice<'_, T>,
         pe: usize,
+        caching: Caching,
     ) -> Landing<()> {
-        match self.start_get_into(dest, src, pe, None) {
+        match self.start_get_into(dest, src, pe, None, caching) {
             Ok(None) => Landing::ready(Ok(())),
             Ok(Some(remote)) => Landing::remote(self.awaited(remote), nothing),
             Err(e) => Landing::ready(Err(e)),
@@ -384,13 +395,17 @@ impl DataPlane {
 
     /// Validates a get of `src` on PE `pe` into this PE's symmetric `dest` and does it on a
     /// mapped route, or starts it on the remote one and returns its completion, which
-    /// writes the bytes into `dest` (and wakes its waiters) when they arrive.
+    /// writes the bytes into `dest` (and wakes its waiters) when they arrive. `caching`
+    /// applies on a mapped route ([`SharedMapping::copy_from`]).
+    ///
+    /// [`SharedMapping::copy_from`]: crate::shared_memory::SharedMapping::copy_from
     pub(crate) fn start_get_into<T: Pod>(
         &self,
         dest: SymSlice<'_, T>,
         src: SymSlice<'_, T>,
         pe: usize,
         domain: Option<&Domain>,
+        caching: Caching,
     ) -> Result<Option<Completion>> {
         let moved = dest.len().saturating_mul(std::mem::size_of::<T>());
         let (route, (dst_at, src_at)) = self.validate(pe, || {
@@ -402,7 +417,7 @@ impl DataPlane {
             Route::Mapped(source) => {
                 self.mapped(Op::Get, pe, moved, || {
                     own.mapping()
-                        .copy_from(dst_at, source.mapping(), src_at, moved);
+                        .copy_from(dst_at, source.mapping(), src_at, moved, caching);
                     // This PE's own waiters on `dest` learn of it now, not at the doorbell's
                     // next tick.
                     publish(own, dst_at, dst_at + moved);

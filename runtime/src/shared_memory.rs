@@ -245,7 +245,7 @@ impl SharedMapping {
         unsafe {
             let dst = self.base.as_ptr().add(offset);
             if src.len() >= MIN_STREAMING && src.len() >= streaming_threshold() {
-                streaming_copy(src, dst);
+                streaming_copy(src.as_ptr(), dst, src.len());
             } else {
                 copy_nonoverlapping_bytes(src.as_ptr(), dst, src.len());
             }
@@ -264,17 +264,34 @@ impl SharedMapping {
     }
 
     /// Copies `len` bytes from `src` at `src_offset` into this mapping at `dst_offset`; the two
-    /// ranges may overlap (same mapping).
-    pub fn copy_from(&self, dst_offset: usize, src: &SharedMapping, src_offset: usize, len: usize) {
+    /// ranges may overlap (same mapping). With [`Caching::Stream`], a copy of at least
+    /// [`MIN_STREAMED_COPY`] bytes between ranges that do not overlap uses streaming stores.
+    pub fn copy_from(
+        &self,
+        dst_offset: usize,
+        src: &SharedMapping,
+        src_offset: usize,
+        len: usize,
+        caching: Caching,
+    ) {
         self.check(dst_offset, len);
         src.check(src_offset, len);
-        // SAFETY: both ranges lie inside live mappings (checked above); `copy` allows overlap.
+        let from = src.base.as_ptr() as usize + src_offset;
+        let to = self.base.as_ptr() as usize + dst_offset;
+        let apart = from + len <= to || to + len <= from;
+        let stream = caching == Caching::Stream && len >= MIN_STREAMED_COPY && apart;
+        // SAFETY: both ranges lie inside live mappings (checked above); `copy` allows overlap,
+        // and the streaming copy runs only on ranges that do not overlap (`apart`).
         unsafe {
-            std::ptr::copy(
+            let (from, to) = (
                 src.base.as_ptr().add(src_offset),
                 self.base.as_ptr().add(dst_offset),
-                len,
-            )
+            );
+            if stream {
+                streaming_copy(from, to, len);
+            } else {
+                std::ptr::copy(from, to, len);
+            }
         }
     }
 
@@ -414,12 +431,18 @@ unsafe fn copy_nonoverlapping_bytes(src: *const u8, dst: *mut u8, len: usize) {
 /// The smallest [`streaming_threshold`]: smaller copies skip asking it.
 const MIN_STREAMING: usize = 1 << 20;
 
-/// Copies at least this large use streaming stores: half the last-level cache (read once from
-/// sysfs; 16 MiB when unknown), at least [`MIN_STREAMING`].
+/// Copies at least this large use streaming stores: half the last-level cache, at least
+/// [`MIN_STREAMING`].
 fn streaming_threshold() -> usize {
-    static THRESHOLD: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *THRESHOLD.get_or_init(|| {
-        let llc = (0..8)
+    (last_level_cache() / 2).max(MIN_STREAMING)
+}
+
+/// The size of this machine's last-level cache, in bytes: the largest cache of CPU 0 (read
+/// once from sysfs; 32 MiB when unknown).
+pub fn last_level_cache() -> usize {
+    static LLC: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *LLC.get_or_init(|| {
+        (0..8)
             .filter_map(|i| {
                 let size = std::fs::read_to_string(format!(
                     "/sys/devices/system/cpu/cpu0/cache/index{i}/size"
@@ -427,28 +450,44 @@ fn streaming_threshold() -> usize {
                 .ok()?;
                 crate::config::parse_size(size.trim()).ok()
             })
-            .max();
-        llc.map_or(16 << 20, |bytes| (bytes / 2).max(MIN_STREAMING))
+            .max()
+            .unwrap_or(32 << 20)
     })
 }
 
-/// Copies `src` to `dst` with non-temporal 16-byte stores, then fences them.
+/// What a copy between mappings ([`SharedMapping::copy_from`]) does with the caches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Caching {
+    /// Ordinary stores: the copied lines stay in cache for whoever reads them next.
+    Keep,
+    /// Streaming (non-temporal) stores for copies of at least [`MIN_STREAMED_COPY`] bytes,
+    /// for copies among buffers that together exceed the last-level cache: ordinary stores
+    /// would first read every destination line from memory and evict lines still to be used,
+    /// where streaming ones write the lines to memory directly.
+    Stream,
+}
+
+/// The smallest copy that [`Caching::Stream`] streams: below it, the partial lines at its
+/// ends and the fence cost more than the stores save.
+pub const MIN_STREAMED_COPY: usize = 64 << 10;
+
+/// Copies `len` bytes from `src` to `dst` with non-temporal 16-byte stores, then fences them.
 ///
 /// # Safety
-/// `dst` must be valid for `src.len()` bytes of writes and not overlap `src`.
+/// `src` must be valid for `len` bytes of reads, `dst` for `len` bytes of writes, and the
+/// two ranges must not overlap.
 #[cfg(target_arch = "x86_64")]
-unsafe fn streaming_copy(src: &[u8], dst: *mut u8) {
+unsafe fn streaming_copy(src: *const u8, dst: *mut u8, len: usize) {
     use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_sfence, _mm_stream_si128};
-    let len = src.len();
     let head = dst.align_offset(16).min(len);
     // SAFETY: (this block and its loop) every access stays within `src` and `dst[..len]`,
     // which the caller guarantees valid and disjoint; stores go to 16-byte aligned addresses
     // (`head` aligns them), loads are unaligned loads; SSE2 is part of x86_64.
     unsafe {
-        std::ptr::copy_nonoverlapping(src.as_ptr(), dst, head);
+        std::ptr::copy_nonoverlapping(src, dst, head);
         let mut at = head;
         while at + 64 <= len {
-            let s = src.as_ptr().add(at).cast::<__m128i>();
+            let s = src.add(at).cast::<__m128i>();
             let d = dst.add(at).cast::<__m128i>();
             let (a, b) = (_mm_loadu_si128(s), _mm_loadu_si128(s.add(1)));
             let (c, e) = (_mm_loadu_si128(s.add(2)), _mm_loadu_si128(s.add(3)));
@@ -458,7 +497,7 @@ unsafe fn streaming_copy(src: &[u8], dst: *mut u8) {
             _mm_stream_si128(d.add(3), e);
             at += 64;
         }
-        std::ptr::copy_nonoverlapping(src.as_ptr().add(at), dst.add(at), len - at);
+        std::ptr::copy_nonoverlapping(src.add(at), dst.add(at), len - at);
         _mm_sfence();
     }
 }
@@ -466,11 +505,11 @@ unsafe fn streaming_copy(src: &[u8], dst: *mut u8) {
 /// Plain copy where streaming stores are not implemented.
 ///
 /// # Safety
-/// `dst` must be valid for `src.len()` bytes of writes and not overlap `src`.
+/// As the x86-64 version's.
 #[cfg(not(target_arch = "x86_64"))]
-unsafe fn streaming_copy(src: &[u8], dst: *mut u8) {
+unsafe fn streaming_copy(src: *const u8, dst: *mut u8, len: usize) {
     // SAFETY: guaranteed by the caller.
-    unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst, src.len()) }
+    unsafe { std::ptr::copy_nonoverlapping(src, dst, len) }
 }
 
 /// Maps `len` bytes of `fd` from `file_offset`, shared and read-write, at `addr` exactly
@@ -552,7 +591,7 @@ mod tests {
         let a: &AtomicU64 = m.atomic(64);
         a.fetch_add(5, std::sync::atomic::Ordering::SeqCst);
         assert_eq!(a.load(std::sync::atomic::Ordering::SeqCst), 5);
-        m.copy_from(128, &m, 8, 4);
+        m.copy_from(128, &m, 8, 4, Caching::Keep);
         m.read(128, &mut out);
         assert_eq!(out, [1, 2, 3, 4]);
     }
@@ -568,6 +607,27 @@ mod tests {
             m.read(shift, &mut out);
             assert!(out == src, "streaming copy at offset {shift}");
         }
+    }
+
+    #[test]
+    fn streamed_copies_between_mappings_copy_every_byte_and_overlaps_stay_exact() {
+        let len = MIN_STREAMED_COPY + 1000;
+        let (from, to) = (mapping(len + 64), mapping(len + 64));
+        for (src_at, dst_at) in [(0usize, 0usize), (1, 0), (13, 5), (0, 64)] {
+            let pattern: Vec<u8> = (0..len).map(|i| (i * 7 + src_at + dst_at) as u8).collect();
+            from.write(src_at, &pattern);
+            to.copy_from(dst_at, &from, src_at, len, Caching::Stream);
+            let mut out = vec![0u8; len];
+            to.read(dst_at, &mut out);
+            assert!(out == pattern, "streamed copy from {src_at} to {dst_at}");
+        }
+        // Overlapping ranges of one mapping move as `memmove` does, never by streaming.
+        let pattern: Vec<u8> = (0..len).map(|i| (i * 13) as u8).collect();
+        from.write(0, &pattern);
+        from.copy_from(40, &from, 0, len, Caching::Stream);
+        let mut out = vec![0u8; len];
+        from.read(40, &mut out);
+        assert!(out == pattern, "overlapping copy");
     }
 
     #[test]

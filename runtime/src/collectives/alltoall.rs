@@ -24,6 +24,7 @@ use super::plan::MoveAlgorithm;
 use super::{bytes_of, disjoint, holds, Descriptor, Kind};
 use crate::error::{Error, Result};
 use crate::heap::SymSlice;
+use crate::shared_memory::Caching;
 use crate::team::{Op, Team};
 
 /// Elements spanned by `nelems` elements `stride` apart.
@@ -167,11 +168,12 @@ impl Team {
                 .await?;
             let block = |j: usize| j * nelems..(j + 1) * nelems;
             let push = |j| (dest.slice(block(me)), source.slice(block(j)));
+            let caching = self.alltoall_caching(bytes);
             if algorithm == MoveAlgorithm::IntoReady {
-                return self.move_into_ready(op, desc, push).await;
+                return self.move_into_ready(op, desc, push, caching).await;
             }
             let pull = |j| (dest.slice(block(j)), source.slice(block(me)));
-            return self.move_across_nodes(op, desc, push, pull).await;
+            return self.move_across_nodes(op, desc, push, pull, caching).await;
         }
         // Where the entry only announces this member, its own block moves while the others'
         // entries travel; where it waits for every member, the block moves first.
@@ -259,6 +261,12 @@ impl Team {
         Ok(())
     }
 
+    /// [`Team::block_caching`] for an `alltoall` of `bytes` bytes per block: every member's
+    /// `source` and `dest` hold one block per member.
+    fn alltoall_caching(&self, bytes: usize) -> Caching {
+        self.block_caching(bytes.saturating_mul(2 * self.n_pes()))
+    }
+
     /// Reads block `me` of member `from`'s `source` into block `from` of this PE's `dest`.
     async fn move_block<T: Pod>(
         &self,
@@ -274,9 +282,9 @@ impl Team {
         match strides {
             None => {
                 let part = dest.slice(from * nelems..(from + 1) * nelems);
-                self.dp()
-                    .get_into(part, source.slice(me * nelems..(me + 1) * nelems), pe)
-                    .await
+                let block = source.slice(me * nelems..(me + 1) * nelems);
+                let caching = self.alltoall_caching(nelems * std::mem::size_of::<T>());
+                self.dp().get_into(part, block, pe, caching).await
             }
             Some(s) => {
                 let block = source.slice(me * nelems * s.sst..);

@@ -37,6 +37,7 @@ use super::posted::{Post, Posted};
 use super::shapes::{Shape, Tree};
 use crate::error::Result;
 use crate::heap::SymSlice;
+use crate::shared_memory::Caching;
 use crate::team::region::{value, Layout};
 use crate::team::{Op, Team};
 
@@ -154,7 +155,9 @@ impl Team {
             Ok(()) => {
                 if !pushed {
                     let from = call.passed_on_by(parent);
-                    self.dp().get_into(call.dest, from, self.pe(parent)).await?;
+                    self.dp()
+                        .get_into(call.dest, from, self.pe(parent), Caching::Keep)
+                        .await?;
                 }
                 desc
             }

@@ -22,6 +22,7 @@ use super::plan::MoveAlgorithm;
 use super::{bytes_of, disjoint, holds, Descriptor, Kind};
 use crate::error::{Error, Result};
 use crate::heap::SymSlice;
+use crate::shared_memory::Caching;
 use crate::team::region::value;
 use crate::team::{Op, Team};
 
@@ -141,16 +142,17 @@ impl Team {
         if n == 1 || bytes == 0 {
             return Ok(());
         }
+        let caching = self.block_caching(bytes + bytes_of::<T>(blocks.total(n)));
         match algorithm {
             MoveAlgorithm::Ring => return self.ring(op, dest, blocks).await,
             MoveAlgorithm::Push => {
                 let push = |_| (dest.slice(blocks.range(me)), source);
                 let pull = |j| (dest.slice(blocks.range(j)), source);
-                return self.move_across_nodes(op, desc, push, pull).await;
+                return self.move_across_nodes(op, desc, push, pull, caching).await;
             }
             MoveAlgorithm::IntoReady => {
                 let push = |_| (dest.slice(blocks.range(me)), source);
-                return self.move_into_ready(op, desc, push).await;
+                return self.move_into_ready(op, desc, push, caching).await;
             }
             MoveAlgorithm::PushByNode => {
                 let each = blocks.count(me);
@@ -165,7 +167,7 @@ impl Team {
         // Boxed: inline, it made the eager fcollects of 4 and 256 bytes 1.07-1.11x slower at
         // 2 PEs (the call's future no longer polled fcollect_in inline); boxed they are
         // level, and a flat call pays one allocation.
-        Box::pin(self.fcollect_flat(op, dest, source, blocks, desc)).await
+        Box::pin(self.fcollect_flat(op, (dest, source), blocks, desc, caching)).await
     }
 
     /// [`Team::fcollect_in`] flat: enters, reads each member's block as soon as that member
@@ -173,17 +175,17 @@ impl Team {
     async fn fcollect_flat<T: Pod>(
         &self,
         op: &mut Op<'_>,
-        dest: SymSlice<'_, T>,
-        source: SymSlice<'_, T>,
+        (dest, source): (SymSlice<'_, T>, SymSlice<'_, T>),
         blocks: &Blocks,
         desc: u64,
+        caching: Caching,
     ) -> Result<()> {
         let mut entrants = self.enter(op, desc).await?;
         while let Some(j) = self.next_entrant(op, &mut entrants).await? {
             if blocks.count(j) > 0 {
                 let from = source.resized(blocks.count(j));
                 self.dp()
-                    .get_into(dest.slice(blocks.range(j)), from, self.pe(j))
+                    .get_into(dest.slice(blocks.range(j)), from, self.pe(j), caching)
                     .await?;
             }
         }
@@ -235,7 +237,7 @@ impl Team {
             .map(|j| {
                 let from = source.resized(blocks.count(j));
                 self.dp()
-                    .get_into(dest.slice(blocks.range(j)), from, self.pe(j))
+                    .get_into(dest.slice(blocks.range(j)), from, self.pe(j), Caching::Keep)
             })
             .collect();
         for read in reads {
@@ -262,7 +264,10 @@ impl Team {
                 .await?;
             let part = dest.slice(blocks.range(b));
             if !part.is_empty() {
-                self.dp().get_into(part, part, self.pe(left)).await?;
+                // Ordinary stores: the member on the right reads this block next.
+                self.dp()
+                    .get_into(part, part, self.pe(left), Caching::Keep)
+                    .await?;
             }
             if k < n - 1 {
                 self.signal(right, layout.sig(me), value(seq, k))?;

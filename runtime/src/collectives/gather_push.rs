@@ -29,6 +29,7 @@ use super::posted::Post;
 use super::Descriptor;
 use crate::error::Result;
 use crate::heap::SymSlice;
+use crate::shared_memory::Caching;
 use crate::team::region::{value, Layout};
 use crate::team::{Op, Team};
 
@@ -55,7 +56,7 @@ impl Team {
         let block = |j: usize| dest.slice(j * each..(j + 1) * each);
         for &j in members.iter().filter(|&&j| j != me) {
             self.dp()
-                .get_into(block(j), source.resized(each), self.pe(j))
+                .get_into(block(j), source.resized(each), self.pe(j), Caching::Keep)
                 .await?;
         }
         let span = |g: usize| {
@@ -93,7 +94,9 @@ impl Team {
             for range in [0..at, end..dest.len()] {
                 if !range.is_empty() {
                     let theirs = dest.slice(range);
-                    self.dp().get_into(theirs, theirs, self.pe(leader)).await?;
+                    self.dp()
+                        .get_into(theirs, theirs, self.pe(leader), Caching::Keep)
+                        .await?;
                 }
             }
         }

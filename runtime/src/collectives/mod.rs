@@ -64,7 +64,9 @@
 //! members through their leader, the leaders among themselves), and run broadcasts and
 //! reductions above the eager sizes down a two-level tree whose only fabric edges join the
 //! root to the other nodes' leaders. Across the fabric, data goes by pushes with a post
-//! behind them, never by fabric reads (a read is a round trip): a tree's parent puts the
+//! behind them (a read is a round trip), but for the combining steps of reductions, which
+//! read the parts they combine (a tree's parent its children's, a reduce-scatter's member
+//! its part of every source): a tree's parent puts the
 //! data into a child on another node once that child has entered the call, `alltoall` puts
 //! each block for another node into its receiver, and `fcollect` does too, or, where the
 //! nodes' members are consecutive, sends each node's blocks whole from its leader to the
@@ -116,6 +118,7 @@ use bytemuck::Pod;
 use crate::data_plane::DataPlane;
 use crate::error::{Error, Result};
 use crate::heap::SymSlice;
+use crate::shared_memory::{last_level_cache, Caching};
 use crate::team::Team;
 
 pub use long_double::LongDouble;
@@ -288,5 +291,19 @@ impl Team {
     /// Whether `bytes` is a large message for this team.
     pub(crate) fn large(&self, bytes: usize) -> bool {
         self.inner.plan.large(bytes)
+    }
+
+    /// How a call that moves blocks between members copies them on this node, given the
+    /// `bytes` of its `source` and `dest` together on each member: with streaming stores
+    /// where those of this node's members exceed the last-level cache together (their
+    /// blocks could not stay in it, and ordinary stores would first read every destination
+    /// line from memory), else with ordinary ones.
+    pub(crate) fn block_caching(&self, bytes: usize) -> Caching {
+        let nodes = &self.inner.plan.nodes;
+        let here = nodes.members(nodes.group_of(self.my_pe())).len();
+        match here.saturating_mul(bytes) > last_level_cache() {
+            true => Caching::Stream,
+            false => Caching::Keep,
+        }
     }
 }

@@ -63,6 +63,7 @@ use super::sync::judge;
 use crate::error::{Error, Result};
 use crate::heap::SymSlice;
 use crate::landing::Landing;
+use crate::shared_memory::Caching;
 use crate::team::region::LINE;
 use crate::team::{Op, Team};
 
@@ -126,8 +127,13 @@ impl Team {
         let epoch = self.announce(op, desc)?;
         let dp = self.dp();
         let own = me * nelems..(me + 1) * nelems;
-        dp.get_into(dest.slice(own.clone()), source.slice(own), dp.my_pe())
-            .await?;
+        dp.get_into(
+            dest.slice(own.clone()),
+            source.slice(own),
+            dp.my_pe(),
+            Caching::Keep,
+        )
+        .await?;
         let mut claims = FirstClaims {
             team: self,
             epoch,
@@ -167,10 +173,20 @@ impl Team {
                 Claim::First => *waiting |= 1 << j,
                 Claim::Second => {
                     let pe = self.pe(j);
-                    dp.put_within(dest.slice(block(me)), source.slice(block(j)), pe)
-                        .await?;
-                    dp.get_into(dest.slice(block(j)), source.slice(block(me)), pe)
-                        .await?;
+                    dp.put_within(
+                        dest.slice(block(me)),
+                        source.slice(block(j)),
+                        pe,
+                        Caching::Keep,
+                    )
+                    .await?;
+                    dp.get_into(
+                        dest.slice(block(j)),
+                        source.slice(block(me)),
+                        pe,
+                        Caching::Keep,
+                    )
+                    .await?;
                     let mark = self.view::<u64>(self.inner.layout.pair_word(me), 1);
                     dp.atomic_set(mark, PairStates::of(epoch).done, pe).await?;
                 }

@@ -25,6 +25,7 @@ use bytemuck::Pod;
 use crate::error::Result;
 use crate::heap::SymSlice;
 use crate::landing::Landing;
+use crate::shared_memory::Caching;
 use crate::team::Team;
 
 /// The longest post: a word and the posted value.
@@ -82,7 +83,7 @@ impl Team {
     ) -> Result<Posted> {
         let dp = self.dp();
         let to = self.pe(post.to);
-        let landing = dp.put_within(dest, src, to);
+        let landing = dp.put_within(dest, src, to, Caching::Keep);
         let bytes = src.len().saturating_mul(std::mem::size_of::<T>());
         let in_order = dp.is_mapped(to) || bytes.max(POST_BYTES) <= dp.ordered_write_bytes();
         let after = match (landing.failed_at_once(), in_order) {

@@ -45,6 +45,7 @@ use super::posted::Post;
 use super::Descriptor;
 use crate::error::Result;
 use crate::heap::SymSlice;
+use crate::shared_memory::Caching;
 use crate::team::region::{value, Layout};
 use crate::team::{Op, Team};
 
@@ -55,13 +56,15 @@ pub(crate) type Move<'a, T> = (SymSlice<'a, T>, SymSlice<'a, T>);
 impl Team {
     /// Moves every member's blocks: `push(j)` gives, for member `j` on another node, where
     /// its block from this member lands there and where it is here; `pull(j)` gives, for
-    /// member `j` on this node, where its block lands here and where it is there.
+    /// member `j` on this node, where its block lands here and where it is there. The
+    /// blocks pulled are copied as `caching` says ([`Team::block_caching`]).
     pub(crate) async fn move_across_nodes<'a, T: Pod>(
         &self,
         op: &mut Op<'_>,
         desc: u64,
         push: impl Fn(usize) -> Move<'a, T>,
         pull: impl Fn(usize) -> Move<'a, T>,
+        caching: Caching,
     ) -> Result<()> {
         let (n, me) = (self.n_pes(), self.my_pe());
         self.sync_in(op, desc).await?;
@@ -91,7 +94,7 @@ impl Team {
         for j in others.filter(|&j| nodes.group_of(j) == mine) {
             let (here, there) = pull(j);
             if !here.is_empty() {
-                dp.get_into(here, there, self.pe(j)).await?;
+                dp.get_into(here, there, self.pe(j), caching).await?;
             }
         }
         for landing in landings {
@@ -113,12 +116,14 @@ impl Team {
     /// Moves every member's blocks into `dest`s their callers made ready before the call
     /// (see the module documentation), this member's own block having moved: `push(j)`
     /// gives, for every other member `j`, where this member's block lands there and where
-    /// it is here.
+    /// it is here. Blocks for members on this node are copied as `caching` says
+    /// ([`Team::block_caching`]).
     pub(crate) async fn move_into_ready<'a, T: Pod>(
         &self,
         op: &mut Op<'_>,
         desc: u64,
         push: impl Fn(usize) -> Move<'a, T>,
+        caching: Caching,
     ) -> Result<()> {
         let (n, me) = (self.n_pes(), self.my_pe());
         let dp = self.dp();
@@ -126,7 +131,7 @@ impl Team {
             .map(|k| (me + k) % n)
             .map(|j| {
                 let (there, here) = push(j);
-                dp.put_within(there, here, self.pe(j))
+                dp.put_within(there, here, self.pe(j), caching)
             })
             .collect();
         for landed in landings {

@@ -32,6 +32,7 @@ use super::shapes::{Shape, Tree};
 use super::{bytes_of, disjoint, holds, Descriptor, Kind};
 use crate::error::{Error, Result};
 use crate::heap::SymSlice;
+use crate::shared_memory::Caching;
 use crate::team::region::{value, Layout};
 use crate::team::{Op, Team};
 
@@ -403,7 +404,11 @@ impl Team {
             self.wait_word("reduce", layout.sig(p), down).await?;
             let verdict = self.local(layout.sig(p) + 8).load(Ordering::Acquire);
             match agree(desc, verdict, p) {
-                Ok(()) if self.shares_node(p) => self.dp().get_into(dest, dest, self.pe(p)).await?,
+                Ok(()) if self.shares_node(p) => {
+                    self.dp()
+                        .get_into(dest, dest, self.pe(p), Caching::Keep)
+                        .await?
+                }
                 Ok(()) => {}
                 Err(e) => {
                     state.reject(e);
@@ -459,7 +464,10 @@ impl Team {
         while let Some(j) = self.next_entrant(state, &mut combined).await? {
             let theirs = dest.slice(part(j, n, len));
             if !theirs.is_empty() {
-                reads.push(self.dp().get_into(theirs, theirs, self.pe(j)));
+                reads.push(
+                    self.dp()
+                        .get_into(theirs, theirs, self.pe(j), Caching::Keep),
+                );
             }
         }
         for read in reads {
