@@ -19,6 +19,10 @@
 //! outnumber the machine's CPUs it deals the CPUs over them, one each, in number order as
 //! [`bind_to_core`] does: unbound, a short job's 4 PEs on 2 CPUs often started 3 on one CPU
 //! and stayed so, and a 4-byte `alltoall` took 4–5 µs in most runs; dealt, 2.4 µs.
+//!
+//! The sizes of the CPUs' last-level caches ([`last_level_cache`],
+//! [`machine_last_level_caches`]) tell copies when to use streaming stores
+//! (`shared_memory.rs`).
 
 use bytemuck::{Pod, Zeroable};
 use rustix::process::Pid;
@@ -132,6 +136,43 @@ pub fn machine_cpus() -> usize {
             .and_then(|list| count_cpu_list(list.trim()))
             .unwrap_or_else(usable_cpus)
     })
+}
+
+/// The size of one of this machine's last-level caches, in bytes: the largest cache of CPU 0
+/// (read once from sysfs; 32 MiB when unknown).
+pub fn last_level_cache() -> usize {
+    static LLC: OnceLock<usize> = OnceLock::new();
+    *LLC.get_or_init(|| {
+        (0..8)
+            .filter_map(|i| cache_file(i, "size"))
+            .filter_map(|size| crate::config::parse_size(&size).ok())
+            .max()
+            .unwrap_or(32 << 20)
+    })
+}
+
+/// The bytes of all this machine's last-level caches together: [`last_level_cache`] times
+/// the online CPUs over the CPUs that share CPU 0's (one cache where sysfs does not say).
+pub fn machine_last_level_caches() -> usize {
+    static ALL: OnceLock<usize> = OnceLock::new();
+    *ALL.get_or_init(|| {
+        let level = |i: usize| cache_file(i, "level").and_then(|l| l.parse::<u32>().ok());
+        let last = (0..8)
+            .filter(|&i| level(i).is_some())
+            .max_by_key(|&i| level(i));
+        let sharing = last
+            .and_then(|i| cache_file(i, "shared_cpu_list"))
+            .and_then(|list| count_cpu_list(&list))
+            .filter(|&n| n > 0);
+        let caches = sharing.map_or(1, |n| (machine_cpus() / n).max(1));
+        last_level_cache().saturating_mul(caches)
+    })
+}
+
+/// A file of CPU 0's cache `index` in sysfs, trimmed.
+fn cache_file(index: usize, name: &str) -> Option<String> {
+    let path = format!("/sys/devices/system/cpu/cpu0/cache/index{index}/{name}");
+    Some(std::fs::read_to_string(path).ok()?.trim().to_owned())
 }
 
 /// The standard library's count of the CPUs this thread may use (its affinity mask, capped
@@ -520,6 +561,14 @@ mod tests {
         assert_eq!(count_cpu_list("3-1"), None);
         assert_eq!(count_cpu_list("a-b"), None);
         assert_eq!(count_cpu_list(""), None);
+    }
+
+    #[test]
+    fn the_machine_s_last_level_caches_are_whole_caches() {
+        let one = last_level_cache();
+        assert!(one > 0);
+        assert_eq!(machine_last_level_caches() % one, 0);
+        assert!(machine_last_level_caches() >= one);
     }
 
     #[test]

@@ -16,6 +16,7 @@ use std::os::fd::AsFd;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicI16, AtomicI32, AtomicI64, AtomicU16, AtomicU32, AtomicU64};
 
+use crate::cpus::last_level_cache;
 use crate::error::{Error, Result};
 
 /// Atomic types that may be placed in shared memory (lock-free, address-free on Linux).
@@ -244,7 +245,7 @@ impl SharedMapping {
         // overlap; raw copies of bytes are valid under concurrent access by other processes.
         unsafe {
             let dst = self.base.as_ptr().add(offset);
-            if src.len() >= MIN_STREAMING && src.len() >= streaming_threshold() {
+            if src.len() >= MIN_STREAMED_WRITE && src.len() >= streaming_threshold() {
                 streaming_copy(src.as_ptr(), dst, src.len());
             } else {
                 copy_nonoverlapping_bytes(src.as_ptr(), dst, src.len());
@@ -276,9 +277,9 @@ impl SharedMapping {
     ) {
         self.check(dst_offset, len);
         src.check(src_offset, len);
-        let from = src.base.as_ptr() as usize + src_offset;
-        let to = self.base.as_ptr() as usize + dst_offset;
-        let apart = from + len <= to || to + len <= from;
+        let from_address = src.base.as_ptr() as usize + src_offset;
+        let to_address = self.base.as_ptr() as usize + dst_offset;
+        let apart = from_address + len <= to_address || to_address + len <= from_address;
         let stream = caching == Caching::Stream && len >= MIN_STREAMED_COPY && apart;
         // SAFETY: both ranges lie inside live mappings (checked above); `copy` allows overlap,
         // and the streaming copy runs only on ranges that do not overlap (`apart`).
@@ -428,31 +429,13 @@ unsafe fn copy_nonoverlapping_bytes(src: *const u8, dst: *mut u8, len: usize) {
     }
 }
 
-/// The smallest [`streaming_threshold`]: smaller copies skip asking it.
-const MIN_STREAMING: usize = 1 << 20;
+/// The smallest [`streaming_threshold`]: smaller writes skip asking it.
+const MIN_STREAMED_WRITE: usize = 1 << 20;
 
-/// Copies at least this large use streaming stores: half the last-level cache, at least
-/// [`MIN_STREAMING`].
+/// Writes at least this large use streaming stores: half the last-level cache, at least
+/// [`MIN_STREAMED_WRITE`].
 fn streaming_threshold() -> usize {
-    (last_level_cache() / 2).max(MIN_STREAMING)
-}
-
-/// The size of this machine's last-level cache, in bytes: the largest cache of CPU 0 (read
-/// once from sysfs; 32 MiB when unknown).
-pub fn last_level_cache() -> usize {
-    static LLC: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *LLC.get_or_init(|| {
-        (0..8)
-            .filter_map(|i| {
-                let size = std::fs::read_to_string(format!(
-                    "/sys/devices/system/cpu/cpu0/cache/index{i}/size"
-                ))
-                .ok()?;
-                crate::config::parse_size(size.trim()).ok()
-            })
-            .max()
-            .unwrap_or(32 << 20)
-    })
+    (last_level_cache() / 2).max(MIN_STREAMED_WRITE)
 }
 
 /// What a copy between mappings ([`SharedMapping::copy_from`]) does with the caches.
@@ -471,7 +454,9 @@ pub enum Caching {
 /// ends and the fence cost more than the stores save.
 pub const MIN_STREAMED_COPY: usize = 64 << 10;
 
-/// Copies `len` bytes from `src` to `dst` with non-temporal 16-byte stores, then fences them.
+/// Copies `len` bytes from `src` to `dst` with non-temporal 16-byte stores from the first
+/// 64-byte line of `dst` on (the bytes before it and after the last whole group of 64 by
+/// ordinary copies), then fences them.
 ///
 /// # Safety
 /// `src` must be valid for `len` bytes of reads, `dst` for `len` bytes of writes, and the
@@ -479,10 +464,10 @@ pub const MIN_STREAMED_COPY: usize = 64 << 10;
 #[cfg(target_arch = "x86_64")]
 unsafe fn streaming_copy(src: *const u8, dst: *mut u8, len: usize) {
     use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_sfence, _mm_stream_si128};
-    let head = dst.align_offset(16).min(len);
+    let head = dst.align_offset(64).min(len);
     // SAFETY: (this block and its loop) every access stays within `src` and `dst[..len]`,
     // which the caller guarantees valid and disjoint; stores go to 16-byte aligned addresses
-    // (`head` aligns them), loads are unaligned loads; SSE2 is part of x86_64.
+    // (`head` aligns them to 64), loads are unaligned loads; SSE2 is part of x86_64.
     unsafe {
         std::ptr::copy_nonoverlapping(src, dst, head);
         let mut at = head;
@@ -609,25 +594,64 @@ mod tests {
         }
     }
 
+    /// Bytes that do not repeat with any short period.
+    fn pattern(len: usize, salt: usize) -> Vec<u8> {
+        (0..len)
+            .map(|i| ((i ^ salt).wrapping_mul(0x9e37_79b9) >> 13) as u8)
+            .collect()
+    }
+
     #[test]
-    fn streamed_copies_between_mappings_copy_every_byte_and_overlaps_stay_exact() {
+    fn streamed_copies_between_mappings_copy_every_byte_and_nothing_past_them() {
         let len = MIN_STREAMED_COPY + 1000;
-        let (from, to) = (mapping(len + 64), mapping(len + 64));
-        for (src_at, dst_at) in [(0usize, 0usize), (1, 0), (13, 5), (0, 64)] {
-            let pattern: Vec<u8> = (0..len).map(|i| (i * 7 + src_at + dst_at) as u8).collect();
-            from.write(src_at, &pattern);
+        let (from, to) = (mapping(len + 256), mapping(len + 256));
+        for (src_at, dst_at) in [(0usize, 0usize), (1, 0), (0, 5), (13, 5), (0, 64)] {
+            let guard = pattern(len + 256, 7);
+            to.write(0, &guard);
+            let data = pattern(len, src_at * 131 + dst_at);
+            from.write(src_at, &data);
             to.copy_from(dst_at, &from, src_at, len, Caching::Stream);
-            let mut out = vec![0u8; len];
-            to.read(dst_at, &mut out);
-            assert!(out == pattern, "streamed copy from {src_at} to {dst_at}");
+            let mut out = vec![0u8; len + 256];
+            to.read(0, &mut out);
+            let place = format!("streamed copy from {src_at} to {dst_at}");
+            assert!(out[dst_at..dst_at + len] == data[..], "{place}");
+            assert!(out[..dst_at] == guard[..dst_at], "{place}: before it");
+            assert!(
+                out[dst_at + len..] == guard[dst_at + len..],
+                "{place}: after it"
+            );
         }
         // Overlapping ranges of one mapping move as `memmove` does, never by streaming.
-        let pattern: Vec<u8> = (0..len).map(|i| (i * 13) as u8).collect();
-        from.write(0, &pattern);
+        let data = pattern(len, 3);
+        from.write(0, &data);
         from.copy_from(40, &from, 0, len, Caching::Stream);
         let mut out = vec![0u8; len];
         from.read(40, &mut out);
-        assert!(out == pattern, "overlapping copy");
+        assert!(out == data, "overlapping copy");
+    }
+
+    #[test]
+    fn the_streaming_copy_is_exact_at_short_lengths_and_any_alignment() {
+        let data = pattern(400, 11);
+        for len in [0usize, 1, 15, 63, 64, 65, 127, 128, 200] {
+            for shift in [0usize, 1, 16, 63] {
+                let mut out = vec![0xa5u8; 400 + 64];
+                let dst = out[shift..].as_mut_ptr();
+                // SAFETY: `data` holds at least `len` bytes and `out` at least `shift + len`
+                // past `dst`'s start; the two are distinct vectors.
+                unsafe { streaming_copy(data.as_ptr(), dst, len) };
+                assert!(
+                    out[shift..shift + len] == data[..len],
+                    "{len} bytes at {shift}"
+                );
+                assert!(
+                    out[..shift].iter().all(|&b| b == 0xa5),
+                    "before, {len} at {shift}"
+                );
+                let after = &out[shift + len..];
+                assert!(after.iter().all(|&b| b == 0xa5), "after, {len} at {shift}");
+            }
+        }
     }
 
     #[test]

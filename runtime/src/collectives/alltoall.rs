@@ -263,7 +263,7 @@ impl Team {
 
     /// [`Team::block_caching`] for an `alltoall` of `bytes` bytes per block: every member's
     /// `source` and `dest` hold one block per member.
-    fn alltoall_caching(&self, bytes: usize) -> Caching {
+    pub(super) fn alltoall_caching(&self, bytes: usize) -> Caching {
         self.block_caching(bytes.saturating_mul(2 * self.n_pes()))
     }
 

@@ -142,7 +142,7 @@ impl Team {
         if n == 1 || bytes == 0 {
             return Ok(());
         }
-        let caching = self.block_caching(bytes + bytes_of::<T>(blocks.total(n)));
+        let caching = self.block_caching(bytes.saturating_add(bytes_of::<T>(blocks.total(n))));
         match algorithm {
             MoveAlgorithm::Ring => return self.ring(op, dest, blocks).await,
             MoveAlgorithm::Push => {
@@ -156,8 +156,9 @@ impl Team {
             }
             MoveAlgorithm::PushByNode => {
                 let each = blocks.count(me);
-                return Box::pin(self.fcollect_pushed_by_node(op, (dest, source), each, desc))
-                    .await;
+                let move_by_node =
+                    self.fcollect_pushed_by_node(op, (dest, source), (each, caching), desc);
+                return Box::pin(move_by_node).await;
             }
             MoveAlgorithm::Eager
             | MoveAlgorithm::EagerByNode

@@ -35,12 +35,14 @@ use crate::team::{Op, Team};
 
 impl Team {
     /// `fcollect` by node of blocks of `each` elements into `dest`, this member's own block
-    /// already in place (see the module documentation).
+    /// already in place (see the module documentation). The members other than the leader
+    /// copy the blocks they read as `caching` says ([`Team::block_caching`]); the leader
+    /// keeps them in cache, for the puts that send them on.
     pub(crate) async fn fcollect_pushed_by_node<T: Pod>(
         &self,
         op: &mut Op<'_>,
         (dest, source): (SymSlice<'_, T>, SymSlice<'_, T>),
-        each: usize,
+        (each, caching): (usize, Caching),
         desc: u64,
     ) -> Result<()> {
         self.sync_in(op, desc).await?;
@@ -54,9 +56,10 @@ impl Team {
         let leader = members[0];
         let signal = value(op.next_seq(), 0);
         let block = |j: usize| dest.slice(j * each..(j + 1) * each);
+        let gathering = if me == leader { Caching::Keep } else { caching };
         for &j in members.iter().filter(|&&j| j != me) {
             self.dp()
-                .get_into(block(j), source.resized(each), self.pe(j), Caching::Keep)
+                .get_into(block(j), source.resized(each), self.pe(j), gathering)
                 .await?;
         }
         let span = |g: usize| {
@@ -95,7 +98,7 @@ impl Team {
                 if !range.is_empty() {
                     let theirs = dest.slice(range);
                     self.dp()
-                        .get_into(theirs, theirs, self.pe(leader), Caching::Keep)
+                        .get_into(theirs, theirs, self.pe(leader), caching)
                         .await?;
                 }
             }

@@ -64,14 +64,16 @@
 //! members through their leader, the leaders among themselves), and run broadcasts and
 //! reductions above the eager sizes down a two-level tree whose only fabric edges join the
 //! root to the other nodes' leaders. Across the fabric, data goes by pushes with a post
-//! behind them (a read is a round trip), but for the combining steps of reductions, which
-//! read the parts they combine (a tree's parent its children's, a reduce-scatter's member
-//! its part of every source): a tree's parent puts the
+//! behind them (a read is a round trip): a tree's parent puts the
 //! data into a child on another node once that child has entered the call, `alltoall` puts
 //! each block for another node into its receiver, and `fcollect` does too, or, where the
 //! nodes' members are consecutive, sends each node's blocks whole from its leader to the
 //! other leaders (see `plan.rs`, `posted.rs`, `broadcast_tree.rs`, `push.rs` and
-//! `gather_push.rs`). Syncs and trees carry descriptors
+//! `gather_push.rs`). Some steps read across the fabric instead: the combining steps of
+//! reductions read the parts they combine (a tree's parent its children's, a reduce-scatter's
+//! member its part of every `source`), the allgather that ends a reduce-scatter reads the
+//! others' parts, `collect` reads each member's block, and a strided `alltoalls` reads every
+//! block with strided gets. Syncs and trees carry descriptors
 //! through the leaders, so mismatches are found as on one node.
 //!
 //! Calls whose algorithms never meet (an eager reduction against a reduce-scatter, two roots
@@ -115,10 +117,11 @@ mod sync;
 
 use bytemuck::Pod;
 
+use crate::cpus::machine_last_level_caches;
 use crate::data_plane::DataPlane;
 use crate::error::{Error, Result};
 use crate::heap::SymSlice;
-use crate::shared_memory::{last_level_cache, Caching};
+use crate::shared_memory::{Caching, MIN_STREAMED_COPY};
 use crate::team::Team;
 
 pub use long_double::LongDouble;
@@ -295,13 +298,17 @@ impl Team {
 
     /// How a call that moves blocks between members copies them on this node, given the
     /// `bytes` of its `source` and `dest` together on each member: with streaming stores
-    /// where those of this node's members exceed the last-level cache together (their
-    /// blocks could not stay in it, and ordinary stores would first read every destination
-    /// line from memory), else with ordinary ones.
+    /// where those of this node's members exceed the machine's last-level caches together
+    /// (their blocks could not stay in them, and ordinary stores would first read every
+    /// destination line from memory), else with ordinary ones.
     pub(crate) fn block_caching(&self, bytes: usize) -> Caching {
+        if bytes < MIN_STREAMED_COPY {
+            // No block of the call is long enough to stream.
+            return Caching::Keep;
+        }
         let nodes = &self.inner.plan.nodes;
         let here = nodes.members(nodes.group_of(self.my_pe())).len();
-        match here.saturating_mul(bytes) > last_level_cache() {
+        match here.saturating_mul(bytes) > machine_last_level_caches() {
             true => Caching::Stream,
             false => Caching::Keep,
         }

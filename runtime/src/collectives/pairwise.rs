@@ -59,11 +59,11 @@ use std::sync::atomic::Ordering;
 
 use bytemuck::Pod;
 
+use super::bytes_of;
 use super::sync::judge;
 use crate::error::{Error, Result};
 use crate::heap::SymSlice;
 use crate::landing::Landing;
-use crate::shared_memory::Caching;
 use crate::team::region::LINE;
 use crate::team::{Op, Team};
 
@@ -127,11 +127,12 @@ impl Team {
         let epoch = self.announce(op, desc)?;
         let dp = self.dp();
         let own = me * nelems..(me + 1) * nelems;
+        let caching = self.alltoall_caching(bytes_of::<T>(nelems));
         dp.get_into(
             dest.slice(own.clone()),
             source.slice(own),
             dp.my_pe(),
-            Caching::Keep,
+            caching,
         )
         .await?;
         let mut claims = FirstClaims {
@@ -168,25 +169,16 @@ impl Team {
     ) -> Result<()> {
         let (n, me, dp) = (self.n_pes(), self.my_pe(), self.dp());
         let block = |j: usize| j * nelems..(j + 1) * nelems;
+        let caching = self.alltoall_caching(bytes_of::<T>(nelems));
         for j in (1..n).map(|k| (me + k) % n) {
             match self.claim(j, epoch, desc).await? {
                 Claim::First => *waiting |= 1 << j,
                 Claim::Second => {
                     let pe = self.pe(j);
-                    dp.put_within(
-                        dest.slice(block(me)),
-                        source.slice(block(j)),
-                        pe,
-                        Caching::Keep,
-                    )
-                    .await?;
-                    dp.get_into(
-                        dest.slice(block(j)),
-                        source.slice(block(me)),
-                        pe,
-                        Caching::Keep,
-                    )
-                    .await?;
+                    dp.put_within(dest.slice(block(me)), source.slice(block(j)), pe, caching)
+                        .await?;
+                    dp.get_into(dest.slice(block(j)), source.slice(block(me)), pe, caching)
+                        .await?;
                     let mark = self.view::<u64>(self.inner.layout.pair_word(me), 1);
                     dp.atomic_set(mark, PairStates::of(epoch).done, pe).await?;
                 }
