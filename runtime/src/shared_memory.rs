@@ -277,10 +277,12 @@ impl SharedMapping {
     ) {
         self.check(dst_offset, len);
         src.check(src_offset, len);
-        let from_address = src.base.as_ptr() as usize + src_offset;
-        let to_address = self.base.as_ptr() as usize + dst_offset;
-        let apart = from_address + len <= to_address || to_address + len <= from_address;
-        let stream = caching == Caching::Stream && len >= MIN_STREAMED_COPY && apart;
+        let apart = || {
+            let from_address = src.base.as_ptr() as usize + src_offset;
+            let to_address = self.base.as_ptr() as usize + dst_offset;
+            from_address + len <= to_address || to_address + len <= from_address
+        };
+        let stream = caching == Caching::Stream && len >= MIN_STREAMED_COPY && apart();
         // SAFETY: both ranges lie inside live mappings (checked above); `copy` allows overlap,
         // and the streaming copy runs only on ranges that do not overlap (`apart`).
         unsafe {
