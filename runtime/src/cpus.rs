@@ -20,9 +20,9 @@
 //! [`bind_to_core`] does: unbound, a short job's 4 PEs on 2 CPUs often started 3 on one CPU
 //! and stayed so, and a 4-byte `alltoall` took 4–5 µs in most runs; dealt, 2.4 µs.
 //!
-//! The sizes of the CPUs' last-level caches ([`last_level_cache`],
-//! [`machine_last_level_caches`]) tell copies when to use streaming stores
-//! (`shared_memory.rs`).
+//! [`LastLevelCache`] tells how large the CPUs' last-level caches are and how many the
+//! machine has: large writes (`shared_memory.rs`) and the block moves of collectives
+//! (`Team::block_caching`, `collectives/mod.rs`) use streaming stores past them.
 
 use bytemuck::{Pod, Zeroable};
 use rustix::process::Pid;
@@ -138,35 +138,51 @@ pub fn machine_cpus() -> usize {
     })
 }
 
-/// The size of one of this machine's last-level caches, in bytes: the largest cache of CPU 0
-/// (read once from sysfs; 32 MiB when unknown).
-pub fn last_level_cache() -> usize {
-    static LLC: OnceLock<usize> = OnceLock::new();
-    *LLC.get_or_init(|| {
-        (0..8)
-            .filter_map(|i| cache_file(i, "size"))
-            .filter_map(|size| crate::config::parse_size(&size).ok())
-            .max()
-            .unwrap_or(32 << 20)
-    })
+/// CPU 0's last-level cache, as sysfs describes it: the cache of the highest level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LastLevelCache {
+    /// Its size in bytes.
+    pub bytes: usize,
+    /// How many caches like it the machine has: its online CPUs over the CPUs that share it,
+    /// rounded up.
+    pub count: usize,
 }
 
-/// The bytes of all this machine's last-level caches together: [`last_level_cache`] times
-/// the online CPUs over the CPUs that share CPU 0's (one cache where sysfs does not say).
-pub fn machine_last_level_caches() -> usize {
-    static ALL: OnceLock<usize> = OnceLock::new();
-    *ALL.get_or_init(|| {
-        let level = |i: usize| cache_file(i, "level").and_then(|l| l.parse::<u32>().ok());
-        let last = (0..8)
-            .filter(|&i| level(i).is_some())
-            .max_by_key(|&i| level(i));
+impl LastLevelCache {
+    /// This machine's, read once from sysfs (one cache of 32 MiB where sysfs does not say).
+    pub fn of_this_machine() -> LastLevelCache {
+        static LLC: OnceLock<LastLevelCache> = OnceLock::new();
+        *LLC.get_or_init(|| LastLevelCache::described(cache_file, machine_cpus()))
+    }
+
+    /// The cache that `file(index, name)` describes (the files of CPU 0's cache `index`, such
+    /// as `level`, `size` and `shared_cpu_list`) on a machine of `online` CPUs.
+    fn described(file: impl Fn(usize, &str) -> Option<String>, online: usize) -> LastLevelCache {
+        let level = |i: usize| file(i, "level")?.parse::<u32>().ok();
+        let last = (0..8).filter_map(|i| Some((level(i)?, i))).max();
+        let bytes = last
+            .and_then(|(_, i)| crate::config::parse_size(&file(i, "size")?).ok())
+            .filter(|&bytes| bytes > 0);
         let sharing = last
-            .and_then(|i| cache_file(i, "shared_cpu_list"))
-            .and_then(|list| count_cpu_list(&list))
-            .filter(|&n| n > 0);
-        let caches = sharing.map_or(1, |n| (machine_cpus() / n).max(1));
-        last_level_cache().saturating_mul(caches)
-    })
+            .and_then(|(_, i)| count_cpu_list(&file(i, "shared_cpu_list")?))
+            .filter(|&cpus| cpus > 0);
+        match bytes {
+            Some(bytes) => LastLevelCache {
+                bytes,
+                count: sharing.map_or(1, |cpus| online.div_ceil(cpus).max(1)),
+            },
+            None => LastLevelCache {
+                bytes: 32 << 20,
+                count: 1,
+            },
+        }
+    }
+
+    /// The most that `pes` PEs can hold in these caches: one cache each, as far as there
+    /// are caches.
+    pub fn held_by(&self, pes: usize) -> usize {
+        self.bytes.saturating_mul(pes.clamp(1, self.count))
+    }
 }
 
 /// A file of CPU 0's cache `index` in sysfs, trimmed.
@@ -564,11 +580,48 @@ mod tests {
     }
 
     #[test]
-    fn the_machine_s_last_level_caches_are_whole_caches() {
-        let one = last_level_cache();
-        assert!(one > 0);
-        assert_eq!(machine_last_level_caches() % one, 0);
-        assert!(machine_last_level_caches() >= one);
+    fn the_last_level_cache_is_the_highest_level_counted_over_the_cpus_sharing_it() {
+        let epyc = |index: usize, name: &str| -> Option<String> {
+            let text = match (index, name) {
+                (0 | 1, "level") => "1",
+                (2, "level") => "2",
+                (3, "level") => "3",
+                (0 | 1, "size") => "32K",
+                (2, "size") => "1024K",
+                (3, "size") => "32768K",
+                (0..=2, "shared_cpu_list") => "0,64",
+                (3, "shared_cpu_list") => "0-7,64-71",
+                _ => return None,
+            };
+            Some(text.to_owned())
+        };
+        let llc = LastLevelCache::described(epyc, 128);
+        assert_eq!(
+            llc,
+            LastLevelCache {
+                bytes: 32 << 20,
+                count: 8
+            }
+        );
+        assert_eq!(llc.held_by(0), 32 << 20);
+        assert_eq!(llc.held_by(4), 128 << 20);
+        assert_eq!(llc.held_by(64), 256 << 20);
+        // A second package partly offline still has its cache.
+        assert_eq!(LastLevelCache::described(epyc, 100).count, 7);
+        let unknown = LastLevelCache::described(|_, _| None, 128);
+        assert_eq!(
+            unknown,
+            LastLevelCache {
+                bytes: 32 << 20,
+                count: 1
+            }
+        );
+        let no_list = |index: usize, name: &str| match name {
+            "shared_cpu_list" => None,
+            _ => epyc(index, name),
+        };
+        assert_eq!(LastLevelCache::described(no_list, 128).count, 1);
+        assert!(LastLevelCache::of_this_machine().bytes > 0);
     }
 
     #[test]

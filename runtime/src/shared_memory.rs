@@ -16,7 +16,7 @@ use std::os::fd::AsFd;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicI16, AtomicI32, AtomicI64, AtomicU16, AtomicU32, AtomicU64};
 
-use crate::cpus::last_level_cache;
+use crate::cpus::LastLevelCache;
 use crate::error::{Error, Result};
 
 /// Atomic types that may be placed in shared memory (lock-free, address-free on Linux).
@@ -437,7 +437,7 @@ const MIN_STREAMED_WRITE: usize = 1 << 20;
 /// Writes at least this large use streaming stores: half the last-level cache, at least
 /// [`MIN_STREAMED_WRITE`].
 fn streaming_threshold() -> usize {
-    (last_level_cache() / 2).max(MIN_STREAMED_WRITE)
+    (LastLevelCache::of_this_machine().bytes / 2).max(MIN_STREAMED_WRITE)
 }
 
 /// What a copy between mappings ([`SharedMapping::copy_from`]) does with the caches.
@@ -637,21 +637,16 @@ mod tests {
         let data = pattern(400, 11);
         for len in [0usize, 1, 15, 63, 64, 65, 127, 128, 200] {
             for shift in [0usize, 1, 16, 63] {
-                let mut out = vec![0xa5u8; 400 + 64];
-                let dst = out[shift..].as_mut_ptr();
-                // SAFETY: `data` holds at least `len` bytes and `out` at least `shift + len`
-                // past `dst`'s start; the two are distinct vectors.
+                let mut out = vec![0xa5u8; 400 + 128];
+                let at = out.as_ptr().align_offset(64) + shift;
+                let dst = out[at..].as_mut_ptr();
+                // SAFETY: `data` holds 400 >= `len` bytes; `out` holds 528 >= `at + len`
+                // (`at` < 128), so `dst` is valid for `len` writes; distinct allocations.
                 unsafe { streaming_copy(data.as_ptr(), dst, len) };
-                assert!(
-                    out[shift..shift + len] == data[..len],
-                    "{len} bytes at {shift}"
-                );
-                assert!(
-                    out[..shift].iter().all(|&b| b == 0xa5),
-                    "before, {len} at {shift}"
-                );
-                let after = &out[shift + len..];
-                assert!(after.iter().all(|&b| b == 0xa5), "after, {len} at {shift}");
+                let place = format!("{len} bytes {shift} past a line");
+                assert!(out[at..at + len] == data[..len], "{place}");
+                assert!(out[..at].iter().all(|&b| b == 0xa5), "before {place}");
+                assert!(out[at + len..].iter().all(|&b| b == 0xa5), "after {place}");
             }
         }
     }

@@ -72,8 +72,9 @@
 //! `gather_push.rs`). Some steps read across the fabric instead: the combining steps of
 //! reductions read the parts they combine (a tree's parent its children's, a reduce-scatter's
 //! member its part of every `source`), the allgather that ends a reduce-scatter reads the
-//! others' parts, `collect` reads each member's block, and a strided `alltoalls` reads every
-//! block with strided gets. Syncs and trees carry descriptors
+//! others' parts, the sum scans read the `source` of every member before them, `collect`
+//! reads each block (and each member's count) it does not receive eagerly, and a strided
+//! `alltoalls` reads every block with strided gets. Syncs and trees carry descriptors
 //! through the leaders, so mismatches are found as on one node.
 //!
 //! Calls whose algorithms never meet (an eager reduction against a reduce-scatter, two roots
@@ -117,7 +118,7 @@ mod sync;
 
 use bytemuck::Pod;
 
-use crate::cpus::machine_last_level_caches;
+use crate::cpus::LastLevelCache;
 use crate::data_plane::DataPlane;
 use crate::error::{Error, Result};
 use crate::heap::SymSlice;
@@ -298,9 +299,10 @@ impl Team {
 
     /// How a call that moves blocks between members copies them on this node, given the
     /// `bytes` of its `source` and `dest` together on each member: with streaming stores
-    /// where those of this node's members exceed the machine's last-level caches together
-    /// (their blocks could not stay in them, and ordinary stores would first read every
-    /// destination line from memory), else with ordinary ones.
+    /// where those of this node's members exceed what they can hold in the last-level caches
+    /// (one cache each, as far as the machine has caches: their blocks could not stay there,
+    /// and ordinary stores would first read every destination line from memory), else with
+    /// ordinary ones. Only this member's copies follow it: members need not agree.
     pub(crate) fn block_caching(&self, bytes: usize) -> Caching {
         if bytes < MIN_STREAMED_COPY {
             // No block of the call is long enough to stream.
@@ -308,7 +310,7 @@ impl Team {
         }
         let nodes = &self.inner.plan.nodes;
         let here = nodes.members(nodes.group_of(self.my_pe())).len();
-        match here.saturating_mul(bytes) > machine_last_level_caches() {
+        match here.saturating_mul(bytes) > LastLevelCache::of_this_machine().held_by(here) {
             true => Caching::Stream,
             false => Caching::Keep,
         }
