@@ -283,7 +283,7 @@ impl Team {
             None => {
                 let part = dest.slice(from * nelems..(from + 1) * nelems);
                 let block = source.slice(me * nelems..(me + 1) * nelems);
-                let caching = self.alltoall_caching(nelems * std::mem::size_of::<T>());
+                let caching = self.alltoall_caching(bytes_of::<T>(nelems));
                 self.dp().get_into(part, block, pe, caching).await
             }
             Some(s) => {
