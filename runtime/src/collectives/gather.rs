@@ -138,11 +138,21 @@ impl Team {
             self.copy_local(dest.slice(blocks.range(me)), source)?;
             return self.eager_gather(op, dest, blocks, stamp).await;
         }
-        self.copy_local(dest.slice(blocks.range(me)), source)?;
         if n == 1 || bytes == 0 {
-            return Ok(());
+            return self.copy_local(dest.slice(blocks.range(me)), source);
         }
         let caching = self.block_caching(bytes.saturating_add(bytes_of::<T>(blocks.total(n))));
+        // This member's own block as the others' blocks here, but where it is read again
+        // at once: the ring sends it on to the right, a leader by node to the other nodes.
+        let own = match algorithm {
+            MoveAlgorithm::Ring | MoveAlgorithm::PushByNode => Caching::Keep,
+            _ => caching,
+        };
+        let mine = dest.slice(blocks.range(me));
+        if self.dp().span_of(mine)? != self.dp().span_of(source)? {
+            let me_pe = self.dp().my_pe();
+            self.dp().get_into(mine, source, me_pe, own).await?;
+        }
         match algorithm {
             MoveAlgorithm::Ring => return self.ring(op, dest, blocks).await,
             MoveAlgorithm::Push => {
