@@ -181,7 +181,7 @@ impl LastLevelCache {
     /// The most that `pes` PEs can hold in these caches: one cache each, as far as there
     /// are caches.
     pub fn held_by(&self, pes: usize) -> usize {
-        self.bytes.saturating_mul(pes.clamp(1, self.count))
+        self.bytes.saturating_mul(pes.min(self.count).max(1))
     }
 }
 
@@ -621,6 +621,8 @@ mod tests {
             _ => epyc(index, name),
         };
         assert_eq!(LastLevelCache::described(no_list, 128).count, 1);
+        // A cache count of 0, which only a hand-made value has, counts as one.
+        assert_eq!(LastLevelCache { bytes: 8, count: 0 }.held_by(3), 8);
         assert!(LastLevelCache::of_this_machine().bytes > 0);
     }
 

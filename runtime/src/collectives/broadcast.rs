@@ -20,6 +20,7 @@ use super::plan::BroadcastAlgorithm;
 use super::{bytes_of, disjoint, holds, Descriptor, Kind};
 use crate::error::{Error, Result};
 use crate::heap::SymSlice;
+use crate::shared_memory::Caching;
 use crate::team::region::{LINE, SLOT_HEADER};
 use crate::team::{Op, Team};
 
@@ -282,5 +283,19 @@ impl Team {
             return Ok(());
         }
         self.dp().get_nbi(dest, src, self.dp().my_pe())
+    }
+
+    /// As [`Team::copy_local`], the copy made as `caching` says ([`Team::block_caching`]).
+    pub(crate) async fn copy_local_as<T: Pod>(
+        &self,
+        dest: SymSlice<'_, T>,
+        src: SymSlice<'_, T>,
+        caching: Caching,
+    ) -> Result<()> {
+        let dp = self.dp();
+        if dp.span_of(dest)? == dp.span_of(src)? {
+            return Ok(());
+        }
+        dp.get_into(dest, src, dp.my_pe(), caching).await
     }
 }

@@ -148,11 +148,8 @@ impl Team {
             MoveAlgorithm::Ring | MoveAlgorithm::PushByNode => Caching::Keep,
             _ => caching,
         };
-        let mine = dest.slice(blocks.range(me));
-        if self.dp().span_of(mine)? != self.dp().span_of(source)? {
-            let me_pe = self.dp().my_pe();
-            self.dp().get_into(mine, source, me_pe, own).await?;
-        }
+        self.copy_local_as(dest.slice(blocks.range(me)), source, own)
+            .await?;
         match algorithm {
             MoveAlgorithm::Ring => return self.ring(op, dest, blocks).await,
             MoveAlgorithm::Push => {
