@@ -84,6 +84,9 @@ pub(crate) enum ReduceAlgorithm {
     Tree(Shape),
     /// Reduce-scatter, then allgather.
     ScatterGather,
+    /// Members to their node's leader; the leaders reduce-scatter and allgather among
+    /// themselves over the fabric; leaders back to their members (`reduce_nodes.rs`).
+    ScatteredByNode,
 }
 
 /// How a collective that moves blocks (fcollect, alltoall, reducescatter) runs.
@@ -202,6 +205,8 @@ impl Plan {
             ReduceAlgorithm::EagerByNode
         } else if self.eager(bytes) {
             ReduceAlgorithm::Eager
+        } else if self.nodes.layered() && self.nodes.nodes() <= self.config.flat_max_pes {
+            ReduceAlgorithm::ScatteredByNode
         } else if self.nodes.layered() {
             ReduceAlgorithm::Tree(Shape::Nodes)
         } else if self.large(bytes) {
@@ -413,8 +418,8 @@ mod tests {
             let p = plan(nodes);
             assert_eq!(p.sync(), SyncAlgorithm::Nodes, "{nodes:?}");
             assert_eq!(p.broadcast(4097), BroadcastAlgorithm::Tree(Shape::Nodes));
-            assert_eq!(p.reduce(16 << 10), ReduceAlgorithm::Tree(Shape::Nodes));
-            assert_eq!(p.reduce(1 << 20), ReduceAlgorithm::Tree(Shape::Nodes));
+            assert_eq!(p.reduce(16 << 10), ReduceAlgorithm::ScatteredByNode);
+            assert_eq!(p.reduce(1 << 20), ReduceAlgorithm::ScatteredByNode);
             // Eager sizes go through the slots by node, up to the slots' size for data moves
             // (reading in place is a fabric round trip); larger blocks are pushed.
             assert_eq!(p.broadcast(8), BroadcastAlgorithm::EagerByNode);
@@ -425,7 +430,7 @@ mod tests {
             );
             assert_eq!(p.reduce(8), ReduceAlgorithm::EagerByNode);
             assert_eq!(p.reduce(4096), ReduceAlgorithm::EagerByNode);
-            assert_eq!(p.reduce(4097), ReduceAlgorithm::Tree(Shape::Nodes));
+            assert_eq!(p.reduce(4097), ReduceAlgorithm::ScatteredByNode);
             assert_eq!(p.fcollect(4096), MoveAlgorithm::Eager);
             let whole = 4096 / nodes.len();
             assert_eq!(p.fcollect(whole), MoveAlgorithm::EagerByNode);
@@ -448,7 +453,14 @@ mod tests {
             assert_eq!(p.fcollect(8), MoveAlgorithm::EagerByNode);
         }
         let no_slots = Plan::new(&[0, 0, 1, 1], TeamConfig::default(), false);
-        assert_eq!(no_slots.reduce(8), ReduceAlgorithm::Tree(Shape::Nodes));
+        assert_eq!(no_slots.reduce(8), ReduceAlgorithm::ScatteredByNode);
+        // More nodes than the flat limit: the leaders no longer each talk to every other.
+        let narrow = TeamConfig {
+            flat_max_pes: 2,
+            ..TeamConfig::default()
+        };
+        let many_nodes = Plan::new(&[0, 0, 1, 2], narrow, false);
+        assert_eq!(many_nodes.reduce(1 << 20), ReduceAlgorithm::Tree(Shape::Nodes));
         assert_eq!(
             no_slots.broadcast(8),
             BroadcastAlgorithm::Tree(Shape::Nodes)

@@ -49,7 +49,7 @@ const SMALL_WORDS: usize = 64;
 const STACK_MEMBERS: usize = 8;
 
 /// Where one contribution lives: a view and the world PE that holds it.
-type Input<'a, T> = (SymSlice<'a, T>, usize);
+pub(super) type Input<'a, T> = (SymSlice<'a, T>, usize);
 
 /// Refuses a bitwise operator on a floating-point type, and `min`/`max` on complex numbers.
 fn applies<T: Reducible>(op: ReduceOp) -> Result<()> {
@@ -69,7 +69,7 @@ fn applies<T: Reducible>(op: ReduceOp) -> Result<()> {
 }
 
 /// Element range of part `c` of `len` elements cut into `n` parts.
-fn part(c: usize, n: usize, len: usize) -> std::ops::Range<usize> {
+pub(super) fn part(c: usize, n: usize, len: usize) -> std::ops::Range<usize> {
     let at = |c: usize| ((c as u128 * len as u128) / n as u128) as usize;
     at(c)..at(c + 1)
 }
@@ -149,12 +149,16 @@ impl Team {
             ReduceAlgorithm::Tree(shape) => {
                 self.tree_reduce(state, shape, op, dest, source, desc).await
             }
+            ReduceAlgorithm::ScatteredByNode => {
+                self.scattered_reduce_by_node(state, op, dest, source, desc)
+                    .await
+            }
         }
     }
 
     /// Stores in `dest` the combination of the `count` inputs `input(0)`, `input(1)`, …, in
     /// that order.
-    async fn combine_into<'s, T: Reducible>(
+    pub(super) async fn combine_into<'s, T: Reducible>(
         &self,
         op: ReduceOp,
         dest: SymSlice<'_, T>,
@@ -166,6 +170,18 @@ impl Team {
             // one-node and eager ones included.
             return Box::pin(self.combine_across_nodes(op, dest, count, &input)).await;
         }
+        self.combine_on_node(op, dest, count, input).await
+    }
+
+    /// [`Team::combine_into`] for inputs on this PE's node: blocks of [`BLOCK_BYTES`], so
+    /// that the operands stay in cache, each input read in turn.
+    pub(super) async fn combine_on_node<'s, T: Reducible>(
+        &self,
+        op: ReduceOp,
+        dest: SymSlice<'_, T>,
+        count: usize,
+        input: impl Fn(usize) -> Input<'s, T>,
+    ) -> Result<()> {
         let len = dest.len();
         let size = std::mem::size_of::<T>().max(1);
         let block = (BLOCK_BYTES / size).clamp(1, len.max(1));

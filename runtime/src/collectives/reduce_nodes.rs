@@ -1,36 +1,68 @@
-//! The eager reduction by node: small reductions on a team that spans nodes with several
-//! members on some node.
+//! Reductions by node: on a team that spans nodes with several members on some node, the
+//! members of a node go through its leader (its lowest member), and only the leaders meet
+//! over the fabric.
 //!
-//! # Protocol
+//! # Eager (small reductions)
 //! Each member sends its contribution to its node's leader, over mapped memory. A leader
 //! combines its node's contributions in member order into its `dest` (the node's partial),
 //! sends the partial to every other leader, over the fabric, combines the leaders' partials
 //! in node order into its `dest`, and sends the result to its node's members. Every message
 //! goes through the eager slots (`eager.rs`): nobody waits for a receiver to arrive.
 //!
-//! Every member gets the same bits: a node's partial is computed once, by its leader, and
-//! every leader combines the same partials in the same order.
+//! With 8 PEs on 2 namespace hosts, 4 each, a 4-byte sum took 118–122 µs flat (every
+//! contribution to every member: n(n − 1) messages, each PE's half of them over the
+//! fabric), 79 µs down the by-node tree (whose syncs cost more than eager messages) and
+//! 27–31 µs this way.
 //!
-//! # Why
-//! The flat eager reduction sends every contribution to every member: n(n − 1) messages,
-//! each PE's half of them over the fabric, and each member waits for all of them. Here one
-//! message per pair of leaders crosses the fabric, and each member waits for one message.
-//! With 8 PEs on 2 namespace hosts, 4 each, a 4-byte sum took 118–122 µs flat, 79 µs down
-//! the by-node tree (whose syncs cost more than eager messages) and 27–31 µs this way.
+//! # Scattered among the leaders (larger reductions)
+//! 1. Each member signals its entry to its leader, which combines its node's `source`s in
+//!    member order into its `dest` (the node's partial; a leader alone on its node keeps its
+//!    `source` as the partial).
+//! 2. Each leader signals every other leader that its partial is ready, with the call's
+//!    descriptor.
+//! 3. Leader `g` (of node `g`) combines part `g` of the elements, reading that part of
+//!    every leader's partial in node order (over the fabric, all at once), into part `g` of
+//!    its `dest`. No one else reads that part of its partial.
+//! 4. It puts the combined part into part `g` of every other leader's `dest`, with a post
+//!    behind it: that leader read its own part of this leader's partial before it could
+//!    post its own, so the part of its partial being overwritten is one only this leader
+//!    read, and read already.
+//! 5. Once every other leader's part has landed, a leader's `dest` holds the result: it
+//!    releases its node's members, which read it in place and acknowledge.
+//!
+//! Each leader reads and sends (L − 1)/L of the elements, at the same time as the others,
+//! and combines 1/L of them; the tree that went before (every partial up to member 0 and
+//! the result back down) read and sent everything through member 0's link, one direction
+//! at a time, and combined all of it there. A leader returns once the others' parts have
+//! landed in its `dest`, which each sends only after reading its part of this leader's
+//! partial: no one reads its buffers after it returns. A leader's up and down words come
+//! from each other leader on its `sig` and `ack` lines, which that leader writes again only
+//! in its next call, after this leader's own post of that call (so neither is overwritten
+//! before it is read).
+//!
+//! # Every member gets the same bits
+//! A node's partial is computed once, by its leader, and each part of the result once, by
+//! one leader, combining the partials in node order.
 //!
 //! # Mismatches
 //! A leader that sees a contribution or a partial with another descriptor than its own
 //! sends [`DISAGREED`](super::eager::DISAGREED) on in place of its descriptor, so every
-//! member reports the mismatch, as after the flat form; the messages still flow, so nobody
-//! is left waiting. A call by node against a flat eager call (a `reducescatter`, or sizes on
+//! member reports the mismatch; the messages still flow, so nobody is left waiting. In the
+//! eager form, a call by node against a flat eager call (a `reducescatter`, or sizes on
 //! either side of the limit of a form by node) only partly meets it: see
 //! `collectives/mod.rs`.
 
+use std::sync::atomic::Ordering;
+
 use super::bytes_of;
-use super::eager::{Payload, Stamp};
+use super::eager::{agree, Payload, Stamp, DISAGREED};
+use super::posted::Post;
+use super::reduce::part;
 use super::reduce_ops::{ReduceOp, Reducible};
 use crate::error::Result;
 use crate::heap::SymSlice;
+use crate::shared_memory::Caching;
+use crate::team::region::{value, Layout};
 use crate::team::{Op, Team};
 
 impl Team {
@@ -120,5 +152,149 @@ impl Team {
             self.eager_done(state, m, true)?;
         }
         Ok(dest)
+    }
+
+    /// [`Team::reduce`] scattered among the node leaders (see the module documentation).
+    pub(super) async fn scattered_reduce_by_node<T: Reducible>(
+        &self,
+        state: &mut Op<'_>,
+        op: ReduceOp,
+        dest: SymSlice<'_, T>,
+        source: SymSlice<'_, T>,
+        desc: u64,
+    ) -> Result<()> {
+        let me = self.my_pe();
+        let layout = self.inner.layout;
+        let seq = state.next_seq();
+        let (up, down) = (value(seq, 0), value(seq, 1));
+        let nodes = &self.inner.plan.nodes;
+        let members = nodes.members(nodes.group_of(me));
+        let leader = members[0];
+        if me != leader {
+            self.post(leader, layout.sig(me), up, layout.sig(me) + 8, &[desc])?;
+            self.wait_word("reduce", layout.sig(leader), down).await?;
+            let verdict = self.local(layout.sig(leader) + 8).load(Ordering::Acquire);
+            match agree(desc, verdict, leader) {
+                Ok(()) => {
+                    self.dp()
+                        .get_into(dest, dest, self.pe(leader), Caching::Keep)
+                        .await?
+                }
+                Err(e) => state.reject(e),
+            }
+            return self.signal(leader, layout.ack(me), up);
+        }
+        let others = &members[1..];
+        self.wait_words("reduce", Layout::sig, others, up).await?;
+        let mut forward = self.heard(state, desc, Layout::sig, others);
+        if forward == desc && !others.is_empty() {
+            let me_pe = self.dp().my_pe();
+            let input = |k: usize| match k {
+                0 => (source, me_pe),
+                _ => (source, self.pe(others[k - 1])),
+            };
+            self.combine_on_node(op, dest, members.len(), input).await?;
+        }
+        let peers: Vec<usize> = nodes
+            .leaders()
+            .iter()
+            .copied()
+            .filter(|&l| l != me)
+            .collect();
+        for &l in &peers {
+            self.post(l, layout.sig(me), up, layout.sig(me) + 8, &[forward])?;
+        }
+        self.wait_words("reduce", Layout::sig, &peers, up).await?;
+        if self.heard(state, desc, Layout::sig, &peers) != desc {
+            forward = DISAGREED;
+        }
+        self.leaders_combine(op, (dest, source), forward == desc)
+            .await?;
+        let mine = self.leaders_part(dest.len());
+        let mut pushes = Vec::with_capacity(peers.len());
+        for &l in &peers {
+            let post = Post {
+                to: l,
+                offset: layout.ack(me),
+                value: down,
+                word: Some(forward),
+            };
+            match forward == desc && !mine.is_empty() {
+                true => {
+                    let part = dest.slice(mine.clone());
+                    pushes.push(self.put_posted(part, part, post)?);
+                }
+                false => self.post_one(post)?,
+            }
+        }
+        // Landed first: where the transport does not keep long writes in order, a push's
+        // post goes out only once its data has landed, and the other leaders wait for it.
+        for pushed in pushes {
+            pushed.landed(self).await?;
+        }
+        self.wait_words("reduce", Layout::ack, &peers, down).await?;
+        for &m in others {
+            let release = Post {
+                to: m,
+                offset: layout.sig(me),
+                value: down,
+                word: Some(forward),
+            };
+            self.post_one(release)?;
+        }
+        self.wait_words("reduce", Layout::ack, others, up).await
+    }
+
+    /// The descriptor a leader sends on after reading those that members `from` left beside
+    /// their words at `offset`: the call's own where all agree with it, else
+    /// [`DISAGREED`] (the first disagreement rejects the call).
+    fn heard(
+        &self,
+        state: &mut Op<'_>,
+        desc: u64,
+        offset: fn(&Layout, usize) -> usize,
+        from: &[usize],
+    ) -> u64 {
+        let layout = self.inner.layout;
+        let mut forward = desc;
+        for &j in from {
+            let theirs = self.local(offset(&layout, j) + 8).load(Ordering::Acquire);
+            if let Err(e) = agree(desc, theirs, j) {
+                state.reject(e);
+                forward = DISAGREED;
+            }
+        }
+        forward
+    }
+
+    /// The elements whose combination this leader computes: the part of its node.
+    fn leaders_part(&self, len: usize) -> std::ops::Range<usize> {
+        let nodes = &self.inner.plan.nodes;
+        part(nodes.group_of(self.my_pe()), nodes.nodes(), len)
+    }
+
+    /// A leader combines its part of the elements, reading it from every leader's partial in
+    /// node order, into its `dest`; nothing where the leaders disagree (`agreed` false).
+    async fn leaders_combine<T: Reducible>(
+        &self,
+        op: ReduceOp,
+        (dest, source): (SymSlice<'_, T>, SymSlice<'_, T>),
+        agreed: bool,
+    ) -> Result<()> {
+        let mine = self.leaders_part(dest.len());
+        if !agreed || mine.is_empty() {
+            return Ok(());
+        }
+        let nodes = &self.inner.plan.nodes;
+        let partial = |g: usize| match nodes.members(g).len() {
+            1 => source,
+            _ => dest,
+        };
+        let input = |g: usize| {
+            let of = partial(g).slice(mine.clone());
+            (of, self.pe(nodes.leaders()[g]))
+        };
+        self.combine_into(op, dest.slice(mine.clone()), nodes.nodes(), input)
+            .await
     }
 }

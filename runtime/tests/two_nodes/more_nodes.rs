@@ -219,3 +219,114 @@ async fn moving_rounds(dp: &DataPlane, world: &Team, me: usize, n: usize) {
         assert_eq!(wrong, None, "PE {me}, round {round}, alltoall");
     }
 }
+
+/// Reductions on nodes of several PEs, scattered among the node leaders (each combines its
+/// node's part of the elements from every leader's partial, then puts it into the others'
+/// `dest`), with the eager slots off so that every length takes that form: lengths that
+/// leave some leader an empty part, that do not split evenly, and whole; into another buffer
+/// and in place; with writes of any length kept in order and with writes above 4 KiB landing
+/// late. A team with more nodes than its flat limit goes up and down the tree by node
+/// instead. Every member rewrites its buffers as soon as its call returns, so a member that
+/// returned while a leader still read them, or before its result had landed, is caught.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reductions_across_nodes_of_several_pes_reach_every_member_round_after_round() {
+    let layouts: [(&[usize], usize); 5] = [
+        (&[0, 0, 1, 1], 8),
+        (&[0, 0, 0, 1], 8),
+        (&[0, 1, 1, 2, 2, 2], 8),
+        (&[1, 0, 1, 0], 8),
+        // Five nodes over a flat limit of four: the tree by node.
+        (&[0, 0, 1, 2, 3, 4], 4),
+    ];
+    for ((nodes, flat), ordered) in layouts
+        .into_iter()
+        .flat_map(|l| [(l, usize::MAX), (l, 4096)])
+    {
+        let config = match flat {
+            4 => |dp: &DataPlane| TeamConfig {
+                flat_max_pes: 4,
+                ..no_eager_slots(dp)
+            },
+            _ => no_eager_slots,
+        };
+        let n = nodes.len();
+        on_every_pe(
+            nodes_laid_out(nodes, ordered),
+            config,
+            move |dp, world, me| async move { summing_rounds(&dp, &world, me, n).await },
+        )
+        .await;
+    }
+}
+
+/// The job's team configuration with no eager slots.
+fn no_eager_slots(dp: &DataPlane) -> TeamConfig {
+    TeamConfig {
+        eager_bytes: 0,
+        eager_copy_bytes: 0,
+        eager_broadcast_bytes: 0,
+        ..TeamConfig::for_job(dp.nodes(), dp.heap_size())
+    }
+}
+
+/// One PE's rounds of
+/// [`reductions_across_nodes_of_several_pes_reach_every_member_round_after_round`] in a
+/// team of `n`.
+async fn summing_rounds(dp: &DataPlane, world: &Team, me: usize, n: usize) {
+    let (source, dest) = source_and_dest();
+    let mut got = vec![0; LEN];
+    let calls = [2, 1001, LEN]
+        .into_iter()
+        .flat_map(|len| [(len, false), (len, true)]);
+    for (call, (len, in_place)) in calls.enumerate() {
+        let mine: Vec<u64> = (0..len).map(|i| element(call, me, i)).collect();
+        dp.put(source.slice(..len), &mine, me)
+            .await
+            .expect("source filled");
+        let into = if in_place { &source } else { &dest };
+        let summed = timeout(
+            BOUND,
+            world.reduce(ReduceOp::Sum, into.slice(..len), source.slice(..len)),
+        )
+        .await;
+        read_and_clear(dp, into, &mut got, me).await;
+        dp.put(&source, &[u64::MAX; LEN], me)
+            .await
+            .expect("source spoiled");
+        let what = format!("PE {me}, {len} elements, in place {in_place}");
+        assert!(matches!(summed, Ok(Ok(()))), "{what}: {summed:?}");
+        let sum = |i: usize| (0..n).map(|pe| element(call, pe, i)).sum::<u64>();
+        let wrong = (0..len).find(|&i| got[i] != sum(i));
+        assert_eq!(wrong, None, "{what}: the first element wrong");
+    }
+}
+
+/// A member of a node of several PEs that passes another length than the others: every
+/// member's reduction fails with `CollectiveMismatch` (none waits for the others forever),
+/// and the team stays usable: the next reduction, alike on all, sums.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reduction_of_another_length_on_a_node_of_several_pes_fails_on_every_member() {
+    let n = 4;
+    on_every_pe(
+        nodes_laid_out(&[0, 0, 1, 1], usize::MAX),
+        no_eager_slots,
+        move |dp, world, me| async move {
+            let (source, dest) = source_and_dest();
+            let len = if me == 3 { LEN - 1 } else { LEN };
+            let refused = timeout(
+                BOUND,
+                world.reduce(ReduceOp::Sum, dest.slice(..len), source.slice(..len)),
+            )
+            .await;
+            assert!(
+                matches!(
+                    refused,
+                    Ok(Err(ferroshmem_runtime::Error::CollectiveMismatch { .. }))
+                ),
+                "PE {me}: {refused:?}"
+            );
+            summing_rounds(&dp, &world, me, n).await;
+        },
+    )
+    .await;
+}
