@@ -60,21 +60,21 @@
 //! receives nothing, catches only the messages that have already reached it (see
 //! [`Team::broadcast`]).
 //!
-//! Teams that span nodes with several members on some node sync by node (each node's
-//! members through their leader, the leaders among themselves), and run broadcasts and
-//! reductions above the eager sizes down a two-level tree whose only fabric edges join the
-//! root to the other nodes' leaders. Across the fabric, data goes by pushes with a post
-//! behind them (a read is a round trip): a tree's parent puts the
-//! data into a child on another node once that child has entered the call, `alltoall` puts
-//! each block for another node into its receiver, and `fcollect` does too, or, where the
-//! nodes' members are consecutive, sends each node's blocks whole from its leader to the
-//! other leaders (see `plan.rs`, `posted.rs`, `broadcast_tree.rs`, `push.rs` and
-//! `gather_push.rs`). Some steps read across the fabric instead: the combining steps of
-//! reductions read the parts they combine (a tree's parent its children's, a reduce-scatter's
-//! member its part of every `source`), the allgather that ends a reduce-scatter reads the
-//! others' parts, the sum scans read the `source` of every member before them, `collect`
-//! reads each block (and each member's count) it does not receive eagerly, and a strided
-//! `alltoalls` reads every block with strided gets. Syncs and trees carry descriptors
+//! Teams that span nodes with several members on some node sync by node (each node's members
+//! through their leader, the leaders among themselves), run broadcasts above the eager sizes down a
+//! two-level tree whose only fabric edges join the root to the other nodes' leaders, and reductions
+//! above the eager sizes through the leaders, which scatter the combining among themselves
+//! (`reduce_nodes.rs`). Across the fabric, data goes by pushes with a post behind them (a read is a
+//! round trip): a tree's parent puts the data into a child on another node once that child has
+//! entered the call, `alltoall` puts each block for another node into its receiver, and `fcollect`
+//! does too, or, where the nodes' members are consecutive, sends each node's blocks whole from its
+//! leader to the other leaders (see `plan.rs`, `posted.rs`, `broadcast_tree.rs`, `push.rs` and
+//! `gather_push.rs`). Some steps read across the fabric instead: the combining steps of reductions
+//! read the parts they combine (a tree's parent its children's, a reduce-scatter's member its part
+//! of every `source`, a node leader its part of every leader's partial), the allgather that ends a
+//! reduce-scatter reads the others' parts, the sum scans read the `source` of every member before
+//! them, `collect` reads each block (and each member's count) it does not receive eagerly, and a
+//! strided `alltoalls` reads every block with strided gets. Syncs and trees carry descriptors
 //! through the leaders, so mismatches are found as on one node.
 //!
 //! Calls whose algorithms never meet (an eager reduction against a reduce-scatter, two roots

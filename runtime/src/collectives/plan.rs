@@ -12,10 +12,16 @@
 //! - `sync`/`barrier` (and the syncs inside the flat algorithms): each node's members report
 //!   to their leader over mapped memory, the leaders exchange over the fabric (flat, or by
 //!   dissemination among many nodes), and each leader releases its node.
-//! - `broadcast` and reductions above the eager sizes run down (and up) a two-level tree:
-//!   the root (member 0 for reductions) has its own node's members and the other nodes'
-//!   leaders as children, each leader its node's members. One transfer crosses the fabric
-//!   per node, not one per member.
+//! - `broadcast` above the eager sizes runs down a two-level tree: the root has its own
+//!   node's members and the other nodes' leaders as children, each leader its node's
+//!   members. One transfer crosses the fabric per node, not one per member.
+//! - Reductions above the eager sizes go through the leaders: each combines its node's
+//!   contributions, the leaders split the elements among themselves (each combines its part
+//!   from every leader's partial and puts the result into the others'), and each leader
+//!   hands the result to its members (`reduce_nodes.rs`). Every leader reads and sends
+//!   (L − 1)/L of the elements at once, where a tree sent all of them through member 0 up,
+//!   then down. A team with more nodes than its flat limit keeps the tree, rooted at
+//!   member 0.
 //! - Eager sizes go through the eager slots by node: a broadcast's root writes to its own
 //!   node's members and the other nodes' leaders, who pass the message on to their members;
 //!   reductions, and `fcollect` and `alltoall` whose messages fit a slot, go from the
@@ -460,7 +466,10 @@ mod tests {
             ..TeamConfig::default()
         };
         let many_nodes = Plan::new(&[0, 0, 1, 2], narrow, false);
-        assert_eq!(many_nodes.reduce(1 << 20), ReduceAlgorithm::Tree(Shape::Nodes));
+        assert_eq!(
+            many_nodes.reduce(1 << 20),
+            ReduceAlgorithm::Tree(Shape::Nodes)
+        );
         assert_eq!(
             no_slots.broadcast(8),
             BroadcastAlgorithm::Tree(Shape::Nodes)

@@ -12,7 +12,11 @@
 //!   the parent's `dest` on its node, pushed into the child's `dest` with the signal behind
 //!   it from another node (the child, waiting since it signalled its part, no longer uses
 //!   it; `posted.rs`). A star in small teams, binomial in large ones, two levels by
-//!   node on teams that span nodes with several members on some node.
+//!   node on teams that span more nodes than their flat limit with several members on
+//!   some node.
+//! - Scattered by node (teams that span up to their flat limit of nodes with several
+//!   members on some node): members through their node's leader, the leaders splitting the
+//!   combining among themselves (`reduce_nodes.rs`).
 //! - Reduce-scatter then allgather (large messages): after a sync each member combines one
 //!   n-th of the elements, reading every member's `source`; then each enters a second sync
 //!   and reads another member's part of the result as soon as that member has entered it
