@@ -227,12 +227,16 @@ impl Team {
                 false => self.post_one(post)?,
             }
         }
-        // Landed first: where the transport does not keep long writes in order, a push's
-        // post goes out only once its data has landed, and the other leaders wait for it.
-        for pushed in pushes {
-            pushed.landed(self).await?;
-        }
-        self.wait_words("reduce", Layout::ack, &peers, down).await?;
+        // Together: where the transport does not keep long writes in order, a push's post
+        // goes out only once its data has landed, and the other leaders wait for it.
+        let landed = async {
+            for pushed in pushes {
+                pushed.landed(self).await?;
+            }
+            Ok(())
+        };
+        let heard = self.wait_words("reduce", Layout::ack, &peers, down);
+        tokio::try_join!(landed, heard)?;
         for &m in others {
             let release = Post {
                 to: m,
