@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+pub mod c_programs;
 pub mod collective_scenarios;
 pub mod cpus;
 pub mod netns;
