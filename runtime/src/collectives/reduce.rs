@@ -161,7 +161,8 @@ impl Team {
     }
 
     /// Stores in `dest` the combination of the `count` inputs `input(0)`, `input(1)`, …, in
-    /// that order.
+    /// that order: in blocks of [`BLOCK_BYTES`], so that the operands stay in cache, each
+    /// input read in turn, where every input lies on this node.
     pub(super) async fn combine_into<'s, T: Reducible>(
         &self,
         op: ReduceOp,
@@ -169,23 +170,13 @@ impl Team {
         count: usize,
         input: impl Fn(usize) -> Input<'s, T>,
     ) -> Result<()> {
-        if self.inner.plan.nodes.nodes() > 1 {
+        let across = self.inner.plan.nodes.nodes() > 1
+            && (0..count).any(|k| !self.dp().is_mapped(input(k).1));
+        if across {
             // Boxed: its reads would otherwise enlarge every reduction's future, the
             // one-node and eager ones included.
             return Box::pin(self.combine_across_nodes(op, dest, count, &input)).await;
         }
-        self.combine_on_node(op, dest, count, input).await
-    }
-
-    /// [`Team::combine_into`] for inputs on this PE's node: blocks of [`BLOCK_BYTES`], so
-    /// that the operands stay in cache, each input read in turn.
-    pub(super) async fn combine_on_node<'s, T: Reducible>(
-        &self,
-        op: ReduceOp,
-        dest: SymSlice<'_, T>,
-        count: usize,
-        input: impl Fn(usize) -> Input<'s, T>,
-    ) -> Result<()> {
         let len = dest.len();
         let size = std::mem::size_of::<T>().max(1);
         let block = (BLOCK_BYTES / size).clamp(1, len.max(1));

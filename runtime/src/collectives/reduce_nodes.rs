@@ -193,7 +193,7 @@ impl Team {
                 0 => (source, me_pe),
                 _ => (source, self.pe(others[k - 1])),
             };
-            self.combine_on_node(op, dest, members.len(), input).await?;
+            self.combine_into(op, dest, members.len(), input).await?;
         }
         let peers: Vec<usize> = nodes
             .leaders()
