@@ -154,8 +154,10 @@ impl Team {
                 self.tree_reduce(state, shape, op, dest, source, desc).await
             }
             ReduceAlgorithm::ScatteredByNode => {
-                self.scattered_reduce_by_node(state, op, dest, source, desc)
-                    .await
+                // Boxed: inline, its state would enlarge every reduction's future, the
+                // one-node and eager ones included, for a form whose every call crosses the
+                // fabric.
+                Box::pin(self.scattered_reduce_by_node(state, op, dest, source, desc)).await
             }
         }
     }
