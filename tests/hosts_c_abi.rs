@@ -14,23 +14,24 @@ use std::process::{Command, Output};
 use common::c_programs::{build, finish, have_cc, out_dir, start, test_source};
 use common::netns::{self, Hosts};
 
-/// The programs of `tests/c/`, one per family.
-const FAMILIES: [&str; 10] = [
-    "setup",
-    "memory",
-    "rma",
-    "amo",
-    "signal",
-    "sync",
-    "collectives",
-    "teams",
-    "ctx",
-    "edges",
-];
+/// The C programs of `tests/c/`, one per family, by name.
+fn families() -> Vec<String> {
+    let dir = test_source("");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .filter_map(|entry| {
+            let name = entry.ok()?.file_name().into_string().ok()?;
+            Some(name.strip_suffix(".c")?.to_string())
+        })
+        .collect();
+    names.sort();
+    names
+}
 
 /// Where each PE runs, and how it reaches every PE: `shmem_ptr` gives a pointer for the PEs
 /// of its own node and NULL for the others.
-const WHERE: &str = r#"#include <shmem.h>
+const WHERE: &str = r#"#define _POSIX_C_SOURCE 200809L
+#include <shmem.h>
 #include <stdio.h>
 #include <unistd.h>
 int main(void) {
@@ -75,7 +76,9 @@ fn every_c_program_passes_across_hosts() {
     let Some(hosts) = hosts_for_c(2) else {
         return;
     };
-    for name in FAMILIES {
+    let names = families();
+    assert!(names.len() >= 10, "the C programs: {names:?}");
+    for name in &names {
         let program = build(&test_source(&format!("{name}.c")), name, &["-std=c11"]);
         for per_host in [&[2, 2][..], &[2, 1]] {
             let what = format!("{name} on hosts of {per_host:?} PEs");
@@ -104,7 +107,8 @@ fn pes_run_where_given_and_reach_their_own_host_by_loads_and_stores() {
     let per_host = [2, 1];
     let output = run_across(&hosts, &per_host, &program, "where");
     let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "{stdout}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
     let host_of = [0, 0, 1];
     for (me, &mine) in host_of.iter().enumerate() {
         let name = netns::host_name(&hosts.addresses[mine]);
@@ -114,7 +118,10 @@ fn pes_run_where_given_and_reach_their_own_host_by_loads_and_stores() {
                 false => "the network",
             };
             let line = format!("PE {me} on {name} reaches PE {pe} by {by}");
-            assert!(stdout.contains(&line), "no {line:?} in:\n{stdout}");
+            assert!(
+                stdout.contains(&line),
+                "no {line:?} in:\n{stdout}\n{stderr}"
+            );
         }
     }
 }

@@ -21,7 +21,9 @@ pub fn lib_dir() -> PathBuf {
 
 /// Where the built programs go.
 pub fn out_dir() -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("c_abi");
+    // One directory per test binary: two binaries building a program of the same name at
+    // once (under a runner that runs them side by side) must not overwrite each other's.
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(env!("CARGO_CRATE_NAME"));
     std::fs::create_dir_all(&dir).expect("an output directory");
     dir
 }

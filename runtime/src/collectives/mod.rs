@@ -14,7 +14,7 @@
 //! | `fcollect`, `collect` | eager: each member writes its block into every other's slot (an `fcollect` whose whole result fits a slot, on a team that spans nodes with several members on some node: by node, through the leaders) | flat: enter, read every other block, sync | flat; a ring in teams above `flat_max_pes` |
 //! | `alltoall` | eager (on a team of one node that syncs flat, only up to 1 KiB; on a team that spans nodes with several members on some node, where a member's blocks and a pair of nodes' blocks fit a slot, by node, through the leaders) | on such a team, pairwise up to [`TeamConfig::pairwise_bytes`](crate::TeamConfig::pairwise_bytes) (of each pair of members, the one that claims the pair second moves both blocks, and the first waits for it), then flat (on teams that span nodes, push) | flat, or push across nodes (pairwise where `pairwise_bytes` reaches it) |
 //! | `alltoalls` | eager | flat | flat |
-//! | reductions | eager: each member receives every contribution and combines them in member order (on a team that spans nodes with several members on some node, by node: members to their leader, leaders among themselves, back to the members) | a tree up into member 0's `dest`, then down: a star, or binomial in teams above `flat_max_pes` | reduce-scatter, then allgather (each part read once its member has entered the sync after its combine) |
+//! | reductions | eager: each member receives every contribution and combines them in member order (on a team that spans nodes with several members on some node, by node: members to their leader, leaders among themselves, back to the members) | a tree up into member 0's `dest`, then down: a star, or binomial in teams above `flat_max_pes` (on a team that spans up to `flat_max_pes` nodes with several members on some node, at every size above the eager one: through the leaders, which split the combining among themselves, `reduce_nodes.rs`) | reduce-scatter, then allgather (each part read once its member has entered the sync after its combine) |
 //! | `reducescatter` | eager | flat: sync, combine this member's block from every source, sync | flat |
 //! | `sum_inscan`, `sum_exscan` | flat: sync, sum the sources of the members before (and of this one) into private memory, sync, write | flat | flat |
 //!
@@ -61,21 +61,23 @@
 //! [`Team::broadcast`]).
 //!
 //! Teams that span nodes with several members on some node sync by node (each node's members
-//! through their leader, the leaders among themselves), run broadcasts above the eager sizes down a
-//! two-level tree whose only fabric edges join the root to the other nodes' leaders, and reductions
-//! above the eager sizes through the leaders, which scatter the combining among themselves
-//! (`reduce_nodes.rs`). Across the fabric, data goes by pushes with a post behind them (a read is a
-//! round trip): a tree's parent puts the data into a child on another node once that child has
-//! entered the call, `alltoall` puts each block for another node into its receiver, and `fcollect`
-//! does too, or, where the nodes' members are consecutive, sends each node's blocks whole from its
-//! leader to the other leaders (see `plan.rs`, `posted.rs`, `broadcast_tree.rs`, `push.rs` and
-//! `gather_push.rs`). Some steps read across the fabric instead: the combining steps of reductions
-//! read the parts they combine (a tree's parent its children's, a reduce-scatter's member its part
-//! of every `source`, a node leader its part of every leader's partial), the allgather that ends a
-//! reduce-scatter reads the others' parts, the sum scans read the `source` of every member before
-//! them, `collect` reads each block (and each member's count) it does not receive eagerly, and a
-//! strided `alltoalls` reads every block with strided gets. Syncs and trees carry descriptors
-//! through the leaders, so mismatches are found as on one node.
+//! through their leader, the leaders among themselves), run broadcasts above the eager sizes
+//! down a two-level tree whose only fabric edges join the root to the other nodes' leaders, and
+//! reductions above the eager sizes through the leaders, which scatter the combining among
+//! themselves (`reduce_nodes.rs`). Across the fabric, data goes by pushes with a post behind
+//! them (a read is a round trip): a tree's parent puts the data into a child on another node
+//! once that child has entered the call, a node leader puts its combined part of a reduction
+//! into the other leaders', `alltoall` puts each block for another node into its receiver, and
+//! `fcollect` does too, or, where the nodes' members are consecutive, sends each node's blocks
+//! whole from its leader to the other leaders (see `plan.rs`, `posted.rs`, `broadcast_tree.rs`,
+//! `push.rs` and `gather_push.rs`). Some steps read across the fabric instead: the combining
+//! steps of reductions read the parts they combine (a tree's parent its children's, a
+//! reduce-scatter's member its part of every `source`, a node leader its part of every leader's
+//! partial), the allgather that ends a reduce-scatter reads the others' parts, the sum scans
+//! read the `source` of every member before them, `collect` reads each block (and each member's
+//! count) it does not receive eagerly, and a strided `alltoalls` reads every block with strided
+//! gets. Syncs and trees carry descriptors through the leaders, so mismatches are found as on
+//! one node.
 //!
 //! Calls whose algorithms never meet (an eager reduction against a reduce-scatter, two roots
 //! of a tree broadcast) and members waiting for one that gave the team up are caught by the

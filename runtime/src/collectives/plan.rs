@@ -18,10 +18,10 @@
 //! - Reductions above the eager sizes go through the leaders: each combines its node's
 //!   contributions, the leaders split the elements among themselves (each combines its part
 //!   from every leader's partial and puts the result into the others'), and each leader
-//!   hands the result to its members (`reduce_nodes.rs`). Every leader reads and sends
-//!   (L − 1)/L of the elements at once, where a tree sent all of them through member 0 up,
-//!   then down. A team with more nodes than its flat limit keeps the tree, rooted at
-//!   member 0.
+//!   hands the result to its members (`reduce_nodes.rs`). Every leader's link carries
+//!   2(L − 1)/L of the elements each way, all leaders at once, where a tree carried all of
+//!   them through member 0's, up then down. A team with more nodes than its flat limit
+//!   keeps the tree, rooted at member 0.
 //! - Eager sizes go through the eager slots by node: a broadcast's root writes to its own
 //!   node's members and the other nodes' leaders, who pass the message on to their members;
 //!   reductions, and `fcollect` and `alltoall` whose messages fit a slot, go from the
@@ -469,6 +469,11 @@ mod tests {
         assert_eq!(
             many_nodes.reduce(1 << 20),
             ReduceAlgorithm::Tree(Shape::Nodes)
+        );
+        let at_the_limit = Plan::new(&[0, 0, 1], narrow, false);
+        assert_eq!(
+            at_the_limit.reduce(1 << 20),
+            ReduceAlgorithm::ScatteredByNode
         );
         assert_eq!(
             no_slots.broadcast(8),

@@ -1,6 +1,6 @@
 //! Data pushed into a member's buffer with a post behind it: the collectives' way to move
 //! data to a member on another node in one one-way trip (tree broadcasts and reductions
-//! on their way down, block moves).
+//! on their way down, the parts of a reduction scattered among node leaders, block moves).
 //!
 //! # Order
 //! The receiver waits for the post, so the post must not be seen before the data. Over

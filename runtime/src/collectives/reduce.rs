@@ -216,9 +216,9 @@ impl Team {
         Ok(())
     }
 
-    /// [`Team::combine_into`] on a team that spans nodes: blocks of [`REMOTE_BLOCK_BYTES`],
-    /// each block's inputs read at once ([`Team::combine_overlapped`]), so that a block costs
-    /// one round trip over the fabric.
+    /// [`Team::combine_into`] where some input lies on another node: blocks of
+    /// [`REMOTE_BLOCK_BYTES`], each block's inputs read at once
+    /// ([`Team::combine_overlapped`]), so that a block costs one round trip over the fabric.
     async fn combine_across_nodes<'s, T: Reducible>(
         &self,
         op: ReduceOp,

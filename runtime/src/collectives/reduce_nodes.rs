@@ -22,23 +22,28 @@
 //!    descriptor.
 //! 3. Leader `g` (of node `g`) combines part `g` of the elements, reading that part of
 //!    every leader's partial in node order (over the fabric, all at once), into part `g` of
-//!    its `dest`. No one else reads that part of its partial.
+//!    its `dest`. No one else reads that part of any partial.
 //! 4. It puts the combined part into part `g` of every other leader's `dest`, with a post
-//!    behind it: that leader read its own part of this leader's partial before it could
-//!    post its own, so the part of its partial being overwritten is one only this leader
-//!    read, and read already.
+//!    behind it. Only leader `g` reads part `g` of a partial, and it has done so; the
+//!    receiver's partial was complete before its signal of step 2, which `g` waited for.
 //! 5. Once every other leader's part has landed, a leader's `dest` holds the result: it
 //!    releases its node's members, which read it in place and acknowledge.
 //!
-//! Each leader reads and sends (L − 1)/L of the elements, at the same time as the others,
-//! and combines 1/L of them; the tree that went before (every partial up to member 0 and
-//! the result back down) read and sent everything through member 0's link, one direction
-//! at a time, and combined all of it there. A leader returns once the others' parts have
-//! landed in its `dest`, which each sends only after reading its part of this leader's
-//! partial: no one reads its buffers after it returns. A leader's up and down words come
-//! from each other leader on its `sig` and `ack` lines, which that leader writes again only
-//! in its next call, after this leader's own post of that call (so neither is overwritten
-//! before it is read).
+//! Each leader's link carries 2(L − 1)/L of the elements each way (its reads of the others'
+//! partials and theirs of its own, then the parts pushed both ways), every leader's at
+//! once, and each leader combines 1/L of them; the tree that went before (every partial up
+//! to member 0, the result back down) carried all of them through member 0's link, up then
+//! down, and combined all of them there.
+//!
+//! A leader returns once the others' parts have landed in its `dest` (each sent after its
+//! sender read this leader's partial), its own pushes have landed and its members have
+//! acknowledged: no one reads its buffers after it returns. The words stay readable until
+//! read: another leader writes this one's `sig` line again only in its next call, which it
+//! begins only after this leader's part reached it, sent after this leader read the line;
+//! a member writes its `sig` line again only after the leader's release, sent after the
+//! leader read it; and a leader writes a member's line again only after the member's
+//! acknowledgement, sent after the member read its verdict. The leaders' posts on each
+//! other's `ack` lines carry no word: only their value is read.
 //!
 //! # Every member gets the same bits
 //! A node's partial is computed once, by its leader, and each part of the result once, by
@@ -169,24 +174,14 @@ impl Team {
         let (up, down) = (value(seq, 0), value(seq, 1));
         let nodes = &self.inner.plan.nodes;
         let members = nodes.members(nodes.group_of(me));
-        let leader = members[0];
-        if me != leader {
-            self.post(leader, layout.sig(me), up, layout.sig(me) + 8, &[desc])?;
-            self.wait_word("reduce", layout.sig(leader), down).await?;
-            let verdict = self.local(layout.sig(leader) + 8).load(Ordering::Acquire);
-            match agree(desc, verdict, leader) {
-                Ok(()) => {
-                    self.dp()
-                        .get_into(dest, dest, self.pe(leader), Caching::Keep)
-                        .await?
-                }
-                Err(e) => state.reject(e),
-            }
-            return self.signal(leader, layout.ack(me), up);
+        if me != members[0] {
+            return self
+                .scattered_member(state, members[0], dest, (desc, seq))
+                .await;
         }
         let others = &members[1..];
         self.wait_words("reduce", Layout::sig, others, up).await?;
-        let mut forward = self.heard(state, desc, Layout::sig, others);
+        let mut forward = self.forwarded_descriptor(state, desc, others);
         if forward == desc && !others.is_empty() {
             let me_pe = self.dp().my_pe();
             let input = |k: usize| match k {
@@ -205,64 +200,54 @@ impl Team {
             self.post(l, layout.sig(me), up, layout.sig(me) + 8, &[forward])?;
         }
         self.wait_words("reduce", Layout::sig, &peers, up).await?;
-        if self.heard(state, desc, Layout::sig, &peers) != desc {
+        if self.forwarded_descriptor(state, desc, &peers) != desc {
             forward = DISAGREED;
         }
-        self.leaders_combine(op, (dest, source), forward == desc)
-            .await?;
         let mine = self.leaders_part(dest.len());
-        let mut pushes = Vec::with_capacity(peers.len());
-        for &l in &peers {
-            let post = Post {
-                to: l,
-                offset: layout.ack(me),
-                value: down,
-                word: Some(forward),
-            };
-            match forward == desc && !mine.is_empty() {
-                true => {
-                    let part = dest.slice(mine.clone());
-                    pushes.push(self.put_posted(part, part, post)?);
-                }
-                false => self.post_one(post)?,
-            }
-        }
-        // Together: where the transport does not keep long writes in order, a push's post
-        // goes out only once its data has landed, and the other leaders wait for it.
-        let landed = async {
-            for pushed in pushes {
-                pushed.landed(self).await?;
-            }
-            Ok(())
-        };
-        let heard = self.wait_words("reduce", Layout::ack, &peers, down);
-        tokio::try_join!(landed, heard)?;
-        for &m in others {
-            let release = Post {
-                to: m,
-                offset: layout.sig(me),
-                value: down,
-                word: Some(forward),
-            };
-            self.post_one(release)?;
-        }
+        let agreed = forward == desc;
+        self.leaders_combine(op, (dest, source), mine.clone(), agreed)
+            .await?;
+        let part = (agreed && !mine.is_empty()).then(|| dest.slice(mine));
+        self.exchange_parts(part, (&peers, others), (forward, down))
+            .await?;
         self.wait_words("reduce", Layout::ack, others, up).await
     }
 
-    /// The descriptor a leader sends on after reading those that members `from` left beside
-    /// their words at `offset`: the call's own where all agree with it, else
-    /// [`DISAGREED`] (the first disagreement rejects the call).
-    fn heard(
+    /// A member other than its node's leader: it signals its entry (with its descriptor), waits
+    /// for the leader's release, reads the result from the leader's `dest` unless the verdict
+    /// says the members disagreed, and acknowledges.
+    async fn scattered_member<T: Reducible>(
         &self,
         state: &mut Op<'_>,
-        desc: u64,
-        offset: fn(&Layout, usize) -> usize,
-        from: &[usize],
-    ) -> u64 {
+        leader: usize,
+        dest: SymSlice<'_, T>,
+        (desc, seq): (u64, u64),
+    ) -> Result<()> {
+        let me = self.my_pe();
+        let layout = self.inner.layout;
+        let (up, down) = (value(seq, 0), value(seq, 1));
+        self.post(leader, layout.sig(me), up, layout.sig(me) + 8, &[desc])?;
+        self.wait_word("reduce", layout.sig(leader), down).await?;
+        let verdict = self.local(layout.sig(leader) + 8).load(Ordering::Acquire);
+        match agree(desc, verdict, leader) {
+            Ok(()) => {
+                self.dp()
+                    .get_into(dest, dest, self.pe(leader), Caching::Keep)
+                    .await?
+            }
+            Err(e) => state.reject(e),
+        }
+        self.signal(leader, layout.ack(me), up)
+    }
+
+    /// The descriptor a leader sends on after reading those that members `from` left beside
+    /// their `sig` words: the call's own where all agree with it, else [`DISAGREED`] (the
+    /// first disagreement rejects the call).
+    fn forwarded_descriptor(&self, state: &mut Op<'_>, desc: u64, from: &[usize]) -> u64 {
         let layout = self.inner.layout;
         let mut forward = desc;
         for &j in from {
-            let theirs = self.local(offset(&layout, j) + 8).load(Ordering::Acquire);
+            let theirs = self.local(layout.sig(j) + 8).load(Ordering::Acquire);
             if let Err(e) = agree(desc, theirs, j) {
                 state.reject(e);
                 forward = DISAGREED;
@@ -271,21 +256,75 @@ impl Team {
         forward
     }
 
+    /// A leader puts its combined `part` of `dest` (none where the leaders disagree or its
+    /// part is empty) into every other leader's (`peers`), each with a post of `down` behind
+    /// it; once every other leader's post has come (its part landed here), it releases its
+    /// node's other members (`others`) with the verdict `forward`. Returns once its own
+    /// pushes have landed too.
+    async fn exchange_parts<T: Reducible>(
+        &self,
+        part: Option<SymSlice<'_, T>>,
+        (peers, others): (&[usize], &[usize]),
+        (forward, down): (u64, u64),
+    ) -> Result<()> {
+        let layout = self.inner.layout;
+        let me = self.my_pe();
+        let mut pushes = Vec::with_capacity(peers.len());
+        for &l in peers {
+            let post = Post {
+                to: l,
+                offset: layout.ack(me),
+                value: down,
+                word: None,
+            };
+            match part {
+                Some(part) => pushes.push(self.put_posted(part, part, post)?),
+                None => self.post_one(post)?,
+            }
+        }
+        let landed = async {
+            for pushed in pushes {
+                pushed.landed(self).await?;
+            }
+            Ok(())
+        };
+        let released = async {
+            self.wait_words("reduce", Layout::ack, peers, down).await?;
+            for &m in others {
+                let release = Post {
+                    to: m,
+                    offset: layout.sig(me),
+                    value: down,
+                    word: Some(forward),
+                };
+                self.post_one(release)?;
+            }
+            Ok(())
+        };
+        // Together: where the transport does not keep long writes in order, a push's post
+        // goes out only once its data has landed, and the other leaders wait for it; and the
+        // members need not wait for this leader's pushes (sent from copies of its part). On
+        // an error the other half is dropped: the call fails, and those waiting for its posts
+        // learn of it from its call record or from the job's failure.
+        tokio::try_join!(landed, released).map(|_| ())
+    }
+
     /// The elements whose combination this leader computes: the part of its node.
     fn leaders_part(&self, len: usize) -> std::ops::Range<usize> {
         let nodes = &self.inner.plan.nodes;
         part(nodes.group_of(self.my_pe()), nodes.nodes(), len)
     }
 
-    /// A leader combines its part of the elements, reading it from every leader's partial in
-    /// node order, into its `dest`; nothing where the leaders disagree (`agreed` false).
+    /// A leader combines its part `mine` of the elements, reading it from every leader's
+    /// partial in node order, into its `dest`; nothing where the leaders disagree (`agreed`
+    /// false).
     async fn leaders_combine<T: Reducible>(
         &self,
         op: ReduceOp,
         (dest, source): (SymSlice<'_, T>, SymSlice<'_, T>),
+        mine: std::ops::Range<usize>,
         agreed: bool,
     ) -> Result<()> {
-        let mine = self.leaders_part(dest.len());
         if !agreed || mine.is_empty() {
             return Ok(());
         }

@@ -226,28 +226,28 @@ async fn moving_rounds(dp: &DataPlane, world: &Team, me: usize, n: usize) {
 /// leave some leader an empty part, that do not split evenly, and whole; into another buffer
 /// and in place; with writes of any length kept in order and with writes above 4 KiB landing
 /// late. A team with more nodes than its flat limit goes up and down the tree by node
-/// instead. Every member rewrites its buffers as soon as its call returns, so a member that
-/// returned while a leader still read them, or before its result had landed, is caught.
+/// instead. Every member spoils its buffers as soon as its call returns, so that a later
+/// call cannot pass on what an earlier one left; nothing is written past the length.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reductions_across_nodes_of_several_pes_reach_every_member_round_after_round() {
-    let layouts: [(&[usize], usize); 5] = [
-        (&[0, 0, 1, 1], 8),
-        (&[0, 0, 0, 1], 8),
-        (&[0, 1, 1, 2, 2, 2], 8),
-        (&[1, 0, 1, 0], 8),
+    let layouts: [(&[usize], Option<usize>); 5] = [
+        (&[0, 0, 1, 1], None),
+        (&[0, 0, 0, 1], None),
+        (&[0, 1, 1, 2, 2, 2], None),
+        (&[1, 0, 1, 0], None),
         // Five nodes over a flat limit of four: the tree by node.
-        (&[0, 0, 1, 2, 3, 4], 4),
+        (&[0, 0, 1, 2, 3, 4], Some(4)),
     ];
     for ((nodes, flat), ordered) in layouts
         .into_iter()
         .flat_map(|l| [(l, usize::MAX), (l, 4096)])
     {
         let config = match flat {
-            4 => |dp: &DataPlane| TeamConfig {
+            Some(_) => |dp: &DataPlane| TeamConfig {
                 flat_max_pes: 4,
                 ..no_eager_slots(dp)
             },
-            _ => no_eager_slots,
+            None => no_eager_slots,
         };
         let n = nodes.len();
         on_every_pe(
@@ -284,11 +284,8 @@ async fn summing_rounds(dp: &DataPlane, world: &Team, me: usize, n: usize) {
             .await
             .expect("source filled");
         let into = if in_place { &source } else { &dest };
-        let summed = timeout(
-            BOUND,
-            world.reduce(ReduceOp::Sum, into.slice(..len), source.slice(..len)),
-        )
-        .await;
+        let reduced = world.reduce(ReduceOp::Sum, into.slice(..len), source.slice(..len));
+        let summed = timeout(BOUND, reduced).await;
         read_and_clear(dp, into, &mut got, me).await;
         dp.put(&source, &[u64::MAX; LEN], me)
             .await
@@ -298,35 +295,87 @@ async fn summing_rounds(dp: &DataPlane, world: &Team, me: usize, n: usize) {
         let sum = |i: usize| (0..n).map(|pe| element(call, pe, i)).sum::<u64>();
         let wrong = (0..len).find(|&i| got[i] != sum(i));
         assert_eq!(wrong, None, "{what}: the first element wrong");
+        if !in_place {
+            let past = (len..LEN).find(|&i| got[i] != 0);
+            assert_eq!(past, None, "{what}: written past the length");
+        }
     }
 }
 
-/// A member of a node of several PEs that passes another length than the others: every
-/// member's reduction fails with `CollectiveMismatch` (none waits for the others forever),
-/// and the team stays usable: the next reduction, alike on all, sums.
+/// Members that pass another length than the others, on nodes of several PEs: a member that
+/// is not its node's leader, a leader, and, on three nodes, a member whose disagreement has
+/// to reach a leader of a node it is not on. Every member's reduction fails with
+/// `CollectiveMismatch`; none waits for the others forever.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reduction_of_another_length_on_a_node_of_several_pes_fails_on_every_member() {
-    let n = 4;
+    let cases: [(&[usize], usize); 3] = [
+        (&[0, 0, 1, 1], 3),
+        (&[0, 0, 1, 1], 2),
+        (&[0, 1, 1, 2, 2, 2], 4),
+    ];
+    for (nodes, odd) in cases {
+        on_every_pe(
+            nodes_laid_out(nodes, usize::MAX),
+            no_eager_slots,
+            move |_dp, world, me| async move {
+                let (source, dest) = source_and_dest();
+                let len = if me == odd { LEN - 1 } else { LEN };
+                let reduced = world.reduce(ReduceOp::Sum, dest.slice(..len), source.slice(..len));
+                let refused = timeout(BOUND, reduced).await;
+                assert!(
+                    matches!(
+                        refused,
+                        Ok(Err(ferroshmem_runtime::Error::CollectiveMismatch { .. }))
+                    ),
+                    "nodes {nodes:?}, member {odd} odd, PE {me}: {refused:?}"
+                );
+            },
+        )
+        .await;
+    }
+}
+
+/// A floating-point sum scattered among node leaders gives every member the same bits: each
+/// part of the result is combined once, by one leader, and copied to the others. Values of
+/// mixed magnitudes, whose sum depends on the order of its terms.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_floating_point_sum_by_node_gives_every_member_the_same_bits() {
+    let nodes = [0, 1, 1, 2, 2, 2];
+    let results = Arc::new(std::sync::Mutex::new(vec![Vec::new(); nodes.len()]));
+    let kept = results.clone();
     on_every_pe(
-        nodes_laid_out(&[0, 0, 1, 1], usize::MAX),
+        nodes_laid_out(&nodes, 4096),
         no_eager_slots,
-        move |dp, world, me| async move {
-            let (source, dest) = source_and_dest();
-            let len = if me == 3 { LEN - 1 } else { LEN };
-            let refused = timeout(
-                BOUND,
-                world.reduce(ReduceOp::Sum, dest.slice(..len), source.slice(..len)),
-            )
-            .await;
-            assert!(
-                matches!(
-                    refused,
-                    Ok(Err(ferroshmem_runtime::Error::CollectiveMismatch { .. }))
-                ),
-                "PE {me}: {refused:?}"
-            );
-            summing_rounds(&dp, &world, me, n).await;
+        move |dp, world, me| {
+            let kept = kept.clone();
+            async move {
+                let place = |at: usize| Allocation::new(HeapId(1), at, LEN * 8);
+                let buffer =
+                    |at| SymBuffer::<f64>::from_allocation(place(at), LEN).expect("a buffer");
+                let (source, dest) = (buffer(0), buffer(LEN * 8));
+                let mine: Vec<f64> = (0..LEN)
+                    .map(|i| {
+                        (me as f64 + 1.0) * 10f64.powi((i % 9) as i32 - 4) + 1.0 / (i as f64 + 3.0)
+                    })
+                    .collect();
+                dp.put(&source, &mine, me).await.expect("source filled");
+                let summed = timeout(BOUND, world.reduce(ReduceOp::Sum, &dest, &source)).await;
+                assert!(matches!(summed, Ok(Ok(()))), "PE {me}: {summed:?}");
+                let mut got = vec![0f64; LEN];
+                dp.get(&mut got, &dest, me).await.expect("dest read");
+                let bits = got.iter().map(|v| v.to_bits()).collect();
+                kept.lock().expect("results")[me] = bits;
+            }
         },
     )
     .await;
+    let results = results.lock().expect("results");
+    for (pe, bits) in results.iter().enumerate() {
+        assert_eq!(bits.len(), LEN, "PE {pe} kept no result");
+        let differs = (0..LEN).find(|&i| bits[i] != results[0][i]);
+        assert_eq!(
+            differs, None,
+            "PE {pe} against PE 0: the first element whose bits differ"
+        );
+    }
 }
