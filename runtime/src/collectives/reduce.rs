@@ -413,22 +413,9 @@ impl Team {
                 .await?;
         }
         if let Some(p) = tree.parent(me) {
-            self.post(p, layout.sig(me), up, layout.sig(me) + 8, &[forward])?;
-            self.wait_word("reduce", layout.sig(p), down).await?;
-            let verdict = self.local(layout.sig(p) + 8).load(Ordering::Acquire);
-            match agree(desc, verdict, p) {
-                Ok(()) if self.shares_node(p) => {
-                    self.dp()
-                        .get_into(dest, dest, self.pe(p), Caching::Keep)
-                        .await?
-                }
-                Ok(()) => {}
-                Err(e) => {
-                    state.reject(e);
-                    forward = DISAGREED;
-                }
-            }
-            self.signal(p, layout.ack(me), up)?;
+            forward = self
+                .reduce_child_step(state, p, dest, (desc, forward), seq)
+                .await?;
         } else if let Err(e) = agree(desc, forward, me) {
             state.reject(e);
         }
@@ -449,6 +436,43 @@ impl Team {
             pushed.landed(self).await?;
         }
         self.wait_words("reduce", Layout::ack, &children, up).await
+    }
+
+    /// A reduction tree's child's step to its `parent` (member numbers) in call `seq`: it
+    /// posts `forward` (its descriptor, or [`DISAGREED`] from below) beside its entry on its
+    /// `sig` line there, waits for the parent's release, reads the result from the parent's
+    /// `dest` where they share a node (a parent on another node pushes it) unless the
+    /// verdict disagrees with `desc`, which rejects the call, and acknowledges. Returns what
+    /// to pass on to its own children: `forward`, or [`DISAGREED`].
+    pub(super) async fn reduce_child_step<T: Reducible>(
+        &self,
+        state: &mut Op<'_>,
+        parent: usize,
+        dest: SymSlice<'_, T>,
+        (desc, forward): (u64, u64),
+        seq: u64,
+    ) -> Result<u64> {
+        let me = self.my_pe();
+        let layout = self.inner.layout;
+        let (up, down) = (value(seq, 0), value(seq, 1));
+        self.post(parent, layout.sig(me), up, layout.sig(me) + 8, &[forward])?;
+        self.wait_word("reduce", layout.sig(parent), down).await?;
+        let verdict = self.local(layout.sig(parent) + 8).load(Ordering::Acquire);
+        let passed = match agree(desc, verdict, parent) {
+            Ok(()) if self.shares_node(parent) => {
+                self.dp()
+                    .get_into(dest, dest, self.pe(parent), Caching::Keep)
+                    .await?;
+                forward
+            }
+            Ok(()) => forward,
+            Err(e) => {
+                state.reject(e);
+                DISAGREED
+            }
+        };
+        self.signal(parent, layout.ack(me), up)?;
+        Ok(passed)
     }
 
     /// Each member combines its n-th of the elements, then gathers the others' parts.

@@ -66,7 +66,6 @@ use super::reduce::part;
 use super::reduce_ops::{ReduceOp, Reducible};
 use crate::error::Result;
 use crate::heap::SymSlice;
-use crate::shared_memory::Caching;
 use crate::team::region::{value, Layout};
 use crate::team::{Op, Team};
 
@@ -175,9 +174,10 @@ impl Team {
         let nodes = &self.inner.plan.nodes;
         let members = nodes.members(nodes.group_of(me));
         if me != members[0] {
-            return self
-                .scattered_member(state, members[0], dest, (desc, seq))
-                .await;
+            // A member reads the result from its leader, as a tree's child on its parent's
+            // node does.
+            let child = self.reduce_child_step(state, members[0], dest, (desc, desc), seq);
+            return child.await.map(|_| ());
         }
         let others = &members[1..];
         self.wait_words("reduce", Layout::sig, others, up).await?;
@@ -211,33 +211,6 @@ impl Team {
         self.exchange_parts(part, (&peers, others), (forward, down))
             .await?;
         self.wait_words("reduce", Layout::ack, others, up).await
-    }
-
-    /// A member other than its node's leader: it signals its entry (with its descriptor), waits
-    /// for the leader's release, reads the result from the leader's `dest` unless the verdict
-    /// says the members disagreed, and acknowledges.
-    async fn scattered_member<T: Reducible>(
-        &self,
-        state: &mut Op<'_>,
-        leader: usize,
-        dest: SymSlice<'_, T>,
-        (desc, seq): (u64, u64),
-    ) -> Result<()> {
-        let me = self.my_pe();
-        let layout = self.inner.layout;
-        let (up, down) = (value(seq, 0), value(seq, 1));
-        self.post(leader, layout.sig(me), up, layout.sig(me) + 8, &[desc])?;
-        self.wait_word("reduce", layout.sig(leader), down).await?;
-        let verdict = self.local(layout.sig(leader) + 8).load(Ordering::Acquire);
-        match agree(desc, verdict, leader) {
-            Ok(()) => {
-                self.dp()
-                    .get_into(dest, dest, self.pe(leader), Caching::Keep)
-                    .await?
-            }
-            Err(e) => state.reject(e),
-        }
-        self.signal(leader, layout.ack(me), up)
     }
 
     /// The descriptor a leader sends on after reading those that members `from` left beside
