@@ -111,7 +111,8 @@ impl Hosts {
         format!("{}b", self.tag)
     }
 
-    fn namespace(&self, address: &str) -> String {
+    /// The network namespace of the host at `address`.
+    pub fn namespace(&self, address: &str) -> String {
         format!("{}-{address}", self.tag)
     }
 
