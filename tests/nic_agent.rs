@@ -483,19 +483,7 @@ fn killed_target(scenario: &str, reported: &str, expected: &str) {
         if line.contains(" ready, pid ") {
             ready += 1;
             if ready == 4 {
-                let victim = all
-                    .lines()
-                    .find_map(|l| {
-                        l.split_once("PE 3 ready, pid ")?
-                            .1
-                            .trim()
-                            .parse::<i32>()
-                            .ok()
-                    })
-                    .and_then(rustix::process::Pid::from_raw)
-                    .unwrap_or_else(|| panic!("PE 3 said its pid:\n{all}"));
-                rustix::process::kill_process(victim, rustix::process::Signal::KILL)
-                    .expect("kill PE 3");
+                common::host_pe::kill_pe_3(&all);
                 killed = Some(Instant::now());
             }
         }
