@@ -36,8 +36,13 @@
 //! `fcollect` on a team where some node holds several members and every node's members are
 //! consecutive gathers each node's blocks at its leader and sends them whole, one message per
 //! pair of leaders (`gather_push.rs`).
-//! `alltoall` is not aggregated per node: a node's blocks for another node would need
-//! staging room at the receiving leader that no buffer of the call has.
+//! `alltoall` is not aggregated per node. Unlike `fcollect`'s, its blocks for another node
+//! are all different, so gathering them at a leader saves messages, not bytes, and adds two
+//! copies and staging room at the receiving leader that no buffer of the call has. Bytes are
+//! what its calls wait for: a 4-PE call of 64 KiB blocks on two namespace hosts (2 + 2)
+//! spent, by the median, 140–160 µs in the entry sync, 95 µs putting its blocks and reading
+//! its node-mate's, and 200–290 µs more until its puts had landed and the others' signals
+//! come, for 512 KiB crossing the link both ways at once, on the same 2 CPUs as the PEs.
 
 use bytemuck::Pod;
 
