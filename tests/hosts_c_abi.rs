@@ -11,22 +11,8 @@ mod common;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use common::c_programs::{build, finish, have_cc, out_dir, start, test_source};
+use common::c_programs::{build, families, finish, have_cc, out_dir, start, test_source};
 use common::netns::{self, Hosts};
-
-/// The C programs of `tests/c/`, one per family, by name.
-fn families() -> Vec<String> {
-    let dir = test_source("");
-    let mut names: Vec<String> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .filter_map(|entry| {
-            let name = entry.ok()?.file_name().into_string().ok()?;
-            Some(name.strip_suffix(".c")?.to_string())
-        })
-        .collect();
-    names.sort();
-    names
-}
 
 /// Where each PE runs, and how it reaches every PE: `shmem_ptr` gives a pointer for the PEs
 /// of its own node and NULL for the others.

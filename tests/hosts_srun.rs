@@ -13,6 +13,7 @@ mod common;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use common::c_programs::{build, families, have_cc, test_source};
 use common::host_pe::{kill_pe_3, text, watch_job, REPORT, SCENARIO};
 use common::netns::{self, Hosts};
 use common::slurm::Cluster;
@@ -165,4 +166,38 @@ fn a_pe_killed_under_srun_ends_every_wait_with_peer_lost() {
         .unwrap_or_else(|| panic!("PE 0 names PE 3; it reported {said:?}:\n{all}"));
     assert!(Duration::from_millis(ms) < Duration::from_secs(10), "{all}");
     eprintln!("PeerLost reached PE 0 {ms} ms after its wait began (target: within 2 s)");
+}
+
+/// Every OpenSHMEM C program of `tests/c/` (one per family of the C API, each checking its
+/// own values), built with `ferroshmem cc`, passes under `srun --mpi=pmix` with 2 PEs on
+/// each of two hosts, as a C user runs it on a Slurm cluster.
+#[test]
+fn every_c_program_passes_under_srun_across_hosts() {
+    if !have_cc() {
+        return;
+    }
+    let Some((_hosts, cluster)) = cluster() else {
+        return;
+    };
+    let names = families();
+    assert!(names.len() >= 10, "the C programs: {names:?}");
+    for name in &names {
+        let program = build(&test_source(&format!("{name}.c")), name, &["-std=c11"]);
+        let out = cluster
+            .srun()
+            .args([
+                "-N",
+                "2",
+                "-n",
+                "4",
+                "--mpi",
+                "pmix",
+                "--kill-on-bad-exit=1",
+            ])
+            .args(["-t", "5"])
+            .arg(&program)
+            .output()
+            .expect("srun starts");
+        assert!(out.status.success(), "{name}:\n{}", text(&out));
+    }
 }

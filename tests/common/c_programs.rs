@@ -123,3 +123,17 @@ pub fn build_with(driver: &str, source: &Path, name: &str, flags: &[&str]) -> Pa
 pub fn test_source(file: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/c/{file}"))
 }
+
+/// The C programs of `tests/c/`, one per family of the C API, by name.
+pub fn families() -> Vec<String> {
+    let dir = test_source("");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .filter_map(|entry| {
+            let name = entry.ok()?.file_name().into_string().ok()?;
+            Some(name.strip_suffix(".c")?.to_string())
+        })
+        .collect();
+    names.sort();
+    names
+}
