@@ -95,6 +95,19 @@ fn every_scenario_passes_under_srun_across_hosts_through_pmix() {
     assert_eq!(joined, 4, "every PE found the root through PMIx:\n{all}");
 }
 
+/// The collective scenarios (every collective on teams that span the two hosts) pass under
+/// `srun` too.
+#[test]
+fn every_collective_scenario_passes_under_srun_across_hosts() {
+    let Some((_hosts, cluster)) = cluster() else {
+        return;
+    };
+    let out = run(&cluster, 2, "collectives", "pmix");
+    let all = text(&out);
+    assert!(out.status.success(), "{all}\n{}", cluster.logs());
+    assert_eq!(all.matches("every scenario passed").count(), 4, "{all}");
+}
+
 /// On one node without PMIx, PE 0 hands the root out on its rendezvous socket.
 #[test]
 fn a_job_on_one_node_under_srun_without_pmix_finds_the_root_on_the_rendezvous_socket() {
