@@ -15,8 +15,9 @@
 //! - `broadcast` above the eager sizes runs down a two-level tree: the root has its own
 //!   node's members and the other nodes' leaders as children, each leader its node's
 //!   members. One transfer crosses the fabric per node, not one per member.
-//! - Reductions above the eager sizes go through the leaders: each combines its node's
-//!   contributions, the leaders split the elements among themselves (each combines its part
+//! - Reductions above the eager sizes go through the leaders: each node's members combine
+//!   its contributions into their leader's `dest`, each a part of the elements, the leaders
+//!   split the elements among themselves (each combines its part
 //!   from every leader's partial and puts the result into the others'), and each leader
 //!   hands the result to its members (`reduce_nodes.rs`). Every leader's link carries
 //!   2(L − 1)/L of the elements each way, all leaders at once, where a tree carried all of

@@ -179,6 +179,19 @@ impl Team {
             // one-node and eager ones included.
             return Box::pin(self.combine_across_nodes(op, dest, count, &input)).await;
         }
+        self.combine_onto(op, (dest, self.dp().my_pe()), count, input)
+            .await
+    }
+
+    /// [`Team::combine_into`] where every input lies on this node, into `dest` on PE `to`
+    /// (this PE, or one mapped here).
+    pub(super) async fn combine_onto<'s, T: Reducible>(
+        &self,
+        op: ReduceOp,
+        (dest, to): Input<'_, T>,
+        count: usize,
+        input: impl Fn(usize) -> Input<'s, T>,
+    ) -> Result<()> {
         let len = dest.len();
         let size = std::mem::size_of::<T>().max(1);
         let block = (BLOCK_BYTES / size).clamp(1, len.max(1));
@@ -199,7 +212,6 @@ impl Team {
                 }
             }
         };
-        let me = self.dp().my_pe();
         for start in (0..len).step_by(block) {
             let end = (start + block).min(len);
             let (a, t) = (&mut acc[..end - start], &mut tmp[..end - start]);
@@ -211,7 +223,7 @@ impl Team {
                     T::combine(op, a, t);
                 }
             }
-            self.dp().put(dest.slice(start..end), a, me).await?;
+            self.dp().put(dest.slice(start..end), a, to).await?;
         }
         Ok(())
     }
@@ -456,7 +468,25 @@ impl Team {
         let layout = self.inner.layout;
         let (up, down) = (value(seq, 0), value(seq, 1));
         self.post(parent, layout.sig(me), up, layout.sig(me) + 8, &[forward])?;
-        self.wait_word("reduce", layout.sig(parent), down).await?;
+        self.reduce_child_result(state, parent, dest, (desc, forward), (down, up))
+            .await
+    }
+
+    /// The rest of [`Team::reduce_child_step`], once the child's entry is posted: the wait
+    /// for the parent's release (`release` on its `sig` line here), the read of the result
+    /// and the acknowledgement (`done` on this member's `ack` line there).
+    pub(super) async fn reduce_child_result<T: Reducible>(
+        &self,
+        state: &mut Op<'_>,
+        parent: usize,
+        dest: SymSlice<'_, T>,
+        (desc, forward): (u64, u64),
+        (release, done): (u64, u64),
+    ) -> Result<u64> {
+        let me = self.my_pe();
+        let layout = self.inner.layout;
+        self.wait_word("reduce", layout.sig(parent), release)
+            .await?;
         let verdict = self.local(layout.sig(parent) + 8).load(Ordering::Acquire);
         let passed = match agree(desc, verdict, parent) {
             Ok(()) if self.shares_node(parent) => {
@@ -471,7 +501,7 @@ impl Team {
                 DISAGREED
             }
         };
-        self.signal(parent, layout.ack(me), up)?;
+        self.signal(parent, layout.ack(me), done)?;
         Ok(passed)
     }
 

@@ -15,9 +15,13 @@
 //! 27–31 µs this way.
 //!
 //! # Scattered among the leaders (larger reductions)
-//! 1. Each member signals its entry to its leader, which combines its node's `source`s in
-//!    member order into its `dest` (the node's partial; a leader alone on its node keeps its
-//!    `source` as the partial).
+//! 1. Each member signals its entry to its leader. Once all have, the leader tells them to
+//!    combine: member `k` of the node's `m` combines part `k` (of `m`) of the elements from
+//!    every member's `source`, in member order, into that part of the leader's `dest`, over
+//!    mapped memory, and says so. The leader's `dest` then holds the node's partial, each
+//!    member having read and combined 1/m of it, all at once, where the leader alone read
+//!    every member's whole `source`. A leader alone on its node keeps its `source` as the
+//!    partial.
 //! 2. Each leader signals every other leader that its partial is ready, with the call's
 //!    descriptor.
 //! 3. Leader `g` (of node `g`) combines part `g` of the elements, reading that part of
@@ -41,13 +45,16 @@
 //! read: another leader writes this one's `sig` line again only in its next call, which it
 //! begins only after this leader's part reached it, sent after this leader read the line;
 //! a member writes its `sig` line again only after the leader's release, sent after the
-//! leader read it; and a leader writes a member's line again only after the member's
-//! acknowledgement, sent after the member read its verdict. The leaders' posts on each
-//! other's `ack` lines carry no word: only their value is read.
+//! leader read it; and a leader writes a member's line again (the release after the word to
+//! combine, or the next call's word) only after the member's word that it combined, or its
+//! acknowledgement of the result, each sent after the member read the verdict beside the
+//! line. The leaders' posts on each other's `ack` lines carry no word: only their value is
+//! read. A member's `source` is read by its node-mates only before they say they combined,
+//! which the leader waits for before it releases anyone.
 //!
 //! # Every member gets the same bits
-//! A node's partial is computed once, by its leader, and each part of the result once, by
-//! one leader, combining the partials in node order.
+//! Each part of a node's partial is computed once, by one member, in member order, and
+//! each part of the result once, by one leader, combining the partials in node order.
 //!
 //! # Mismatches
 //! A leader that sees a contribution or a partial with another descriptor than its own
@@ -68,6 +75,19 @@ use crate::error::Result;
 use crate::heap::SymSlice;
 use crate::team::region::{value, Layout};
 use crate::team::{Op, Team};
+
+// The steps of `scattered_reduce_by_node` between a leader and its node's members, each
+// line's in increasing order, since a wait ends at any value at least the one it waits for.
+// A member's entry is step 0 on its `sig` line at its leader.
+
+/// On the leader's `sig` line at a member: combine your part of the node's partial.
+const COMBINE: usize = 1;
+/// On the leader's `sig` line at a member, after [`COMBINE`]: the result is ready.
+const RELEASE: usize = 2;
+/// On a member's `ack` line at its leader: its part of the node's partial is combined.
+const COMBINED: usize = 1;
+/// On a member's `ack` line at its leader, after [`COMBINED`]: it has read the result.
+const MEMBER_DONE: usize = 2;
 
 impl Team {
     /// [`Team::reduce`]'s eager form by node (see the module documentation).
@@ -170,25 +190,19 @@ impl Team {
         let me = self.my_pe();
         let layout = self.inner.layout;
         let seq = state.next_seq();
-        let (up, down) = (value(seq, 0), value(seq, 1));
+        let up = value(seq, 0);
         let nodes = &self.inner.plan.nodes;
         let members = nodes.members(nodes.group_of(me));
         if me != members[0] {
-            // A member reads the result from its leader, as a tree's child on its parent's
-            // node does.
-            let child = self.reduce_child_step(state, members[0], dest, (desc, desc), seq);
-            return child.await.map(|_| ());
+            let member = self.scattered_member_step(state, op, (dest, source), members, desc, seq);
+            return member.await;
         }
         let others = &members[1..];
         self.wait_words("reduce", Layout::sig, others, up).await?;
         let mut forward = self.forwarded_descriptor(state, desc, others);
-        if forward == desc && !others.is_empty() {
-            let me_pe = self.dp().my_pe();
-            let input = |k: usize| match k {
-                0 => (source, me_pe),
-                _ => (source, self.pe(others[k - 1])),
-            };
-            self.combine_into(op, dest, members.len(), input).await?;
+        if !others.is_empty() {
+            self.share_node_partial(op, (dest, source), members, (desc, forward), seq)
+                .await?;
         }
         let peers: Vec<usize> = nodes
             .leaders()
@@ -208,9 +222,95 @@ impl Team {
         self.leaders_combine(op, (dest, source), mine.clone(), agreed)
             .await?;
         let part = (agreed && !mine.is_empty()).then(|| dest.slice(mine));
-        self.exchange_parts(part, (&peers, others), (forward, down))
+        self.exchange_parts(part, (&peers, others), (forward, seq))
             .await?;
-        self.wait_words("reduce", Layout::ack, others, up).await
+        self.wait_words("reduce", Layout::ack, others, value(seq, MEMBER_DONE))
+            .await
+    }
+
+    /// A leader's node partial, combined by all its node's `members` at once: it tells the
+    /// others to start (with the verdict `forward`, which they check against `desc`), each
+    /// member combines its part of the elements from every member's `source` into this
+    /// leader's `dest` ([`Team::combine_node_part`]), and the leader waits until every part
+    /// is there (nothing is combined where the members disagree).
+    async fn share_node_partial<T: Reducible>(
+        &self,
+        op: ReduceOp,
+        (dest, source): (SymSlice<'_, T>, SymSlice<'_, T>),
+        members: &[usize],
+        (desc, forward): (u64, u64),
+        seq: u64,
+    ) -> Result<()> {
+        let layout = self.inner.layout;
+        let me = self.my_pe();
+        let others = &members[1..];
+        for &m in others {
+            let combine = value(seq, COMBINE);
+            self.post(m, layout.sig(me), combine, layout.sig(me) + 8, &[forward])?;
+        }
+        if forward == desc {
+            self.combine_node_part(op, (dest, source), members, 0)
+                .await?;
+        }
+        self.wait_words("reduce", Layout::ack, others, value(seq, COMBINED))
+            .await
+    }
+
+    /// Member `members[k]` of a node combines part `k` of the elements (of `members.len()`)
+    /// from every member's `source`, in member order, into that part of the leader's
+    /// (`members[0]`) `dest`. Only this member reads that part of any member's `source`, so
+    /// an in-place reduction's `dest` may take it at once.
+    async fn combine_node_part<T: Reducible>(
+        &self,
+        op: ReduceOp,
+        (dest, source): (SymSlice<'_, T>, SymSlice<'_, T>),
+        members: &[usize],
+        k: usize,
+    ) -> Result<()> {
+        let mine = part(k, members.len(), dest.len());
+        if mine.is_empty() {
+            return Ok(());
+        }
+        let input = |j: usize| (source.slice(mine.clone()), self.pe(members[j]));
+        let into = (dest.slice(mine.clone()), self.pe(members[0]));
+        self.combine_onto(op, into, members.len(), input).await
+    }
+
+    /// A member's part of [`Team::scattered_reduce_by_node`]: it posts its entry to its
+    /// leader (`members[0]`), combines its part of the node's partial once the leader says
+    /// so ([`Team::share_node_partial`]) and acknowledges that, then reads the result from
+    /// the leader once released, as a tree's child on its parent's node does.
+    async fn scattered_member_step<T: Reducible>(
+        &self,
+        state: &mut Op<'_>,
+        op: ReduceOp,
+        (dest, source): (SymSlice<'_, T>, SymSlice<'_, T>),
+        members: &[usize],
+        desc: u64,
+        seq: u64,
+    ) -> Result<()> {
+        let layout = self.inner.layout;
+        let (me, leader) = (self.my_pe(), members[0]);
+        self.post(
+            leader,
+            layout.sig(me),
+            value(seq, 0),
+            layout.sig(me) + 8,
+            &[desc],
+        )?;
+        let combine = value(seq, COMBINE);
+        self.wait_word("reduce", layout.sig(leader), combine)
+            .await?;
+        let verdict = self.local(layout.sig(leader) + 8).load(Ordering::Acquire);
+        if verdict == desc {
+            let k = members.iter().position(|&m| m == me).unwrap_or(0);
+            self.combine_node_part(op, (dest, source), members, k)
+                .await?;
+        }
+        self.signal(leader, layout.ack(me), value(seq, COMBINED))?;
+        let steps = (value(seq, RELEASE), value(seq, MEMBER_DONE));
+        let result = self.reduce_child_result(state, leader, dest, (desc, desc), steps);
+        result.await.map(|_| ())
     }
 
     /// The descriptor a leader sends on after reading those that members `from` left beside
@@ -230,18 +330,19 @@ impl Team {
     }
 
     /// A leader puts its combined `part` of `dest` (none where the leaders disagree or its
-    /// part is empty) into every other leader's (`peers`), each with a post of `down` behind
-    /// it; once every other leader's post has come (its part landed here), it releases its
-    /// node's other members (`others`) with the verdict `forward`. Returns once its own
-    /// pushes have landed too.
+    /// part is empty) into every other leader's (`peers`), each with a post behind it; once
+    /// every other leader's post has come (its part landed here), it releases its node's
+    /// other members (`others`) with the verdict `forward`. Returns once its own pushes
+    /// have landed too. `seq` numbers the call.
     async fn exchange_parts<T: Reducible>(
         &self,
         part: Option<SymSlice<'_, T>>,
         (peers, others): (&[usize], &[usize]),
-        (forward, down): (u64, u64),
+        (forward, seq): (u64, u64),
     ) -> Result<()> {
         let layout = self.inner.layout;
         let me = self.my_pe();
+        let down = value(seq, 1);
         let mut pushes = Vec::with_capacity(peers.len());
         for &l in peers {
             let post = Post {
@@ -267,7 +368,7 @@ impl Team {
                 let release = Post {
                     to: m,
                     offset: layout.sig(me),
-                    value: down,
+                    value: value(seq, RELEASE),
                     word: Some(forward),
                 };
                 self.post_one(release)?;
