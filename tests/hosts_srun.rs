@@ -13,7 +13,7 @@ mod common;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::c_programs::{build, families, have_cc, test_source};
+use common::c_programs::{self, build, families, have_cc, test_source};
 use common::host_pe::{kill_pe_3, text, watch_job, REPORT, SCENARIO};
 use common::netns::{self, Hosts};
 use common::slurm::Cluster;
@@ -53,12 +53,16 @@ fn srun_job(cluster: &Cluster, nodes: usize, scenario: &str, mpi: &str) -> Comma
     cmd
 }
 
-/// Runs `srun_job` to its end.
+/// Runs `srun_job` to its end, failing the test where it runs past [`c_programs::LIMIT`].
 fn run(cluster: &Cluster, nodes: usize, scenario: &str, mpi: &str) -> Output {
     let started = Instant::now();
-    let out = srun_job(cluster, nodes, scenario, mpi)
-        .output()
+    let child = srun_job(cluster, nodes, scenario, mpi)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .expect("srun starts");
+    let out = c_programs::finish(child, "srun");
     eprintln!(
         "srun --mpi={mpi} -N {nodes} -n {}, {scenario}: {:?} in {:?}",
         2 * nodes,
@@ -86,7 +90,6 @@ fn every_scenario_passes_under_srun_across_hosts_through_pmix() {
             .count();
         assert_eq!(here, 2, "PEs on host {address}:\n{all}");
     }
-    // The log line may be coloured: its words are matched apart.
     let joined = all
         .lines()
         .filter(|l| l.contains("PE joined its job") && l.contains("srun"))
@@ -178,6 +181,8 @@ fn a_pe_killed_under_srun_ends_every_wait_with_peer_lost() {
         .and_then(|ms| ms.parse().ok())
         .unwrap_or_else(|| panic!("PE 0 names PE 3; it reported {said:?}:\n{all}"));
     assert!(Duration::from_millis(ms) < Duration::from_secs(10), "{all}");
+    // Slurm stopped the others with SIGTERM, which their own handler keeps to say so.
+    assert_eq!(all.matches("stopped by SIGTERM").count(), 2, "{all}");
     eprintln!("PeerLost reached PE 0 {ms} ms after its wait began (target: within 2 s)");
 }
 
@@ -196,21 +201,20 @@ fn every_c_program_passes_under_srun_across_hosts() {
     assert!(names.len() >= 10, "the C programs: {names:?}");
     for name in &names {
         let program = build(&test_source(&format!("{name}.c")), name, &["-std=c11"]);
-        let out = cluster
-            .srun()
-            .args([
-                "-N",
-                "2",
-                "-n",
-                "4",
-                "--mpi",
-                "pmix",
-                "--kill-on-bad-exit=1",
-            ])
-            .args(["-t", "5"])
-            .arg(&program)
-            .output()
-            .expect("srun starts");
+        let mut srun = cluster.srun();
+        srun.args([
+            "-N",
+            "2",
+            "-n",
+            "4",
+            "--mpi",
+            "pmix",
+            "--kill-on-bad-exit=1",
+        ])
+        .args(["-t", "5"])
+        .arg(&program);
+        // The C tests' environment, which srun hands to every PE.
+        let out = c_programs::finish(c_programs::start(srun, name), name);
         assert!(out.status.success(), "{name}:\n{}", text(&out));
     }
 }

@@ -3,7 +3,8 @@
 //! [`act_if_asked`]), whichever launcher started it (`ferroshmem run --hosts`, `mpirun`,
 //! `srun`).
 
-use std::process::{Command, Output};
+use std::process::Output;
+use std::sync::mpsc::RecvTimeoutError;
 use std::time::Instant;
 
 use ferroshmem::Error;
@@ -118,6 +119,7 @@ async fn lose_one(pe: &ferroshmem::Pe, how: &str) -> ferroshmem::Result<()> {
     Ok(())
 }
 
+/// A finished job's stdout and stderr, one after the other, for the tests' messages.
 pub fn text(out: &Output) -> String {
     format!(
         "--- stdout\n{}\n--- stderr\n{}",
@@ -127,8 +129,9 @@ pub fn text(out: &Output) -> String {
 }
 
 /// Reads the job's stdout lines as they come; `on_ready` runs, with the lines so far, once
-/// `ready_lines` PEs said `ready`. Returns every line, with when PE 0's report came (after `on_ready`). Kills the
-/// job if it runs past a minute (the test then fails on the missing report).
+/// `ready_lines` PEs said `ready`. Returns every line, with when PE 0's report came (after
+/// `on_ready`). Kills the job if it runs past a minute (the test then fails on the missing
+/// report).
 pub fn watch_job(
     mut child: std::process::Child,
     ready_lines: usize,
@@ -142,10 +145,14 @@ pub fn watch_job(
     let stdout = child.stdout.take().expect("stdout");
     let stderr = child.stderr.take().expect("stderr");
     let errors = std::thread::spawn(move || std::io::read_to_string(stderr).unwrap_or_default());
-    let pid = child.id();
+    let pid = rustix::process::Pid::from_child(&child);
+    // Told when the job has ended, so that it never kills a process that took its pid.
+    let (ended, guard_hears) = std::sync::mpsc::channel::<()>();
     let guard = std::thread::spawn(move || {
-        std::thread::sleep(std::time::Duration::from_secs(60));
-        let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+        let limit = std::time::Duration::from_secs(60);
+        if guard_hears.recv_timeout(limit) == Err(RecvTimeoutError::Timeout) {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+        }
     });
     let (mut all, mut ready, mut on_ready, mut since, mut report) =
         (String::new(), 0, Some(on_ready), None, None);
@@ -169,7 +176,8 @@ pub fn watch_job(
         }
     }
     let status = child.wait().expect("the launcher ends");
-    drop(guard);
+    let _ = ended.send(());
+    let _ = guard.join();
     all.push_str(&errors.join().unwrap_or_default());
     (all, report, status)
 }

@@ -17,6 +17,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use super::netns::{self, Hosts};
@@ -57,12 +58,39 @@ fn installed(name: &str, package: &str) -> bool {
     runs
 }
 
-/// A TCP port free on this machine now.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind(("0.0.0.0", 0))
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
+/// A TCP port for a controller: one free now below Linux's range of ports handed out for
+/// outgoing connections and port 0 (from 32768), where the jobs' own connections could take
+/// it before the controller binds it; tried from a start of this process's own.
+fn controller_port() -> u16 {
+    static MADE: AtomicU32 = AtomicU32::new(0);
+    let start = std::process::id()
+        .wrapping_mul(7)
+        .wrapping_add(MADE.fetch_add(1, Ordering::Relaxed).wrapping_mul(131));
+    (0..12_000)
+        .map(|k| 20_000 + (start.wrapping_add(k * 17) % 12_000) as u16)
+        .find(|&port| std::net::TcpListener::bind(("0.0.0.0", port)).is_ok())
+        .expect("a free port for the Slurm controller")
+}
+
+/// Whether this Slurm has the `auth/none` plugin (Slurm 22.05 does; later releases dropped
+/// it): looked for in the plugin directories of Debian's and Slurm's own packages.
+fn has_auth_none() -> bool {
+    let dirs = ["/usr/lib", "/usr/lib64", "/usr/local/lib"];
+    let found = dirs.iter().any(|dir| {
+        let subdirs = std::fs::read_dir(dir).into_iter().flatten().flatten();
+        subdirs.map(|e| e.path()).any(|sub| {
+            sub.join("auth_none.so").exists()
+                || std::fs::read_dir(&sub)
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .any(|e| e.path().join("auth_none.so").exists())
+        })
+    });
+    if !found {
+        eprintln!("skipped: this Slurm has no auth/none plugin (Slurm 22.05 has)");
+    }
+    found
 }
 
 impl Cluster {
@@ -75,7 +103,7 @@ impl Cluster {
             ("slurmd", "slurmd"),
             ("srun", "slurm-client"),
         ];
-        if !programs.iter().all(|(p, package)| installed(p, package)) {
+        if !programs.iter().all(|(p, package)| installed(p, package)) || !has_auth_none() {
             return None;
         }
         let dir = std::env::temp_dir().join(format!("fsh-slurm-{}", hosts.bridge_address));
@@ -131,7 +159,7 @@ impl Cluster {
              SlurmctldLogFile={dir}/slurmctld.log\n\
              SlurmdLogFile={dir}/slurmd-%n.log\n",
             bridge = hosts.bridge_address,
-            port = free_port(),
+            port = controller_port(),
         );
         let names: Vec<String> = hosts
             .addresses
@@ -217,6 +245,15 @@ impl Cluster {
         }
     }
 
+    /// Whether the controller still lists a job.
+    fn has_jobs(&self) -> bool {
+        Command::new(program("squeue"))
+            .args(["-h", "-o", "%i"])
+            .env("SLURM_CONF", &self.conf)
+            .output()
+            .is_ok_and(|o| o.status.success() && !o.stdout.is_empty())
+    }
+
     /// The last lines of every log in the cluster's directory.
     pub fn logs(&self) -> String {
         let mut all = String::new();
@@ -243,11 +280,16 @@ fn is_log(path: &Path) -> bool {
 
 impl Drop for Cluster {
     fn drop(&mut self) {
-        // A job a failed test left behind ends with the cluster.
+        // A job a failed test left behind ends with the cluster: its steps' processes
+        // would outlive their slurmd.
         let _ = Command::new(program("scancel"))
             .args(["--quiet", "--partition", "all"])
             .env("SLURM_CONF", &self.conf)
             .status();
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while self.has_jobs() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(200));
+        }
         for daemon in &self.daemons {
             if let Some(pid) = rustix::process::Pid::from_raw(daemon.id() as i32) {
                 let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);

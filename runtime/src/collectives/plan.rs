@@ -17,12 +17,12 @@
 //!   members. One transfer crosses the fabric per node, not one per member.
 //! - Reductions above the eager sizes go through the leaders: each node's members combine
 //!   its contributions into their leader's `dest`, each a part of the elements, the leaders
-//!   split the elements among themselves (each combines its part
-//!   from every leader's partial and puts the result into the others'), and each leader
-//!   hands the result to its members (`reduce_nodes.rs`). Every leader's link carries
-//!   2(L − 1)/L of the elements each way, all leaders at once, where a tree carried all of
-//!   them through member 0's, up then down. A team with more nodes than its flat limit
-//!   keeps the tree, rooted at member 0.
+//!   split the elements among themselves (each combines its part from every leader's
+//!   partial and puts the result into the others'), and each leader hands the result to its
+//!   members (`reduce_nodes.rs`). Every leader's link carries 2(L − 1)/L of the elements
+//!   each way, all leaders at once, where a tree carried all of them through member 0's, up
+//!   then down. A team with more nodes than its flat limit keeps the tree, rooted at
+//!   member 0.
 //! - Eager sizes go through the eager slots by node: a broadcast's root writes to its own
 //!   node's members and the other nodes' leaders, who pass the message on to their members;
 //!   reductions, and `fcollect` and `alltoall` whose messages fit a slot, go from the

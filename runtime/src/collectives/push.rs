@@ -42,7 +42,8 @@
 //! what its calls wait for: a 4-PE call of 64 KiB blocks on two namespace hosts (2 + 2)
 //! spent, by the median, 140–160 µs in the entry sync, 95 µs putting its blocks and reading
 //! its node-mate's, and 200–290 µs more until its puts had landed and the others' signals
-//! come, for 512 KiB crossing the link both ways at once, on the same 2 CPUs as the PEs.
+//! come: 256 KiB crossed the link each way, both ways at once, through the kernel's TCP on
+//! the same 2 CPUs as the 4 PEs.
 
 use bytemuck::Pod;
 

@@ -15,8 +15,9 @@
 //!   node on teams that span more nodes than their flat limit with several members on
 //!   some node.
 //! - Scattered by node (teams that span up to their flat limit of nodes with several
-//!   members on some node): members through their node's leader, the leaders splitting the
-//!   combining among themselves (`reduce_nodes.rs`).
+//!   members on some node): each node's members combine its partial into their leader's
+//!   `dest`, each a part of the elements, and the leaders split the combining of the
+//!   partials among themselves (`reduce_nodes.rs`).
 //! - Reduce-scatter then allgather (large messages): after a sync each member combines one
 //!   n-th of the elements, reading every member's `source`; then each enters a second sync
 //!   and reads another member's part of the result as soon as that member has entered it
@@ -188,7 +189,7 @@ impl Team {
     pub(super) async fn combine_onto<'s, T: Reducible>(
         &self,
         op: ReduceOp,
-        (dest, to): Input<'_, T>,
+        (dest, to): (SymSlice<'_, T>, usize),
         count: usize,
         input: impl Fn(usize) -> Input<'s, T>,
     ) -> Result<()> {

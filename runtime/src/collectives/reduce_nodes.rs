@@ -88,6 +88,9 @@ const RELEASE: usize = 2;
 const COMBINED: usize = 1;
 /// On a member's `ack` line at its leader, after [`COMBINED`]: it has read the result.
 const MEMBER_DONE: usize = 2;
+/// On a leader's `ack` line at another leader: its part of the result has landed there
+/// (its partial's readiness is step 0 on its `sig` line there).
+const PART_LANDED: usize = 1;
 
 impl Team {
     /// [`Team::reduce`]'s eager form by node (see the module documentation).
@@ -302,8 +305,8 @@ impl Team {
         self.wait_word("reduce", layout.sig(leader), combine)
             .await?;
         let verdict = self.local(layout.sig(leader) + 8).load(Ordering::Acquire);
-        if verdict == desc {
-            let k = members.iter().position(|&m| m == me).unwrap_or(0);
+        let mine = members.iter().position(|&m| m == me);
+        if let (true, Some(k)) = (verdict == desc, mine) {
             self.combine_node_part(op, (dest, source), members, k)
                 .await?;
         }
@@ -342,7 +345,7 @@ impl Team {
     ) -> Result<()> {
         let layout = self.inner.layout;
         let me = self.my_pe();
-        let down = value(seq, 1);
+        let down = value(seq, PART_LANDED);
         let mut pushes = Vec::with_capacity(peers.len());
         for &l in peers {
             let post = Post {
