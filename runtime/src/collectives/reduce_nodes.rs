@@ -19,9 +19,12 @@
 //!    combine: member `k` of the node's `m` combines part `k` (of `m`) of the elements from
 //!    every member's `source`, in member order, into that part of the leader's `dest`, over
 //!    mapped memory, and says so. The leader's `dest` then holds the node's partial, each
-//!    member having read and combined 1/m of it, all at once, where the leader alone read
-//!    every member's whole `source`. A leader alone on its node keeps its `source` as the
-//!    partial.
+//!    member having read and combined 1/m of it, all at once, where the leader alone would
+//!    read every member's whole `source`. It does so alone, without waking its members,
+//!    where it would read no more than `large_bytes` of theirs
+//!    ([`Plan::node_combine_shared`](super::plan::Plan::node_combine_shared)): its release
+//!    then comes in place of the word to combine. A leader alone on its node keeps its
+//!    `source` as the partial.
 //! 2. Each leader signals every other leader that its partial is ready, with the call's
 //!    descriptor.
 //! 3. Leader `g` (of node `g`) combines part `g` of the elements, reading that part of
@@ -53,7 +56,8 @@
 //! which the leader waits for before it releases anyone.
 //!
 //! # Every member gets the same bits
-//! Each part of a node's partial is computed once, by one member, in member order, and
+//! Each part of a node's partial is computed once, by one member (or all by its leader),
+//! element by element in member order, and
 //! each part of the result once, by one leader, combining the partials in node order.
 //!
 //! # Mismatches
@@ -203,9 +207,13 @@ impl Team {
         let others = &members[1..];
         self.wait_words("reduce", Layout::sig, others, up).await?;
         let mut forward = self.forwarded_descriptor(state, desc, others);
-        if !others.is_empty() {
+        let bytes = bytes_of::<T>(dest.len());
+        if self.inner.plan.node_combine_shared(bytes, members.len()) {
             self.share_node_partial(op, (dest, source), members, (desc, forward), seq)
                 .await?;
+        } else if forward == desc && !others.is_empty() {
+            let input = |k: usize| (source, self.pe(members[k]));
+            self.combine_into(op, dest, members.len(), input).await?;
         }
         let peers: Vec<usize> = nodes
             .leaders()
@@ -301,16 +309,19 @@ impl Team {
             layout.sig(me) + 8,
             &[desc],
         )?;
+        // The word to combine, or the release where the leader combines alone.
         let combine = value(seq, COMBINE);
         self.wait_word("reduce", layout.sig(leader), combine)
             .await?;
-        let verdict = self.local(layout.sig(leader) + 8).load(Ordering::Acquire);
-        let mine = members.iter().position(|&m| m == me);
-        if let (true, Some(k)) = (verdict == desc, mine) {
-            self.combine_node_part(op, (dest, source), members, k)
-                .await?;
+        if self.local(layout.sig(leader)).load(Ordering::Acquire) == combine {
+            let verdict = self.local(layout.sig(leader) + 8).load(Ordering::Acquire);
+            let mine = members.iter().position(|&m| m == me);
+            if let (true, Some(k)) = (verdict == desc, mine) {
+                self.combine_node_part(op, (dest, source), members, k)
+                    .await?;
+            }
+            self.signal(leader, layout.ack(me), value(seq, COMBINED))?;
         }
-        self.signal(leader, layout.ack(me), value(seq, COMBINED))?;
         let steps = (value(seq, RELEASE), value(seq, MEMBER_DONE));
         let result = self.reduce_child_result(state, leader, dest, (desc, desc), steps);
         result.await.map(|_| ())

@@ -129,6 +129,15 @@ async fn a_reduction_of_several_blocks_across_nodes_reaches_every_member() {
     }
 }
 
+/// [`no_eager_slots`], with each node's combining in a reduction by node shared by its
+/// members from 1 KiB read by its leader ([`TeamConfig::large_bytes`]).
+fn shared_combining(dp: &DataPlane) -> TeamConfig {
+    TeamConfig {
+        large_bytes: 1024,
+        ..no_eager_slots(dp)
+    }
+}
+
 /// One PE's rounds of [`a_reduction_of_several_blocks_across_nodes_reaches_every_member`].
 async fn block_sums(dp: &DataPlane, world: &Team, me: usize, n: usize, ordered: usize) {
     let (source, dest) = blocks_source_and_dest();
@@ -225,8 +234,8 @@ async fn moving_rounds(dp: &DataPlane, world: &Team, me: usize, n: usize) {
 /// `dest`), with the eager slots off so that every length takes that form: lengths that
 /// leave some leader an empty part, that do not split evenly, and whole; into another buffer
 /// and in place; with writes of any length kept in order and with writes above 4 KiB landing
-/// late. A team with more nodes than its flat limit goes up and down the tree by node
-/// instead. Every member spoils its buffers as soon as its call returns, so that a later
+/// late; with the node's combining shared by its members and done by its leader alone. A
+/// team with more nodes than its flat limit goes up and down the tree by node instead. Every member spoils its buffers as soon as its call returns, so that a later
 /// call cannot pass on what an earlier one left; nothing is written past the length.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reductions_across_nodes_of_several_pes_reach_every_member_round_after_round() {
@@ -238,16 +247,20 @@ async fn reductions_across_nodes_of_several_pes_reach_every_member_round_after_r
         // Five nodes over a flat limit of four: the tree by node.
         (&[0, 0, 1, 2, 3, 4], Some(4)),
     ];
-    for ((nodes, flat), ordered) in layouts
+    for (((nodes, flat), ordered), shared) in layouts
         .into_iter()
         .flat_map(|l| [(l, usize::MAX), (l, 4096)])
+        .flat_map(|l| [(l, false), (l, true)])
     {
-        let config = match flat {
-            Some(_) => |dp: &DataPlane| TeamConfig {
+        // The node's combining shared by its members from 1 KiB read by its leader, so
+        // that all but the shortest length share it; by default, no length here does.
+        let config = match (flat, shared) {
+            (Some(_), _) => |dp: &DataPlane| TeamConfig {
                 flat_max_pes: 4,
                 ..no_eager_slots(dp)
             },
-            None => no_eager_slots,
+            (None, true) => shared_combining,
+            (None, false) => no_eager_slots,
         };
         let n = nodes.len();
         on_every_pe(
@@ -313,10 +326,11 @@ async fn a_reduction_of_another_length_on_a_node_of_several_pes_fails_on_every_m
         (&[0, 0, 1, 1], 2),
         (&[0, 1, 1, 2, 2, 2], 4),
     ];
-    for (nodes, odd) in cases {
+    let configs = [no_eager_slots, shared_combining];
+    for ((nodes, odd), config) in cases.into_iter().flat_map(|c| configs.map(|f| (c, f))) {
         on_every_pe(
             nodes_laid_out(nodes, usize::MAX),
-            no_eager_slots,
+            config,
             move |_dp, world, me| async move {
                 let (source, dest) = source_and_dest();
                 let len = if me == odd { LEN - 1 } else { LEN };
@@ -336,16 +350,25 @@ async fn a_reduction_of_another_length_on_a_node_of_several_pes_fails_on_every_m
 }
 
 /// A floating-point sum scattered among node leaders gives every member the same bits: each
-/// part of the result is combined once, by one leader, and copied to the others. Values of
-/// mixed magnitudes, whose sum depends on the order of its terms.
+/// part of a node's partial and of the result is combined once, by one member or leader,
+/// and copied to the others; with the node's combining shared and not. Values of mixed
+/// magnitudes, whose sum depends on the order of its terms.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_floating_point_sum_by_node_gives_every_member_the_same_bits() {
+    for config in [no_eager_slots, shared_combining] {
+        every_member_gets_the_same_bits(config).await;
+    }
+}
+
+/// [`a_floating_point_sum_by_node_gives_every_member_the_same_bits`] with the teams'
+/// configuration `config`.
+async fn every_member_gets_the_same_bits(config: fn(&DataPlane) -> TeamConfig) {
     let nodes = [0, 1, 1, 2, 2, 2];
     let results = Arc::new(std::sync::Mutex::new(vec![Vec::new(); nodes.len()]));
     let kept = results.clone();
     on_every_pe(
         nodes_laid_out(&nodes, 4096),
-        no_eager_slots,
+        config,
         move |dp, world, me| {
             let kept = kept.clone();
             async move {
