@@ -15,8 +15,9 @@
 //! - `broadcast` above the eager sizes runs down a two-level tree: the root has its own
 //!   node's members and the other nodes' leaders as children, each leader its node's
 //!   members. One transfer crosses the fabric per node, not one per member.
-//! - Reductions above the eager sizes go through the leaders: each node's members combine
-//!   its contributions into their leader's `dest`, each a part of the elements, the leaders
+//! - Reductions above the eager sizes go through the leaders: each node's contributions are
+//!   combined into its leader's `dest` (by its members, each a part of the elements, where
+//!   the leader alone would read more than `large_bytes` of theirs), the leaders
 //!   split the elements among themselves (each combines its part from every leader's
 //!   partial and puts the result into the others'), and each leader hands the result to its
 //!   members (`reduce_nodes.rs`). Every leader's link carries 2(L − 1)/L of the elements
@@ -183,9 +184,11 @@ impl Plan {
     /// Whether the `members` of a node share the combining of its partial in a reduction of
     /// `bytes` scattered by node, each a part of the elements: where its leader alone would
     /// read more than `large_bytes` of its node-mates' contributions. Below that, the
-    /// members' wake-ups to combine would cost about what they save: at 2 PEs on each of
-    /// two UTS hosts on 2 CPUs, shared, a 64 KiB sum read 0.95 of the leader's alone, 1 MiB
-    /// 1.09 and 8 MiB 1.06 (paired, six rounds).
+    /// members' wake-ups to combine would cost about what they save: with the combining
+    /// always shared, at 2 + 1 PEs on two UTS hosts of 2 CPUs, a 64 KiB sum had 0.95 of the
+    /// leader-alone bandwidth, 1 MiB 1.09 and 8 MiB 1.06 (paired, six rounds). The limit's
+    /// growth with the members (m − 1 contributions read) is reasoned, not measured: no
+    /// machine here had the cores for nodes of three PEs or more.
     pub fn node_combine_shared(&self, bytes: usize, members: usize) -> bool {
         bytes.saturating_mul(members.saturating_sub(1)) > self.config.large_bytes
     }

@@ -15,9 +15,10 @@
 //!   node on teams that span more nodes than their flat limit with several members on
 //!   some node.
 //! - Scattered by node (teams that span up to their flat limit of nodes with several
-//!   members on some node): each node's members combine its partial into their leader's
-//!   `dest`, each a part of the elements, and the leaders split the combining of the
-//!   partials among themselves (`reduce_nodes.rs`).
+//!   members on some node): each node's partial is combined into its leader's `dest` (by
+//!   its members, each a part of the elements, where the leader alone would read more
+//!   than `large_bytes` of theirs; else by the leader), and the leaders split the combining
+//!   of the partials among themselves (`reduce_nodes.rs`).
 //! - Reduce-scatter then allgather (large messages): after a sync each member combines one
 //!   n-th of the elements, reading every member's `source`; then each enters a second sync
 //!   and reads another member's part of the result as soon as that member has entered it

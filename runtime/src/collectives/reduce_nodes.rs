@@ -53,12 +53,13 @@
 //! acknowledgement of the result, each sent after the member read the verdict beside the
 //! line. The leaders' posts on each other's `ack` lines carry no word: only their value is
 //! read. A member's `source` is read by its node-mates only before they say they combined,
-//! which the leader waits for before it releases anyone.
+//! which the leader waits for before it releases anyone, or by the leader alone, before it
+//! releases anyone.
 //!
 //! # Every member gets the same bits
 //! Each part of a node's partial is computed once, by one member (or all by its leader),
-//! element by element in member order, and
-//! each part of the result once, by one leader, combining the partials in node order.
+//! element by element in member order, and each part of the result once, by one leader,
+//! combining the partials in node order.
 //!
 //! # Mismatches
 //! A leader that sees a contribution or a partial with another descriptor than its own
@@ -82,7 +83,9 @@ use crate::team::{Op, Team};
 
 // The steps of `scattered_reduce_by_node` between a leader and its node's members, each
 // line's in increasing order, since a wait ends at any value at least the one it waits for.
-// A member's entry is step 0 on its `sig` line at its leader.
+// A member's entry is step 0 on its `sig` line at its leader. Where the leader combines its
+// node's partial alone, COMBINE and COMBINED are left out: the release comes in place of
+// the word to combine.
 
 /// On the leader's `sig` line at a member: combine your part of the node's partial.
 const COMBINE: usize = 1;
@@ -288,9 +291,10 @@ impl Team {
     }
 
     /// A member's part of [`Team::scattered_reduce_by_node`]: it posts its entry to its
-    /// leader (`members[0]`), combines its part of the node's partial once the leader says
+    /// leader (`members[0]`), combines its part of the node's partial where the leader says
     /// so ([`Team::share_node_partial`]) and acknowledges that, then reads the result from
-    /// the leader once released, as a tree's child on its parent's node does.
+    /// the leader once released (the release may come in place of the word to combine, where
+    /// the leader combines alone), as a tree's child on its parent's node does.
     async fn scattered_member_step<T: Reducible>(
         &self,
         state: &mut Op<'_>,

@@ -130,7 +130,7 @@ async fn a_reduction_of_several_blocks_across_nodes_reaches_every_member() {
 }
 
 /// [`no_eager_slots`], with each node's combining in a reduction by node shared by its
-/// members from 1 KiB read by its leader ([`TeamConfig::large_bytes`]).
+/// members above 1 KiB read by its leader ([`TeamConfig::large_bytes`]).
 fn shared_combining(dp: &DataPlane) -> TeamConfig {
     TeamConfig {
         large_bytes: 1024,
@@ -235,8 +235,9 @@ async fn moving_rounds(dp: &DataPlane, world: &Team, me: usize, n: usize) {
 /// leave some leader an empty part, that do not split evenly, and whole; into another buffer
 /// and in place; with writes of any length kept in order and with writes above 4 KiB landing
 /// late; with the node's combining shared by its members and done by its leader alone. A
-/// team with more nodes than its flat limit goes up and down the tree by node instead. Every member spoils its buffers as soon as its call returns, so that a later
-/// call cannot pass on what an earlier one left; nothing is written past the length.
+/// team with more nodes than its flat limit goes up and down the tree by node instead.
+/// Every member spoils its buffers as soon as its call returns, so that a later call cannot
+/// pass on what an earlier one left; nothing is written past the length.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reductions_across_nodes_of_several_pes_reach_every_member_round_after_round() {
     let layouts: [(&[usize], Option<usize>); 5] = [
@@ -251,8 +252,9 @@ async fn reductions_across_nodes_of_several_pes_reach_every_member_round_after_r
         .into_iter()
         .flat_map(|l| [(l, usize::MAX), (l, 4096)])
         .flat_map(|l| [(l, false), (l, true)])
+        .filter(|(((_, flat), _), shared)| flat.is_none() || !shared)
     {
-        // The node's combining shared by its members from 1 KiB read by its leader, so
+        // The node's combining shared by its members above 1 KiB read by its leader, so
         // that all but the shortest length share it; by default, no length here does.
         let config = match (flat, shared) {
             (Some(_), _) => |dp: &DataPlane| TeamConfig {
@@ -317,7 +319,9 @@ async fn summing_rounds(dp: &DataPlane, world: &Team, me: usize, n: usize) {
 
 /// Members that pass another length than the others, on nodes of several PEs: a member that
 /// is not its node's leader, a leader, and, on three nodes, a member whose disagreement has
-/// to reach a leader of a node it is not on. Every member's reduction fails with
+/// to reach a leader of a node it is not on; with the node's combining shared and not, and
+/// with a limit between the two lengths, so that a leader shares it where its odd member
+/// would not, and the other way round. Every member's reduction fails with
 /// `CollectiveMismatch`; none waits for the others forever.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reduction_of_another_length_on_a_node_of_several_pes_fails_on_every_member() {
@@ -327,7 +331,20 @@ async fn a_reduction_of_another_length_on_a_node_of_several_pes_fails_on_every_m
         (&[0, 1, 1, 2, 2, 2], 4),
     ];
     let configs = [no_eager_slots, shared_combining];
-    for ((nodes, odd), config) in cases.into_iter().flat_map(|c| configs.map(|f| (c, f))) {
+    let straddling = |dp: &DataPlane| TeamConfig {
+        large_bytes: (LEN - 1) * 8,
+        ..no_eager_slots(dp)
+    };
+    let between: [(&[usize], usize); 2] = [(&[0, 0, 1, 1], 1), (&[0, 0, 1, 1], 0)];
+    let all = cases
+        .into_iter()
+        .flat_map(|c| configs.map(|f| (c, f)))
+        .chain(
+            between
+                .into_iter()
+                .map(|c| (c, straddling as fn(&DataPlane) -> TeamConfig)),
+        );
+    for ((nodes, odd), config) in all {
         on_every_pe(
             nodes_laid_out(nodes, usize::MAX),
             config,
@@ -355,14 +372,18 @@ async fn a_reduction_of_another_length_on_a_node_of_several_pes_fails_on_every_m
 /// magnitudes, whose sum depends on the order of its terms.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_floating_point_sum_by_node_gives_every_member_the_same_bits() {
-    for config in [no_eager_slots, shared_combining] {
-        every_member_gets_the_same_bits(config).await;
-    }
+    let alone = every_member_gets_the_same_bits(no_eager_slots).await;
+    let shared = every_member_gets_the_same_bits(shared_combining).await;
+    let differs = (0..LEN).find(|&i| alone[i] != shared[i]);
+    assert_eq!(
+        differs, None,
+        "the first element whose bits differ, shared or not"
+    );
 }
 
 /// [`a_floating_point_sum_by_node_gives_every_member_the_same_bits`] with the teams'
-/// configuration `config`.
-async fn every_member_gets_the_same_bits(config: fn(&DataPlane) -> TeamConfig) {
+/// configuration `config`; returns the bits every member got.
+async fn every_member_gets_the_same_bits(config: fn(&DataPlane) -> TeamConfig) -> Vec<u64> {
     let nodes = [0, 1, 1, 2, 2, 2];
     let results = Arc::new(std::sync::Mutex::new(vec![Vec::new(); nodes.len()]));
     let kept = results.clone();
@@ -401,4 +422,5 @@ async fn every_member_gets_the_same_bits(config: fn(&DataPlane) -> TeamConfig) {
             "PE {pe} against PE 0: the first element whose bits differ"
         );
     }
+    results[0].clone()
 }
