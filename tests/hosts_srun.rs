@@ -23,40 +23,48 @@ fn pe_entry() {
     common::host_pe::act_if_asked();
 }
 
-/// Two namespace hosts and a Slurm cluster over them, or `None` where either cannot be made
+/// A job's nodes and PEs on each node.
+type Layout = (usize, usize);
+
+/// `n` namespace hosts and a Slurm cluster over them, or `None` where either cannot be made
 /// (each says why).
-fn cluster() -> Option<(Hosts, Cluster)> {
+fn cluster(n: usize) -> Option<(Hosts, Cluster)> {
     if !netns::fabric_available() {
         return None;
     }
-    let hosts = Hosts::make(2)?;
+    let hosts = Hosts::make(n)?;
     let cluster = Cluster::make(&hosts)?;
     Some((hosts, cluster))
 }
 
-/// `srun` of this test binary's PE entry as `scenario`, 2 PEs on each of `nodes` nodes,
-/// with `mpi` as `srun --mpi`; Slurm ends the job after 5 minutes, and at once where a PE
-/// fails.
-fn srun_job(cluster: &Cluster, nodes: usize, scenario: &str, mpi: &str) -> Command {
+/// `srun` of this test binary's PE entry as `scenario`, `per_node` PEs on each of `nodes`
+/// nodes, with `mpi` as `srun --mpi`; Slurm ends the job after 5 minutes, and at once where
+/// a PE fails.
+fn srun_job(cluster: &Cluster, (nodes, per_node): Layout, scenario: &str, mpi: &str) -> Command {
     let mut cmd = cluster.srun();
-    cmd.args(["-N", &nodes.to_string(), "-n", &(2 * nodes).to_string()])
-        .args(["--mpi", mpi, "--kill-on-bad-exit=1", "-t", "5"])
-        .arg(std::env::current_exe().expect("test binary"))
-        .args(["pe_entry", "--exact", "--nocapture", "--test-threads=1"])
-        .env(SCENARIO, scenario)
-        .env_remove("FERROSHMEM_BIND")
-        .env("FERROSHMEM_SYMMETRIC_SIZE", "64M")
-        .env("FERROSHMEM_BOOTSTRAP_TIMEOUT", "60s")
-        .env("RUST_BACKTRACE", "0")
-        // Each PE logs how it found the bootstrap root when it joins.
-        .env("RUST_LOG", "ferroshmem_actors=info");
+    cmd.args([
+        "-N",
+        &nodes.to_string(),
+        "-n",
+        &(per_node * nodes).to_string(),
+    ])
+    .args(["--mpi", mpi, "--kill-on-bad-exit=1", "-t", "5"])
+    .arg(std::env::current_exe().expect("test binary"))
+    .args(["pe_entry", "--exact", "--nocapture", "--test-threads=1"])
+    .env(SCENARIO, scenario)
+    .env_remove("FERROSHMEM_BIND")
+    .env("FERROSHMEM_SYMMETRIC_SIZE", "64M")
+    .env("FERROSHMEM_BOOTSTRAP_TIMEOUT", "60s")
+    .env("RUST_BACKTRACE", "0")
+    // Each PE logs how it found the bootstrap root when it joins.
+    .env("RUST_LOG", "ferroshmem_actors=info");
     cmd
 }
 
 /// Runs `srun_job` to its end, failing the test where it runs past [`c_programs::LIMIT`].
-fn run(cluster: &Cluster, nodes: usize, scenario: &str, mpi: &str) -> Output {
+fn run(cluster: &Cluster, (nodes, per_node): Layout, scenario: &str, mpi: &str) -> Output {
     let started = Instant::now();
-    let child = srun_job(cluster, nodes, scenario, mpi)
+    let child = srun_job(cluster, (nodes, per_node), scenario, mpi)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -65,7 +73,7 @@ fn run(cluster: &Cluster, nodes: usize, scenario: &str, mpi: &str) -> Output {
     let out = c_programs::finish(child, "srun");
     eprintln!(
         "srun --mpi={mpi} -N {nodes} -n {}, {scenario}: {:?} in {:?}",
-        2 * nodes,
+        per_node * nodes,
         out.status,
         started.elapsed()
     );
@@ -73,39 +81,52 @@ fn run(cluster: &Cluster, nodes: usize, scenario: &str, mpi: &str) -> Output {
 }
 
 /// PE 0's root address and the job's secret travel through Slurm's PMIx plugin: nothing is
-/// given to the PEs, PE 0's rendezvous socket (node-local) cannot reach the other host, and
-/// every scenario passes with two PEs on each host.
+/// given to the PEs, PE 0's rendezvous socket (node-local) cannot reach the other hosts,
+/// and every scenario passes with two PEs on each of two hosts.
 #[test]
 fn every_scenario_passes_under_srun_across_hosts_through_pmix() {
-    let Some((hosts, cluster)) = cluster() else {
+    every_scenario_passes((2, 2));
+}
+
+/// The same with one PE on each of three hosts.
+#[test]
+fn every_scenario_passes_under_srun_on_three_hosts_of_one_pe() {
+    every_scenario_passes((3, 1));
+}
+
+/// Every scenario under `srun --mpi=pmix`, on the hosts of `layout`: each PE passes on the
+/// host Slurm gave it, having found the root through PMIx.
+fn every_scenario_passes((nodes, per_node): Layout) {
+    let Some((hosts, cluster)) = cluster(nodes) else {
         return;
     };
-    let out = run(&cluster, 2, "all", "pmix");
+    let out = run(&cluster, (nodes, per_node), "all", "pmix");
     let all = text(&out);
+    let pes = nodes * per_node;
     assert!(out.status.success(), "{all}\n{}", cluster.logs());
-    assert_eq!(all.matches("every scenario passed").count(), 4, "{all}");
+    assert_eq!(all.matches("every scenario passed").count(), pes, "{all}");
     for address in &hosts.addresses {
         let here = all
             .matches(&format!("runs on {}", netns::host_name(address)))
             .count();
-        assert_eq!(here, 2, "PEs on host {address}:\n{all}");
+        assert_eq!(here, per_node, "PEs on host {address}:\n{all}");
     }
     let joined = all
         .lines()
         .filter(|l| l.contains("PE joined its job") && l.contains("srun"))
         .filter(|l| l.ends_with("rendezvous=Pmix"))
         .count();
-    assert_eq!(joined, 4, "every PE found the root through PMIx:\n{all}");
+    assert_eq!(joined, pes, "every PE found the root through PMIx:\n{all}");
 }
 
 /// The collective scenarios (every collective on teams that span the two hosts) pass under
 /// `srun` too.
 #[test]
 fn every_collective_scenario_passes_under_srun_across_hosts() {
-    let Some((_hosts, cluster)) = cluster() else {
+    let Some((_hosts, cluster)) = cluster(2) else {
         return;
     };
-    let out = run(&cluster, 2, "collectives", "pmix");
+    let out = run(&cluster, (2, 2), "collectives", "pmix");
     let all = text(&out);
     assert!(out.status.success(), "{all}\n{}", cluster.logs());
     assert_eq!(all.matches("every scenario passed").count(), 4, "{all}");
@@ -114,10 +135,10 @@ fn every_collective_scenario_passes_under_srun_across_hosts() {
 /// On one node without PMIx, PE 0 hands the root out on its rendezvous socket.
 #[test]
 fn a_job_on_one_node_under_srun_without_pmix_finds_the_root_on_the_rendezvous_socket() {
-    let Some((hosts, cluster)) = cluster() else {
+    let Some((hosts, cluster)) = cluster(2) else {
         return;
     };
-    let out = run(&cluster, 1, "rma", "none");
+    let out = run(&cluster, (1, 2), "rma", "none");
     let all = text(&out);
     assert!(out.status.success(), "{all}\n{}", cluster.logs());
     assert_eq!(all.matches("every scenario passed").count(), 2, "{all}");
@@ -142,10 +163,10 @@ fn a_job_on_one_node_under_srun_without_pmix_finds_the_root_on_the_rendezvous_so
 /// waiting for a root it cannot find.
 #[test]
 fn a_job_under_srun_without_pmix_fails_at_init_saying_what_to_give() {
-    let Some((_hosts, cluster)) = cluster() else {
+    let Some((_hosts, cluster)) = cluster(2) else {
         return;
     };
-    let out = run(&cluster, 2, "rma", "none");
+    let out = run(&cluster, (2, 2), "rma", "none");
     let all = text(&out);
     assert!(!out.status.success(), "{all}");
     let refused = all
@@ -160,12 +181,12 @@ fn a_job_under_srun_without_pmix_fails_at_init_saying_what_to_give() {
 /// `PeerLost` naming it, and `srun` (`--kill-on-bad-exit`) stops the job and exits non-zero.
 #[test]
 fn a_pe_killed_under_srun_ends_every_wait_with_peer_lost() {
-    let Some((_hosts, cluster)) = cluster() else {
+    let Some((_hosts, cluster)) = cluster(2) else {
         return;
     };
     let report = std::env::temp_dir().join(format!("fsh-report-srun-{}", std::process::id()));
     let _ = std::fs::remove_file(&report);
-    let child = srun_job(&cluster, 2, "kill-remote", "pmix")
+    let child = srun_job(&cluster, (2, 2), "kill-remote", "pmix")
         .env(REPORT, &report)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -194,7 +215,7 @@ fn every_c_program_passes_under_srun_across_hosts() {
     if !have_cc() {
         return;
     }
-    let Some((_hosts, cluster)) = cluster() else {
+    let Some((_hosts, cluster)) = cluster(2) else {
         return;
     };
     let names = families();
