@@ -2,7 +2,8 @@
 //! controller in this machine's own network namespace, on the hosts' bridge, and one `slurmd`
 //! in each host, under that host's name. Made as root where Slurm is installed (`.ci/run`
 //! installs it); [`Cluster::make`] says why and returns `None` otherwise. The daemons are
-//! stopped and their files deleted when the value is dropped.
+//! stopped and their files deleted when the value is dropped, and get SIGTERM if the test
+//! process dies first (killed: its namespace hosts stay, as every such test's do).
 //!
 //! # What the daemons get
 //! - No authentication (`auth/none`, `cred/none`): they all run as root on one machine.
@@ -102,6 +103,7 @@ impl Cluster {
             ("slurmctld", "slurmctld"),
             ("slurmd", "slurmd"),
             ("srun", "slurm-client"),
+            ("setpriv", "util-linux"),
         ];
         if !programs.iter().all(|(p, package)| installed(p, package)) || !has_auth_none() {
             return None;
@@ -120,10 +122,13 @@ impl Cluster {
         Some(cluster)
     }
 
-    /// `srun`, talking to this cluster.
+    /// `srun`, talking to this cluster; SIGTERM'd, so that it stops its job, if the thread
+    /// that starts it ends first (a killed test).
     pub fn srun(&self) -> Command {
-        let mut cmd = Command::new(program("srun"));
-        cmd.env("SLURM_CONF", &self.conf);
+        let mut cmd = Command::new("setpriv");
+        cmd.args(["--pdeathsig", "TERM"])
+            .arg(program("srun"))
+            .env("SLURM_CONF", &self.conf);
         cmd
     }
 
@@ -183,12 +188,15 @@ impl Cluster {
     }
 
     /// Starts the controller (under the host name its configuration gives it) and each
-    /// host's `slurmd`, in the foreground, their output in the cluster's directory.
+    /// host's `slurmd`, in the foreground, their output in the cluster's directory. Each is
+    /// this thread's child (every program before it replaces itself) and gets SIGTERM when
+    /// the thread ends (`setpriv --pdeathsig`): a test process that is killed leaves no
+    /// daemon behind. The thread that makes the cluster drops it, before it ends.
     fn start(&mut self, hosts: &Hosts) -> std::io::Result<()> {
         let log = |name: &str| std::fs::File::create(self.dir.join(name));
         let controller = Command::new("unshare")
             .args(["--uts", "sh", "-c"])
-            .arg(r#"hostname fsh-ctl && exec "$2" -D -i -f "$1""#)
+            .arg(r#"hostname fsh-ctl && exec setpriv --pdeathsig TERM "$2" -D -i -f "$1""#)
             .arg("sh")
             .arg(&self.conf)
             .arg(program("slurmctld"))
@@ -205,7 +213,7 @@ impl Cluster {
                 .args(["sh", "-c"])
                 .arg(
                     r#"mount -t tmpfs tmpfs /sys/fs/cgroup && mount -t tmpfs tmpfs "$3" &&
-                       hostname "$1" && exec "$4" -D -f "$2" -N "$1""#,
+                       hostname "$1" && exec setpriv --pdeathsig TERM "$4" -D -f "$2" -N "$1""#,
                 )
                 .arg("sh")
                 .arg(&name)
