@@ -53,6 +53,8 @@ use std::io::IoSlice;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use rustix::net::{sendmsg, SendAncillaryBuffer, SendFlags};
+use tokio::io::Interest;
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::Notify;
@@ -256,8 +258,7 @@ impl SocketOutbox {
         let held = self.shared.hosts_root && self.shared.backlogs.any();
         let mut taken = 0;
         if backlog.unwritten().is_empty() && !held {
-            let parts = [IoSlice::new(&length), IoSlice::new(body)];
-            match self.shared.socket.try_write_vectored(&parts) {
+            match self.shared.try_send_frame(&length, body) {
                 Ok(n) => taken = n,
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
                 Err(_) => {
@@ -287,6 +288,28 @@ impl Drop for SocketOutbox {
         self.shared.count_out(&mut backlog);
         drop(backlog);
         self.shared.more.notify_one();
+    }
+}
+
+impl Shared {
+    /// Hands the kernel what it takes at once of `length` then `body`, in one call.
+    ///
+    /// `sendmsg` with `MSG_NOSIGNAL`, never `writev`: a write to a connection its PE has
+    /// closed must fail with `EPIPE`, not raise `SIGPIPE`, which ends the process where the
+    /// hub runs in a PE of a C program (under `mpirun` or `srun`) that keeps the signal's
+    /// default action. Rust's own `write` sends with that flag; its `write_vectored` does not.
+    fn try_send_frame(&self, length: &[u8], body: &[u8]) -> std::io::Result<usize> {
+        let parts = [IoSlice::new(length), IoSlice::new(body)];
+        let stream: &tokio::net::TcpStream = self.socket.as_ref();
+        stream.try_io(Interest::WRITABLE, || {
+            sendmsg(
+                stream,
+                &parts,
+                &mut SendAncillaryBuffer::default(),
+                SendFlags::NOSIGNAL,
+            )
+            .map_err(std::io::Error::from)
+        })
     }
 }
 
@@ -563,6 +586,60 @@ mod tests {
             drop(other_pe);
             other
         });
+    }
+
+    /// Runs `send` with `SIGPIPE` blocked on this thread; says whether it raised one here
+    /// (a blocked signal stays pending, and is taken back before the mask is restored).
+    #[allow(unsafe_code)]
+    fn raises_sigpipe(send: impl FnOnce()) -> bool {
+        // SAFETY: the sets are plain local values that sigemptyset initialises before any
+        // other use; the mask changes only this thread's, and is restored before returning;
+        // sigtimedwait with a zero timeout takes a pending SIGPIPE without waiting.
+        unsafe {
+            let mut pipe: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut pipe);
+            libc::sigaddset(&mut pipe, libc::SIGPIPE);
+            let mut before: libc::sigset_t = std::mem::zeroed();
+            libc::pthread_sigmask(libc::SIG_BLOCK, &pipe, &mut before);
+            send();
+            let mut pending: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut pending);
+            libc::sigpending(&mut pending);
+            let raised = libc::sigismember(&pending, libc::SIGPIPE) == 1;
+            let now = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            while libc::sigtimedwait(&pipe, std::ptr::null_mut(), &now) == libc::SIGPIPE {}
+            libc::pthread_sigmask(libc::SIG_SETMASK, &before, std::ptr::null_mut());
+            raised
+        }
+    }
+
+    #[test]
+    fn a_send_to_a_pe_that_closed_its_connection_fails_without_raising_sigpipe() {
+        // The hub may run in a C program's PE, where SIGPIPE keeps its default action: the
+        // end of that process.
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let (outbox, pe) = pair(&rt, 64 << 10);
+        let outbox = Outbox::Socket(outbox);
+        drop(pe);
+        let mut sent = Ok(());
+        let raised = raises_sigpipe(|| {
+            // The first write after the close may be taken; the PE's reset then fails the next.
+            for _ in 0..100 {
+                sent = outbox.send(ToPe::Finished { pe: 3 });
+                if sent.is_err() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        });
+        assert_eq!(sent, Err(Closed), "the PE's end closed");
+        assert!(!raised, "a write to the closed connection raised SIGPIPE");
     }
 
     #[test]
