@@ -31,7 +31,10 @@
 //! `--only NAME` (measure only that collective, e.g. to profile it), `--dest-ready` (measure
 //! on a copy of the world team whose callers make every `dest` ready before a call, as
 //! OpenSHMEM's do and this benchmark's `barrier_all` between calls does:
-//! `TeamConfig::dest_ready`, the C library's teams' setting; the C twin ignores the flag).
+//! `TeamConfig::dest_ready`, the C library's teams' setting; the C twin ignores the flag),
+//! `--flat-max-pes N` (measure on a copy of the world team whose flat limit is N:
+//! `TeamConfig::flat_max_pes`, e.g. to run a team of 3 nodes as one of more nodes than its
+//! limit; such a team of more members than N has no eager slots).
 //! Other arguments (cargo's `--bench`) are ignored.
 
 use std::process::ExitCode;
@@ -57,6 +60,7 @@ struct Config {
     pes: usize,
     only: Option<Op>,
     dest_ready: bool,
+    flat_max_pes: Option<usize>,
 }
 
 impl Config {
@@ -69,6 +73,7 @@ impl Config {
             pes: 2,
             only: None,
             dest_ready: false,
+            flat_max_pes: None,
         };
         let mut args = std::env::args().skip(1);
         while let Some(arg) = args.next() {
@@ -82,7 +87,13 @@ impl Config {
             };
             if !matches!(
                 key.as_str(),
-                "--iters" | "--warmup" | "--reps" | "--bw-mib" | "--pes" | "--only"
+                "--iters"
+                    | "--warmup"
+                    | "--reps"
+                    | "--bw-mib"
+                    | "--pes"
+                    | "--only"
+                    | "--flat-max-pes"
             ) {
                 continue;
             }
@@ -105,6 +116,7 @@ impl Config {
                 "--warmup" => cfg.warmup = n,
                 "--reps" => cfg.reps = n,
                 "--bw-mib" => cfg.bw_bytes = n << 20,
+                "--flat-max-pes" => cfg.flat_max_pes = Some(n),
                 _ => cfg.pes = n,
             }
         }
@@ -283,10 +295,12 @@ async fn measure(pe: &Pe, team: &Team, b: &Bufs, op: Op, size: usize, cfg: Confi
 async fn bench(pe: Pe, cfg: Config) -> Result<Vec<Figure>> {
     let pes = pe.n_pes();
     let world = pe.team_world();
-    let team = match cfg.dest_ready {
+    let copied = cfg.dest_ready || cfg.flat_max_pes.is_some();
+    let team = match copied {
         true => {
             let config = TeamConfig {
-                dest_ready: true,
+                dest_ready: cfg.dest_ready || world.config().dest_ready,
+                flat_max_pes: cfg.flat_max_pes.unwrap_or(world.config().flat_max_pes),
                 ..world.config()
             };
             let copy = world.split_strided_with(0, 1, pes, config).await?;
@@ -316,7 +330,7 @@ async fn bench(pe: Pe, cfg: Config) -> Result<Vec<Figure>> {
             });
         }
     }
-    if cfg.dest_ready {
+    if copied {
         team.destroy().await?;
     }
     pe.free(b.times).await?;
@@ -359,10 +373,13 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let contract = match cfg.dest_ready {
-        true => "; callers make every dest ready (TeamConfig::dest_ready)",
-        false => "",
+    let mut contract = match cfg.dest_ready {
+        true => "; callers make every dest ready (TeamConfig::dest_ready)".to_string(),
+        false => String::new(),
     };
+    if let Some(n) = cfg.flat_max_pes {
+        contract.push_str(&format!("; flat limit {n} (TeamConfig::flat_max_pes)"));
+    }
     let (mode, pes, workers) = match &launched {
         Some(env) => (
             format!("launched by {} (one PE per process)", env.launcher),

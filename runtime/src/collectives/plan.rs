@@ -23,7 +23,11 @@
 //!   members (`reduce_nodes.rs`). Every leader's link carries 2(L − 1)/L of the elements
 //!   each way, all leaders at once, where a tree carried all of them through member 0's, up
 //!   then down. A team with more nodes than its flat limit keeps the tree, rooted at
-//!   member 0.
+//!   member 0, for reductions below `large_bytes` only: the tree by node is a star of the
+//!   nodes' heads under member 0, whose link then carries (L − 1) times the elements each
+//!   way, and which sends and receives as many messages as each leader does when they
+//!   split the elements (L − 1 partials in, L − 1 results out), so splitting costs the
+//!   leaders no more messages each, only a connection to every other leader.
 //! - Eager sizes go through the eager slots by node: a broadcast's root writes to its own
 //!   node's members and the other nodes' leaders, who pass the message on to their members;
 //!   reductions, and `fcollect` and `alltoall` whose messages fit a slot, go from the
@@ -225,7 +229,9 @@ impl Plan {
             ReduceAlgorithm::EagerByNode
         } else if self.eager(bytes) {
             ReduceAlgorithm::Eager
-        } else if self.nodes.layered() && self.nodes.nodes() <= self.config.flat_max_pes {
+        } else if self.nodes.layered()
+            && (self.nodes.nodes() <= self.config.flat_max_pes || self.large(bytes))
+        {
             ReduceAlgorithm::ScatteredByNode
         } else if self.nodes.layered() {
             ReduceAlgorithm::Tree(Shape::Nodes)
@@ -479,15 +485,20 @@ mod tests {
         }
         let no_slots = Plan::new(&[0, 0, 1, 1], TeamConfig::default(), false);
         assert_eq!(no_slots.reduce(8), ReduceAlgorithm::ScatteredByNode);
-        // More nodes than the flat limit: the leaders no longer each talk to every other.
+        // More nodes than the flat limit: the leaders no longer each talk to every other,
+        // but for large reductions, which the tree would funnel through member 0.
         let narrow = TeamConfig {
             flat_max_pes: 2,
             ..TeamConfig::default()
         };
         let many_nodes = Plan::new(&[0, 0, 1, 2], narrow, false);
         assert_eq!(
-            many_nodes.reduce(1 << 20),
+            many_nodes.reduce((64 << 10) - 1),
             ReduceAlgorithm::Tree(Shape::Nodes)
+        );
+        assert_eq!(
+            many_nodes.reduce(64 << 10),
+            ReduceAlgorithm::ScatteredByNode
         );
         let at_the_limit = Plan::new(&[0, 0, 1], narrow, false);
         assert_eq!(

@@ -40,7 +40,8 @@
 //! partials and theirs of its own, then the parts pushed both ways), every leader's at
 //! once, and each leader combines 1/L of them; the tree that went before (every partial up
 //! to member 0, the result back down) carried all of them through member 0's link, up then
-//! down, and combined all of them there.
+//! down, and combined all of them there. Teams of more than `flat_max_pes` nodes run this
+//! form from `large_bytes` up, and the tree below it ([`Plan::reduce`](super::plan::Plan::reduce)).
 //!
 //! A leader returns once the others' parts have landed in its `dest` (each sent after its
 //! sender read this leader's partial), its own pushes have landed and its members have

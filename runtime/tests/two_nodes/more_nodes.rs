@@ -235,7 +235,8 @@ async fn moving_rounds(dp: &DataPlane, world: &Team, me: usize, n: usize) {
 /// leave some leader an empty part, that do not split evenly, and whole; into another buffer
 /// and in place; with writes of any length kept in order and with writes above 4 KiB landing
 /// late; with the node's combining shared by its members and done by its leader alone. A
-/// team with more nodes than its flat limit goes up and down the tree by node instead.
+/// team with more nodes than its flat limit goes up and down the tree by node instead, but
+/// from `large_bytes` up (1 KiB with the combining shared: all but the shortest length).
 /// Every member spoils its buffers as soon as its call returns, so that a later call cannot
 /// pass on what an earlier one left; nothing is written past the length.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -245,21 +246,25 @@ async fn reductions_across_nodes_of_several_pes_reach_every_member_round_after_r
         (&[0, 0, 0, 1], None),
         (&[0, 1, 1, 2, 2, 2], None),
         (&[1, 0, 1, 0], None),
-        // Five nodes over a flat limit of four: the tree by node.
+        // Five nodes over a flat limit of four: the tree by node, or, from large_bytes up,
+        // the elements split among the five leaders.
         (&[0, 0, 1, 2, 3, 4], Some(4)),
     ];
     for (((nodes, flat), ordered), shared) in layouts
         .into_iter()
         .flat_map(|l| [(l, usize::MAX), (l, 4096)])
         .flat_map(|l| [(l, false), (l, true)])
-        .filter(|(((_, flat), _), shared)| flat.is_none() || !shared)
     {
         // The node's combining shared by its members above 1 KiB read by its leader, so
         // that all but the shortest length share it; by default, no length here does.
         let config = match (flat, shared) {
-            (Some(_), _) => |dp: &DataPlane| TeamConfig {
+            (Some(_), false) => |dp: &DataPlane| TeamConfig {
                 flat_max_pes: 4,
                 ..no_eager_slots(dp)
+            },
+            (Some(_), true) => |dp: &DataPlane| TeamConfig {
+                flat_max_pes: 4,
+                ..shared_combining(dp)
             },
             (None, true) => shared_combining,
             (None, false) => no_eager_slots,
