@@ -158,6 +158,11 @@ impl Team {
         }
         let shape = match self.inner.plan.broadcast(bytes) {
             BroadcastAlgorithm::Tree(shape) => shape,
+            BroadcastAlgorithm::ScatteredByNode => {
+                return self
+                    .scattered_broadcast(op, (dest, source), (root, root_copies), desc)
+                    .await
+            }
             eager => {
                 return self
                     .eager_broadcast(op, eager, (dest, source), (root, root_copies), desc)

@@ -42,28 +42,34 @@ use crate::team::region::{value, Layout};
 use crate::team::{Op, Team};
 
 /// The parent's signal at a child: the data is there to pull, or has landed.
-const READY: usize = 0;
+pub(super) const READY: usize = 0;
 /// The parent's signal at a pushed child: no data comes, members disagree.
 const REFUSED: usize = 1;
 /// A pushed child's signal at its parent: it has entered the call.
-const ENTERED: usize = 1;
+pub(super) const ENTERED: usize = 1;
 /// A child's signal at its parent: it has the data (or has found the mismatch).
 const DONE: usize = 2;
+/// Where in a member's `ack` line its entry's descriptor goes (bytes from the line's
+/// start), apart from its acknowledgement's verdict (the word after the value): a pushed
+/// child that has acknowledged may return and enter the next call, and its entry there must
+/// not overwrite the verdict its parent has yet to read. The verdict's own next writing
+/// comes only after the parent's next `READY`, once it has read it.
+pub(super) const ENTRY_DESC: usize = 16;
 
-/// A tree broadcast's fixed inputs on one member.
+/// A broadcast's fixed inputs on one member (down a tree or scattered among the heads).
 #[derive(Clone, Copy)]
-struct Call<'d, 's, T: Pod> {
-    dest: SymSlice<'d, T>,
-    source: SymSlice<'s, T>,
-    root: usize,
-    seq: u64,
-    desc: u64,
+pub(super) struct Call<'d, 's, T: Pod> {
+    pub dest: SymSlice<'d, T>,
+    pub source: SymSlice<'s, T>,
+    pub root: usize,
+    pub seq: u64,
+    pub desc: u64,
 }
 
 impl<'d, 's, T: Pod> Call<'d, 's, T> {
     /// The buffer member `member` passes the data on from: the root's `source`, an inner
     /// member's `dest` (their symmetric address, the same on every member).
-    fn passed_on_by(&self, member: usize) -> SymSlice<'_, T> {
+    pub fn passed_on_by(&self, member: usize) -> SymSlice<'_, T> {
         match member == self.root {
             true => self.source,
             false => self.dest,
@@ -82,7 +88,6 @@ impl Team {
         desc: u64,
     ) -> Result<()> {
         let me = self.my_pe();
-        let layout = self.inner.layout;
         let seq = op.next_seq();
         let call = Call {
             dest,
@@ -97,10 +102,7 @@ impl Team {
             None => desc,
         };
         let children = tree.children(me);
-        for &c in children.iter().filter(|&&c| self.shares_node(c)) {
-            let ready = value(seq, READY);
-            self.post(c, layout.sig(me), ready, layout.sig(me) + 8, &[forward])?;
-        }
+        self.release_pulling(&children, seq, forward)?;
         let landings = match self.inner.plan.nodes.nodes() {
             1 => Vec::new(),
             _ => {
@@ -115,10 +117,34 @@ impl Team {
         for landing in landings {
             landing.landed(self).await?;
         }
+        self.children_done(op, &children, seq, forward).await
+    }
+
+    /// Tells those of `children` on this node that the data is there to read in place
+    /// (`READY`, with what this member forwards).
+    pub(super) fn release_pulling(&self, children: &[usize], seq: u64, forward: u64) -> Result<()> {
+        let (me, layout) = (self.my_pe(), self.inner.layout);
+        for &c in children.iter().filter(|&&c| self.shares_node(c)) {
+            let ready = value(seq, READY);
+            self.post(c, layout.sig(me), ready, layout.sig(me) + 8, &[forward])?;
+        }
+        Ok(())
+    }
+
+    /// Waits for every one of `children` to acknowledge (`DONE`), and rejects the call
+    /// where one's verdict differs from what this member forwarded.
+    pub(super) async fn children_done(
+        &self,
+        op: &mut Op<'_>,
+        children: &[usize],
+        seq: u64,
+        forward: u64,
+    ) -> Result<()> {
+        let layout = self.inner.layout;
         let done = value(seq, DONE);
-        self.wait_words("broadcast", Layout::ack, &children, done)
+        self.wait_words("broadcast", Layout::ack, children, done)
             .await?;
-        for &c in &children {
+        for &c in children {
             let verdict = self.local(layout.ack(c) + 8).load(Ordering::Acquire);
             if let Err(e) = agree(forward, verdict, c) {
                 op.reject(e);
@@ -130,7 +156,7 @@ impl Team {
     /// A non-root member's receiving part: the data from `parent` into `dest`, pulled or
     /// pushed, then its acknowledgement. Returns what this member forwards to its children:
     /// the call's descriptor, or [`DISAGREED`] where it found members disagreeing.
-    async fn tree_broadcast_receive<T: Pod>(
+    pub(super) async fn tree_broadcast_receive<T: Pod>(
         &self,
         op: &mut Op<'_>,
         parent: usize,
@@ -141,7 +167,8 @@ impl Team {
         let pushed = !self.shares_node(parent);
         if pushed {
             let entered = value(seq, ENTERED);
-            self.post(parent, layout.ack(me), entered, layout.ack(me) + 8, &[desc])?;
+            let at = layout.ack(me) + ENTRY_DESC;
+            self.post(parent, layout.ack(me), entered, at, &[desc])?;
         }
         let ready = value(seq, READY);
         self.wait_word("broadcast", layout.sig(parent), ready)
@@ -215,7 +242,9 @@ impl Team {
     ) -> Result<Option<Posted>> {
         let (me, layout) = (self.my_pe(), self.inner.layout);
         let Call { seq, desc, .. } = call;
-        let theirs = self.local(layout.ack(c) + 8).load(Ordering::Acquire);
+        let theirs = self
+            .local(layout.ack(c) + ENTRY_DESC)
+            .load(Ordering::Acquire);
         let agreed = agree(desc, theirs, c);
         if forward == desc && agreed.is_ok() {
             let from = call.passed_on_by(me);

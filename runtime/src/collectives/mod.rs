@@ -100,6 +100,7 @@ mod alltoall;
 mod alltoall_nodes;
 mod broadcast;
 mod broadcast_nodes;
+mod broadcast_scatter;
 mod broadcast_tree;
 mod eager;
 mod gather;

@@ -14,7 +14,11 @@
 //!   dissemination among many nodes), and each leader releases its node.
 //! - `broadcast` above the eager sizes runs down a two-level tree: the root has its own
 //!   node's members and the other nodes' leaders as children, each leader its node's
-//!   members. One transfer crosses the fabric per node, not one per member.
+//!   members. One transfer crosses the fabric per node, not one per member. From
+//!   `large_bytes` up on three nodes or more, the root instead pushes one part to each
+//!   other node's leader, which pushes it on to the other leaders (`broadcast_scatter.rs`):
+//!   the root's link carries the message once, not once per other node. So do teams of one
+//!   member per node.
 //! - Reductions above the eager sizes go through the leaders: each node's contributions are
 //!   combined into its leader's `dest` (by its members, each a part of the elements, where
 //!   the leader alone would read more than `large_bytes` of theirs), the leaders
@@ -60,6 +64,11 @@ use super::shapes::Shape;
 /// against one one-way message).
 const EAGER_BEFORE_PAIRWISE: usize = 1024;
 
+/// Broadcasts of `large_bytes` and more are scattered among the node heads from this many
+/// nodes: at 2, the root's link carries the message once either way, and the tree by node
+/// moves it in one hop where scattering takes two.
+const SCATTERED_BROADCAST_MIN_NODES: usize = 3;
+
 /// How a team syncs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum SyncAlgorithm {
@@ -82,6 +91,9 @@ pub(crate) enum BroadcastAlgorithm {
     /// Down a tree: members on their parent's node read its buffer, members on another
     /// node have the data pushed into theirs (`broadcast_tree.rs`).
     Tree(Shape),
+    /// A part pushed to each other node's head, which pushes it on to the other heads;
+    /// each node's members read the whole from their head (`broadcast_scatter.rs`).
+    ScatteredByNode,
 }
 
 /// How a reduction runs.
@@ -214,6 +226,8 @@ impl Plan {
             BroadcastAlgorithm::EagerByNode
         } else if self.eager_broadcast(bytes) {
             BroadcastAlgorithm::Eager
+        } else if self.nodes.nodes() >= SCATTERED_BROADCAST_MIN_NODES && self.large(bytes) {
+            BroadcastAlgorithm::ScatteredByNode
         } else if self.nodes.layered() {
             BroadcastAlgorithm::Tree(Shape::Nodes)
         } else if self.flat() || self.large(bytes) {
@@ -499,6 +513,30 @@ mod tests {
         assert_eq!(
             many_nodes.reduce(64 << 10),
             ReduceAlgorithm::ScatteredByNode
+        );
+        // Large broadcasts on three nodes or more: scattered among the heads.
+        let three = Plan::new(&[0, 0, 1, 1, 2, 2], TeamConfig::default(), true);
+        assert_eq!(
+            three.broadcast(64 << 10),
+            BroadcastAlgorithm::ScatteredByNode
+        );
+        assert_eq!(
+            three.broadcast((64 << 10) - 1),
+            BroadcastAlgorithm::Tree(Shape::Nodes)
+        );
+        let one_each = Plan::new(&[0, 1, 2], TeamConfig::default(), true);
+        assert_eq!(
+            one_each.broadcast(1 << 20),
+            BroadcastAlgorithm::ScatteredByNode
+        );
+        let two = Plan::new(&[0, 0, 1, 1], TeamConfig::default(), true);
+        assert_eq!(
+            two.broadcast(1 << 20),
+            BroadcastAlgorithm::Tree(Shape::Nodes)
+        );
+        assert_eq!(
+            plan(&[0; 4]).broadcast(1 << 20),
+            BroadcastAlgorithm::Tree(Shape::Star)
         );
         let at_the_limit = Plan::new(&[0, 0, 1], narrow, false);
         assert_eq!(

@@ -11,7 +11,7 @@
 //! | 1 | `count`: this member's element count of a `collect` | the member itself |
 //! | n (n ≤ 4) or ⌈log₂ n⌉ | sync line of member `j` (flat syncs) or of round `r` (dissemination): epoch, then two (lowest, highest) descriptor pairs (by epoch parity), each followed by a spare word; last, the mark word of this member's pair with `j` in a pairwise `alltoall` (`Layout::pair_word`) | member `j`, or member `me − 2^r` |
 //! | n | `sig[j]`: signal from member `j` (value, descriptor) | member `j` |
-//! | n | `ack[j]`: acknowledgement from member `j` (value, verdict); in a tree broadcast, first its entry (value, descriptor) where `j` is a child on another node | member `j` |
+//! | n | `ack[j]`: acknowledgement from member `j` (value, verdict); in a broadcast, first its entry (value, then its descriptor in the third word, clear of the verdict that its parent may still have to read from the last call) where `j` is a child on another node or a node's head | member `j` |
 //! | n | `credit[j]`: eager messages of this member that `j` has consumed | member `j` |
 //! | 2n slots | eager slot `(j, parity)`: a header (message number + 1, length with the call's number in its top 24 bits, descriptor, credit), then up to `eager_bytes` of data, in the same lines, and a word to spare (a remote message's flag value) | member `j` |
 //! | n | `up[j]`: member `j`'s arrival at its node's leader in a sync by node (epoch, lowest and highest descriptor); last, on a team of one node, the claim word of this member's pair with a higher-numbered `j` in a pairwise `alltoall` (`Layout::claim_word`) | member `j`; the claim word by both members of the pair |

@@ -429,3 +429,131 @@ async fn every_member_gets_the_same_bits(config: fn(&DataPlane) -> TeamConfig) -
     }
     results[0].clone()
 }
+
+/// [`no_eager_slots`], with broadcasts of 1 KiB and more scattered among the node heads on
+/// three nodes or more ([`TeamConfig::large_bytes`]).
+fn scattered_broadcasts(dp: &DataPlane) -> TeamConfig {
+    TeamConfig {
+        large_bytes: 1024,
+        ..no_eager_slots(dp)
+    }
+}
+
+/// Broadcasts on three nodes or more, from every root, scattered among the node heads and
+/// down the tree: lengths under the limit (down the tree), that split unevenly among the
+/// heads, and whole; into another buffer and in place
+/// (`dest` the root's `source`); with writes of any length kept in order and with writes
+/// above 4 KiB landing late. Nodes of several PEs (consecutive and not), of one PE each,
+/// and five nodes. Every member spoils its buffers as soon as its call returns; nothing is
+/// written past the length.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn broadcasts_scattered_among_the_node_heads_reach_every_member_from_every_root() {
+    let layouts: [&[usize]; 4] = [
+        &[0, 0, 1, 1, 2, 2],
+        &[0, 1, 2],
+        &[1, 0, 2, 1, 0],
+        &[0, 0, 1, 2, 3, 4],
+    ];
+    // Down the tree too (`large_bytes` out of reach), whose pushed children enter the next
+    // call, of another length, while their parent may still read their acknowledgement.
+    let tree_only = |dp: &DataPlane| TeamConfig {
+        large_bytes: usize::MAX,
+        ..no_eager_slots(dp)
+    };
+    for ((nodes, ordered), config) in layouts
+        .into_iter()
+        .flat_map(|l| [(l, usize::MAX), (l, 4096)])
+        .flat_map(|l| {
+            [
+                (l, scattered_broadcasts as fn(&DataPlane) -> TeamConfig),
+                (l, tree_only),
+            ]
+        })
+    {
+        let n = nodes.len();
+        on_every_pe(
+            nodes_laid_out(nodes, ordered),
+            config,
+            move |dp, world, me| async move { broadcasting_rounds(&dp, &world, me, n).await },
+        )
+        .await;
+    }
+}
+
+/// One PE's rounds of
+/// [`broadcasts_scattered_among_the_node_heads_reach_every_member_from_every_root`].
+async fn broadcasting_rounds(dp: &DataPlane, world: &Team, me: usize, n: usize) {
+    let (source, dest) = source_and_dest();
+    let mut got = vec![0; LEN];
+    let calls = (0..n).flat_map(|root| {
+        [2, 1001, LEN]
+            .into_iter()
+            .flat_map(move |len| [(root, len, false), (root, len, true)])
+    });
+    for (call, (root, len, in_place)) in calls.enumerate() {
+        let mine: Vec<u64> = (0..len).map(|i| element(call, me, i)).collect();
+        dp.put(source.slice(..len), &mine, me)
+            .await
+            .expect("source filled");
+        let into = if in_place { &source } else { &dest };
+        let sent = world.broadcast(into.slice(..len), source.slice(..len), root);
+        let done = timeout(BOUND, sent).await;
+        read_and_clear(dp, into, &mut got, me).await;
+        dp.put(&source, &[u64::MAX; LEN], me)
+            .await
+            .expect("source spoiled");
+        let what = format!("PE {me}, root {root}, {len} elements, in place {in_place}");
+        assert!(matches!(done, Ok(Ok(()))), "{what}: {done:?}");
+        let wrong = (0..len).find(|&i| got[i] != element(call, root, i));
+        assert_eq!(wrong, None, "{what}: the first element wrong");
+        if !in_place {
+            let past = (len..LEN).find(|&i| got[i] != 0);
+            assert_eq!(past, None, "{what}: written past the length");
+        }
+    }
+}
+
+/// A scattered broadcast whose members disagree on its length (both lengths scattered): a
+/// head of another node than the root's, or a member behind such a head. Where a head
+/// differs, every member fails with `CollectiveMismatch` but the root's node-mate (released
+/// at once to read the root's `source`, as down the tree); where a member behind a head
+/// differs, that member and its head do (the head has passed its part on by then, as a
+/// tree's inner member has). Nobody waits forever, and the next broadcast reaches everyone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scattered_broadcast_of_another_length_fails_off_the_roots_node_then_the_next_works() {
+    for odd in [2, 3] {
+        on_every_pe(
+            nodes_laid_out(&[0, 0, 1, 1, 2, 2], usize::MAX),
+            scattered_broadcasts,
+            move |dp, world, me| async move {
+                let (source, dest) = source_and_dest();
+                let len = if me == odd { LEN - 1 } else { LEN };
+                let sent = world.broadcast(dest.slice(..len), source.slice(..len), 0);
+                let done = timeout(BOUND, sent).await;
+                let what = format!("PE {me}, PE {odd} odd");
+                let done = done.unwrap_or_else(|_| panic!("{what}: still waiting"));
+                let told = match odd {
+                    2 => me != 1,
+                    _ => me == 2 || me == 3,
+                };
+                if told {
+                    assert!(
+                        matches!(
+                            done,
+                            Err(ferroshmem_runtime::Error::CollectiveMismatch { .. })
+                        ),
+                        "{what}: {done:?}"
+                    );
+                }
+                let mine: Vec<u64> = (0..LEN).map(|i| element(7, me, i)).collect();
+                dp.put(&source, &mine, me).await.expect("source filled");
+                let call = world.broadcast(&dest, &source, 0);
+                expect_in_dest(&dp, me, &format!("{what}: the next"), call, |i| {
+                    element(7, 0, i)
+                })
+                .await;
+            },
+        )
+        .await;
+    }
+}
