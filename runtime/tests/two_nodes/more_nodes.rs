@@ -439,8 +439,8 @@ fn scattered_broadcasts(dp: &DataPlane) -> TeamConfig {
     }
 }
 
-/// Broadcasts on three nodes or more, from every root, scattered among the node heads and
-/// down the tree: lengths under the limit (down the tree), that split unevenly among the
+/// Broadcasts on two nodes, and on three or more, from every root, scattered among the node
+/// heads and down the tree: lengths under the limit (down the tree), that split unevenly among the
 /// heads, and whole; into another buffer and in place
 /// (`dest` the root's `source`); with writes of any length kept in order and with writes
 /// above 4 KiB landing late. Nodes of several PEs (consecutive and not), of one PE each,
@@ -448,7 +448,9 @@ fn scattered_broadcasts(dp: &DataPlane) -> TeamConfig {
 /// written past the length.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn broadcasts_scattered_among_the_node_heads_reach_every_member_from_every_root() {
-    let layouts: [&[usize]; 4] = [
+    let layouts: [&[usize]; 5] = [
+        // Two nodes: down the tree by node either way.
+        &[0, 0, 1, 1],
         &[0, 0, 1, 1, 2, 2],
         &[0, 1, 2],
         &[1, 0, 2, 1, 0],
