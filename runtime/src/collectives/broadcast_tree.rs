@@ -50,11 +50,13 @@ pub(super) const ENTERED: usize = 1;
 /// A child's signal at its parent: it has the data (or has found the mismatch).
 const DONE: usize = 2;
 /// Where in a member's `ack` line its entry's descriptor goes (bytes from the line's
-/// start), apart from its acknowledgement's verdict (the word after the value): a pushed
-/// child that has acknowledged may return and enter the next call, and its entry there must
-/// not overwrite the verdict its parent has yet to read. The verdict's own next writing
-/// comes only after the parent's next `READY`, once it has read it.
-pub(super) const ENTRY_DESC: usize = 16;
+/// start), apart from its acknowledgement's verdict (the word after the value) and the
+/// spare word after that verdict (where a post from another node has its value land): a
+/// pushed child that has acknowledged may return and enter the next call, and its entry
+/// there must not overwrite the verdict its parent has yet to read, nor the value the
+/// parent's transport has yet to publish. The verdict's own next writing comes only after
+/// the parent's next `READY`, once it has read it.
+pub(super) const ENTRY_DESC: usize = 24;
 
 /// A broadcast's fixed inputs on one member (down a tree or scattered among the heads).
 #[derive(Clone, Copy)]
