@@ -294,7 +294,6 @@ fn no_eager_slots(dp: &DataPlane) -> TeamConfig {
 /// team of `n`.
 async fn summing_rounds(dp: &DataPlane, world: &Team, me: usize, n: usize) {
     let (source, dest) = source_and_dest();
-    let mut got = vec![0; LEN];
     let calls = [2, 1001, LEN]
         .into_iter()
         .flat_map(|len| [(len, false), (len, true)]);
@@ -306,19 +305,37 @@ async fn summing_rounds(dp: &DataPlane, world: &Team, me: usize, n: usize) {
         let into = if in_place { &source } else { &dest };
         let reduced = world.reduce(ReduceOp::Sum, into.slice(..len), source.slice(..len));
         let summed = timeout(BOUND, reduced).await;
-        read_and_clear(dp, into, &mut got, me).await;
-        dp.put(&source, &[u64::MAX; LEN], me)
-            .await
-            .expect("source spoiled");
         let what = format!("PE {me}, {len} elements, in place {in_place}");
-        assert!(matches!(summed, Ok(Ok(()))), "{what}: {summed:?}");
         let sum = |i: usize| (0..n).map(|pe| element(call, pe, i)).sum::<u64>();
-        let wrong = (0..len).find(|&i| got[i] != sum(i));
-        assert_eq!(wrong, None, "{what}: the first element wrong");
-        if !in_place {
-            let past = (len..LEN).find(|&i| got[i] != 0);
-            assert_eq!(past, None, "{what}: written past the length");
-        }
+        let ended = summed.map_err(|_| "still waiting".to_string());
+        check_and_spoil(dp, me, (&source, into), (len, in_place), ended, &what, sum).await;
+    }
+}
+
+/// After a call on `len` elements into `into` (`source` itself where `in_place`) that
+/// `ended` so: reads and clears `into` and spoils `source`, so that a later call cannot pass
+/// on what this one left; then checks that the call succeeded, that `into` held `want(i)`
+/// and, where not in place, that nothing was written past the length.
+async fn check_and_spoil(
+    dp: &DataPlane,
+    me: usize,
+    (source, into): (&SymBuffer<u64>, &SymBuffer<u64>),
+    (len, in_place): (usize, bool),
+    ended: Result<ferroshmem_runtime::Result<()>, String>,
+    what: &str,
+    want: impl Fn(usize) -> u64,
+) {
+    let mut got = vec![0; LEN];
+    read_and_clear(dp, into, &mut got, me).await;
+    dp.put(source, &[u64::MAX; LEN], me)
+        .await
+        .expect("source spoiled");
+    assert!(matches!(ended, Ok(Ok(()))), "{what}: {ended:?}");
+    let wrong = (0..len).find(|&i| got[i] != want(i));
+    assert_eq!(wrong, None, "{what}: the first element wrong");
+    if !in_place {
+        let past = (len..LEN).find(|&i| got[i] != 0);
+        assert_eq!(past, None, "{what}: written past the length");
     }
 }
 
@@ -486,7 +503,6 @@ async fn broadcasts_scattered_among_the_node_heads_reach_every_member_from_every
 /// [`broadcasts_scattered_among_the_node_heads_reach_every_member_from_every_root`].
 async fn broadcasting_rounds(dp: &DataPlane, world: &Team, me: usize, n: usize) {
     let (source, dest) = source_and_dest();
-    let mut got = vec![0; LEN];
     let calls = (0..n).flat_map(|root| {
         [2, 1001, LEN]
             .into_iter()
@@ -500,18 +516,10 @@ async fn broadcasting_rounds(dp: &DataPlane, world: &Team, me: usize, n: usize) 
         let into = if in_place { &source } else { &dest };
         let sent = world.broadcast(into.slice(..len), source.slice(..len), root);
         let done = timeout(BOUND, sent).await;
-        read_and_clear(dp, into, &mut got, me).await;
-        dp.put(&source, &[u64::MAX; LEN], me)
-            .await
-            .expect("source spoiled");
         let what = format!("PE {me}, root {root}, {len} elements, in place {in_place}");
-        assert!(matches!(done, Ok(Ok(()))), "{what}: {done:?}");
-        let wrong = (0..len).find(|&i| got[i] != element(call, root, i));
-        assert_eq!(wrong, None, "{what}: the first element wrong");
-        if !in_place {
-            let past = (len..LEN).find(|&i| got[i] != 0);
-            assert_eq!(past, None, "{what}: written past the length");
-        }
+        let ended = done.map_err(|_| "still waiting".to_string());
+        let want = |i| element(call, root, i);
+        check_and_spoil(dp, me, (&source, into), (len, in_place), ended, &what, want).await;
     }
 }
 
