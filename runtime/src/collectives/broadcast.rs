@@ -159,9 +159,12 @@ impl Team {
         let shape = match self.inner.plan.broadcast(bytes) {
             BroadcastAlgorithm::Tree(shape) => shape,
             BroadcastAlgorithm::ScatteredByNode => {
-                return self
-                    .scattered_broadcast(op, (dest, source), (root, root_copies), desc)
-                    .await
+                // Boxed: inline, its state would enlarge every broadcast's future, the
+                // one-node and eager ones included, for a form whose every call crosses the
+                // fabric.
+                let scattered =
+                    self.scattered_broadcast(op, (dest, source), (root, root_copies), desc);
+                return Box::pin(scattered).await;
             }
             eager => {
                 return self
