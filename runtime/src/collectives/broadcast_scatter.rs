@@ -10,13 +10,20 @@
 //!    `dest`, with `READY` and its descriptor posted behind it.
 //! 3. A head, once its own part has come, puts it (from its `dest`), as each other head
 //!    enters, into that head's `dest`, with `READY` posted behind it on its own line there.
-//! 4. A head that holds every part releases its node's other members, which read the
-//!    message in place and acknowledge, as down the tree (`broadcast_tree.rs`); the root's
-//!    node's members read the root's `source`, released at once.
+//! 4. A head that holds every part (and has read the words that came with them)
+//!    acknowledges to the root and to every other head (`DONE`, with its verdict), then
+//!    releases its node's other members, which read the message in place and acknowledge,
+//!    as down the tree (`broadcast_tree.rs`); the root's node's members read the root's
+//!    `source`, released at once.
+//! 5. A head returns once its puts have landed and every other head and its node's members
+//!    have acknowledged; the root, once its puts have landed and every head and its node's
+//!    members have.
 //!
 //! Where descriptors differ, `READY` comes with [`DISAGREED`] in place of the descriptor
 //! and no data, and is passed on so: every head still hears from every other, so nobody is
-//! left waiting, and each reports the mismatch.
+//! left waiting, and each reports the mismatch; so does every head whose verdict another
+//! head or the root reads. An empty part (fewer elements than heads) moves no data: its
+//! `READY` comes alone.
 //!
 //! # Why
 //! Down the tree by node the root puts the whole message into every other node's leader:
@@ -31,19 +38,23 @@
 //! bytes in all, in more messages): 0.73, 1.01 and 0.93.
 //!
 //! # When the words are read
-//! A head writes its `ack` and `sig` lines at another head, and the root its `sig` line at
-//! a head, once per call each. The root and a head write into a head's `sig` line (and its
-//! `dest`) in a call only after that head has entered it, so after it has read what they
-//! wrote in the last; a head's entry into the next call comes after every part of the
-//! last reached it, each put after its sender read the entry it answered. Nobody reads
-//! another member's buffers across nodes: every byte that crosses is pushed. A head
-//! returns once its own puts have landed and its node's members have acknowledged.
+//! Within a call a head writes, at the root and at every other head, its `ack` line twice
+//! (`ENTERED`, its descriptor in the line's fourth word, then `DONE`, its verdict in the
+//! second) and its `sig` line at the other heads once (`READY`); the root writes its `sig`
+//! line at each head once. Other collectives write a member's `sig` line without waiting
+//! for it to enter (a reduction tree's child, the leaders of a reduction by node), so a
+//! sender must not return before its receiver has read the word beside its `READY`: it
+//! waits for the receiver's `DONE`, which comes after that read. The verdict beside a
+//! `DONE` is written again only after its reader's next `READY` (down a tree) or part
+//! (here), sent once the reader has finished this call; an entry's descriptor, in a word of
+//! its own, only at the writer's next entry. Nobody reads another member's buffers across
+//! nodes: every byte that crosses is pushed.
 
 use std::sync::atomic::Ordering;
 
 use bytemuck::Pod;
 
-use super::broadcast_tree::{Call, ENTERED, ENTRY_DESC, READY};
+use super::broadcast_tree::{Call, DONE, ENTERED, ENTRY_DESC, READY};
 use super::eager::{agree, DISAGREED};
 use super::posted::{Post, Posted};
 use super::reduce::part;
@@ -76,59 +87,43 @@ impl Team {
             .filter(|&g| g != nodes.group_of(root))
             .map(|g| nodes.leaders()[g])
             .collect();
-        let forward = match (me == root, heads.iter().position(|&h| h == me)) {
-            (true, _) => {
-                self.release_pulling(&tree.children(me), call.seq, desc)?;
-                self.scatter_parts(op, call, &heads).await?;
+        let children = tree.children(me);
+        match (tree.parent(me), heads.iter().position(|&h| h == me)) {
+            (None, _) => {
+                self.release_pulling(&children, call.seq, desc)?;
+                let parts = |i: usize| part(i, heads.len(), dest.len());
+                let what = |i: usize| (dest.slice(parts(i)), source.slice(parts(i)));
+                let pushes = self.push_as_entered(op, call, &heads, desc, what).await?;
                 if root_copies {
                     self.copy_local(dest, source)?;
                 }
-                desc
+                for push in pushes {
+                    push.landed(self).await?;
+                }
+                self.children_done(op, &children, call.seq, desc).await
             }
-            (false, Some(index)) => self.gather_parts(op, call, &heads, index).await?,
-            (false, None) => {
-                let head = tree.parent(me).unwrap_or(root);
+            (Some(_), Some(index)) => {
+                let forward = self.gather_parts(op, call, &heads, index).await?;
+                let members: Vec<usize> = children
+                    .into_iter()
+                    .filter(|&c| self.shares_node(c))
+                    .collect();
+                self.release_pulling(&members, call.seq, forward)?;
+                let others: Vec<usize> = heads.iter().copied().filter(|&h| h != me).collect();
+                self.children_done(op, &others, call.seq, forward).await?;
+                self.children_done(op, &members, call.seq, forward).await
+            }
+            (Some(head), None) => {
                 self.tree_broadcast_receive(op, head, call).await?;
-                return Ok(());
+                Ok(())
             }
-        };
-        let members = tree.children(me);
-        let members: Vec<usize> = members
-            .into_iter()
-            .filter(|&c| self.shares_node(c))
-            .collect();
-        if me != root {
-            self.release_pulling(&members, call.seq, forward)?;
         }
-        self.children_done(op, &members, call.seq, forward).await
     }
 
-    /// The root's part: each head's part of `source` into its `dest` as it enters.
-    async fn scatter_parts<T: Pod>(
-        &self,
-        op: &mut Op<'_>,
-        call: Call<'_, '_, T>,
-        heads: &[usize],
-    ) -> Result<()> {
-        let parts = |h: usize| {
-            let index = heads.iter().position(|&x| x == h).unwrap_or_default();
-            part(index, heads.len(), call.dest.len())
-        };
-        let pushes = self
-            .push_as_entered(op, call, heads, call.desc, |h| {
-                let range = parts(h);
-                (call.dest.slice(range.clone()), call.source.slice(range))
-            })
-            .await?;
-        for push in pushes {
-            push.landed(self).await?;
-        }
-        Ok(())
-    }
-
-    /// A head's part other than the root's: its entry, its part from the root, that part
-    /// to every other head, and the others' parts. Returns what it forwards to its node's
-    /// members: the call's descriptor, or [`DISAGREED`].
+    /// The part of head `heads[index]` (this member), not the root: its entry, its part from
+    /// the root, that part to every other head, the others' parts, and its acknowledgement
+    /// to the root and the other heads. Returns what it forwards to its node's members: the
+    /// call's descriptor, or [`DISAGREED`].
     async fn gather_parts<T: Pod>(
         &self,
         op: &mut Op<'_>,
@@ -141,8 +136,8 @@ impl Team {
             root, seq, desc, ..
         } = call;
         let others: Vec<usize> = heads.iter().copied().filter(|&h| h != me).collect();
+        let entered = value(seq, ENTERED);
         for &to in others.iter().chain([&root]) {
-            let entered = value(seq, ENTERED);
             let at = layout.ack(me) + ENTRY_DESC;
             self.post(to, layout.ack(me), entered, at, &[desc])?;
         }
@@ -163,6 +158,10 @@ impl Team {
                 forward = DISAGREED;
             }
         }
+        let done = value(seq, DONE);
+        for &to in others.iter().chain([&root]) {
+            self.post(to, layout.ack(me), done, layout.ack(me) + 8, &[forward])?;
+        }
         Ok(forward)
     }
 
@@ -180,10 +179,10 @@ impl Team {
         }
     }
 
-    /// Serves each of `to` as soon as it has entered: `what(h)` (its `dest` range, this
-    /// member's data) put there with `READY` and `forward` posted behind it, or `READY`
-    /// with [`DISAGREED`] alone where `forward` or its descriptor disagrees. Returns the
-    /// puts.
+    /// Serves each of `to` as soon as it has entered: `what(i)` for the `i`-th of them (its
+    /// `dest` range, this member's data) put there with `READY` and `forward` posted behind
+    /// it; `READY` with [`DISAGREED`] alone where `forward` or its descriptor disagrees, or
+    /// with `forward` alone where the range is empty. Returns the puts.
     async fn push_as_entered<'d, T: Pod>(
         &self,
         op: &mut Op<'_>,
@@ -195,13 +194,15 @@ impl Team {
         let (me, layout) = (self.my_pe(), self.inner.layout);
         let entered = value(call.seq, ENTERED);
         let has_entered = |h: &usize| self.local(layout.ack(*h)).load(Ordering::Acquire) >= entered;
-        let mut waiting = to.to_vec();
+        let mut waiting: Vec<(usize, usize)> = to.iter().copied().enumerate().collect();
         let mut pushes = Vec::with_capacity(waiting.len());
         while !waiting.is_empty() {
-            self.wait_any_word("broadcast", Layout::ack, &waiting, entered)
+            let members: Vec<usize> = waiting.iter().map(|&(_, h)| h).collect();
+            self.wait_any_word("broadcast", Layout::ack, &members, entered)
                 .await?;
-            let (arrived, later) = waiting.into_iter().partition(has_entered);
-            for h in arrived {
+            let (arrived, later): (Vec<_>, Vec<_>) =
+                waiting.into_iter().partition(|(_, h)| has_entered(h));
+            for (i, h) in arrived {
                 let theirs = self
                     .local(layout.ack(h) + ENTRY_DESC)
                     .load(Ordering::Acquire);
@@ -212,18 +213,23 @@ impl Team {
                     value: value(call.seq, READY),
                     word: Some(forward),
                 };
-                if forward == call.desc && agreed.is_ok() {
-                    let (into, from) = what(h);
-                    pushes.push(self.put_posted(into, from, post)?);
-                    continue;
+                let (into, from) = what(i);
+                match (forward == call.desc, agreed) {
+                    (true, Ok(())) if !from.is_empty() => {
+                        pushes.push(self.put_posted(into, from, post)?)
+                    }
+                    (true, Ok(())) => self.post_one(post)?,
+                    (_, agreed) => {
+                        if let Err(e) = agreed {
+                            op.reject(e);
+                        }
+                        let refused = Post {
+                            word: Some(DISAGREED),
+                            ..post
+                        };
+                        self.post_one(refused)?;
+                    }
                 }
-                if let Err(e) = agreed {
-                    op.reject(e);
-                }
-                self.post_one(Post {
-                    word: Some(DISAGREED),
-                    ..post
-                })?;
             }
             waiting = later;
         }

@@ -1,4 +1,5 @@
-//! The tree broadcast: broadcasts above the eager sizes, or on teams without eager slots.
+//! The tree broadcast: broadcasts above the eager sizes, or on teams without eager slots, but
+//! for those scattered among the node heads (`broadcast_scatter.rs`).
 //!
 //! # Protocol
 //! Down the tree of the team's plan (`shapes.rs`), each edge moves the data in one of two
@@ -48,7 +49,7 @@ const REFUSED: usize = 1;
 /// A pushed child's signal at its parent: it has entered the call.
 pub(super) const ENTERED: usize = 1;
 /// A child's signal at its parent: it has the data (or has found the mismatch).
-const DONE: usize = 2;
+pub(super) const DONE: usize = 2;
 /// Where in a member's `ack` line its entry's descriptor goes (bytes from the line's
 /// start), apart from its acknowledgement's verdict (the word after the value) and the
 /// spare word after that verdict (where a post from another node has its value land): a
@@ -61,17 +62,22 @@ pub(super) const ENTRY_DESC: usize = 24;
 /// A broadcast's fixed inputs on one member (down a tree or scattered among the heads).
 #[derive(Clone, Copy)]
 pub(super) struct Call<'d, 's, T: Pod> {
-    pub dest: SymSlice<'d, T>,
-    pub source: SymSlice<'s, T>,
-    pub root: usize,
-    pub seq: u64,
-    pub desc: u64,
+    /// Where the data lands on this member.
+    pub(super) dest: SymSlice<'d, T>,
+    /// The root's data (read on the root alone).
+    pub(super) source: SymSlice<'s, T>,
+    /// The root's member number.
+    pub(super) root: usize,
+    /// The call's number on the team, in the values it posts.
+    pub(super) seq: u64,
+    /// The call's descriptor.
+    pub(super) desc: u64,
 }
 
 impl<'d, 's, T: Pod> Call<'d, 's, T> {
     /// The buffer member `member` passes the data on from: the root's `source`, an inner
     /// member's `dest` (their symmetric address, the same on every member).
-    pub fn passed_on_by(&self, member: usize) -> SymSlice<'_, T> {
+    fn passed_on_by(&self, member: usize) -> SymSlice<'_, T> {
         match member == self.root {
             true => self.source,
             false => self.dest,

@@ -447,22 +447,24 @@ async fn every_member_gets_the_same_bits(config: fn(&DataPlane) -> TeamConfig) -
     results[0].clone()
 }
 
-/// [`no_eager_slots`], with broadcasts of 1 KiB and more scattered among the node heads on
-/// three nodes or more ([`TeamConfig::large_bytes`]).
+/// [`no_eager_slots`], with broadcasts of an element and more scattered among the node
+/// heads on three nodes or more ([`TeamConfig::large_bytes`]), and reductions of as many
+/// scattered.
 fn scattered_broadcasts(dp: &DataPlane) -> TeamConfig {
     TeamConfig {
-        large_bytes: 1024,
+        large_bytes: 8,
         ..no_eager_slots(dp)
     }
 }
 
 /// Broadcasts on two nodes, and on three or more, from every root, scattered among the node
-/// heads and down the tree: lengths under the limit (down the tree), that split unevenly among the
-/// heads, and whole; into another buffer and in place
-/// (`dest` the root's `source`); with writes of any length kept in order and with writes
-/// above 4 KiB landing late. Nodes of several PEs (consecutive and not), of one PE each,
-/// and five nodes. Every member spoils its buffers as soon as its call returns; nothing is
-/// written past the length.
+/// heads and down the tree: lengths that leave some heads an empty part, that split
+/// unevenly among the heads, and whole; into another buffer and in place (`dest` the root's
+/// `source`); each followed by a sum, whose first words may reach a head still reading the
+/// broadcast's; with writes of any length kept in order and with writes above 4 KiB landing
+/// late. Nodes of several PEs (consecutive and not), of one PE each, and five nodes. Every
+/// member spoils its buffers as soon as its call returns; nothing is written past the
+/// length.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn broadcasts_scattered_among_the_node_heads_reach_every_member_from_every_root() {
     let layouts: [&[usize]; 5] = [
@@ -504,7 +506,7 @@ async fn broadcasts_scattered_among_the_node_heads_reach_every_member_from_every
 async fn broadcasting_rounds(dp: &DataPlane, world: &Team, me: usize, n: usize) {
     let (source, dest) = source_and_dest();
     let calls = (0..n).flat_map(|root| {
-        [2, 1001, LEN]
+        [1, 2, 1001, LEN]
             .into_iter()
             .flat_map(move |len| [(root, len, false), (root, len, true)])
     });
@@ -520,6 +522,18 @@ async fn broadcasting_rounds(dp: &DataPlane, world: &Team, me: usize, n: usize) 
         let ended = done.map_err(|_| "still waiting".to_string());
         let want = |i| element(call, root, i);
         check_and_spoil(dp, me, (&source, into), (len, in_place), ended, &what, want).await;
+        // A reduction right behind it, whose first words may reach a member still reading
+        // the broadcast's.
+        dp.put(source.slice(..len), &mine, me)
+            .await
+            .expect("source filled");
+        let reduced = world.reduce(ReduceOp::Sum, dest.slice(..len), source.slice(..len));
+        let ended = timeout(BOUND, reduced)
+            .await
+            .map_err(|_| "still waiting".to_string());
+        let sum = |i: usize| (0..n).map(|pe| element(call, pe, i)).sum::<u64>();
+        let what = format!("{what}, the sum after it");
+        check_and_spoil(dp, me, (&source, &dest), (len, false), ended, &what, sum).await;
     }
 }
 
