@@ -588,32 +588,46 @@ mod tests {
         });
     }
 
-    /// Runs `send` with `SIGPIPE` blocked on this thread; says whether it raised one here
-    /// (a blocked signal stays pending, and is taken back before the mask is restored).
+    /// Runs `send` with `SIGPIPE` blocked on this thread; says whether it raised one here.
+    /// A blocked signal stays pending, which Linux does even for one whose action is to be
+    /// ignored (as the test harness sets `SIGPIPE`'s; POSIX leaves that open); a pending one
+    /// is taken back before the mask is restored.
     #[allow(unsafe_code)]
     fn raises_sigpipe(send: impl FnOnce()) -> bool {
-        // SAFETY: the sets are plain local values that sigemptyset initialises before any
-        // other use; the mask changes only this thread's, and is restored before returning;
-        // sigtimedwait with a zero timeout takes a pending SIGPIPE without waiting.
-        unsafe {
-            let mut pipe: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut pipe);
-            libc::sigaddset(&mut pipe, libc::SIGPIPE);
-            let mut before: libc::sigset_t = std::mem::zeroed();
-            libc::pthread_sigmask(libc::SIG_BLOCK, &pipe, &mut before);
-            send();
-            let mut pending: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut pending);
-            libc::sigpending(&mut pending);
-            let raised = libc::sigismember(&pending, libc::SIGPIPE) == 1;
-            let now = libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            };
-            while libc::sigtimedwait(&pipe, std::ptr::null_mut(), &now) == libc::SIGPIPE {}
-            libc::pthread_sigmask(libc::SIG_SETMASK, &before, std::ptr::null_mut());
-            raised
-        }
+        let mut pipe = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
+        let mut before = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
+        // SAFETY: sigemptyset initialises `pipe` before sigaddset and pthread_sigmask read
+        // it; pthread_sigmask writes this thread's former mask into `before` and changes
+        // only this thread's.
+        let blocked = unsafe {
+            libc::sigemptyset(pipe.as_mut_ptr());
+            libc::sigaddset(pipe.as_mut_ptr(), libc::SIGPIPE);
+            libc::pthread_sigmask(libc::SIG_BLOCK, pipe.as_ptr(), before.as_mut_ptr())
+        };
+        assert_eq!(blocked, 0, "SIGPIPE blocked on this thread");
+        send();
+        let mut pending = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
+        let now = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: sigpending fills `pending` before sigismember reads it; `pipe` and
+        // `before` were initialised above; sigtimedwait with a zero timeout takes a pending
+        // SIGPIPE without waiting; the mask restored is the one this thread had.
+        let (read, raised, restored) = unsafe {
+            let read = libc::sigpending(pending.as_mut_ptr());
+            let raised = libc::sigismember(pending.as_ptr(), libc::SIGPIPE) == 1;
+            while libc::sigtimedwait(pipe.as_ptr(), std::ptr::null_mut(), &now) == libc::SIGPIPE {}
+            let restored =
+                libc::pthread_sigmask(libc::SIG_SETMASK, before.as_ptr(), std::ptr::null_mut());
+            (read, raised, restored)
+        };
+        assert_eq!(
+            (read, restored),
+            (0, 0),
+            "the pending signals read, the mask restored"
+        );
+        raised
     }
 
     #[test]

@@ -6,6 +6,10 @@
 //!   node): the root writes into its own node's members' slots and into the other nodes'
 //!   leaders', and each of those leaders passes the message on to its node's members, so
 //!   one message crosses the fabric per node (the leaders first: theirs are the slowest).
+//! - Scattered by node (from `large_bytes` up, on teams that span three nodes or more,
+//!   `broadcast_scatter.rs`): the root puts a part of the message into each other node's
+//!   leader, each leader puts its part into the other leaders', and each node's members
+//!   read the whole from their leader (from the root, on its node).
 //! - Tree (otherwise, `broadcast_tree.rs`): each member takes the data from its parent (on
 //!   its node, by reading the parent's buffer in place once signalled; from another node,
 //!   pushed into its `dest` once it has entered), acknowledges, and serves its own

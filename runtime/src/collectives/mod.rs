@@ -62,15 +62,17 @@
 //!
 //! Teams that span nodes with several members on some node sync by node (each node's members
 //! through their leader, the leaders among themselves), run broadcasts above the eager sizes
-//! down a two-level tree whose only fabric edges join the root to the other nodes' leaders, and
-//! reductions above the eager sizes through the leaders, which scatter the combining among
+//! down a two-level tree whose only fabric edges join the root to the other nodes' leaders
+//! (from `large_bytes` up on three nodes or more, scattered among the leaders instead:
+//! `broadcast_scatter.rs`), and reductions above the eager sizes through the leaders, which scatter the combining among
 //! themselves (`reduce_nodes.rs`). Across the fabric, data goes by pushes with a post behind
 //! them (a read is a round trip): a tree's parent puts the data into a child on another node
 //! once that child has entered the call, a node leader puts its combined part of a reduction
 //! into the other leaders', `alltoall` puts each block for another node into its receiver, and
 //! `fcollect` does too, or, where the nodes' members are consecutive, sends each node's blocks
-//! whole from its leader to the other leaders (see `plan.rs`, `posted.rs`, `broadcast_tree.rs`,
-//! `push.rs` and `gather_push.rs`). Some steps read across the fabric instead: the combining
+//! whole from its leader to the other leaders, and a scattered broadcast's root puts a part
+//! into each other node's leader, which puts it into the other leaders' (see `plan.rs`,
+//! `posted.rs`, `broadcast_tree.rs`, `broadcast_scatter.rs`, `push.rs` and `gather_push.rs`). Some steps read across the fabric instead: the combining
 //! steps of reductions read the parts they combine (a tree's parent its children's, a
 //! reduce-scatter's member its part of every `source`, a node leader its part of every leader's
 //! partial), the allgather that ends a reduce-scatter reads the others' parts, the sum scans

@@ -12,10 +12,11 @@
 //!   the parent's `dest` on its node, pushed into the child's `dest` with the signal behind
 //!   it from another node (the child, waiting since it signalled its part, no longer uses
 //!   it; `posted.rs`). A star in small teams, binomial in large ones, two levels by
-//!   node on teams that span more nodes than their flat limit with several members on
-//!   some node.
-//! - Scattered by node (teams that span up to their flat limit of nodes with several
-//!   members on some node): each node's partial is combined into its leader's `dest` (by
+//!   node, below `large_bytes`, on teams that span more nodes than their flat limit with
+//!   several members on some node.
+//! - Scattered by node (teams that span nodes with several members on some node: up to
+//!   their flat limit of nodes at any size above the eager ones, beyond it from
+//!   `large_bytes` up): each node's partial is combined into its leader's `dest` (by
 //!   its members, each a part of the elements, where the leader alone would read more
 //!   than `large_bytes` of theirs; else by the leader), and the leaders split the combining
 //!   of the partials among themselves (`reduce_nodes.rs`).

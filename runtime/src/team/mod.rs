@@ -71,9 +71,11 @@ pub struct TeamConfig {
     pub flat_max_pes: usize,
     /// Messages of at least this many bytes use the bandwidth algorithms: reductions split
     /// the work among all members (reduce-scatter, then allgather), large teams gather along
-    /// a ring and broadcast flat. On a team that spans nodes, a node's members share the
+    /// a ring and broadcast flat. On a team that spans nodes: a node's members share the
     /// combining of its partial in a reduction where its leader would otherwise read more
-    /// than this many bytes of theirs. Default 64 KiB.
+    /// than this many bytes of theirs; reductions of this many bytes are split among the node
+    /// leaders on teams of more nodes than `flat_max_pes` too; broadcasts of this many bytes
+    /// on three nodes or more are scattered among the node leaders. Default 64 KiB.
     pub large_bytes: usize,
     /// On a team of one node that syncs flat (up to four members), `alltoall` blocks of up
     /// to this many bytes move pairwise, but for those of up to 1 KiB that the eager
