@@ -33,9 +33,12 @@
 //!
 //! On 3 namespace hosts whose links were each held to 1 Gbit/s (`tc` token buckets, as a
 //! cluster's hosts each have a link of their own), 2 + 1 + 1 PEs, alternated against the
-//! tree: 2.26, 1.37 and 1.24 times its bandwidth at 64 KiB, 1 MiB and 8 MiB (1 + 1 + 1:
-//! 2.20, 1.39, 1.24). Unshaped, where every "link" is the same two CPUs copying (the same
-//! bytes in all, in more messages): 0.73, 1.01 and 0.93.
+//! tree: 2.00, 1.20 and 1.09 times its bandwidth at 64 KiB, 1 MiB and 8 MiB (1 + 1 + 1:
+//! 2.16, 1.24, 1.08). Unshaped, where every "link" is the same two CPUs copying (the same
+//! bytes in all, in more messages): 0.64, 0.92 and 0.88. Large messages gain less than the
+//! links allow: a head passes its part on only once the whole of it has come, so at 3
+//! nodes the last part lands after 1.5 times the message's time on a link, against the
+//! tree's 2 (passing it on in blocks as they come is not built).
 //!
 //! # When the words are read
 //! Within a call a head writes, at the root and at every other head, its `ack` line twice
