@@ -112,9 +112,14 @@ impl Team {
                     .filter(|&c| self.shares_node(c))
                     .collect();
                 self.release_pulling(&members, call.seq, forward)?;
-                let others: Vec<usize> = heads.iter().copied().filter(|&h| h != me).collect();
-                self.children_done(op, &others, call.seq, forward).await?;
-                self.children_done(op, &members, call.seq, forward).await
+                let acknowledging: Vec<usize> = heads
+                    .iter()
+                    .copied()
+                    .filter(|&h| h != me)
+                    .chain(members)
+                    .collect();
+                self.children_done(op, &acknowledging, call.seq, forward)
+                    .await
             }
             (Some(head), None) => {
                 self.tree_broadcast_receive(op, head, call).await?;
@@ -146,40 +151,25 @@ impl Team {
         }
         let ready = value(seq, READY);
         self.wait_word("broadcast", layout.sig(root), ready).await?;
-        let mut forward = self.verdict(op, desc, root);
+        let from_root = self.forwarded_descriptor(op, desc, &[root]);
         let mine = call.dest.slice(part(index, heads.len(), call.dest.len()));
         let pushes = self
-            .push_as_entered(op, call, &others, forward, |_| (mine, mine))
+            .push_as_entered(op, call, &others, from_root, |_| (mine, mine))
             .await?;
         for push in pushes {
             push.landed(self).await?;
         }
         self.wait_words("broadcast", Layout::sig, &others, ready)
             .await?;
-        for &h in &others {
-            if self.verdict(op, desc, h) != desc {
-                forward = DISAGREED;
-            }
-        }
+        let forward = match self.forwarded_descriptor(op, desc, &others) {
+            theirs if theirs == desc => from_root,
+            _ => DISAGREED,
+        };
         let done = value(seq, DONE);
         for &to in others.iter().chain([&root]) {
             self.post(to, layout.ack(me), done, layout.ack(me) + 8, &[forward])?;
         }
         Ok(forward)
-    }
-
-    /// What member `from` posted with its `READY` on its `sig` line here, checked against
-    /// `desc`: `desc`, or [`DISAGREED`] with the call rejected.
-    fn verdict(&self, op: &mut Op<'_>, desc: u64, from: usize) -> u64 {
-        let layout = self.inner.layout;
-        let theirs = self.local(layout.sig(from) + 8).load(Ordering::Acquire);
-        match agree(desc, theirs, from) {
-            Ok(()) => desc,
-            Err(e) => {
-                op.reject(e);
-                DISAGREED
-            }
-        }
     }
 
     /// Serves each of `to` as soon as it has entered: `what(i)` for the `i`-th of them (its

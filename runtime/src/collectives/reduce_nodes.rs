@@ -332,10 +332,16 @@ impl Team {
         result.await.map(|_| ())
     }
 
-    /// The descriptor a leader sends on after reading those that members `from` left beside
+    /// The descriptor a member sends on after reading those that members `from` left beside
     /// their `sig` words: the call's own where all agree with it, else [`DISAGREED`] (the
-    /// first disagreement rejects the call).
-    fn forwarded_descriptor(&self, state: &mut Op<'_>, desc: u64, from: &[usize]) -> u64 {
+    /// first disagreement rejects the call). A reduction's leader reads its node's members'
+    /// and the other leaders'; a scattered broadcast's head, the root's and the other heads'.
+    pub(super) fn forwarded_descriptor(
+        &self,
+        state: &mut Op<'_>,
+        desc: u64,
+        from: &[usize],
+    ) -> u64 {
         let layout = self.inner.layout;
         let mut forward = desc;
         for &j in from {
