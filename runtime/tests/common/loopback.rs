@@ -2,8 +2,14 @@
 //! of two nodes do: a transport that applies each operation to the target's segment as it
 //! starts, its completion resolving after one yield (`lazy`) or at once; its confirmation
 //! of sent puts ([`Remote::settle`]) as [`Settling`] says.
+//!
+//! A published write ([`RemoteOp::PutPublished`]) lands as it starts, but its flag is raised
+//! later, as the fabric's target does on reading the write's notice from its completion
+//! queue: a thread of the transport's own reads the write's last word from memory then,
+//! behind what landed meanwhile (see [`publisher`]).
 
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -24,6 +30,47 @@ struct Loopback {
     /// [`RemoteOp::Put`] lands [`LATE`] after its completion is first polled, behind what
     /// started after it. `None`: no order promised, every write lands as it starts.
     ordered: Option<usize>,
+    /// Raises the flags of published writes.
+    publisher: Mutex<Sender<Publication>>,
+}
+
+/// A published write whose flag is still to raise: the target, and the write's mapping
+/// bytes `[at, end)`.
+struct Publication {
+    target: Arc<Segment>,
+    at: usize,
+    end: usize,
+}
+
+/// How long the publisher lets published writes queue before raising their flags: long
+/// enough for a sender's next write to land first, as it may on a fabric.
+const PUBLISHING_DELAY: Duration = Duration::from_micros(100);
+
+/// The thread that raises published writes' flags, in the order they were written, each
+/// batch [`PUBLISHING_DELAY`] after its first write: it reads each write's last word when it
+/// raises the flag, not when the write landed, so a write that lands in that word meanwhile
+/// is what gets published, as on a fabric. It ends when the transport is dropped.
+fn publisher(queued: Receiver<Publication>) {
+    while let Ok(first) = queued.recv() {
+        std::thread::sleep(PUBLISHING_DELAY);
+        for publication in std::iter::once(first).chain(queued.try_iter()) {
+            publication.raise();
+        }
+    }
+}
+
+impl Publication {
+    /// Raises the flag that starts the write's line to the write's last word (a maximum,
+    /// as the fabric's target does), then wakes the line's and the data's waiters.
+    fn raise(self) {
+        let map = self.target.mapping();
+        let mut value = [0u8; 8];
+        map.read(self.end - 8, &mut value);
+        let flag = self.at - self.at % 64;
+        map.atomic::<AtomicU64>(flag)
+            .fetch_max(u64::from_ne_bytes(value), Ordering::SeqCst);
+        self.target.wake_watchers(flag, self.end);
+    }
 }
 
 /// What the loopback's confirmation of sent puts ([`Remote::settle`]) does.
@@ -74,8 +121,9 @@ fn amo32(word: &AtomicU32, op: Amo) -> u32 {
 }
 
 impl Loopback {
-    /// Runs `op` on `target` at mapping offset `at`; what it read or fetched.
-    fn apply(target: &Segment, at: usize, op: RemoteOp) -> Vec<u8> {
+    /// Runs `op` on `target` at mapping offset `at`; what it read or fetched. A published
+    /// write's flag is left to the publisher.
+    fn apply(&self, target: &Arc<Segment>, at: usize, op: RemoteOp) -> Vec<u8> {
         let map = target.mapping();
         let (read, touched) = match op {
             RemoteOp::Put(data) | RemoteOp::PutSent(data) | RemoteOp::PutFlag(data) => {
@@ -102,11 +150,14 @@ impl Loopback {
             }
             RemoteOp::PutPublished(data) => {
                 map.write(at, &data);
-                let value: [u8; 8] = data[data.len() - 8..].try_into().expect("8 bytes");
-                let flag = at - at % 64;
-                map.atomic::<AtomicU64>(flag)
-                    .fetch_max(u64::from_ne_bytes(value), Ordering::SeqCst);
-                (Vec::new(), flag..at + data.len())
+                let publication = Publication {
+                    target: target.clone(),
+                    at,
+                    end: at + data.len(),
+                };
+                let publisher = self.publisher.lock().expect("publisher");
+                publisher.send(publication).expect("the publisher runs");
+                (Vec::new(), at..at)
             }
             RemoteOp::Amo { op, width: 8 } => {
                 let old = amo64(map.atomic::<AtomicU64>(at), op);
@@ -133,16 +184,20 @@ impl Remote for Loopback {
             let failed = Error::InvalidArgument("a put refused by the loopback".into());
             return Box::pin(std::future::ready(Err(failed)));
         }
-        let late =
-            matches!((&op, self.ordered), (RemoteOp::Put(data), Some(max)) if data.len() > max);
-        if late {
-            let target = self.segments[pe].clone();
-            return Box::pin(async move {
-                tokio::time::sleep(LATE).await;
-                Ok(Self::apply(&target, at, op))
-            });
-        }
-        let read = Self::apply(&self.segments[pe], at, op);
+        let op = match (op, self.ordered) {
+            (RemoteOp::Put(data), Some(max)) if data.len() > max => {
+                let target = self.segments[pe].clone();
+                return Box::pin(async move {
+                    tokio::time::sleep(LATE).await;
+                    target.mapping().write(at, &data);
+                    fence(Ordering::SeqCst);
+                    target.wake_watchers(at, at + data.len());
+                    Ok(Vec::new())
+                });
+            }
+            (op, _) => op,
+        };
+        let read = self.apply(&self.segments[pe], at, op);
         let lazy = self.lazy;
         Box::pin(async move {
             if lazy {
@@ -254,11 +309,14 @@ fn loopback_job(job: Job<'_>) -> Vec<Arc<DataPlane>> {
     let segments: Vec<Arc<Segment>> = (0..n)
         .map(|pe| Arc::new(Segment::create(pe, job.heap).expect("a segment")))
         .collect();
+    let (publishing, queued) = channel();
+    std::thread::spawn(move || publisher(queued));
     let transport: Arc<dyn Remote> = Arc::new(Loopback {
         segments: segments.clone(),
         lazy: job.lazy,
         settling: Mutex::new(job.settling),
         ordered: job.ordered,
+        publisher: Mutex::new(publishing),
     });
     (0..n)
         .map(|me| {
