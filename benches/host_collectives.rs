@@ -34,7 +34,9 @@
 //! `TeamConfig::dest_ready`, the C library's teams' setting; the C twin ignores the flag),
 //! `--flat-max-pes N` (measure on a copy of the world team whose flat limit is N:
 //! `TeamConfig::flat_max_pes`, e.g. to run a team of 3 nodes as one of more nodes than its
-//! limit; such a team of more members than N has no eager slots).
+//! limit; such a team of more members than N has no eager slots), `--pipeline-bytes N`
+//! (measure on a copy of the world team whose scattered broadcasts move parts in blocks of
+//! N bytes, 0 for whole parts: `TeamConfig::pipeline_bytes`).
 //! Other arguments (cargo's `--bench`) are ignored.
 
 use std::process::ExitCode;
@@ -61,6 +63,7 @@ struct Config {
     only: Option<Op>,
     dest_ready: bool,
     flat_max_pes: Option<usize>,
+    pipeline_bytes: Option<usize>,
 }
 
 impl Config {
@@ -74,6 +77,7 @@ impl Config {
             only: None,
             dest_ready: false,
             flat_max_pes: None,
+            pipeline_bytes: None,
         };
         let mut args = std::env::args().skip(1);
         while let Some(arg) = args.next() {
@@ -94,6 +98,7 @@ impl Config {
                     | "--pes"
                     | "--only"
                     | "--flat-max-pes"
+                    | "--pipeline-bytes"
             ) {
                 continue;
             }
@@ -108,7 +113,7 @@ impl Config {
             let n: usize = value
                 .parse()
                 .map_err(|_| format!("{key} {value:?}: expected a whole number"))?;
-            if n == 0 && key != "--warmup" {
+            if n == 0 && !matches!(key.as_str(), "--warmup" | "--pipeline-bytes") {
                 return Err(format!("{key} must be at least 1"));
             }
             match key.as_str() {
@@ -117,6 +122,7 @@ impl Config {
                 "--reps" => cfg.reps = n,
                 "--bw-mib" => cfg.bw_bytes = n << 20,
                 "--flat-max-pes" => cfg.flat_max_pes = Some(n),
+                "--pipeline-bytes" => cfg.pipeline_bytes = Some(n),
                 _ => cfg.pes = n,
             }
         }
@@ -295,12 +301,13 @@ async fn measure(pe: &Pe, team: &Team, b: &Bufs, op: Op, size: usize, cfg: Confi
 async fn bench(pe: Pe, cfg: Config) -> Result<Vec<Figure>> {
     let pes = pe.n_pes();
     let world = pe.team_world();
-    let copied = cfg.dest_ready || cfg.flat_max_pes.is_some();
+    let copied = cfg.dest_ready || cfg.flat_max_pes.is_some() || cfg.pipeline_bytes.is_some();
     let team = match copied {
         true => {
             let config = TeamConfig {
                 dest_ready: cfg.dest_ready || world.config().dest_ready,
                 flat_max_pes: cfg.flat_max_pes.unwrap_or(world.config().flat_max_pes),
+                pipeline_bytes: cfg.pipeline_bytes.unwrap_or(world.config().pipeline_bytes),
                 ..world.config()
             };
             let copy = world.split_strided_with(0, 1, pes, config).await?;
@@ -379,6 +386,9 @@ fn main() -> ExitCode {
     };
     if let Some(n) = cfg.flat_max_pes {
         contract.push_str(&format!("; flat limit {n} (TeamConfig::flat_max_pes)"));
+    }
+    if let Some(n) = cfg.pipeline_bytes {
+        contract.push_str(&format!("; blocks of {n} B (TeamConfig::pipeline_bytes)"));
     }
     let (mode, pes, workers) = match &launched {
         Some(env) => (

@@ -28,8 +28,8 @@ use crate::exchange::Exchange;
 const MAX_ATTEMPTS: usize = 16;
 
 /// Bytes of the arguments at the start of a phase-1 payload: the split (4 words) and the
-/// configuration (7 words, `TeamConfig::encode`).
-const ARGS_BYTES: usize = 11 * 8;
+/// configuration (8 words, `TeamConfig::encode`).
+const ARGS_BYTES: usize = 12 * 8;
 
 /// A split of a parent team, in parent member numbers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -77,6 +77,12 @@ pub struct TeamConfig {
     /// leaders on teams of more nodes than `flat_max_pes` too; broadcasts of this many bytes
     /// on three nodes or more are scattered among the node leaders. Default 64 KiB.
     pub large_bytes: usize,
+    /// Broadcasts scattered among the node leaders (see `large_bytes`) move each leader's
+    /// part in blocks of about this many bytes, and a leader passes each block on to the
+    /// other leaders as it comes, while the next is on its way: a large message's last part
+    /// then lands about one message's time on a link after the first byte leaves the root,
+    /// not one and a half. 0: each part moves whole. Default 256 KiB.
+    pub pipeline_bytes: usize,
     /// On a team of one node that syncs flat (up to four members), `alltoall` blocks of up
     /// to this many bytes move pairwise, but for those of up to 1 KiB that the eager
     /// algorithm takes (where the team has eager slots and `eager_copy_bytes` allows them):
@@ -119,6 +125,7 @@ impl Default for TeamConfig {
             eager_broadcast_bytes: 256,
             flat_max_pes: 8,
             large_bytes: 64 << 10,
+            pipeline_bytes: 256 << 10,
             pairwise_bytes: 4096,
             dest_ready: false,
         }
@@ -174,7 +181,7 @@ impl TeamConfig {
         Ok(())
     }
 
-    /// Seven little-endian words, one a field (a team creation's arguments hold them).
+    /// Eight little-endian words, one a field (a team creation's arguments hold them).
     fn encode(&self, out: &mut Vec<u8>) {
         for v in [
             self.eager_bytes,
@@ -182,6 +189,7 @@ impl TeamConfig {
             self.eager_broadcast_bytes,
             self.flat_max_pes,
             self.large_bytes,
+            self.pipeline_bytes,
             self.pairwise_bytes,
             usize::from(self.dest_ready),
         ] {

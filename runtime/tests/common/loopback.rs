@@ -5,13 +5,17 @@
 //!
 //! A published write ([`RemoteOp::PutPublished`]) lands as it starts, but its flag is raised
 //! later, as the fabric's target does on reading the write's notice from its completion
-//! queue: a thread of the transport's own reads the write's last word from memory then,
-//! behind what landed meanwhile (see [`publisher`]).
+//! queue: a thread of the transport's own (the [`wire`]) reads the write's last word from
+//! memory then, behind what landed meanwhile. A job whose operations are in flight
+//! ([`nodes_in_flight`]) has the wire carry every operation too: each is applied there, in
+//! the order started, a while after it started, as data crossing a link.
 
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use tokio::sync::oneshot;
 
 use ferroshmem_runtime::route::{Amo, Completion, Remote, RemoteOp, Route};
 use ferroshmem_runtime::{DataPlane, DataPlaneParts, Error, Health, HeapId, Segment};
@@ -30,8 +34,11 @@ struct Loopback {
     /// [`RemoteOp::Put`] lands [`LATE`] after its completion is first polled, behind what
     /// started after it. `None`: no order promised, every write lands as it starts.
     ordered: Option<usize>,
-    /// Raises the flags of published writes.
-    publisher: Mutex<Sender<Publication>>,
+    /// Carries what lands later: published writes' flags, and every operation where they
+    /// are in flight.
+    wire: Mutex<Sender<Carried>>,
+    /// Whether every operation goes by the wire.
+    in_flight: bool,
 }
 
 /// A published write whose flag is still to raise: the target, and the write's mapping
@@ -42,18 +49,49 @@ struct Publication {
     end: usize,
 }
 
-/// How long the publisher lets published writes queue before raising their flags: long
-/// enough for a sender's next write to land first, as it may on a fabric.
-const PUBLISHING_DELAY: Duration = Duration::from_micros(100);
+/// What the wire carries.
+enum Carried {
+    /// A published write's flag, to raise.
+    Publication(Publication),
+    /// An operation in flight: applied on arrival, what it read sent back.
+    Operation {
+        target: Arc<Segment>,
+        at: usize,
+        op: RemoteOp,
+        done: oneshot::Sender<Vec<u8>>,
+    },
+}
 
-/// The thread that raises published writes' flags, in the order they were written, each
-/// batch [`PUBLISHING_DELAY`] after its first write: it reads each write's last word when it
-/// raises the flag, not when the write landed, so a write that lands in that word meanwhile
-/// is what gets published, as on a fabric. It ends when the transport is dropped.
-fn publisher(queued: Receiver<Publication>) {
+/// How long the wire lets what it carries queue before it lands: long enough for a
+/// sender's next operations to start meanwhile.
+const WIRE_DELAY: Duration = Duration::from_micros(100);
+
+/// The thread that lands what the transport carries, in the order it was started, in
+/// batches, each [`WIRE_DELAY`] after its first item: operations first, then the flags of
+/// the batch's published writes, each read from the write's last word as it is raised, not
+/// when the write landed, so a write that lands in that word meanwhile is what gets
+/// published, as on a fabric. It ends when the transport is dropped.
+fn wire(queued: Receiver<Carried>) {
     while let Ok(first) = queued.recv() {
-        std::thread::sleep(PUBLISHING_DELAY);
-        for publication in std::iter::once(first).chain(queued.try_iter()) {
+        std::thread::sleep(WIRE_DELAY);
+        let mut publications = Vec::new();
+        for carried in std::iter::once(first).chain(queued.try_iter()) {
+            match carried {
+                Carried::Publication(publication) => publications.push(publication),
+                Carried::Operation {
+                    target,
+                    at,
+                    op,
+                    done,
+                } => {
+                    let (read, publication) = apply(&target, at, op);
+                    publications.extend(publication);
+                    // The initiator may have dropped its completion: nothing waits for it.
+                    let _ = done.send(read);
+                }
+            }
+        }
+        for publication in publications {
             publication.raise();
         }
     }
@@ -120,59 +158,64 @@ fn amo32(word: &AtomicU32, op: Amo) -> u32 {
     }
 }
 
-impl Loopback {
-    /// Runs `op` on `target` at mapping offset `at`; what it read or fetched. A published
-    /// write's flag is left to the publisher.
-    fn apply(&self, target: &Arc<Segment>, at: usize, op: RemoteOp) -> Vec<u8> {
-        let map = target.mapping();
-        let (read, touched) = match op {
-            RemoteOp::Put(data) | RemoteOp::PutSent(data) | RemoteOp::PutFlag(data) => {
-                map.write(at, &data);
-                (Vec::new(), at..at + data.len())
-            }
-            RemoteOp::Get(n) => {
-                let mut out = vec![0; n];
-                map.read(at, &mut out);
-                (out, at..at)
-            }
-            RemoteOp::PutSignal {
-                data,
-                signal_at,
-                signal,
-            } => {
-                map.write(at, &data);
-                fence(Ordering::SeqCst);
-                amo64(map.atomic::<AtomicU64>(signal_at), signal);
-                (
-                    Vec::new(),
-                    at.min(signal_at)..(at + data.len()).max(signal_at + 8),
-                )
-            }
-            RemoteOp::PutPublished(data) => {
-                map.write(at, &data);
-                let publication = Publication {
-                    target: target.clone(),
-                    at,
-                    end: at + data.len(),
-                };
-                let publisher = self.publisher.lock().expect("publisher");
-                publisher.send(publication).expect("the publisher runs");
-                (Vec::new(), at..at)
-            }
-            RemoteOp::Amo { op, width: 8 } => {
-                let old = amo64(map.atomic::<AtomicU64>(at), op);
-                (old.to_ne_bytes().to_vec(), at..at + 8)
-            }
-            RemoteOp::Amo { op, .. } => {
-                let old = amo32(map.atomic::<AtomicU32>(at), op);
-                (old.to_ne_bytes().to_vec(), at..at + 4)
-            }
-        };
-        fence(Ordering::SeqCst);
-        if !touched.is_empty() {
-            target.wake_watchers(touched.start, touched.end);
+/// Runs `op` on `target` at mapping offset `at`; what it read or fetched, and the flag to
+/// raise where it is a published write (its data has landed).
+fn apply(target: &Arc<Segment>, at: usize, op: RemoteOp) -> (Vec<u8>, Option<Publication>) {
+    let map = target.mapping();
+    let (read, touched) = match op {
+        RemoteOp::Put(data) | RemoteOp::PutSent(data) | RemoteOp::PutFlag(data) => {
+            map.write(at, &data);
+            (Vec::new(), at..at + data.len())
         }
-        read
+        RemoteOp::Get(n) => {
+            let mut out = vec![0; n];
+            map.read(at, &mut out);
+            (out, at..at)
+        }
+        RemoteOp::PutSignal {
+            data,
+            signal_at,
+            signal,
+        } => {
+            map.write(at, &data);
+            fence(Ordering::SeqCst);
+            amo64(map.atomic::<AtomicU64>(signal_at), signal);
+            (
+                Vec::new(),
+                at.min(signal_at)..(at + data.len()).max(signal_at + 8),
+            )
+        }
+        RemoteOp::PutPublished(data) => {
+            map.write(at, &data);
+            let publication = Publication {
+                target: target.clone(),
+                at,
+                end: at + data.len(),
+            };
+            return (Vec::new(), Some(publication));
+        }
+        RemoteOp::Amo { op, width: 8 } => {
+            let old = amo64(map.atomic::<AtomicU64>(at), op);
+            (old.to_ne_bytes().to_vec(), at..at + 8)
+        }
+        RemoteOp::Amo { op, .. } => {
+            let old = amo32(map.atomic::<AtomicU32>(at), op);
+            (old.to_ne_bytes().to_vec(), at..at + 4)
+        }
+    };
+    fence(Ordering::SeqCst);
+    if !touched.is_empty() {
+        target.wake_watchers(touched.start, touched.end);
+    }
+    (read, None)
+}
+
+impl Loopback {
+    /// Hands `carried` to the wire.
+    fn carry(&self, carried: Carried) {
+        let wire = self.wire.lock().expect("the wire");
+        wire.send(carried)
+            .expect("the wire runs while the transport lives");
     }
 }
 
@@ -184,9 +227,23 @@ impl Remote for Loopback {
             let failed = Error::InvalidArgument("a put refused by the loopback".into());
             return Box::pin(std::future::ready(Err(failed)));
         }
+        let target = self.segments[pe].clone();
+        if self.in_flight {
+            let (done, landed) = oneshot::channel();
+            let carried = Carried::Operation {
+                target,
+                at,
+                op,
+                done,
+            };
+            self.carry(carried);
+            return Box::pin(async move {
+                let stopped = || Error::InvalidArgument("the loopback's wire stopped".into());
+                landed.await.map_err(|_| stopped())
+            });
+        }
         let op = match (op, self.ordered) {
             (RemoteOp::Put(data), Some(max)) if data.len() > max => {
-                let target = self.segments[pe].clone();
                 return Box::pin(async move {
                     tokio::time::sleep(LATE).await;
                     target.mapping().write(at, &data);
@@ -197,7 +254,10 @@ impl Remote for Loopback {
             }
             (op, _) => op,
         };
-        let read = self.apply(&self.segments[pe], at, op);
+        let (read, publication) = apply(&target, at, op);
+        if let Some(publication) = publication {
+            self.carry(Carried::Publication(publication));
+        }
         let lazy = self.lazy;
         Box::pin(async move {
             if lazy {
@@ -268,6 +328,17 @@ pub fn nodes_laid_out(nodes: &[usize], ordered: usize) -> Vec<Arc<DataPlane>> {
     loopback_job(Job::ordered(nodes, ordered))
 }
 
+/// PEs on nodes as `nodes` says, as [`nodes_laid_out`], whose transport keeps every
+/// operation in order and applies each a while after it started, from a thread of its own
+/// (the [`wire`]), as data in flight on a link: a receiver may see one post of a sender's
+/// while the sender's later data has yet to land.
+pub fn nodes_in_flight(nodes: &[usize]) -> Vec<Arc<DataPlane>> {
+    loopback_job(Job {
+        in_flight: true,
+        ..Job::ordered(nodes, usize::MAX)
+    })
+}
+
 fn over_loopback(lazy: bool, settling: Settling, ordered: Option<usize>) -> Vec<Arc<DataPlane>> {
     loopback_job(Job {
         nodes: &[0, 1],
@@ -275,6 +346,7 @@ fn over_loopback(lazy: bool, settling: Settling, ordered: Option<usize>) -> Vec<
         settling,
         ordered,
         heap: 1 << 20,
+        in_flight: false,
     })
 }
 
@@ -290,6 +362,8 @@ struct Job<'a> {
     ordered: Option<usize>,
     /// Each PE's heap size.
     heap: usize,
+    /// Whether every operation goes by the wire.
+    in_flight: bool,
 }
 
 impl<'a> Job<'a> {
@@ -300,6 +374,7 @@ impl<'a> Job<'a> {
             settling: Settling::Done,
             ordered: Some(ordered),
             heap: 1 << 20,
+            in_flight: false,
         }
     }
 }
@@ -309,14 +384,15 @@ fn loopback_job(job: Job<'_>) -> Vec<Arc<DataPlane>> {
     let segments: Vec<Arc<Segment>> = (0..n)
         .map(|pe| Arc::new(Segment::create(pe, job.heap).expect("a segment")))
         .collect();
-    let (publishing, queued) = channel();
-    std::thread::spawn(move || publisher(queued));
+    let (carrying, queued) = channel();
+    std::thread::spawn(move || wire(queued));
     let transport: Arc<dyn Remote> = Arc::new(Loopback {
         segments: segments.clone(),
         lazy: job.lazy,
         settling: Mutex::new(job.settling),
         ordered: job.ordered,
-        publisher: Mutex::new(publishing),
+        wire: Mutex::new(carrying),
+        in_flight: job.in_flight,
     });
     (0..n)
         .map(|me| {

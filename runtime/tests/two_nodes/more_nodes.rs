@@ -10,7 +10,7 @@ use ferroshmem_runtime::heap::{Allocation, HeapId, SymBuffer};
 use ferroshmem_runtime::{DataPlane, ReduceOp, Team, TeamConfig, Teams};
 use tokio::time::timeout;
 
-use super::common::loopback::{nodes_laid_out, nodes_ordered, nodes_with_heap};
+use super::common::loopback::{nodes_in_flight, nodes_laid_out, nodes_ordered, nodes_with_heap};
 use super::{element, expect_in_dest, source_and_dest, NoExchange, BOUND, LEN};
 
 /// Reads this PE's `dest` into `got`, then clears it: a later call that moved nothing into
@@ -453,7 +453,16 @@ async fn every_member_gets_the_same_bits(config: fn(&DataPlane) -> TeamConfig) -
 fn scattered_broadcasts(dp: &DataPlane) -> TeamConfig {
     TeamConfig {
         large_bytes: 8,
+        pipeline_bytes: 200,
         ..no_eager_slots(dp)
+    }
+}
+
+/// [`scattered_broadcasts`] whose parts move whole, not in blocks.
+fn scattered_whole(dp: &DataPlane) -> TeamConfig {
+    TeamConfig {
+        pipeline_bytes: 0,
+        ..scattered_broadcasts(dp)
     }
 }
 
@@ -481,25 +490,34 @@ async fn broadcasts_scattered_among_the_node_heads_reach_every_member_from_every
         large_bytes: usize::MAX,
         ..no_eager_slots(dp)
     };
-    for ((nodes, ordered), config) in layouts
+    // Writes of any length kept in order, those above 4 KiB landing late, and every
+    // operation in flight.
+    let transports: [Transport; 3] = [
+        |nodes| nodes_laid_out(nodes, usize::MAX),
+        |nodes| nodes_laid_out(nodes, 4096),
+        nodes_in_flight,
+    ];
+    for ((nodes, transport), config) in layouts
         .into_iter()
-        .flat_map(|l| [(l, usize::MAX), (l, 4096)])
+        .flat_map(|l| transports.map(|t| (l, t)))
         .flat_map(|l| {
             [
                 (l, scattered_broadcasts as fn(&DataPlane) -> TeamConfig),
+                (l, scattered_whole),
                 (l, tree_only),
             ]
         })
     {
         let n = nodes.len();
-        on_every_pe(
-            nodes_laid_out(nodes, ordered),
-            config,
-            move |dp, world, me| async move { broadcasting_rounds(&dp, &world, me, n).await },
-        )
+        on_every_pe(transport(nodes), config, move |dp, world, me| async move {
+            broadcasting_rounds(&dp, &world, me, n).await
+        })
         .await;
     }
 }
+
+/// A loopback job of PEs on the given nodes.
+type Transport = fn(&[usize]) -> Vec<Arc<DataPlane>>;
 
 /// One PE's rounds of
 /// [`broadcasts_scattered_among_the_node_heads_reach_every_member_from_every_root`].
