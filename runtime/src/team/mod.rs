@@ -81,7 +81,9 @@ pub struct TeamConfig {
     /// part in blocks of about this many bytes, and a leader passes each block on to the
     /// other leaders as it comes, while the next is on its way: a large message's last part
     /// then lands about one message's time on a link after the first byte leaves the root,
-    /// not one and a half. 0: each part moves whole. Default 256 KiB.
+    /// not one and a half. Each block costs a post and a wake-up, so smaller blocks pay
+    /// where the links are slow and cost where the CPUs are the limit (see
+    /// `broadcast_scatter.rs` for figures). 0: each part moves whole. Default 256 KiB.
     pub pipeline_bytes: usize,
     /// On a team of one node that syncs flat (up to four members), `alltoall` blocks of up
     /// to this many bytes move pairwise, but for those of up to 1 KiB that the eager

@@ -73,11 +73,12 @@ fn configs() -> Vec<(&'static str, TeamConfig)> {
             },
         ),
         (
-            "rings and reduce-scatter",
+            "rings and reduce-scatter; across 3 nodes, broadcasts scattered in 1 KiB blocks",
             TeamConfig {
                 eager_bytes: 0,
                 flat_max_pes: 1,
                 large_bytes: 0,
+                pipeline_bytes: 1024,
                 ..default
             },
         ),
