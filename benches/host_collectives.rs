@@ -36,7 +36,8 @@
 //! `TeamConfig::flat_max_pes`, e.g. to run a team of 3 nodes as one of more nodes than its
 //! limit; such a team of more members than N has no eager slots), `--pipeline-bytes N`
 //! (measure on a copy of the world team whose scattered broadcasts move parts in blocks of
-//! N bytes, 0 for whole parts: `TeamConfig::pipeline_bytes`).
+//! N bytes, 0 for whole parts: `TeamConfig::pipeline_bytes`), `--size N` (measure only
+//! messages of N bytes, up to 8 MiB; a latency figure up to 4 KiB, else a bandwidth one).
 //! Other arguments (cargo's `--bench`) are ignored.
 
 use std::process::ExitCode;
@@ -64,6 +65,7 @@ struct Config {
     dest_ready: bool,
     flat_max_pes: Option<usize>,
     pipeline_bytes: Option<usize>,
+    size: Option<usize>,
 }
 
 impl Config {
@@ -78,6 +80,7 @@ impl Config {
             dest_ready: false,
             flat_max_pes: None,
             pipeline_bytes: None,
+            size: None,
         };
         let mut args = std::env::args().skip(1);
         while let Some(arg) = args.next() {
@@ -99,6 +102,7 @@ impl Config {
                     | "--only"
                     | "--flat-max-pes"
                     | "--pipeline-bytes"
+                    | "--size"
             ) {
                 continue;
             }
@@ -123,6 +127,10 @@ impl Config {
                 "--bw-mib" => cfg.bw_bytes = n << 20,
                 "--flat-max-pes" => cfg.flat_max_pes = Some(n),
                 "--pipeline-bytes" => cfg.pipeline_bytes = Some(n),
+                "--size" if n > MAX_BLOCK => {
+                    return Err(format!("--size {n}: at most {MAX_BLOCK} bytes"))
+                }
+                "--size" => cfg.size = Some(n),
                 _ => cfg.pes = n,
             }
         }
@@ -325,7 +333,11 @@ async fn bench(pe: Pe, cfg: Config) -> Result<Vec<Figure>> {
         .into_iter()
         .filter(|&op| cfg.only.is_none_or(|o| o == op))
     {
-        let sizes: &[usize] = if op == Op::Barrier { &[0] } else { &SIZES };
+        let sizes: &[usize] = match (op, &cfg.size) {
+            (Op::Barrier, _) => &[0],
+            (_, Some(size)) => std::slice::from_ref(size),
+            (_, None) => &SIZES,
+        };
         for &size in sizes {
             let value = measure(&pe, &team, &b, op, size, cfg).await?;
             let latency = size <= LATENCY_MAX;
