@@ -37,7 +37,8 @@
 //! limit; such a team of more members than N has no eager slots), `--pipeline-bytes N`
 //! (measure on a copy of the world team whose scattered broadcasts move parts in blocks of
 //! N bytes, 0 for whole parts: `TeamConfig::pipeline_bytes`), `--size N` (measure only
-//! messages of N bytes, up to 8 MiB; a latency figure up to 4 KiB, else a bandwidth one).
+//! messages of N bytes, a multiple of 4 up to 8 MiB; a latency figure up to 4 KiB, else a
+//! bandwidth one).
 //! Other arguments (cargo's `--bench`) are ignored.
 
 use std::process::ExitCode;
@@ -127,8 +128,10 @@ impl Config {
                 "--bw-mib" => cfg.bw_bytes = n << 20,
                 "--flat-max-pes" => cfg.flat_max_pes = Some(n),
                 "--pipeline-bytes" => cfg.pipeline_bytes = Some(n),
-                "--size" if n > MAX_BLOCK => {
-                    return Err(format!("--size {n}: at most {MAX_BLOCK} bytes"))
+                "--size" if n > MAX_BLOCK || n % 4 != 0 => {
+                    return Err(format!(
+                    "--size {n}: a multiple of 4 bytes (the elements are i32), at most {MAX_BLOCK}"
+                ))
                 }
                 "--size" => cfg.size = Some(n),
                 _ => cfg.pes = n,

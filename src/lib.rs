@@ -46,5 +46,5 @@ pub use ferroshmem_runtime::{
     Result, SignalOp, SymBuffer, SymSlice, Wait, WaitWord,
 };
 pub use ferroshmem_runtime::{
-    BitwiseReducible, ReduceOp, Reducible, Team, TeamConfig, MISMATCH_GRACE,
+    BitwiseReducible, ReduceOp, Reducible, Team, TeamConfig, MIN_PIPELINE_BYTES, MISMATCH_GRACE,
 };

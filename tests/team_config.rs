@@ -1,9 +1,10 @@
-//! Team configurations that could not be laid out are refused on every member with a typed
-//! error, and the parent team stays usable.
+//! Team configurations that could not be laid out, or that would move broadcasts in blocks
+//! too small, are refused on every member with a typed error, and the parent team stays
+//! usable.
 
 use std::time::Duration;
 
-use ferroshmem::{run_local, Error, TeamConfig};
+use ferroshmem::{run_local, Error, TeamConfig, MIN_PIPELINE_BYTES};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_impossible_team_config_is_refused_and_the_parent_stays_usable() {
@@ -15,6 +16,14 @@ async fn an_impossible_team_config_is_refused_and_the_parent_stays_usable() {
         };
         match world.split_strided_with(0, 1, 2, huge).await {
             Err(Error::InvalidArgument(why)) if why.contains("eager_bytes") => {}
+            other => panic!("PE {}: {other:?}", pe.my_pe()),
+        }
+        let tiny_blocks = TeamConfig {
+            pipeline_bytes: MIN_PIPELINE_BYTES - 1,
+            ..TeamConfig::default()
+        };
+        match world.split_strided_with(0, 1, 2, tiny_blocks).await {
+            Err(Error::InvalidArgument(why)) if why.contains("pipeline_bytes") => {}
             other => panic!("PE {}: {other:?}", pe.my_pe()),
         }
         let copy = world

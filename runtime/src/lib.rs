@@ -48,5 +48,5 @@ pub use landed::WriteCounter;
 pub use query::{LIBRARY_NAME, SPEC_VERSION};
 pub use segment::Segment;
 pub use signal::SignalOp;
-pub use team::{Team, TeamConfig, Teams, MISMATCH_GRACE};
+pub use team::{Team, TeamConfig, Teams, MIN_PIPELINE_BYTES, MISMATCH_GRACE};
 pub use wait::{Cmp, Wait, WaitWord};

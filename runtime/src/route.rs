@@ -18,7 +18,10 @@
 //! the bytes are on their way (the source no longer needed), landing in order behind the
 //! writes before them to that PE and before its later operations there (a transport
 //! whose provider does not keep a write that long in order completes it once landed);
-//! [`Remote::settle`] confirms that they have landed. Dropping the future does not recall
+//! [`Remote::settle`] confirms that they have landed. A [`RemoteOp::PutPublished`]'s flag is
+//! raised by the target once it reads the write's notice, which may be after the write's
+//! future resolved: its reader learns of it from the flag, not from the writer. Dropping
+//! the future does not recall
 //! the operation. A transport may let a task that waits for what peers bring (a wait, an
 //! awaited operation) drive its progress on the task's own thread
 //! ([`Remote::drive`]), so that an arrival wakes that thread and no other.

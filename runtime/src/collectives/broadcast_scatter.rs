@@ -4,8 +4,8 @@
 //! # Protocol
 //! The heads are the root and the leaders of the other nodes. The elements are split into
 //! one part per head other than the root, in node order, and every part into the same
-//! number of blocks of about `pipeline_bytes` ([`crate::TeamConfig::pipeline_bytes`]; one block
-//! where it is 0).
+//! number of blocks of about `pipeline_bytes` bytes ([`crate::TeamConfig::pipeline_bytes`];
+//! one block where it is 0).
 //! 1. Each head other than the root signals to the root and to every other such head that
 //!    it has entered (`ENTERED`, with its descriptor): its `dest` may now be written.
 //! 2. The root, as each head enters, puts that head's part of its `source` into the head's
@@ -13,21 +13,22 @@
 //! 3. A head passes each block of its own part on as it comes (from its `dest`): into the
 //!    `dest` of each other head that has entered, with `READY + k` posted behind it on its
 //!    own line there. A block that comes while the last is still being put goes behind it.
-//! 4. A head that holds every part (every head's last block, and has read the words that
-//!    came with them)
-//!    acknowledges to the root and to every other head (`DONE`, with its verdict), then
-//!    releases its node's other members, which read the message in place and acknowledge,
-//!    as down the tree (`broadcast_tree.rs`); the root's node's members read the root's
-//!    `source`, released at once.
+//! 4. A head that holds every part (every other head's last block, and has read the words
+//!    that came with them) acknowledges to the root and to every other head (`DONE`, with
+//!    its verdict), then releases its node's other members, which read the message in
+//!    place and acknowledge, as down the tree (`broadcast_tree.rs`); the root's node's
+//!    members read the root's `source`, released at once.
 //! 5. A head returns once its puts have landed and every other head and its node's members
 //!    have acknowledged; the root, once its puts have landed and every head and its node's
 //!    members have.
 //!
-//! Where descriptors differ, the last block's `READY` comes with [`DISAGREED`] in place of
-//! the descriptor and no data, and is passed on so: every head still hears from every other, so nobody is
-//! left waiting, and each reports the mismatch; so does every head whose verdict another
-//! head or the root reads. An empty part (fewer elements than heads) moves no data: its
-//! `READY` comes alone.
+//! Where descriptors differ, a sender posts [`DISAGREEMENT`], a step above every block's,
+//! with [`DISAGREED`] in place of the descriptor and no data, and a head passes it on so:
+//! every head still hears from every other, whatever number of blocks it computed from
+//! its own arguments, so nobody is left waiting, and each reports the mismatch; so does
+//! every head whose verdict another head or the root reads. An empty block (of an empty
+//! part, where there are fewer elements than heads) moves no data: its `READY + k` comes
+//! alone.
 //!
 //! # Why
 //! Down the tree by node the root puts the whole message into every other node's leader:
@@ -45,24 +46,26 @@
 //! MiB; parts moving whole, 2.07, 1.22 and 1.12; in blocks of 64 KiB, 2.12, 1.84 and 1.89.
 //! Unshaped, where every "link" is the same two CPUs copying the same bytes in more
 //! messages, every form loses to the tree: 0.56, 0.53 and 0.67 in blocks of 256 KiB; 0.57,
-//! 0.82 and 0.78 whole; 0.59, 0.38 and 0.56 in blocks of 64 KiB. A block costs a post and
-//! a wake-up at the head: where the link, not the CPU, is the limit (as on a cluster's
-//! fabric) blocks pay for themselves; the default is sized for links of tens of Gbit/s,
-//! where a 256 KiB block takes tens of microseconds.
+//! 0.82 and 0.78 whole; 0.59, 0.38 and 0.56 in blocks of 64 KiB. A block costs a put, a
+//! post and a wake-up at the head: where the link, not the CPU, is the limit (as on a
+//! cluster's fabric) blocks pay for themselves. The default is a guess for links of tens
+//! of Gbit/s, where a 256 KiB block takes tens of microseconds; no such link was measured.
 //!
 //! # When the words are read
 //! Within a call a head writes, at the root and at every other head, its `ack` line twice
 //! (`ENTERED`, its descriptor in the line's fourth word, then `DONE`, its verdict in the
 //! second) and its `sig` line at the other heads once a block (`READY + k`, the same
-//! descriptor beside each); the root writes its `sig` line at each head once a block. Other collectives write a member's `sig` line without waiting
-//! for it to enter (a reduction tree's child, the leaders of a reduction by node), so a
-//! sender must not return before its receiver has read the word beside its `READY`: it
-//! waits for the receiver's `DONE`, which comes after that read. The verdict beside a
+//! descriptor beside each); the root writes its `sig` line at each head once a block.
+//! Other collectives write a member's `sig` line without waiting for it to enter (a
+//! reduction tree's child, the leaders of a reduction by node), so a sender must not return
+//! before its receiver has read the word beside its last `READY + k`: it waits for the
+//! receiver's `DONE`, which comes after that read. The verdict beside a
 //! `DONE` is written again only after its reader's next `READY` (down a tree) or part
 //! (here), sent once the reader has finished this call; an entry's descriptor, in a word of
 //! its own, only at the writer's next entry. Nobody reads another member's buffers across
 //! nodes: every byte that crosses is pushed.
 
+use std::ops::Range;
 use std::sync::atomic::Ordering;
 
 use bytemuck::Pod;
@@ -74,28 +77,54 @@ use super::reduce::part;
 use super::shapes::{Shape, Tree};
 use crate::error::Result;
 use crate::heap::SymSlice;
-use crate::team::region::{value, Layout};
+use crate::team::region::{value, Layout, LINE, MAX_TEAM_PES};
 use crate::team::{Op, Team};
 
-/// Blocks of a part, at most one step's worth of posted values.
+/// The most blocks of a part: their values `READY + k`, and [`DISAGREEMENT`] above them,
+/// stay within a signal value's steps.
 const MAX_BLOCKS: usize = 1 << 19;
 
-/// The number of blocks every part of a call of `len` elements of `elem` bytes is split
-/// into among `heads` heads, in blocks of about `block_bytes` (0: one block): that of the
-/// largest part, so every head waits for the same last value; at least one (an empty
-/// part's block moves no data).
-fn blocks_per_part(len: usize, elem: usize, heads: usize, block_bytes: usize) -> usize {
-    let largest = len.div_ceil(heads).saturating_mul(elem);
+/// The step a disagreement is posted at: above every block's, so that it ends a receiver's
+/// wait for its last block whatever number of blocks the receiver computed from its own
+/// arguments.
+const DISAGREEMENT: usize = READY + MAX_BLOCKS;
+
+const _: () = assert!(DISAGREEMENT < MAX_TEAM_PES, "a step fits a signal value");
+
+/// The number of blocks every part of a call of `bytes` bytes is split into among `heads`
+/// heads, in blocks of about `block_bytes` (0: one block): that of the largest part, so
+/// every head waits for the same last value; at least one (an empty part's block moves no
+/// data). Counted in bytes, as the members' descriptors compare calls.
+fn blocks_per_part(bytes: usize, heads: usize, block_bytes: usize) -> usize {
     match block_bytes {
         0 => 1,
-        _ => largest.div_ceil(block_bytes).clamp(1, MAX_BLOCKS),
+        _ => bytes
+            .div_ceil(heads)
+            .div_ceil(block_bytes)
+            .clamp(1, MAX_BLOCKS),
     }
 }
 
+/// The blocks a member puts into one receiver ([`Team::push_blocks`]).
+struct Delivery<'d, T: Pod> {
+    /// The receiver.
+    to: usize,
+    /// The descriptor posted beside each block's value.
+    forward: u64,
+    /// The receiver's `dest` range of the part.
+    into: SymSlice<'d, T>,
+    /// This member's data for it.
+    from: SymSlice<'d, T>,
+    /// The blocks to put now.
+    now: Range<usize>,
+}
+
 impl Team {
-    /// [`blocks_per_part`] with this team's `pipeline_bytes`.
-    fn blocks_per_part(&self, len: usize, elem: usize, heads: usize) -> usize {
-        blocks_per_part(len, elem, heads, self.inner.config.pipeline_bytes)
+    /// [`blocks_per_part`] of a call of `len` elements of `T` with this team's
+    /// `pipeline_bytes`.
+    fn blocks_per_part<T: Pod>(&self, len: usize, heads: usize) -> usize {
+        let bytes = len.saturating_mul(size_of::<T>());
+        blocks_per_part(bytes, heads, self.inner.config.pipeline_bytes)
     }
 
     /// [`Team::broadcast`] scattered among the node heads (see the module documentation).
@@ -128,7 +157,7 @@ impl Team {
                 let what = |i: usize| (dest.slice(parts(i)), source.slice(parts(i)));
                 let serving = Serving {
                     to: &heads,
-                    blocks: self.blocks_per_part(dest.len(), size_of::<T>(), heads.len()),
+                    blocks: self.blocks_per_part::<T>(dest.len(), heads.len()),
                     from_root: false,
                 };
                 let (_, pushes) = self.push_as_entered(op, call, serving, what).await?;
@@ -184,7 +213,7 @@ impl Team {
             let at = layout.ack(me) + ENTRY_DESC;
             self.post(to, layout.ack(me), entered, at, &[desc])?;
         }
-        let blocks = self.blocks_per_part(call.dest.len(), size_of::<T>(), heads.len());
+        let blocks = self.blocks_per_part::<T>(call.dest.len(), heads.len());
         let mine = call.dest.slice(part(index, heads.len(), call.dest.len()));
         let serving = Serving {
             to: &others,
@@ -245,9 +274,15 @@ impl Team {
             };
             for (i, &h) in to.iter().enumerate() {
                 if sent[i] < come && has_entered(h) {
-                    let blocks_now = (sent[i]..come, blocks);
-                    let to = (h, forward_now);
-                    sent[i] = self.push_blocks(op, call, to, what(i), blocks_now, &mut pushes)?;
+                    let (into, from) = what(i);
+                    let delivery = Delivery {
+                        to: h,
+                        forward: forward_now,
+                        into,
+                        from,
+                        now: sent[i]..come,
+                    };
+                    sent[i] = self.push_blocks(op, call, blocks, delivery, &mut pushes)?;
                 }
             }
             if come == blocks && sent.iter().all(|&s| s == blocks) {
@@ -258,8 +293,15 @@ impl Team {
                 self.blocks_come(call, serving) > come
                     || waiting.iter().any(|&i| has_entered(to[i]))
             };
-            let (sig, ack) = (layout.span(Layout::sig), layout.span(Layout::ack));
-            let watched = sig.start.min(ack.start)..sig.end.max(ack.end);
+            let root_line = layout.sig(call.root)..layout.sig(call.root) + LINE;
+            let watched = match (come < blocks, waiting.is_empty()) {
+                (true, true) => root_line,
+                (false, _) => layout.span(Layout::ack),
+                (true, false) => {
+                    let entries = layout.span(Layout::ack);
+                    root_line.start.min(entries.start)..root_line.end.max(entries.end)
+                }
+            };
             self.wait_for("broadcast", watched, ready).await?;
         }
     }
@@ -280,50 +322,64 @@ impl Team {
         }
     }
 
-    /// Puts blocks `range` of `blocks` (of `into`, from `from`) into member `to`, each with
-    /// `READY + k` and `forward` posted behind it; the last block's value with
-    /// [`DISAGREED`] alone where `forward` or `to`'s entry disagrees with the call. An empty
-    /// block moves no data. Returns how many blocks `to` has been sent: the end of `range`,
-    /// or all of them where it was told of a disagreement.
+    /// Puts blocks `delivery.now` of `blocks` into `delivery.to`, each with `READY + k` and
+    /// `delivery.forward` posted behind it; [`DISAGREEMENT`] with [`DISAGREED`] alone where
+    /// the forwarded descriptor or the receiver's entry disagrees with the call. An empty
+    /// block moves no data. Every block's post is held until its data has landed, or none
+    /// is, judged by the part's largest block, so that no post overtakes an earlier one's
+    /// data. Returns how many blocks the receiver has been sent: the end of `delivery.now`,
+    /// or all of them where it was told of a disagreement or a put was refused (whose
+    /// landing reports it; no later post then tells the receiver that it came).
     fn push_blocks<'d, T: Pod>(
         &self,
         op: &mut Op<'_>,
         call: Call<'d, '_, T>,
-        (to, forward): (usize, u64),
-        (into, from): (SymSlice<'d, T>, SymSlice<'d, T>),
-        (range, blocks): (std::ops::Range<usize>, usize),
+        blocks: usize,
+        delivery: Delivery<'d, T>,
         pushes: &mut Vec<Posted>,
     ) -> Result<usize> {
         let layout = self.inner.layout;
-        let post = |k: usize, word: u64| Post {
+        let Delivery {
+            to,
+            forward,
+            into,
+            from,
+            now,
+        } = delivery;
+        let post = |step: usize, word: u64| Post {
             to,
             offset: layout.sig(self.my_pe()),
-            value: value(call.seq, READY + k),
+            value: value(call.seq, step),
             word: Some(word),
         };
-        let theirs = self
-            .local(layout.ack(to) + ENTRY_DESC)
-            .load(Ordering::Acquire);
-        let agreed = match range.start {
-            0 => agree(call.desc, theirs, to),
+        let agreed = match now.start {
+            0 => {
+                let theirs = self.local(layout.ack(to) + ENTRY_DESC);
+                agree(call.desc, theirs.load(Ordering::Acquire), to)
+            }
             _ => Ok(()),
         };
         if forward != call.desc || agreed.is_err() {
             if let Err(e) = agreed {
                 op.reject(e);
             }
-            self.post_one(post(blocks - 1, DISAGREED))?;
+            self.post_one(post(DISAGREEMENT, DISAGREED))?;
             return Ok(blocks);
         }
-        let end = range.end;
-        for k in range {
+        let largest = into.len().div_ceil(blocks).saturating_mul(size_of::<T>());
+        let end = now.end;
+        for k in now {
             let block = part(k, blocks, into.len());
-            match block.is_empty() {
-                true => self.post_one(post(k, forward))?,
-                false => {
-                    let (into, from) = (into.slice(block.clone()), from.slice(block));
-                    pushes.push(self.put_posted(into, from, post(k, forward))?);
-                }
+            if block.is_empty() {
+                self.post_one(post(READY + k, forward))?;
+                continue;
+            }
+            let (into, from) = (into.slice(block.clone()), from.slice(block));
+            let pushed = self.put_posted_judged(into, from, post(READY + k, forward), largest)?;
+            let refused = pushed.refused();
+            pushes.push(pushed);
+            if refused {
+                return Ok(blocks);
             }
         }
         Ok(end)
@@ -339,4 +395,24 @@ struct Serving<'a> {
     blocks: usize,
     /// Whether its blocks come from the root (a head), rather than being there (the root).
     from_root: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_part_takes_the_blocks_of_the_largest() {
+        // 0: whole parts.
+        assert_eq!(blocks_per_part(8 << 20, 2, 0), 1);
+        // Two parts of 4 MiB in blocks of 256 KiB.
+        assert_eq!(blocks_per_part(8 << 20, 2, 256 << 10), 16);
+        // An odd byte more: the larger part takes one block more, and so does the other.
+        assert_eq!(blocks_per_part((8 << 20) + 1, 2, 256 << 10), 17);
+        // Fewer bytes than heads, and none: one block, empty where the part is.
+        assert_eq!(blocks_per_part(1, 4, 64), 1);
+        assert_eq!(blocks_per_part(0, 4, 64), 1);
+        // Never more blocks than their values leave room for.
+        assert_eq!(blocks_per_part(usize::MAX, 2, 64), MAX_BLOCKS);
+    }
 }

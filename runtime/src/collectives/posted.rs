@@ -54,6 +54,11 @@ pub(crate) struct Posted {
 }
 
 impl Posted {
+    /// Whether the put was refused before it started (its landing reports why).
+    pub fn refused(&self) -> bool {
+        self.landing.failed_at_once()
+    }
+
     /// Waits until the data has landed, then makes the post if it was held for that.
     ///
     /// # Errors
@@ -81,11 +86,25 @@ impl Team {
         src: SymSlice<'_, T>,
         post: Post,
     ) -> Result<Posted> {
+        self.put_posted_judged(dest, src, post, 0)
+    }
+
+    /// [`Team::put_posted`], its post held for the data, or not, as for a put of `judged`
+    /// bytes where that is longer: puts in a row whose posts must not overtake each
+    /// other's data judge alike by the longest.
+    pub(crate) fn put_posted_judged<T: Pod>(
+        &self,
+        dest: SymSlice<'_, T>,
+        src: SymSlice<'_, T>,
+        post: Post,
+        judged: usize,
+    ) -> Result<Posted> {
         let dp = self.dp();
         let to = self.pe(post.to);
         let landing = dp.put_within(dest, src, to, Caching::Keep);
         let bytes = src.len().saturating_mul(std::mem::size_of::<T>());
-        let in_order = dp.is_mapped(to) || bytes.max(POST_BYTES) <= dp.ordered_write_bytes();
+        let judged = bytes.max(judged).max(POST_BYTES);
+        let in_order = dp.is_mapped(to) || judged <= dp.ordered_write_bytes();
         let after = match (landing.failed_at_once(), in_order) {
             (true, _) => None,
             (false, true) => {

@@ -79,11 +79,17 @@ pub struct TeamConfig {
     pub large_bytes: usize,
     /// Broadcasts scattered among the node leaders (see `large_bytes`) move each leader's
     /// part in blocks of about this many bytes, and a leader passes each block on to the
-    /// other leaders as it comes, while the next is on its way: a large message's last part
-    /// then lands about one message's time on a link after the first byte leaves the root,
-    /// not one and a half. Each block costs a post and a wake-up, so smaller blocks pay
-    /// where the links are slow and cost where the CPUs are the limit (see
-    /// `broadcast_scatter.rs` for figures). 0: each part moves whole. Default 256 KiB.
+    /// other leaders as it comes, while the next is on its way: at 3 nodes a large
+    /// message's last part then lands about one message's time on a link after the first
+    /// byte leaves the root, not one and a half. Each block costs a put, a post and a
+    /// wake-up, so smaller blocks pay where the links are slow and cost where the CPUs are
+    /// the limit (see `broadcast_scatter.rs` for figures, measured on links of 1 Gbit/s
+    /// only). Where the transport does not keep a block's write and its post in order
+    /// (`Remote::ordered_write_bytes` below the block), each post waits until the member has
+    /// put all its blocks and that one has landed, so parts are passed on whole. 0: each part
+    /// moves whole; else at least [`MIN_PIPELINE_BYTES`]. Every member passes the same
+    /// (a team's creation checks it; the predefined teams' is the job's default). Default
+    /// 256 KiB.
     pub pipeline_bytes: usize,
     /// On a team of one node that syncs flat (up to four members), `alltoall` blocks of up
     /// to this many bytes move pairwise, but for those of up to 1 KiB that the eager
@@ -118,6 +124,10 @@ pub struct TeamConfig {
 /// The largest [`TeamConfig::eager_bytes`] a team may ask for: each member of a flat team
 /// keeps two slots of it per member.
 pub const MAX_EAGER_BYTES: usize = 1 << 20;
+
+/// The smallest nonzero [`TeamConfig::pipeline_bytes`] a team may ask for: every block costs
+/// a put and a post, each with its completion to keep.
+pub const MIN_PIPELINE_BYTES: usize = 64;
 
 impl Default for TeamConfig {
     fn default() -> Self {
@@ -172,12 +182,20 @@ impl TeamConfig {
         config
     }
 
-    /// Refuses a configuration whose regions could not be laid out.
+    /// Refuses a configuration whose regions could not be laid out, or whose broadcasts
+    /// would move in blocks smaller than [`MIN_PIPELINE_BYTES`].
     pub(crate) fn check(&self) -> Result<()> {
         if self.eager_bytes > MAX_EAGER_BYTES {
             return Err(Error::InvalidArgument(format!(
                 "a team's eager_bytes of {} is above the largest supported ({MAX_EAGER_BYTES})",
                 self.eager_bytes
+            )));
+        }
+        if (1..MIN_PIPELINE_BYTES).contains(&self.pipeline_bytes) {
+            return Err(Error::InvalidArgument(format!(
+                "a team's pipeline_bytes of {} is below the smallest supported \
+                 ({MIN_PIPELINE_BYTES}; 0 moves parts whole)",
+                self.pipeline_bytes
             )));
         }
         Ok(())

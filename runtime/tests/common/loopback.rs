@@ -246,10 +246,7 @@ impl Remote for Loopback {
             (RemoteOp::Put(data), Some(max)) if data.len() > max => {
                 return Box::pin(async move {
                     tokio::time::sleep(LATE).await;
-                    target.mapping().write(at, &data);
-                    fence(Ordering::SeqCst);
-                    target.wake_watchers(at, at + data.len());
-                    Ok(Vec::new())
+                    Ok(apply(&target, at, RemoteOp::Put(data)).0)
                 });
             }
             (op, _) => op,

@@ -448,8 +448,8 @@ async fn every_member_gets_the_same_bits(config: fn(&DataPlane) -> TeamConfig) -
 }
 
 /// [`no_eager_slots`], with broadcasts of an element and more scattered among the node
-/// heads on three nodes or more ([`TeamConfig::large_bytes`]), and reductions of as many
-/// scattered.
+/// heads on three nodes or more ([`TeamConfig::large_bytes`]), their parts in blocks of 200
+/// bytes (25 elements), and reductions of as many scattered.
 fn scattered_broadcasts(dp: &DataPlane) -> TeamConfig {
     TeamConfig {
         large_bytes: 8,
@@ -467,13 +467,14 @@ fn scattered_whole(dp: &DataPlane) -> TeamConfig {
 }
 
 /// Broadcasts on two nodes, and on three or more, from every root, scattered among the node
-/// heads and down the tree: lengths that leave some heads an empty part, that split
-/// unevenly among the heads, and whole; into another buffer and in place (`dest` the root's
-/// `source`); each followed by a sum, whose first words may reach a head still reading the
-/// broadcast's; with writes of any length kept in order and with writes above 4 KiB landing
-/// late. Nodes of several PEs (consecutive and not), of one PE each, and five nodes. Every
-/// member spoils its buffers as soon as its call returns; nothing is written past the
-/// length.
+/// heads (parts in blocks, and whole) and down the tree: lengths that leave some heads an
+/// empty part, that split unevenly among the heads, and whole; into another buffer and in
+/// place (`dest` the root's `source`); each followed by a sum, whose first words may reach
+/// a head still reading the broadcast's; with writes of any length kept in order, with
+/// writes above 4 KiB landing late, and with every operation in flight (a head may see
+/// one block's post while the next block is still on its way). Nodes of several PEs
+/// (consecutive and not), of one PE each, and five nodes. Every member spoils its buffers
+/// as soon as its call returns; nothing is written past the length.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn broadcasts_scattered_among_the_node_heads_reach_every_member_from_every_root() {
     let layouts: [&[usize]; 5] = [
@@ -555,24 +556,31 @@ async fn broadcasting_rounds(dp: &DataPlane, world: &Team, me: usize, n: usize) 
     }
 }
 
-/// A scattered broadcast whose members disagree on its length (both lengths scattered): a
-/// head of another node than the root's, or a member behind such a head. Where a head
-/// differs, every member fails with `CollectiveMismatch` but the root's node-mate (released
-/// at once to read the root's `source`, as down the tree); where a member behind a head
-/// differs, that member and its head do (the head has passed its part on by then, as a
-/// tree's inner member has). Nobody waits forever, and the next broadcast reaches everyone.
+/// A scattered broadcast whose members disagree on its length (both lengths scattered, in
+/// as many blocks and in fewer): a head of another node than the root's, or a member behind
+/// such a head. Where a head differs, every member fails with `CollectiveMismatch` but the
+/// root's node-mate (released at once to read the root's `source`, as down the tree);
+/// where a member behind a head differs, that member and its head do (the head has passed
+/// its part on by then, as a tree's inner member has). Nobody waits forever, and the next
+/// broadcast reaches everyone; with operations landing at once and in flight.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_scattered_broadcast_of_another_length_fails_off_the_roots_node_then_the_next_works() {
-    for odd in [2, 3] {
+    let transports: [Transport; 2] = [|nodes| nodes_laid_out(nodes, usize::MAX), nodes_in_flight];
+    let cases = [2, 3].into_iter().flat_map(|odd| {
+        [LEN - 1, LEN / 4]
+            .into_iter()
+            .flat_map(move |odd_len| transports.map(|t| (odd, odd_len, t)))
+    });
+    for (odd, odd_len, transport) in cases {
         on_every_pe(
-            nodes_laid_out(&[0, 0, 1, 1, 2, 2], usize::MAX),
+            transport(&[0, 0, 1, 1, 2, 2]),
             scattered_broadcasts,
             move |dp, world, me| async move {
                 let (source, dest) = source_and_dest();
-                let len = if me == odd { LEN - 1 } else { LEN };
+                let len = if me == odd { odd_len } else { LEN };
                 let sent = world.broadcast(dest.slice(..len), source.slice(..len), 0);
                 let done = timeout(BOUND, sent).await;
-                let what = format!("PE {me}, PE {odd} odd");
+                let what = format!("PE {me}, PE {odd} odd with {odd_len} elements");
                 let done = done.unwrap_or_else(|_| panic!("{what}: still waiting"));
                 let told = match odd {
                     2 => me != 1,
@@ -598,4 +606,42 @@ async fn a_scattered_broadcast_of_another_length_fails_off_the_roots_node_then_t
         )
         .await;
     }
+}
+
+/// A scattered broadcast whose parts' blocks alternate between a length the transport keeps
+/// in order behind its post and one a byte longer (4096 and 4104 bytes, writes of up to
+/// 4096 kept in order, longer ones landing late): no block's post may overtake an earlier
+/// block's data, or a head passes on a block that has not landed. Every member ends with
+/// the root's message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blocks_either_side_of_the_ordered_length_reach_every_head_whole() {
+    const ELEMENTS: usize = 4100;
+    let config = |dp: &DataPlane| TeamConfig {
+        pipeline_bytes: 5000,
+        ..scattered_broadcasts(dp)
+    };
+    on_every_pe(
+        nodes_laid_out(&[0, 1, 2], 4096),
+        config,
+        |dp, world, me| async move {
+            let buffer = |at| {
+                let place = Allocation::new(HeapId(1), at, ELEMENTS * 8);
+                SymBuffer::<u64>::from_allocation(place, ELEMENTS).expect("a buffer")
+            };
+            let (source, dest) = (buffer(0), buffer(ELEMENTS * 8));
+            let mine: Vec<u64> = (0..ELEMENTS).map(|i| element(5, me, i)).collect();
+            dp.put(&source, &mine, me).await.expect("source filled");
+            let sent = timeout(BOUND, world.broadcast(&dest, &source, 0)).await;
+            assert!(matches!(sent, Ok(Ok(()))), "PE {me}: {sent:?}");
+            let mut got = vec![0; ELEMENTS];
+            dp.get(&mut got, &dest, me).await.expect("dest read");
+            let want: Vec<u64> = (0..ELEMENTS).map(|i| element(5, 0, i)).collect();
+            let wrong = (0..ELEMENTS).find(|&i| got[i] != want[i]);
+            assert_eq!(
+                wrong, None,
+                "PE {me}: the first element that is not the root's"
+            );
+        },
+    )
+    .await;
 }
