@@ -42,14 +42,15 @@
 //! On 3 namespace hosts whose links were each held to 1 Gbit/s (`tc` token buckets, as a
 //! cluster's hosts each have a link of their own), 2 + 1 + 1 PEs, four rounds alternated
 //! against the tree (`host_collectives --only broadcast`, paired medians): in blocks of 256
-//! KiB (the default), 2.03, 1.47 and 1.82 times the tree's bandwidth at 64 KiB, 1 MiB and 8
-//! MiB; parts moving whole, 2.07, 1.22 and 1.12; in blocks of 64 KiB, 2.12, 1.84 and 1.89.
-//! Unshaped, where every "link" is the same two CPUs copying the same bytes in more
-//! messages, every form loses to the tree: 0.56, 0.53 and 0.67 in blocks of 256 KiB; 0.57,
-//! 0.82 and 0.78 whole; 0.59, 0.38 and 0.56 in blocks of 64 KiB. A block costs a put, a
-//! post and a wake-up at the head: where the link, not the CPU, is the limit (as on a
-//! cluster's fabric) blocks pay for themselves. The default is a guess for links of tens
-//! of Gbit/s, where a 256 KiB block takes tens of microseconds; no such link was measured.
+//! KiB (the default), 2.04, 1.43 and 1.81 times the tree's bandwidth at 64 KiB, 1 MiB and 8
+//! MiB; parts moving whole, 1.81, 1.19 and 1.11 (at 64 KiB both move one block: the gap is
+//! the runs' noise). Unshaped, where every "link" is the same two CPUs copying the same
+//! bytes in more messages, the scattered forms lose to the tree: 0.50, 0.67 and 0.62 in
+//! blocks of 256 KiB; 0.52, 1.03 and 0.78 whole. In an earlier run, blocks of 64 KiB read
+//! 2.12, 1.84 and 1.89 shaped and 0.59, 0.38 and 0.56 unshaped. A block costs a put, a post
+//! and a wake-up at the head: where the link, not the CPU, is the limit (as on a cluster's
+//! fabric) blocks pay for themselves. The default is a guess for links of tens of Gbit/s,
+//! where a 256 KiB block takes tens of microseconds; no such link was measured.
 //!
 //! # When the words are read
 //! Within a call a head writes, at the root and at every other head, its `ack` line twice
