@@ -164,7 +164,7 @@ async fn block_sums(dp: &DataPlane, world: &Team, me: usize, n: usize, ordered: 
 /// the rest from it), block by block where they are not; `alltoall` block by block, the
 /// node-mates' blocks read in place. Each call ends with a sync of each node alone. Call
 /// after call, each source rewritten and each `dest` cleared as soon as the call returns,
-/// every member finds every block of its call.
+/// every member finds every block of its call, on each of the [`TRANSPORTS`].
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn block_moves_on_nodes_of_several_pes_find_every_block_round_after_round() {
     let layouts: [&[usize]; 5] = [
@@ -175,17 +175,12 @@ async fn block_moves_on_nodes_of_several_pes_find_every_block_round_after_round(
         // Five nodes: the leaders sync by dissemination.
         &[0, 0, 1, 2, 3, 4],
     ];
-    for (nodes, ordered) in layouts
-        .into_iter()
-        .flat_map(|l| [(l, usize::MAX), (l, 4096)])
-    {
+    for (nodes, transport) in layouts.into_iter().flat_map(|l| TRANSPORTS.map(|t| (l, t))) {
         let config = |dp: &DataPlane| TeamConfig::for_job(dp.nodes(), dp.heap_size());
         let n = nodes.len();
-        on_every_pe(
-            nodes_laid_out(nodes, ordered),
-            config,
-            move |dp, world, me| async move { moving_rounds(&dp, &world, me, n).await },
-        )
+        on_every_pe(transport(nodes), config, move |dp, world, me| async move {
+            moving_rounds(&dp, &world, me, n).await
+        })
         .await;
     }
 }
@@ -233,8 +228,7 @@ async fn moving_rounds(dp: &DataPlane, world: &Team, me: usize, n: usize) {
 /// node's part of the elements from every leader's partial, then puts it into the others'
 /// `dest`), with the eager slots off so that every length takes that form: lengths that
 /// leave some leader an empty part, that do not split evenly, and whole; into another buffer
-/// and in place; with writes of any length kept in order and with writes above 4 KiB landing
-/// late; with the node's combining shared by its members and done by its leader alone. A
+/// and in place; on each of the [`TRANSPORTS`]; with the node's combining shared by its members and done by its leader alone. A
 /// team with more nodes than its flat limit goes up and down the tree by node instead, but
 /// from `large_bytes` up (1 KiB with the combining shared: all but the shortest length).
 /// Every member spoils its buffers as soon as its call returns, so that a later call cannot
@@ -250,9 +244,9 @@ async fn reductions_across_nodes_of_several_pes_reach_every_member_round_after_r
         // the elements split among the five leaders.
         (&[0, 0, 1, 2, 3, 4], Some(4)),
     ];
-    for (((nodes, flat), ordered), shared) in layouts
+    for (((nodes, flat), transport), shared) in layouts
         .into_iter()
-        .flat_map(|l| [(l, usize::MAX), (l, 4096)])
+        .flat_map(|l| TRANSPORTS.map(|t| (l, t)))
         .flat_map(|l| [(l, false), (l, true)])
     {
         // The node's combining shared by its members above 1 KiB read by its leader, so
@@ -270,11 +264,9 @@ async fn reductions_across_nodes_of_several_pes_reach_every_member_round_after_r
             (None, false) => no_eager_slots,
         };
         let n = nodes.len();
-        on_every_pe(
-            nodes_laid_out(nodes, ordered),
-            config,
-            move |dp, world, me| async move { summing_rounds(&dp, &world, me, n).await },
-        )
+        on_every_pe(transport(nodes), config, move |dp, world, me| async move {
+            summing_rounds(&dp, &world, me, n).await
+        })
         .await;
     }
 }
@@ -447,6 +439,17 @@ async fn every_member_gets_the_same_bits(config: fn(&DataPlane) -> TeamConfig) -
     results[0].clone()
 }
 
+/// A loopback job of PEs on the given nodes.
+type Transport = fn(&[usize]) -> Vec<Arc<DataPlane>>;
+
+/// The transports the rounds run on: writes of any length kept in order, those above 4 KiB
+/// landing late, and every operation in flight.
+const TRANSPORTS: [Transport; 3] = [
+    |nodes| nodes_laid_out(nodes, usize::MAX),
+    |nodes| nodes_laid_out(nodes, 4096),
+    nodes_in_flight,
+];
+
 /// [`no_eager_slots`], with broadcasts of an element and more scattered among the node
 /// heads on three nodes or more ([`TeamConfig::large_bytes`]), their parts in blocks of 200
 /// bytes (25 elements), and reductions of as many scattered.
@@ -491,16 +494,9 @@ async fn broadcasts_scattered_among_the_node_heads_reach_every_member_from_every
         large_bytes: usize::MAX,
         ..no_eager_slots(dp)
     };
-    // Writes of any length kept in order, those above 4 KiB landing late, and every
-    // operation in flight.
-    let transports: [Transport; 3] = [
-        |nodes| nodes_laid_out(nodes, usize::MAX),
-        |nodes| nodes_laid_out(nodes, 4096),
-        nodes_in_flight,
-    ];
     for ((nodes, transport), config) in layouts
         .into_iter()
-        .flat_map(|l| transports.map(|t| (l, t)))
+        .flat_map(|l| TRANSPORTS.map(|t| (l, t)))
         .flat_map(|l| {
             [
                 (l, scattered_broadcasts as fn(&DataPlane) -> TeamConfig),
@@ -516,9 +512,6 @@ async fn broadcasts_scattered_among_the_node_heads_reach_every_member_from_every
         .await;
     }
 }
-
-/// A loopback job of PEs on the given nodes.
-type Transport = fn(&[usize]) -> Vec<Arc<DataPlane>>;
 
 /// One PE's rounds of
 /// [`broadcasts_scattered_among_the_node_heads_reach_every_member_from_every_root`].
