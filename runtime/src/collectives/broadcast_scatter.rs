@@ -247,8 +247,9 @@ impl Team {
     /// block is there at once and the descriptor forwarded is the call's; on a head
     /// (`from_root`) block `k` is there once the root's `READY + k` has come, and the
     /// descriptor forwarded is the one read beside the root's first. Where that or a
-    /// receiver's descriptor disagrees, the receiver gets the last block's value with
-    /// [`DISAGREED`] alone. Returns the descriptor forwarded and the puts.
+    /// receiver's descriptor disagrees, the receiver gets [`DISAGREEMENT`] with
+    /// [`DISAGREED`] alone. Posts held for their blocks' data go out as those land, before
+    /// the next wait. Returns the descriptor forwarded and the puts still to await.
     async fn push_as_entered<'d, T: Pod>(
         &self,
         op: &mut Op<'_>,
@@ -289,6 +290,7 @@ impl Team {
             if come == blocks && sent.iter().all(|&s| s == blocks) {
                 return Ok((forward_now, pushes));
             }
+            self.post_held(&mut pushes).await?;
             let waiting: Vec<usize> = (0..to.len()).filter(|&i| sent[i] < come).collect();
             let ready = || {
                 self.blocks_come(call, serving) > come
@@ -305,6 +307,24 @@ impl Team {
             };
             self.wait_for("broadcast", watched, ready).await?;
         }
+    }
+
+    /// Awaits the puts of `pushes` whose posts wait for their data (where the transport
+    /// does not keep a block's write and its post in order), making those posts as they
+    /// land, so that a receiver hears of a block before this member has put the last;
+    /// keeps the others, whose posts went out behind them, for the caller to await.
+    async fn post_held(&self, pushes: &mut Vec<Posted>) -> Result<()> {
+        if !pushes.iter().any(Posted::holds_post) {
+            return Ok(());
+        }
+        let (held, behind): (Vec<Posted>, Vec<Posted>) = std::mem::take(pushes)
+            .into_iter()
+            .partition(Posted::holds_post);
+        *pushes = behind;
+        for push in held {
+            push.landed(self).await?;
+        }
+        Ok(())
     }
 
     /// How many blocks of its part this member holds: every one on the root, else as many

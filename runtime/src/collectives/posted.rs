@@ -54,6 +54,11 @@ pub(crate) struct Posted {
 }
 
 impl Posted {
+    /// Whether its post waits for the data to land ([`Posted::landed`] makes it).
+    pub fn holds_post(&self) -> bool {
+        self.after.is_some()
+    }
+
     /// Whether the put was refused before it started (its landing reports why).
     pub fn refused(&self) -> bool {
         self.landing.failed_at_once()

@@ -85,11 +85,11 @@ pub struct TeamConfig {
     /// wake-up, so smaller blocks pay where the links are slow and cost where the CPUs are
     /// the limit (see `broadcast_scatter.rs` for figures, measured on links of 1 Gbit/s
     /// only). Where the transport does not keep a block's write and its post in order
-    /// (`Remote::ordered_write_bytes` below the block), each post waits until the member has
-    /// put all its blocks and that one has landed, so parts are passed on whole. 0: each part
-    /// moves whole; else at least [`MIN_PIPELINE_BYTES`]. Every member passes the same
-    /// (a team's creation checks it; the predefined teams' is the job's default). Default
-    /// 256 KiB.
+    /// (`Remote::ordered_write_bytes` below the block), each block's post waits for the
+    /// block to land, and a leader waits for that before it passes on the next block.
+    /// 0: each part moves whole; else at least [`MIN_PIPELINE_BYTES`]. Every member passes
+    /// the same (a team's creation checks it; the predefined teams' is the job's default).
+    /// Default 256 KiB.
     pub pipeline_bytes: usize,
     /// On a team of one node that syncs flat (up to four members), `alltoall` blocks of up
     /// to this many bytes move pairwise, but for those of up to 1 KiB that the eager
