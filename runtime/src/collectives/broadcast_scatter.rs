@@ -72,6 +72,7 @@ use std::sync::atomic::Ordering;
 use bytemuck::Pod;
 
 use super::broadcast_tree::{Call, DONE, ENTERED, ENTRY_DESC, READY};
+use super::bytes_of;
 use super::eager::{agree, DISAGREED};
 use super::posted::{Post, Posted};
 use super::reduce::part;
@@ -124,8 +125,7 @@ impl Team {
     /// [`blocks_per_part`] of a call of `len` elements of `T` with this team's
     /// `pipeline_bytes`.
     fn blocks_per_part<T: Pod>(&self, len: usize, heads: usize) -> usize {
-        let bytes = len.saturating_mul(size_of::<T>());
-        blocks_per_part(bytes, heads, self.inner.config.pipeline_bytes)
+        blocks_per_part(bytes_of::<T>(len), heads, self.inner.config.pipeline_bytes)
     }
 
     /// [`Team::broadcast`] scattered among the node heads (see the module documentation).
@@ -387,7 +387,7 @@ impl Team {
             self.post_one(post(DISAGREEMENT, DISAGREED))?;
             return Ok(blocks);
         }
-        let largest = into.len().div_ceil(blocks).saturating_mul(size_of::<T>());
+        let largest = bytes_of::<T>(into.len().div_ceil(blocks));
         let end = now.end;
         for k in now {
             let block = part(k, blocks, into.len());

@@ -107,7 +107,7 @@ impl Team {
         let dp = self.dp();
         let to = self.pe(post.to);
         let landing = dp.put_within(dest, src, to, Caching::Keep);
-        let bytes = src.len().saturating_mul(std::mem::size_of::<T>());
+        let bytes = super::bytes_of::<T>(src.len());
         let judged = bytes.max(judged).max(POST_BYTES);
         let in_order = dp.is_mapped(to) || judged <= dp.ordered_write_bytes();
         let after = match (landing.failed_at_once(), in_order) {
